@@ -13,6 +13,7 @@ from graphmem.errors import (
     NotFound,
     QueryFailed,
 )
+from graphmem.memory import ForgetReport, GraphMemory
 from graphmem.models import (
     Agent,
     Category,
@@ -44,6 +45,8 @@ __all__ = [
     "EdgeType",
     "EventType",
     "Filter",
+    "ForgetReport",
+    "GraphMemory",
     "GraphMemError",
     "InvalidInput",
     "LLMError",

@@ -47,6 +47,7 @@ __all__ = [
     "NodeRef",
     "OrgFact",
     "Range",
+    "RecallResult",
     "Run",
     "RunStatus",
     "Status",
@@ -342,6 +343,7 @@ class Memory(GraphNode):
     run_id: str | None = None
     namespace: str = "default"
     event_type: str | None = None
+    seq: int | None = Field(default=None, ge=0)  # position of an event inside its run
     tags: tuple[str, ...] = ()
     metadata: dict[str, Any] = Field(default_factory=dict)
     embedding: tuple[float, ...] | None = Field(default=None, repr=False)
@@ -808,6 +810,63 @@ class Filter(BaseModel):
     def fields(self) -> set[str]:
         return set(self.equals) | set(self.any_of) | {r.field for r in self.ranges}
 
+    @classmethod
+    def for_memories(
+        cls,
+        *,
+        ids: Sequence[str] | None = None,
+        agent_id: str | Sequence[str] | None = None,
+        run_id: str | Sequence[str] | None = None,
+        namespace: str | Sequence[str] | None = None,
+        category: str | Sequence[str] | None = None,
+        tier: str | Sequence[str] | None = None,
+        event_type: str | Sequence[str] | None = None,
+        status: str | Sequence[str] | None = "active",
+        tags: Sequence[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        as_of: datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Filter:
+        """The usual memory filter from keyword arguments (a sequence means "any of").
+
+        ``since``/``until`` bound created_at; ``as_of`` keeps what was valid at that time
+        (valid_from <= t < valid_to) and then also admits superseded versions."""
+        equals: dict[str, Any] = {}
+        any_of: dict[str, tuple[Any, ...]] = {}
+        for name, value in (
+            ("agent_id", agent_id), ("run_id", run_id), ("namespace", namespace),
+            ("category", category), ("tier", tier), ("event_type", event_type),
+            ("status", status),
+        ):
+            if value is None:
+                continue
+            if isinstance(value, str):
+                equals[name] = value
+            else:
+                any_of[name] = tuple(value)
+        for key, value in (metadata or {}).items():
+            equals[METADATA_PREFIX + key] = value
+        ranges: list[Range] = []
+        if since is not None or until is not None:
+            ranges.append(Range(field="created_at", gte=since, lte=until))
+        if as_of is not None:
+            if status == "active":
+                equals.pop("status", None)
+                any_of["status"] = ("active", "superseded")
+            ranges.append(Range(field="valid_from", lte=as_of))
+            ranges.append(Range(field="valid_to", gt=as_of, or_missing=True))
+        return validated(
+            cls,
+            {
+                "ids": tuple(ids) if ids is not None else None,
+                "equals": equals,
+                "any_of": any_of,
+                "ranges": tuple(ranges),
+                "tags_all": tuple(tags or ()),
+            },
+        )
+
 
 def check_field(model: type[GraphNode], name: str) -> str:
     """Allow a filter/order field: a model field (not metadata/embedding) or metadata.<key>."""
@@ -855,6 +914,16 @@ class Subgraph(BaseModel):
 
     nodes: tuple[GraphNode, ...] = ()
     edges: tuple[Edge, ...] = ()
+
+
+class RecallResult(BaseModel):
+    """One recalled memory with its final score and the signals that made it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    memory: Memory
+    score: float
+    breakdown: dict[str, float] = Field(default_factory=dict)
 
 
 class BackendStats(BaseModel):

@@ -1,0 +1,61 @@
+"""Storage backends and the URL-based chooser.
+
+``open_backend(url)`` is the only place that maps a URL to a backend class:
+
+- ``None`` / ``""``  -> the embedded default, ``./graphmem.db``
+- a path, ``file:PATH``, ``sqlite:///PATH``, ``networkx:///PATH`` -> embedded, durable file
+- ``memory://``       -> embedded, in memory (tests, throwaway stores)
+- ``neo4j://``, ``neo4j+s://``, ``neo4j+ssc://``, ``bolt://``, ``bolt+s://``, ``bolt+ssc://``
+  -> Neo4j
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from graphmem.backends.base import GraphBackend
+from graphmem.errors import InvalidInput
+
+__all__ = ["DEFAULT_PATH", "GraphBackend", "open_backend", "register_scheme"]
+
+DEFAULT_PATH = "graphmem.db"
+
+_SCHEMES: dict[str, Callable[..., GraphBackend]] = {}
+
+
+def register_scheme(scheme: str, factory: Callable[..., GraphBackend]) -> None:
+    """Map a URL scheme (``"neo4j"``) to a factory ``factory(url, **options)``."""
+    _SCHEMES[scheme] = factory
+
+
+def _embedded(url: str, **options: Any) -> GraphBackend:
+    from graphmem.backends.networkx import NetworkXBackend
+
+    if url == "memory://":
+        path = None
+    else:
+        path = url
+        for prefix in ("sqlite:///", "networkx:///", "file:"):
+            if url.startswith(prefix):
+                path = url[len(prefix):]
+                break
+        if not path:
+            raise InvalidInput(f"no file path in {url!r}")
+    allowed = {"durability", "busy_timeout_ms"}
+    return NetworkXBackend(path, **{k: v for k, v in options.items() if k in allowed})
+
+
+def open_backend(url: str | None = None, **options: Any) -> GraphBackend:
+    """Open the backend a URL names (see the module docstring). Makes no network call:
+    server backends connect on first use."""
+    url = url or DEFAULT_PATH
+    scheme, sep, _rest = url.partition("://")
+    if sep and scheme in _SCHEMES:
+        return _SCHEMES[scheme](url, **options)
+    if sep and scheme not in ("memory", "sqlite", "networkx", "file"):
+        raise InvalidInput(
+            f"unknown backend URL scheme {scheme!r}; use a file path, memory://, "
+            f"or one of {sorted(_SCHEMES)}"
+        )
+    return _embedded(url, **options)

@@ -1,0 +1,957 @@
+"""Embedded backend: a networkx MultiDiGraph in memory, journalled to one SQLite file.
+
+Every ``upsert``/``delete``/``touch`` is one SQLite transaction (WAL mode); the in-memory
+graph is changed only after the commit succeeds, so a failed write changes nothing and an
+acknowledged write survives a crash of the process (``durability="normal"``, SQLite's
+``synchronous=NORMAL``) or of the machine (``durability="full"``, an fsync per commit).
+Lexical search uses an FTS5 index (BM25, porter stemming) in the same file; vectors live in
+a contiguous float32 matrix (:class:`~graphmem.vector_index.VectorIndex`).
+
+Several threads may share one backend (a lock serialises access). Several *processes* may
+open the same file: SQLite's locking keeps the file consistent, and each call first checks
+``PRAGMA data_version`` — when another process has committed since, this process reloads
+the graph from the file before it reads or writes, so it sees every committed write
+(a reload costs about as much as opening the file).
+
+``memory://`` keeps the same SQLite machinery in memory (for tests and throwaway stores).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+import os
+import re
+import sqlite3
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import networkx as nx
+import numpy as np
+
+from graphmem.backends.base import Direction
+from graphmem.errors import (
+    BackendError,
+    BackendUnavailable,
+    Conflict,
+    DimensionMismatch,
+    InvalidInput,
+    QueryFailed,
+)
+from graphmem.models import (
+    Agent,
+    BackendStats,
+    Edge,
+    EdgeType,
+    Filter,
+    GraphNode,
+    Hit,
+    Memory,
+    NodeLabel,
+    NodeRef,
+    Run,
+    Subgraph,
+    Tag,
+    TextQuery,
+    VectorQuery,
+    node_model,
+)
+from graphmem.vector_index import VectorIndex
+
+__all__ = ["NetworkXBackend"]
+
+log = logging.getLogger("graphmem.backends.networkx")
+
+Durability = Literal["normal", "full", "off"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS nodes (
+    rid INTEGER PRIMARY KEY,
+    label TEXT NOT NULL,
+    id TEXT NOT NULL,
+    props TEXT NOT NULL,
+    UNIQUE (label, id)
+);
+CREATE TABLE IF NOT EXISTS edges (
+    src TEXT NOT NULL,
+    type TEXT NOT NULL,
+    dst TEXT NOT NULL,
+    props TEXT NOT NULL,
+    PRIMARY KEY (src, type, dst)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS vectors (rid INTEGER PRIMARY KEY, vec BLOB NOT NULL);
+CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
+    content, content='', tokenize='porter unicode61 remove_diacritics 2'
+);
+"""
+
+_SCHEMA_VERSION = "1"
+
+# fields indexed in memory for fast filtering (value -> set of node keys)
+_INDEXED: dict[NodeLabel, tuple[str, ...]] = {
+    NodeLabel.MEMORY: (
+        "agent_id", "namespace", "run_id", "status", "category", "tier", "event_type",
+        "content_hash", "tags",
+    ),
+    NodeLabel.RUN: ("agent_id", "user_id", "status"),
+    NodeLabel.ORG_FACT: ("fact_id", "category", "status"),
+    NodeLabel.LOG_ENTRY: ("agent_id", "run_id"),
+}
+
+_STOPWORDS = frozenset(
+    """a an the and or but if of at by for with about against between into through during
+    before after above below to from up down in out on off over under again further then once
+    here there when where why how all any both each few more most other some such no nor not
+    only own same so than too very s t can will just don should now is are was were be been
+    being have has had having do does did doing i me my myself we our ours ourselves you your
+    yours yourself yourselves he him his himself she her hers herself it its itself they them
+    their theirs themselves what which who whom this that these those am would could""".split()
+)
+_TOKEN_RE = re.compile(r"\w+", re.UNICODE)
+
+_DT_FIELDS: dict[NodeLabel, frozenset[str]] = {}
+
+
+def _datetime_fields(label: NodeLabel) -> frozenset[str]:
+    fields = _DT_FIELDS.get(label)
+    if fields is None:
+        model = node_model(label)
+        fields = frozenset(
+            name
+            for name, f in model.model_fields.items()
+            if "datetime" in str(f.annotation)
+        )
+        _DT_FIELDS[label] = fields
+    return fields
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def _encode_edge_props(props: dict[str, Any]) -> str:
+    return json.dumps(
+        {k: ({"$dt": v.isoformat()} if isinstance(v, datetime) else v) for k, v in props.items()}
+    )
+
+
+def _decode_edge_props(text: str) -> dict[str, Any]:
+    raw = json.loads(text)
+    return {
+        k: (datetime.fromisoformat(v["$dt"]) if isinstance(v, dict) and "$dt" in v else v)
+        for k, v in raw.items()
+    }
+
+
+def fts_query(text: str) -> str | None:
+    """An FTS5 MATCH expression for free text: quoted terms OR-ed, stopwords dropped
+    (unless the query is nothing but stopwords). None when there is no term."""
+    tokens = list(dict.fromkeys(t.lower() for t in _TOKEN_RE.findall(text)))
+    terms = [t for t in tokens if t not in _STOPWORDS] or tokens
+    if not terms:
+        return None
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms[:64])
+
+
+class NetworkXBackend:
+    """The embedded default backend. See the module docstring for guarantees."""
+
+    name = "networkx"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        durability: Durability = "normal",
+        busy_timeout_ms: int = 10_000,
+    ) -> None:
+        """Open (creating if needed) the store at ``path``; ``None`` or ``":memory:"`` keeps it
+        in memory. Opening reads the file; it makes no network call."""
+        self._path = None if path in (None, ":memory:") else Path(path)  # type: ignore[arg-type]
+        self._lock = threading.RLock()
+        self._closed = False
+        try:
+            if self._path is not None:
+                self._path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(
+                str(self._path) if self._path else ":memory:",
+                isolation_level=None,  # explicit BEGIN/COMMIT
+                check_same_thread=False,
+                timeout=busy_timeout_ms / 1000,
+            )
+            self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+            if self._path is not None:
+                mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                if mode.lower() != "wal":
+                    raise BackendUnavailable(f"cannot enable WAL journal on {self._path}")
+            sync = {"normal": "NORMAL", "full": "FULL", "off": "OFF"}[durability]
+            self._db.execute(f"PRAGMA synchronous={sync}")
+            self._db.executescript(_SCHEMA)
+            self._check_version()
+        except sqlite3.Error as e:
+            raise BackendUnavailable(f"cannot open embedded store {self._path}: {e}") from e
+        self._load()
+
+    # -- loading ---------------------------------------------------------------------
+
+    def _check_version(self) -> None:
+        row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None:
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
+                (_SCHEMA_VERSION,),
+            )
+        elif row[0] != _SCHEMA_VERSION:
+            raise BackendUnavailable(
+                f"store schema version {row[0]} is not supported (expected {_SCHEMA_VERSION})"
+            )
+
+    def _load(self) -> None:
+        """(Re)build the in-memory state from the file."""
+        g = nx.MultiDiGraph()
+        rid_of: dict[str, int] = {}
+        key_of: dict[int, str] = {}
+        by_label: dict[NodeLabel, set[str]] = defaultdict(set)
+        index: dict[tuple[NodeLabel, str], dict[Any, set[str]]] = defaultdict(
+            lambda: defaultdict(set)
+        )
+        cur = self._db.execute("SELECT rid, label, id, props FROM nodes")
+        for rid, label_s, ident, props_s in cur:
+            label = NodeLabel(label_s)
+            props = json.loads(props_s)
+            for f in _datetime_fields(label):
+                v = props.get(f)
+                if v is not None:
+                    props[f] = datetime.fromisoformat(v)
+            key = f"{label_s}:{ident}"
+            props["label"] = label_s
+            g.add_node(key, **props)
+            rid_of[key] = rid
+            key_of[rid] = key
+            by_label[label].add(key)
+            self._index_add(index, label, key, props)
+        for src, etype, dst, props_s in self._db.execute("SELECT src, type, dst, props FROM edges"):
+            g.add_edge(src, dst, key=etype, type=etype, **_decode_edge_props(props_s))
+        dim_row = self._db.execute("SELECT value FROM meta WHERE key='embedding_dim'").fetchone()
+        self._dim: int | None = int(dim_row[0]) if dim_row else None
+        vindex = VectorIndex(self._dim) if self._dim else None
+        if vindex is not None:
+            keys: list[str] = []
+            vecs: list[np.ndarray] = []
+            for rid, blob in self._db.execute("SELECT rid, vec FROM vectors"):
+                key = key_of.get(rid)
+                if key is not None:
+                    keys.append(key)
+                    vecs.append(np.frombuffer(blob, dtype=np.float32))
+            if keys:
+                vindex.add(keys, np.vstack(vecs))
+        self._g = g
+        self._rid_of = rid_of
+        self._key_of = key_of
+        self._by_label = by_label
+        self._index = index
+        self._vindex = vindex
+        self._next_rid = max(key_of, default=0) + 1
+        self._data_version = self._db.execute("PRAGMA data_version").fetchone()[0]
+
+    @staticmethod
+    def _index_add(
+        index: dict[tuple[NodeLabel, str], dict[Any, set[str]]],
+        label: NodeLabel,
+        key: str,
+        props: dict[str, Any],
+    ) -> None:
+        for f in _INDEXED.get(label, ()):
+            v = props.get(f)
+            if isinstance(v, list):
+                for item in v:
+                    index[(label, f)][item].add(key)
+            else:
+                index[(label, f)][v].add(key)
+
+    def _index_remove(self, label: NodeLabel, key: str, props: dict[str, Any]) -> None:
+        for f in _INDEXED.get(label, ()):
+            v = props.get(f)
+            bucket = self._index[(label, f)]
+            for item in v if isinstance(v, list) else [v]:
+                keys = bucket.get(item)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del bucket[item]
+
+    @contextmanager
+    def _fresh(self) -> Iterator[None]:
+        """Hold the lock, with the in-memory state current with the file."""
+        with self._lock:
+            if self._closed:
+                raise BackendUnavailable("the store is closed")
+            try:
+                version = self._db.execute("PRAGMA data_version").fetchone()[0]
+            except sqlite3.Error as e:
+                raise BackendUnavailable(f"embedded store unreadable: {e}") from e
+            if version != self._data_version:
+                log.info("store changed by another process; reloading")
+                self._load()
+            yield
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT, reloading first if another process wrote."""
+        with self._lock:
+            if self._closed:
+                raise BackendUnavailable("the store is closed")
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as e:
+                raise Conflict(f"the store is locked by another writer: {e}") from e
+            try:
+                version = self._db.execute("PRAGMA data_version").fetchone()[0]
+                if version != self._data_version:
+                    self._load()
+                yield self._db
+                self._db.execute("COMMIT")
+            except BaseException as e:
+                try:
+                    self._db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+                if isinstance(e, sqlite3.IntegrityError):
+                    raise Conflict(str(e)) from e
+                if isinstance(e, sqlite3.Error):
+                    raise QueryFailed(f"embedded store write failed: {e}") from e
+                raise
+            self._data_version = self._db.execute("PRAGMA data_version").fetchone()[0]
+
+    # -- protocol --------------------------------------------------------------------
+
+    @property
+    def graph(self) -> nx.MultiDiGraph:
+        """A read-only live view of the in-memory graph (node keys are ``Label:id``)."""
+        return self._g.copy(as_view=True)  # type: ignore[no-any-return]
+
+    @property
+    def location(self) -> str:
+        return str(self._path) if self._path else "memory://"
+
+    def ensure_schema(self, *, embedding_dim: int | None = None) -> None:
+        if embedding_dim is None:
+            return
+        if embedding_dim <= 0:
+            raise InvalidInput("embedding_dim must be positive")
+        with self._transaction() as db:
+            self._fix_dim(db, embedding_dim)
+
+    def _fix_dim(self, db: sqlite3.Connection, dim: int) -> None:
+        if self._dim is None:
+            db.execute(
+                "INSERT INTO meta(key, value) VALUES ('embedding_dim', ?)", (str(dim),)
+            )
+        elif self._dim != dim:
+            raise DimensionMismatch(
+                f"embedding has {dim} dimensions; this store was created with {self._dim}"
+            )
+
+    def upsert(self, nodes: Sequence[GraphNode] = (), edges: Sequence[Edge] = ()) -> None:
+        for n in nodes:
+            if not isinstance(n, GraphNode):
+                raise InvalidInput(f"upsert takes graph nodes, got {type(n).__name__}")
+        for e in edges:
+            if not isinstance(e, Edge):
+                raise InvalidInput(f"upsert takes Edge values, got {type(e).__name__}")
+        if not nodes and not edges:
+            return
+        dims = {len(n.embedding) for n in nodes if getattr(n, "embedding", None)}
+        if len(dims) > 1:
+            raise DimensionMismatch(f"embeddings of different dimensions in one batch: {dims}")
+        with self._transaction() as db:
+            plan = self._plan_upsert(nodes, edges)
+            if dims:
+                self._fix_dim(db, dims.pop())
+            self._write_plan(db, plan)
+        self._apply_plan(plan)
+
+    def _plan_upsert(
+        self, nodes: Sequence[GraphNode], edges: Sequence[Edge]
+    ) -> dict[str, Any]:
+        """Work out every row to write, before touching the file (validation first)."""
+        node_rows: dict[str, tuple[NodeLabel, str, dict[str, Any], tuple[float, ...] | None]] = {}
+        auto: dict[str, GraphNode] = {}
+        struct: dict[str, list[tuple[str, str]]] = {}
+        for n in nodes:
+            props = n.to_props()
+            vec = props.pop("embedding", None)
+            key = n.ref.key
+            node_rows[key] = (n.label, n.id, props, tuple(vec) if vec else None)  # type: ignore[arg-type]
+        for key, (label, _ident, props, _vec) in node_rows.items():
+            targets = self._structural_targets(label, props)
+            struct[key] = [(etype, t.ref.key) for etype, t in targets]
+            for _etype, target in targets:
+                tkey = target.ref.key
+                if tkey not in node_rows and tkey not in self._rid_of and tkey not in auto:
+                    auto[tkey] = target
+        for tkey, target in auto.items():
+            props = target.to_props()
+            node_rows[tkey] = (target.label, target.id, props, None)
+        edge_rows: list[tuple[str, str, str, dict[str, Any]]] = []
+        for e in edges:
+            src, dst = e.src.key, e.dst.key
+            for end in (src, dst):
+                if end not in node_rows and end not in self._rid_of:
+                    raise InvalidInput(f"edge {e.type.value} refers to missing node {end}")
+            edge_rows.append((src, e.type.value, dst, dict(e.props)))
+        return {"nodes": node_rows, "struct": struct, "edges": edge_rows, "rids": {}}
+
+    @staticmethod
+    def _structural_targets(
+        label: NodeLabel, props: dict[str, Any]
+    ) -> list[tuple[str, GraphNode]]:
+        out: list[tuple[str, GraphNode]] = []
+        if label is NodeLabel.MEMORY:
+            out.append(("AUTHORED_BY", Agent(id=props["agent_id"])))
+            if props.get("run_id"):
+                out.append(
+                    ("IN_RUN", Run(id=props["run_id"], agent_id=props["agent_id"],
+                                   namespace=props.get("namespace", "default")))
+                )
+        elif label is NodeLabel.RUN:
+            out.append(("RUN_BY", Agent(id=props["agent_id"])))
+        if label in (NodeLabel.MEMORY, NodeLabel.ORG_FACT):
+            out.extend(("TAGGED", Tag(id=t)) for t in props.get("tags", ()))
+        return out
+
+    def _write_plan(self, db: sqlite3.Connection, plan: dict[str, Any]) -> None:
+        rids: dict[str, int] = plan["rids"]
+        next_rid = self._next_rid
+        node_params = []
+        fts_delete = []
+        fts_insert = []
+        vec_upsert = []
+        vec_delete = []
+        for key, (label, ident, props, vec) in plan["nodes"].items():
+            rid = self._rid_of.get(key)
+            if rid is None:
+                rid = next_rid
+                next_rid += 1
+            rids[key] = rid
+            node_params.append((rid, label.value, ident, json.dumps(props, default=_json_default)))
+            if label is NodeLabel.MEMORY:
+                old = self._g.nodes[key] if key in self._g else None
+                if old is None or old.get("content") != props["content"]:
+                    if old is not None:
+                        fts_delete.append((rid, old["content"]))
+                    fts_insert.append((rid, props["content"]))
+            if vec is not None:
+                vec_upsert.append((rid, np.asarray(vec, dtype=np.float32).tobytes()))
+            elif self._vindex is not None and key in self._vindex:
+                vec_delete.append((rid,))
+        db.executemany(
+            "INSERT INTO nodes(rid, label, id, props) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(rid) DO UPDATE SET props = excluded.props",
+            node_params,
+        )
+        if fts_delete:
+            db.executemany(
+                "INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', ?, ?)",
+                fts_delete,
+            )
+        if fts_insert:
+            db.executemany("INSERT INTO memory_fts(rowid, content) VALUES (?, ?)", fts_insert)
+        if vec_upsert:
+            db.executemany("INSERT OR REPLACE INTO vectors(rid, vec) VALUES (?, ?)", vec_upsert)
+        if vec_delete:
+            db.executemany("DELETE FROM vectors WHERE rid = ?", vec_delete)
+        # structural edges: replace those of re-upserted nodes
+        struct_del = []
+        struct_ins = []
+        for key, wanted in plan["struct"].items():
+            for _s, dst, etype in self._structural_edges_of(key):
+                if (etype, dst) not in wanted:
+                    struct_del.append((key, etype, dst))
+            for etype, dst in wanted:
+                struct_ins.append((key, etype, dst, "{}"))
+        plan["struct_del"] = struct_del
+        if struct_del:
+            db.executemany("DELETE FROM edges WHERE src=? AND type=? AND dst=?", struct_del)
+        edge_params = [
+            (src, etype, dst, _encode_edge_props(props)) for src, etype, dst, props in plan["edges"]
+        ]
+        db.executemany(
+            "INSERT INTO edges(src, type, dst, props) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(src, type, dst) DO UPDATE SET props = excluded.props",
+            struct_ins + edge_params,
+        )
+        plan["next_rid"] = next_rid
+
+    _STRUCTURAL = frozenset({"AUTHORED_BY", "IN_RUN", "TAGGED", "RUN_BY"})
+
+    def _structural_edges_of(self, key: str) -> list[tuple[str, str, str]]:
+        if key not in self._g:
+            return []
+        return [
+            (key, dst, etype)
+            for _s, dst, etype in self._g.out_edges(key, keys=True)
+            if etype in self._STRUCTURAL
+        ]
+
+    def _apply_plan(self, plan: dict[str, Any]) -> None:
+        g = self._g
+        rids: dict[str, int] = plan["rids"]
+        vec_keys: list[str] = []
+        vecs: list[tuple[float, ...]] = []
+        for key, (label, _ident, props, vec) in plan["nodes"].items():
+            attrs = dict(props)
+            attrs["label"] = label.value
+            if key in g:
+                old = g.nodes[key]
+                self._index_remove(label, key, old)
+                old.clear()
+                old.update(attrs)
+            else:
+                g.add_node(key, **attrs)
+            rid = rids[key]
+            self._rid_of[key] = rid
+            self._key_of[rid] = key
+            self._by_label[label].add(key)
+            self._index_add(self._index, label, key, attrs)
+            if vec is not None:
+                vec_keys.append(key)
+                vecs.append(vec)
+            elif self._vindex is not None and key in self._vindex:
+                self._vindex.remove([key])
+        if vec_keys:
+            if self._vindex is None:
+                self._dim = len(vecs[0])
+                self._vindex = VectorIndex(self._dim)
+            self._vindex.add(vec_keys, np.asarray(vecs, dtype=np.float32))
+        for src, etype, dst in plan["struct_del"]:
+            if g.has_edge(src, dst, key=etype):
+                g.remove_edge(src, dst, key=etype)
+        for key, wanted in plan["struct"].items():
+            for etype, dst in wanted:
+                if not g.has_edge(key, dst, key=etype):
+                    g.add_edge(key, dst, key=etype, type=etype)
+        for src, etype, dst, props in plan["edges"]:
+            if g.has_edge(src, dst, key=etype):
+                data = g.edges[src, dst, etype]
+                data.clear()
+                data.update(props, type=etype)
+            else:
+                g.add_edge(src, dst, key=etype, type=etype, **props)
+        self._next_rid = plan["next_rid"]
+
+    def get(self, label: NodeLabel, ids: Sequence[str]) -> list[GraphNode]:
+        label = NodeLabel(label)
+        with self._fresh():
+            out = []
+            for ident in ids:
+                key = f"{label.value}:{ident}"
+                if key in self._g:
+                    out.append(self._node(key))
+            return out
+
+    def _node(self, key: str) -> GraphNode:
+        attrs = self._g.nodes[key]
+        model = node_model(attrs["label"])
+        props = {k: v for k, v in attrs.items() if k != "label"}
+        if self._vindex is not None and model is Memory:
+            vec = self._vindex.get(key)
+            if vec is not None:
+                props["embedding"] = vec.tolist()
+        try:
+            return model.from_props(props)
+        except InvalidInput as e:  # only if the file was edited by hand
+            raise BackendError(f"stored node {key} is not valid: {e}") from e
+
+    def delete(self, nodes: Sequence[NodeRef] = (), edges: Sequence[Edge] = ()) -> int:
+        refs = [NodeRef(NodeLabel(r[0]), r[1]) for r in nodes]
+        with self._transaction() as db:
+            keys = [r.key for r in refs if r.key in self._g]
+            node_rids = [(self._rid_of[k],) for k in keys]
+            fts = [
+                (self._rid_of[k], self._g.nodes[k]["content"])
+                for k in keys
+                if self._g.nodes[k]["label"] == NodeLabel.MEMORY.value
+            ]
+            edge_rows = set()
+            for k in keys:
+                for s, d, t in self._g.out_edges(k, keys=True):
+                    edge_rows.add((s, t, d))
+                for s, d, t in self._g.in_edges(k, keys=True):
+                    edge_rows.add((s, t, d))
+            for e in edges:
+                edge_rows.add((e.src.key, e.type.value, e.dst.key))
+            db.executemany("DELETE FROM edges WHERE src=? AND type=? AND dst=?", list(edge_rows))
+            if fts:
+                db.executemany(
+                    "INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', ?, ?)",
+                    fts,
+                )
+            db.executemany("DELETE FROM vectors WHERE rid = ?", node_rids)
+            db.executemany("DELETE FROM nodes WHERE rid = ?", node_rids)
+        for src, etype, dst in edge_rows:
+            if self._g.has_edge(src, dst, key=etype):
+                self._g.remove_edge(src, dst, key=etype)
+        for k in keys:
+            attrs = self._g.nodes[k]
+            label = NodeLabel(attrs["label"])
+            self._index_remove(label, k, attrs)
+            self._by_label[label].discard(k)
+            self._key_of.pop(self._rid_of.pop(k), None)
+            if self._vindex is not None:
+                self._vindex.remove([k])
+            self._g.remove_node(k)
+        return len(keys)
+
+    # -- filtering -------------------------------------------------------------------
+
+    def _candidates(self, flt: Filter) -> set[str] | None:
+        """The smallest indexed key set the filter implies (None: the whole label)."""
+        label = flt.label
+        sets: list[set[str]] = []
+        if flt.ids is not None:
+            sets.append({f"{label.value}:{i}" for i in flt.ids})
+        indexed = _INDEXED.get(label, ())
+        for f, v in flt.equals.items():
+            if f in indexed:
+                sets.append(self._index[(label, f)].get(v, set()))
+        for f, vs in flt.any_of.items():
+            if f in indexed:
+                bucket = self._index[(label, f)]
+                u: set[str] = set()
+                for v in vs:
+                    u |= bucket.get(v, set())
+                sets.append(u)
+        if flt.tags_all and "tags" in indexed:
+            for t in flt.tags_all:
+                sets.append(self._index[(label, "tags")].get(t, set()))
+        if not sets:
+            return None
+        return min(sets, key=len)
+
+    @staticmethod
+    def _predicate(flt: Filter) -> Callable[[dict[str, Any]], bool]:
+        label = flt.label.value
+        equals = list(flt.equals.items())
+        any_of = [(f, set(vs)) for f, vs in flt.any_of.items()]
+        ranges = flt.ranges
+        tags_all = set(flt.tags_all)
+        ids = set(flt.ids) if flt.ids is not None else None
+
+        def ok(a: dict[str, Any]) -> bool:
+            if a.get("label") != label:
+                return False
+            if ids is not None and a.get("id") not in ids:
+                return False
+            for f, v in equals:
+                if a.get(f) != v:
+                    return False
+            for f, vs in any_of:
+                if a.get(f) not in vs:
+                    return False
+            for r in ranges:
+                v = a.get(r.field)
+                if v is None:
+                    if r.or_missing:
+                        continue
+                    return False
+                try:
+                    if r.gte is not None and not v >= r.gte:
+                        return False
+                    if r.gt is not None and not v > r.gt:
+                        return False
+                    if r.lte is not None and not v <= r.lte:
+                        return False
+                    if r.lt is not None and not v < r.lt:
+                        return False
+                except TypeError:
+                    return False
+            if tags_all and not tags_all.issubset(a.get("tags", ())):
+                return False
+            return True
+
+        return ok
+
+    def _matching_keys(self, flt: Filter) -> Iterator[str]:
+        cand = self._candidates(flt)
+        keys: Iterable[str] = cand if cand is not None else self._by_label.get(flt.label, ())
+        ok = self._predicate(flt)
+        nodes = self._g.nodes
+        for k in keys:
+            if k in nodes and ok(nodes[k]):
+                yield k
+
+    def match(
+        self,
+        flt: Filter,
+        *,
+        limit: int | None = None,
+        offset: int = 0,
+        order_by: str = "id",
+        descending: bool = False,
+    ) -> list[GraphNode]:
+        from graphmem.models import check_field
+
+        try:
+            if order_by != "id":
+                check_field(node_model(flt.label), order_by)
+        except ValueError as e:
+            raise InvalidInput(str(e)) from e
+        if offset < 0 or (limit is not None and limit < 0):
+            raise InvalidInput("limit and offset must not be negative")
+        with self._fresh():
+            nodes = self._g.nodes
+            keys = list(self._matching_keys(flt))
+
+            def sort_key(k: str) -> tuple[Any, ...]:
+                v = nodes[k].get(order_by)
+                # missing values sort last in both directions
+                missing = v is None
+                return (missing != descending, _orderable(v), nodes[k].get("id"))
+
+            if limit is not None and limit + offset < len(keys) // 4:
+                pick = heapq.nlargest if descending else heapq.nsmallest
+                keys = pick(limit + offset, keys, key=sort_key)
+            else:
+                keys.sort(key=sort_key, reverse=descending)
+            end = None if limit is None else offset + limit
+            return [self._node(k) for k in keys[offset:end]]
+
+    def count(self, flt: Filter) -> int:
+        with self._fresh():
+            return sum(1 for _ in self._matching_keys(flt))
+
+    # -- search ----------------------------------------------------------------------
+
+    def search_text(self, query: TextQuery) -> list[Hit]:
+        if query.filter.label is not NodeLabel.MEMORY:
+            raise InvalidInput("text search runs over Memory nodes")
+        expr = fts_query(query.text)
+        if expr is None:
+            return []
+        with self._fresh():
+            ok = self._predicate(query.filter)
+            cand = self._candidates(query.filter)
+            nodes = self._g.nodes
+            results: list[tuple[str, float]] = []
+            try:
+                if cand is not None and len(cand) <= 5000:
+                    rids = [self._rid_of[k] for k in cand if k in self._rid_of]
+                    rows = self._db.execute(
+                        "SELECT rowid, bm25(memory_fts) AS s FROM memory_fts "
+                        "WHERE memory_fts MATCH ? AND rowid IN (SELECT value FROM json_each(?)) "
+                        "ORDER BY s",
+                        (expr, json.dumps(rids)),
+                    ).fetchall()
+                    for rid, s in rows:
+                        key = self._key_of.get(rid)
+                        if key is not None and ok(nodes[key]):
+                            results.append((key, -s))
+                            if len(results) == query.k:
+                                break
+                else:
+                    fetch = max(query.k * 4, 64)
+                    while True:
+                        rows = self._db.execute(
+                            "SELECT rowid, bm25(memory_fts) AS s FROM memory_fts "
+                            "WHERE memory_fts MATCH ? ORDER BY s LIMIT ?",
+                            (expr, fetch),
+                        ).fetchall()
+                        results = []
+                        for rid, s in rows:
+                            key = self._key_of.get(rid)
+                            if key is not None and ok(nodes[key]):
+                                results.append((key, -s))
+                                if len(results) == query.k:
+                                    break
+                        if len(results) == query.k or len(rows) < fetch:
+                            break
+                        fetch *= 4
+            except sqlite3.Error as e:
+                raise QueryFailed(f"text search failed: {e}") from e
+            return [Hit(node=self._node(k), score=s) for k, s in results]  # type: ignore[arg-type]
+
+    def search_vector(self, query: VectorQuery) -> list[Hit]:
+        if query.filter.label is not NodeLabel.MEMORY:
+            raise InvalidInput("vector search runs over Memory nodes")
+        with self._fresh():
+            if self._vindex is None:
+                return []
+            if len(query.vector) != self._vindex.dim:
+                raise DimensionMismatch(
+                    f"query vector has {len(query.vector)} dimensions; "
+                    f"this store uses {self._vindex.dim}"
+                )
+            ok = self._predicate(query.filter)
+            nodes = self._g.nodes
+            cand = self._candidates(query.filter)
+            if cand is not None and len(cand) > len(self._vindex) // 5:
+                cand = None  # broad filter: scan everything and check while taking top-k
+            found = self._vindex.search(
+                np.asarray(query.vector, dtype=np.float32),
+                query.k,
+                candidates=cand,
+                allowed=lambda k: k in nodes and ok(nodes[k]),
+            )
+            return [Hit(node=self._node(k), score=s) for k, s in found]  # type: ignore[arg-type]
+
+    def expand(
+        self,
+        seeds: Sequence[NodeRef],
+        edge_types: Sequence[EdgeType],
+        *,
+        direction: Direction = "both",
+        depth: int = 1,
+        limit: int = 1000,
+    ) -> Subgraph:
+        if depth < 0 or limit < 1:
+            raise InvalidInput("depth must be >= 0 and limit >= 1")
+        types = {EdgeType(t).value for t in edge_types}
+        with self._fresh():
+            g = self._g
+            frontier = [NodeRef(NodeLabel(s[0]), s[1]).key for s in seeds]
+            seen = [k for k in dict.fromkeys(frontier) if k in g]
+            seen_set = set(seen)
+            frontier = list(seen)
+            edges: dict[tuple[str, str, str], dict[str, Any]] = {}
+            for _ in range(depth):
+                nxt = []
+                for k in frontier:
+                    steps = []
+                    if direction in ("out", "both"):
+                        steps.extend(g.out_edges(k, keys=True, data=True))
+                    if direction in ("in", "both"):
+                        steps.extend(g.in_edges(k, keys=True, data=True))
+                    for s, d, t, data in steps:
+                        if t not in types:
+                            continue
+                        edges[(s, t, d)] = data
+                        other = d if s == k else s
+                        if other not in seen_set and len(seen) < limit:
+                            seen_set.add(other)
+                            seen.append(other)
+                            nxt.append(other)
+                frontier = nxt
+                if not frontier:
+                    break
+            out_edges = [
+                Edge(
+                    type=EdgeType(t),
+                    src=_ref_of(s),
+                    dst=_ref_of(d),
+                    props={k: v for k, v in data.items() if k != "type"},
+                )
+                for (s, t, d), data in edges.items()
+                if s in seen_set and d in seen_set
+            ]
+            return Subgraph(nodes=tuple(self._node(k) for k in seen), edges=tuple(out_edges))
+
+    def touch(self, ids: Sequence[str], at: datetime) -> None:
+        if not ids:
+            return
+        if at.tzinfo is None:
+            raise InvalidInput("touch time must be timezone-aware")
+        with self._transaction() as db:
+            keys = [f"Memory:{i}" for i in dict.fromkeys(ids) if f"Memory:{i}" in self._g]
+            updated = []
+            for k in keys:
+                attrs = dict(self._g.nodes[k])
+                attrs["access_count"] = int(attrs.get("access_count", 0)) + 1
+                attrs["last_accessed"] = at
+                attrs.pop("label")
+                updated.append((k, attrs))
+            db.executemany(
+                "UPDATE nodes SET props = ? WHERE rid = ?",
+                [(json.dumps(a, default=_json_default), self._rid_of[k]) for k, a in updated],
+            )
+        for k, a in updated:
+            self._g.nodes[k]["access_count"] = a["access_count"]
+            self._g.nodes[k]["last_accessed"] = at
+
+    def scan(
+        self, *, batch_size: int = 1000
+    ) -> Iterator[tuple[list[GraphNode], list[Edge]]]:
+        if batch_size < 1:
+            raise InvalidInput("batch_size must be >= 1")
+        with self._fresh():
+            keys = sorted(self._g.nodes, key=lambda k: self._rid_of[k])
+            edge_list = sorted(self._g.edges(keys=True, data=True), key=lambda e: (e[0], e[2], e[1]))
+        for i in range(0, len(keys), batch_size):
+            with self._fresh():
+                yield [self._node(k) for k in keys[i : i + batch_size] if k in self._g], []
+        for i in range(0, len(edge_list), batch_size):
+            batch = [
+                Edge(
+                    type=EdgeType(t),
+                    src=_ref_of(s),
+                    dst=_ref_of(d),
+                    props={k: v for k, v in data.items() if k != "type"},
+                )
+                for s, d, t, data in edge_list[i : i + batch_size]
+            ]
+            yield [], batch
+
+    def stats(self) -> BackendStats:
+        with self._fresh():
+            nodes = {lab.value: len(keys) for lab, keys in self._by_label.items() if keys}
+            edges: dict[str, int] = defaultdict(int)
+            for _s, _d, t in self._g.edges(keys=True):
+                edges[t] += 1
+            size = None
+            if self._path is not None:
+                size = sum(
+                    p.stat().st_size
+                    for p in (self._path, Path(f"{self._path}-wal"))
+                    if p.exists()
+                )
+            return BackendStats(
+                backend=self.name,
+                nodes=nodes,
+                edges=dict(edges),
+                location=self.location,
+                file_bytes=size,
+                embedding_dim=self._dim,
+            )
+
+    def checkpoint(self) -> None:
+        """Fold the WAL into the main file (smaller file, faster next open)."""
+        with self._lock:
+            if not self._closed and self._path is not None:
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                if self._path is not None:
+                    self._db.execute("PRAGMA optimize")
+                self._db.close()
+            except sqlite3.Error as e:  # closing must not lose anything already committed
+                log.warning("error while closing the embedded store: %s", e)
+
+    def __repr__(self) -> str:
+        return f"NetworkXBackend({self.location!r})"
+
+
+def _ref_of(key: str) -> NodeRef:
+    label, _, ident = key.partition(":")
+    return NodeRef(NodeLabel(label), ident)
+
+
+def _orderable(v: Any) -> Any:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return int(v)
+    return v

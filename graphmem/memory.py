@@ -1,0 +1,792 @@
+"""GraphMemory: the one public entry point, composing backend, embedder and the passes.
+
+>>> from graphmem import GraphMemory
+>>> with GraphMemory.open("memory://", embedder=None) as mem:
+...     m = mem.remember("Alice prefers tea", agent_id="assistant", tags=["prefs"])
+...     [r.memory.content for r in mem.recall("tea", agent_id="assistant")]
+['Alice prefers tea']
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any, Literal, Protocol, runtime_checkable
+
+import networkx as nx
+from pydantic import BaseModel, ConfigDict
+
+from graphmem.backends import open_backend
+from graphmem.backends.base import GraphBackend
+from graphmem.errors import Conflict, InvalidInput, NotFound
+from graphmem.models import (
+    Agent,
+    Category,
+    Edge,
+    EdgeType,
+    Filter,
+    GraphNode,
+    Memory,
+    NodeLabel,
+    NodeRef,
+    RecallResult,
+    Run,
+    RunStatus,
+    Status,
+    Subgraph,
+    TextQuery,
+    Tier,
+    new_id,
+    node_model,
+    utcnow,
+    validated,
+)
+
+__all__ = ["ForgetReport", "GraphMemory", "ImportReport"]
+
+log = logging.getLogger("graphmem.memory")
+
+EXPORT_FORMAT = "graphmem-jsonl"
+EXPORT_VERSION = 1
+
+
+@runtime_checkable
+class _HasGraphView(Protocol):
+    @property
+    def graph(self) -> nx.MultiDiGraph: ...
+
+
+class ForgetReport(BaseModel):
+    """What ``forget`` deleted (or would delete, on a dry run) and what it restored."""
+
+    model_config = ConfigDict(frozen=True)
+
+    deleted: tuple[str, ...]
+    restored: tuple[str, ...]
+    dry_run: bool = False
+
+
+class ImportReport(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    nodes: int
+    edges: int
+
+
+class GraphMemory:
+    """Knowledge memory for agents over a :class:`GraphBackend`.
+
+    Open one with :meth:`open`; use it as a context manager or call :meth:`close`.
+    Thread-safe: the backends serialise access, and appends to a run are ordered here.
+    """
+
+    def __init__(
+        self,
+        backend: GraphBackend,
+        *,
+        embedder: Any | None = None,
+        llm: Any | None = None,
+        settings: Any | None = None,
+        clock: Callable[[], datetime] = utcnow,
+        owns_backend: bool = True,
+    ) -> None:
+        self._backend = backend
+        self._embedder = embedder
+        self.llm = llm
+        self.settings = settings
+        self._clock = clock
+        self._owns_backend = owns_backend
+        self._run_lock = threading.Lock()
+        self._closed = False
+
+    # -- opening and closing ----------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        url: str | None = None,
+        *,
+        auth: tuple[str, str] | None = None,
+        database: str | None = None,
+        embedder: Any | None = "auto",
+        llm: Any | None = None,
+        settings: Any | None = None,
+        clock: Callable[[], datetime] = utcnow,
+        **backend_options: Any,
+    ) -> GraphMemory:
+        """Open a memory store by URL (default: the embedded store ``./graphmem.db``).
+
+        ``url``: a file path, ``memory://``, or ``neo4j://host:7687`` (and the other
+        neo4j/bolt schemes). ``embedder``: ``"auto"`` (sentence-transformers with the bundled
+        offline model, falling back to a dependency-free embedder), ``None`` (no vectors),
+        a model name, or an Embedder object. Nothing connects or loads a model here; that
+        happens on first use.
+        """
+        if auth is not None:
+            backend_options["auth"] = auth
+        if database is not None:
+            backend_options["database"] = database
+        backend = open_backend(url, **backend_options)
+        if isinstance(embedder, str):
+            from graphmem.embeddings import make_embedder
+
+            embedder = make_embedder(embedder)
+        mem = cls(backend, embedder=embedder, llm=llm, settings=settings, clock=clock)
+        try:
+            backend.ensure_schema()
+        except BaseException:
+            backend.close()
+            raise
+        return mem
+
+    def close(self) -> None:
+        """Close the backend if this object opened it (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            if self._owns_backend:
+                self._backend.close()
+
+    def __enter__(self) -> GraphMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def backend(self) -> GraphBackend:
+        return self._backend
+
+    @property
+    def embedder(self) -> Any | None:
+        return self._embedder
+
+    def now(self) -> datetime:
+        return self._clock()
+
+    # -- writing ---------------------------------------------------------------------
+
+    def _embed(self, memories: list[Memory]) -> list[Memory]:
+        """Attach embeddings to memories that have none (only when an embedder is set)."""
+        if self._embedder is None:
+            return memories
+        todo = [i for i, m in enumerate(memories) if m.embedding is None]
+        if not todo:
+            return memories
+        vectors = self._embedder.embed([memories[i].content for i in todo])
+        self._backend.ensure_schema(embedding_dim=int(vectors.shape[1]))
+        out = list(memories)
+        for i, vec in zip(todo, vectors, strict=True):
+            out[i] = out[i].evolve(embedding=vec.tolist())
+        return out
+
+    def remember(
+        self,
+        content: str,
+        *,
+        agent_id: str = "default",
+        run_id: str | None = None,
+        namespace: str = "default",
+        category: Category | str = Category.SEMANTIC,
+        tier: Tier | str = Tier.LONG_TERM,
+        importance: float = 0.5,
+        confidence: float = 1.0,
+        tags: Sequence[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+        event_type: str | None = None,
+        created_at: datetime | None = None,
+        valid_from: datetime | None = None,
+        expires_at: datetime | None = None,
+    ) -> Memory:
+        """Store one memory durably and return it (with its generated id)."""
+        data: dict[str, Any] = {
+            "content": content, "agent_id": agent_id, "run_id": run_id,
+            "namespace": namespace, "category": category, "tier": tier,
+            "importance": importance, "confidence": confidence, "tags": tags,
+            "metadata": metadata, "event_type": event_type,
+            "created_at": created_at or self._clock(), "valid_from": valid_from,
+            "expires_at": expires_at,
+        }
+        return self.remember_many([data])[0]
+
+    def remember_many(self, items: Iterable[Memory | Mapping[str, Any]]) -> list[Memory]:
+        """Store many memories in one atomic, durable batch.
+
+        Each item is a :class:`Memory` or a mapping of its fields. Every item is validated
+        first: one bad item raises InvalidInput and nothing is written.
+        """
+        now = self._clock()
+        memories: list[Memory] = []
+        for i, item in enumerate(items):
+            if isinstance(item, Memory):
+                memories.append(item)
+                continue
+            if not isinstance(item, Mapping):
+                raise InvalidInput(f"item {i}: expected a Memory or a mapping")
+            data = {k: v for k, v in item.items() if v is not None}
+            data.setdefault("created_at", now)
+            try:
+                memories.append(validated(Memory, data))
+            except InvalidInput as e:
+                raise InvalidInput(f"item {i}: {e}") from e
+        if len({m.id for m in memories}) != len(memories):
+            raise InvalidInput("duplicate ids in one batch")
+        memories = self._embed(memories)
+        self._backend.upsert(memories)
+        log.debug("remembered %d memories", len(memories))
+        return memories
+
+    def get(self, memory_id: str) -> Memory:
+        """The memory with this id (any status); NotFound if there is none."""
+        found = self._backend.get(NodeLabel.MEMORY, [memory_id])
+        if not found:
+            raise NotFound(f"no memory {memory_id!r}")
+        return found[0]  # type: ignore[return-value]
+
+    def get_many(self, memory_ids: Sequence[str]) -> list[Memory]:
+        """The memories that exist among these ids, in order."""
+        return self._backend.get(NodeLabel.MEMORY, memory_ids)  # type: ignore[return-value]
+
+    def update(
+        self,
+        memory_id: str,
+        content: str | None = None,
+        *,
+        reason: str = "update",
+        **changes: Any,
+    ) -> Memory:
+        """Write a new version of a memory that SUPERSEDES the current one.
+
+        The old version stays in the graph with status ``superseded`` and ``valid_to`` set;
+        ``history()`` shows the chain. Only an active memory can be updated (Conflict
+        otherwise). ``changes`` may set importance, confidence, tags, metadata, category,
+        tier, expires_at, valid_from, namespace.
+        """
+        allowed = {"importance", "confidence", "tags", "metadata", "category", "tier",
+                   "expires_at", "valid_from", "namespace", "event_type"}
+        unknown = set(changes) - allowed
+        if unknown:
+            raise InvalidInput(f"cannot update field(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+        old = self.get(memory_id)
+        if old.status is not Status.ACTIVE:
+            raise Conflict(f"memory {memory_id} is {old.status.value}; update its current version")
+        now = self._clock()
+        fields = dict(changes)
+        if content is not None:
+            fields["content"] = content
+        new = old.evolve(
+            id=new_id(),
+            created_at=now,
+            updated_at=now,
+            valid_from=fields.pop("valid_from", None) or now,
+            valid_to=None,
+            content_hash="",
+            embedding=old.embedding if content is None or content == old.content else None,
+            **fields,
+        )
+        if new.valid_from < old.valid_from:  # type: ignore[operator]
+            raise InvalidInput("a new version cannot be valid before the version it replaces")
+        retired = old.evolve(status=Status.SUPERSEDED, valid_to=new.valid_from, updated_at=now)
+        [new] = self._embed([new])
+        edge = validated(
+            Edge, {"type": EdgeType.SUPERSEDES, "src": new, "dst": old,
+                   "props": {"reason": reason, "at": now}},
+        )
+        self._backend.upsert([new, retired], [edge])
+        return new
+
+    def supersede(
+        self, new_id_: str, old_ids: Sequence[str], *, reason: str, pass_name: str | None = None
+    ) -> None:
+        """Mark ``old_ids`` superseded by the existing memory ``new_id_`` (SUPERSEDES edges,
+        and DERIVED_FROM edges too when ``pass_name`` is given) in one atomic write."""
+        now = self._clock()
+        new = self.get(new_id_)
+        olds = self.get_many(old_ids)
+        if len(olds) != len(set(old_ids)):
+            raise NotFound(f"some of {list(old_ids)} do not exist")
+        nodes: list[GraphNode] = []
+        edges: list[Edge] = []
+        for old in olds:
+            if old.id == new.id:
+                raise InvalidInput("a memory cannot supersede itself")
+            nodes.append(old.evolve(status=Status.SUPERSEDED, valid_to=now, updated_at=now))
+            edges.append(validated(Edge, {"type": EdgeType.SUPERSEDES, "src": new, "dst": old,
+                                          "props": {"reason": reason, "at": now}}))
+            if pass_name:
+                edges.append(validated(Edge, {"type": EdgeType.DERIVED_FROM, "src": new,
+                                              "dst": old, "props": {"pass": pass_name, "at": now}}))
+        self._backend.upsert(nodes, edges)
+
+    def link(self, derived_id: str, source_ids: Sequence[str], *, pass_name: str = "manual") -> None:
+        """Record provenance: ``derived_id`` DERIVED_FROM each of ``source_ids``."""
+        now = self._clock()
+        ids = [derived_id, *source_ids]
+        found = {m.id for m in self.get_many(ids)}
+        missing = [i for i in ids if i not in found]
+        if missing:
+            raise NotFound(f"no memory {missing[0]!r}")
+        edges = [
+            validated(Edge, {"type": EdgeType.DERIVED_FROM, "src": (NodeLabel.MEMORY, derived_id),
+                             "dst": (NodeLabel.MEMORY, s), "props": {"pass": pass_name, "at": now}})
+            for s in source_ids
+        ]
+        self._backend.upsert((), edges)
+
+    def set_status(self, memory_ids: Sequence[str], status: Status | str) -> list[Memory]:
+        """Set the status of memories in place (archive / restore); returns the new values."""
+        status = Status(status)
+        now = self._clock()
+        changed = [
+            m.evolve(
+                status=status,
+                updated_at=now,
+                valid_to=None if status is Status.ACTIVE else m.valid_to,
+            )
+            for m in self.get_many(memory_ids)
+        ]
+        self._backend.upsert(changed)
+        return changed
+
+    def forget(self, memory_id: str, *, cascade: bool = True, dry_run: bool = False) -> ForgetReport:
+        """Delete a memory for good — the only operation besides import that removes data.
+
+        Cascade (default): the memory's older versions (what it SUPERSEDES, transitively)
+        are deleted with it, and so is every node derived from any of them — newer
+        versions, merges and summaries (DERIVED_FROM / SUPERSEDES pointing at them,
+        transitively) — because those carry the forgotten content. A memory that was
+        superseded *only* by deleted nodes is restored to active (a merge partner of the
+        forgotten memory comes back). With ``cascade=False`` only this node is deleted and
+        derived nodes keep their content (their provenance edge to it is gone).
+        """
+        self.get(memory_id)  # NotFound early
+        doomed: list[str] = [memory_id]
+        if cascade:
+            older = self._backend.expand(
+                [NodeRef(NodeLabel.MEMORY, memory_id)], [EdgeType.SUPERSEDES],
+                direction="out", depth=10_000, limit=1_000_000,
+            )
+            doomed = [n.id for n in older.nodes if isinstance(n, Memory)]
+            derived = self._backend.expand(
+                [NodeRef(NodeLabel.MEMORY, i) for i in doomed],
+                [EdgeType.SUPERSEDES, EdgeType.DERIVED_FROM],
+                direction="in", depth=10_000, limit=1_000_000,
+            )
+            doomed = list(dict.fromkeys(doomed + [n.id for n in derived.nodes if isinstance(n, Memory)]))
+        doomed_set = set(doomed)
+        # nodes the doomed ones superseded, and who else supersedes them
+        around = self._backend.expand(
+            [NodeRef(NodeLabel.MEMORY, i) for i in doomed], [EdgeType.SUPERSEDES],
+            direction="out", depth=1, limit=1_000_000,
+        )
+        victims = [n for n in around.nodes if isinstance(n, Memory) and n.id not in doomed_set]
+        restored: list[Memory] = []
+        for v in victims:
+            sup = self._backend.expand(
+                [v.ref], [EdgeType.SUPERSEDES], direction="in", depth=1
+            )
+            others = [e for e in sup.edges if e.dst.id == v.id and e.src.id not in doomed_set]
+            if not others and v.status is Status.SUPERSEDED:
+                restored.append(v.evolve(status=Status.ACTIVE, valid_to=None, updated_at=self._clock()))
+        report = ForgetReport(
+            deleted=tuple(doomed), restored=tuple(m.id for m in restored), dry_run=dry_run
+        )
+        if dry_run:
+            return report
+        # restore first: if the delete then fails, nothing was lost, only reactivated
+        if restored:
+            self._backend.upsert(restored)
+        self._backend.delete([NodeRef(NodeLabel.MEMORY, i) for i in doomed])
+        log.info("forgot %d memories, restored %d", len(doomed), len(restored))
+        return report
+
+    # -- reading ---------------------------------------------------------------------
+
+    def list(
+        self,
+        *,
+        agent_id: str | Sequence[str] | None = None,
+        run_id: str | Sequence[str] | None = None,
+        namespace: str | Sequence[str] | None = None,
+        category: str | Sequence[str] | None = None,
+        tier: str | Sequence[str] | None = None,
+        event_type: str | Sequence[str] | None = None,
+        status: str | Sequence[str] | None = "active",
+        tags: Sequence[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        limit: int | None = 100,
+        offset: int = 0,
+        order_by: str = "created_at",
+        descending: bool = True,
+    ) -> list[Memory]:
+        """Memories matching the filters (``status=None`` for every status), newest first."""
+        flt = Filter.for_memories(
+            agent_id=agent_id, run_id=run_id, namespace=namespace, category=category,
+            tier=tier, event_type=event_type, status=status, tags=tags, since=since,
+            until=until, metadata=metadata,
+        )
+        return self._backend.match(  # type: ignore[return-value]
+            flt, limit=limit, offset=offset, order_by=order_by, descending=descending
+        )
+
+    def count(self, **filters: Any) -> int:
+        """How many memories match (same keyword filters as :meth:`list`)."""
+        return self._backend.count(Filter.for_memories(**filters))
+
+    def history(self, memory_id: str) -> list[Memory]:
+        """Every version connected to this memory by SUPERSEDES, oldest first."""
+        self.get(memory_id)
+        sub = self._backend.expand(
+            [NodeRef(NodeLabel.MEMORY, memory_id)], [EdgeType.SUPERSEDES],
+            direction="both", depth=10_000, limit=100_000,
+        )
+        versions = [n for n in sub.nodes if isinstance(n, Memory)]
+        return sorted(versions, key=lambda m: (m.valid_from or m.created_at, m.created_at, m.id))
+
+    def current(self, memory_id: str) -> Memory:
+        """The newest active version in this memory's history."""
+        versions = [m for m in self.history(memory_id) if m.status is Status.ACTIVE]
+        if not versions:
+            raise NotFound(f"memory {memory_id!r} has no active version")
+        return versions[-1]
+
+    def provenance(self, memory_id: str, *, depth: int = 10) -> Subgraph:
+        """The DERIVED_FROM / SUPERSEDES tree below a memory (what it was made from)."""
+        self.get(memory_id)
+        return self._backend.expand(
+            [NodeRef(NodeLabel.MEMORY, memory_id)],
+            [EdgeType.DERIVED_FROM, EdgeType.SUPERSEDES],
+            direction="out", depth=depth,
+        )
+
+    # TODO(retrieval): replaced by the hybrid pipeline of graphmem.retrieval
+    def recall(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        agent_id: str | Sequence[str] | None = None,
+        run_id: str | Sequence[str] | None = None,
+        namespace: str | Sequence[str] | None = None,
+        category: str | Sequence[str] | None = None,
+        tier: str | Sequence[str] | None = None,
+        tags: Sequence[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        as_of: datetime | None = None,
+        touch: bool = True,
+    ) -> list[RecallResult]:
+        """The memories most relevant to ``query`` (lexical BM25 ranking)."""
+        flt = Filter.for_memories(
+            agent_id=agent_id, run_id=run_id, namespace=namespace, category=category,
+            tier=tier, tags=tags, since=since, until=until, as_of=as_of,
+        )
+        hits = self._backend.search_text(TextQuery(text=query, filter=flt, k=k))
+        if touch and hits:
+            self._backend.touch([h.node.id for h in hits], self._clock())
+        return [
+            RecallResult(memory=h.node, score=h.score, breakdown={"lexical": h.score})
+            for h in hits
+        ]
+
+    # TODO(retrieval): replaced by the budgeted, fenced context of graphmem.retrieval
+    def context(self, query: str, *, max_tokens: int = 2000, **filters: Any) -> str:
+        """Recalled memories as one text block for a prompt, within ``max_tokens``."""
+        lines = ["<memories>"]
+        used = 4
+        for r in self.recall(query, **filters):
+            line = f"- {r.memory.content}"
+            if used + len(line) // 4 > max_tokens:
+                break
+            used += len(line) // 4
+            lines.append(line)
+        lines.append("</memories>")
+        return "\n".join(lines)
+
+    # -- agents and runs -------------------------------------------------------------
+
+    def register_agent(
+        self,
+        agent_id: str,
+        *,
+        name: str | None = None,
+        seniority: str | None = None,
+        autonomy: int | None = None,
+        kind: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Agent:
+        """Create or update an agent (fields not given keep their stored values)."""
+        found = self._backend.get(NodeLabel.AGENT, [agent_id])
+        base: dict[str, Any] = found[0].model_dump() if found else {"id": agent_id}
+        for k, v in (("name", name), ("seniority", seniority), ("autonomy", autonomy),
+                     ("kind", kind), ("metadata", metadata)):
+            if v is not None:
+                base[k] = v
+        agent: Agent = validated(Agent, base)
+        self._backend.upsert([agent])
+        return agent
+
+    def get_agent(self, agent_id: str) -> Agent:
+        found = self._backend.get(NodeLabel.AGENT, [agent_id])
+        if not found:
+            raise NotFound(f"no agent {agent_id!r}")
+        return found[0]  # type: ignore[return-value]
+
+    def list_agents(self, *, limit: int | None = None, offset: int = 0) -> list[Agent]:
+        return self._backend.match(  # type: ignore[return-value]
+            Filter(label=NodeLabel.AGENT), limit=limit, offset=offset
+        )
+
+    def start_run(
+        self,
+        agent_id: str = "default",
+        *,
+        run_id: str | None = None,
+        user_id: str | None = None,
+        app_name: str | None = None,
+        namespace: str = "default",
+        started_at: datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Run:
+        """Start a run (an agent session). Conflict if ``run_id`` already exists."""
+        data: dict[str, Any] = {
+            "agent_id": agent_id, "user_id": user_id, "app_name": app_name,
+            "namespace": namespace, "started_at": started_at or self._clock(),
+            "metadata": metadata,
+        }
+        if run_id is not None:
+            data["id"] = run_id
+        run: Run = validated(Run, {k: v for k, v in data.items() if v is not None})
+        with self._run_lock:
+            if self._backend.get(NodeLabel.RUN, [run.id]):
+                raise Conflict(f"run {run.id!r} already exists")
+            self._backend.upsert([run])
+        return run
+
+    def get_run(self, run_id: str) -> Run:
+        found = self._backend.get(NodeLabel.RUN, [run_id])
+        if not found:
+            raise NotFound(f"no run {run_id!r}")
+        return found[0]  # type: ignore[return-value]
+
+    def end_run(
+        self, run_id: str, *, status: RunStatus | str = RunStatus.COMPLETED
+    ) -> Run:
+        """Mark a run ended (completed by default)."""
+        with self._run_lock:
+            run = self.get_run(run_id).evolve(status=RunStatus(status), ended_at=self._clock())
+            self._backend.upsert([run])
+        return run
+
+    def list_runs(
+        self,
+        *,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        status: str | None = None,
+        limit: int | None = 100,
+        offset: int = 0,
+    ) -> list[Run]:
+        """Runs, newest first."""
+        equals = {k: v for k, v in (("agent_id", agent_id), ("user_id", user_id),
+                                    ("status", status)) if v is not None}
+        flt = validated(Filter, {"label": NodeLabel.RUN, "equals": equals})
+        return self._backend.match(  # type: ignore[return-value]
+            flt, limit=limit, offset=offset, order_by="started_at", descending=True
+        )
+
+    def add_event(
+        self,
+        run_id: str,
+        event_type: str,
+        content: str,
+        *,
+        agent_id: str | None = None,
+        importance: float = 0.5,
+        tier: Tier | str = Tier.SHORT_TERM,
+        tags: Sequence[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+        created_at: datetime | None = None,
+    ) -> Memory:
+        """Append an episodic event to a run (started on the fly if it does not exist).
+
+        Events of a run are ordered: each has ``seq`` (0, 1, 2 …) and the previous event
+        links to it with ``(earlier)-[:NEXT]->(later)``.
+        """
+        return self.add_events(
+            run_id,
+            [{"event_type": event_type, "content": content, "agent_id": agent_id,
+              "importance": importance, "tier": tier, "tags": tags, "metadata": metadata,
+              "created_at": created_at}],
+        )[0]
+
+    def add_events(self, run_id: str, events: Sequence[Mapping[str, Any]]) -> list[Memory]:
+        """Append several events to a run in one atomic write (see :meth:`add_event`)."""
+        now = self._clock()
+        with self._run_lock:
+            found = self._backend.get(NodeLabel.RUN, [run_id])
+            run: Run = found[0] if found else validated(  # type: ignore[assignment]
+                Run, {"id": run_id, "agent_id": (events[0].get("agent_id") if events else None)
+                      or "default", "started_at": now}
+            )
+            memories: list[Memory] = []
+            for i, ev in enumerate(events):
+                data = {k: v for k, v in ev.items() if v is not None}
+                data.setdefault("agent_id", run.agent_id)
+                data.setdefault("namespace", run.namespace)
+                data.setdefault("created_at", now)
+                data.setdefault("category", Category.EPISODIC)
+                data.setdefault("tier", Tier.SHORT_TERM)
+                data["run_id"] = run.id
+                data["seq"] = run.event_count + i
+                try:
+                    memories.append(validated(Memory, data))
+                except InvalidInput as e:
+                    raise InvalidInput(f"event {i}: {e}") from e
+            memories = self._embed(memories)
+            edges: list[Edge] = []
+            prev = run.last_event_id
+            for m in memories:
+                if prev is not None:
+                    edges.append(validated(Edge, {"type": EdgeType.NEXT,
+                                                  "src": (NodeLabel.MEMORY, prev), "dst": m}))
+                prev = m.id
+            if memories:
+                run = run.evolve(event_count=run.event_count + len(memories), last_event_id=prev)
+            self._backend.upsert([run, *memories], edges)
+        return memories
+
+    def events(
+        self,
+        run_id: str,
+        *,
+        event_types: Sequence[str] | None = None,
+        limit: int | None = None,
+        status: str | Sequence[str] | None = None,
+    ) -> list[Memory]:
+        """A run's events in order (optionally only some types)."""
+        flt = Filter.for_memories(run_id=run_id, event_type=event_types, status=status)
+        events: list[Memory] = self._backend.match(flt, order_by="seq")  # type: ignore[assignment]
+        return events if limit is None else events[-limit:] if limit > 0 else []
+
+    # -- whole-store operations ------------------------------------------------------
+
+    @property
+    def graph(self) -> nx.MultiDiGraph:
+        """The memory graph as networkx (read-only). Live for the embedded backend; a
+        snapshot built from a full scan for server backends."""
+        if isinstance(self._backend, _HasGraphView):
+            return self._backend.graph
+        g = nx.MultiDiGraph()
+        for nodes, edges in self._backend.scan():
+            for n in nodes:
+                props = n.to_props()
+                props.pop("embedding", None)
+                g.add_node(n.ref.key, label=n.label.value, **props)
+            for e in edges:
+                g.add_edge(e.src.key, e.dst.key, key=e.type.value, type=e.type.value, **e.props)
+        return nx.freeze(g)  # type: ignore[no-any-return]
+
+    def stats(self) -> dict[str, Any]:
+        """Counts per label/edge type, memories per status and tier, and the store's size."""
+        s = self._backend.stats()
+        by_status = {st.value: self.count(status=st.value) for st in Status}
+        by_tier = {t.value: self.count(tier=t.value, status=None) for t in Tier}
+        return {
+            "backend": s.backend, "location": s.location, "file_bytes": s.file_bytes,
+            "nodes": s.nodes, "edges": s.edges, "memories_by_status": by_status,
+            "memories_by_tier": by_tier, "embedding_dim": s.embedding_dim,
+        }
+
+    def export(self, dest: str | Path | IO[str]) -> ImportReport:
+        """Write the whole graph as JSON lines (a header line, nodes, then edges)."""
+        if isinstance(dest, str | Path):
+            with open(dest, "w", encoding="utf-8") as f:
+                return self._export(f)
+        return self._export(dest)
+
+    def _export(self, f: IO[str]) -> ImportReport:
+        f.write(json.dumps({"format": EXPORT_FORMAT, "version": EXPORT_VERSION}) + "\n")
+        n_nodes = n_edges = 0
+        for nodes, edges in self._backend.scan():
+            for n in nodes:
+                f.write(json.dumps({"node": n.label.value, "props": n.to_props()},
+                                   default=_jsonable) + "\n")
+                n_nodes += 1
+            for e in edges:
+                f.write(json.dumps({"edge": e.type.value, "src": list(e.src), "dst": list(e.dst),
+                                    "props": e.props}, default=_jsonable) + "\n")
+                n_edges += 1
+        return ImportReport(nodes=n_nodes, edges=n_edges)
+
+    def import_(self, src: str | Path | IO[str], *, batch_size: int = 2000) -> ImportReport:
+        """Load an export. Every line is validated before anything is written (a bad line
+        raises InvalidInput naming it); existing nodes with the same ids are replaced."""
+        if isinstance(src, str | Path):
+            with open(src, encoding="utf-8") as f:
+                return self._import(f, batch_size)
+        return self._import(src, batch_size)
+
+    def _import(self, f: IO[str], batch_size: int) -> ImportReport:
+        nodes: list[GraphNode] = []
+        edges: list[Edge] = []
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                if lineno == 1:
+                    if rec.get("format") != EXPORT_FORMAT:
+                        raise InvalidInput("not a graphmem export (missing header line)")
+                    if rec.get("version") != EXPORT_VERSION:
+                        raise InvalidInput(f"unsupported export version {rec.get('version')}")
+                    continue
+                if "node" in rec:
+                    nodes.append(node_model(rec["node"]).from_props(_revive(rec["props"])))
+                elif "edge" in rec:
+                    edges.append(Edge.from_row({
+                        "type": rec["edge"], "src_label": rec["src"][0], "src": rec["src"][1],
+                        "dst_label": rec["dst"][0], "dst": rec["dst"][1],
+                        "props": _revive(rec.get("props") or {}),
+                    }))
+                else:
+                    raise InvalidInput("line is neither a node nor an edge")
+            except (ValueError, KeyError, TypeError, IndexError) as e:
+                raise InvalidInput(f"import line {lineno}: {e}") from e
+        node_keys = {n.ref.key for n in nodes}
+        for e in edges:
+            for end in (e.src, e.dst):
+                if end.key not in node_keys and not self._backend.get(end.label, [end.id]):
+                    raise InvalidInput(f"edge {e.type.value} refers to missing node {end.key}")
+        dims = {len(n.embedding) for n in nodes if isinstance(n, Memory) and n.embedding}
+        if len(dims) > 1:
+            raise InvalidInput(f"the export mixes embedding dimensions {sorted(dims)}")
+        if dims:
+            self._backend.ensure_schema(embedding_dim=dims.pop())
+        for i in range(0, len(nodes), batch_size):
+            self._backend.upsert(nodes[i : i + batch_size])
+        for i in range(0, len(edges), batch_size):
+            self._backend.upsert((), edges[i : i + batch_size])
+        return ImportReport(nodes=len(nodes), edges=len(edges))
+
+    def __repr__(self) -> str:
+        return f"GraphMemory({self._backend!r})"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return {"$dt": value.isoformat()}
+    raise TypeError(f"cannot export {type(value).__name__}")
+
+
+def _revive(props: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: datetime.fromisoformat(v["$dt"]) if isinstance(v, dict) and "$dt" in v else v
+        for k, v in props.items()
+    }
+
