@@ -651,6 +651,13 @@ class GraphMemory:
             memories = self._embed(memories)
             edges: list[Edge] = []
             prev = run.last_event_id
+            if prev is not None and not self._backend.get(NodeLabel.MEMORY, [prev]):
+                # the last event was forgotten: chain on from the newest one that remains
+                latest = self._backend.match(
+                    Filter.for_memories(run_id=run.id, status=None),
+                    limit=1, order_by="seq", descending=True,
+                )
+                prev = latest[0].id if latest else None
             for m in memories:
                 if prev is not None:
                     edges.append(validated(Edge, {"type": EdgeType.NEXT,

@@ -98,7 +98,7 @@ _SCHEMA_VERSION = "1"
 _INDEXED: dict[NodeLabel, tuple[str, ...]] = {
     NodeLabel.MEMORY: (
         "agent_id", "namespace", "run_id", "status", "category", "tier", "event_type",
-        "content_hash", "tags",
+        "content_hash", "tags", "audience",
     ),
     NodeLabel.RUN: ("agent_id", "user_id", "status"),
     NodeLabel.ORG_FACT: ("fact_id", "category", "status"),
@@ -348,8 +348,11 @@ class NetworkXBackend:
             return
         if embedding_dim <= 0:
             raise InvalidInput("embedding_dim must be positive")
+        if self._dim == embedding_dim:
+            return
         with self._transaction() as db:
             self._fix_dim(db, embedding_dim)
+        self._set_dim(embedding_dim)
 
     def _fix_dim(self, db: sqlite3.Connection, dim: int) -> None:
         if self._dim is None:
@@ -360,6 +363,12 @@ class NetworkXBackend:
             raise DimensionMismatch(
                 f"embedding has {dim} dimensions; this store was created with {self._dim}"
             )
+
+    def _set_dim(self, dim: int) -> None:
+        """After a commit that fixed the dimension: make the in-memory index."""
+        if self._dim is None:
+            self._dim = dim
+            self._vindex = VectorIndex(dim)
 
     def upsert(self, nodes: Sequence[GraphNode] = (), edges: Sequence[Edge] = ()) -> None:
         for n in nodes:
@@ -373,11 +382,14 @@ class NetworkXBackend:
         dims = {len(n.embedding) for n in nodes if getattr(n, "embedding", None)}
         if len(dims) > 1:
             raise DimensionMismatch(f"embeddings of different dimensions in one batch: {dims}")
+        dim = dims.pop() if dims else None
         with self._transaction() as db:
             plan = self._plan_upsert(nodes, edges)
-            if dims:
-                self._fix_dim(db, dims.pop())
+            if dim is not None:
+                self._fix_dim(db, dim)
             self._write_plan(db, plan)
+        if dim is not None:
+            self._set_dim(dim)
         self._apply_plan(plan)
 
     def _plan_upsert(
@@ -392,16 +404,18 @@ class NetworkXBackend:
             vec = props.pop("embedding", None)
             key = n.ref.key
             node_rows[key] = (n.label, n.id, props, tuple(vec) if vec else None)  # type: ignore[arg-type]
-        for key, (label, _ident, props, _vec) in node_rows.items():
+        queue = list(node_rows)
+        while queue:  # auto-created endpoints (a Run) may need endpoints of their own
+            key = queue.pop()
+            label, _ident, props, _vec = node_rows[key]
             targets = self._structural_targets(label, props)
             struct[key] = [(etype, t.ref.key) for etype, t in targets]
             for _etype, target in targets:
                 tkey = target.ref.key
                 if tkey not in node_rows and tkey not in self._rid_of and tkey not in auto:
                     auto[tkey] = target
-        for tkey, target in auto.items():
-            props = target.to_props()
-            node_rows[tkey] = (target.label, target.id, props, None)
+                    node_rows[tkey] = (target.label, target.id, target.to_props(), None)
+                    queue.append(tkey)
         edge_rows: list[tuple[str, str, str, dict[str, Any]]] = []
         for e in edges:
             src, dst = e.src.key, e.dst.key
@@ -528,10 +542,7 @@ class NetworkXBackend:
                 vecs.append(vec)
             elif self._vindex is not None and key in self._vindex:
                 self._vindex.remove([key])
-        if vec_keys:
-            if self._vindex is None:
-                self._dim = len(vecs[0])
-                self._vindex = VectorIndex(self._dim)
+        if vec_keys and self._vindex is not None:
             self._vindex.add(vec_keys, np.asarray(vecs, dtype=np.float32))
         for src, etype, dst in plan["struct_del"]:
             if g.has_edge(src, dst, key=etype):

@@ -1,0 +1,56 @@
+"""Shared fixtures: one test runs once per backend through the ``backend`` fixture.
+
+networkx always runs (a fresh SQLite file per test). neo4j runs when a server is reachable
+(NEO4J_URI, else a testcontainer when Docker answers) and skips with the reason otherwise —
+see tests/neo4j_support.py.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from graphmem.backends.base import GraphBackend  # noqa: E402
+from graphmem.backends.networkx import NetworkXBackend  # noqa: E402
+from graphmem.memory import GraphMemory  # noqa: E402
+
+BACKENDS = ["networkx", "neo4j"]
+
+
+def make_backend(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> GraphBackend:
+    if kind == "networkx":
+        return NetworkXBackend(tmp_path / "store.db")
+    from tests.neo4j_support import neo4j_backend
+
+    return neo4j_backend(request)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GraphBackend]:
+    b = make_backend(request.param, request, tmp_path)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+@pytest.fixture
+def mem(backend: GraphBackend) -> Iterator[GraphMemory]:
+    """A GraphMemory without embeddings over each backend."""
+    m = GraphMemory(backend, embedder=None, owns_backend=False)
+    yield m
+    m.close()
+
+
+@pytest.fixture
+def nxmem(tmp_path: Path) -> Iterator[GraphMemory]:
+    """A GraphMemory on a fresh embedded file, without embeddings."""
+    m = GraphMemory.open(str(tmp_path / "mem.db"), embedder=None)
+    yield m
+    m.close()

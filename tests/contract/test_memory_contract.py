@@ -1,0 +1,190 @@
+"""GraphMemory behaviour that must be identical on every backend."""
+
+from __future__ import annotations
+
+import io
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from graphmem.errors import Conflict, InvalidInput, NotFound
+from graphmem.memory import GraphMemory
+from graphmem.models import Category, EdgeType, Memory, NodeLabel, Status
+
+T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+
+
+def test_remember_get_and_list(mem: GraphMemory) -> None:
+    a = mem.remember("Alice prefers tea", agent_id="assistant", tags=["Prefs"], importance=0.7)
+    assert mem.get(a.id) == a
+    assert a.tags == ("prefs",) and a.status is Status.ACTIVE
+    mem.remember("Bob likes coffee", agent_id="other")
+    assert [m.id for m in mem.list(agent_id="assistant")] == [a.id]
+    assert mem.count() == 2
+    with pytest.raises(NotFound):
+        mem.get("missing")
+
+
+def test_remember_many_is_all_or_nothing(mem: GraphMemory) -> None:
+    mem.remember("keep me")
+    with pytest.raises(InvalidInput, match="item 1"):
+        mem.remember_many([{"content": "fine"}, {"content": "bad", "importance": 3}])
+    assert mem.count() == 1
+    batch = mem.remember_many([{"content": f"m{i}", "agent_id": "x"} for i in range(50)])
+    assert len(batch) == 50 and mem.count(agent_id="x") == 50
+
+
+def test_update_creates_a_version_chain(mem: GraphMemory) -> None:
+    v1 = mem.remember("Alice lives in Paris", created_at=T0, agent_id="a")
+    v2 = mem.update(v1.id, "Alice lives in Lyon", reason="moved")
+    v3 = mem.update(v2.id, importance=0.9, reason="reinforced")
+    history = mem.history(v1.id)
+    assert [m.id for m in history] == [v1.id, v2.id, v3.id]
+    assert [m.status for m in history] == [Status.SUPERSEDED, Status.SUPERSEDED, Status.ACTIVE]
+    old = mem.get(v1.id)
+    assert old.valid_to == v2.valid_from
+    assert mem.current(v1.id).id == v3.id
+    assert v3.content == "Alice lives in Lyon" and v3.importance == 0.9
+    sub = mem.backend.expand([v2.ref], [EdgeType.SUPERSEDES], direction="out")
+    assert [e.props["reason"] for e in sub.edges] == ["moved"]
+    with pytest.raises(Conflict):
+        mem.update(v1.id, "edit an old version")
+    with pytest.raises(InvalidInput):
+        mem.update(v3.id, agent_id="someone-else")
+    assert [m.id for m in mem.list(agent_id="a")] == [v3.id]
+
+
+def test_forget_cascades_over_versions_and_derived(mem: GraphMemory) -> None:
+    v1 = mem.remember("fact v1")
+    v2 = mem.update(v1.id, "fact v2")
+    summary = mem.remember("summary of v2 and other", category=Category.SUMMARY)
+    other = mem.remember("other")
+    mem.link(summary.id, [v2.id, other.id], pass_name="summarize")
+    unrelated = mem.remember("unrelated")
+    dry = mem.forget(v1.id, dry_run=True)
+    assert set(dry.deleted) == {v1.id, v2.id, summary.id} and dry.dry_run
+    assert mem.count(status=None) == 5
+    report = mem.forget(v1.id)
+    assert set(report.deleted) == {v1.id, v2.id, summary.id}
+    assert {m.id for m in mem.list(status=None)} == {other.id, unrelated.id}
+
+
+def test_forget_a_merge_source_restores_the_other_source(mem: GraphMemory) -> None:
+    a = mem.remember("Alice likes green tea")
+    b = mem.remember("Alice likes tea, green")
+    merged = mem.remember("Alice likes green tea (merged)")
+    mem.supersede(merged.id, [a.id, b.id], reason="consolidated", pass_name="consolidate")
+    assert mem.get(b.id).status is Status.SUPERSEDED
+    report = mem.forget(a.id)
+    assert set(report.deleted) == {a.id, merged.id}
+    assert report.restored == (b.id,)
+    restored = mem.get(b.id)
+    assert restored.status is Status.ACTIVE and restored.valid_to is None
+
+
+def test_forget_without_cascade_keeps_derived(mem: GraphMemory) -> None:
+    a = mem.remember("source")
+    d = mem.remember("derived")
+    mem.link(d.id, [a.id])
+    assert mem.forget(a.id, cascade=False).deleted == (a.id,)
+    assert mem.get(d.id).content == "derived"
+
+
+def test_runs_and_events_keep_order(mem: GraphMemory) -> None:
+    run = mem.start_run("bot", run_id="s1", user_id="u1", started_at=T0)
+    with pytest.raises(Conflict):
+        mem.start_run("bot", run_id="s1")
+    e1 = mem.add_event("s1", "user_message", "hello", created_at=T0)
+    more = mem.add_events("s1", [
+        {"event_type": "agent_response", "content": "hi there", "created_at": T0},
+        {"event_type": "tool_call", "content": "search(weather)", "created_at": T0},
+    ])
+    events = mem.events("s1")
+    assert [e.id for e in events] == [e1.id] + [m.id for m in more]
+    assert [e.seq for e in events] == [0, 1, 2]
+    assert all(e.category is Category.EPISODIC and e.agent_id == "bot" for e in events)
+    chain = mem.backend.expand([e1.ref], [EdgeType.NEXT], direction="out", depth=5)
+    assert {(e.src.id, e.dst.id) for e in chain.edges} == {
+        (e1.id, more[0].id), (more[0].id, more[1].id)}
+    assert [e.content for e in mem.events("s1", event_types=["tool_call"])] == ["search(weather)"]
+    ended = mem.end_run(run.id)
+    assert ended.ended_at is not None and ended.status.value == "completed"
+    assert [r.id for r in mem.list_runs(agent_id="bot")] == ["s1"]
+    # forgetting the last event does not break the chain for the next one
+    mem.forget(more[1].id)
+    nxt = mem.add_event("s1", "user_message", "again")
+    chain = mem.backend.expand([nxt.ref], [EdgeType.NEXT], direction="in")
+    assert {e.src.id for e in chain.edges} == {more[0].id}
+
+
+def test_agents(mem: GraphMemory) -> None:
+    mem.register_agent("lead", name="Lead", seniority="senior")
+    mem.register_agent("lead", autonomy=3)
+    agent = mem.get_agent("lead")
+    assert (agent.name, agent.seniority, agent.autonomy) == ("Lead", "senior", 3)
+    with pytest.raises(NotFound):
+        mem.get_agent("nobody")
+
+
+def test_export_import_round_trip(mem: GraphMemory) -> None:
+    [a] = mem.remember_many([{"content": "alpha", "tags": ["x"], "metadata": {"k": {"n": True}},
+                              "embedding": [0.5, 0.25, 0.125]}])
+    b = mem.update(a.id, "alpha 2")
+    mem.add_event("r1", "user_message", "hi")
+    buf = io.StringIO()
+    report = mem.export(buf)
+    assert report.nodes > 0 and report.edges > 0
+    with GraphMemory.open("memory://", embedder=None) as other:
+        buf.seek(0)
+        assert other.import_(buf) == report
+        assert other.get(b.id) == b
+        assert other.get(a.id) == mem.get(a.id)
+        assert other.backend.stats().nodes == mem.backend.stats().nodes
+        assert other.backend.stats().edges == mem.backend.stats().edges
+
+
+def test_import_rejects_bad_lines_and_writes_nothing(mem: GraphMemory) -> None:
+    good = io.StringIO()
+    mem.remember("one")
+    mem.export(good)
+    lines = good.getvalue().splitlines()
+    bad = "\n".join([*lines, '{"node": "Memory", "props": {"id": "x", "content": ""}}'])
+    with GraphMemory.open("memory://", embedder=None) as other:
+        with pytest.raises(InvalidInput, match="line"):
+            other.import_(io.StringIO(bad))
+        assert other.backend.stats().nodes == {}
+        with pytest.raises(InvalidInput):
+            other.import_(io.StringIO('{"nope": 1}\n'))
+
+
+def test_provenance_and_link_errors(mem: GraphMemory) -> None:
+    a = mem.remember("a")
+    b = mem.remember("b")
+    s = mem.remember("s", category="summary")
+    mem.link(s.id, [a.id, b.id], pass_name="summarize")
+    prov = mem.provenance(s.id)
+    assert {n.id for n in prov.nodes} == {a.id, b.id, s.id}
+    assert all(e.props["pass"] == "summarize" for e in prov.edges)
+    with pytest.raises(NotFound):
+        mem.link(s.id, ["missing"])
+
+
+def test_memory_node_shape_is_flat(mem: GraphMemory) -> None:
+    m = mem.remember("x", metadata={"a": {"b": [1, 2]}, "c": 1})
+    props = m.to_props()
+    assert props["metadata.a"] == '{"b": [1, 2]}' and props["metadata.c"] == 1
+    assert not any(isinstance(v, dict) for v in props.values())
+    [got] = mem.backend.get(NodeLabel.MEMORY, [m.id])
+    assert isinstance(got, Memory) and got.metadata == m.metadata
+
+
+def test_recall_lexical_scoped(mem: GraphMemory) -> None:
+    mem.remember("Alice drinks green tea every morning", agent_id="a")
+    mem.remember("Bob drinks tea too", agent_id="b")
+    results = mem.recall("green tea", agent_id="a")
+    assert [r.memory.agent_id for r in results] == ["a"]
+    assert mem.get(results[0].memory.id).access_count == 1
+    assert results[0].score > 0
+    assert mem.recall("zebra crossing", agent_id="a") == []
+    past = mem.recall("tea", agent_id="a", as_of=T0 - timedelta(days=1))
+    assert past == []

@@ -1,0 +1,114 @@
+"""VectorIndex: exact search, filters before the top-k cut, and the HNSW path at scale."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphmem.errors import DimensionMismatch, InvalidInput
+from graphmem.vector_index import VectorIndex
+
+
+def _unit(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
+    x = rng.standard_normal((n, dim)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def _brute(keys: list[str], mat: np.ndarray, q: np.ndarray, k: int) -> list[str]:
+    qn = q / np.linalg.norm(q)
+    scores = mat @ qn / np.linalg.norm(mat, axis=1)
+    return [keys[i] for i in np.argsort(-scores, kind="stable")[:k]]
+
+
+def test_exact_search_matches_brute_force() -> None:
+    rng = np.random.default_rng(1)
+    keys = [f"k{i}" for i in range(500)]
+    mat = rng.standard_normal((500, 16)).astype(np.float32)  # not normalised on purpose
+    idx = VectorIndex(16, capacity=16)  # forces several grows
+    idx.add(keys, mat)
+    q = rng.standard_normal(16).astype(np.float32)
+    got = idx.search(q, 10)
+    assert [k for k, _ in got] == _brute(keys, mat, q, 10)
+    scores = [s for _, s in got]
+    assert scores == sorted(scores, reverse=True)
+    assert -1.0 <= scores[-1] <= scores[0] <= 1.0 + 1e-6
+
+
+def test_replace_remove_and_get() -> None:
+    idx = VectorIndex(2)
+    idx.add(["a", "b", "c"], np.array([[1, 0], [0, 1], [1, 1]], dtype=np.float32))
+    idx.add(["a"], np.array([[0, -1]], dtype=np.float32))  # replace
+    assert len(idx) == 3
+    np.testing.assert_allclose(idx.get("a"), [0, -1])
+    idx.remove(["b", "missing"])
+    assert len(idx) == 2 and "b" not in idx and idx.get("b") is None
+    # the row of "c" moved into b's slot; it must still be found with its own vector
+    assert idx.search(np.array([1.0, 1.0]), 1)[0][0] == "c"
+    assert [k for k, _ in idx.search(np.array([0.0, -1.0]), 3)] == ["a", "c"]
+
+
+def test_filters_apply_before_the_top_k_cut() -> None:
+    rng = np.random.default_rng(2)
+    keys = [f"k{i}" for i in range(300)]
+    mat = _unit(rng, 300, 8)
+    idx = VectorIndex(8)
+    idx.add(keys, mat)
+    q = mat[0]
+    even = {k for i, k in enumerate(keys) if i % 2 == 0}
+    rare = {"k7", "k123", "k299"}
+    # a predicate that rejects the nearest neighbours still yields k results
+    got = idx.search(q, 20, allowed=lambda k: k in even and k != "k0")
+    assert len(got) == 20 and all(k in even and k != "k0" for k, _ in got)
+    assert [k for k, _ in got] == [k for k in _brute(keys, mat, q, 300) if k in even][1:21]
+    # candidates: only those keys, all of them when fewer than k
+    got = idx.search(q, 10, candidates=rare | {"not-indexed"})
+    assert {k for k, _ in got} == rare
+    assert idx.search(q, 5, candidates=set()) == []
+
+
+def test_dimension_and_value_errors_change_nothing() -> None:
+    idx = VectorIndex(3)
+    idx.add(["a"], np.ones((1, 3), dtype=np.float32))
+    with pytest.raises(DimensionMismatch):
+        idx.add(["b"], np.ones((1, 4), dtype=np.float32))
+    with pytest.raises(InvalidInput):
+        idx.add(["b"], np.array([[1.0, np.nan, 0.0]], dtype=np.float32))
+    with pytest.raises(DimensionMismatch):
+        idx.search(np.ones(2), 1)
+    assert len(idx) == 1 and "b" not in idx
+
+
+def test_hnsw_path_is_used_above_threshold_and_keeps_exact_scores() -> None:
+    rng = np.random.default_rng(3)
+    n, dim = 3000, 32
+    centers = _unit(rng, 30, dim)
+    mat = centers[rng.integers(0, 30, n)] + 0.2 * rng.standard_normal((n, dim)).astype(np.float32)
+    keys = [f"m{i}" for i in range(n)]
+    idx = VectorIndex(dim, ann_threshold=1000, exact_candidates_limit=100)
+    idx.add(keys, mat)
+    exact = VectorIndex(dim, ann_threshold=10**9)
+    exact.add(keys, mat)
+    qs = mat[rng.integers(0, n, 20)] + 0.05 * rng.standard_normal((20, dim)).astype(np.float32)
+    overlap = []
+    for q in qs:
+        got = idx.search(q, 10)
+        want = exact.search(q, 10)
+        assert idx.ann_active
+        # rescored exactly: every returned score is the true cosine of that key
+        true = {k: s for k, s in exact.search(q, n)}
+        for k, s in got:
+            assert s == pytest.approx(true[k], abs=1e-5)
+        overlap.append(len({k for k, _ in got} & {k for k, _ in want}) / 10)
+    assert np.mean(overlap) >= 0.9
+    # a large candidate set goes through the filtered HNSW traversal
+    half = {k for i, k in enumerate(keys) if i % 2}
+    got = idx.search(qs[0], 10, candidates=half)
+    assert len(got) == 10 and all(k in half for k, _ in got)
+    # incremental maintenance after the build: removed keys never come back, new ones do
+    idx.remove([k for k, _ in got])
+    again = idx.search(qs[0], 10, candidates=half)
+    assert not {k for k, _ in got} & {k for k, _ in again}
+    idx.add(["fresh"], qs[0][None, :])
+    assert idx.search(qs[0], 1)[0][0] == "fresh"
+    idx.add(["fresh"], -qs[0][None, :])  # replaced: the old graph node is retired
+    assert "fresh" not in [k for k, _ in idx.search(qs[0], 5)]
