@@ -2,36 +2,88 @@
 
 Vectors live in one contiguous float32 matrix (rows addressed by string keys; deletion
 swaps the last row in), searched by cosine similarity with one matrix-vector product — no
-Python loop per vector. ``allowed`` restricts the search to a candidate set *before* the
-top-k cut, so a scoped query still returns k results when k exist.
+Python loop per vector. Above ``ann_threshold`` vectors, an HNSW graph (``hnswlib``) finds
+the candidates and the matrix rescores them exactly, so scores are the same cosines either
+way. The HNSW graph is built in bulk on the first search above the threshold and maintained
+incrementally afterwards.
+
+Filters apply *before* the top-k cut, so a scoped query still returns k results when k
+exist: ``candidates`` restricts the search to a key set (small sets are searched exactly;
+large ones inside the HNSW traversal), and ``allowed`` is a predicate on keys.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
 import numpy as np
 
-from graphmem.errors import DimensionMismatch
+from graphmem.errors import DimensionMismatch, InvalidInput
 
 __all__ = ["VectorIndex"]
 
+log = logging.getLogger("graphmem.vector_index")
+
+
+def _hnswlib() -> Any:
+    try:
+        import hnswlib
+    except ImportError:  # pragma: no cover - hnswlib is a dependency
+        return None
+    return hnswlib
+
 
 class VectorIndex:
-    """Exact cosine search over a contiguous float32 matrix."""
+    """Cosine search: exact over a contiguous float32 matrix, HNSW-accelerated at scale.
 
-    def __init__(self, dim: int, *, capacity: int = 1024) -> None:
+    >>> idx = VectorIndex(3)
+    >>> idx.add(["a", "b"], np.array([[1, 0, 0], [0, 1, 0]], dtype=np.float32))
+    >>> idx.search(np.array([1, 0.1, 0]), 1)[0][0]
+    'a'
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        capacity: int = 1024,
+        ann_threshold: int = 50_000,
+        exact_candidates_limit: int = 16_384,
+        hnsw_m: int = 16,
+        hnsw_ef_construction: int = 100,
+        hnsw_ef_search: int = 128,
+    ) -> None:
+        if not isinstance(dim, int) or dim < 1:
+            raise InvalidInput(f"vector dimension must be a positive int, got {dim!r}")
         self.dim = dim
+        self.ann_threshold = ann_threshold
+        self.exact_candidates_limit = exact_candidates_limit
+        self.hnsw_m = hnsw_m
+        self.hnsw_ef_construction = hnsw_ef_construction
+        self.hnsw_ef_search = hnsw_ef_search
         self._mat = np.zeros((max(capacity, 16), dim), dtype=np.float32)
         self._norm = np.zeros(self._mat.shape[0], dtype=np.float32)
         self._keys: list[str] = []
         self._row: dict[str, int] = {}
+        self._lock = threading.RLock()
+        # HNSW state: stable integer labels per key (rows move on delete, labels do not)
+        self._ann: Any = None
+        self._label: dict[str, int] = {}
+        self._label_keys: list[str | None] = []
 
     def __len__(self) -> int:
         return len(self._keys)
 
     def __contains__(self, key: object) -> bool:
         return key in self._row
+
+    @property
+    def ann_active(self) -> bool:
+        """Whether searches currently go through the HNSW graph."""
+        return self._ann is not None and len(self._keys) >= self.ann_threshold
 
     def _grow(self, need: int) -> None:
         if need <= self._mat.shape[0]:
@@ -50,72 +102,145 @@ class VectorIndex:
             raise DimensionMismatch(
                 f"embedding has {vectors.shape[1]} dimensions; this store uses {self.dim}"
             )
-        self._grow(len(self._keys) + len(keys))
-        norms = np.linalg.norm(vectors, axis=1)
-        for key, vec, nrm in zip(keys, vectors, norms, strict=True):
-            row = self._row.get(key)
-            if row is None:
-                row = len(self._keys)
-                self._keys.append(key)
-                self._row[key] = row
-            self._mat[row] = vec
-            self._norm[row] = nrm
+        if not np.isfinite(vectors).all():
+            raise InvalidInput("embeddings must be finite numbers")
+        if len(set(keys)) != len(keys):  # last one wins, like sequential adds
+            last = {k: i for i, k in enumerate(keys)}
+            keep = sorted(last.values())
+            keys = [keys[i] for i in keep]
+            vectors = vectors[keep]
+        with self._lock:
+            self._grow(len(self._keys) + len(keys))
+            norms = np.linalg.norm(vectors, axis=1)
+            for key, vec, nrm in zip(keys, vectors, norms, strict=True):
+                row = self._row.get(key)
+                if row is None:
+                    row = len(self._keys)
+                    self._keys.append(key)
+                    self._row[key] = row
+                self._mat[row] = vec
+                self._norm[row] = nrm
+            if self._ann is not None:
+                self._ann_add(list(keys), vectors, norms)
 
     def remove(self, keys: Collection[str]) -> None:
-        for key in keys:
-            row = self._row.pop(key, None)
-            if row is None:
-                continue
-            last = len(self._keys) - 1
-            if row != last:
-                moved = self._keys[last]
-                self._mat[row] = self._mat[last]
-                self._norm[row] = self._norm[last]
-                self._keys[row] = moved
-                self._row[moved] = row
-            self._keys.pop()
+        """Remove vectors; unknown keys are ignored."""
+        with self._lock:
+            for key in keys:
+                row = self._row.pop(key, None)
+                if row is None:
+                    continue
+                last = len(self._keys) - 1
+                if row != last:
+                    moved = self._keys[last]
+                    self._mat[row] = self._mat[last]
+                    self._norm[row] = self._norm[last]
+                    self._keys[row] = moved
+                    self._row[moved] = row
+                self._keys.pop()
+                label = self._label.pop(key, None)
+                if label is not None and self._ann is not None:
+                    self._ann.mark_deleted(label)
+                    self._label_keys[label] = None
 
     def get(self, key: str) -> np.ndarray | None:
-        row = self._row.get(key)
-        return None if row is None else self._mat[row].copy()
+        """A copy of the stored vector, or None."""
+        with self._lock:
+            row = self._row.get(key)
+            return None if row is None else self._mat[row].copy()
 
-    def search(
+    # -- HNSW ------------------------------------------------------------------------
+
+    def build_ann(self) -> bool:
+        """Build the HNSW graph over every stored vector now (otherwise it is built on the
+        first search above the threshold). Returns False when hnswlib is unavailable."""
+        with self._lock:
+            if self._ann is not None:
+                return True
+            lib = _hnswlib()
+            if lib is None:
+                log.warning("hnswlib is not installed; vector search stays exact")
+                return False
+            n = len(self._keys)
+            ann = lib.Index(space="ip", dim=self.dim)
+            ann.init_index(
+                max_elements=max(2 * n, 1024),
+                M=self.hnsw_m,
+                ef_construction=self.hnsw_ef_construction,
+                allow_replace_deleted=True,
+            )
+            self._ann = ann
+            self._label = {}
+            self._label_keys = []
+            log.info("building HNSW index over %d vectors", n)
+            self._ann_add(list(self._keys), self._mat[:n], self._norm[:n])
+            return True
+
+    def _ann_add(self, keys: list[str], vectors: np.ndarray, norms: np.ndarray) -> None:
+        ann = self._ann
+        labels = np.empty(len(keys), dtype=np.int64)
+        for i, key in enumerate(keys):
+            old = self._label.get(key)
+            if old is not None:  # replaced vector: retire the old graph node, add a new one
+                ann.mark_deleted(old)
+                self._label_keys[old] = None
+            label = len(self._label_keys)
+            self._label_keys.append(key)
+            self._label[key] = label
+            labels[i] = label
+        need = ann.get_current_count() + len(keys)
+        if need > ann.get_max_elements():
+            ann.resize_index(max(need, 2 * ann.get_max_elements()))
+        unit = vectors / np.maximum(norms, 1e-12)[:, None]
+        ann.add_items(unit, labels, replace_deleted=True)
+
+    def _ann_search(
+        self, q: np.ndarray, k: int, accept: Callable[[str], bool] | None
+    ) -> list[tuple[str, float]] | None:
+        """Approximate top-k, rescored exactly; None when HNSW cannot deliver k results."""
+        ann = self._ann
+        keys = self._label_keys
+        flt: Callable[[int], bool] | None = None
+        if accept is not None:
+            def flt(label: int) -> bool:
+                key = keys[label]
+                return key is not None and accept(key)
+        ann.set_ef(max(self.hnsw_ef_search, 2 * k))
+        try:
+            labels, _ = ann.knn_query(q, k=k, num_threads=1, filter=flt)
+        except RuntimeError:  # fewer than k reachable results (very selective filter)
+            return None
+        found = [keys[int(lbl)] for lbl in labels[0]]
+        rows = np.fromiter(
+            (self._row[k_] for k_ in found if k_ is not None and k_ in self._row), dtype=np.int64
+        )
+        return self._rank(rows, q, k, None)
+
+    # -- search ----------------------------------------------------------------------
+
+    def _rank(
         self,
-        query: np.ndarray,
+        rows: np.ndarray | None,
+        q: np.ndarray,
         k: int,
-        *,
-        candidates: Collection[str] | None = None,
-        allowed: Callable[[str], bool] | None = None,
+        allowed: Callable[[str], bool] | None,
     ) -> list[tuple[str, float]]:
-        """Top-k (key, cosine) among ``candidates`` (all when None) passing ``allowed``."""
-        q = np.asarray(query, dtype=np.float32).reshape(-1)
-        if q.shape[0] != self.dim:
-            raise DimensionMismatch(
-                f"query vector has {q.shape[0]} dimensions; this store uses {self.dim}"
-            )
+        """Exact top-k over ``rows`` (all rows when None), ``q`` unit-length."""
         n = len(self._keys)
-        if n == 0 or k <= 0:
-            return []
-        qn = float(np.linalg.norm(q)) or 1.0
-        if candidates is not None:
-            rows = np.fromiter(
-                (r for r in (self._row.get(c) for c in candidates) if r is not None),
-                dtype=np.int64,
-            )
+        if rows is None:
+            scores = (self._mat[:n] @ q) / np.maximum(self._norm[:n], 1e-12)
+        else:
             if rows.size == 0:
                 return []
-            scores = (self._mat[rows] @ q) / (np.maximum(self._norm[rows], 1e-12) * qn)
-        else:
-            rows = None
-            scores = (self._mat[:n] @ q) / (np.maximum(self._norm[:n], 1e-12) * qn)
-        out: list[tuple[str, float]] = []
+            scores = (self._mat[rows] @ q) / np.maximum(self._norm[rows], 1e-12)
         fetch = min(len(scores), k if allowed is None else max(4 * k, 64))
         while True:
-            top = np.argpartition(-scores, fetch - 1)[:fetch] if fetch < len(scores) else (
-                np.arange(len(scores))
-            )
+            if fetch < len(scores):
+                top = np.argpartition(-scores, fetch - 1)[:fetch]
+            else:
+                top = np.arange(len(scores))
             top = top[np.argsort(-scores[top], kind="stable")]
-            out = []
+            out: list[tuple[str, float]] = []
             for idx in top:
                 key = self._keys[int(rows[idx]) if rows is not None else int(idx)]
                 if allowed is None or allowed(key):
@@ -125,3 +250,49 @@ class VectorIndex:
             if fetch >= len(scores):
                 return out
             fetch = min(len(scores), fetch * 4)
+
+    def search(
+        self,
+        query: np.ndarray,
+        k: int,
+        *,
+        candidates: Collection[str] | None = None,
+        allowed: Callable[[str], bool] | None = None,
+    ) -> list[tuple[str, float]]:
+        """Top-k ``(key, cosine)`` among ``candidates`` (all when None) passing ``allowed``,
+        best first (ties by insertion order on the exact path)."""
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        if q.shape[0] != self.dim:
+            raise DimensionMismatch(
+                f"query vector has {q.shape[0]} dimensions; this store uses {self.dim}"
+            )
+        if not np.isfinite(q).all():
+            raise InvalidInput("query vector must be finite numbers")
+        q = q / (float(np.linalg.norm(q)) or 1.0)
+        with self._lock:
+            n = len(self._keys)
+            if n == 0 or k <= 0:
+                return []
+            use_ann = n >= self.ann_threshold and (self._ann is not None or self.build_ann())
+            if candidates is not None:
+                if use_ann and len(candidates) > self.exact_candidates_limit:
+                    cand = candidates if isinstance(candidates, set | frozenset | dict) else set(
+                        candidates
+                    )
+
+                    def accept(key: str) -> bool:
+                        return key in cand and (allowed is None or allowed(key))
+
+                    hits = self._ann_search(q, min(k, len(cand)), accept)
+                    if hits is not None:
+                        return hits
+                rows = np.fromiter(
+                    (r for r in (self._row.get(c) for c in candidates) if r is not None),
+                    dtype=np.int64,
+                )
+                return self._rank(rows, q, k, allowed)
+            if use_ann:
+                hits = self._ann_search(q, min(k, n), allowed)
+                if hits is not None:
+                    return hits
+            return self._rank(None, q, k, allowed)
