@@ -43,6 +43,7 @@ __all__ = [
     "GraphNode",
     "Hit",
     "Memory",
+    "Namespace",
     "NodeLabel",
     "NodeRef",
     "OrgFact",
@@ -56,6 +57,8 @@ __all__ = [
     "TextQuery",
     "Tier",
     "VectorQuery",
+    "Visibility",
+    "audience_key",
     "content_hash",
     "new_id",
     "node_model",
@@ -111,6 +114,7 @@ class NodeLabel(StrEnum):
     ORG_OPERATION = "OrgOperation"
     LOG_ENTRY = "LogEntry"
     PAYLOAD = "Payload"
+    NAMESPACE = "Namespace"  # a namespace shared by several agents (scoping.py)
 
 
 class EdgeType(StrEnum):
@@ -146,6 +150,24 @@ class Status(StrEnum):
     ACTIVE = "active"
     SUPERSEDED = "superseded"
     ARCHIVED = "archived"
+
+
+class Visibility(StrEnum):
+    """Who may read a memory: its author, the members of its namespace, or every agent."""
+
+    PRIVATE = "private"
+    SHARED = "shared"
+    ORG = "org"
+
+
+def audience_key(visibility: Visibility | str, agent_id: str, namespace: str) -> str:
+    """The one scalar a scoped filter matches on: ``agent:<id>`` | ``ns:<name>`` | ``org``."""
+    vis = Visibility(visibility)
+    if vis is Visibility.PRIVATE:
+        return f"agent:{agent_id}"
+    if vis is Visibility.SHARED:
+        return f"ns:{namespace}"
+    return "org"
 
 
 class RunStatus(StrEnum):
@@ -352,6 +374,8 @@ class Memory(GraphNode):
     expires_at: datetime | None = None
     status: Status = Status.ACTIVE
     content_hash: str = ""
+    visibility: Visibility = Visibility.PRIVATE
+    audience: str = ""  # derived from visibility/agent_id/namespace; see audience_key
 
     @field_validator("content")
     @classmethod
@@ -406,6 +430,10 @@ class Memory(GraphNode):
         # frozen model: fill derived fields through object.__setattr__ once, at validation
         if not self.content_hash:
             object.__setattr__(self, "content_hash", content_hash(self.content))
+        # always recomputed, so a stored or evolved value can never widen who may read it
+        object.__setattr__(
+            self, "audience", audience_key(self.visibility, self.agent_id, self.namespace)
+        )
         if self.updated_at is None:
             object.__setattr__(self, "updated_at", self.created_at)
         if self.valid_from is None:
@@ -577,6 +605,36 @@ class Payload(GraphNode):
     refcount: int = Field(default=0, ge=0)
 
 
+class Namespace(GraphNode):
+    """A namespace shared by several agents; its id is the namespace name. Memories with
+    visibility ``shared`` in it are readable by its members (see graphmem.scoping)."""
+
+    label: ClassVar[NodeLabel] = NodeLabel.NAMESPACE
+
+    owner: str
+    members: tuple[str, ...] = ()
+    created_at: datetime = Field(default_factory=utcnow)
+
+    @field_validator("owner")
+    @classmethod
+    def _valid_owner(cls, v: str) -> str:
+        return _check_id(v, "owner")
+
+    @field_validator("members", mode="before")
+    @classmethod
+    def _valid_members(cls, v: Any) -> tuple[str, ...]:
+        if v is None:
+            return ()
+        if isinstance(v, str) or not isinstance(v, Sequence | set | frozenset):
+            raise ValueError("members must be a list of agent ids")
+        return tuple(sorted({_check_id(m, "member") for m in v}))
+
+    @field_validator("created_at")
+    @classmethod
+    def _valid_time(cls, v: datetime) -> datetime | None:
+        return _aware(v, "created_at")
+
+
 _NODE_MODELS: dict[NodeLabel, type[GraphNode]] = {
     NodeLabel.MEMORY: Memory,
     NodeLabel.AGENT: Agent,
@@ -586,6 +644,7 @@ _NODE_MODELS: dict[NodeLabel, type[GraphNode]] = {
     NodeLabel.ORG_OPERATION: OrgOperation,
     NodeLabel.LOG_ENTRY: LogEntry,
     NodeLabel.PAYLOAD: Payload,
+    NodeLabel.NAMESPACE: Namespace,
 }
 
 
@@ -849,13 +908,13 @@ class Filter(BaseModel):
             equals[METADATA_PREFIX + key] = value
         ranges: list[Range] = []
         if since is not None or until is not None:
-            ranges.append(Range(field="created_at", gte=since, lte=until))
+            ranges.append(validated(Range, {"field": "created_at", "gte": since, "lte": until}))
         if as_of is not None:
             if status == "active":
                 equals.pop("status", None)
                 any_of["status"] = ("active", "superseded")
-            ranges.append(Range(field="valid_from", lte=as_of))
-            ranges.append(Range(field="valid_to", gt=as_of, or_missing=True))
+            ranges.append(validated(Range, {"field": "valid_from", "lte": as_of}))
+            ranges.append(validated(Range, {"field": "valid_to", "gt": as_of, "or_missing": True}))
         return validated(
             cls,
             {
