@@ -314,15 +314,18 @@ class GraphNode(BaseModel):
     def to_props(self) -> dict[str, PropValue]:
         """Flat, Neo4j-legal properties (datetimes stay aware ``datetime`` objects)."""
         props: dict[str, PropValue] = {}
-        for name in type(self).model_fields:
-            value = getattr(self, name)
+        for name, value in self.__dict__.items():  # hot path: plain attribute walk
             if value is None:
                 continue
             if name == "metadata":
                 for k, v in value.items():
                     props[METADATA_PREFIX + k] = v
-                continue
-            props[name] = _to_prop(value)
+            elif isinstance(value, str):
+                props[name] = str(value) if isinstance(value, StrEnum) else value
+            elif isinstance(value, tuple):
+                props[name] = list(value)
+            else:
+                props[name] = value
         return props
 
     @classmethod
@@ -582,12 +585,24 @@ class LogEntry(GraphNode):
     agent_id: str
     event_type: str
     run_id: str | None = None
-    step: int | None = None
+    step: int | None = Field(default=None, ge=0)
     parent_id: str | None = None
     at: datetime = Field(default_factory=utcnow)
     payload: str | None = None  # inline payload (JSON text) when small
     payload_ref: str | None = None  # Payload id (sha256) when large
-    payload_size: int = 0
+    payload_size: int = Field(default=0, ge=0)
+
+    @field_validator("agent_id", "run_id", "parent_id")
+    @classmethod
+    def _valid_ids(cls, v: str | None) -> str | None:
+        return None if v is None else _check_id(v, "agent_id/run_id/parent_id")
+
+    @field_validator("event_type")
+    @classmethod
+    def _valid_event(cls, v: str) -> str:
+        if not _EVENT_RE.match(v):
+            raise ValueError(f"event_type {v!r} must be a lowercase identifier")
+        return v
 
     @field_validator("at")
     @classmethod

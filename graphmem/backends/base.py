@@ -27,9 +27,9 @@ Contract (tested for every backend by ``tests/contract``):
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from graphmem.models import (
     BackendStats,
@@ -45,7 +45,7 @@ from graphmem.models import (
     VectorQuery,
 )
 
-__all__ = ["Direction", "GraphBackend"]
+__all__ = ["Direction", "GraphBackend", "structural_targets"]
 
 Direction = Literal["out", "in", "both"]
 
@@ -127,3 +127,23 @@ class GraphBackend(Protocol):
     def close(self) -> None:
         """Release what the backend opened (idempotent)."""
         ...
+
+
+def structural_targets(
+    label: NodeLabel, props: Mapping[str, Any]
+) -> list[tuple[EdgeType, NodeLabel, str, dict[str, Any]]]:
+    """The structural edges a node implies: ``(edge type, target label, target id,
+    properties for creating the target when it is missing)``. Shared by every backend so
+    that they maintain exactly the same edges."""
+    out: list[tuple[EdgeType, NodeLabel, str, dict[str, Any]]] = []
+    if label is NodeLabel.MEMORY:
+        out.append((EdgeType.AUTHORED_BY, NodeLabel.AGENT, props["agent_id"], {}))
+        run_id = props.get("run_id")
+        if run_id:
+            out.append((EdgeType.IN_RUN, NodeLabel.RUN, run_id, {
+                "agent_id": props["agent_id"], "namespace": props.get("namespace", "default")}))
+    elif label is NodeLabel.RUN:
+        out.append((EdgeType.RUN_BY, NodeLabel.AGENT, props["agent_id"], {}))
+    if label in (NodeLabel.MEMORY, NodeLabel.ORG_FACT):
+        out.extend((EdgeType.TAGGED, NodeLabel.TAG, t, {}) for t in props.get("tags", ()))
+    return out

@@ -35,7 +35,7 @@ from typing import Any, Literal
 import networkx as nx
 import numpy as np
 
-from graphmem.backends.base import Direction
+from graphmem.backends.base import Direction, structural_targets
 from graphmem.errors import (
     BackendError,
     BackendUnavailable,
@@ -45,7 +45,6 @@ from graphmem.errors import (
     QueryFailed,
 )
 from graphmem.models import (
-    Agent,
     BackendStats,
     Edge,
     EdgeType,
@@ -55,9 +54,7 @@ from graphmem.models import (
     Memory,
     NodeLabel,
     NodeRef,
-    Run,
     Subgraph,
-    Tag,
     TextQuery,
     VectorQuery,
     node_model,
@@ -408,11 +405,12 @@ class NetworkXBackend:
         while queue:  # auto-created endpoints (a Run) may need endpoints of their own
             key = queue.pop()
             label, _ident, props, _vec = node_rows[key]
-            targets = self._structural_targets(label, props)
-            struct[key] = [(etype, t.ref.key) for etype, t in targets]
-            for _etype, target in targets:
-                tkey = target.ref.key
+            targets = structural_targets(label, props)
+            struct[key] = [(etype.value, f"{tl.value}:{tid}") for etype, tl, tid, _d in targets]
+            for _etype, tlabel, tid, defaults in targets:
+                tkey = f"{tlabel.value}:{tid}"
                 if tkey not in node_rows and tkey not in self._rid_of and tkey not in auto:
+                    target = node_model(tlabel)(id=tid, **defaults)
                     auto[tkey] = target
                     node_rows[tkey] = (target.label, target.id, target.to_props(), None)
                     queue.append(tkey)
@@ -424,24 +422,6 @@ class NetworkXBackend:
                     raise InvalidInput(f"edge {e.type.value} refers to missing node {end}")
             edge_rows.append((src, e.type.value, dst, dict(e.props)))
         return {"nodes": node_rows, "struct": struct, "edges": edge_rows, "rids": {}}
-
-    @staticmethod
-    def _structural_targets(
-        label: NodeLabel, props: dict[str, Any]
-    ) -> list[tuple[str, GraphNode]]:
-        out: list[tuple[str, GraphNode]] = []
-        if label is NodeLabel.MEMORY:
-            out.append(("AUTHORED_BY", Agent(id=props["agent_id"])))
-            if props.get("run_id"):
-                out.append(
-                    ("IN_RUN", Run(id=props["run_id"], agent_id=props["agent_id"],
-                                   namespace=props.get("namespace", "default")))
-                )
-        elif label is NodeLabel.RUN:
-            out.append(("RUN_BY", Agent(id=props["agent_id"])))
-        if label in (NodeLabel.MEMORY, NodeLabel.ORG_FACT):
-            out.extend(("TAGGED", Tag(id=t)) for t in props.get("tags", ()))
-        return out
 
     def _write_plan(self, db: sqlite3.Connection, plan: dict[str, Any]) -> None:
         rids: dict[str, int] = plan["rids"]
@@ -544,16 +524,18 @@ class NetworkXBackend:
                 self._vindex.remove([key])
         if vec_keys and self._vindex is not None:
             self._vindex.add(vec_keys, np.asarray(vecs, dtype=np.float32))
+        succ = g._succ  # raw adjacency dicts: has_edge and the views are slow here
         for src, etype, dst in plan["struct_del"]:
-            if g.has_edge(src, dst, key=etype):
+            if etype in succ[src].get(dst, ()):
                 g.remove_edge(src, dst, key=etype)
         for key, wanted in plan["struct"].items():
+            out = succ[key]
             for etype, dst in wanted:
-                if not g.has_edge(key, dst, key=etype):
+                if etype not in out.get(dst, ()):
                     g.add_edge(key, dst, key=etype, type=etype)
         for src, etype, dst, props in plan["edges"]:
-            if g.has_edge(src, dst, key=etype):
-                data = g.edges[src, dst, etype]
+            data = succ[src].get(dst, {}).get(etype)
+            if data is not None:
                 data.clear()
                 data.update(props, type=etype)
             else:
@@ -755,38 +737,25 @@ class NetworkXBackend:
             nodes = self._g.nodes
             results: list[tuple[str, float]] = []
             try:
-                if cand is not None and len(cand) <= 5000:
-                    rids = [self._rid_of[k] for k in cand if k in self._rid_of]
+                # FTS5 evaluates ``rowid IN (...)`` badly, so the filter runs in Python over
+                # a growing prefix of the BM25 ranking until k pass or the matches run out
+                fetch = max(query.k * 4, 64)
+                while True:
                     rows = self._db.execute(
                         "SELECT rowid, bm25(memory_fts) AS s FROM memory_fts "
-                        "WHERE memory_fts MATCH ? AND rowid IN (SELECT value FROM json_each(?)) "
-                        "ORDER BY s",
-                        (expr, json.dumps(rids)),
+                        "WHERE memory_fts MATCH ? ORDER BY s LIMIT ?",
+                        (expr, fetch),
                     ).fetchall()
+                    results = []
                     for rid, s in rows:
                         key = self._key_of.get(rid)
-                        if key is not None and ok(nodes[key]):
+                        if key is not None and (cand is None or key in cand) and ok(nodes[key]):
                             results.append((key, -s))
                             if len(results) == query.k:
                                 break
-                else:
-                    fetch = max(query.k * 4, 64)
-                    while True:
-                        rows = self._db.execute(
-                            "SELECT rowid, bm25(memory_fts) AS s FROM memory_fts "
-                            "WHERE memory_fts MATCH ? ORDER BY s LIMIT ?",
-                            (expr, fetch),
-                        ).fetchall()
-                        results = []
-                        for rid, s in rows:
-                            key = self._key_of.get(rid)
-                            if key is not None and ok(nodes[key]):
-                                results.append((key, -s))
-                                if len(results) == query.k:
-                                    break
-                        if len(results) == query.k or len(rows) < fetch:
-                            break
-                        fetch *= 4
+                    if len(results) == query.k or len(rows) < fetch:
+                        break
+                    fetch *= 8
             except sqlite3.Error as e:
                 raise QueryFailed(f"text search failed: {e}") from e
             return [Hit(node=self._node(k), score=s) for k, s in results]  # type: ignore[arg-type]

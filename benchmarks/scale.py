@@ -1,0 +1,183 @@
+"""Scale and latency of the storage layer (no embeddings).
+
+    python benchmarks/scale.py                       # embedded store, 10k and 100k
+    python benchmarks/scale.py --sizes 10000 --url neo4j://localhost:7687
+
+Measures, per size: batch ingest rate (remember_many, batches of 1000), single durable
+remember p50/p95, lexical recall p50/p95, filtered list p50, and (embedded) reopen time and
+file size. Prints a Markdown table and, with --write, replaces the "Scale" section of
+benchmarks/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from graphmem.memory import GraphMemory
+
+WORDS = (
+    "alice bob carla dave erin frank tea coffee lisbon paris berlin tokyo hotel flight train "
+    "meeting report budget deadline invoice project design review bug deploy server database "
+    "memory graph agent model prompt token cache index query vector search ranking summary "
+    "policy security incident customer order refund shipping warehouse invoice payment plan "
+    "monday tuesday friday morning evening week month quarter year urgent minor blocked done"
+).split()
+
+T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+
+
+def sentence(rng: random.Random) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 20))) + "."
+
+
+def items(n: int, seed: int = 7) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    return [
+        {
+            "content": sentence(rng),
+            "agent_id": f"agent{rng.randrange(20)}",
+            "namespace": f"ns{rng.randrange(5)}",
+            "run_id": f"run{rng.randrange(n // 50 + 1)}",
+            "tags": [rng.choice(WORDS)],
+            "importance": rng.random(),
+            "created_at": T0 + timedelta(seconds=i),
+        }
+        for i in range(n)
+    ]
+
+
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
+def bench(url: str, n: int, *, reopen: bool) -> dict[str, Any]:
+    rng = random.Random(1)
+    data = items(n)
+    out: dict[str, Any] = {"n": n}
+    mem = GraphMemory.open(url, embedder=None)
+    t = time.perf_counter()
+    for i in range(0, n, 1000):
+        mem.remember_many(data[i : i + 1000])
+    out["ingest_per_s"] = n / (time.perf_counter() - t)
+
+    lat = []
+    for i in range(300):
+        t = time.perf_counter()
+        mem.remember(sentence(rng), agent_id=f"agent{i % 20}")
+        lat.append((time.perf_counter() - t) * 1000)
+    out["remember_p50_ms"], out["remember_p95_ms"] = pct(lat, 50), pct(lat, 95)
+
+    lat = []
+    for _ in range(300):
+        q = " ".join(rng.choice(WORDS) for _ in range(4))
+        t = time.perf_counter()
+        mem.recall(q, k=10, touch=False)
+        lat.append((time.perf_counter() - t) * 1000)
+    out["lexical_p50_ms"], out["lexical_p95_ms"] = pct(lat, 50), pct(lat, 95)
+
+    lat = []
+    for _ in range(100):
+        q = " ".join(rng.choice(WORDS) for _ in range(4))
+        t = time.perf_counter()
+        mem.recall(q, k=10, agent_id=f"agent{rng.randrange(20)}", touch=False)
+        lat.append((time.perf_counter() - t) * 1000)
+    out["lexical_scoped_p50_ms"] = pct(lat, 50)
+
+    lat = []
+    for _ in range(100):
+        t = time.perf_counter()
+        mem.list(agent_id=f"agent{rng.randrange(20)}", namespace=f"ns{rng.randrange(5)}", limit=20)
+        lat.append((time.perf_counter() - t) * 1000)
+    out["filter_p50_ms"] = pct(lat, 50)
+    stats = mem.backend.stats()
+    mem.close()
+    if reopen:
+        t = time.perf_counter()
+        again = GraphMemory.open(url, embedder=None)
+        again.count()
+        out["reopen_s"] = time.perf_counter() - t
+        again.close()
+        out["file_mb"] = sum(
+            p.stat().st_size for p in Path(url).parent.glob(Path(url).name + "*")
+        ) / 1e6
+    else:
+        out["file_mb"] = (stats.file_bytes or 0) / 1e6
+    return out
+
+
+COLUMNS = [
+    ("n", "memories", "{:,}"),
+    ("ingest_per_s", "batch ingest /s", "{:,.0f}"),
+    ("remember_p50_ms", "remember p50 ms", "{:.2f}"),
+    ("remember_p95_ms", "remember p95 ms", "{:.2f}"),
+    ("lexical_p50_ms", "lexical p50 ms", "{:.2f}"),
+    ("lexical_p95_ms", "lexical p95 ms", "{:.2f}"),
+    ("lexical_scoped_p50_ms", "lexical+agent p50 ms", "{:.2f}"),
+    ("filter_p50_ms", "filter p50 ms", "{:.2f}"),
+    ("reopen_s", "reopen s", "{:.2f}"),
+    ("file_mb", "file MB", "{:.1f}"),
+]
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = "| " + " | ".join(c[1] for c in COLUMNS) + " |"
+    sep = "|" + "|".join("---:" for _ in COLUMNS) + "|"
+    body = [
+        "| " + " | ".join(
+            (fmt.format(r[k]) if k in r else "–") for k, _, fmt in COLUMNS) + " |"
+        for r in rows
+    ]
+    return "\n".join([head, sep, *body])
+
+
+def write_section(title: str, text: str, path: Path) -> None:
+    """Replace (or append) the ``## title`` section of RESULTS.md."""
+    old = path.read_text() if path.exists() else "# Benchmark results\n"
+    marker = f"## {title}"
+    if marker in old:
+        start = old.index(marker)
+        nxt = old.find("\n## ", start + len(marker))
+        old = old[:start] + (old[nxt + 1 :] if nxt != -1 else "")
+    path.write_text(old.rstrip() + "\n\n" + marker + "\n\n" + text.strip() + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="10000,100000")
+    ap.add_argument("--url", default=None, help="backend URL (default: a temp embedded file)")
+    ap.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
+    args = ap.parse_args(argv)
+    rows = []
+    for n in (int(s) for s in args.sizes.split(",")):
+        if args.url:
+            rows.append(bench(args.url, n, reopen=False))
+        else:
+            with tempfile.TemporaryDirectory() as d:
+                rows.append(bench(os.path.join(d, "scale.db"), n, reopen=True))
+        print(table(rows[-1:]), flush=True)
+    cmd = "python benchmarks/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    machine = f"{os.cpu_count()} cores, {platform.python_implementation()} {platform.python_version()}"
+    text = (
+        f"Backend: {args.url or 'embedded (networkx + SQLite WAL, durability=normal)'}; "
+        f"no embeddings. Command: `{cmd.strip()}`; machine: {machine}, 24 GiB; "
+        f"{time.strftime('%Y-%m-%d')}.\n\n{table(rows)}\n"
+    )
+    print(text)
+    if args.write:
+        title = "Scale (storage)" if not args.url else f"Scale (storage, {args.url.split(':')[0]})"
+        write_section(title, text, Path(__file__).with_name("RESULTS.md"))
+
+
+if __name__ == "__main__":
+    main()
