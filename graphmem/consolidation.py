@@ -1,0 +1,824 @@
+"""Consolidation: exact near-duplicate detection, merges with provenance, and the graph side
+of the LLM passes (summaries, improvements, extracted facts).
+
+Near-duplicates are pairs of active memories whose *token Jaccard similarity* reaches a
+threshold (tokens: lowercased words, punctuation ignored, as a set). They are found
+exactly, without comparing all pairs: the classic prefix-filtering all-pairs join. Tokens
+are ordered rarest first; a set of size ``n`` can only reach similarity ``t`` with another
+set if the two share a token within their first ``n - ceil(t*n) + 1`` tokens, so only the
+prefixes go into an inverted index, and sets of incompatible sizes are skipped (a size
+filter). Every candidate is then verified with the exact Jaccard value in integer
+arithmetic, so the result is *exactly* the brute-force set of pairs
+(:func:`brute_force_pairs` is the reference the tests compare against).
+
+Pairs are found within a scope (agent and namespace by default) and grouped transitively
+(union-find). A merge writes one new memory that is DERIVED_FROM and SUPERSEDES each source;
+the sources stay in the graph with status ``superseded`` and ``valid_to`` set. Nothing here
+deletes data, except :func:`unmerge`, which removes the merged node it is explicitly asked
+to undo after restoring its sources.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime
+from fractions import Fraction
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from graphmem.backends.base import GraphBackend
+from graphmem.errors import Conflict, InvalidInput, NotFound
+from graphmem.llm import (
+    LLM,
+    Fact,
+    Improvement,
+    Reflection,
+    is_dense,
+    merge_sentences,
+    tokens,
+)
+from graphmem.models import (
+    Category,
+    Edge,
+    EdgeType,
+    Filter,
+    GraphNode,
+    Memory,
+    NodeLabel,
+    NodeRef,
+    Status,
+    Tier,
+    content_hash,
+    new_id,
+    utcnow,
+    validated,
+)
+
+__all__ = [
+    "ConsolidationConfig",
+    "ConsolidationReport",
+    "Embed",
+    "FactsReport",
+    "ImproveReport",
+    "MergeGroup",
+    "SimilarPair",
+    "UnmergeReport",
+    "brute_force_pairs",
+    "consolidate",
+    "find_similar_pairs",
+    "group_pairs",
+    "improve_memories",
+    "jaccard",
+    "reflect_on",
+    "store_facts",
+    "summarize_into_memory",
+    "token_set",
+    "unmerge",
+]
+
+log = logging.getLogger("graphmem.consolidation")
+
+CONSOLIDATE_PASS = "consolidate"
+Embed = Callable[[list[str]], Any]
+"""Texts -> a (n, dim) array of vectors (e.g. ``GraphMemory.embedder.embed``)."""
+
+
+# ---------------------------------------------------------------------------------------
+# exact token-Jaccard pairs
+
+
+def token_set(text: str) -> frozenset[str]:
+    """The set of lowercased word tokens of ``text`` (punctuation-insensitive)."""
+    return frozenset(tokens(text))
+
+
+def _fraction(threshold: float) -> Fraction:
+    # Fraction(str(0.6)) == 3/5 exactly, so 0.6 * 5 is 3, not 3.0000000000000004
+    t = Fraction(str(threshold))
+    if not 0 < t <= 1:
+        raise InvalidInput(f"threshold must be in (0, 1], got {threshold}")
+    return t
+
+
+def jaccard(a: frozenset[str] | set[Any], b: frozenset[str] | set[Any]) -> float:
+    """|a & b| / |a | b| (0.0 for two empty sets)."""
+    union = len(a | b)
+    return len(a & b) / union if union else 0.0
+
+
+def _reaches(inter: int, union: int, t: Fraction) -> bool:
+    return inter * t.denominator >= t.numerator * union
+
+
+def brute_force_pairs(texts: Sequence[str], threshold: float) -> list[tuple[int, int, float]]:
+    """Every pair ``(i, j, similarity)`` with ``i < j`` and Jaccard >= threshold, by comparing
+    all pairs. O(n²): the reference for tests and benchmarks, not for production use."""
+    t = _fraction(threshold)
+    sets = [token_set(x) for x in texts]
+    out = []
+    for i in range(len(sets)):
+        a = sets[i]
+        if not a:
+            continue
+        for j in range(i + 1, len(sets)):
+            b = sets[j]
+            if not b:
+                continue
+            inter = len(a & b)
+            union = len(a) + len(b) - inter
+            if _reaches(inter, union, t):
+                out.append((i, j, inter / union))
+    return out
+
+
+_BITMAP_WORDS = 4  # 256-bit token bitmaps
+
+
+def _popcount_rows(words: np.ndarray) -> np.ndarray:
+    if hasattr(np, "bitwise_count"):  # numpy >= 2.0
+        return np.bitwise_count(words).sum(axis=1, dtype=np.int64)  # type: ignore[no-any-return]
+    bytes_ = words.view(np.uint8).reshape(len(words), -1)
+    return _POP8[bytes_].sum(axis=1, dtype=np.int64)  # type: ignore[no-any-return]
+
+
+_POP8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
+
+
+def find_similar_pairs(
+    texts: Sequence[str] | Sequence[frozenset[str]], threshold: float = 0.6
+) -> list[tuple[int, int, float]]:
+    """Every pair ``(i, j, similarity)``, ``i < j``, whose token Jaccard similarity is at
+    least ``threshold`` — exactly the pairs :func:`brute_force_pairs` finds, sorted.
+
+    Prefix filtering with an inverted index over the rarest-first token order and a size
+    filter produce candidates; a bitmap filter (256-bit token bitmaps: the bits that differ
+    bound the symmetric difference from below, so the overlap from above) discards most of
+    them in numpy; the rest are verified exactly. Texts without a word token never pair.
+    ``texts`` may also be token sets.
+    """
+    t = _fraction(threshold)
+    num, den = t.numerator, t.denominator
+    sets = [x if isinstance(x, frozenset) else token_set(x) for x in texts]
+    df: Counter[str] = Counter()
+    for ts in sets:
+        df.update(ts)
+    # rank tokens rarest first (ties by the token itself, for determinism)
+    ranked = sorted(df.items(), key=lambda kv: (kv[1], kv[0]))
+    rank = {tok: r for r, (tok, _) in enumerate(ranked)}
+    records = [sorted(rank[tok] for tok in ts) for ts in sets]
+    sizes_l = [len(r) for r in records]
+    sizes = np.asarray(sizes_l, dtype=np.int64)
+    bits = _BITMAP_WORDS * 64
+    bitmaps = np.zeros((len(records), _BITMAP_WORDS), dtype=np.uint64)
+    for i, rec in enumerate(records):
+        row = [0] * _BITMAP_WORDS
+        for r in rec:
+            b = (r * 0x9E3779B1 >> 7) % bits
+            row[b >> 6] |= 1 << (b & 63)
+        bitmaps[i] = row
+    order = sorted((i for i in range(len(records)) if records[i]), key=lambda i: sizes_l[i])
+    index: dict[int, list[int]] = defaultdict(list)  # token rank -> record ids, by size
+    start: dict[int, int] = {}  # per posting list: first entry still large enough
+    rsets: dict[int, frozenset[int]] = {}
+    out: list[tuple[int, int, float]] = []
+    for x in order:
+        rec = records[x]
+        n = len(rec)
+        min_size = (num * n + den - 1) // den  # ceil(t*n): smaller partners cannot reach t
+        seen: set[int] = set()
+        for tok in rec[: n - min_size + 1]:
+            plist = index.get(tok)
+            if plist is None:
+                continue
+            lo = start.get(tok, 0)
+            # posting lists are in increasing size and later records are no smaller, so
+            # entries too small now stay too small: skip them for good
+            while lo < len(plist) and sizes_l[plist[lo]] < min_size:
+                lo += 1
+            if lo:
+                start[tok] = lo
+            seen.update(plist[lo:] if lo else plist)
+        if seen:
+            cand = np.fromiter(seen, dtype=np.int64, count=len(seen))
+            if len(cand) > 8:
+                msize = sizes[cand]
+                differ = _popcount_rows(bitmaps[cand] ^ bitmaps[x])
+                bound = (n + msize - differ) // 2  # overlap <= (|x|+|y|-differing bits)/2
+                cand = cand[bound * (num + den) >= num * (n + msize)]
+            if len(cand):
+                sx = frozenset(rec)
+                for y in cand.tolist():
+                    sy = rsets.get(y)
+                    if sy is None:
+                        sy = rsets[y] = frozenset(records[y])
+                    inter = len(sx & sy)
+                    union = n + sizes_l[y] - inter
+                    if inter * den >= num * union:
+                        out.append((min(x, y), max(x, y), inter / union))
+        # index a shorter prefix: a partner z processed later (|z| >= n) needs an overlap
+        # of at least ceil(2t/(1+t)*n) with this record, so only that prefix can meet it
+        for tok in rec[: n - (2 * num * n + (num + den) - 1) // (num + den) + 1]:
+            index[tok].append(x)
+    out.sort()
+    return out
+
+
+def group_pairs(n: int, pairs: Iterable[tuple[int, int, float]]) -> list[list[int]]:
+    """Connected components (of size >= 2) of the pair graph over ``range(n)``, each sorted,
+    ordered by their smallest member."""
+    parent = list(range(n))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for a, b, _ in pairs:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    comps: dict[int, list[int]] = defaultdict(list)
+    for i in range(n):
+        comps[find(i)].append(i)
+    return sorted((c for c in comps.values() if len(c) > 1), key=lambda c: c[0])
+
+
+def embedding_pairs(
+    vectors: np.ndarray, threshold: float, *, block: int = 2048
+) -> list[tuple[int, int, float]]:
+    """Pairs ``(i, j, cosine)`` with cosine >= threshold (exact, blocked matrix products)."""
+    raw = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(raw, axis=1, keepdims=True)
+    v = raw / np.where(norms == 0, 1, norms)
+    out: list[tuple[int, int, float]] = []
+    for lo in range(0, len(v), block):
+        sims = v[lo: lo + block] @ v.T
+        ii, jj = np.nonzero(sims >= threshold)
+        for i, j in zip(ii.tolist(), jj.tolist(), strict=True):
+            gi = lo + i
+            if gi < j:
+                out.append((gi, j, float(sims[i, j])))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# configuration and reports
+
+
+class ConsolidationConfig(BaseModel):
+    """Thresholds and scope of consolidation.
+
+    ``merge_threshold``: token Jaccard at which memories are merged; pairs at or above
+    ``duplicate_threshold`` are duplicates (merged deterministically even when an LLM is
+    configured, since there is nothing to synthesise). ``embedding_threshold`` optionally
+    adds pairs whose embeddings have at least that cosine similarity.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    merge_threshold: float = Field(default=0.6, gt=0.0, le=1.0)
+    duplicate_threshold: float = Field(default=0.7, gt=0.0, le=1.0)
+    embedding_threshold: float | None = Field(default=None, gt=0.0, le=1.0)
+    scope: tuple[str, ...] = ("agent_id", "namespace")
+    exclude_categories: tuple[str, ...] = ("summary",)
+    max_group_size: int = Field(default=100, ge=2)
+    batch_groups: int = Field(default=200, ge=1)
+
+    @model_validator(mode="after")
+    def _order(self) -> ConsolidationConfig:
+        if self.duplicate_threshold < self.merge_threshold:
+            raise ValueError("duplicate_threshold must be >= merge_threshold")
+        for f in self.scope:
+            if f not in ("agent_id", "namespace", "run_id", "category", "tier"):
+                raise ValueError(f"cannot scope consolidation by {f!r}")
+        return self
+
+
+class SimilarPair(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    a: str
+    b: str
+    similarity: float
+    kind: Literal["duplicate", "similar", "semantic"]
+
+
+class MergeGroup(BaseModel):
+    """One planned (dry run) or applied merge: exactly what it writes."""
+
+    model_config = ConfigDict(frozen=True)
+
+    scope: dict[str, str | None]
+    source_ids: tuple[str, ...]
+    pairs: tuple[SimilarPair, ...]
+    kind: Literal["duplicate", "similar"]
+    content: str | None  # None on a dry run when an LLM would write it
+    content_source: Literal["deterministic", "llm"]
+    category: str
+    tier: str
+    importance: float
+    access_count: int
+    tags: tuple[str, ...]
+    valid_from: datetime
+    merged_id: str | None = None  # set once applied
+    skipped: str | None = None  # why an applied group was not written
+
+
+class ConsolidationReport(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    dry_run: bool
+    scanned: int
+    pairs: int
+    groups: tuple[MergeGroup, ...]
+
+    @property
+    def superseded_ids(self) -> list[str]:
+        """Memories that become (or would become) superseded."""
+        return [i for g in self.groups if g.skipped is None for i in g.source_ids]
+
+    @property
+    def merged_ids(self) -> list[str]:
+        return [g.merged_id for g in self.groups if g.merged_id]
+
+
+class UnmergeReport(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    merged_id: str
+    restored_ids: tuple[str, ...]
+    dry_run: bool = False
+
+
+# ---------------------------------------------------------------------------------------
+# consolidation
+
+
+def _scan_memories(backend: GraphBackend, flt: Filter, page: int = 10_000) -> Iterator[Memory]:
+    offset = 0
+    while True:
+        batch = backend.match(flt, limit=page, offset=offset, order_by="id")
+        for n in batch:
+            assert isinstance(n, Memory)
+            yield n
+        if len(batch) < page:
+            return
+        offset += page
+
+
+def _edge(etype: EdgeType, src: Memory | NodeRef, dst: Memory | NodeRef, **props: Any) -> Edge:
+    edge: Edge = validated(Edge, {"type": etype, "src": src, "dst": dst, "props": props})
+    return edge
+
+
+def _merged_fields(sources: Sequence[Memory]) -> dict[str, Any]:
+    chrono = sorted(sources, key=lambda m: (m.valid_from or m.created_at, m.created_at, m.id))
+    cats = Counter(m.category.value for m in chrono)
+    order = [c.value for c in Category]
+    category = min(cats, key=lambda c: (-cats[c], order.index(c)))
+    tags: dict[str, None] = {}
+    for m in chrono:
+        tags.update(dict.fromkeys(m.tags))
+    accessed = [m.last_accessed for m in chrono if m.last_accessed is not None]
+    expiries = [m.expires_at for m in chrono]
+    run_ids = {m.run_id for m in chrono}
+    events = {m.event_type for m in chrono}
+    return {
+        "category": category,
+        "tier": Tier.LONG_TERM if any(m.tier is Tier.LONG_TERM for m in chrono)
+        else Tier.SHORT_TERM,
+        "importance": max(m.importance for m in chrono),
+        "confidence": max(m.confidence for m in chrono),
+        "access_count": sum(m.access_count for m in chrono),
+        "last_accessed": max(accessed) if accessed else None,
+        "tags": tuple(tags),
+        "valid_from": min(m.valid_from or m.created_at for m in chrono),
+        "expires_at": None if any(e is None for e in expiries) else max(expiries),  # type: ignore[type-var]
+        "run_id": run_ids.pop() if len(run_ids) == 1 else None,
+        "event_type": events.pop() if len(events) == 1 else None,
+        "agent_id": chrono[0].agent_id,
+        "namespace": chrono[0].namespace,
+    }
+
+
+def consolidate(
+    backend: GraphBackend,
+    *,
+    agent_id: str | Sequence[str] | None = None,
+    namespace: str | Sequence[str] | None = None,
+    config: ConsolidationConfig | None = None,
+    llm: LLM | None = None,
+    embed: Embed | None = None,
+    dry_run: bool = False,
+    now: datetime | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> ConsolidationReport:
+    """Find near-duplicate active memories and merge each transitive group into one memory.
+
+    The merged memory is DERIVED_FROM and SUPERSEDES every source (edge props ``pass``/
+    ``reason`` and ``at``); sources become ``superseded`` with ``valid_to = now``. Merged
+    importance is the max, access_count the sum, tags the union and valid_from the earliest.
+    Content: the ``llm``'s merge synthesis for ``similar`` groups when an LLM is given and no
+    source is dense, else the deterministic merge that keeps every distinct sentence.
+
+    ``dry_run=True`` writes nothing and makes no LLM call; the report lists every group with
+    the exact field values the merge would write (``content`` is None only where an LLM
+    would write it). Groups whose sources changed between planning and writing are skipped
+    and say so.
+    """
+    cfg = config or ConsolidationConfig()
+    now = now or utcnow()
+    flt = Filter.for_memories(agent_id=agent_id, namespace=namespace, status="active")
+    memories = [
+        m for m in _scan_memories(backend, flt) if m.category.value not in cfg.exclude_categories
+    ]
+    if progress:
+        progress("scanned", len(memories), len(memories))
+    scopes: dict[tuple[Any, ...], list[Memory]] = defaultdict(list)
+    for m in memories:
+        scopes[tuple(getattr(m, f) for f in cfg.scope)].append(m)
+    plans: list[MergeGroup] = []
+    npairs = 0
+    for key, members in sorted(scopes.items(), key=lambda kv: str(kv[0])):
+        groups, count = _plan_scope(members, cfg)
+        npairs += count
+        scope = {f: (v.value if hasattr(v, "value") else v) for f, v in zip(cfg.scope, key,
+                                                                           strict=True)}
+        for idxs, pairs in groups:
+            sources = [members[i] for i in idxs]
+            fields = _merged_fields(sources)
+            kind: Literal["duplicate", "similar"] = (
+                "duplicate" if all(p.kind == "duplicate" for p in pairs) else "similar"
+            )
+            use_llm = llm is not None and kind == "similar" and not any(
+                is_dense(m.content) for m in sources
+            )
+            plans.append(MergeGroup(
+                scope=scope,
+                source_ids=tuple(m.id for m in sources),
+                pairs=tuple(pairs),
+                kind=kind,
+                content=None if use_llm else merge_sentences(sources),
+                content_source="llm" if use_llm else "deterministic",
+                category=fields["category"],
+                tier=fields["tier"].value,
+                importance=fields["importance"],
+                access_count=fields["access_count"],
+                tags=fields["tags"],
+                valid_from=fields["valid_from"],
+            ))
+    log.info("consolidate: %d memories, %d pairs, %d groups, dry_run=%s",
+             len(memories), npairs, len(plans), dry_run)
+    if dry_run:
+        return ConsolidationReport(dry_run=True, scanned=len(memories), pairs=npairs,
+                                   groups=tuple(plans))
+    applied: list[MergeGroup] = []
+    for start in range(0, len(plans), cfg.batch_groups):
+        batch = plans[start: start + cfg.batch_groups]
+        applied.extend(_apply_merges(backend, batch, llm, embed, now))
+        if progress:
+            progress("merged", min(start + cfg.batch_groups, len(plans)), len(plans))
+    return ConsolidationReport(dry_run=False, scanned=len(memories), pairs=npairs,
+                               groups=tuple(applied))
+
+
+def _plan_scope(
+    members: list[Memory], cfg: ConsolidationConfig
+) -> tuple[list[tuple[list[int], list[SimilarPair]]], int]:
+    raw = find_similar_pairs([m.content for m in members], cfg.merge_threshold)
+    dup = _fraction(cfg.duplicate_threshold)
+    sets: dict[int, frozenset[str]] = {}
+
+    def is_dup(i: int, j: int) -> bool:
+        a = sets.setdefault(i, token_set(members[i].content))
+        b = sets.setdefault(j, token_set(members[j].content))
+        inter = len(a & b)
+        return _reaches(inter, len(a) + len(b) - inter, dup)
+
+    typed: list[tuple[int, int, float, str]] = [
+        (i, j, s, "duplicate" if is_dup(i, j) else "similar") for i, j, s in raw
+    ]
+    if cfg.embedding_threshold is not None:
+        with_vec = [i for i, m in enumerate(members) if m.embedding is not None]
+        dims = {len(members[i].embedding or ()) for i in with_vec}
+        if len(with_vec) > 1 and len(dims) == 1:
+            mat = np.asarray([members[i].embedding for i in with_vec], dtype=np.float32)
+            known = {(i, j) for i, j, _ in raw}
+            for a, b, s in embedding_pairs(mat, cfg.embedding_threshold):
+                i, j = with_vec[a], with_vec[b]
+                if (i, j) not in known:
+                    typed.append((i, j, s, "semantic"))
+    by_root: dict[int, list[SimilarPair]] = defaultdict(list)
+    groups = group_pairs(len(members), [(i, j, s) for i, j, s, _ in typed])
+    owner = {i: g[0] for g in groups for i in g}
+    for i, j, s, kind in typed:
+        by_root[owner[i]].append(SimilarPair(
+            a=members[i].id, b=members[j].id, similarity=round(s, 6), kind=kind,
+        ))
+    out = []
+    for g in groups:
+        if len(g) > cfg.max_group_size:
+            # a huge transitive chain is almost never one fact; leave it for a human
+            log.warning("consolidate: skipped a group of %d memories (max_group_size=%d)",
+                        len(g), cfg.max_group_size)
+            continue
+        out.append((g, by_root[g[0]]))
+    return out, len(typed)
+
+
+def _apply_merges(
+    backend: GraphBackend,
+    plans: Sequence[MergeGroup],
+    llm: LLM | None,
+    embed: Embed | None,
+    now: datetime,
+) -> list[MergeGroup]:
+    ids = [i for p in plans for i in p.source_ids]
+    current = {n.id: n for n in backend.get(NodeLabel.MEMORY, ids) if isinstance(n, Memory)}
+    nodes: list[GraphNode] = []
+    edges: list[Edge] = []
+    merged: list[Memory] = []
+    out: list[MergeGroup] = []
+    for plan in plans:
+        sources = [current.get(i) for i in plan.source_ids]
+        if any(s is None or s.status is not Status.ACTIVE for s in sources):
+            out.append(plan.model_copy(update={"skipped": "a source changed since planning"}))
+            continue
+        srcs = [s for s in sources if s is not None]
+        fields = _merged_fields(srcs)
+        content = plan.content
+        if content is None:
+            assert llm is not None
+            content = llm.summarize(srcs, purpose="merge").content
+        reason = (
+            f"consolidated {plan.kind} (token jaccard >= "
+            f"{min(p.similarity for p in plan.pairs):.2f})"
+        )
+        memory = validated(Memory, {
+            **fields,
+            "id": new_id(),
+            "content": content,
+            "created_at": now,
+            "updated_at": now,
+            "metadata": {"pass": CONSOLIDATE_PASS, "merge_kind": plan.kind,
+                         "merged_count": len(srcs)},
+        })
+        merged.append(memory)
+        for s in srcs:
+            nodes.append(s.evolve(status=Status.SUPERSEDED, updated_at=now,
+                                  valid_to=max(now, s.valid_from or now)))
+            edges.append(_edge(EdgeType.DERIVED_FROM, memory, s, **{"pass": CONSOLIDATE_PASS},
+                               at=now))
+            edges.append(_edge(EdgeType.SUPERSEDES, memory, s, reason=reason, at=now))
+        out.append(plan.model_copy(update={"merged_id": memory.id, "content": content}))
+    if embed is not None and merged:
+        vectors = np.asarray(embed([m.content for m in merged]))
+        backend.ensure_schema(embedding_dim=int(vectors.shape[1]))
+        merged = [m.evolve(embedding=v.tolist()) for m, v in zip(merged, vectors, strict=True)]
+    if merged:
+        backend.upsert([*merged, *nodes], edges)
+    return out
+
+
+def unmerge(
+    backend: GraphBackend, merged_id: str, *, dry_run: bool = False, now: datetime | None = None
+) -> UnmergeReport:
+    """Undo a consolidation merge: restore its sources (status active, valid_to cleared)
+    and delete the merged node — the explicit delete of the node being undone.
+
+    Raises NotFound for an unknown id, InvalidInput when the node is not a merge, and
+    Conflict when the merged node is no longer current (undo the newer change first).
+    """
+    now = now or utcnow()
+    found = backend.get(NodeLabel.MEMORY, [merged_id])
+    if not found:
+        raise NotFound(f"no memory {merged_id!r}")
+    merged = found[0]
+    assert isinstance(merged, Memory)
+    if merged.metadata.get("pass") != CONSOLIDATE_PASS:
+        raise InvalidInput(f"memory {merged_id} is not the result of a consolidation merge")
+    if merged.status is not Status.ACTIVE:
+        raise Conflict(
+            f"merged memory {merged_id} is {merged.status.value}; undo what replaced it first"
+        )
+    sub = backend.expand([merged.ref], [EdgeType.SUPERSEDES], direction="out", depth=1)
+    source_ids = {e.dst.id for e in sub.edges if e.src.id == merged_id}
+    sources = [n for n in sub.nodes if isinstance(n, Memory) and n.id in source_ids]
+    restore = [
+        s.evolve(status=Status.ACTIVE, valid_to=None, updated_at=now)
+        for s in sorted(sources, key=lambda m: m.id)
+        if s.status is Status.SUPERSEDED
+    ]
+    report = UnmergeReport(
+        merged_id=merged_id, restored_ids=tuple(m.id for m in restore), dry_run=dry_run
+    )
+    if dry_run:
+        return report
+    # restore first: if the delete then fails nothing is lost, the sources are just back
+    if restore:
+        backend.upsert(restore)
+    backend.delete([merged.ref])
+    log.info("unmerge: restored %d memories", len(restore))
+    return report
+
+
+# ---------------------------------------------------------------------------------------
+# LLM passes written to the graph
+
+
+def summarize_into_memory(
+    backend: GraphBackend,
+    llm: LLM,
+    sources: Sequence[Memory],
+    *,
+    purpose: Literal["run", "memories"] = "memories",
+    pass_name: str = "summarize",
+    run_id: str | None = None,
+    tier: Tier = Tier.LONG_TERM,
+    embed: Embed | None = None,
+    dry_run: bool = False,
+    now: datetime | None = None,
+) -> Memory:
+    """Write one ``summary`` memory DERIVED_FROM every source (sources are unchanged).
+
+    On a dry run the summary is computed (one LLM pass) and returned but not written.
+    """
+    if not sources:
+        raise InvalidInput("nothing to summarise")
+    now = now or utcnow()
+    summary = llm.summarize(sources, purpose=purpose)
+    fields = _merged_fields(sources)
+    memory: Memory = validated(Memory, {
+        "content": summary.content,
+        "category": Category.SUMMARY,
+        "tier": tier,
+        "importance": fields["importance"],
+        "tags": fields["tags"],
+        "agent_id": fields["agent_id"],
+        "namespace": fields["namespace"],
+        "run_id": run_id if run_id is not None else fields["run_id"],
+        "valid_from": fields["valid_from"],
+        "created_at": now,
+        "metadata": {"pass": pass_name, "source_count": len(summary.source_ids),
+                     "preserved_count": len(summary.preserved_ids)},
+    })
+    if dry_run:
+        return memory
+    if embed is not None:
+        vec = np.asarray(embed([memory.content]))
+        backend.ensure_schema(embedding_dim=int(vec.shape[1]))
+        memory = memory.evolve(embedding=vec[0].tolist())
+    edges = [_edge(EdgeType.DERIVED_FROM, memory, s, **{"pass": pass_name}, at=now)
+             for s in sources]
+    backend.upsert([memory], edges)
+    return memory
+
+
+class ImproveReport(BaseModel):
+    """What ``improve`` changed (or would change): new versions and contradictions."""
+
+    model_config = ConfigDict(frozen=True)
+
+    dry_run: bool
+    improvement: Improvement
+    created: tuple[Memory, ...] = ()  # the rewritten versions (ids assigned on dry runs too)
+    superseded_ids: tuple[str, ...] = ()
+
+
+def improve_memories(
+    backend: GraphBackend,
+    llm: LLM,
+    memories: Sequence[Memory],
+    *,
+    embed: Embed | None = None,
+    dry_run: bool = False,
+    now: datetime | None = None,
+) -> ImproveReport:
+    """Run the improve pass and write its result with provenance, in one atomic upsert.
+
+    Each rewrite is a new memory (same scope, importance, tags ...) that DERIVED_FROM and
+    SUPERSEDES the old one (reason from the pass). Each contradiction makes the kept
+    memory's current version SUPERSEDE the losers with the stated reason. Every replaced
+    memory becomes ``superseded`` with ``valid_to``.
+    """
+    now = now or utcnow()
+    active = [m for m in memories if m.status is Status.ACTIVE]
+    imp = llm.improve(active)
+    by_id = {m.id: m for m in active}
+    created: dict[str, Memory] = {}
+    nodes: list[GraphNode] = []
+    edges: list[Edge] = []
+    retired: dict[str, Memory] = {}
+    for r in imp.rewrites:
+        old = by_id[r.id]
+        new = old.evolve(
+            id=new_id(), content=r.content, content_hash="", embedding=None, created_at=now,
+            updated_at=now, valid_from=max(now, old.valid_from or now), valid_to=None,
+            metadata={**old.metadata, "pass": "improve"},
+        )
+        created[old.id] = new
+        retired[old.id] = old.evolve(status=Status.SUPERSEDED, valid_to=new.valid_from,
+                                     updated_at=now)
+        edges.append(_edge(EdgeType.DERIVED_FROM, new, old, **{"pass": "improve"}, at=now))
+        edges.append(_edge(EdgeType.SUPERSEDES, new, old, reason=r.reason, at=now))
+    for c in imp.contradictions:
+        winner: Memory = created.get(c.keep_id, by_id[c.keep_id])
+        for loser_id in c.superseded_ids:
+            loser = by_id[loser_id]
+            retired[loser_id] = loser.evolve(
+                status=Status.SUPERSEDED, updated_at=now,
+                valid_to=max(now, loser.valid_from or now),
+            )
+            edges.append(_edge(EdgeType.SUPERSEDES, winner, loser, reason=c.reason, at=now))
+    news = list(created.values())
+    report = ImproveReport(
+        dry_run=dry_run, improvement=imp, created=tuple(news), superseded_ids=tuple(retired)
+    )
+    if dry_run or not (news or retired):
+        return report
+    if embed is not None and news:
+        vectors = np.asarray(embed([m.content for m in news]))
+        backend.ensure_schema(embedding_dim=int(vectors.shape[1]))
+        news = [m.evolve(embedding=v.tolist()) for m, v in zip(news, vectors, strict=True)]
+    nodes = [*news, *retired.values()]
+    backend.upsert(nodes, edges)
+    log.info("improve: %d rewrites, %d superseded", len(news), len(retired))
+    return report.model_copy(update={"created": tuple(news)})
+
+
+class FactsReport(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    dry_run: bool
+    facts: tuple[Fact, ...]
+    created: tuple[Memory, ...] = ()
+    skipped_existing: int = 0
+
+
+def store_facts(
+    backend: GraphBackend,
+    llm: LLM,
+    turn: str,
+    *,
+    agent_id: str = "default",
+    namespace: str = "default",
+    run_id: str | None = None,
+    speaker: str = "user",
+    source_ids: Sequence[str] = (),
+    embed: Embed | None = None,
+    dry_run: bool = False,
+    now: datetime | None = None,
+) -> FactsReport:
+    """Extract durable facts from a conversation turn and store each as a long-term memory
+    DERIVED_FROM the turn's memories (``source_ids``). A fact already stored as an active
+    memory of the same agent and namespace (same content hash) is not stored again."""
+    now = now or utcnow()
+    if source_ids:
+        found = {n.id for n in backend.get(NodeLabel.MEMORY, list(source_ids))}
+        missing = [i for i in source_ids if i not in found]
+        if missing:
+            raise NotFound(f"no memory {missing[0]!r}")
+    facts = llm.extract_facts(turn, speaker=speaker)
+    created: list[Memory] = []
+    skipped = 0
+    for f in facts:
+        h = content_hash(f.content)
+        existing = backend.count(validated(Filter, {"equals": {
+            "agent_id": agent_id, "namespace": namespace, "status": "active",
+            "content_hash": h,
+        }}))
+        if existing:
+            skipped += 1
+            continue
+        created.append(validated(Memory, {
+            "content": f.content, "category": f.category, "tier": Tier.LONG_TERM,
+            "importance": f.importance, "tags": f.tags, "agent_id": agent_id,
+            "namespace": namespace, "run_id": run_id, "created_at": now,
+            "metadata": {"pass": "extract_facts", "speaker": speaker},
+        }))
+    report = FactsReport(dry_run=dry_run, facts=tuple(facts), created=tuple(created),
+                         skipped_existing=skipped)
+    if dry_run or not created:
+        return report
+    if embed is not None:
+        vectors = np.asarray(embed([m.content for m in created]))
+        backend.ensure_schema(embedding_dim=int(vectors.shape[1]))
+        created = [m.evolve(embedding=v.tolist()) for m, v in zip(created, vectors, strict=True)]
+    edges = [
+        _edge(EdgeType.DERIVED_FROM, m, NodeRef(NodeLabel.MEMORY, s), **{"pass": "extract_facts"},
+              at=now)
+        for m in created for s in source_ids
+    ]
+    backend.upsert(created, edges)
+    return report.model_copy(update={"created": tuple(created)})
+
+
+def reflect_on(llm: LLM, question: str, memories: Sequence[Memory]) -> Reflection:
+    """Answer ``question`` from ``memories`` (typically a recall's results), citing ids.
+    Reads only; writes nothing."""
+    return llm.reflect(question, memories)
