@@ -3,7 +3,9 @@
     python benchmarks/scale.py                       # embedded store, 10k and 100k
     python benchmarks/scale.py --sizes 10000 --url neo4j://localhost:7687
 
-Measures, per size: batch ingest rate (remember_many, batches of 1000), single durable
+Text is synthetic: 8-20 pseudo-words per memory drawn from a 20k-word vocabulary with
+Zipf-distributed frequencies (like natural language); queries are 4 words from the same
+distribution. Measures, per size: batch ingest rate (remember_many, batches of 1000), single durable
 remember p50/p95, lexical recall p50/p95, filtered list p50, and (embedded) reopen time and
 file size. Prints a Markdown table and, with --write, replaces the "Scale" section of
 benchmarks/RESULTS.md.
@@ -25,19 +27,33 @@ from typing import Any
 
 from graphmem.memory import GraphMemory
 
-WORDS = (
-    "alice bob carla dave erin frank tea coffee lisbon paris berlin tokyo hotel flight train "
-    "meeting report budget deadline invoice project design review bug deploy server database "
-    "memory graph agent model prompt token cache index query vector search ranking summary "
-    "policy security incident customer order refund shipping warehouse invoice payment plan "
-    "monday tuesday friday morning evening week month quarter year urgent minor blocked done"
-).split()
+def _vocabulary(size: int = 20_000, seed: int = 3) -> list[str]:
+    """Pseudo-words from syllables; used with Zipf-distributed frequencies like real text."""
+    rng = random.Random(seed)
+    syll = [c + v for c in "bcdfghjklmnprstvwz" for v in "aeiou"] + ["an", "er", "is", "on"]
+    words: dict[str, None] = {}
+    while len(words) < size:
+        words["".join(rng.choice(syll) for _ in range(rng.randint(1, 4)))] = None
+    return list(words)
+
+
+WORDS = _vocabulary()
+_CUM: list[float] = []
+_acc = 0.0
+for _rank in range(len(WORDS)):
+    _acc += 1.0 / (_rank + 1) ** 1.07
+    _CUM.append(_acc)
+
+
+def word(rng: random.Random) -> str:
+    return rng.choices(WORDS, cum_weights=_CUM, k=1)[0]
+
 
 T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
 
 
 def sentence(rng: random.Random) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 20))) + "."
+    return " ".join(word(rng) for _ in range(rng.randint(8, 20))) + "."
 
 
 def items(n: int, seed: int = 7) -> list[dict[str, Any]]:
@@ -48,7 +64,7 @@ def items(n: int, seed: int = 7) -> list[dict[str, Any]]:
             "agent_id": f"agent{rng.randrange(20)}",
             "namespace": f"ns{rng.randrange(5)}",
             "run_id": f"run{rng.randrange(n // 50 + 1)}",
-            "tags": [rng.choice(WORDS)],
+            "tags": [f"tag{rng.randrange(50)}"],
             "importance": rng.random(),
             "created_at": T0 + timedelta(seconds=i),
         }
@@ -80,7 +96,7 @@ def bench(url: str, n: int, *, reopen: bool) -> dict[str, Any]:
 
     lat = []
     for _ in range(300):
-        q = " ".join(rng.choice(WORDS) for _ in range(4))
+        q = " ".join(word(rng) for _ in range(4))
         t = time.perf_counter()
         mem.recall(q, k=10, touch=False)
         lat.append((time.perf_counter() - t) * 1000)
@@ -88,7 +104,7 @@ def bench(url: str, n: int, *, reopen: bool) -> dict[str, Any]:
 
     lat = []
     for _ in range(100):
-        q = " ".join(rng.choice(WORDS) for _ in range(4))
+        q = " ".join(word(rng) for _ in range(4))
         t = time.perf_counter()
         mem.recall(q, k=10, agent_id=f"agent{rng.randrange(20)}", touch=False)
         lat.append((time.perf_counter() - t) * 1000)
