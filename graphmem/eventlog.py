@@ -1,0 +1,289 @@
+"""The orchestration log: what agents did, step by step, with deduplicated payloads.
+
+``log(agent_id, event_type, payload, run_id=…, step=…, parent=…)`` appends a
+:class:`~graphmem.models.LogEntry`; ``tail(n)`` reads the newest ones back. A payload is any
+JSON value, stored as canonical JSON text. Small payloads stay inline on the entry; one over
+the size threshold is stored once as a :class:`~graphmem.models.Payload` whose id is the
+SHA-256 of its text, and every entry that logs the same payload REFERENCES it. A payload
+counts its references and is deleted with the last entry that references it; ``stats()``
+reports how many bytes the sharing saved.
+
+Entries link to their run (``IN_RUN``) and to their parent entry (``CHILD_OF``), so a
+delegation tree can be walked in the graph.
+
+>>> from graphmem import GraphMemory
+>>> with GraphMemory.open("memory://", embedder=None) as mem:
+...     big = {"rows": list(range(500))}
+...     a = mem.log("planner", "tool_result", big, run_id="r1", step=1)
+...     b = mem.log("planner", "tool_result", big, run_id="r1", step=2)
+...     (a.payload_ref == b.payload_ref, mem.eventlog.stats().payloads)
+(True, 1)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from graphmem.backends.base import GraphBackend
+from graphmem.errors import InvalidInput, NotFound
+from graphmem.models import (
+    Edge,
+    EdgeType,
+    Filter,
+    GraphNode,
+    LogEntry,
+    NodeLabel,
+    NodeRef,
+    Payload,
+    Range,
+    Run,
+    utcnow,
+    validated,
+)
+
+__all__ = ["DEFAULT_INLINE_LIMIT", "MAX_PAYLOAD_BYTES", "EventLog", "LogRecord", "LogStats"]
+
+log = logging.getLogger("graphmem.eventlog")
+
+DEFAULT_INLINE_LIMIT = 1024  # bytes of canonical JSON kept inline on an entry
+MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
+
+
+class LogRecord(BaseModel):
+    """A log entry with its payload decoded (from the entry or its shared Payload)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entry: LogEntry
+    payload: Any = None
+
+
+class LogStats(BaseModel):
+    """Size of the log. ``logical_bytes`` is what the referenced payloads would take if
+    every entry stored its own copy; ``bytes_saved`` = logical - stored."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entries: int
+    inline_entries: int
+    referencing_entries: int
+    payloads: int
+    stored_payload_bytes: int
+    logical_payload_bytes: int
+    bytes_saved: int
+
+
+def canonical_json(payload: Any) -> str:
+    """The canonical JSON text of a payload (sorted keys, no spaces); InvalidInput when it
+    is not JSON-serialisable."""
+    try:
+        return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                          allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise InvalidInput(f"log payload is not JSON-serialisable: {e}") from e
+
+
+class EventLog:
+    """Append-only orchestration log over a :class:`GraphBackend` (see module docs)."""
+
+    def __init__(
+        self,
+        backend: GraphBackend,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        inline_limit: int = DEFAULT_INLINE_LIMIT,
+    ) -> None:
+        if inline_limit < 0:
+            raise InvalidInput("inline_limit must not be negative")
+        self._backend = backend
+        self._clock = clock
+        self.inline_limit = inline_limit
+        # reference counts are read-modify-write: serialise them inside this process
+        self._lock = threading.Lock()
+
+    # -- writing ----------------------------------------------------------------------
+
+    def log(
+        self,
+        agent_id: str,
+        event_type: str,
+        payload: Any = None,
+        *,
+        run_id: str | None = None,
+        step: int | None = None,
+        parent: str | None = None,
+        at: datetime | None = None,
+    ) -> LogEntry:
+        """Append one entry. ``parent`` is the id of an earlier entry (NotFound if absent);
+        a ``run_id`` that does not exist yet starts that run (owned by ``agent_id``)."""
+        text = None if payload is None else canonical_json(payload)
+        size = 0 if text is None else len(text.encode("utf-8"))
+        if size > MAX_PAYLOAD_BYTES:
+            raise InvalidInput(f"log payload has {size} bytes; at most {MAX_PAYLOAD_BYTES}")
+        if isinstance(step, bool):
+            raise InvalidInput("step must be a non-negative integer")
+        shared = text is not None and size > self.inline_limit
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest() if shared and text else None
+        entry: LogEntry = validated(LogEntry, {
+            "agent_id": agent_id, "event_type": event_type, "run_id": run_id, "step": step,
+            "parent_id": parent, "at": at or self._clock(),
+            "payload": None if shared else text, "payload_ref": digest, "payload_size": size,
+        })
+        nodes: list[GraphNode] = [entry]
+        edges: list[Edge] = []
+        with self._lock:
+            if parent is not None:
+                if not self._backend.get(NodeLabel.LOG_ENTRY, [parent]):
+                    raise NotFound(f"no log entry {parent!r} (parent)")
+                edges.append(_edge(EdgeType.CHILD_OF, entry.ref, NodeRef(NodeLabel.LOG_ENTRY,
+                                                                         parent)))
+            if run_id is not None:
+                if not self._backend.get(NodeLabel.RUN, [run_id]):
+                    nodes.append(validated(Run, {"id": run_id, "agent_id": agent_id,
+                                                 "started_at": entry.at}))
+                edges.append(_edge(EdgeType.IN_RUN, entry.ref, NodeRef(NodeLabel.RUN, run_id)))
+            if digest is not None and text is not None:
+                found = self._backend.get(NodeLabel.PAYLOAD, [digest])
+                blob = (
+                    found[0].evolve(refcount=found[0].refcount + 1)  # type: ignore[attr-defined]
+                    if found else Payload(id=digest, text=text, size=size, refcount=1)
+                )
+                nodes.append(blob)
+                edges.append(_edge(EdgeType.REFERENCES, entry.ref, blob.ref))
+            self._backend.upsert(nodes, edges)
+        log.debug("logged %s entry (%d payload bytes, shared=%s)", entry.event_type, size,
+                  shared)
+        return entry
+
+    def delete(self, entry_ids: Sequence[str]) -> int:
+        """Delete entries; payloads nobody references any more are deleted with them, the
+        others have their reference count recomputed. Returns how many entries went."""
+        with self._lock:
+            entries: list[LogEntry] = self._backend.get(  # type: ignore[assignment]
+                NodeLabel.LOG_ENTRY, list(dict.fromkeys(entry_ids))
+            )
+            if not entries:
+                return 0
+            doomed = {e.id for e in entries}
+            refs = sorted({e.payload_ref for e in entries if e.payload_ref})
+            drop: list[NodeRef] = []
+            keep: list[GraphNode] = []
+            for blob in self._backend.get(NodeLabel.PAYLOAD, refs):
+                users = self._backend.expand([blob.ref], [EdgeType.REFERENCES], direction="in",
+                                             depth=1, limit=10_000_000)
+                left = sum(1 for n in users.nodes
+                           if isinstance(n, LogEntry) and n.id not in doomed)
+                if left == 0:
+                    drop.append(blob.ref)
+                else:
+                    keep.append(blob.evolve(refcount=left))
+            # one write to fix counts, then one delete; a crash in between leaves counts
+            # too high (never too low), so no payload can vanish under a live entry
+            if keep:
+                self._backend.upsert(keep)
+            n = self._backend.delete([e.ref for e in entries] + drop)
+        log.info("deleted %d log entries and %d payloads", len(entries), len(drop))
+        return n - len(drop)
+
+    def delete_run(self, run_id: str) -> int:
+        """Delete every entry of a run (see :meth:`delete`)."""
+        ids = [e.id for e in self._backend.match(
+            validated(Filter, {"label": NodeLabel.LOG_ENTRY, "equals": {"run_id": run_id}}))]
+        return self.delete(ids)
+
+    def prune(self, *, older_than: timedelta, now: datetime | None = None) -> int:
+        """Delete entries logged before ``now - older_than``; returns how many."""
+        cutoff = (now or self._clock()) - older_than
+        flt = validated(Filter, {"label": NodeLabel.LOG_ENTRY,
+                                 "ranges": (Range(field="at", lt=cutoff),)})
+        return self.delete([e.id for e in self._backend.match(flt)])
+
+    # -- reading ----------------------------------------------------------------------
+
+    def _filter(
+        self, run_id: str | None, agent_id: str | None, event_type: str | None
+    ) -> Filter:
+        equals = {k: v for k, v in (("run_id", run_id), ("agent_id", agent_id),
+                                    ("event_type", event_type)) if v is not None}
+        flt: Filter = validated(Filter, {"label": NodeLabel.LOG_ENTRY, "equals": equals})
+        return flt
+
+    def tail(
+        self,
+        n: int = 20,
+        *,
+        run_id: str | None = None,
+        agent_id: str | None = None,
+        event_type: str | None = None,
+    ) -> list[LogRecord]:
+        """The newest ``n`` entries (optionally of one run / agent / type), oldest first,
+        with their payloads decoded."""
+        if n < 0:
+            raise InvalidInput("n must not be negative")
+        if n == 0:
+            return []
+        newest: list[LogEntry] = self._backend.match(  # type: ignore[assignment]
+            self._filter(run_id, agent_id, event_type), order_by="at", descending=True,
+            limit=n,
+        )
+        return self._records(list(reversed(newest)))
+
+    def get(self, entry_id: str) -> LogRecord:
+        """One entry with its payload; NotFound if there is none."""
+        found: list[LogEntry] = self._backend.get(  # type: ignore[assignment]
+            NodeLabel.LOG_ENTRY, [entry_id])
+        if not found:
+            raise NotFound(f"no log entry {entry_id!r}")
+        return self._records(found)[0]
+
+    def children(self, entry_id: str) -> list[LogRecord]:
+        """The entries logged with ``parent=entry_id``, in log order."""
+        sub = self._backend.expand([NodeRef(NodeLabel.LOG_ENTRY, entry_id)], [EdgeType.CHILD_OF],
+                                   direction="in", depth=1)
+        kids = [n for n in sub.nodes if isinstance(n, LogEntry) and n.id != entry_id]
+        return self._records(sorted(kids, key=lambda e: (e.at, e.id)))
+
+    def _records(self, entries: list[LogEntry]) -> list[LogRecord]:
+        refs = sorted({e.payload_ref for e in entries if e.payload_ref})
+        texts = {p.id: p.text for p in self._backend.get(NodeLabel.PAYLOAD, refs)}  # type: ignore[attr-defined]
+        out = []
+        for e in entries:
+            text = texts.get(e.payload_ref) if e.payload_ref else e.payload
+            out.append(LogRecord(entry=e, payload=None if text is None else json.loads(text)))
+        return out
+
+    def count(self, *, run_id: str | None = None, agent_id: str | None = None) -> int:
+        return self._backend.count(self._filter(run_id, agent_id, None))
+
+    def stats(self) -> LogStats:
+        """Entry and payload counts, and the bytes that content addressing saved."""
+        entries = self._backend.count(self._filter(None, None, None))
+        referencing: list[LogEntry] = self._backend.match(  # type: ignore[assignment]
+            validated(Filter, {"label": NodeLabel.LOG_ENTRY,
+                               "ranges": (Range(field="payload_ref", gte=""),)})
+        )
+        payloads: list[Payload] = self._backend.match(  # type: ignore[assignment]
+            Filter(label=NodeLabel.PAYLOAD)
+        )
+        stored = sum(p.size for p in payloads)
+        logical = sum(e.payload_size for e in referencing)
+        inline = self._backend.count(validated(Filter, {
+            "label": NodeLabel.LOG_ENTRY, "ranges": (Range(field="payload", gte=""),)}))
+        return LogStats(
+            entries=entries, inline_entries=inline, referencing_entries=len(referencing),
+            payloads=len(payloads), stored_payload_bytes=stored, logical_payload_bytes=logical,
+            bytes_saved=logical - stored,
+        )
+
+
+def _edge(etype: EdgeType, src: NodeRef, dst: NodeRef) -> Edge:
+    edge: Edge = validated(Edge, {"type": etype, "src": src, "dst": dst})
+    return edge
