@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 from graphmem.backends import open_backend
 from graphmem.backends.base import GraphBackend
 from graphmem.errors import Conflict, InvalidInput, NotFound
+from graphmem.eventlog import EventLog, LogRecord
 from graphmem.models import (
     Agent,
     Category,
@@ -30,7 +31,9 @@ from graphmem.models import (
     EdgeType,
     Filter,
     GraphNode,
+    LogEntry,
     Memory,
+    Namespace,
     NodeLabel,
     NodeRef,
     RecallResult,
@@ -40,11 +43,15 @@ from graphmem.models import (
     Subgraph,
     TextQuery,
     Tier,
+    Visibility,
     new_id,
     node_model,
     utcnow,
     validated,
 )
+from graphmem.org import OrgMemory
+from graphmem.runs import CleanupReport, DeleteRunReport, Runs, RunStats
+from graphmem.scoping import Namespaces, Scope
 
 __all__ = ["ForgetReport", "GraphMemory", "ImportReport"]
 
@@ -102,6 +109,11 @@ class GraphMemory:
         self._owns_backend = owns_backend
         self._run_lock = threading.Lock()
         self._closed = False
+        # issue 6: org facts, shared namespaces, the orchestration log, session management
+        self.org = OrgMemory(backend, clock=clock)
+        self.namespaces = Namespaces(backend, clock=clock)
+        self.eventlog = EventLog(backend, clock=clock)
+        self.runs = Runs(self)
 
     # -- opening and closing ----------------------------------------------------------
 
@@ -200,15 +212,19 @@ class GraphMemory:
         created_at: datetime | None = None,
         valid_from: datetime | None = None,
         expires_at: datetime | None = None,
+        visibility: Visibility | str = Visibility.PRIVATE,
     ) -> Memory:
-        """Store one memory durably and return it (with its generated id)."""
+        """Store one memory durably and return it (with its generated id).
+
+        ``visibility``: ``private`` (only ``agent_id`` reads it), ``shared`` (the members of
+        the shared ``namespace``; the author must be one) or ``org`` (every agent)."""
         data: dict[str, Any] = {
             "content": content, "agent_id": agent_id, "run_id": run_id,
             "namespace": namespace, "category": category, "tier": tier,
             "importance": importance, "confidence": confidence, "tags": tags,
             "metadata": metadata, "event_type": event_type,
             "created_at": created_at or self._clock(), "valid_from": valid_from,
-            "expires_at": expires_at,
+            "expires_at": expires_at, "visibility": visibility,
         }
         return self.remember_many([data])[0]
 
@@ -234,6 +250,7 @@ class GraphMemory:
                 raise InvalidInput(f"item {i}: {e}") from e
         if len({m.id for m in memories}) != len(memories):
             raise InvalidInput("duplicate ids in one batch")
+        self.namespaces.check_writes(memories)
         memories = self._embed(memories)
         self._backend.upsert(memories)
         log.debug("remembered %d memories", len(memories))
@@ -266,7 +283,7 @@ class GraphMemory:
         tier, expires_at, valid_from, namespace.
         """
         allowed = {"importance", "confidence", "tags", "metadata", "category", "tier",
-                   "expires_at", "valid_from", "namespace", "event_type"}
+                   "expires_at", "valid_from", "namespace", "event_type", "visibility"}
         unknown = set(changes) - allowed
         if unknown:
             raise InvalidInput(f"cannot update field(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
@@ -290,6 +307,7 @@ class GraphMemory:
         if new.valid_from < old.valid_from:  # type: ignore[operator]
             raise InvalidInput("a new version cannot be valid before the version it replaces")
         retired = old.evolve(status=Status.SUPERSEDED, valid_to=new.valid_from, updated_at=now)
+        self.namespaces.check_writes([new])
         [new] = self._embed([new])
         edge = validated(
             Edge, {"type": EdgeType.SUPERSEDES, "src": new, "dst": old,
@@ -480,12 +498,18 @@ class GraphMemory:
         until: datetime | None = None,
         as_of: datetime | None = None,
         touch: bool = True,
+        scope: Scope | str | None = None,
     ) -> list[RecallResult]:
-        """The memories most relevant to ``query`` (lexical BM25 ranking)."""
+        """The memories most relevant to ``query`` (lexical BM25 ranking).
+
+        ``scope`` (a :class:`~graphmem.scoping.Scope`, or an agent id for its default scope)
+        limits recall to what that agent may read; without it recall is unscoped."""
         flt = Filter.for_memories(
             agent_id=agent_id, run_id=run_id, namespace=namespace, category=category,
             tier=tier, tags=tags, since=since, until=until, as_of=as_of,
         )
+        if scope is not None:
+            flt = self.namespaces.filter(scope, flt)
         hits = self._backend.search_text(TextQuery(text=query, filter=flt, k=k))
         if touch and hits:
             self._backend.touch([h.node.id for h in hits], self._clock())
@@ -566,6 +590,7 @@ class GraphMemory:
             if self._backend.get(NodeLabel.RUN, [run.id]):
                 raise Conflict(f"run {run.id!r} already exists")
             self._backend.upsert([run])
+        self.runs.enforce()
         return run
 
     def get_run(self, run_id: str) -> Run:
@@ -648,6 +673,7 @@ class GraphMemory:
                     memories.append(validated(Memory, data))
                 except InvalidInput as e:
                     raise InvalidInput(f"event {i}: {e}") from e
+            self.namespaces.check_writes(memories)
             memories = self._embed(memories)
             edges: list[Edge] = []
             prev = run.last_event_id
@@ -666,6 +692,7 @@ class GraphMemory:
             if memories:
                 run = run.evolve(event_count=run.event_count + len(memories), last_event_id=prev)
             self._backend.upsert([run, *memories], edges)
+        self.runs.enforce(run_id)
         return memories
 
     def events(
@@ -780,6 +807,74 @@ class GraphMemory:
         for i in range(0, len(edges), batch_size):
             self._backend.upsert((), edges[i : i + batch_size])
         return ImportReport(nodes=len(nodes), edges=len(edges))
+
+    # --- org, scoping, runs & log (issue 6) ------------------------------------------
+    # thin delegates; the logic lives in org.py, scoping.py, runs.py and eventlog.py
+
+    def share_namespace(
+        self, namespace: str, *, owner: str, members: Sequence[str] = ()
+    ) -> Namespace:
+        """Create a namespace shared by ``owner`` and ``members`` (see graphmem.scoping)."""
+        return self.namespaces.create(namespace, owner=owner, members=members)
+
+    def get_or_create_run(
+        self,
+        run_id: str,
+        *,
+        agent_id: str = "default",
+        user_id: str | None = None,
+        app_name: str | None = None,
+        namespace: str = "default",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> tuple[Run, bool]:
+        """The run ``run_id`` (and False), or a new one started now (and True)."""
+        return self.runs.get_or_create(run_id, agent_id=agent_id, user_id=user_id,
+                                       app_name=app_name, namespace=namespace,
+                                       metadata=metadata)
+
+    def delete_run(self, run_id: str, *, cascade: bool = True) -> DeleteRunReport:
+        """Delete a run, its memories (and, with ``cascade``, what was derived from them)
+        and its log entries."""
+        return self.runs.delete(run_id, cascade=cascade)
+
+    def cleanup_runs(
+        self, older_than_hours: float, *, archive: bool = False, dry_run: bool = False
+    ) -> CleanupReport:
+        """Delete (or archive) runs inactive for more than ``older_than_hours``."""
+        return self.runs.cleanup(older_than_hours, archive=archive, dry_run=dry_run)
+
+    def run_stats(self, *, agent_id: str | None = None, user_id: str | None = None) -> RunStats:
+        """Runs per status, events, and the average number of events per run."""
+        return self.runs.stats(agent_id=agent_id, user_id=user_id)
+
+    def conversation_context(self, run_id: str, max_events: int = 20) -> str:
+        """The run's latest conversational events as "User: …" / "Assistant: …" lines."""
+        return self.runs.conversation_context(run_id, max_events)
+
+    def log(
+        self,
+        agent_id: str,
+        event_type: str,
+        payload: Any = None,
+        *,
+        run_id: str | None = None,
+        step: int | None = None,
+        parent: str | None = None,
+    ) -> LogEntry:
+        """Append to the orchestration log (large payloads are stored once, by SHA-256)."""
+        return self.eventlog.log(agent_id, event_type, payload, run_id=run_id, step=step,
+                                 parent=parent)
+
+    def tail(
+        self,
+        n: int = 20,
+        *,
+        run_id: str | None = None,
+        agent_id: str | None = None,
+        event_type: str | None = None,
+    ) -> list[LogRecord]:
+        """The newest ``n`` orchestration-log entries, oldest first, payloads decoded."""
+        return self.eventlog.tail(n, run_id=run_id, agent_id=agent_id, event_type=event_type)
 
     def __repr__(self) -> str:
         return f"GraphMemory({self._backend!r})"
