@@ -262,6 +262,10 @@ def _flat_metadata(meta: Mapping[str, Any] | None) -> dict[str, Any]:
             raise ValueError(f"metadata key {key!r} must be a non-empty string of <= 128 chars")
         if value is None:
             continue
+        if isinstance(value, int) and not isinstance(value, bool) and not (
+            -(2**63) <= value < 2**63
+        ):
+            raise ValueError(f"metadata[{key!r}] does not fit in a 64-bit integer")
         if isinstance(value, bool | int | str):
             out[key] = value
         elif isinstance(value, float):

@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 import networkx as nx
 import numpy as np
+import orjson
 
 from graphmem.backends.base import Direction, structural_targets
 from graphmem.errors import (
@@ -129,10 +130,9 @@ def _datetime_fields(label: NodeLabel) -> frozenset[str]:
     return fields
 
 
-def _json_default(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    raise TypeError(f"cannot serialise {type(value).__name__}")
+def _dumps(props: dict[str, Any]) -> str:
+    """Node properties as JSON text (orjson writes aware datetimes as ISO 8601)."""
+    return orjson.dumps(props).decode()
 
 
 def _encode_edge_props(props: dict[str, Any]) -> str:
@@ -224,7 +224,7 @@ class NetworkXBackend:
         cur = self._db.execute("SELECT rid, label, id, props FROM nodes")
         for rid, label_s, ident, props_s in cur:
             label = NodeLabel(label_s)
-            props = json.loads(props_s)
+            props = orjson.loads(props_s)
             for f in _datetime_fields(label):
                 v = props.get(f)
                 if v is not None:
@@ -437,7 +437,7 @@ class NetworkXBackend:
                 rid = next_rid
                 next_rid += 1
             rids[key] = rid
-            node_params.append((rid, label.value, ident, json.dumps(props, default=_json_default)))
+            node_params.append((rid, label.value, ident, _dumps(props)))
             if label is NodeLabel.MEMORY:
                 old = self._g.nodes[key] if key in self._g else None
                 if old is None or old.get("content") != props["content"]:
@@ -851,7 +851,7 @@ class NetworkXBackend:
                 updated.append((k, attrs))
             db.executemany(
                 "UPDATE nodes SET props = ? WHERE rid = ?",
-                [(json.dumps(a, default=_json_default), self._rid_of[k]) for k, a in updated],
+                [(_dumps(a), self._rid_of[k]) for k, a in updated],
             )
         for k, a in updated:
             self._g.nodes[k]["access_count"] = a["access_count"]

@@ -27,6 +27,7 @@ BAD_MEMORIES: list[tuple[str, dict[str, Any]]] = [
     ("non-JSON metadata", {"content": "x", "metadata": {"obj": object()}}),
     ("NaN metadata", {"content": "x", "metadata": {"v": float("nan")}}),
     ("metadata not a map", {"content": "x", "metadata": ["a"]}),
+    ("metadata int over 64 bits", {"content": "x", "metadata": {"big": 2**70}}),
     ("unknown category", {"content": "x", "category": "gossip"}),
     ("unknown tier", {"content": "x", "tier": "fleeting"}),
     ("unknown status", {"content": "x", "status": "deleted"}),

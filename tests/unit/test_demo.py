@@ -1,0 +1,39 @@
+"""The demo (the README's first command) works on a fresh store and when run again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from graphmem.cli import app
+from graphmem.demo import DEMO_NAMESPACE, run_demo
+from graphmem.memory import GraphMemory
+from graphmem.models import Status
+
+
+def test_demo_tells_the_story(tmp_path: Path) -> None:
+    lines: list[str] = []
+    with GraphMemory.open(str(tmp_path / "d.db"), embedder=None) as mem:
+        result = run_demo(mem, out=lines.append)
+        assert result["facts"] == 5 and result["superseded"] == 2
+        history = mem.history(result["moved"])
+        assert [v.status for v in history] == [Status.SUPERSEDED, Status.ACTIVE]
+        assert "June" in history[-1].content and "May" in history[0].content
+        assert len(mem.events("demo-session-1")) == 4
+    text = "\n".join(lines)
+    assert "Carla, Alice's sister, is allergic to peanuts." in text
+    assert "[superseded]" in text and "Graph statistics" in text
+
+
+def test_demo_command_is_repeatable(tmp_path: Path) -> None:
+    db = str(tmp_path / "demo.db")
+    runner = CliRunner()
+    first = runner.invoke(app, ["demo", "--db", db, "--embedder", "none"])
+    assert first.exit_code == 0, first.output
+    second = runner.invoke(app, ["demo", "--db", db, "--embedder", "none"])
+    assert second.exit_code == 0, second.output
+    assert "removed" in second.output
+    with GraphMemory.open(db, embedder=None) as mem:
+        assert mem.count(namespace=DEMO_NAMESPACE) == 15  # 10 turns + 5 facts, no duplicates
+        assert mem.count(namespace=DEMO_NAMESPACE, status="superseded") == 2
