@@ -1,0 +1,592 @@
+"""The HTTP API: a FastAPI app whose handlers are a few lines each over GraphMemory.
+
+>>> from fastapi.testclient import TestClient
+>>> from graphmem import GraphMemory
+>>> with GraphMemory.open("memory://", embedder=None) as mem:
+...     client = TestClient(create_app(mem))
+...     r = client.post("/memories", json={"content": "Alice prefers tea"})
+...     (r.status_code, client.get(f"/memories/{r.json()['id']}").json()["content"])
+(201, 'Alice prefers tea')
+
+Errors are JSON bodies ``{"error": <type>, "detail": <message>}`` with these statuses:
+InvalidInput and malformed requests 422, a missing or unknown API key 401, AccessDenied
+(outside the key's agent or namespaces) 403, NotFound 404, Conflict 409, a body over
+``server.max_body_bytes`` 413, BackendUnavailable / LLMUnavailable 503, LLMResponseError 502.
+
+Authentication is optional: with ``server.api_keys`` configured every route but ``/health``
+and the OpenAPI documents needs ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``. A key
+acts as one agent: writes are attributed to it, reads are limited to what it may read
+(:mod:`graphmem.scoping`) in its allowed namespaces, and store-wide operations (stats,
+consolidation) need a key whose namespaces include ``"*"``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from graphmem.config import Settings
+from graphmem.errors import (
+    AccessDenied,
+    BackendUnavailable,
+    Conflict,
+    GraphMemError,
+    InvalidInput,
+    LLMResponseError,
+    LLMUnavailable,
+    NotFound,
+)
+from graphmem.memory import ForgetReport, GraphMemory
+from graphmem.models import Memory, OrgFact, OrgOperation, RecallResult, Run
+from graphmem.server.schemas import (
+    ConsolidateRequest,
+    ContextRequest,
+    ContextResponse,
+    ErrorBody,
+    EventsAppend,
+    EventsPage,
+    Health,
+    MemoryBatch,
+    MemoryIn,
+    MemoryPatch,
+    PublishRequest,
+    RecallRequest,
+    RetractRequest,
+    RunEnd,
+    RunIn,
+    SessionsPage,
+)
+
+__all__ = ["Principal", "create_app"]
+
+log = logging.getLogger("graphmem.server.http")
+
+# typed errors -> HTTP status, most specific first
+_STATUS: tuple[tuple[type[GraphMemError], int], ...] = (
+    (InvalidInput, 422),
+    (NotFound, 404),
+    (Conflict, 409),
+    (AccessDenied, 403),
+    (BackendUnavailable, 503),
+    (LLMUnavailable, 503),
+    (LLMResponseError, 502),
+)
+_NO_EMBEDDING = {"embedding"}
+_LIST_NO_EMBEDDING = {"__all__": {"embedding"}}
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody} for code in (401, 403, 404, 409, 413, 422, 503)
+}
+
+
+# ---------------------------------------------------------------------------------------
+# who is calling
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The caller: an agent and its namespaces under API-key auth, or anyone (open API)."""
+
+    agent_id: str | None = None  # None: no keys configured
+    namespaces: tuple[str, ...] = ("*",)
+
+    @property
+    def restricted(self) -> bool:
+        return self.agent_id is not None
+
+    def all_namespaces(self) -> bool:
+        return "*" in self.namespaces
+
+    def agent(self, requested: str | None) -> str:
+        """The agent a write is attributed to; AccessDenied when acting as another."""
+        if self.agent_id is None:
+            return requested or "default"
+        if requested is not None and requested != self.agent_id:
+            raise AccessDenied(f"this API key acts as agent {self.agent_id!r} only")
+        return self.agent_id
+
+    def namespace(self, requested: str | None) -> str:
+        """The namespace of a write; AccessDenied outside the key's namespaces."""
+        if requested is None:
+            return "default" if self.all_namespaces() else self.namespaces[0]
+        if not self.all_namespaces() and requested not in self.namespaces:
+            raise AccessDenied(f"this API key may not use namespace {requested!r}")
+        return requested
+
+    def namespace_filter(self, requested: str | None) -> str | list[str] | None:
+        """The namespace filter of a read: as requested, within the key's namespaces."""
+        if requested is not None or self.all_namespaces():
+            return None if requested is None else self.namespace(requested)
+        return list(self.namespaces)
+
+    def scope(self, requested: str | None) -> str | None:
+        """The agent whose read scope limits a recall (forced to the key's agent)."""
+        return self.agent(requested) if self.restricted else requested
+
+    def check_read(self, mem: GraphMemory, memory: Memory) -> Memory:
+        if self.restricted:
+            assert self.agent_id is not None
+            self.namespace(memory.namespace)
+            if not mem.namespaces.can_read(self.agent_id, memory):
+                raise AccessDenied("this API key may not read that memory")
+        return memory
+
+    def check_write(self, memory: Memory) -> Memory:
+        if self.restricted:
+            self.namespace(memory.namespace)
+            self.agent(memory.agent_id)
+        return memory
+
+    def check_run(self, run: Run) -> Run:
+        if self.restricted:
+            self.agent(run.agent_id)
+        return run
+
+    def check_admin(self) -> None:
+        if self.restricted and not self.all_namespaces():
+            raise AccessDenied("this operation needs an API key with namespaces ['*']")
+
+
+def _memory(request: Request) -> GraphMemory:
+    mem: GraphMemory | None = request.app.state.graphmem
+    if mem is None:
+        raise BackendUnavailable("the store is not open (the app's lifespan has not started)")
+    return mem
+
+
+def _principal(request: Request) -> Principal:
+    settings: Settings = request.app.state.settings
+    if not settings.server.api_keys:
+        return Principal()
+    secret = request.headers.get("x-api-key")
+    auth = request.headers.get("authorization")
+    if secret is None and auth is not None:
+        scheme, _, value = auth.partition(" ")
+        if scheme.lower() == "bearer":
+            secret = value.strip()
+    if not secret:
+        raise HTTPException(401, "an API key is required", {"WWW-Authenticate": "Bearer"})
+    key = settings.server.key_for(secret)
+    if key is None:
+        raise HTTPException(401, "unknown API key", {"WWW-Authenticate": "Bearer"})
+    return Principal(agent_id=key.agent_id, namespaces=key.namespaces)
+
+
+Mem = Annotated[GraphMemory, Depends(_memory)]
+Who = Annotated[Principal, Depends(_principal)]
+Limit = Annotated[int, Query(ge=1, le=1000)]
+Offset = Annotated[int, Query(ge=0, le=1_000_000)]
+
+
+def _check_batch(request: Request, n: int) -> None:
+    most: int = request.app.state.settings.server.max_batch
+    if n > most:
+        raise InvalidInput(f"{n} items in one request; at most {most}")
+
+
+# ---------------------------------------------------------------------------------------
+# routes
+
+router = APIRouter(responses=_ERRORS)
+
+
+@router.get("/health", response_model=Health, tags=["service"])
+def health(mem: Mem) -> Health:
+    """Liveness and the backend in use (no authentication)."""
+    return Health(status="ok", version=_version(), backend=type(mem.backend).__name__)
+
+
+@router.get("/stats", tags=["service"])
+def stats(mem: Mem, who: Who) -> dict[str, Any]:
+    """Node and edge counts, memories per status and tier, store size."""
+    who.check_admin()
+    return mem.stats()
+
+
+@router.post("/memories", response_model=Memory, status_code=201,
+             response_model_exclude=_NO_EMBEDDING, tags=["memories"])
+def create_memory(body: MemoryIn, mem: Mem, who: Who) -> Memory:
+    """Store one memory."""
+    data = body.model_dump(exclude_none=True)
+    data["agent_id"] = who.agent(body.agent_id)
+    data["namespace"] = who.namespace(body.namespace)
+    return mem.remember(data.pop("content"), **data)
+
+
+@router.post("/memories/batch", response_model=list[Memory], status_code=201,
+             response_model_exclude=_LIST_NO_EMBEDDING, tags=["memories"])
+def create_memories(body: MemoryBatch, request: Request, mem: Mem, who: Who) -> list[Memory]:
+    """Store many memories atomically: one invalid item and nothing is written."""
+    _check_batch(request, len(body.items))
+    items = [
+        {**m.model_dump(exclude_none=True), "agent_id": who.agent(m.agent_id),
+         "namespace": who.namespace(m.namespace)}
+        for m in body.items
+    ]
+    return mem.remember_many(items)
+
+
+@router.get("/memories", response_model=list[Memory],
+            response_model_exclude=_LIST_NO_EMBEDDING, tags=["memories"])
+def list_memories(
+    mem: Mem,
+    who: Who,
+    agent_id: str | None = None,
+    run_id: str | None = None,
+    namespace: str | None = None,
+    category: str | None = None,
+    tier: str | None = None,
+    status: str = "active",
+    tag: Annotated[list[str] | None, Query()] = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> list[Memory]:
+    """Memories matching the filters, newest first (under auth: the key's own)."""
+    return mem.list(
+        agent_id=who.agent(agent_id) if who.restricted else agent_id, run_id=run_id,
+        namespace=who.namespace_filter(namespace), category=category, tier=tier,
+        status=status, tags=tag, limit=limit, offset=offset,
+    )
+
+
+@router.get("/memories/{memory_id}", response_model=Memory,
+            response_model_exclude=_NO_EMBEDDING, tags=["memories"])
+def get_memory(memory_id: str, mem: Mem, who: Who) -> Memory:
+    """One memory (any status)."""
+    return who.check_read(mem, mem.get(memory_id))
+
+
+@router.patch("/memories/{memory_id}", response_model=Memory,
+              response_model_exclude=_NO_EMBEDDING, tags=["memories"])
+def update_memory(memory_id: str, body: MemoryPatch, mem: Mem, who: Who) -> Memory:
+    """Write a new version that SUPERSEDES this one; returns the new version."""
+    who.check_write(mem.get(memory_id))
+    changes = body.model_dump(exclude_unset=True, exclude={"content", "reason"})
+    if "namespace" in changes:
+        who.namespace(changes["namespace"])
+    return mem.update(memory_id, body.content, reason=body.reason, **changes)
+
+
+@router.delete("/memories/{memory_id}", response_model=ForgetReport, tags=["memories"])
+def delete_memory(
+    memory_id: str, mem: Mem, who: Who, cascade: bool = True, dry_run: bool = False
+) -> ForgetReport:
+    """Forget a memory (with its versions and what was derived from it, by default)."""
+    who.check_write(mem.get(memory_id))
+    return mem.forget(memory_id, cascade=cascade, dry_run=dry_run)
+
+
+@router.get("/memories/{memory_id}/history", response_model=list[Memory],
+            response_model_exclude=_LIST_NO_EMBEDDING, tags=["memories"])
+def memory_history(memory_id: str, mem: Mem, who: Who) -> list[Memory]:
+    """Every version of a memory, oldest first."""
+    who.check_read(mem, mem.get(memory_id))
+    return mem.history(memory_id)
+
+
+def _recall_args(body: RecallRequest, who: Who) -> dict[str, Any]:
+    args = body.model_dump(exclude_none=True, exclude={"query", "scope", "max_tokens"})
+    args["namespace"] = who.namespace_filter(body.namespace)
+    args["scope"] = who.scope(body.scope)
+    return args
+
+
+@router.post("/recall", response_model=list[RecallResult],
+             response_model_exclude={"__all__": {"memory": _NO_EMBEDDING}}, tags=["recall"])
+def recall(body: RecallRequest, mem: Mem, who: Who) -> list[RecallResult]:
+    """The memories most relevant to a query, with score breakdowns."""
+    return mem.recall(body.query, **_recall_args(body, who))
+
+
+@router.post("/context", response_model=ContextResponse, tags=["recall"])
+def context(body: ContextRequest, mem: Mem, who: Who) -> ContextResponse:
+    """Recalled memories packed into one prompt block within ``max_tokens``."""
+    args = _recall_args(body, who)
+    return ContextResponse(context=mem.context(body.query, max_tokens=body.max_tokens, **args))
+
+
+# -- runs and events --------------------------------------------------------------------
+
+
+@router.post("/runs", response_model=Run, status_code=201, tags=["runs"])
+def start_run(body: RunIn, mem: Mem, who: Who) -> Run:
+    """Start a run (an agent session)."""
+    data = body.model_dump(exclude_none=True, exclude={"agent_id", "namespace"})
+    return mem.start_run(who.agent(body.agent_id), namespace=who.namespace(body.namespace),
+                         **data)
+
+
+@router.get("/runs", response_model=list[Run], tags=["runs"])
+def list_runs(
+    mem: Mem,
+    who: Who,
+    agent_id: str | None = None,
+    user_id: str | None = None,
+    status: str | None = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> list[Run]:
+    """Runs, newest first."""
+    agent = who.agent(agent_id) if who.restricted else agent_id
+    return mem.list_runs(agent_id=agent, user_id=user_id, status=status, limit=limit,
+                         offset=offset)
+
+
+@router.get("/runs/{run_id}", response_model=Run, tags=["runs"])
+def get_run(run_id: str, mem: Mem, who: Who) -> Run:
+    return who.check_run(mem.get_run(run_id))
+
+
+@router.post("/runs/{run_id}/end", response_model=Run, tags=["runs"])
+def end_run(run_id: str, body: RunEnd, mem: Mem, who: Who) -> Run:
+    """Mark a run ended (``completed`` unless another status is given)."""
+    who.check_run(mem.get_run(run_id))
+    return mem.end_run(run_id, status=body.status)
+
+
+@router.delete("/runs/{run_id}", tags=["runs"])
+def delete_run(run_id: str, mem: Mem, who: Who) -> Any:
+    """Delete a run with its events, what was derived from them, and its log entries."""
+    who.check_run(mem.get_run(run_id))
+    return mem.delete_run(run_id)
+
+
+@router.post("/runs/{run_id}/events", response_model=list[Memory], status_code=201,
+             response_model_exclude=_LIST_NO_EMBEDDING, tags=["runs"])
+def add_events(
+    run_id: str, body: EventsAppend, request: Request, mem: Mem, who: Who
+) -> list[Memory]:
+    """Append events to a run (started on the fly when it does not exist)."""
+    _check_batch(request, len(body.events))
+    if who.restricted:
+        try:
+            who.check_run(mem.get_run(run_id))
+        except NotFound:
+            pass  # started on the fly, by the key's agent
+    events = [{**e.model_dump(exclude_none=True), "agent_id": who.agent(e.agent_id)}
+              for e in body.events]
+    return mem.add_events(run_id, events)
+
+
+@router.get("/runs/{run_id}/events", response_model=list[Memory],
+            response_model_exclude=_LIST_NO_EMBEDDING, tags=["runs"])
+def run_events(
+    run_id: str,
+    mem: Mem,
+    who: Who,
+    event_type: Annotated[list[str] | None, Query()] = None,
+    limit: Annotated[int | None, Query(ge=1, le=1000)] = None,
+) -> list[Memory]:
+    """A run's events in order (optionally only some types; the last ``limit``)."""
+    who.check_run(mem.get_run(run_id))
+    return mem.events(run_id, event_types=event_type, limit=limit)
+
+
+@router.get("/memory/events", response_model=EventsPage,
+            response_model_exclude={"events": _LIST_NO_EMBEDDING}, tags=["runs"])
+def agent_events(
+    mem: Mem,
+    who: Who,
+    agent_id: str | None = None,
+    session_id: str | None = None,
+    limit: Limit = 100,
+) -> EventsPage:
+    """An agent's latest events (of one session, or of all), oldest first, and the total."""
+    agent = who.agent(agent_id)
+    filters: dict[str, Any] = {"agent_id": agent, "run_id": session_id, "category": "episodic"}
+    newest = mem.list(**filters, limit=limit, order_by="created_at", descending=True)
+    return EventsPage(agent=agent, events=newest[::-1], total=mem.count(**filters))
+
+
+@router.get("/memory/sessions", response_model=SessionsPage, tags=["runs"])
+def agent_sessions(
+    mem: Mem, who: Who, agent_id: str | None = None, limit: Limit = 100, offset: Offset = 0
+) -> SessionsPage:
+    """An agent's sessions (runs), newest first, and the total."""
+    agent = who.agent(agent_id)
+    runs = mem.list_runs(agent_id=agent, limit=limit, offset=offset)
+    return SessionsPage(agent=agent, sessions=runs, total=mem.run_stats(agent_id=agent).runs)
+
+
+# -- org facts ----------------------------------------------------------------------------
+
+
+@router.get("/org/facts", response_model=list[OrgFact],
+            response_model_exclude=_LIST_NO_EMBEDDING, tags=["org"])
+def list_facts(
+    mem: Mem,
+    who: Who,
+    q: Annotated[str | None, Query(min_length=1, max_length=10_000)] = None,
+    category: Annotated[list[str] | None, Query()] = None,
+    tag: Annotated[list[str] | None, Query()] = None,
+    include_retracted: bool = False,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> list[OrgFact]:
+    """Current org facts; with ``q``, the best matches first."""
+    if q is not None or tag:
+        return mem.org.query(q, categories=category, tags=tag,
+                             include_retracted=include_retracted, limit=limit)
+    return mem.org.list(categories=category, include_retracted=include_retracted,
+                        limit=limit, offset=offset)
+
+
+@router.get("/org/policies", response_model=list[OrgFact],
+            response_model_exclude=_LIST_NO_EMBEDDING, tags=["org"])
+def list_policies(mem: Mem, who: Who, limit: Limit = 100, offset: Offset = 0) -> list[OrgFact]:
+    """Current policies: core ones first, in a stable order."""
+    return mem.org.list_policies(limit=limit, offset=offset)
+
+
+@router.post("/org/facts", response_model=OrgFact, status_code=201,
+             response_model_exclude=_NO_EMBEDDING, tags=["org"])
+def publish_fact(body: PublishRequest, mem: Mem, who: Who) -> OrgFact:
+    """Publish a fact or a new version of one (write access by the author's seniority)."""
+    data = body.model_dump(exclude_none=True, exclude={"content", "author"})
+    return mem.org.publish(body.content, author=who.agent(body.author), **data)
+
+
+@router.get("/org/facts/{fact_id}", response_model=OrgFact,
+            response_model_exclude=_NO_EMBEDDING, tags=["org"])
+def get_fact(fact_id: str, mem: Mem, who: Who) -> OrgFact:
+    return mem.org.get(fact_id)
+
+
+@router.get("/org/facts/{fact_id}/versions", response_model=list[OrgFact],
+            response_model_exclude=_LIST_NO_EMBEDDING, tags=["org"])
+def fact_versions(fact_id: str, mem: Mem, who: Who) -> list[OrgFact]:
+    return mem.org.versions(fact_id)
+
+
+@router.get("/org/facts/{fact_id}/history", response_model=list[OrgOperation], tags=["org"])
+def fact_history(fact_id: str, mem: Mem, who: Who) -> list[OrgOperation]:
+    """The append-only operations (publish / retract) on a fact."""
+    return mem.org.history(fact_id)
+
+
+@router.post("/org/facts/{fact_id}/retract", response_model=OrgFact,
+             response_model_exclude=_NO_EMBEDDING, tags=["org"])
+def retract_fact(fact_id: str, body: RetractRequest, mem: Mem, who: Who) -> OrgFact:
+    return mem.org.retract(fact_id, author=who.agent(body.author), reason=body.reason)
+
+
+# -- maintenance ----------------------------------------------------------------------------
+
+
+@router.post("/maintenance/consolidate", tags=["maintenance"])
+def consolidate(body: ConsolidateRequest, mem: Mem, who: Who) -> Any:
+    """Merge near-duplicate memories with provenance; a dry run (the plan) by default."""
+    who.check_admin()
+    if not hasattr(mem, "consolidate"):
+        raise HTTPException(501, "this GraphMemory has no consolidate()")
+    return mem.consolidate(**body.model_dump(exclude_none=True))
+
+
+# ---------------------------------------------------------------------------------------
+# the app
+
+
+def _version() -> str:
+    from graphmem import __version__
+
+    return __version__
+
+
+def _error(status_code: int, error: str, detail: str, **extra: Any) -> JSONResponse:
+    body = ErrorBody(error=error, detail=detail, **extra).model_dump(exclude_none=True)
+    return JSONResponse(body, status_code=status_code)
+
+
+async def _on_graphmem_error(request: Request, exc: Exception) -> JSONResponse:
+    code = next((c for t, c in _STATUS if isinstance(exc, t)), 500)
+    if code >= 500:
+        log.warning("request failed: %s %s -> %s", request.method, request.url.path,
+                    type(exc).__name__)
+    return _error(code, type(exc).__name__, str(exc))
+
+
+async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
+    summary = "; ".join(
+        f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors[:5]
+    )
+    return _error(422, "InvalidInput", summary or "invalid request",
+                  errors=jsonable_encoder(errors))
+
+
+async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    names = {401: "Unauthorized", 404: "NotFound", 405: "MethodNotAllowed",
+             413: "ContentTooLarge", 501: "NotImplemented"}
+    resp = _error(exc.status_code, names.get(exc.status_code, "HTTPError"), str(exc.detail))
+    for k, v in (exc.headers or {}).items():
+        resp.headers[k] = v
+    return resp
+
+
+def create_app(
+    target: GraphMemory | Settings | None = None, *, settings: Settings | None = None
+) -> FastAPI:
+    """The HTTP API over a GraphMemory (which the caller keeps and closes), or over the store
+    that ``Settings`` describe (opened when the app starts, closed when it stops; default:
+    ``Settings()``, the embedded ``./graphmem.db``). Auth and limits come from ``settings``
+    (default: the GraphMemory's own settings, if it has some)."""
+    mem = target if isinstance(target, GraphMemory) else None
+    if settings is None:
+        if isinstance(target, Settings):
+            settings = target
+        elif mem is not None and isinstance(mem.settings, Settings):
+            settings = mem.settings
+        else:
+            settings = Settings()
+    cfg = settings
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if app.state.graphmem is not None:
+            yield
+            return
+        import anyio.to_thread
+
+        opened = await anyio.to_thread.run_sync(cfg.open_memory)
+        app.state.graphmem = opened
+        try:
+            yield
+        finally:
+            app.state.graphmem = None
+            await anyio.to_thread.run_sync(opened.close)
+
+    app = FastAPI(
+        title="graphmem",
+        version=_version(),
+        description="Graph-database knowledge memory for AI agents.",
+        lifespan=lifespan,
+        max_body_size=cfg.server.max_body_bytes,
+    )
+    app.state.graphmem = mem
+    app.state.settings = cfg
+    app.add_exception_handler(GraphMemError, _on_graphmem_error)
+    app.add_exception_handler(RequestValidationError, _on_validation_error)
+    app.add_exception_handler(HTTPException, _on_http_error)
+    app.include_router(router)
+    return app
+
+
+def serve(settings: Settings | None = None, *, host: str | None = None,
+          port: int | None = None, log_level: str = "info") -> None:
+    """Run the HTTP API with uvicorn until interrupted (``graphmem serve``)."""
+    import uvicorn
+
+    cfg = settings or Settings()
+    uvicorn.run(create_app(cfg), host=host or cfg.server.host, port=port or cfg.server.port,
+                log_level=log_level)
+

@@ -1,0 +1,193 @@
+"""Request and response bodies of the HTTP API.
+
+Request models only type and bound the wire format (unknown fields are refused); the rules
+about values (content length, tag syntax, 0..1 ranges, aware datetimes …) stay in
+:mod:`graphmem.models` and reach the client as 422 errors from GraphMemory itself.
+Responses are graphmem's own models (Memory, Run, OrgFact …) without embeddings.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from graphmem.models import Memory, Run
+
+__all__ = [
+    "ConsolidateRequest",
+    "ContextRequest",
+    "ContextResponse",
+    "ErrorBody",
+    "EventIn",
+    "EventsAppend",
+    "EventsPage",
+    "Health",
+    "MemoryBatch",
+    "MemoryIn",
+    "MemoryPatch",
+    "PublishRequest",
+    "RecallRequest",
+    "RetractRequest",
+    "RunEnd",
+    "RunIn",
+    "SessionsPage",
+]
+
+_ID = Field(default=None, min_length=1, max_length=256)
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx/5xx answer: the error type and a human-readable message."""
+
+    error: str
+    detail: str
+    errors: list[dict[str, Any]] | None = None
+
+
+class Health(BaseModel):
+    status: str
+    version: str
+    backend: str
+
+
+class MemoryIn(_Body):
+    """A memory to store (``agent_id`` defaults to the API key's agent, else ``default``)."""
+
+    content: str
+    agent_id: str | None = _ID
+    run_id: str | None = _ID
+    namespace: str | None = _ID
+    category: str = "semantic"
+    tier: str = "long_term"
+    importance: float = 0.5
+    confidence: float = 1.0
+    tags: list[str] = Field(default_factory=list, max_length=64)
+    metadata: dict[str, Any] | None = None
+    event_type: str | None = None
+    visibility: str = "private"
+    created_at: datetime | None = None
+    valid_from: datetime | None = None
+    expires_at: datetime | None = None
+
+
+class MemoryBatch(_Body):
+    items: list[MemoryIn] = Field(min_length=1)
+
+
+class MemoryPatch(_Body):
+    """Changes for a new version of a memory; fields left out keep their values."""
+
+    content: str | None = None
+    reason: str = Field(default="update", min_length=1, max_length=1000)
+    importance: float | None = None
+    confidence: float | None = None
+    tags: list[str] | None = Field(default=None, max_length=64)
+    metadata: dict[str, Any] | None = None
+    category: str | None = None
+    tier: str | None = None
+    namespace: str | None = _ID
+    event_type: str | None = None
+    valid_from: datetime | None = None
+    expires_at: datetime | None = None
+
+
+class RecallRequest(_Body):
+    """A recall query with optional filters. ``scope``: an agent id whose read scope (own,
+    shared namespaces, org) limits the results; forced to the key's agent under auth."""
+
+    query: str = Field(min_length=1, max_length=10_000)
+    k: int = Field(default=10, ge=1, le=1000)
+    agent_id: str | None = _ID
+    run_id: str | None = _ID
+    namespace: str | None = _ID
+    category: str | None = None
+    tier: str | None = None
+    tags: list[str] | None = Field(default=None, max_length=64)
+    since: datetime | None = None
+    until: datetime | None = None
+    as_of: datetime | None = None
+    scope: str | None = _ID
+
+
+class ContextRequest(RecallRequest):
+    max_tokens: int = Field(default=2000, ge=1, le=200_000)
+
+
+class ContextResponse(BaseModel):
+    context: str
+
+
+class RunIn(_Body):
+    run_id: str | None = _ID
+    agent_id: str | None = _ID
+    user_id: str | None = _ID
+    app_name: str | None = Field(default=None, max_length=256)
+    namespace: str | None = _ID
+    metadata: dict[str, Any] | None = None
+
+
+class RunEnd(_Body):
+    status: str = "completed"
+
+
+class EventIn(_Body):
+    event_type: str
+    content: str
+    agent_id: str | None = _ID
+    importance: float = 0.5
+    tier: str = "short_term"
+    tags: list[str] = Field(default_factory=list, max_length=64)
+    metadata: dict[str, Any] | None = None
+    created_at: datetime | None = None
+
+
+class EventsAppend(_Body):
+    events: list[EventIn] = Field(min_length=1)
+
+
+class EventsPage(BaseModel):
+    """``GET /memory/events``: an agent's latest events, oldest first."""
+
+    agent: str
+    events: list[Memory]
+    total: int
+
+
+class SessionsPage(BaseModel):
+    """``GET /memory/sessions``: an agent's runs, newest first."""
+
+    agent: str
+    sessions: list[Run]
+    total: int
+
+
+class PublishRequest(_Body):
+    """Publish an org fact (a new fact, or a new version when ``fact_id`` exists)."""
+
+    content: str
+    fact_id: str | None = _ID
+    category: str | None = None
+    tags: list[str] | None = Field(default=None, max_length=64)
+    core: bool | None = None
+    reason: str | None = Field(default=None, max_length=1000)
+    expected_version: int | None = Field(default=None, ge=0)
+    author: str | None = _ID
+
+
+class RetractRequest(_Body):
+    reason: str | None = Field(default=None, max_length=1000)
+    author: str | None = _ID
+
+
+class ConsolidateRequest(_Body):
+    """Consolidation: a dry run unless ``dry_run`` is false."""
+
+    dry_run: bool = True
+    agent_id: str | None = _ID
+    namespace: str | None = _ID
