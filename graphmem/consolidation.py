@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from fractions import Fraction
 from typing import Any, Literal
@@ -72,6 +72,7 @@ __all__ = [
     "find_similar_pairs",
     "group_pairs",
     "improve_memories",
+    "iter_memories",
     "jaccard",
     "reflect_on",
     "store_facts",
@@ -359,7 +360,8 @@ class UnmergeReport(BaseModel):
 # consolidation
 
 
-def _scan_memories(backend: GraphBackend, flt: Filter, page: int = 10_000) -> Iterator[Memory]:
+def iter_memories(backend: GraphBackend, flt: Filter, page: int = 10_000) -> Iterator[Memory]:
+    """Every memory matching ``flt``, fetched in pages of ``page`` (ordered by id)."""
     offset = 0
     while True:
         batch = backend.match(flt, limit=page, offset=offset, order_by="id")
@@ -416,6 +418,7 @@ def consolidate(
     embed: Embed | None = None,
     dry_run: bool = False,
     now: datetime | None = None,
+    exclude_ids: Collection[str] = (),
     progress: Callable[[str, int, int], None] | None = None,
 ) -> ConsolidationReport:
     """Find near-duplicate active memories and merge each transitive group into one memory.
@@ -434,8 +437,10 @@ def consolidate(
     cfg = config or ConsolidationConfig()
     now = now or utcnow()
     flt = Filter.for_memories(agent_id=agent_id, namespace=namespace, status="active")
+    excluded = set(exclude_ids)
     memories = [
-        m for m in _scan_memories(backend, flt) if m.category.value not in cfg.exclude_categories
+        m for m in iter_memories(backend, flt)
+        if m.category.value not in cfg.exclude_categories and m.id not in excluded
     ]
     if progress:
         progress("scanned", len(memories), len(memories))

@@ -1,0 +1,868 @@
+"""Memory lifecycle: tiers, turn/run hooks, importance, decay, expiry, retention, pruning,
+archival and a background maintenance scheduler.
+
+Tiers
+    *fleeting* — a per-turn :class:`Scratchpad` in process, never persisted, cleared by
+    :meth:`Lifecycle.on_turn_end`; *short-term* — memories of one run (``tier=short_term``),
+    at most ``short_term_max`` per run and refreshed every ``refresh_every`` writes (entries
+    below ``refresh_min_relevance`` are archived); *long-term* — everything promoted or
+    stored as such.
+
+Hooks
+    ``on_turn_end`` clears the scratchpad (and optionally stores durable facts from the
+    turn); ``on_run_end`` writes a ``summary`` memory DERIVED_FROM the run's short-term
+    memories and promotes those with importance >= 0.5 or access_count >= 3 to long-term;
+    ``on_idle`` runs the full maintenance cycle (:meth:`Lifecycle.maintain`).
+
+Removal is archival
+    Every step that takes a memory out of recall sets ``status=archived`` (with
+    ``metadata.archived_reason``/``archived_at``); :meth:`Lifecycle.restore` brings it back.
+    Only ``hard_delete=True`` deletes, and only when asked. Every maintenance call takes
+    ``dry_run=True`` and then reports exactly the actions it would take, and takes them
+    otherwise. A memory with ``metadata.pinned = True`` is never archived automatically.
+
+No hook makes an LLM call unless an LLM was configured; the write path (``on_write``)
+never does.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from graphmem.backends.base import GraphBackend
+from graphmem.consolidation import (
+    ConsolidationConfig,
+    ConsolidationReport,
+    Embed,
+    FactsReport,
+    consolidate,
+    iter_memories,
+    store_facts,
+    summarize_into_memory,
+)
+from graphmem.errors import InvalidInput, NotFound
+from graphmem.llm import LLM, OfflineLLM
+from graphmem.models import (
+    EventType,
+    Filter,
+    GraphNode,
+    Memory,
+    NodeLabel,
+    NodeRef,
+    Status,
+    Tier,
+    utcnow,
+    validated,
+)
+
+__all__ = [
+    "Action",
+    "AgentRetention",
+    "ClassificationRules",
+    "DecayConfig",
+    "ImportanceScorer",
+    "Lifecycle",
+    "LifecycleConfig",
+    "MaintenanceReport",
+    "MaintenanceScheduler",
+    "RetentionPolicy",
+    "Scratchpad",
+    "TurnReport",
+    "relevance",
+]
+
+log = logging.getLogger("graphmem.lifecycle")
+
+
+# ---------------------------------------------------------------------------------------
+# importance and classification
+
+
+class ImportanceScorer(BaseModel):
+    """Importance in 0..1 = ``base`` + boosts, clamped.
+
+    Boosts come from the event type, the agent type (``Agent.kind``), payload signals
+    (a key of the payload/metadata that is present and truthy, e.g. ``result``/``error``)
+    and words in the content.
+
+    >>> ImportanceScorer().score(event_type="error", payload={"error": "timeout"})
+    0.85
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    base: float = Field(default=0.3, ge=0.0, le=1.0)
+    event_boosts: dict[str, float] = Field(default_factory=lambda: {
+        EventType.ERROR.value: 0.3,
+        EventType.USER_MESSAGE.value: 0.15,
+        EventType.DELEGATION_RESPONSE.value: 0.15,
+        EventType.AGENT_RESPONSE.value: 0.1,
+        EventType.TOOL_RESULT.value: 0.1,
+        EventType.DELEGATION_REQUEST.value: 0.05,
+        EventType.TOOL_CALL.value: 0.0,
+        EventType.OBSERVATION.value: 0.0,
+    })
+    agent_boosts: dict[str, float] = Field(default_factory=dict)
+    signal_boosts: dict[str, float] = Field(default_factory=lambda: {
+        "error": 0.25, "result": 0.15, "decision": 0.2, "feedback": 0.2,
+    })
+    keyword_boosts: dict[str, float] = Field(default_factory=lambda: {
+        "remember": 0.2, "important": 0.15, "decided": 0.15, "always": 0.1, "never": 0.1,
+        "deadline": 0.1, "prefer": 0.1, "prefers": 0.1,
+    })
+
+    def score(
+        self,
+        *,
+        content: str = "",
+        event_type: str | None = None,
+        agent_kind: str | None = None,
+        payload: Mapping[str, Any] | None = None,
+    ) -> float:
+        """The importance of a memory or event described by these signals."""
+        s = self.base
+        if event_type is not None:
+            s += self.event_boosts.get(event_type, 0.0)
+        if agent_kind is not None:
+            s += self.agent_boosts.get(agent_kind, 0.0)
+        for key, boost in self.signal_boosts.items():
+            if payload and payload.get(key):
+                s += boost
+        if content and self.keyword_boosts:
+            words = set(content.lower().split())
+            words |= {w.strip(".,;:!?\"'()") for w in words}
+            s += sum(b for w, b in self.keyword_boosts.items() if w in words)
+        return round(min(1.0, max(0.0, s)), 4)
+
+
+class ClassificationRules(BaseModel):
+    """Which tier a record belongs to.
+
+    Orchestration logs are short-term. A stored memory is long-term when its event type is
+    listed in ``long_term_events`` or its importance reaches ``long_term_importance``;
+    otherwise short-term when it is an episodic event (any event type, e.g. the listed
+    ``short_term_events``); facts without an event type are long-term.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    log_tier: Tier = Tier.SHORT_TERM
+    long_term_events: tuple[str, ...] = ()
+    short_term_events: tuple[str, ...] = (
+        EventType.TOOL_CALL.value, EventType.TOOL_RESULT.value,
+        EventType.DELEGATION_REQUEST.value, EventType.DELEGATION_RESPONSE.value,
+        EventType.OBSERVATION.value,
+    )
+    long_term_importance: float = Field(default=0.7, ge=0.0, le=1.0)
+
+    def tier_for(
+        self,
+        *,
+        kind: Literal["log", "memory"] = "memory",
+        event_type: str | None = None,
+        importance: float = 0.5,
+    ) -> Tier:
+        """The tier of a log record (``kind="log"``) or of a memory."""
+        if kind == "log":
+            return self.log_tier
+        if event_type is not None and event_type in self.long_term_events:
+            return Tier.LONG_TERM
+        if importance >= self.long_term_importance:
+            return Tier.LONG_TERM
+        if event_type is not None:  # short_term_events and every other episodic event
+            return Tier.SHORT_TERM
+        return Tier.LONG_TERM
+
+
+# ---------------------------------------------------------------------------------------
+# decay and retention
+
+
+class DecayConfig(BaseModel):
+    """Relevance = (w_i * importance + w_a * access signal) * 0.5 ** (days since the last
+    access, or creation, / half_life_days)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    half_life_days: float = Field(default=30.0, gt=0.0)
+    importance_weight: float = Field(default=0.7, ge=0.0)
+    access_weight: float = Field(default=0.3, ge=0.0)
+    access_saturation: int = Field(default=10, ge=1)
+
+
+def relevance(memory: Memory, now: datetime, config: DecayConfig | None = None) -> float:
+    """Decayed relevance of a memory at ``now`` (0..1 with the default weights)."""
+    cfg = config or DecayConfig()
+    ref = memory.last_accessed or memory.created_at
+    days = max(0.0, (now - ref).total_seconds() / 86400.0)
+    access = min(1.0, math.log1p(memory.access_count) / math.log1p(cfg.access_saturation))
+    base = cfg.importance_weight * memory.importance + cfg.access_weight * access
+    return float(base * 0.5 ** (days / cfg.half_life_days))
+
+
+class AgentRetention(BaseModel):
+    """An agent's overrides of the company retention policy."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    default: timedelta | None = None
+    by_category: dict[str, timedelta] = Field(default_factory=dict)
+    max_memories: int | None = Field(default=None, ge=0)
+
+
+class RetentionPolicy(BaseModel):
+    """How long active memories are kept, by category, with per-agent overrides.
+
+    Precedence: agent per-category > company per-category > agent default >
+    company default > forever (None). ``max_per_agent`` caps active memories per agent
+    (an agent's ``max_memories`` overrides it); the least relevant go first.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    default: timedelta | None = None
+    by_category: dict[str, timedelta] = Field(default_factory=dict)
+    agents: dict[str, AgentRetention] = Field(default_factory=dict)
+    max_per_agent: int | None = Field(default=None, ge=0)
+
+    def period_for(self, agent_id: str, category: str) -> timedelta | None:
+        """The retention period of a memory of ``agent_id`` in ``category``."""
+        agent = self.agents.get(agent_id)
+        if agent is not None and category in agent.by_category:
+            return agent.by_category[category]
+        if category in self.by_category:
+            return self.by_category[category]
+        if agent is not None and agent.default is not None:
+            return agent.default
+        return self.default
+
+    def max_for(self, agent_id: str) -> int | None:
+        agent = self.agents.get(agent_id)
+        if agent is not None and agent.max_memories is not None:
+            return agent.max_memories
+        return self.max_per_agent
+
+
+class LifecycleConfig(BaseModel):
+    """Thresholds of the lifecycle (all configurable; frozen)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    short_term_max: int = Field(default=200, ge=1)
+    refresh_every: int = Field(default=20, ge=1)
+    refresh_min_relevance: float = Field(default=0.1, ge=0.0, le=1.0)
+    promote_importance: float = Field(default=0.5, ge=0.0, le=1.0)
+    promote_access_count: int = Field(default=3, ge=0)
+    summarize_on_run_end: bool = True
+    min_summary_sources: int = Field(default=2, ge=1)
+    archive_unpromoted_on_run_end: bool = False
+    prune_below: float | None = Field(default=0.02, ge=0.0, le=1.0)
+    stale_after: timedelta | None = timedelta(days=180)
+    stale_max_importance: float = Field(default=0.3, ge=0.0, le=1.0)
+    protect_importance: float = Field(default=0.9, ge=0.0, le=1.0)
+    decay: DecayConfig = Field(default_factory=DecayConfig)
+    retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
+    consolidation: ConsolidationConfig = Field(default_factory=ConsolidationConfig)
+    scorer: ImportanceScorer = Field(default_factory=ImportanceScorer)
+    rules: ClassificationRules = Field(default_factory=ClassificationRules)
+
+    @model_validator(mode="after")
+    def _check(self) -> LifecycleConfig:
+        if self.stale_after is not None and self.stale_after <= timedelta(0):
+            raise ValueError("stale_after must be positive")
+        return self
+
+
+# ---------------------------------------------------------------------------------------
+# reports
+
+
+ActionKind = Literal["archive", "delete", "promote", "create", "restore"]
+
+
+class Action(BaseModel):
+    """One change made (or, on a dry run, to be made) by a maintenance step."""
+
+    model_config = ConfigDict(frozen=True)
+
+    step: str
+    action: ActionKind
+    memory_id: str | None  # None for a node a dry run would create
+    reason: str
+
+
+class MaintenanceReport(BaseModel):
+    """Every action of a maintenance call, in order; ``dry_run`` says if they were taken."""
+
+    model_config = ConfigDict(frozen=True)
+
+    dry_run: bool
+    at: datetime
+    actions: tuple[Action, ...] = ()
+    consolidation: ConsolidationReport | None = None
+
+    def ids(self, action: ActionKind | None = None, step: str | None = None) -> list[str]:
+        """Memory ids of the actions of one kind and/or step."""
+        return [
+            a.memory_id for a in self.actions
+            if a.memory_id is not None
+            and (action is None or a.action == action) and (step is None or a.step == step)
+        ]
+
+    def counts(self) -> dict[str, int]:
+        """Number of actions per ``step:action``."""
+        out: dict[str, int] = defaultdict(int)
+        for a in self.actions:
+            out[f"{a.step}:{a.action}"] += 1
+        return dict(out)
+
+
+class TurnReport(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    cleared: int
+    facts: FactsReport | None = None
+
+
+# ---------------------------------------------------------------------------------------
+# fleeting tier
+
+
+class Scratchpad:
+    """The fleeting tier: notes of the current turn, in process only, never persisted."""
+
+    def __init__(self) -> None:
+        self._notes: list[Any] = []
+        self._lock = threading.Lock()
+
+    def add(self, note: Any) -> None:
+        with self._lock:
+            self._notes.append(note)
+
+    @property
+    def notes(self) -> list[Any]:
+        with self._lock:
+            return list(self._notes)
+
+    def clear(self) -> int:
+        """Drop every note; returns how many there were."""
+        with self._lock:
+            n = len(self._notes)
+            self._notes.clear()
+            return n
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._notes)
+
+
+# ---------------------------------------------------------------------------------------
+# the lifecycle
+
+
+class _Plan:
+    """Actions being planned by one maintenance call; memories already claimed by an
+    earlier step are not acted on again."""
+
+    def __init__(self) -> None:
+        self.actions: list[Action] = []
+        self.claimed: set[str] = set()
+
+    def add(self, step: str, action: ActionKind, memory_id: str | None, reason: str) -> None:
+        if memory_id is not None:
+            self.claimed.add(memory_id)
+        self.actions.append(Action(step=step, action=action, memory_id=memory_id, reason=reason))
+
+
+def _pinned(m: Memory) -> bool:
+    return bool(m.metadata.get("pinned"))
+
+
+class Lifecycle:
+    """Tiers, hooks and maintenance over a :class:`GraphBackend`.
+
+    ``llm`` (optional) writes run summaries and extracts facts; without one the offline,
+    extractive passes are used. ``embed`` embeds the nodes it creates. ``clock`` gives
+    "now" (tests pass a fixed clock).
+
+    >>> from graphmem.backends import open_backend
+    >>> lc = Lifecycle(open_backend("memory://"))
+    >>> lc.maintain(dry_run=True).actions
+    ()
+    """
+
+    def __init__(
+        self,
+        backend: GraphBackend,
+        *,
+        config: LifecycleConfig | None = None,
+        llm: LLM | None = None,
+        embed: Embed | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.backend = backend
+        self.config = config or LifecycleConfig()
+        self.llm = llm
+        self.embed = embed
+        self._clock = clock
+        self._pads: dict[str | None, Scratchpad] = {}
+        self._writes: dict[str, int] = defaultdict(int)
+        self._lock = threading.Lock()
+        self._offline = OfflineLLM()
+
+    @property
+    def _pass_llm(self) -> LLM:
+        return self.llm if self.llm is not None else self._offline
+
+    # -- fleeting tier ----------------------------------------------------------------
+
+    def scratchpad(self, run_id: str | None = None) -> Scratchpad:
+        """The fleeting scratchpad of a run (or of the process, for ``None``)."""
+        with self._lock:
+            pad = self._pads.get(run_id)
+            if pad is None:
+                pad = self._pads[run_id] = Scratchpad()
+            return pad
+
+    # -- hooks ------------------------------------------------------------------------
+
+    def on_write(self, memories: Sequence[Memory]) -> MaintenanceReport | None:
+        """Count short-term writes per run; every ``refresh_every`` writes to a run, refresh
+        that run's short-term tier (:meth:`refresh_run`). Makes no LLM call."""
+        due: list[str] = []
+        with self._lock:
+            for m in memories:
+                if m.tier is Tier.SHORT_TERM and m.run_id is not None:
+                    self._writes[m.run_id] += 1
+                    if self._writes[m.run_id] >= self.config.refresh_every:
+                        self._writes[m.run_id] = 0
+                        due.append(m.run_id)
+        if not due:
+            return None
+        reports = [self.refresh_run(r) for r in dict.fromkeys(due)]
+        return MaintenanceReport(
+            dry_run=False, at=reports[0].at, actions=tuple(a for r in reports for a in r.actions)
+        )
+
+    def on_turn_end(
+        self,
+        run_id: str | None = None,
+        *,
+        turn: str | None = None,
+        speaker: str = "user",
+        agent_id: str = "default",
+        namespace: str = "default",
+        source_ids: Sequence[str] = (),
+        extract_facts: bool = False,
+        dry_run: bool = False,
+    ) -> TurnReport:
+        """End of a turn: clear the run's scratchpad; with ``extract_facts=True`` store the
+        durable facts of ``turn`` as long-term memories DERIVED_FROM ``source_ids``."""
+        facts = None
+        if extract_facts and turn:
+            facts = store_facts(
+                self.backend, self._pass_llm, turn, agent_id=agent_id, namespace=namespace,
+                run_id=run_id, speaker=speaker, source_ids=source_ids, embed=self.embed,
+                dry_run=dry_run, now=self._clock(),
+            )
+        cleared = len(self.scratchpad(run_id)) if dry_run else self.scratchpad(run_id).clear()
+        return TurnReport(cleared=cleared, facts=facts)
+
+    def on_run_end(self, run_id: str, *, dry_run: bool = False) -> MaintenanceReport:
+        """End of a run: promote short-term memories with importance >= promote_importance
+        or access_count >= promote_access_count to long-term, and write a ``summary``
+        memory DERIVED_FROM all of the run's short-term memories. A dry run makes no LLM
+        call and writes nothing."""
+        now = self._clock()
+        cfg = self.config
+        flt = Filter.for_memories(run_id=run_id, tier=Tier.SHORT_TERM.value, status="active")
+        members = [m for m in iter_memories(self.backend, flt) if m.category.value != "summary"]
+        plan = _Plan()
+        promoted: list[Memory] = []
+        archived: list[Memory] = []
+        for m in members:
+            if m.importance >= cfg.promote_importance or m.access_count >= cfg.promote_access_count:
+                plan.add("promote", "promote", m.id,
+                         f"importance {m.importance:.2f}, accessed {m.access_count}x")
+                promoted.append(m.evolve(tier=Tier.LONG_TERM, updated_at=now))
+            elif cfg.archive_unpromoted_on_run_end and not _pinned(m):
+                plan.add("run_end", "archive", m.id, "short-term memory not promoted at run end")
+                archived.append(self._archived(m, "run_end", now))
+        summarize = cfg.summarize_on_run_end and len(members) >= cfg.min_summary_sources
+        if summarize and dry_run:
+            plan.add("summarize", "create", None,
+                     f"summary of {len(members)} short-term memories of the run")
+        if not dry_run:
+            if promoted or archived:
+                self.backend.upsert([*promoted, *archived])
+            if summarize:
+                summary = summarize_into_memory(
+                    self.backend, self._pass_llm, members, purpose="run",
+                    pass_name="run_summary", run_id=run_id, embed=self.embed, now=now,
+                )
+                plan.add("summarize", "create", summary.id,
+                         f"summary of {len(members)} short-term memories of the run")
+            with self._lock:
+                self._pads.pop(run_id, None)
+                self._writes.pop(run_id, None)
+        log.info("run end: %d promoted, %d summarised", len(promoted),
+                 len(members) if summarize else 0)
+        return MaintenanceReport(dry_run=dry_run, at=now, actions=tuple(plan.actions))
+
+    def on_idle(self, *, dry_run: bool = False, **options: Any) -> MaintenanceReport:
+        """The full maintenance cycle (:meth:`maintain`)."""
+        return self.maintain(dry_run=dry_run, **options)
+
+    # -- maintenance steps ------------------------------------------------------------
+
+    def refresh_run(self, run_id: str, *, dry_run: bool = False) -> MaintenanceReport:
+        """Archive a run's short-term memories below ``refresh_min_relevance``, then the
+        least relevant beyond ``short_term_max``."""
+        now = self._clock()
+        cfg = self.config
+        flt = Filter.for_memories(run_id=run_id, tier=Tier.SHORT_TERM.value, status="active")
+        members = [m for m in iter_memories(self.backend, flt) if not _pinned(m)]
+        plan = _Plan()
+        scored = sorted(
+            ((relevance(m, now, cfg.decay), m) for m in members),
+            key=lambda rm: (rm[0], rm[1].created_at, rm[1].id),
+        )
+        keep = []
+        for rel, m in scored:
+            if rel < cfg.refresh_min_relevance:
+                plan.add("refresh", "archive", m.id, f"relevance {rel:.3f} below "
+                         f"{cfg.refresh_min_relevance}")
+            else:
+                keep.append((rel, m))
+        for rel, m in keep[: max(0, len(keep) - cfg.short_term_max)]:
+            plan.add("refresh", "archive", m.id,
+                     f"short-term tier over {cfg.short_term_max} (relevance {rel:.3f})")
+        return self._finish(plan, now, dry_run, hard_delete=False)
+
+    def expire(self, *, dry_run: bool = False, hard_delete: bool = False) -> MaintenanceReport:
+        """Archive (or delete) active memories whose ``expires_at`` has passed."""
+        return self.maintain(dry_run=dry_run, hard_delete=hard_delete, steps=("expire",))
+
+    def enforce_retention(
+        self, *, dry_run: bool = False, hard_delete: bool = False
+    ) -> MaintenanceReport:
+        """Archive (or delete) memories older than their retention period, then the least
+        relevant memories of agents over their maximum."""
+        return self.maintain(
+            dry_run=dry_run, hard_delete=hard_delete, steps=("retention", "limit")
+        )
+
+    def decay(self, *, dry_run: bool = False, hard_delete: bool = False) -> MaintenanceReport:
+        """Prune by relevance (decayed below ``prune_below``) and by staleness (not
+        accessed for ``stale_after`` and importance <= ``stale_max_importance``)."""
+        return self.maintain(
+            dry_run=dry_run, hard_delete=hard_delete, steps=("decay", "stale")
+        )
+
+    STEPS = ("expire", "retention", "decay", "stale", "limit", "consolidate")
+
+    def maintain(
+        self,
+        *,
+        dry_run: bool = False,
+        hard_delete: bool = False,
+        agent_id: str | Sequence[str] | None = None,
+        namespace: str | Sequence[str] | None = None,
+        steps: Sequence[str] = STEPS,
+        consolidate_llm: LLM | None = None,
+    ) -> MaintenanceReport:
+        """Run maintenance steps in order over active memories (optionally scoped):
+
+        ``expire`` (expires_at passed), ``retention`` (older than the retention period),
+        ``decay`` (relevance below ``prune_below``), ``stale`` (not accessed for
+        ``stale_after``, low importance), ``limit`` (least relevant beyond the per-agent
+        maximum), ``consolidate`` (merge near-duplicates, with provenance).
+
+        A memory is acted on by the first step that claims it. Pinned memories are never
+        archived; memories with importance >= ``protect_importance`` are never pruned by
+        ``decay``/``stale``/``limit``. With ``dry_run=True`` the report lists exactly the
+        actions a real call would take at the same time on the same data.
+        """
+        unknown = [s for s in steps if s not in self.STEPS]
+        if unknown:
+            raise InvalidInput(f"unknown maintenance step(s) {unknown}; known: {self.STEPS}")
+        now = self._clock()
+        cfg = self.config
+        flt = Filter.for_memories(agent_id=agent_id, namespace=namespace, status="active")
+        memories = [m for m in iter_memories(self.backend, flt) if not _pinned(m)]
+        plan = _Plan()
+        rel: dict[str, float] = {}
+
+        def relevance_of(m: Memory) -> float:
+            if m.id not in rel:
+                rel[m.id] = relevance(m, now, cfg.decay)
+            return rel[m.id]
+
+        def open_(m: Memory) -> bool:
+            return m.id not in plan.claimed
+
+        for step in steps:
+            if step == "expire":
+                for m in memories:
+                    if m.expires_at is not None and m.expires_at <= now and open_(m):
+                        plan.add("expire", "archive", m.id,
+                                 f"expired at {m.expires_at.isoformat()}")
+            elif step == "retention":
+                for m in memories:
+                    period = cfg.retention.period_for(m.agent_id, m.category.value)
+                    if period is not None and m.created_at + period <= now and open_(m):
+                        plan.add("retention", "archive", m.id,
+                                 f"older than the {m.category.value} retention of {period}")
+            elif step == "decay" and cfg.prune_below is not None:
+                for m in memories:
+                    if m.importance >= cfg.protect_importance or not open_(m):
+                        continue
+                    r = relevance_of(m)
+                    if r < cfg.prune_below:
+                        plan.add("decay", "archive", m.id,
+                                 f"relevance {r:.4f} below {cfg.prune_below}")
+            elif step == "stale" and cfg.stale_after is not None:
+                for m in memories:
+                    last = m.last_accessed or m.created_at
+                    if (last + cfg.stale_after <= now and open_(m)
+                            and m.importance <= cfg.stale_max_importance
+                            and m.importance < cfg.protect_importance):
+                        plan.add("stale", "archive", m.id,
+                                 f"not accessed since {last.date().isoformat()}")
+            elif step == "limit":
+                by_agent: dict[str, list[Memory]] = defaultdict(list)
+                for m in memories:
+                    if open_(m):
+                        by_agent[m.agent_id].append(m)
+                for aid, ms in sorted(by_agent.items()):
+                    cap = cfg.retention.max_for(aid)
+                    # count this agent's pinned memories against the cap too
+                    if cap is None:
+                        continue
+                    pinned = self.backend.count(validated(Filter, {"equals": {
+                        "agent_id": aid, "status": "active", "metadata.pinned": True}}))
+                    excess = len(ms) + pinned - cap
+                    if excess <= 0:
+                        continue
+                    victims = sorted(
+                        (m for m in ms if m.importance < cfg.protect_importance),
+                        key=lambda m: (relevance_of(m), m.created_at, m.id),
+                    )[:excess]
+                    for m in victims:
+                        plan.add("limit", "archive", m.id,
+                                 f"agent {aid} over its maximum of {cap} memories")
+        consolidation = None
+        if "consolidate" in steps:
+            consolidation = consolidate(
+                self.backend, agent_id=agent_id, namespace=namespace,
+                config=cfg.consolidation, llm=consolidate_llm, embed=self.embed,
+                dry_run=dry_run, now=now, exclude_ids=set(plan.claimed),
+            )
+        report = self._finish(plan, now, dry_run, hard_delete)
+        if consolidation is not None:
+            actions = list(report.actions)
+            for g in consolidation.groups:
+                if g.skipped is not None:
+                    continue
+                reason = f"merged into one {g.kind} memory"
+                actions.extend(
+                    Action(step="consolidate", action="archive", memory_id=i,
+                           reason=f"superseded: {reason}") for i in g.source_ids
+                )
+                actions.append(Action(step="consolidate", action="create",
+                                      memory_id=g.merged_id, reason=reason))
+            report = report.model_copy(
+                update={"actions": tuple(actions), "consolidation": consolidation}
+            )
+        log.info("maintenance (dry_run=%s): %s", dry_run, report.counts())
+        return report
+
+    # -- archive / restore ------------------------------------------------------------
+
+    def archive(
+        self,
+        memory_ids: Sequence[str],
+        *,
+        reason: str = "manual",
+        dry_run: bool = False,
+        hard_delete: bool = False,
+    ) -> MaintenanceReport:
+        """Take memories out of recall: status archived (restorable), or deleted with
+        ``hard_delete=True``. Unknown ids raise NotFound and change nothing."""
+        now = self._clock()
+        found = self._get(memory_ids)
+        plan = _Plan()
+        for m in found:
+            if hard_delete or m.status is not Status.ARCHIVED:
+                plan.add("archive", "archive", m.id, reason)
+        return self._finish(plan, now, dry_run, hard_delete, reason_step=reason)
+
+    def restore(
+        self, memory_ids: Sequence[str], *, pin: bool = False, dry_run: bool = False
+    ) -> MaintenanceReport:
+        """Bring archived memories back into recall (status active). An expired
+        ``expires_at`` is cleared; ``pin=True`` also exempts them from automatic archival.
+        Superseded memories are restored by ``unmerge``/history, not here."""
+        now = self._clock()
+        found = self._get(memory_ids)
+        plan = _Plan()
+        nodes: list[GraphNode] = []
+        for m in found:
+            if m.status is not Status.ARCHIVED:
+                continue
+            meta = {k: v for k, v in m.metadata.items()
+                    if k not in ("archived_reason", "archived_at")}
+            if pin:
+                meta["pinned"] = True
+            expires = m.expires_at if m.expires_at is None or m.expires_at > now else None
+            nodes.append(m.evolve(status=Status.ACTIVE, metadata=meta, expires_at=expires,
+                                  updated_at=now))
+            plan.add("restore", "restore", m.id, "restored" + (" and pinned" if pin else ""))
+        if nodes and not dry_run:
+            self.backend.upsert(nodes)
+        return MaintenanceReport(dry_run=dry_run, at=now, actions=tuple(plan.actions))
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def _get(self, memory_ids: Sequence[str]) -> list[Memory]:
+        if isinstance(memory_ids, str):
+            memory_ids = [memory_ids]
+        ids = list(dict.fromkeys(memory_ids))
+        found = [n for n in self.backend.get(NodeLabel.MEMORY, ids) if isinstance(n, Memory)]
+        if len(found) != len(ids):
+            have = {m.id for m in found}
+            raise NotFound(f"no memory {next(i for i in ids if i not in have)!r}")
+        return found
+
+    @staticmethod
+    def _archived(m: Memory, reason: str, now: datetime) -> Memory:
+        meta = {**m.metadata, "archived_reason": reason, "archived_at": now.isoformat()}
+        return m.evolve(status=Status.ARCHIVED, metadata=meta, updated_at=now)
+
+    def _finish(
+        self,
+        plan: _Plan,
+        now: datetime,
+        dry_run: bool,
+        hard_delete: bool,
+        reason_step: str | None = None,
+    ) -> MaintenanceReport:
+        actions = [
+            a.model_copy(update={"action": "delete"}) if hard_delete and a.action == "archive"
+            else a
+            for a in plan.actions
+        ]
+        if not dry_run:
+            ids = [a.memory_id for a in actions if a.memory_id and a.action in ("archive",
+                                                                               "delete")]
+            if hard_delete and ids:
+                self.backend.delete([NodeRef(NodeLabel.MEMORY, i) for i in ids])
+            elif ids:
+                step_of = {a.memory_id: a.step for a in actions}
+                current = [n for n in self.backend.get(NodeLabel.MEMORY, ids)
+                           if isinstance(n, Memory)]
+                for start in range(0, len(current), 2000):
+                    self.backend.upsert([
+                        self._archived(m, reason_step or step_of[m.id], now)
+                        for m in current[start: start + 2000]
+                    ])
+        return MaintenanceReport(dry_run=dry_run, at=now, actions=tuple(actions))
+
+    # -- scheduler --------------------------------------------------------------------
+
+    def scheduler(self, interval: float, **maintain_options: Any) -> MaintenanceScheduler:
+        """A (not yet started) scheduler running :meth:`on_idle` every ``interval`` s."""
+        return MaintenanceScheduler(lambda: self.on_idle(**maintain_options), interval)
+
+
+class MaintenanceScheduler:
+    """Runs a job on a background thread every ``interval`` seconds until stopped.
+
+    Errors of a run are logged and counted; the next run still happens. ``stop()`` wakes
+    the thread, waits for a run in progress to finish and joins it.
+
+    >>> s = MaintenanceScheduler(lambda: None, interval=3600).start()
+    >>> s.stop()
+    True
+    """
+
+    def __init__(
+        self,
+        job: Callable[[], object],
+        interval: float,
+        *,
+        run_immediately: bool = False,
+        name: str = "graphmem-maintenance",
+    ) -> None:
+        if interval <= 0:
+            raise InvalidInput("interval must be positive")
+        self._job = job
+        self.interval = interval
+        self.run_immediately = run_immediately
+        self._name = name
+        self._stop = threading.Event()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self.runs = 0
+        self.errors = 0
+        self.last_result: object = None
+        self.last_error: BaseException | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> MaintenanceScheduler:
+        """Start the background thread (InvalidInput if it is already running)."""
+        if self.running:
+            raise InvalidInput("scheduler already running")
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        first = self.run_immediately
+        while first or not self._stop.wait(self.interval):
+            first = False
+            if self._stop.is_set():
+                break
+            try:
+                result = self._job()
+                with self._cond:
+                    self.last_result = result
+            except Exception as e:  # keep the scheduler alive; the error is recorded
+                log.exception("scheduled maintenance failed: %s", type(e).__name__)
+                with self._cond:
+                    self.errors += 1
+                    self.last_error = e
+            with self._cond:
+                self.runs += 1
+                self._cond.notify_all()
+
+    def wait_for_runs(self, n: int, timeout: float | None = None) -> bool:
+        """Block until at least ``n`` runs have finished (False on timeout)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.runs >= n, timeout)
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop and join the thread; True when it has ended (idempotent)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            return not self._thread.is_alive()
+        return True
+
+    def __enter__(self) -> MaintenanceScheduler:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
