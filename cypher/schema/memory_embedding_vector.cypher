@@ -1,0 +1,6 @@
+// Vector index on Memory.embedding (cosine) for semantic recall; the dimension comes from
+// the configured embedder and is fixed once the index exists. Idempotent.
+:param dimensions => 384;
+CREATE VECTOR INDEX memory_embedding_vector IF NOT EXISTS
+FOR (n:Memory) ON (n.embedding)
+OPTIONS {indexConfig: {`vector.dimensions`: toInteger($dimensions), `vector.similarity_function`: 'cosine'}};

@@ -1,0 +1,8 @@
+// Lexical recall: Memory nodes whose content matches $query in the full-text index, best first.
+// graphmem builds $query from quoted terms only, so user text cannot inject Lucene operators.
+:param query => '"tea" OR "drink"';
+:param k => 10;
+CALL db.index.fulltext.queryNodes('memory_content_fulltext', $query) YIELD node, score
+RETURN properties(node) AS props, score
+ORDER BY score DESC, props.id
+LIMIT $k;
