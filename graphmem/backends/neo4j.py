@@ -43,7 +43,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import numpy as np
 
-from graphmem.backends.base import Direction
+from graphmem.backends.base import Direction, structural_targets
 from graphmem.errors import (
     BackendError,
     BackendUnavailable,
@@ -154,13 +154,14 @@ GET_QUERIES: dict[NodeLabel, str] = {
     NodeLabel.LOG_ENTRY: "nodes/log_entry_get",
     NodeLabel.PAYLOAD: "nodes/payload_get",
 }
+STRUCTURAL_TYPES = frozenset(
+    {EdgeType.AUTHORED_BY, EdgeType.IN_RUN, EdgeType.RUN_BY, EdgeType.TAGGED}
+)
+"""Edge types maintained from node properties (written by the node upserts only)."""
+
 EDGE_UPSERT_QUERIES: dict[EdgeType, str] = {
     EdgeType.SUPERSEDES: "edges/supersedes_upsert",
     EdgeType.DERIVED_FROM: "edges/derived_from_upsert",
-    EdgeType.AUTHORED_BY: "edges/authored_by_upsert",
-    EdgeType.IN_RUN: "edges/in_run_upsert",
-    EdgeType.RUN_BY: "edges/run_by_upsert",
-    EdgeType.TAGGED: "edges/tagged_upsert",
     EdgeType.NEXT: "edges/next_upsert",
     EdgeType.RECORDS: "edges/records_upsert",
     EdgeType.REFERENCES: "edges/references_upsert",
@@ -607,6 +608,23 @@ def _node_from_db(label: str, props: Mapping[str, Any]) -> GraphNode:
         raise BackendError(f"stored {label} node {props.get('id')!r} is not valid: {e}") from e
 
 
+def _default_run(memory_props: Mapping[str, Any]) -> dict[str, Any]:
+    """Properties of the Run a memory's run_id implies, for when it does not exist yet."""
+    for etype, _target_label, target, defaults in structural_targets(
+        NodeLabel.MEMORY, memory_props
+    ):
+        if etype is EdgeType.IN_RUN:
+            return Run(id=target, **defaults).to_props()
+    raise InvalidInput("memory has no run_id")
+
+
+def _implied(label: NodeLabel, props: Mapping[str, Any]) -> set[tuple[EdgeType, NodeRef]]:
+    return {
+        (etype, NodeRef(tlabel, tid))
+        for etype, tlabel, tid, _defaults in structural_targets(label, props)
+    }
+
+
 def _memory_from_db(props: Mapping[str, Any]) -> Memory:
     node = _node_from_db(NodeLabel.MEMORY.value, props)
     assert isinstance(node, Memory)
@@ -929,9 +947,7 @@ class Neo4jBackend:
                 if node.run_id:
                     key = (node.run_id, node.agent_id, node.namespace)
                     if key not in run_defaults:
-                        run_defaults[key] = Run(
-                            id=node.run_id, agent_id=node.agent_id, namespace=node.namespace
-                        ).to_props()
+                        run_defaults[key] = _default_run(props)
                     row["run"] = run_defaults[key]
             elif isinstance(node, OrgFact):
                 row["tags"] = list(node.tags)
@@ -954,10 +970,12 @@ class Neo4jBackend:
         """Statements that write ``edges`` whose endpoints have the given element ids."""
         by_type: dict[EdgeType, dict[tuple[str, str, str], dict[str, Any]]] = defaultdict(dict)
         for e in edges:
+            if e.type in STRUCTURAL_TYPES:
+                raise InvalidInput(f"{e.type.value} edges are written by the node upserts")
             props = {k: _check_value(k, v) for k, v in e.props.items()}
             by_type[e.type][e.key] = {"src": eids[e.src], "dst": eids[e.dst], "props": props}
         plan = []
-        for etype in EdgeType:
+        for etype in EDGE_UPSERT_QUERIES:
             rows = list(by_type.get(etype, {}).values())
             for chunk in _chunks(rows, self._batch_rows):
                 plan.append(self._bind(EDGE_UPSERT_QUERIES[etype], rows=list(chunk)))
@@ -987,7 +1005,13 @@ class Neo4jBackend:
                 raise InvalidInput(f"upsert takes Edge values, got {type(e).__name__}")
         if not nodes and not edges:
             return
+        edges = list(edges)
         node_plan = self.plan_node_writes(nodes)
+        # structural edges are accepted when the source node implies them (as an import or a
+        # migration passes them) and then need no write of their own; others are refused
+        structural = [e for e in edges if e.type in STRUCTURAL_TYPES]
+        edges = [e for e in edges if e.type not in STRUCTURAL_TYPES]
+        implied_here = {n.ref: _implied(n.label, n.to_props()) for n in nodes}
         dims = {
             len(n.embedding) for n in nodes if isinstance(n, Memory | OrgFact) and n.embedding
         }
@@ -997,8 +1021,19 @@ class Neo4jBackend:
         if dims:
             self._ensure_dim(dims.pop())
         endpoints = {ref for e in edges for ref in (e.src, e.dst)}
+        stored_sources = {e.src for e in structural if e.src not in implied_here}
 
         def work(tx: Any) -> None:
+            if structural:
+                implied = dict(implied_here)
+                for ref, (_eid, props) in self._lookup(tx, stored_sources, with_props=True).items():
+                    implied[ref] = _implied(ref.label, _props_from_db(props or {}))
+                for e in structural:
+                    if (e.type, e.dst) not in implied.get(e.src, set()):
+                        raise InvalidInput(
+                            f"{e.type.value} edges follow the node's fields (agent_id, run_id, "
+                            f"tags); {e.src.key} does not imply one to {e.dst.key}"
+                        )
             for text, params in node_plan:
                 tx.run(text, params).consume()
             if edges:
