@@ -1,21 +1,30 @@
-"""The ``graphmem`` command line.
+"""The ``graphmem`` command line: every capability of GraphMemory, for people and scripts.
 
-Every command opens the store named by ``--db`` (default ``./graphmem.db``; also
-``memory://`` or ``neo4j://…``) and prints text, or JSON with ``--json``.
+Every command opens the store the settings name — ``--db`` (a path, ``memory://`` or
+``neo4j://…``), else ``GRAPHMEM_URL``, else the ``--config`` TOML file, else ``./graphmem.db``
+(see :mod:`graphmem.config` for the precedence) — and prints text, or JSON with ``--json``.
+Errors print ``error: <Type>: <message>`` on stderr and exit with status 1 (2 for bad
+settings or usage). Long work shows a progress bar on stderr.
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import typer
 
-from graphmem.errors import GraphMemError
+from graphmem.config import Settings
+from graphmem.errors import ConfigError, GraphMemError
 from graphmem.memory import GraphMemory
 
 __all__ = ["app", "main"]
@@ -27,22 +36,84 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+org_app = typer.Typer(help="Organisational facts: versioned, write-controlled.",
+                      no_args_is_help=True)
+runs_app = typer.Typer(help="Runs (agent sessions) and their events.", no_args_is_help=True)
+config_app = typer.Typer(help="Effective settings.", no_args_is_help=True)
+app.add_typer(org_app, name="org")
+app.add_typer(runs_app, name="runs")
+app.add_typer(config_app, name="config")
 
 DbOpt = Annotated[
-    str, typer.Option("--db", envvar="GRAPHMEM_URL", help="Store URL or path (./graphmem.db).")
+    str | None,
+    typer.Option("--db", help="Store URL or path (default: settings, else ./graphmem.db)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 EmbedOpt = Annotated[
-    str,
-    typer.Option("--embedder", help="auto | none | hash | a sentence-transformers model name/path."),
+    str | None,
+    typer.Option("--embedder", help="auto | none | hash | a sentence-transformers model "
+                                    "(default: settings, else auto)."),
 ]
+LlmOpt = Annotated[
+    str | None, typer.Option("--llm", help="offline | anthropic | none (default: settings).")
+]
+AgentOpt = Annotated[str | None, typer.Option("--agent", help="Agent id.")]
+NamespaceOpt = Annotated[str | None, typer.Option("--namespace", help="Namespace.")]
+TagOpt = Annotated[list[str] | None, typer.Option("--tag", help="A tag (repeatable).")]
+LimitOpt = Annotated[int, typer.Option("--limit", min=1, help="At most this many.")]
+
+
+# ---------------------------------------------------------------------------------------
+# plumbing
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="TOML settings file (default: $GRAPHMEM_CONFIG)."),
+    ] = None,
+) -> None:
+    """graphmem: a graph-database knowledge memory for AI agents."""
+    ctx.obj = {"config": config}
+
+
+def _settings(**overrides: Any) -> Settings:
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root().obj if ctx is not None else None
+    config = root.get("config") if isinstance(root, dict) else None
+    try:
+        return Settings.load(config, **overrides)
+    except ConfigError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from e
+
+
+@contextmanager
+def _open(
+    db: str | None = None, embedder: str | None = None, llm: str | None = None
+) -> Iterator[GraphMemory]:
+    settings = _settings(url=db, embedder=embedder, llm=llm)
+    try:
+        mem = settings.open_memory()
+    except GraphMemError as e:
+        typer.echo(f"error: {type(e).__name__}: {e}", err=True)
+        raise typer.Exit(2) from e
+    try:
+        yield mem
+    except GraphMemError as e:
+        typer.echo(f"error: {type(e).__name__}: {e}", err=True)
+        raise typer.Exit(1) from e
+    finally:
+        mem.close()
 
 
 def _jsonable(value: Any) -> Any:
     if hasattr(value, "model_dump"):
         return _jsonable(value.model_dump(mode="json", exclude={"embedding"}))
     if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
+        return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
     if isinstance(value, datetime):
@@ -57,27 +128,74 @@ def _emit(as_json: bool, value: Any, text: str) -> None:
         typer.echo(text)
 
 
+def _fields(value: Any) -> str:
+    """A model or dict as ``key: value`` lines."""
+    data = _jsonable(value)
+    return "\n".join(f"{k}: {v}" for k, v in data.items()) if isinstance(data, dict) else str(data)
+
+
+def _memory_line(m: Any) -> str:
+    return f"{m.id}  [{m.status.value}] {m.content}"
+
+
+def _require(obj: Any, name: str) -> Callable[..., Any]:
+    """A method that another part of graphmem provides; a clear error when it is missing."""
+    fn = getattr(obj, name, None)
+    if not callable(fn):
+        typer.echo(f"error: {name} is not available in this graphmem version", err=True)
+        raise typer.Exit(1)
+    return fn  # type: ignore[no-any-return]
+
+
+def _accepts(fn: Callable[..., Any], param: str) -> bool:
+    try:
+        return param in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 @contextmanager
-def _open(db: str, embedder: str = "none") -> Iterator[GraphMemory]:
+def _progress(description: str) -> Iterator[Callable[[str, int, int], None]]:
+    """A progress bar on stderr, driven by ``callback(stage, done, total)``."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  console=console, transient=True, disable=not console.is_terminal) as bar:
+        task = bar.add_task(description, total=None)
+
+        def update(stage: str, done: int, total: int) -> None:
+            bar.update(task, description=f"{description}: {stage}", completed=done, total=total)
+
+        yield update
+
+
+def _with_progress(fn: Callable[..., Any], description: str, **kwargs: Any) -> Any:
+    if not _accepts(fn, "progress"):
+        return fn(**kwargs)
+    with _progress(description) as update:
+        return fn(progress=update, **kwargs)
+
+
+def _metadata(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
     try:
-        mem = GraphMemory.open(db, embedder=None if embedder == "none" else embedder)
-    except GraphMemError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from e
-    try:
-        yield mem
-    except GraphMemError as e:
-        typer.echo(f"error: {type(e).__name__}: {e}", err=True)
-        raise typer.Exit(1) from e
-    finally:
-        mem.close()
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise typer.BadParameter(f"not JSON: {e}", param_hint="--metadata") from e
+    if not isinstance(value, dict):
+        raise typer.BadParameter("must be a JSON object", param_hint="--metadata")
+    return value
+
+
+# ---------------------------------------------------------------------------------------
+# memories
 
 
 @app.command()
-def demo(
-    db: DbOpt = "graphmem.db",
-    embedder: EmbedOpt = "auto",
-) -> None:
+def demo(db: DbOpt = None, embedder: EmbedOpt = None) -> None:
     """Ingest a short multi-session conversation, recall from it, show a fact's history."""
     from graphmem.demo import run_demo
 
@@ -91,63 +209,139 @@ def remember(
     agent: Annotated[str, typer.Option(help="Agent id.")] = "default",
     run: Annotated[str | None, typer.Option(help="Run id.")] = None,
     namespace: Annotated[str, typer.Option(help="Namespace.")] = "default",
-    category: Annotated[str, typer.Option(help="episodic|semantic|procedural|summary")] = "semantic",
+    category: Annotated[str, typer.Option(help="episodic|semantic|procedural|summary")]
+    = "semantic",
     tier: Annotated[str, typer.Option(help="short_term|long_term")] = "long_term",
     importance: Annotated[float, typer.Option(help="0..1")] = 0.5,
-    tag: Annotated[list[str] | None, typer.Option(help="A tag (repeatable).")] = None,
-    db: DbOpt = "graphmem.db",
-    embedder: EmbedOpt = "none",
+    visibility: Annotated[str, typer.Option(help="private|shared|org")] = "private",
+    tag: TagOpt = None,
+    metadata: Annotated[str | None, typer.Option(help="A JSON object.")] = None,
+    db: DbOpt = None,
+    embedder: EmbedOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Store one memory."""
+    """Store one memory; prints its id."""
+    meta = _metadata(metadata)
     with _open(db, embedder) as mem:
         m = mem.remember(content, agent_id=agent, run_id=run, namespace=namespace,
-                         category=category, tier=tier, importance=importance, tags=tag or [])
+                         category=category, tier=tier, importance=importance,
+                         visibility=visibility, tags=tag or [], metadata=meta)
         _emit(as_json, m, m.id)
+
+
+def _recall_filters(agent: str | None, namespace: str | None, scope: str | None,
+                    tag: list[str] | None, category: str | None) -> dict[str, Any]:
+    return {"agent_id": agent, "namespace": namespace, "scope": scope, "tags": tag or None,
+            "category": category}
+
+
+ScopeOpt = Annotated[
+    str | None, typer.Option("--scope", help="Only what this agent may read (own, shared, org).")
+]
+CategoryOpt = Annotated[str | None, typer.Option("--category", help="Only this category.")]
 
 
 @app.command()
 def recall(
     query: Annotated[str, typer.Argument(help="What to look for.")],
-    k: Annotated[int, typer.Option(help="How many results.")] = 5,
+    k: Annotated[int, typer.Option("-k", min=1, help="How many results.")] = 5,
     agent: Annotated[str | None, typer.Option(help="Only this agent's memories.")] = None,
     namespace: Annotated[str | None, typer.Option(help="Only this namespace.")] = None,
-    db: DbOpt = "graphmem.db",
-    embedder: EmbedOpt = "none",
+    scope: ScopeOpt = None,
+    category: CategoryOpt = None,
+    tag: TagOpt = None,
+    db: DbOpt = None,
+    embedder: EmbedOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Recall the memories most relevant to a query."""
+    """Recall the memories most relevant to a query, with scores."""
     with _open(db, embedder) as mem:
-        results = mem.recall(query, k=k, agent_id=agent, namespace=namespace)
+        results = mem.recall(query, k=k, **_recall_filters(agent, namespace, scope, tag, category))
         text = "\n".join(f"{r.score:7.3f}  {r.memory.id}  {r.memory.content}" for r in results)
         _emit(as_json, results, text or "(nothing relevant)")
 
 
 @app.command()
+def context(
+    query: Annotated[str, typer.Argument(help="What the prompt is about.")],
+    max_tokens: Annotated[int, typer.Option(min=1, help="Token budget.")] = 2000,
+    agent: Annotated[str | None, typer.Option(help="Only this agent's memories.")] = None,
+    namespace: Annotated[str | None, typer.Option(help="Only this namespace.")] = None,
+    scope: ScopeOpt = None,
+    db: DbOpt = None,
+    embedder: EmbedOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the memory block for a prompt, packed within a token budget."""
+    with _open(db, embedder) as mem:
+        block = mem.context(query, max_tokens=max_tokens,
+                            **_recall_filters(agent, namespace, scope, None, None))
+        _emit(as_json, {"context": block}, block)
+
+
+@app.command("list")
+def list_cmd(
+    agent: Annotated[str | None, typer.Option(help="Only this agent.")] = None,
+    namespace: Annotated[str | None, typer.Option(help="Only this namespace.")] = None,
+    run: Annotated[str | None, typer.Option(help="Only this run.")] = None,
+    category: CategoryOpt = None,
+    tier: Annotated[str | None, typer.Option(help="short_term|long_term")] = None,
+    status: Annotated[str, typer.Option(help="active|superseded|archived|all")] = "active",
+    tag: TagOpt = None,
+    limit: LimitOpt = 20,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List memories matching filters, newest first."""
+    with _open(db, "none") as mem:
+        found = mem.list(agent_id=agent, namespace=namespace, run_id=run, category=category,
+                         tier=tier, status=None if status == "all" else status, tags=tag,
+                         limit=limit)
+        _emit(as_json, found, "\n".join(_memory_line(m) for m in found) or "(none)")
+
+
+@app.command()
 def show(
     memory_id: Annotated[str, typer.Argument(help="Memory id.")],
-    db: DbOpt = "graphmem.db",
+    db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show one memory with all its fields."""
-    with _open(db) as mem:
+    with _open(db, "none") as mem:
         m = mem.get(memory_id)
-        lines = [f"{k}: {v}" for k, v in _jsonable(m).items()]
-        _emit(as_json, m, "\n".join(lines))
+        _emit(as_json, m, _fields(m))
+
+
+@app.command()
+def update(
+    memory_id: Annotated[str, typer.Argument(help="Id of the current version.")],
+    content: Annotated[str | None, typer.Argument(help="New content (optional).")] = None,
+    reason: Annotated[str, typer.Option(help="Why (kept on the SUPERSEDES edge).")] = "update",
+    importance: Annotated[float | None, typer.Option(help="0..1")] = None,
+    tag: Annotated[list[str] | None, typer.Option(help="Replace the tags (repeatable).")] = None,
+    db: DbOpt = None,
+    embedder: EmbedOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a new version of a memory that supersedes the current one; prints its id."""
+    changes = {k: v for k, v in (("importance", importance), ("tags", tag)) if v is not None}
+    with _open(db, embedder) as mem:
+        new = mem.update(memory_id, content, reason=reason, **changes)
+        _emit(as_json, new, new.id)
 
 
 @app.command()
 def history(
     memory_id: Annotated[str, typer.Argument(help="Memory id (any version).")],
-    db: DbOpt = "graphmem.db",
+    db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show every version of a memory (its SUPERSEDES chain), oldest first."""
-    with _open(db) as mem:
+    with _open(db, "none") as mem:
         versions = mem.history(memory_id)
         text = "\n".join(
-            f"{v.valid_from:%Y-%m-%d %H:%M} [{v.status.value}] {v.id}  {v.content}"  # type: ignore[str-format]
-            for v in versions
+            f"{v.valid_from or v.created_at:%Y-%m-%d %H:%M} [{v.status.value}] {v.id}  "
+            f"{v.content}" for v in versions
         )
         _emit(as_json, versions, text)
 
@@ -156,33 +350,286 @@ def history(
 def forget(
     memory_id: Annotated[str, typer.Argument(help="Memory id.")],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only report.")] = False,
-    db: DbOpt = "graphmem.db",
+    cascade: Annotated[bool, typer.Option(help="Also delete versions and derived nodes.")] = True,
+    db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Delete a memory, its versions and what was derived from it."""
-    with _open(db) as mem:
-        report = mem.forget(memory_id, dry_run=dry_run)
+    with _open(db, "none") as mem:
+        report = mem.forget(memory_id, cascade=cascade, dry_run=dry_run)
         verb = "would delete" if dry_run else "deleted"
         _emit(as_json, report,
               f"{verb} {len(report.deleted)} memories, restored {len(report.restored)}")
 
 
+# ---------------------------------------------------------------------------------------
+# maintenance and LLM passes
+
+
 @app.command()
-def stats(db: DbOpt = "graphmem.db", as_json: JsonOpt = False) -> None:
+def consolidate(
+    apply: Annotated[bool, typer.Option("--apply", help="Write the merges (default: dry run).")]
+    = False,
+    agent: AgentOpt = None,
+    namespace: NamespaceOpt = None,
+    db: DbOpt = None,
+    embedder: EmbedOpt = None,
+    llm: LlmOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Merge near-duplicate memories with provenance (a dry run unless --apply)."""
+    with _open(db, embedder, llm) as mem:
+        fn = _require(mem, "consolidate")
+        report = _with_progress(fn, "consolidating", dry_run=not apply, agent_id=agent,
+                                namespace=namespace)
+        groups = getattr(report, "groups", [])
+        verb = "merged" if apply else "would merge"
+        _emit(as_json, report, f"{verb} {len(groups)} groups")
+
+
+@app.command()
+def improve(
+    apply: Annotated[bool, typer.Option("--apply", help="Write the rewrites (default: dry run).")]
+    = False,
+    agent: AgentOpt = None,
+    namespace: NamespaceOpt = None,
+    db: DbOpt = None,
+    embedder: EmbedOpt = None,
+    llm: LlmOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Rewrite memories for precision and resolve contradictions (LLM; new versions)."""
+    with _open(db, embedder, llm) as mem:
+        fn = _require(mem, "improve")
+        report = _with_progress(fn, "improving", dry_run=not apply, agent_id=agent,
+                                namespace=namespace)
+        _emit(as_json, report, _fields(report))
+
+
+@app.command()
+def summarize(
+    run_id: Annotated[str, typer.Argument(help="The run to summarise.")],
+    db: DbOpt = None,
+    embedder: EmbedOpt = None,
+    llm: LlmOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Summarise a run into a summary memory derived from its events (LLM or offline)."""
+    with _open(db, embedder, llm) as mem:
+        result = _require(mem, "summarize")(run_id=run_id)
+        _emit(as_json, result, _fields(result))
+
+
+@app.command()
+def reflect(
+    question: Annotated[str, typer.Argument(help="A question about the past.")],
+    scope: ScopeOpt = None,
+    db: DbOpt = None,
+    embedder: EmbedOpt = None,
+    llm: LlmOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Answer a question from recalled memories, citing memory ids (LLM or offline)."""
+    with _open(db, embedder, llm) as mem:
+        kwargs = {"scope": scope} if scope is not None else {}
+        result = _require(mem, "reflect")(question, **kwargs)
+        _emit(as_json, result, _fields(result))
+
+
+# ---------------------------------------------------------------------------------------
+# org facts
+
+
+AuthorOpt = Annotated[str, typer.Option("--author", help="Agent id or human author.")]
+
+
+@org_app.command("publish")
+def org_publish(
+    content: Annotated[str, typer.Argument(help="The fact's text.")],
+    author: AuthorOpt,
+    fact_id: Annotated[str | None, typer.Option(help="Publish a new version of this fact.")]
+    = None,
+    category: Annotated[str | None, typer.Option(help="policy|adr|procedure|convention…")]
+    = None,
+    tag: TagOpt = None,
+    core: Annotated[bool | None, typer.Option(help="Lead every context() block.")] = None,
+    reason: Annotated[str | None, typer.Option(help="Why (for the history).")] = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Publish an org fact, or a new version of one; prints fact id and version."""
+    with _open(db, "none") as mem:
+        fact = mem.org.publish(content, author=author, fact_id=fact_id, category=category,
+                               tags=tag, core=core, reason=reason)
+        _emit(as_json, fact, f"{fact.fact_id} v{fact.version}")
+
+
+@org_app.command("retract")
+def org_retract(
+    fact_id: Annotated[str, typer.Argument(help="Fact id.")],
+    author: AuthorOpt,
+    reason: Annotated[str | None, typer.Option(help="Why.")] = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Retract the current version of an org fact."""
+    with _open(db, "none") as mem:
+        fact = mem.org.retract(fact_id, author=author, reason=reason)
+        _emit(as_json, fact, f"retracted {fact.fact_id} v{fact.version}")
+
+
+@org_app.command("list")
+def org_list(
+    query: Annotated[str | None, typer.Option("--query", help="Best matches for this text.")]
+    = None,
+    category: Annotated[list[str] | None, typer.Option(help="Only these categories.")] = None,
+    include_retracted: Annotated[bool, typer.Option(help="Also retracted facts.")] = False,
+    limit: LimitOpt = 100,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List current org facts (or search them with --query)."""
+    with _open(db, "none") as mem:
+        if query is not None:
+            facts = mem.org.query(query, categories=category,
+                                  include_retracted=include_retracted, limit=limit)
+        else:
+            facts = mem.org.list(categories=category, include_retracted=include_retracted,
+                                 limit=limit)
+        text = "\n".join(f"{f.fact_id} v{f.version} [{f.category}] {f.content}" for f in facts)
+        _emit(as_json, facts, text or "(none)")
+
+
+@org_app.command("history")
+def org_history(
+    fact_id: Annotated[str, typer.Argument(help="Fact id.")],
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show the publish/retract operations on an org fact."""
+    with _open(db, "none") as mem:
+        ops = mem.org.history(fact_id)
+        text = "\n".join(f"{o.at:%Y-%m-%d %H:%M} {o.operation} v{o.version} by {o.author}"
+                         for o in ops)
+        _emit(as_json, ops, text)
+
+
+# ---------------------------------------------------------------------------------------
+# runs, events and the orchestration log
+
+
+@runs_app.command("list")
+def runs_list(
+    agent: AgentOpt = None,
+    user: Annotated[str | None, typer.Option(help="Only this user's runs.")] = None,
+    status: Annotated[str | None, typer.Option(help="running|completed|failed|archived")]
+    = None,
+    limit: LimitOpt = 20,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List runs, newest first."""
+    with _open(db, "none") as mem:
+        runs = mem.list_runs(agent_id=agent, user_id=user, status=status, limit=limit)
+        text = "\n".join(f"{r.id}  {r.agent_id}  {r.status.value}  {r.event_count} events  "
+                         f"{r.started_at:%Y-%m-%d %H:%M}" for r in runs)
+        _emit(as_json, runs, text or "(none)")
+
+
+@runs_app.command("show")
+def runs_show(
+    run_id: Annotated[str, typer.Argument(help="Run id.")],
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show one run."""
+    with _open(db, "none") as mem:
+        run = mem.get_run(run_id)
+        _emit(as_json, run, _fields(run))
+
+
+@runs_app.command("events")
+def runs_events(
+    run_id: Annotated[str, typer.Argument(help="Run id.")],
+    event_type: Annotated[list[str] | None, typer.Option("--type", help="Only this type.")]
+    = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the last N.")] = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a run's events in order."""
+    with _open(db, "none") as mem:
+        events = mem.events(run_id, event_types=event_type, limit=limit)
+        text = "\n".join(f"{e.seq:4d} {e.event_type:<20} {e.content}" for e in events)
+        _emit(as_json, events, text or "(none)")
+
+
+@runs_app.command("end")
+def runs_end(
+    run_id: Annotated[str, typer.Argument(help="Run id.")],
+    status: Annotated[str, typer.Option(help="completed|failed")] = "completed",
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Mark a run ended."""
+    with _open(db, "none") as mem:
+        run = mem.end_run(run_id, status=status)
+        _emit(as_json, run, f"{run.id} {run.status.value}")
+
+
+@runs_app.command("delete")
+def runs_delete(
+    run_id: Annotated[str, typer.Argument(help="Run id.")],
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete a run with its events, what was derived from them, and its log entries."""
+    with _open(db, "none") as mem:
+        report = mem.delete_run(run_id)
+        _emit(as_json, report, _fields(report))
+
+
+@app.command()
+def tail(
+    n: Annotated[int, typer.Option("-n", min=1, help="How many entries.")] = 20,
+    run: Annotated[str | None, typer.Option(help="Only this run.")] = None,
+    agent: AgentOpt = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show the newest orchestration-log entries."""
+    with _open(db, "none") as mem:
+        records = mem.tail(n, run_id=run, agent_id=agent)
+        _emit(as_json, records, "\n".join(_log_line(r) for r in records) or "(empty)")
+
+
+def _log_line(record: Any) -> str:
+    data = _jsonable(record)
+    entry = data.get("entry", data) if isinstance(data, dict) else data
+    if isinstance(entry, dict):
+        return f"{entry.get('at', '')} {entry.get('agent_id', '')} {entry.get('event_type', '')}"
+    return str(entry)
+
+
+# ---------------------------------------------------------------------------------------
+# whole store
+
+
+@app.command()
+def stats(db: DbOpt = None, as_json: JsonOpt = False) -> None:
     """Print node/edge counts and the store's size."""
-    with _open(db) as mem:
+    with _open(db, "none") as mem:
         s = mem.stats()
-        text = "\n".join(f"{k}: {v}" for k, v in s.items())
-        _emit(as_json, s, text)
+        _emit(as_json, s, _fields(s))
 
 
 @app.command("export")
 def export_cmd(
     path: Annotated[str, typer.Argument(help="Output file (JSON lines), or - for stdout.")],
-    db: DbOpt = "graphmem.db",
+    db: DbOpt = None,
 ) -> None:
     """Export the whole graph as JSON lines."""
-    with _open(db) as mem:
+    with _open(db, "none") as mem:
         report = mem.export(sys.stdout if path == "-" else path)
         if path != "-":
             typer.echo(f"exported {report.nodes} nodes and {report.edges} edges to {path}")
@@ -191,12 +638,96 @@ def export_cmd(
 @app.command("import")
 def import_cmd(
     path: Annotated[str, typer.Argument(help="A file written by `graphmem export`.")],
-    db: DbOpt = "graphmem.db",
+    db: DbOpt = None,
 ) -> None:
     """Import a JSON-lines export (validated completely before anything is written)."""
-    with _open(db) as mem:
+    with _open(db, "none") as mem:
         report = mem.import_(path)
         typer.echo(f"imported {report.nodes} nodes and {report.edges} edges")
+
+
+@app.command()
+def migrate(
+    src: Annotated[str, typer.Argument(help="Source store URL or path.")],
+    dst: Annotated[str, typer.Argument(help="Destination store URL or path.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Copy a whole memory graph between backends, then verify the counts."""
+    try:
+        migration = importlib.import_module("graphmem.migrate")
+    except ImportError:
+        typer.echo("error: migration is not available in this graphmem version", err=True)
+        raise typer.Exit(1) from None
+    settings = _settings()
+    fn = _require(migration, "migrate")
+    try:
+        report = _with_progress(fn, "migrating", src=src, dst=dst,
+                                **({"auth": settings.auth} if _accepts(fn, "auth") else {}))
+    except GraphMemError as e:
+        typer.echo(f"error: {type(e).__name__}: {e}", err=True)
+        raise typer.Exit(1) from e
+    _emit(as_json, report, _fields(report))
+
+
+# ---------------------------------------------------------------------------------------
+# servers and settings
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default 8765).")] = None,
+    db: DbOpt = None,
+    embedder: EmbedOpt = None,
+) -> None:
+    """Run the HTTP API (OpenAPI docs at /docs)."""
+    from graphmem.server.http import serve as run_http
+
+    run_http(_settings(url=db, embedder=embedder), host=host, port=port)
+
+
+class Transport(StrEnum):
+    STDIO = "stdio"
+    STREAMABLE_HTTP = "streamable-http"
+
+
+@app.command()
+def mcp(
+    transport: Annotated[Transport, typer.Option(help="How clients connect.")]
+    = Transport.STDIO,
+    agent: Annotated[str | None, typer.Option(help="Agent the tools act for.")] = None,
+    host: Annotated[str | None, typer.Option(help="Bind address (streamable-http).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (streamable-http, default 8766).")]
+    = None,
+    db: DbOpt = None,
+    embedder: EmbedOpt = None,
+) -> None:
+    """Run the MCP server (stdio by default) with tools remember, recall, forget, reflect,
+    context and history."""
+    from graphmem.server.mcp import run_mcp
+
+    run_mcp(_settings(url=db, embedder=embedder), transport=transport.value,
+            host=host, port=port, agent_id=agent)
+
+
+@config_app.command("show")
+def config_show(db: DbOpt = None, as_json: JsonOpt = False) -> None:
+    """Print the effective settings, secrets masked."""
+    masked = _settings(url=db).masked()
+    if as_json:
+        typer.echo(json.dumps(masked, indent=2))
+        return
+    # the text form mirrors the layout of the TOML file
+    lines = [_toml_line(k, v) for k, v in masked.items() if not isinstance(v, dict)]
+    for key, value in masked.items():
+        if isinstance(value, dict):
+            lines.append(f"\n[{key}]")
+            lines.extend(_toml_line(k, v) for k, v in value.items())
+    typer.echo("\n".join(lines))
+
+
+def _toml_line(key: str, value: Any) -> str:
+    return f"# {key} is not set" if value is None else f"{key} = {json.dumps(value)}"
 
 
 def main() -> None:
