@@ -59,3 +59,13 @@ def open_backend(url: str | None = None, **options: Any) -> GraphBackend:
             f"or one of {sorted(_SCHEMES)}"
         )
     return _embedded(url, **options)
+
+
+def _neo4j(url: str, **options: Any) -> GraphBackend:
+    from graphmem.backends.neo4j import Neo4jBackend  # the driver loads only when used
+
+    return Neo4jBackend(url, **options)
+
+
+for _scheme in ("neo4j", "neo4j+s", "neo4j+ssc", "bolt", "bolt+s", "bolt+ssc"):
+    register_scheme(_scheme, _neo4j)
