@@ -69,7 +69,7 @@ __all__ = [
 log = logging.getLogger("graphmem.llm")
 
 SummaryPurpose = Literal["run", "memories", "merge"]
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-sonnet-4-6"
 
 # ---------------------------------------------------------------------------------------
 # results
@@ -807,7 +807,7 @@ class AnthropicLLM(BaseLLM):
 
     Example::
 
-        llm = AnthropicLLM(model="claude-sonnet-4-5", max_tokens=1024)
+        llm = AnthropicLLM(model="claude-sonnet-4-6", max_tokens=1024)
         mem.improve(llm=llm)
     """
 
@@ -822,7 +822,6 @@ class AnthropicLLM(BaseLLM):
         base_url: str | None = None,
         max_retries: int = 4,
         timeout: float = 60.0,
-        temperature: float = 0.0,
     ) -> None:
         super().__init__()
         if not model.strip():
@@ -837,7 +836,6 @@ class AnthropicLLM(BaseLLM):
         self.max_tokens = max_tokens
         self.max_retries = max_retries
         self.timeout = timeout
-        self.temperature = temperature
         self._api_key = api_key
         self._base_url = base_url
         self._client: Any = None
@@ -883,7 +881,6 @@ class AnthropicLLM(BaseLLM):
             resp = client.messages.create(
                 model=self.model,
                 max_tokens=self.max_tokens,
-                temperature=self.temperature,
                 system=system,
                 messages=[{"role": "user", "content": user}],
                 tools=[tool],
@@ -905,6 +902,8 @@ class AnthropicLLM(BaseLLM):
             raise LLMError(f"{pass_name}: Anthropic API error HTTP {e.status_code}") from e
         except anthropic.AnthropicError as e:
             raise LLMError(f"{pass_name}: {type(e).__name__}: {e}") from e
+        except ValueError as e:  # the SDK could not decode the HTTP body
+            raise LLMResponseError(f"{pass_name}: undecodable API response") from e
         usage = getattr(resp, "usage", None)
         self._record(
             pass_name,
