@@ -14,7 +14,8 @@ Contract (tested for every backend by ``tests/contract``):
 - Structural edges are maintained by the backend from node properties, in the same
   transaction: a Memory has ``AUTHORED_BY`` -> Agent(agent_id), ``IN_RUN`` -> Run(run_id)
   when run_id is set, and ``TAGGED`` -> Tag for each tag; a Run has ``RUN_BY`` ->
-  Agent(agent_id); an OrgFact has ``TAGGED`` -> Tag for each tag. Missing Agent/Run/Tag
+  Agent(agent_id); an OrgFact has ``AUTHORED_BY`` -> Agent(author) and ``TAGGED`` -> Tag for
+  each tag; a LogEntry has ``IN_RUN`` -> Run(run_id) when run_id is set. Missing Agent/Run/Tag
   endpoints are created with defaults (an existing one is never overwritten). Re-upserting
   a node replaces its structural edges (a removed tag loses its TAGGED edge). Callers pass
   only the other edges (SUPERSEDES, DERIVED_FROM, NEXT, ...).
@@ -45,7 +46,7 @@ from graphmem.models import (
     VectorQuery,
 )
 
-__all__ = ["Direction", "GraphBackend", "structural_targets"]
+__all__ = ["STRUCTURAL", "Direction", "GraphBackend", "structural_targets"]
 
 Direction = Literal["out", "in", "both"]
 
@@ -129,6 +130,18 @@ class GraphBackend(Protocol):
         ...
 
 
+#: (source label, edge type) pairs that backends derive from node properties
+STRUCTURAL: frozenset[tuple[NodeLabel, EdgeType]] = frozenset({
+    (NodeLabel.MEMORY, EdgeType.AUTHORED_BY),
+    (NodeLabel.MEMORY, EdgeType.IN_RUN),
+    (NodeLabel.MEMORY, EdgeType.TAGGED),
+    (NodeLabel.RUN, EdgeType.RUN_BY),
+    (NodeLabel.ORG_FACT, EdgeType.TAGGED),
+    (NodeLabel.ORG_FACT, EdgeType.AUTHORED_BY),
+    (NodeLabel.LOG_ENTRY, EdgeType.IN_RUN),
+})
+
+
 def structural_targets(
     label: NodeLabel, props: Mapping[str, Any]
 ) -> list[tuple[EdgeType, NodeLabel, str, dict[str, Any]]]:
@@ -144,6 +157,12 @@ def structural_targets(
                 "agent_id": props["agent_id"], "namespace": props.get("namespace", "default")}))
     elif label is NodeLabel.RUN:
         out.append((EdgeType.RUN_BY, NodeLabel.AGENT, props["agent_id"], {}))
+    elif label is NodeLabel.LOG_ENTRY:
+        if props.get("run_id"):
+            out.append((EdgeType.IN_RUN, NodeLabel.RUN, props["run_id"],
+                        {"agent_id": props["agent_id"]}))
+    elif label is NodeLabel.ORG_FACT:
+        out.append((EdgeType.AUTHORED_BY, NodeLabel.AGENT, props["author"], {}))
     if label in (NodeLabel.MEMORY, NodeLabel.ORG_FACT):
         out.extend((EdgeType.TAGGED, NodeLabel.TAG, t, {}) for t in props.get("tags", ()))
     return out

@@ -36,7 +36,7 @@ import networkx as nx
 import numpy as np
 import orjson
 
-from graphmem.backends.base import Direction, structural_targets
+from graphmem.backends.base import STRUCTURAL, Direction, structural_targets
 from graphmem.errors import (
     BackendError,
     BackendUnavailable,
@@ -90,7 +90,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
 );
 """
 
-_SCHEMA_VERSION = "1"
+_SCHEMA_VERSION = "2"  # 2: structural edges are no longer stored
 
 # fields indexed in memory for fast filtering (value -> set of node keys)
 _INDEXED: dict[NodeLabel, tuple[str, ...]] = {
@@ -236,6 +236,12 @@ class NetworkXBackend:
             key_of[rid] = key
             by_label[label].add(key)
             self._index_add(index, label, key, props)
+        # structural edges are a function of node properties: rebuilt, never stored
+        for key, attrs in g.nodes(data=True):
+            for etype, tlabel, tid, _d in structural_targets(NodeLabel(attrs["label"]), attrs):
+                tkey = f"{tlabel.value}:{tid}"
+                if tkey in g:
+                    g.add_edge(key, tkey, key=etype.value, type=etype.value)
         for src, etype, dst, props_s in self._db.execute("SELECT src, type, dst, props FROM edges"):
             g.add_edge(src, dst, key=etype, type=etype, **_decode_edge_props(props_s))
         dim_row = self._db.execute("SELECT value FROM meta WHERE key='embedding_dim'").fetchone()
@@ -417,6 +423,18 @@ class NetworkXBackend:
         edge_rows: list[tuple[str, str, str, dict[str, Any]]] = []
         for e in edges:
             src, dst = e.src.key, e.dst.key
+            if (e.src.label, e.type) in STRUCTURAL:
+                # implied by the source node's properties: accepted when they agree (as in an
+                # import or migration), never stored on their own
+                implied = struct.get(src)
+                if implied is None and src in self._g:
+                    implied = [(t, d) for _s, d, t in self._structural_edges_of(src)]
+                if (e.type.value, dst) not in (implied or ()):
+                    raise InvalidInput(
+                        f"{e.type.value} edges follow the node's fields (agent_id, run_id, "
+                        f"tags); {src} does not imply one to {dst}"
+                    )
+                continue
             for end in (src, dst):
                 if end not in node_rows and end not in self._rid_of:
                     raise InvalidInput(f"edge {e.type.value} refers to missing node {end}")
@@ -464,37 +482,32 @@ class NetworkXBackend:
             db.executemany("INSERT OR REPLACE INTO vectors(rid, vec) VALUES (?, ?)", vec_upsert)
         if vec_delete:
             db.executemany("DELETE FROM vectors WHERE rid = ?", vec_delete)
-        # structural edges: replace those of re-upserted nodes
+        # structural edges live only in memory (rebuilt from node properties on load);
+        # work out which ones a re-upserted node loses
         struct_del = []
-        struct_ins = []
         for key, wanted in plan["struct"].items():
             for _s, dst, etype in self._structural_edges_of(key):
                 if (etype, dst) not in wanted:
                     struct_del.append((key, etype, dst))
-            for etype, dst in wanted:
-                struct_ins.append((key, etype, dst, "{}"))
         plan["struct_del"] = struct_del
-        if struct_del:
-            db.executemany("DELETE FROM edges WHERE src=? AND type=? AND dst=?", struct_del)
         edge_params = [
             (src, etype, dst, _encode_edge_props(props)) for src, etype, dst, props in plan["edges"]
         ]
         db.executemany(
             "INSERT INTO edges(src, type, dst, props) VALUES (?, ?, ?, ?) "
             "ON CONFLICT(src, type, dst) DO UPDATE SET props = excluded.props",
-            struct_ins + edge_params,
+            edge_params,
         )
         plan["next_rid"] = next_rid
-
-    _STRUCTURAL = frozenset({"AUTHORED_BY", "IN_RUN", "TAGGED", "RUN_BY"})
 
     def _structural_edges_of(self, key: str) -> list[tuple[str, str, str]]:
         if key not in self._g:
             return []
+        label = NodeLabel(self._g.nodes[key]["label"])
         return [
             (key, dst, etype)
             for _s, dst, etype in self._g.out_edges(key, keys=True)
-            if etype in self._STRUCTURAL
+            if (label, EdgeType(etype)) in STRUCTURAL
         ]
 
     def _apply_plan(self, plan: dict[str, Any]) -> None:

@@ -277,3 +277,15 @@ def test_crafted_strings_are_stored_verbatim(backend: GraphBackend, text: str) -
     assert backend.get(NodeLabel.MEMORY, [bystander.id]) == [bystander]
     backend.search_text(TextQuery(text=text))  # must not raise
     assert backend.stats().nodes["Memory"] == 2
+
+
+def test_structural_edges_can_be_given_only_when_implied(backend: GraphBackend) -> None:
+    m = mem("tagged", agent_id="a1", tags=["x"])
+    implied = Edge(type=EdgeType.TAGGED, src=m, dst=(NodeLabel.TAG, "x"))
+    backend.upsert([m], [implied])  # as an import or a migration passes them
+    assert backend.stats().edges["TAGGED"] == 1
+    backend.upsert([Tag(id="y")])
+    with pytest.raises(InvalidInput):
+        backend.upsert([], [Edge(type=EdgeType.TAGGED, src=m, dst=(NodeLabel.TAG, "y"))])
+    backend.upsert([m.evolve(tags=[])])
+    assert backend.stats().edges.get("TAGGED", 0) == 0
