@@ -44,7 +44,6 @@ from graphmem.models import (
     NodeRef,
     Payload,
     Range,
-    Run,
     utcnow,
     validated,
 )
@@ -145,11 +144,7 @@ class EventLog:
                     raise NotFound(f"no log entry {parent!r} (parent)")
                 edges.append(_edge(EdgeType.CHILD_OF, entry.ref, NodeRef(NodeLabel.LOG_ENTRY,
                                                                          parent)))
-            if run_id is not None:
-                if not self._backend.get(NodeLabel.RUN, [run_id]):
-                    nodes.append(validated(Run, {"id": run_id, "agent_id": agent_id,
-                                                 "started_at": entry.at}))
-                edges.append(_edge(EdgeType.IN_RUN, entry.ref, NodeRef(NodeLabel.RUN, run_id)))
+            # (the backend links the entry IN_RUN to its run, creating a missing run)
             if digest is not None and text is not None:
                 found = self._backend.get(NodeLabel.PAYLOAD, [digest])
                 blob = (

@@ -276,10 +276,8 @@ class OrgMemory:
                 "author": author, "at": now, "reason": reason,
             })
             nodes: list[GraphNode] = [new, op]
-            edges = [
-                _edge(EdgeType.RECORDS, op, new),
-                _edge(EdgeType.AUTHORED_BY, new, agent),
-            ]
+            # (AUTHORED_BY -> the author is structural: the backend maintains it)
+            edges = [_edge(EdgeType.RECORDS, op, new)]
             if prev is not None:
                 if prev.status is Status.ACTIVE:
                     nodes.append(prev.evolve(status=Status.SUPERSEDED))

@@ -1,0 +1,147 @@
+"""The orchestration log: log/tail, content-addressed payloads with reference counts and
+cleanup, bytes-saved statistics, parent/child entries — on every backend."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from graphmem.errors import InvalidInput, NotFound
+from graphmem.eventlog import EventLog, canonical_json
+from graphmem.memory import GraphMemory
+from graphmem.models import EdgeType, Filter, NodeLabel, NodeRef, Payload
+
+BIG = {"rows": [{"id": i, "text": "lorem ipsum"} for i in range(100)]}
+BIG_TEXT = canonical_json(BIG)
+BIG_SIZE = len(BIG_TEXT.encode("utf-8"))
+
+
+def payloads(mem: GraphMemory) -> list[Payload]:
+    return mem.backend.match(Filter(label=NodeLabel.PAYLOAD))  # type: ignore[return-value]
+
+
+def test_log_and_tail_in_order_with_filters(mem: GraphMemory) -> None:
+    for step in range(6):
+        agent = "planner" if step % 2 == 0 else "coder"
+        etype = "tool_call" if step < 3 else "tool_result"
+        mem.log(agent, etype, {"step": step}, run_id="r1", step=step)
+    mem.log("planner", "note", "elsewhere", run_id="r2")
+    assert [r.payload for r in mem.tail(3)] == [{"step": 4}, {"step": 5}, "elsewhere"]
+    assert [r.entry.step for r in mem.tail(100, run_id="r1")] == list(range(6))
+    assert [r.entry.step for r in mem.tail(2, agent_id="coder")] == [3, 5]
+    assert [r.entry.step for r in mem.tail(10, run_id="r1", event_type="tool_call")] == [0, 1, 2]
+    assert mem.tail(0) == []
+    with pytest.raises(InvalidInput):
+        mem.tail(-1)
+    # a run that did not exist was started, and the entries are IN_RUN of it
+    run = mem.get_run("r2")
+    assert run.agent_id == "planner"
+    sub = mem.backend.expand([run.ref], [EdgeType.IN_RUN], direction="in")
+    assert [n.label for n in sub.nodes if n.id != "r2"] == [NodeLabel.LOG_ENTRY]
+
+
+def test_small_payloads_stay_inline_large_ones_are_shared(mem: GraphMemory) -> None:
+    small = mem.log("a", "tool_call", {"q": "tea"})
+    assert small.payload == '{"q":"tea"}' and small.payload_ref is None
+    assert payloads(mem) == []
+    first = mem.log("a", "tool_result", BIG, run_id="r")
+    second = mem.log("b", "tool_result", BIG, run_id="r")
+    reordered = json.loads(json.dumps(BIG))  # equal value, built anew
+    third = mem.log("c", "tool_result", reordered)
+    digest = hashlib.sha256(BIG_TEXT.encode("utf-8")).hexdigest()
+    assert first.payload is None and first.payload_ref == digest
+    assert second.payload_ref == third.payload_ref == digest
+    assert first.payload_size == BIG_SIZE
+    [blob] = payloads(mem)
+    assert (blob.id, blob.refcount, blob.size, blob.text) == (digest, 3, BIG_SIZE, BIG_TEXT)
+    assert mem.eventlog.get(second.id).payload == BIG
+    sub = mem.backend.expand([blob.ref], [EdgeType.REFERENCES], direction="in")
+    assert {n.id for n in sub.nodes} == {digest, first.id, second.id, third.id}
+    stats = mem.eventlog.stats()
+    assert (stats.entries, stats.inline_entries, stats.referencing_entries) == (4, 1, 3)
+    assert stats.payloads == 1 and stats.stored_payload_bytes == BIG_SIZE
+    assert stats.logical_payload_bytes == 3 * BIG_SIZE
+    assert stats.bytes_saved == 2 * BIG_SIZE
+
+
+def test_key_order_does_not_matter_but_content_does(mem: GraphMemory) -> None:
+    a = {"b": "x" * 2000, "a": 1}
+    b = {"a": 1, "b": "x" * 2000}
+    c = {"a": 2, "b": "x" * 2000}
+    ra, rb, rc = (mem.log("a", "tool_result", p).payload_ref for p in (a, b, c))
+    assert ra == rb != rc
+    assert sorted(p.refcount for p in payloads(mem)) == [1, 2]
+
+
+def test_deleting_entries_counts_down_and_removes_unused_payloads(mem: GraphMemory) -> None:
+    entries = [mem.log("a", "tool_result", BIG) for _ in range(3)]
+    other = mem.log("a", "tool_result", {"other": "y" * 3000})
+    assert mem.eventlog.delete([entries[0].id, entries[0].id]) == 1
+    assert {p.refcount for p in payloads(mem) if p.id == entries[0].payload_ref} == {2}
+    assert mem.eventlog.delete([entries[1].id, entries[2].id, "missing"]) == 2
+    assert [p.id for p in payloads(mem)] == [other.payload_ref]  # the last user took it along
+    assert mem.eventlog.delete([]) == 0
+    stats = mem.eventlog.stats()
+    assert (stats.entries, stats.payloads, stats.bytes_saved) == (1, 1, 0)
+    # logging the same payload again re-creates it from scratch
+    again = mem.log("a", "tool_result", BIG)
+    assert mem.eventlog.get(again.id).payload == BIG
+    assert {p.id: p.refcount for p in payloads(mem)}[again.payload_ref or ""] == 1
+
+
+def test_prune_by_age(mem: GraphMemory) -> None:
+    t0 = datetime(2025, 1, 1, tzinfo=UTC)
+    log = EventLog(mem.backend)
+    old = [log.log("a", "tool_result", BIG, at=t0 + timedelta(minutes=i)) for i in range(3)]
+    new = log.log("a", "tool_result", BIG, at=t0 + timedelta(days=2))
+    assert log.prune(older_than=timedelta(days=1), now=t0 + timedelta(days=2, hours=1)) == 3
+    assert [r.entry.id for r in log.tail(10)] == [new.id]
+    assert [p.refcount for p in payloads(mem)] == [1]
+    assert old[0].payload_ref == new.payload_ref
+
+
+def test_parent_and_children(mem: GraphMemory) -> None:
+    root = mem.log("orchestrator", "delegation_request", {"task": "research"}, run_id="r")
+    kids = [mem.log(f"worker{i}", "delegation_response", {"i": i}, run_id="r",
+                    parent=root.id) for i in range(3)]
+    grandchild = mem.log("worker0", "tool_call", None, parent=kids[0].id)
+    assert [r.entry.id for r in mem.eventlog.children(root.id)] == [k.id for k in kids]
+    assert [r.entry.id for r in mem.eventlog.children(kids[0].id)] == [grandchild.id]
+    assert mem.eventlog.get(grandchild.id).payload is None
+    sub = mem.backend.expand([NodeRef(NodeLabel.LOG_ENTRY, grandchild.id)],
+                             [EdgeType.CHILD_OF], direction="out", depth=5)
+    assert {n.id for n in sub.nodes} == {grandchild.id, kids[0].id, root.id}
+    before = mem.eventlog.count()
+    with pytest.raises(NotFound):
+        mem.log("w", "tool_call", {}, parent="no-such-entry")
+    assert mem.eventlog.count() == before
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"payload": {1, 2}},
+    {"payload": float("nan")},
+    {"payload": {"f": object()}},
+    {"event_type": "Tool Call"},
+    {"agent_id": ""},
+    {"step": -1},
+    {"step": True},
+    {"run_id": " padded "},
+])
+def test_bad_input_is_typed_and_writes_nothing(mem: GraphMemory, kwargs: dict) -> None:
+    args = {"agent_id": "a", "event_type": "tool_call", "payload": BIG, **kwargs}
+    with pytest.raises(InvalidInput):
+        mem.log(args.pop("agent_id"), args.pop("event_type"), args.pop("payload"), **args)
+    assert mem.eventlog.count() == 0 and payloads(mem) == []
+    with pytest.raises(NotFound):
+        mem.eventlog.get("nope")
+
+
+def test_inline_limit_is_configurable(mem: GraphMemory) -> None:
+    log = EventLog(mem.backend, inline_limit=0)
+    e = log.log("a", "tool_call", "x")
+    assert e.payload is None and e.payload_ref == hashlib.sha256(b'"x"').hexdigest()
+    with pytest.raises(InvalidInput):
+        EventLog(mem.backend, inline_limit=-1)
