@@ -175,8 +175,9 @@ class NullMemory:
         return self.start_run(agent_id, run_id=run_id, **kw), True
 
     def end_run(self, run_id: str, *, status: RunStatus | str = RunStatus.COMPLETED) -> Run:
-        return validated(Run, {"id": run_id, "status": status,  # type: ignore[no-any-return]
-                               "started_at": self._clock(), "ended_at": self._clock()})
+        run: Run = validated(Run, {"id": run_id, "status": status,
+                                   "started_at": self._clock(), "ended_at": self._clock()})
+        return run
 
     def log(self, agent_id: str, event_type: str, payload: Any = None, *,
             run_id: str | None = None, step: int | None = None,
