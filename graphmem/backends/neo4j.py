@@ -43,7 +43,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import numpy as np
 
-from graphmem.backends.base import Direction, structural_targets
+from graphmem.backends.base import STRUCTURAL, Direction, structural_targets
 from graphmem.errors import (
     BackendError,
     BackendUnavailable,
@@ -120,9 +120,11 @@ SCHEMA_QUERIES: tuple[str, ...] = (
     "schema/org_operation_id_unique",
     "schema/log_entry_id_unique",
     "schema/payload_id_unique",
+    "schema/namespace_id_unique",
     "schema/memory_agent_id",
     "schema/memory_run_id",
     "schema/memory_namespace",
+    "schema/memory_audience",
     "schema/memory_status",
     "schema/memory_category",
     "schema/memory_created_at",
@@ -143,6 +145,7 @@ UPSERT_QUERIES: dict[NodeLabel, str] = {
     NodeLabel.ORG_OPERATION: "nodes/org_operation_upsert",
     NodeLabel.LOG_ENTRY: "nodes/log_entry_upsert",
     NodeLabel.PAYLOAD: "nodes/payload_upsert",
+    NodeLabel.NAMESPACE: "nodes/namespace_upsert",
 }
 GET_QUERIES: dict[NodeLabel, str] = {
     NodeLabel.MEMORY: "nodes/memory_get",
@@ -153,11 +156,24 @@ GET_QUERIES: dict[NodeLabel, str] = {
     NodeLabel.ORG_OPERATION: "nodes/org_operation_get",
     NodeLabel.LOG_ENTRY: "nodes/log_entry_get",
     NodeLabel.PAYLOAD: "nodes/payload_get",
+    NodeLabel.NAMESPACE: "nodes/namespace_get",
 }
-STRUCTURAL_TYPES = frozenset(
-    {EdgeType.AUTHORED_BY, EdgeType.IN_RUN, EdgeType.RUN_BY, EdgeType.TAGGED}
-)
-"""Edge types maintained from node properties (written by the node upserts only)."""
+STRUCTURAL_SHAPES: dict[NodeLabel, frozenset[tuple[EdgeType, NodeLabel]]] = {
+    NodeLabel.MEMORY: frozenset({
+        (EdgeType.AUTHORED_BY, NodeLabel.AGENT),
+        (EdgeType.IN_RUN, NodeLabel.RUN),
+        (EdgeType.TAGGED, NodeLabel.TAG),
+    }),
+    NodeLabel.RUN: frozenset({(EdgeType.RUN_BY, NodeLabel.AGENT)}),
+    NodeLabel.ORG_FACT: frozenset({
+        (EdgeType.AUTHORED_BY, NodeLabel.AGENT),
+        (EdgeType.TAGGED, NodeLabel.TAG),
+    }),
+    NodeLabel.LOG_ENTRY: frozenset({(EdgeType.IN_RUN, NodeLabel.RUN)}),
+}
+"""The structural edges each node upsert file maintains (row keys: ``agent`` for an Agent
+target, ``run`` for a Run target, ``tags`` for Tag targets). Must describe exactly what
+:func:`graphmem.backends.base.structural_targets` yields (a unit test checks)."""
 
 EDGE_UPSERT_QUERIES: dict[EdgeType, str] = {
     EdgeType.SUPERSEDES: "edges/supersedes_upsert",
@@ -213,6 +229,7 @@ _UPSERT_ORDER = (
     NodeLabel.ORG_OPERATION,
     NodeLabel.LOG_ENTRY,
     NodeLabel.PAYLOAD,
+    NodeLabel.NAMESPACE,
 )
 _ALL_LABELS = [label.value for label in NodeLabel]
 _ALL_TYPES = [t.value for t in EdgeType]
@@ -608,14 +625,35 @@ def _node_from_db(label: str, props: Mapping[str, Any]) -> GraphNode:
         raise BackendError(f"stored {label} node {props.get('id')!r} is not valid: {e}") from e
 
 
-def _default_run(memory_props: Mapping[str, Any]) -> dict[str, Any]:
-    """Properties of the Run a memory's run_id implies, for when it does not exist yet."""
-    for etype, _target_label, target, defaults in structural_targets(
-        NodeLabel.MEMORY, memory_props
-    ):
-        if etype is EdgeType.IN_RUN:
-            return Run(id=target, **defaults).to_props()
-    raise InvalidInput("memory has no run_id")
+def _structural_row(
+    label: NodeLabel,
+    props: Mapping[str, Any],
+    run_cache: dict[tuple[str, tuple[tuple[str, Any], ...]], dict[str, Any]],
+) -> dict[str, Any]:
+    """The structural targets of a node as upsert row keys (see :data:`STRUCTURAL_SHAPES`):
+    ``agent`` (Agent id), ``run`` (properties of the Run to create when missing), ``tags``."""
+    shapes = STRUCTURAL_SHAPES.get(label, frozenset())
+    row: dict[str, Any] = {}
+    if any(tl is NodeLabel.TAG for _t, tl in shapes):
+        row["tags"] = []
+    if any(tl is NodeLabel.RUN for _t, tl in shapes):
+        row["run"] = None
+    for etype, tlabel, tid, defaults in structural_targets(label, props):
+        if (etype, tlabel) not in shapes:
+            raise QueryFailed(
+                f"internal error: the Neo4j upsert of {label.value} does not maintain "
+                f"{etype.value} -> {tlabel.value} (cypher/nodes is out of date)"
+            )
+        if tlabel is NodeLabel.AGENT:
+            row["agent"] = tid
+        elif tlabel is NodeLabel.RUN:
+            key = (tid, tuple(sorted(defaults.items())))
+            if key not in run_cache:
+                run_cache[key] = Run(id=tid, **defaults).to_props()
+            row["run"] = run_cache[key]
+        else:
+            row["tags"].append(tid)
+    return row
 
 
 def _implied(label: NodeLabel, props: Mapping[str, Any]) -> set[tuple[EdgeType, NodeRef]]:
@@ -935,22 +973,13 @@ class Neo4jBackend:
         """The (query file, parameters) statements that write ``nodes`` (no server needed;
         public so that tests and curious users can see exactly what is sent)."""
         by_label: dict[NodeLabel, dict[str, dict[str, Any]]] = defaultdict(dict)
-        run_defaults: dict[tuple[str, str, str], dict[str, Any]] = {}
+        run_defaults: dict[tuple[str, tuple[tuple[str, Any], ...]], dict[str, Any]] = {}
         for node in nodes:
             if not isinstance(node, GraphNode):
                 raise InvalidInput(f"upsert takes graph nodes, got {type(node).__name__}")
             props = {k: _check_value(k, v) for k, v in node.to_props().items()}
             row: dict[str, Any] = {"id": node.id, "props": props}
-            if isinstance(node, Memory):
-                row["tags"] = list(node.tags)
-                row["run"] = None
-                if node.run_id:
-                    key = (node.run_id, node.agent_id, node.namespace)
-                    if key not in run_defaults:
-                        run_defaults[key] = _default_run(props)
-                    row["run"] = run_defaults[key]
-            elif isinstance(node, OrgFact):
-                row["tags"] = list(node.tags)
+            row.update(_structural_row(node.label, props, run_defaults))
             by_label[node.label][node.id] = row  # the last of duplicate ids wins
         agent_defaults = {k: v for k, v in Agent(id="default").to_props().items() if k != "id"}
         plan: list[tuple[str, dict[str, Any]]] = []
@@ -970,8 +999,10 @@ class Neo4jBackend:
         """Statements that write ``edges`` whose endpoints have the given element ids."""
         by_type: dict[EdgeType, dict[tuple[str, str, str], dict[str, Any]]] = defaultdict(dict)
         for e in edges:
-            if e.type in STRUCTURAL_TYPES:
-                raise InvalidInput(f"{e.type.value} edges are written by the node upserts")
+            if (e.src.label, e.type) in STRUCTURAL or e.type not in EDGE_UPSERT_QUERIES:
+                raise InvalidInput(
+                    f"{e.src.label.value} {e.type.value} edges are written by the node upserts"
+                )
             props = {k: _check_value(k, v) for k, v in e.props.items()}
             by_type[e.type][e.key] = {"src": eids[e.src], "dst": eids[e.dst], "props": props}
         plan = []
@@ -1009,8 +1040,8 @@ class Neo4jBackend:
         node_plan = self.plan_node_writes(nodes)
         # structural edges are accepted when the source node implies them (as an import or a
         # migration passes them) and then need no write of their own; others are refused
-        structural = [e for e in edges if e.type in STRUCTURAL_TYPES]
-        edges = [e for e in edges if e.type not in STRUCTURAL_TYPES]
+        structural = [e for e in edges if (e.src.label, e.type) in STRUCTURAL]
+        edges = [e for e in edges if (e.src.label, e.type) not in STRUCTURAL]
         implied_here = {n.ref: _implied(n.label, n.to_props()) for n in nodes}
         dims = {
             len(n.embedding) for n in nodes if isinstance(n, Memory | OrgFact) and n.embedding
