@@ -189,7 +189,7 @@ _IDENTIFIER_RES = (
 )
 _CODE_LINE_RE = re.compile(
     r"(?:[;{}]\s*$|^\s*(?:def|class|import|from|return|if|for|while|fn|let|const|var|"
-    r"function|public|private|SELECT|INSERT|UPDATE|DELETE|MATCH|CREATE|#include)\b|"
+    r"function|public|private|SELECT|INSERT|UPDATE|DELETE|MATCH|CREATE|ALTER|DROP|#include)\b|"
     r"^\s{4,}\S|^\s*[\w.\[\]]+\s*[:+\-*/]?=\s*\S|=>|->|::)"
 )
 _SYMBOLS = set("{}[]()<>=;|\\/$#@*&^~`+")
@@ -215,11 +215,10 @@ def is_dense(text: str) -> bool:
         except ValueError:
             pass
     lines = [ln for ln in stripped.splitlines() if ln.strip()]
-    if len(lines) >= 2:
-        code_lines = sum(1 for ln in lines if _CODE_LINE_RE.search(ln))
-        kv_lines = sum(1 for ln in lines if re.match(r"^\s*[\w.\- ]{1,40}:\s+\S", ln))
-        if code_lines / len(lines) >= 0.5 or (kv_lines >= 3 and kv_lines / len(lines) >= 0.6):
-            return True
+    code_lines = sum(1 for ln in lines if _CODE_LINE_RE.search(ln))
+    kv_lines = sum(1 for ln in lines if re.match(r"^\s*[\w.\- ]{1,40}:\s+\S", ln))
+    if code_lines / len(lines) >= 0.5 or (kv_lines >= 3 and kv_lines / len(lines) >= 0.6):
+        return True
     words = stripped.split()
     if words:
         ident = sum(
@@ -594,10 +593,14 @@ class OfflineLLM(BaseLLM):
         for idx, s, importance in sentences:
             content_toks = [t for t in tokens(s) if t not in _STOP]
             centrality = sum(freq[t] for t in content_toks) / math.sqrt(len(content_toks) + 1)
-            scored.append((-(centrality + 2.0 * importance), idx, s))
+            scored.append((-(centrality + 2.0 * importance), idx, s, centrality))
+        # off-topic sentences (far less central than the best) never fill the budget
+        floor = 0.25 * max(c for *_, c in scored)
         chosen: list[tuple[int, str]] = []
         words = 0
-        for _, idx, s in sorted(scored):
+        for _, idx, s, c in sorted(scored):
+            if chosen and c < floor:
+                continue
             n = len(s.split())
             if chosen and words + n > max_words:
                 continue
