@@ -296,8 +296,8 @@ def test_improve_writes_new_versions_and_contradictions(store: GraphMemory) -> N
 
 
 def test_extracted_facts_are_stored_once_with_provenance(store: GraphMemory) -> None:
-    turn = store.remember("I prefer aisle seats. Thanks!", agent_id="ann", event_type="user_message",
-                          category="episodic", tier="short_term")
+    turn = store.remember("I prefer aisle seats. Thanks!", agent_id="ann",
+                          event_type="user_message", category="episodic", tier="short_term")
     r1 = store_facts(store.backend, OfflineLLM(), turn.content, agent_id="ann", speaker="Ann",
                      source_ids=[turn.id], now=NOW)
     [fact] = r1.created
