@@ -17,15 +17,15 @@ import argparse
 import os
 import platform
 import random
-import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from graphmem.memory import GraphMemory
+
 
 def _vocabulary(size: int = 20_000, seed: int = 3) -> list[str]:
     """Pseudo-words from syllables; used with Zipf-distributed frequencies like real text."""
@@ -49,7 +49,7 @@ def word(rng: random.Random) -> str:
     return rng.choices(WORDS, cum_weights=_CUM, k=1)[0]
 
 
-T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 def sentence(rng: random.Random) -> str:
@@ -74,7 +74,7 @@ def items(n: int, seed: int = 7) -> list[dict[str, Any]]:
 
 def pct(values: list[float], p: float) -> float:
     values = sorted(values)
-    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+    return values[min(len(values) - 1, round(p / 100 * (len(values) - 1)))]
 
 
 def bench(url: str, n: int, *, reopen: bool) -> dict[str, Any]:
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> None:
                 rows.append(bench(os.path.join(d, "scale.db"), n, reopen=True))
         print(table(rows[-1:]), flush=True)
     cmd = "python benchmarks/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    machine = f"{os.cpu_count()} cores, {platform.python_implementation()} {platform.python_version()}"
+    machine = f"{os.cpu_count()} cores, Python {platform.python_version()}"
     text = (
         f"Backend: {args.url or 'embedded (networkx + SQLite WAL, durability=normal)'}; "
         f"no embeddings. Command: `{cmd.strip()}`; machine: {machine}, 24 GiB; "

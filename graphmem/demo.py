@@ -8,7 +8,7 @@ Runs on the embedded default with no server and no API key::
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from graphmem.memory import GraphMemory
@@ -17,7 +17,7 @@ from graphmem.models import Status
 __all__ = ["DEMO_NAMESPACE", "run_demo"]
 
 DEMO_NAMESPACE = "demo"
-_T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+_T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 # (session, speaker, text): three sessions between a user and an assistant agent
 CONVERSATION: list[tuple[int, str, str]] = [

@@ -9,13 +9,14 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, Literal, Protocol, runtime_checkable
+from typing import IO, Any, Protocol, runtime_checkable
 
 import networkx as nx
 from pydantic import BaseModel, ConfigDict
@@ -181,7 +182,7 @@ class GraphMemory:
 
     # -- writing ---------------------------------------------------------------------
 
-    def _embed(self, memories: list[Memory]) -> list[Memory]:
+    def _embed(self, memories: builtins.list[Memory]) -> builtins.list[Memory]:
         """Attach embeddings to memories that have none (only when an embedder is set)."""
         if self._embedder is None:
             return memories
@@ -228,14 +229,14 @@ class GraphMemory:
         }
         return self.remember_many([data])[0]
 
-    def remember_many(self, items: Iterable[Memory | Mapping[str, Any]]) -> list[Memory]:
+    def remember_many(self, items: Iterable[Memory | Mapping[str, Any]]) -> builtins.list[Memory]:
         """Store many memories in one atomic, durable batch.
 
         Each item is a :class:`Memory` or a mapping of its fields. Every item is validated
         first: one bad item raises InvalidInput and nothing is written.
         """
         now = self._clock()
-        memories: list[Memory] = []
+        memories: builtins.list[Memory] = []
         for i, item in enumerate(items):
             if isinstance(item, Memory):
                 memories.append(item)
@@ -263,7 +264,7 @@ class GraphMemory:
             raise NotFound(f"no memory {memory_id!r}")
         return found[0]  # type: ignore[return-value]
 
-    def get_many(self, memory_ids: Sequence[str]) -> list[Memory]:
+    def get_many(self, memory_ids: Sequence[str]) -> builtins.list[Memory]:
         """The memories that exist among these ids, in order."""
         return self._backend.get(NodeLabel.MEMORY, memory_ids)  # type: ignore[return-value]
 
@@ -286,7 +287,9 @@ class GraphMemory:
                    "expires_at", "valid_from", "namespace", "event_type", "visibility"}
         unknown = set(changes) - allowed
         if unknown:
-            raise InvalidInput(f"cannot update field(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+            raise InvalidInput(
+                f"cannot update field(s) {sorted(unknown)}; allowed: {sorted(allowed)}"
+            )
         old = self.get(memory_id)
         if old.status is not Status.ACTIVE:
             raise Conflict(f"memory {memory_id} is {old.status.value}; update its current version")
@@ -326,8 +329,8 @@ class GraphMemory:
         olds = self.get_many(old_ids)
         if len(olds) != len(set(old_ids)):
             raise NotFound(f"some of {list(old_ids)} do not exist")
-        nodes: list[GraphNode] = []
-        edges: list[Edge] = []
+        nodes: builtins.list[GraphNode] = []
+        edges: builtins.list[Edge] = []
         for old in olds:
             if old.id == new.id:
                 raise InvalidInput("a memory cannot supersede itself")
@@ -339,7 +342,9 @@ class GraphMemory:
                                               "dst": old, "props": {"pass": pass_name, "at": now}}))
         self._backend.upsert(nodes, edges)
 
-    def link(self, derived_id: str, source_ids: Sequence[str], *, pass_name: str = "manual") -> None:
+    def link(
+        self, derived_id: str, source_ids: Sequence[str], *, pass_name: str = "manual"
+    ) -> None:
         """Record provenance: ``derived_id`` DERIVED_FROM each of ``source_ids``."""
         now = self._clock()
         ids = [derived_id, *source_ids]
@@ -354,7 +359,7 @@ class GraphMemory:
         ]
         self._backend.upsert((), edges)
 
-    def set_status(self, memory_ids: Sequence[str], status: Status | str) -> list[Memory]:
+    def set_status(self, memory_ids: Sequence[str], status: Status | str) -> builtins.list[Memory]:
         """Set the status of memories in place (archive / restore); returns the new values."""
         status = Status(status)
         now = self._clock()
@@ -369,7 +374,9 @@ class GraphMemory:
         self._backend.upsert(changed)
         return changed
 
-    def forget(self, memory_id: str, *, cascade: bool = True, dry_run: bool = False) -> ForgetReport:
+    def forget(
+        self, memory_id: str, *, cascade: bool = True, dry_run: bool = False
+    ) -> ForgetReport:
         """Delete a memory for good — the only operation besides import that removes data.
 
         Cascade (default): the memory's older versions (what it SUPERSEDES, transitively)
@@ -381,7 +388,7 @@ class GraphMemory:
         derived nodes keep their content (their provenance edge to it is gone).
         """
         self.get(memory_id)  # NotFound early
-        doomed: list[str] = [memory_id]
+        doomed: builtins.list[str] = [memory_id]
         if cascade:
             older = self._backend.expand(
                 [NodeRef(NodeLabel.MEMORY, memory_id)], [EdgeType.SUPERSEDES],
@@ -393,7 +400,8 @@ class GraphMemory:
                 [EdgeType.SUPERSEDES, EdgeType.DERIVED_FROM],
                 direction="in", depth=10_000, limit=1_000_000,
             )
-            doomed = list(dict.fromkeys(doomed + [n.id for n in derived.nodes if isinstance(n, Memory)]))
+            more = [n.id for n in derived.nodes if isinstance(n, Memory)]
+            doomed = list(dict.fromkeys(doomed + more))
         doomed_set = set(doomed)
         # nodes the doomed ones superseded, and who else supersedes them
         around = self._backend.expand(
@@ -401,14 +409,16 @@ class GraphMemory:
             direction="out", depth=1, limit=1_000_000,
         )
         victims = [n for n in around.nodes if isinstance(n, Memory) and n.id not in doomed_set]
-        restored: list[Memory] = []
+        restored: builtins.list[Memory] = []
         for v in victims:
             sup = self._backend.expand(
                 [v.ref], [EdgeType.SUPERSEDES], direction="in", depth=1
             )
             others = [e for e in sup.edges if e.dst.id == v.id and e.src.id not in doomed_set]
             if not others and v.status is Status.SUPERSEDED:
-                restored.append(v.evolve(status=Status.ACTIVE, valid_to=None, updated_at=self._clock()))
+                restored.append(
+                    v.evolve(status=Status.ACTIVE, valid_to=None, updated_at=self._clock())
+                )
         report = ForgetReport(
             deleted=tuple(doomed), restored=tuple(m.id for m in restored), dry_run=dry_run
         )
@@ -441,7 +451,7 @@ class GraphMemory:
         offset: int = 0,
         order_by: str = "created_at",
         descending: bool = True,
-    ) -> list[Memory]:
+    ) -> builtins.list[Memory]:
         """Memories matching the filters (``status=None`` for every status), newest first."""
         flt = Filter.for_memories(
             agent_id=agent_id, run_id=run_id, namespace=namespace, category=category,
@@ -456,7 +466,7 @@ class GraphMemory:
         """How many memories match (same keyword filters as :meth:`list`)."""
         return self._backend.count(Filter.for_memories(**filters))
 
-    def history(self, memory_id: str) -> list[Memory]:
+    def history(self, memory_id: str) -> builtins.list[Memory]:
         """Every version connected to this memory by SUPERSEDES, oldest first."""
         self.get(memory_id)
         sub = self._backend.expand(
@@ -499,7 +509,7 @@ class GraphMemory:
         as_of: datetime | None = None,
         touch: bool = True,
         scope: Scope | str | None = None,
-    ) -> list[RecallResult]:
+    ) -> builtins.list[RecallResult]:
         """The memories most relevant to ``query`` (lexical BM25 ranking).
 
         ``scope`` (a :class:`~graphmem.scoping.Scope`, or an agent id for its default scope)
@@ -561,7 +571,7 @@ class GraphMemory:
             raise NotFound(f"no agent {agent_id!r}")
         return found[0]  # type: ignore[return-value]
 
-    def list_agents(self, *, limit: int | None = None, offset: int = 0) -> list[Agent]:
+    def list_agents(self, *, limit: int | None = None, offset: int = 0) -> builtins.list[Agent]:
         return self._backend.match(  # type: ignore[return-value]
             Filter(label=NodeLabel.AGENT), limit=limit, offset=offset
         )
@@ -616,7 +626,7 @@ class GraphMemory:
         status: str | None = None,
         limit: int | None = 100,
         offset: int = 0,
-    ) -> list[Run]:
+    ) -> builtins.list[Run]:
         """Runs, newest first."""
         equals = {k: v for k, v in (("agent_id", agent_id), ("user_id", user_id),
                                     ("status", status)) if v is not None}
@@ -650,7 +660,7 @@ class GraphMemory:
               "created_at": created_at}],
         )[0]
 
-    def add_events(self, run_id: str, events: Sequence[Mapping[str, Any]]) -> list[Memory]:
+    def add_events(self, run_id: str, events: Sequence[Mapping[str, Any]]) -> builtins.list[Memory]:
         """Append several events to a run in one atomic write (see :meth:`add_event`)."""
         now = self._clock()
         with self._run_lock:
@@ -659,7 +669,7 @@ class GraphMemory:
                 Run, {"id": run_id, "agent_id": (events[0].get("agent_id") if events else None)
                       or "default", "started_at": now}
             )
-            memories: list[Memory] = []
+            memories: builtins.list[Memory] = []
             for i, ev in enumerate(events):
                 data = {k: v for k, v in ev.items() if v is not None}
                 data.setdefault("agent_id", run.agent_id)
@@ -675,7 +685,7 @@ class GraphMemory:
                     raise InvalidInput(f"event {i}: {e}") from e
             self.namespaces.check_writes(memories)
             memories = self._embed(memories)
-            edges: list[Edge] = []
+            edges: builtins.list[Edge] = []
             prev = run.last_event_id
             if prev is not None and not self._backend.get(NodeLabel.MEMORY, [prev]):
                 # the last event was forgotten: chain on from the newest one that remains
@@ -702,10 +712,10 @@ class GraphMemory:
         event_types: Sequence[str] | None = None,
         limit: int | None = None,
         status: str | Sequence[str] | None = None,
-    ) -> list[Memory]:
+    ) -> builtins.list[Memory]:
         """A run's events in order (optionally only some types)."""
         flt = Filter.for_memories(run_id=run_id, event_type=event_types, status=status)
-        events: list[Memory] = self._backend.match(flt, order_by="seq")  # type: ignore[assignment]
+        events: builtins.list[Memory] = self._backend.match(flt, order_by="seq")  # type: ignore[assignment]
         return events if limit is None else events[-limit:] if limit > 0 else []
 
     # -- whole-store operations ------------------------------------------------------
@@ -724,7 +734,8 @@ class GraphMemory:
                 g.add_node(n.ref.key, label=n.label.value, **props)
             for e in edges:
                 g.add_edge(e.src.key, e.dst.key, key=e.type.value, type=e.type.value, **e.props)
-        return nx.freeze(g)  # type: ignore[no-any-return]
+        frozen: nx.MultiDiGraph = nx.freeze(g)
+        return frozen
 
     def stats(self) -> dict[str, Any]:
         """Counts per label/edge type, memories per status and tier, and the store's size."""
@@ -767,8 +778,8 @@ class GraphMemory:
         return self._import(src, batch_size)
 
     def _import(self, f: IO[str], batch_size: int) -> ImportReport:
-        nodes: list[GraphNode] = []
-        edges: list[Edge] = []
+        nodes: builtins.list[GraphNode] = []
+        edges: builtins.list[Edge] = []
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -793,10 +804,10 @@ class GraphMemory:
             except (ValueError, KeyError, TypeError, IndexError) as e:
                 raise InvalidInput(f"import line {lineno}: {e}") from e
         node_keys = {n.ref.key for n in nodes}
-        for e in edges:
-            for end in (e.src, e.dst):
+        for edge in edges:
+            for end in (edge.src, edge.dst):
                 if end.key not in node_keys and not self._backend.get(end.label, [end.id]):
-                    raise InvalidInput(f"edge {e.type.value} refers to missing node {end.key}")
+                    raise InvalidInput(f"edge {edge.type.value} refers to missing node {end.key}")
         dims = {len(n.embedding) for n in nodes if isinstance(n, Memory) and n.embedding}
         if len(dims) > 1:
             raise InvalidInput(f"the export mixes embedding dimensions {sorted(dims)}")
@@ -872,7 +883,7 @@ class GraphMemory:
         run_id: str | None = None,
         agent_id: str | None = None,
         event_type: str | None = None,
-    ) -> list[LogRecord]:
+    ) -> builtins.list[LogRecord]:
         """The newest ``n`` orchestration-log entries, oldest first, payloads decoded."""
         return self.eventlog.tail(n, run_id=run_id, agent_id=agent_id, event_type=event_type)
 

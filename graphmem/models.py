@@ -15,9 +15,9 @@ import os
 import re
 import time
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, ClassVar, Literal, NamedTuple, Self, TypeAlias
+from typing import Any, ClassVar, Literal, NamedTuple, Self, TypeAlias, TypeVar
 
 import numpy as np
 from pydantic import (
@@ -81,7 +81,7 @@ PropValue: TypeAlias = Scalar | datetime | list[Any] | None
 
 def utcnow() -> datetime:
     """The current time, timezone-aware UTC (graphmem never stores naive datetimes)."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 _last_ns = 0
@@ -199,7 +199,7 @@ def _aware(value: datetime | None, field: str) -> datetime | None:
         return None
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"{field} must be timezone-aware (got naive {value.isoformat()})")
-    return value.astimezone(timezone.utc)
+    return value.astimezone(UTC)
 
 
 def _check_id(value: str, what: str) -> str:
@@ -675,7 +675,10 @@ def node_model(label: NodeLabel | str) -> type[GraphNode]:
         raise InvalidInput(f"unknown node label {label!r}") from e
 
 
-def validated(model: type[Any], data: Any) -> Any:
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def validated(model: type[_M], data: Any) -> _M:
     """``model.model_validate(data)`` with pydantic's error turned into InvalidInput."""
     try:
         return model.model_validate(data)
@@ -758,7 +761,7 @@ class Edge(BaseModel):
     def _valid_props(cls, v: Any) -> dict[str, Any]:
         if v is None:
             return {}
-        props = {}
+        props: dict[str, Any] = {}
         for k, val in dict(v).items():
             if not isinstance(k, str) or not _IDENT_RE.match(k):
                 raise ValueError(f"edge property name {k!r} must be an identifier")

@@ -16,9 +16,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from graphmem.backends.base import GraphBackend  # noqa: E402
-from graphmem.backends.networkx import NetworkXBackend  # noqa: E402
-from graphmem.memory import GraphMemory  # noqa: E402
+from graphmem.backends.base import GraphBackend
+from graphmem.backends.networkx import NetworkXBackend
+from graphmem.memory import GraphMemory
 
 BACKENDS = ["networkx", "neo4j"]
 

@@ -18,6 +18,7 @@ the graph from the file before it reads or writes, so it sees every committed wr
 
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import logging
@@ -30,7 +31,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import networkx as nx
 import numpy as np
@@ -159,6 +160,21 @@ def fts_query(text: str) -> str | None:
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms[:64])
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _locked(method: _F) -> _F:
+    """Run a write under the backend's lock, from BEGIN to the in-memory update: another
+    thread must never plan against the state between a commit and its application."""
+
+    @functools.wraps(method)
+    def wrapper(self: NetworkXBackend, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
 class NetworkXBackend:
     """The embedded default backend. See the module docstring for guarantees."""
 
@@ -173,7 +189,7 @@ class NetworkXBackend:
     ) -> None:
         """Open (creating if needed) the store at ``path``; ``None`` or ``":memory:"`` keeps it
         in memory. Opening reads the file; it makes no network call."""
-        self._path = None if path in (None, ":memory:") else Path(path)  # type: ignore[arg-type]
+        self._path = None if path is None or str(path) == ":memory:" else Path(path)
         self._lock = threading.RLock()
         self._closed = False
         try:
@@ -251,9 +267,9 @@ class NetworkXBackend:
             keys: list[str] = []
             vecs: list[np.ndarray] = []
             for rid, blob in self._db.execute("SELECT rid, vec FROM vectors"):
-                key = key_of.get(rid)
-                if key is not None:
-                    keys.append(key)
+                vkey = key_of.get(rid)
+                if vkey is not None:
+                    keys.append(vkey)
                     vecs.append(np.frombuffer(blob, dtype=np.float32))
             if keys:
                 vindex.add(keys, np.vstack(vecs))
@@ -340,12 +356,14 @@ class NetworkXBackend:
     @property
     def graph(self) -> nx.MultiDiGraph:
         """A read-only live view of the in-memory graph (node keys are ``Label:id``)."""
-        return self._g.copy(as_view=True)  # type: ignore[no-any-return]
+        view: nx.MultiDiGraph = self._g.copy(as_view=True)
+        return view
 
     @property
     def location(self) -> str:
         return str(self._path) if self._path else "memory://"
 
+    @_locked
     def ensure_schema(self, *, embedding_dim: int | None = None) -> None:
         if embedding_dim is None:
             return
@@ -373,6 +391,7 @@ class NetworkXBackend:
             self._dim = dim
             self._vindex = VectorIndex(dim)
 
+    @_locked
     def upsert(self, nodes: Sequence[GraphNode] = (), edges: Sequence[Edge] = ()) -> None:
         for n in nodes:
             if not isinstance(n, GraphNode):
@@ -382,7 +401,7 @@ class NetworkXBackend:
                 raise InvalidInput(f"upsert takes Edge values, got {type(e).__name__}")
         if not nodes and not edges:
             return
-        dims = {len(n.embedding) for n in nodes if getattr(n, "embedding", None)}
+        dims = {len(vec) for n in nodes if (vec := getattr(n, "embedding", None))}
         if len(dims) > 1:
             raise DimensionMismatch(f"embeddings of different dimensions in one batch: {dims}")
         dim = dims.pop() if dims else None
@@ -444,7 +463,8 @@ class NetworkXBackend:
     def _write_plan(self, db: sqlite3.Connection, plan: dict[str, Any]) -> None:
         rids: dict[str, int] = plan["rids"]
         next_rid = self._next_rid
-        node_params = []
+        node_new = []
+        node_old = []
         fts_delete = []
         fts_insert = []
         vec_upsert = []
@@ -454,8 +474,10 @@ class NetworkXBackend:
             if rid is None:
                 rid = next_rid
                 next_rid += 1
+                node_new.append((rid, label.value, ident, _dumps(props)))
+            else:
+                node_old.append((_dumps(props), rid, label.value, ident))
             rids[key] = rid
-            node_params.append((rid, label.value, ident, _dumps(props)))
             if label is NodeLabel.MEMORY:
                 old = self._g.nodes[key] if key in self._g else None
                 if old is None or old.get("content") != props["content"]:
@@ -466,11 +488,14 @@ class NetworkXBackend:
                 vec_upsert.append((rid, np.asarray(vec, dtype=np.float32).tobytes()))
             elif self._vindex is not None and key in self._vindex:
                 vec_delete.append((rid,))
-        db.executemany(
-            "INSERT INTO nodes(rid, label, id, props) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT(rid) DO UPDATE SET props = excluded.props",
-            node_params,
-        )
+        # a plain INSERT: a clash with a row this process does not know about fails loudly
+        db.executemany("INSERT INTO nodes(rid, label, id, props) VALUES (?, ?, ?, ?)", node_new)
+        if node_old:
+            cur = db.executemany(
+                "UPDATE nodes SET props = ? WHERE rid = ? AND label = ? AND id = ?", node_old
+            )
+            if cur.rowcount != len(node_old):
+                raise Conflict("the store changed underneath this write; retry")
         if fts_delete:
             db.executemany(
                 "INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', ?, ?)",
@@ -578,6 +603,7 @@ class NetworkXBackend:
         except InvalidInput as e:  # only if the file was edited by hand
             raise BackendError(f"stored node {key} is not valid: {e}") from e
 
+    @_locked
     def delete(self, nodes: Sequence[NodeRef] = (), edges: Sequence[Edge] = ()) -> int:
         refs = [NodeRef(NodeLabel(r[0]), r[1]) for r in nodes]
         with self._transaction() as db:
@@ -771,7 +797,7 @@ class NetworkXBackend:
                     fetch *= 8
             except sqlite3.Error as e:
                 raise QueryFailed(f"text search failed: {e}") from e
-            return [Hit(node=self._node(k), score=s) for k, s in results]  # type: ignore[arg-type]
+            return [Hit(node=self._node(k), score=s) for k, s in results]
 
     def search_vector(self, query: VectorQuery) -> list[Hit]:
         if query.filter.label is not NodeLabel.MEMORY:
@@ -795,7 +821,7 @@ class NetworkXBackend:
                 candidates=cand,
                 allowed=lambda k: k in nodes and ok(nodes[k]),
             )
-            return [Hit(node=self._node(k), score=s) for k, s in found]  # type: ignore[arg-type]
+            return [Hit(node=self._node(k), score=s) for k, s in found]
 
     def expand(
         self,
@@ -848,6 +874,7 @@ class NetworkXBackend:
             ]
             return Subgraph(nodes=tuple(self._node(k) for k in seen), edges=tuple(out_edges))
 
+    @_locked
     def touch(self, ids: Sequence[str], at: datetime) -> None:
         if not ids:
             return
@@ -877,7 +904,9 @@ class NetworkXBackend:
             raise InvalidInput("batch_size must be >= 1")
         with self._fresh():
             keys = sorted(self._g.nodes, key=lambda k: self._rid_of[k])
-            edge_list = sorted(self._g.edges(keys=True, data=True), key=lambda e: (e[0], e[2], e[1]))
+            edge_list = sorted(
+                self._g.edges(keys=True, data=True), key=lambda e: (e[0], e[2], e[1])
+            )
         for i in range(0, len(keys), batch_size):
             with self._fresh():
                 yield [self._node(k) for k in keys[i : i + batch_size] if k in self._g], []

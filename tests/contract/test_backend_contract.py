@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -27,7 +27,7 @@ from graphmem.models import (
     VectorQuery,
 )
 
-T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 def mem(content: str, **kw: object) -> Memory:
@@ -169,7 +169,8 @@ def test_text_search_ranks_and_filters_before_top_k(backend: GraphBackend) -> No
     noise = [mem(f"tea tea tea party number {i}", agent_id="other") for i in range(60)]
     mine = [mem(f"I sometimes drink tea ({i})", agent_id="me") for i in range(5)]
     backend.upsert(noise + mine + [mem("coffee only", agent_id="me")])
-    hits = backend.search_text(TextQuery(text="tea", k=5, filter=Filter.for_memories(agent_id="me")))
+    scoped = Filter.for_memories(agent_id="me")
+    hits = backend.search_text(TextQuery(text="tea", k=5, filter=scoped))
     assert {h.node.id for h in hits} == {m.id for m in mine}
     assert all(h.score > 0 for h in hits)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -11,7 +11,7 @@ from graphmem.errors import Conflict, InvalidInput, NotFound
 from graphmem.memory import GraphMemory
 from graphmem.models import Category, EdgeType, Memory, NodeLabel, Status
 
-T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 def test_remember_get_and_list(mem: GraphMemory) -> None:

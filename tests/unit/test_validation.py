@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -40,8 +40,8 @@ BAD_MEMORIES: list[tuple[str, dict[str, Any]]] = [
     ("NaN embedding", {"content": "x", "embedding": [0.1, float("nan")]}),
     ("empty embedding", {"content": "x", "embedding": []}),
     ("valid_to before valid_from", {
-        "content": "x", "valid_from": datetime(2025, 2, 1, tzinfo=timezone.utc),
-        "valid_to": datetime(2025, 1, 1, tzinfo=timezone.utc)}),
+        "content": "x", "valid_from": datetime(2025, 2, 1, tzinfo=UTC),
+        "valid_to": datetime(2025, 1, 1, tzinfo=UTC)}),
 ]
 
 
