@@ -139,7 +139,8 @@ def test_node_upsert_files_maintain_exactly_the_structural_edges() -> None:
         Agent(id="a"),
     ]
     for node in samples:
-        got = {(etype, tl) for etype, tl, _id, _d in structural_targets(node.label, node.to_props())}
+        targets = structural_targets(node.label, node.to_props())
+        got = {(etype, tl) for etype, tl, _id, _d in targets}
         assert got == set(STRUCTURAL_SHAPES.get(node.label, frozenset())), node.label
 
 
@@ -155,7 +156,9 @@ def test_grass_style_captions_every_label_with_a_real_property() -> None:
         assert caption, f"{label.value} has no caption"
         props = re.findall(r"\{(\w+)\}", caption.group(1))
         assert props, caption.group(1)
-        fields = set(node_model(label).model_fields) | ({"name"} if label is NodeLabel.TAG else set())
+        fields = set(node_model(label).model_fields)
+        if label is NodeLabel.TAG:
+            fields.add("name")
         assert set(props) <= fields, (label, props)
     for key in blocks:
         if key.startswith("relationship."):
@@ -168,7 +171,7 @@ def test_parser_rejects_malformed_files() -> None:
     bad = {
         "no description": ":param id => 'x';\nMATCH (n:Memory {id: $id}) RETURN n;",
         "undeclared": "// Does a thing.\n// :param none\nMATCH (n:Memory {id: $id}) RETURN n;",
-        "unused": "// Does a thing.\n:param id => 'x';\n:param k => 1;\nMATCH (n {id: $id}) RETURN n;",
+        "unused": "// Does.\n:param id => 'x';\n:param k => 1;\nMATCH (n {id: $id}) RETURN n;",
         "two statements": "// Does.\n// :param none\nMATCH (n) RETURN n;\nMATCH (m) RETURN m;",
         "silent none": "// Does a thing.\nMATCH (n) RETURN n;",
     }
