@@ -1,0 +1,266 @@
+"""The Neo4j backend's server-independent parts: the Filter compiler, Lucene quoting, the
+statements an upsert sends, URL handling, and behaviour when no server answers."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import pytest
+
+from graphmem.backends import open_backend
+from graphmem.backends.base import GraphBackend
+from graphmem.backends.neo4j import (
+    Neo4jBackend,
+    compile_count,
+    compile_match,
+    compile_text_search,
+    compile_vector_exact_search,
+    compile_vector_index_search,
+    lucene_query,
+    strip_literals,
+)
+from graphmem.errors import BackendUnavailable, InvalidInput
+from graphmem.models import (
+    Agent,
+    Edge,
+    EdgeType,
+    Filter,
+    LogEntry,
+    Memory,
+    NodeLabel,
+    NodeRef,
+    OrgFact,
+    Range,
+    Run,
+)
+
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+
+CRAFTED = [
+    "quote ' and \" here",
+    "back`tick`s",
+    "})] MATCH (n) DETACH DELETE n //",
+    "// comment",
+    "$param {format} %s",
+    "x') OR 1=1 WITH n MATCH (m) DELETE m //",
+]
+
+
+def _params_used(text: str) -> set[str]:
+    return set(re.findall(r"\$([A-Za-z_]\w*)", strip_literals(text)))
+
+
+@pytest.mark.parametrize("value", CRAFTED)
+def test_crafted_values_and_metadata_keys_travel_only_as_parameters(value: str) -> None:
+    flt = Filter.for_memories(
+        agent_id=value, namespace=[value, "default"], metadata={value: value}, status=None
+    )
+    flt = flt.model_copy(update={"ranges": (Range(field="metadata." + value, gte=value),)})
+    text, params = compile_match(flt, limit=5, offset=1, order_by="metadata." + value)
+    assert value not in text
+    assert "metadata." not in text  # metadata keys are read as n[$param]
+    assert _params_used(text) == set(params)
+    assert value in params.values() and ("metadata." + value) in params.values()
+    assert [value, "default"] in params.values()
+    assert text.startswith("MATCH (n:Memory)\nWHERE ")
+    count_text, count_params = compile_count(flt)
+    assert value not in count_text and _params_used(count_text) == set(count_params)
+
+
+def test_compiled_filter_shape() -> None:
+    flt = Filter(
+        ids=("m1", "m2"),
+        equals={"agent_id": "a", "valid_to": None},
+        any_of={"category": ("semantic", "episodic")},
+        ranges=(
+            Range(field="importance", gt=0.2, lte=0.9),
+            Range(field="expires_at", gte=T0, or_missing=True),
+            Range(field="last_accessed"),
+        ),
+        tags_all=("x", "y"),
+    )
+    text, params = compile_match(flt, order_by="created_at", descending=True, limit=3)
+    assert text == (
+        "MATCH (n:Memory)\n"
+        "WHERE n.id IN $f0\n"
+        "  AND n.agent_id = $f1\n"
+        "  AND n.valid_to IS NULL\n"
+        "  AND n.category IN $f2\n"
+        "  AND n.importance > $f3\n"
+        "  AND n.importance <= $f4\n"
+        "  AND (n.expires_at IS NULL OR (n.expires_at >= $f5))\n"
+        "  AND n.last_accessed IS NOT NULL\n"
+        "  AND all(tag IN $f6 WHERE tag IN n.tags)\n"
+        "RETURN properties(n) AS props\n"
+        "ORDER BY n.created_at IS NULL, n.created_at DESC, n.id DESC\n"
+        "LIMIT $limit"
+    )
+    assert params == {
+        "f0": ["m1", "m2"], "f1": "a", "f2": ["semantic", "episodic"], "f3": 0.2, "f4": 0.9,
+        "f5": T0, "f6": ["x", "y"], "limit": 3,
+    }
+    text, params = compile_match(Filter(label=NodeLabel.AGENT))
+    assert text == "MATCH (n:Agent)\nRETURN properties(n) AS props\nORDER BY n.id ASC"
+    assert params == {}
+
+
+def test_filters_that_bypass_validation_are_still_refused() -> None:
+    """Field names reach the Cypher text only after the compiler re-checks them."""
+    sneaky = Filter.model_construct(
+        label=NodeLabel.MEMORY, ids=None, equals={"agent_id = 1 DETACH DELETE n //": 1},
+        any_of={}, ranges=(), tags_all=(),
+    )
+    with pytest.raises(InvalidInput):
+        compile_match(sneaky)
+    bad_label = Filter.model_construct(
+        label="Memory) DETACH DELETE n //", ids=None, equals={}, any_of={}, ranges=(),
+        tags_all=(),
+    )
+    with pytest.raises(InvalidInput):
+        compile_count(bad_label)
+    with pytest.raises(InvalidInput):
+        compile_match(Filter(), order_by="content) DETACH DELETE n //")
+    with pytest.raises(InvalidInput):
+        compile_match(Filter(), order_by="embedding")
+    with pytest.raises(InvalidInput):
+        compile_match(Filter(), limit=-1)
+
+
+def test_search_compilers_put_the_filter_before_the_cut() -> None:
+    flt = Filter.for_memories(agent_id="me")
+    text, params = compile_text_search(flt, '"tea"', 5)
+    assert text.index("WHERE n:Memory") < text.index("LIMIT $k")
+    assert params["query"] == '"tea"' and params["k"] == 5 and params["f0"] == "me"
+    text, params = compile_vector_index_search(flt, [1.0, 0.0], 40, 5)
+    assert "queryNodes('memory_embedding_vector', $fetch, $vector)" in text
+    assert text.index("WHERE") < text.index("LIMIT $k") and params["fetch"] == 40
+    text, params = compile_vector_exact_search(flt, [1.0, 0.0], 5)
+    assert "vector.similarity.cosine(n.embedding, $vector)" in text
+    assert _params_used(text) == set(params)
+    with pytest.raises(InvalidInput):
+        compile_text_search(Filter(label=NodeLabel.AGENT), '"x"', 5)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("What does Alice drink?", '"alice" OR "drink"'),
+        ('tea" OR content:* AND NOT coffee~2 \\', '"tea" OR "content" OR "coffee" OR "2"'),
+        ("the and of", '"the" OR "and" OR "of"'),  # only stop words: keep them
+        ("!!! ?? )(", None),
+        ("Ünïcode 中文 tea", '"ünïcode" OR "中文" OR "tea"'),
+    ],
+)
+def test_lucene_query_is_quoted_terms_only(text: str, expected: str | None) -> None:
+    assert lucene_query(text) == expected
+
+
+def test_lucene_query_caps_terms() -> None:
+    q = lucene_query(" ".join(f"word{i}" for i in range(200)))
+    assert q is not None and q.count(" OR ") == 63
+
+
+def test_upsert_plan_sends_values_as_parameters_and_maintains_structure() -> None:
+    backend = Neo4jBackend("bolt://localhost:7687")
+    text = CRAFTED[2]
+    m = Memory(content=text, agent_id=text, run_id="r1", tags=["a//b", "c++"],
+               metadata={text: text}, created_at=T0, embedding=[0.5, 0.25])
+    fact = OrgFact(fact_id="f", content="c", author="boss", tags=["t"], created_at=T0)
+    log_entry = LogEntry(agent_id="a", event_type="tool_call", run_id="r2", at=T0)
+    plan = backend.plan_node_writes([m, Agent(id="a", created_at=T0), fact, log_entry,
+                                     Run(id="r3", agent_id="z", started_at=T0), m])
+    names = [t.split("\n")[1] for t, _p in plan]
+    assert names == [  # explicit Agents and Runs first, duplicates collapsed
+        "MERGE (n:Agent {id: row.id})", "MERGE (r:Run {id: row.id})",
+        "MERGE (m:Memory {id: row.id})", "MERGE (f:OrgFact {id: row.id})",
+        "MERGE (n:LogEntry {id: row.id})",
+    ]
+    for cypher, params in plan:
+        assert text not in cypher
+        assert _params_used(cypher) == set(params)
+    mem_rows = plan[2][1]["rows"]
+    assert len(mem_rows) == 1
+    row = mem_rows[0]
+    assert row["agent"] == text and row["tags"] == ["a//b", "c++"]
+    assert row["props"]["metadata." + text] == text
+    assert row["props"]["embedding"] == [0.5, 0.25]
+    assert row["props"]["created_at"] == T0  # a temporal value, not text
+    assert row["run"]["id"] == "r1" and row["run"]["agent_id"] == text
+    assert plan[3][1]["rows"][0]["agent"] == "boss"
+    assert plan[4][1]["rows"][0]["run"]["agent_id"] == "a"
+    assert "agent_defaults" in plan[2][1] and "id" not in plan[2][1]["agent_defaults"]
+
+
+def test_edge_plan_and_refusals() -> None:
+    backend = Neo4jBackend("bolt://localhost:7687")
+    a, b = Memory(content="a"), Memory(content="b")
+    e1 = Edge(type=EdgeType.SUPERSEDES, src=b, dst=a, props={"reason": "x", "at": T0})
+    e2 = Edge(type=EdgeType.NEXT, src=a, dst=b)
+    plan = backend.plan_edge_writes([e1, e2, e1], {a.ref: "4:x:1", b.ref: "4:x:2"})
+    assert [p["rows"] for _t, p in plan] == [
+        [{"src": "4:x:2", "dst": "4:x:1", "props": {"reason": "x", "at": T0}}],
+        [{"src": "4:x:1", "dst": "4:x:2", "props": {}}],
+    ]
+    tagged = Edge(type=EdgeType.TAGGED, src=a, dst=(NodeLabel.TAG, "t"))
+    with pytest.raises(InvalidInput):
+        backend.plan_edge_writes([tagged], {a.ref: "1", NodeRef(NodeLabel.TAG, "t"): "2"})
+    with pytest.raises(InvalidInput):
+        backend.plan_node_writes([{"id": "not a node"}])  # type: ignore[list-item]
+    # the models refuse such integers already; the backend refuses them too, whatever built them
+    unchecked = Memory(content="big").model_copy(update={"metadata": {"n": 2**70}})
+    with pytest.raises(InvalidInput, match="64-bit"):
+        backend.plan_node_writes([unchecked])
+
+
+def test_construction_makes_no_connection_and_hides_the_password() -> None:
+    backend = Neo4jBackend("neo4j://alice:s%3Acret@db.invalid:7687", database="mem")
+    assert backend._driver is None  # nothing created, nothing resolved
+    assert backend._auth == ("alice", "s:cret")
+    assert "s:cret" not in repr(backend) and "cret" not in backend.location
+    assert backend.location == "neo4j://db.invalid:7687 database=mem"
+    assert isinstance(backend, GraphBackend)
+    for bad in ("http://localhost:7474", "neo4j://", "bolt://host:notaport"):
+        with pytest.raises(InvalidInput):
+            Neo4jBackend(bad)
+    backend.close()
+    backend.close()  # idempotent
+
+
+def test_open_backend_selects_neo4j_for_every_scheme() -> None:
+    for scheme in ("neo4j", "neo4j+s", "neo4j+ssc", "bolt", "bolt+s", "bolt+ssc"):
+        b = open_backend(f"{scheme}://localhost:7687", auth=("neo4j", "pw"), database="x")
+        assert isinstance(b, Neo4jBackend) and b.database == "x"
+        b.close()
+
+
+def test_unreachable_server_is_backend_unavailable_and_health_says_so() -> None:
+    """A real driver against a closed local port (nothing listens on port 1)."""
+    backend = Neo4jBackend(
+        "bolt://127.0.0.1:1", auth=("neo4j", "pw"), connection_timeout=2,
+        max_transaction_retry_time=0.5,
+    )
+    health = backend.health()
+    assert health["ok"] is False and "127.0.0.1:1" in health["error"]
+    with pytest.raises(BackendUnavailable, match="cannot reach Neo4j"):
+        backend.count(Filter())
+    with pytest.raises(BackendUnavailable):
+        backend.connect()
+    backend.close()
+    with pytest.raises(BackendUnavailable, match="closed"):
+        backend.count(Filter())
+
+
+def test_bad_input_is_refused_before_any_connection() -> None:
+    backend = Neo4jBackend("bolt://127.0.0.1:1", connection_timeout=1)
+    with pytest.raises(InvalidInput):
+        backend.match(Filter(), order_by="nope")
+    with pytest.raises(InvalidInput):
+        backend.touch(["m1"], datetime(2025, 1, 1))  # naive
+    with pytest.raises(InvalidInput):
+        backend.ensure_schema(embedding_dim=0)
+    with pytest.raises(InvalidInput):
+        backend.expand([NodeRef(NodeLabel.MEMORY, "m")], [EdgeType.NEXT], depth=-1)
+    with pytest.raises(InvalidInput):
+        backend.upsert([Memory(content="x")], ["not an edge"])  # type: ignore[list-item]
+    assert backend._driver is None  # none of these reached the network
