@@ -76,6 +76,7 @@ __all__ = [
     "RetentionPolicy",
     "Scratchpad",
     "TurnReport",
+    "config_from_settings",
     "relevance",
 ]
 
@@ -279,6 +280,38 @@ class LifecycleConfig(BaseModel):
         if self.stale_after is not None and self.stale_after <= timedelta(0):
             raise ValueError("stale_after must be positive")
         return self
+
+
+def config_from_settings(settings: Any) -> LifecycleConfig:
+    """A LifecycleConfig from ``settings.lifecycle`` (graphmem.config's LifecycleSettings),
+    the defaults when there is none; a LifecycleConfig given as ``settings.lifecycle`` is
+    used as is."""
+    ls = getattr(settings, "lifecycle", None)
+    if ls is None:
+        return LifecycleConfig()
+    if isinstance(ls, LifecycleConfig):
+        return ls
+    base = LifecycleConfig()
+    fields: dict[str, Any] = {}
+    for ours, theirs in (
+        ("short_term_max", "short_term_max"), ("refresh_every", "refresh_every"),
+        ("refresh_min_relevance", "refresh_threshold"),
+        ("promote_importance", "promote_importance"),
+        ("promote_access_count", "promote_access_count"),
+    ):
+        if getattr(ls, theirs, None) is not None:
+            fields[ours] = getattr(ls, theirs)
+    if getattr(ls, "decay_half_life_days", None) is not None:
+        fields["decay"] = base.decay.model_copy(
+            update={"half_life_days": ls.decay_half_life_days})
+    if getattr(ls, "max_memories_per_agent", None) is not None:
+        fields["retention"] = base.retention.model_copy(
+            update={"max_per_agent": ls.max_memories_per_agent})
+    cons = {k: getattr(ls, k) for k in ("merge_threshold", "duplicate_threshold")
+            if getattr(ls, k, None) is not None}
+    if cons:
+        fields["consolidation"] = ConsolidationConfig(**cons)
+    return validated(LifecycleConfig, fields)
 
 
 # ---------------------------------------------------------------------------------------
@@ -525,14 +558,18 @@ class Lifecycle:
 
     def refresh_run(self, run_id: str, *, dry_run: bool = False) -> MaintenanceReport:
         """Archive a run's short-term memories below ``refresh_min_relevance``, then the
-        least relevant beyond ``short_term_max``."""
+        least relevant beyond ``short_term_max``. Relevance is measured at the run's latest
+        write or access."""
         now = self._clock()
         cfg = self.config
         flt = Filter.for_memories(run_id=run_id, tier=Tier.SHORT_TERM.value, status="active")
         members = [m for m in iter_memories(self.backend, flt) if not _pinned(m)]
         plan = _Plan()
+        # relevance inside a run decays from the run's latest activity, not the wall clock,
+        # so a run ingested after the fact (historical timestamps) is not wiped out
+        ref = max((m.last_accessed or m.created_at for m in members), default=now)
         scored = sorted(
-            ((relevance(m, now, cfg.decay), m) for m in members),
+            ((relevance(m, ref, cfg.decay), m) for m in members),
             key=lambda rm: (rm[0], rm[1].created_at, rm[1].id),
         )
         keep = []

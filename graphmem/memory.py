@@ -23,8 +23,30 @@ from pydantic import BaseModel, ConfigDict
 
 from graphmem.backends import open_backend
 from graphmem.backends.base import GraphBackend
+from graphmem.consolidation import (
+    ConsolidationConfig,
+    ConsolidationReport,
+    FactsReport,
+    ImproveReport,
+    UnmergeReport,
+    improve_memories,
+    iter_memories,
+    reflect_on,
+    store_facts,
+    summarize_into_memory,
+)
+from graphmem.consolidation import consolidate as consolidate_memories
+from graphmem.consolidation import unmerge as unmerge_memories
 from graphmem.errors import Conflict, InvalidInput, NotFound
 from graphmem.eventlog import EventLog, LogRecord
+from graphmem.lifecycle import (
+    Lifecycle,
+    LifecycleConfig,
+    MaintenanceReport,
+    TurnReport,
+    config_from_settings,
+)
+from graphmem.llm import LLM, OfflineLLM, Reflection
 from graphmem.models import (
     Agent,
     Category,
@@ -254,6 +276,7 @@ class GraphMemory:
         self.namespaces.check_writes(memories)
         memories = self._embed(memories)
         self._backend.upsert(memories)
+        self._after_write(memories)
         log.debug("remembered %d memories", len(memories))
         return memories
 
@@ -702,6 +725,7 @@ class GraphMemory:
             if memories:
                 run = run.evolve(event_count=run.event_count + len(memories), last_event_id=prev)
             self._backend.upsert([run, *memories], edges)
+        self._after_write(memories)
         self.runs.enforce(run_id)
         return memories
 
@@ -818,6 +842,196 @@ class GraphMemory:
         for i in range(0, len(edges), batch_size):
             self._backend.upsert((), edges[i : i + batch_size])
         return ImportReport(nodes=len(nodes), edges=len(edges))
+
+    # --- lifecycle & consolidation (issue 5) -----------------------------------------
+    # thin delegates; the logic lives in lifecycle.py, consolidation.py and llm.py
+
+    @property
+    def lifecycle(self) -> Lifecycle:
+        """Tiers, hooks and maintenance (created on first use from ``settings.lifecycle``)."""
+        lc: Lifecycle | None = getattr(self, "_lifecycle_obj", None)
+        if lc is None:
+            with self._run_lock:
+                lc = getattr(self, "_lifecycle_obj", None)
+                if lc is None:
+                    lc = Lifecycle(
+                        self._backend, config=config_from_settings(self.settings),
+                        llm=self.llm, embed=self._embed_texts if self._embedder else None,
+                        clock=self._clock,
+                    )
+                    self._lifecycle_obj = lc
+        return lc
+
+    def configure_lifecycle(self, config: LifecycleConfig) -> Lifecycle:
+        """Replace the lifecycle thresholds (a new :class:`Lifecycle`; scratchpads reset)."""
+        lc = Lifecycle(self._backend, config=config, llm=self.llm,
+                       embed=self._embed_texts if self._embedder else None, clock=self._clock)
+        self._lifecycle_obj = lc
+        return lc
+
+    def _embed_texts(self, texts: builtins.list[str]) -> Any:
+        assert self._embedder is not None
+        return self._embedder.embed(texts)
+
+    def _after_write(self, memories: Sequence[Memory]) -> None:
+        # the write path's only lifecycle work: count short-term writes, refresh a run's
+        # short-term tier every N writes (archival only, never an LLM call)
+        self.lifecycle.on_write(memories)
+
+    def _pass_llm(self, llm: LLM | None) -> LLM:
+        chosen = llm if llm is not None else self.llm
+        return chosen if chosen is not None else OfflineLLM()
+
+    def consolidate(
+        self,
+        *,
+        dry_run: bool = False,
+        agent_id: str | Sequence[str] | None = None,
+        namespace: str | Sequence[str] | None = None,
+        config: ConsolidationConfig | None = None,
+        llm: LLM | None = None,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> ConsolidationReport:
+        """Merge near-duplicate memories (token Jaccard) into new memories that are
+        DERIVED_FROM and SUPERSEDE their sources; ``dry_run=True`` only reports the plan.
+        Merged content comes from ``llm`` (or the configured LLM) for similar groups, else
+        from a deterministic merge. See :func:`graphmem.consolidation.consolidate`."""
+        return consolidate_memories(
+            self._backend, agent_id=agent_id, namespace=namespace,
+            config=config or self.lifecycle.config.consolidation,
+            llm=llm if llm is not None else self.llm,
+            embed=self._embed_texts if self._embedder else None,
+            dry_run=dry_run, now=self._clock(), progress=progress,
+        )
+
+    def unmerge(self, merged_id: str, *, dry_run: bool = False) -> UnmergeReport:
+        """Undo a consolidation merge: restore its sources and delete the merged node."""
+        return unmerge_memories(self._backend, merged_id, dry_run=dry_run, now=self._clock())
+
+    def summarize(
+        self,
+        memory_ids: Sequence[str] | None = None,
+        *,
+        run_id: str | None = None,
+        llm: LLM | None = None,
+        dry_run: bool = False,
+    ) -> Memory:
+        """Write a ``summary`` memory DERIVED_FROM the given memories, or from the active
+        memories of ``run_id``; returns it (unwritten on a dry run)."""
+        if (memory_ids is None) == (run_id is None):
+            raise InvalidInput("give either memory_ids or run_id")
+        if memory_ids is not None:
+            sources = self.get_many(memory_ids)
+            if len(sources) != len(set(memory_ids)):
+                raise NotFound("some memories to summarise do not exist")
+        else:
+            sources = [m for m in iter_memories(self._backend, Filter.for_memories(
+                run_id=run_id, status="active")) if m.category is not Category.SUMMARY]
+            if not sources:
+                raise NotFound(f"run {run_id!r} has no active memories to summarise")
+        return summarize_into_memory(
+            self._backend, self._pass_llm(llm), sources,
+            purpose="run" if run_id is not None else "memories", run_id=run_id,
+            embed=self._embed_texts if self._embedder else None, dry_run=dry_run,
+            now=self._clock(),
+        )
+
+    def improve(
+        self,
+        memory_ids: Sequence[str] | None = None,
+        *,
+        llm: LLM | None = None,
+        agent_id: str | Sequence[str] | None = None,
+        namespace: str | Sequence[str] | None = None,
+        limit: int = 200,
+        dry_run: bool = False,
+    ) -> ImproveReport:
+        """Rewrite memories for precision and resolve contradictions; every change is a
+        new version with DERIVED_FROM / SUPERSEDES provenance. Without ``memory_ids`` the
+        ``limit`` newest active memories of the scope are improved together."""
+        if memory_ids is not None:
+            memories = self.get_many(memory_ids)
+        else:
+            memories = self.list(agent_id=agent_id, namespace=namespace, limit=limit)
+        return improve_memories(
+            self._backend, self._pass_llm(llm), memories,
+            embed=self._embed_texts if self._embedder else None, dry_run=dry_run,
+            now=self._clock(),
+        )
+
+    def extract_facts(
+        self,
+        turn: str,
+        *,
+        agent_id: str = "default",
+        namespace: str = "default",
+        run_id: str | None = None,
+        speaker: str = "user",
+        source_ids: Sequence[str] = (),
+        llm: LLM | None = None,
+        dry_run: bool = False,
+    ) -> FactsReport:
+        """Store the durable facts of a conversation turn as long-term memories
+        DERIVED_FROM ``source_ids`` (nothing when the turn has none)."""
+        return store_facts(
+            self._backend, self._pass_llm(llm), turn, agent_id=agent_id, namespace=namespace,
+            run_id=run_id, speaker=speaker, source_ids=source_ids,
+            embed=self._embed_texts if self._embedder else None, dry_run=dry_run,
+            now=self._clock(),
+        )
+
+    def reflect(
+        self, question: str, *, k: int = 10, llm: LLM | None = None, **recall_filters: Any
+    ) -> Reflection:
+        """Answer ``question`` from the memories recalled for it, citing their ids."""
+        hits = self.recall(question, k=k, **recall_filters)
+        return reflect_on(self._pass_llm(llm), question, [h.memory for h in hits])
+
+    def maintain(
+        self,
+        *,
+        dry_run: bool = False,
+        hard_delete: bool = False,
+        agent_id: str | Sequence[str] | None = None,
+        namespace: str | Sequence[str] | None = None,
+        steps: Sequence[str] = Lifecycle.STEPS,
+    ) -> MaintenanceReport:
+        """Expiry, retention, decay, staleness, per-agent limits and consolidation; removal
+        is archival unless ``hard_delete``. See :meth:`Lifecycle.maintain`."""
+        return self.lifecycle.maintain(
+            dry_run=dry_run, hard_delete=hard_delete, agent_id=agent_id, namespace=namespace,
+            steps=steps,
+        )
+
+    def archive(
+        self,
+        memory_ids: Sequence[str],
+        *,
+        reason: str = "manual",
+        dry_run: bool = False,
+        hard_delete: bool = False,
+    ) -> MaintenanceReport:
+        """Take memories out of recall (status archived; ``restore`` brings them back)."""
+        return self.lifecycle.archive(memory_ids, reason=reason, dry_run=dry_run,
+                                      hard_delete=hard_delete)
+
+    def restore(
+        self, memory_ids: Sequence[str], *, pin: bool = False, dry_run: bool = False
+    ) -> MaintenanceReport:
+        """Bring archived memories back into recall (``pin`` exempts them from maintenance)."""
+        return self.lifecycle.restore(memory_ids, pin=pin, dry_run=dry_run)
+
+    def on_turn_end(self, run_id: str | None = None, **options: Any) -> TurnReport:
+        """Turn hook: clear the fleeting scratchpad (see :meth:`Lifecycle.on_turn_end`)."""
+        return self.lifecycle.on_turn_end(run_id, **options)
+
+    def on_run_end(self, run_id: str, *, dry_run: bool = False) -> MaintenanceReport:
+        """Run hook: promote and summarise the run's short-term memories."""
+        return self.lifecycle.on_run_end(run_id, dry_run=dry_run)
+
+    def on_idle(self, *, dry_run: bool = False, **options: Any) -> MaintenanceReport:
+        """Idle hook: the full maintenance cycle."""
+        return self.lifecycle.on_idle(dry_run=dry_run, **options)
 
     # --- org, scoping, runs & log (issue 6) ------------------------------------------
     # thin delegates; the logic lives in org.py, scoping.py, runs.py and eventlog.py

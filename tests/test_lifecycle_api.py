@@ -1,0 +1,99 @@
+"""The issue-5 methods of GraphMemory: thin delegates to lifecycle / consolidation / llm,
+exercised on every backend."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from graphmem.backends.base import GraphBackend
+from graphmem.errors import InvalidInput, NotFound
+from graphmem.lifecycle import LifecycleConfig, config_from_settings
+from graphmem.memory import GraphMemory
+from graphmem.models import Status, Tier
+
+NOW = datetime(2024, 6, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def mem(backend: GraphBackend) -> Iterator[GraphMemory]:
+    m = GraphMemory(backend, embedder=None, owns_backend=False, clock=lambda: NOW)
+    yield m
+    m.close()
+
+
+def test_consolidate_and_unmerge(mem: GraphMemory) -> None:
+    a = mem.remember("The API rate limit is 100 requests per minute.", agent_id="x")
+    b = mem.remember("the api rate limit is 100 requests per minute", agent_id="x")
+    plan = mem.consolidate(dry_run=True)
+    assert [set(g.source_ids) for g in plan.groups] == [{a.id, b.id}]
+    [merged_id] = mem.consolidate().merged_ids
+    assert mem.get(a.id).status is Status.SUPERSEDED
+    assert [m.id for m in mem.history(merged_id)][-1] == merged_id
+    mem.unmerge(merged_id)
+    assert mem.get(a.id).status is Status.ACTIVE and mem.get(b.id).status is Status.ACTIVE
+
+
+def test_summarize_run_improve_reflect_extract(mem: GraphMemory) -> None:
+    e1 = mem.remember("The nightly job failed on the payments table.", run_id="r1")
+    e2 = mem.remember("We fixed the payments index and the job passed.", run_id="r1")
+    s = mem.summarize(run_id="r1")
+    assert s.category.value == "summary" and mem.get(s.id).run_id == "r1"
+    assert {n.id for n in mem.provenance(s.id).nodes} >= {e1.id, e2.id}
+    with pytest.raises(InvalidInput):
+        mem.summarize()
+    with pytest.raises(NotFound):
+        mem.summarize(run_id="missing-run")
+
+    old = mem.remember("Carol works at Initech.", agent_id="c")
+    mem.remember("Carol works at Globex.", agent_id="c")
+    report = mem.improve(agent_id="c")
+    assert report.superseded_ids == (old.id,)
+
+    r = mem.reflect("Where does Carol work?", agent_id="c")
+    assert r.cited_ids and "Globex" in r.answer
+
+    facts = mem.extract_facts("My favourite editor is vim. Bye!", agent_id="d", speaker="Dee")
+    assert [m.content for m in facts.created] == ["Dee's favourite editor is vim."]
+
+
+def test_maintain_archive_restore_and_run_hooks(mem: GraphMemory) -> None:
+    m = mem.remember("Door code 4711.", expires_at=datetime(2024, 5, 1, tzinfo=UTC),
+                     created_at=datetime(2024, 4, 1, tzinfo=UTC))
+    assert mem.maintain(dry_run=True).ids("archive") == [m.id]
+    mem.maintain()
+    assert mem.get(m.id).status is Status.ARCHIVED
+    mem.restore([m.id])
+    assert mem.get(m.id).status is Status.ACTIVE
+    mem.archive([m.id], reason="user")
+    assert mem.count(status="archived") == 1
+
+    st = mem.remember("User asked for a refund.", run_id="r9", tier="short_term",
+                      importance=0.7)
+    mem.lifecycle.scratchpad("r9").add("draft reply")
+    assert mem.on_turn_end("r9").cleared == 1
+    report = mem.on_run_end("r9")
+    assert report.ids("promote") == [st.id]
+    assert mem.get(st.id).tier is Tier.LONG_TERM
+    assert mem.on_idle(dry_run=True).dry_run
+
+
+def test_write_path_refreshes_short_term_tier(mem: GraphMemory) -> None:
+    mem.configure_lifecycle(LifecycleConfig(refresh_every=4, short_term_max=2,
+                                            refresh_min_relevance=0.0))
+    ids = [mem.remember(f"step {i} of the plan", run_id="r1", tier="short_term",
+                        importance=0.1 * (i + 1)).id for i in range(4)]
+    # the 4th write triggered a refresh: the two least relevant are archived
+    assert [mem.get(i).status for i in ids] == [
+        Status.ARCHIVED, Status.ARCHIVED, Status.ACTIVE, Status.ACTIVE
+    ]
+
+
+def test_config_from_settings() -> None:
+    from graphmem.config import Settings
+
+    cfg = config_from_settings(Settings())
+    assert cfg.promote_importance == 0.5 and cfg.consolidation.merge_threshold == 0.6
+    assert config_from_settings(None) == LifecycleConfig()
