@@ -4,6 +4,7 @@ tests/neo4j/test_neo4j_live.py and uses the same graph)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -103,10 +104,10 @@ def snapshot(backend: GraphBackend) -> tuple[dict[str, Any], list[tuple[Any, ...
 
 
 @pytest.fixture
-def source(tmp_path: Path) -> NetworkXBackend:
+def source(tmp_path: Path) -> Iterator[NetworkXBackend]:
     b = NetworkXBackend(tmp_path / "src.db")
     populate(b)
-    yield b  # type: ignore[misc]
+    yield b
     b.close()
 
 

@@ -1,0 +1,180 @@
+"""Tests against a live Neo4j 5.18+ server (NEO4J_URI, else testcontainers, else skipped with
+how to enable them — see tests/neo4j_support.py). The contract suite runs on Neo4j through
+the ``backend`` fixture; these cover what only a server can show."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from graphmem.backends.neo4j import (
+    CYPHER_DIR,
+    SCHEMA_QUERIES,
+    VECTOR_INDEX,
+    Neo4jBackend,
+    parse_cypher,
+)
+from graphmem.backends.networkx import NetworkXBackend
+from graphmem.errors import BackendUnavailable, DimensionMismatch, InvalidInput
+from graphmem.migrate import migrate
+from graphmem.models import Edge, EdgeType, Filter, Memory, NodeLabel, TextQuery, VectorQuery
+from tests.neo4j_support import Neo4jTarget, neo4j_target
+from tests.test_migrate import populate, snapshot
+
+pytestmark = pytest.mark.neo4j
+
+FILES = sorted(CYPHER_DIR.rglob("*.cypher"))
+
+
+@pytest.fixture
+def target(request: pytest.FixtureRequest) -> Neo4jTarget:
+    t = neo4j_target(request)
+    t.wipe()
+    return t
+
+
+@pytest.fixture
+def neo(target: Neo4jTarget) -> Iterator[Neo4jBackend]:
+    with target.backend() as b:
+        yield b
+
+
+def _evaluate_params(target: Neo4jTarget, examples: dict[str, str]) -> dict[str, Any]:
+    """What Browser does with `:param name => expr`: evaluate `RETURN expr` on the server."""
+    values = {}
+    for name, expr in examples.items():
+        records, _s, _k = target.driver.execute_query(
+            f"RETURN {expr} AS value", database_=target.database
+        )
+        values[name] = records[0]["value"]
+    return values
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(CYPHER_DIR)))
+def test_every_query_file_runs_or_explains(target: Neo4jTarget, neo: Neo4jBackend,
+                                           path: Path) -> None:
+    neo.ensure_schema(embedding_dim=384)
+    q = parse_cypher(path.read_text(encoding="utf-8"), path.name)
+    params = _evaluate_params(target, dict(q.examples))
+    head = q.text.lstrip().upper()
+    if head.startswith(("CREATE ", "SHOW ", "CALL DB.AWAITINDEXES")):
+        # schema and admin commands cannot be explained; they are idempotent, so run them
+        target.driver.execute_query(q.text, params, database_=target.database)
+        return
+    _records, summary, _keys = target.driver.execute_query(
+        "EXPLAIN " + q.text, params, database_=target.database
+    )
+    assert summary.plan is not None
+    deprecated = [n for n in (summary.notifications or []) if "Deprecat" in str(n.get("code"))]
+    assert not deprecated, deprecated
+
+
+def test_schema_is_created_once_and_the_dimension_is_fixed(target: Neo4jTarget,
+                                                           neo: Neo4jBackend) -> None:
+    neo.ensure_schema(embedding_dim=8)
+    neo.ensure_schema(embedding_dim=8)  # idempotent
+    records, _s, _k = target.driver.execute_query(
+        "SHOW INDEXES YIELD name, state", database_=target.database
+    )
+    states = {r["name"]: r["state"] for r in records}
+    for name in (*(q.split("/", 1)[1] for q in SCHEMA_QUERIES), VECTOR_INDEX):
+        assert states.get(name) == "ONLINE", name
+    with target.backend() as other:  # a new process finds the dimension on the server
+        assert other.stats().embedding_dim == 8
+        with pytest.raises(DimensionMismatch):
+            other.ensure_schema(embedding_dim=16)
+        with pytest.raises(DimensionMismatch):
+            other.upsert([Memory(content="x", embedding=[1.0] * 16)])
+
+
+def test_health_and_version(neo: Neo4jBackend) -> None:
+    h = neo.health()
+    assert h["ok"] is True and h["server"] == "Neo4j Kernel"
+    major, minor = (int(p) for p in h["version"].split(".")[:2])
+    assert (major, minor) >= (5, 18)
+
+
+def test_wrong_password_is_a_clear_backend_unavailable(target: Neo4jTarget) -> None:
+    if target.auth is None:
+        pytest.skip("the server runs without authentication")
+    with closing(Neo4jBackend(target.uri, auth=(target.auth[0], "not-the-password"),
+                              database=target.database)) as bad:
+        with pytest.raises(BackendUnavailable, match="rejected the credentials"):
+            bad.count(Filter())
+        assert bad.health()["ok"] is False
+
+
+def test_crafted_tags_namespaces_and_ids_change_nothing_else(neo: Neo4jBackend) -> None:
+    bystander = Memory(content="bystander", agent_id="b")
+    neo.upsert([bystander])
+    crafted = "'}) MATCH (n) DETACH DELETE n //"
+    m = Memory(content="x `y` 'z' \"w\" })", agent_id=crafted, namespace=crafted, run_id=crafted,
+               tags=["a//b", "c++", "x:y", "#hash", "q.e.d"], metadata={"`k`})": crafted})
+    neo.upsert([m])
+    assert neo.get(NodeLabel.MEMORY, [m.id]) == [m]
+    assert neo.get(NodeLabel.MEMORY, [bystander.id]) == [bystander]
+    st = neo.stats()
+    assert st.nodes == {"Memory": 2, "Agent": 2, "Run": 1, "Tag": 5}
+    assert neo.count(Filter.for_memories(tags=["c++", "a//b"], namespace=crafted)) == 1
+    assert neo.count(Filter.for_memories(metadata={"`k`})": crafted})) == 1
+    hits = neo.search_text(TextQuery(text='y" OR *:* AND z~'))
+    assert [h.node.id for h in hits] == [m.id]
+
+
+def test_a_failing_batch_spanning_several_statements_writes_nothing(target: Neo4jTarget) -> None:
+    with target.backend(batch_rows=7) as neo:
+        ms = [Memory(content=f"m{i}", agent_id=f"a{i % 3}", tags=["t"]) for i in range(50)]
+        bad = Edge(type=EdgeType.NEXT, src=ms[0], dst=(NodeLabel.MEMORY, "missing"))
+        with pytest.raises(InvalidInput, match="missing"):
+            neo.upsert(ms, [bad])
+        assert neo.stats().nodes == {}
+        neo.upsert(ms, [Edge(type=EdgeType.NEXT, src=ms[i], dst=ms[i + 1]) for i in range(49)])
+        st = neo.stats()
+        assert st.nodes == {"Memory": 50, "Agent": 3, "Tag": 1}
+        assert st.edges == {"NEXT": 49, "AUTHORED_BY": 50, "TAGGED": 50}
+
+
+@pytest.mark.parametrize("exact_search_max", [0, 100_000])
+def test_filtered_vector_search_equals_brute_force(target: Neo4jTarget,
+                                                   exact_search_max: int) -> None:
+    """Both plans (index over-fetch and exact scan) return the true top-k of the filter."""
+    rng = random.Random(7)
+    ms = [
+        Memory(content=f"m{i}", agent_id="rare" if i % 25 == 0 else "common",
+               embedding=[rng.uniform(-1, 1) for _ in range(8)])
+        for i in range(500)
+    ]
+    q = [rng.uniform(-1, 1) for _ in range(8)]
+    with target.backend(exact_search_max=exact_search_max) as neo:
+        neo.upsert(ms)
+        hits = neo.search_vector(VectorQuery(vector=q, k=5,
+                                             filter=Filter.for_memories(agent_id="rare")))
+    rare = [m for m in ms if m.agent_id == "rare"]
+    qv = np.asarray(q, dtype=np.float32)
+    vecs = {m.id: np.asarray(m.embedding, dtype=np.float32) for m in rare}
+    cos = {i: float(v @ qv / (np.linalg.norm(v) * np.linalg.norm(qv))) for i, v in vecs.items()}
+    expected = sorted(cos, key=lambda i: -cos[i])[:5]
+    assert [h.node.id for h in hits] == expected
+    assert [h.score for h in hits] == pytest.approx([cos[i] for i in expected], abs=1e-5)
+
+
+def test_migration_round_trip_networkx_neo4j_networkx(target: Neo4jTarget,
+                                                      tmp_path: Path) -> None:
+    with closing(NetworkXBackend(tmp_path / "src.db")) as src:
+        populate(src)
+        with target.backend() as neo:
+            there = migrate(src, neo, batch_size=4)
+            assert there.verified
+            again = migrate(src, neo, batch_size=9)  # idempotent
+            assert again.verified and again.destination_nodes == there.destination_nodes
+            back_path = tmp_path / "back.db"
+            home = migrate(neo, str(back_path), batch_size=5)
+            assert home.verified
+        with closing(NetworkXBackend(back_path)) as back:
+            assert snapshot(back) == snapshot(src)
