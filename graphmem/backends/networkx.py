@@ -150,14 +150,26 @@ def _decode_edge_props(text: str) -> dict[str, Any]:
     }
 
 
-def fts_query(text: str) -> str | None:
-    """An FTS5 MATCH expression for free text: quoted terms OR-ed, stopwords dropped
-    (unless the query is nothing but stopwords). None when there is no term."""
+def query_terms(text: str) -> list[str]:
+    """Distinct lowercase word tokens of a query, stopwords dropped (unless the query is
+    nothing but stopwords), at most 64."""
     tokens = list(dict.fromkeys(t.lower() for t in _TOKEN_RE.findall(text)))
-    terms = [t for t in tokens if t not in _STOPWORDS] or tokens
+    return ([t for t in tokens if t not in _STOPWORDS] or tokens)[:64]
+
+
+def fts_query(terms: Sequence[str]) -> str | None:
+    """An FTS5 MATCH expression: the terms quoted (so no operator syntax gets through) and
+    OR-ed. None when there is no term."""
     if not terms:
         return None
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms[:64])
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+#: a query term in more than this share of the memories (and more than _COMMON_MIN of
+#: them) is left out of the BM25 match: its IDF is near zero, so it barely changes the
+#: ranking, but scoring it means visiting most of the index
+_COMMON_SHARE = 0.2
+_COMMON_MIN = 1000
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -210,6 +222,16 @@ class NetworkXBackend:
             self._db.execute(f"PRAGMA synchronous={sync}")
             self._db.executescript(_SCHEMA)
             self._check_version()
+            # per-connection helpers for query planning: the index's document frequencies,
+            # and a scratch table that runs query words through the same tokenizer
+            self._db.executescript(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memory_vocab "
+                "USING fts5vocab(main, 'memory_fts', 'row');"
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_tokens USING fts5("
+                "t, tokenize='porter unicode61 remove_diacritics 2');"
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_tokens_vocab "
+                "USING fts5vocab(temp, 'query_tokens', 'instance');"
+            )
         except sqlite3.Error as e:
             raise BackendUnavailable(f"cannot open embedded store {self._path}: {e}") from e
         self._load()
@@ -237,27 +259,54 @@ class NetworkXBackend:
         index: dict[tuple[NodeLabel, str], dict[Any, set[str]]] = defaultdict(
             lambda: defaultdict(set)
         )
-        cur = self._db.execute("SELECT rid, label, id, props FROM nodes")
-        for rid, label_s, ident, props_s in cur:
-            label = NodeLabel(label_s)
-            props = orjson.loads(props_s)
-            for f in _datetime_fields(label):
+        # hot loop of every open: plain strings and dicts, networkx internals filled directly
+        node_attrs: dict[str, dict[str, Any]] = g._node
+        succ: dict[str, dict[str, dict[str, Any]]] = g._succ
+        pred: dict[str, dict[str, dict[str, Any]]] = g._pred
+        dt_fields = {lab.value: tuple(_datetime_fields(lab)) for lab in NodeLabel}
+        indexed = {lab.value: [(f, index[(lab, f)]) for f in _INDEXED.get(lab, ())]
+                   for lab in NodeLabel}
+        labels = {lab.value: lab for lab in NodeLabel}
+        fromiso = datetime.fromisoformat
+        loads = orjson.loads
+        rows = self._db.execute("SELECT rid, label, id, props FROM nodes").fetchall()
+        for rid, label_s, ident, props_s in rows:
+            props = loads(props_s)
+            for f in dt_fields[label_s]:
                 v = props.get(f)
                 if v is not None:
-                    props[f] = datetime.fromisoformat(v)
-            key = f"{label_s}:{ident}"
+                    props[f] = fromiso(v)
+            key = label_s + ":" + ident
             props["label"] = label_s
-            g.add_node(key, **props)
+            node_attrs[key] = props
+            succ[key] = {}
+            pred[key] = {}
             rid_of[key] = rid
             key_of[rid] = key
-            by_label[label].add(key)
-            self._index_add(index, label, key, props)
-        # structural edges are a function of node properties: rebuilt, never stored
-        for key, attrs in g.nodes(data=True):
-            for etype, tlabel, tid, _d in structural_targets(NodeLabel(attrs["label"]), attrs):
-                tkey = f"{tlabel.value}:{tid}"
-                if tkey in g:
-                    g.add_edge(key, tkey, key=etype.value, type=etype.value)
+            by_label[labels[label_s]].add(key)
+            for f, bucket in indexed[label_s]:
+                v = props.get(f)
+                if v.__class__ is list:
+                    for item in v:
+                        bucket[item].add(key)
+                else:
+                    bucket[v].add(key)
+        del rows
+
+        def link(u: str, v: str, k: str, data: dict[str, Any]) -> None:
+            keydict = succ[u].get(v)
+            if keydict is None:
+                keydict = succ[u][v] = pred[v][u] = {}
+            keydict[k] = data
+
+        # structural edges carry no properties: one shared (never mutated) dict per type;
+        # they are a function of node properties, rebuilt here and never stored
+        shared = {t.value: {"type": t.value} for t in EdgeType}
+        for key, attrs in node_attrs.items():
+            for etype, tlabel, tid, _d in structural_targets(labels[attrs["label"]], attrs):
+                tkey = tlabel.value + ":" + tid
+                if tkey in succ:
+                    link(key, tkey, etype.value, shared[etype.value])
         for src, etype, dst, props_s in self._db.execute("SELECT src, type, dst, props FROM edges"):
             g.add_edge(src, dst, key=etype, type=etype, **_decode_edge_props(props_s))
         dim_row = self._db.execute("SELECT value FROM meta WHERE key='embedding_dim'").fetchone()
@@ -668,7 +717,10 @@ class NetworkXBackend:
                 sets.append(self._index[(label, "tags")].get(t, set()))
         if not sets:
             return None
-        return min(sets, key=len)
+        sets.sort(key=len)
+        if len(sets) == 1:
+            return sets[0]
+        return sets[0].intersection(*sets[1:])  # C-speed narrowing before any predicate
 
     @staticmethod
     def _predicate(flt: Filter) -> Callable[[dict[str, Any]], bool]:
@@ -767,10 +819,13 @@ class NetworkXBackend:
     def search_text(self, query: TextQuery) -> list[Hit]:
         if query.filter.label is not NodeLabel.MEMORY:
             raise InvalidInput("text search runs over Memory nodes")
-        expr = fts_query(query.text)
-        if expr is None:
+        terms = query_terms(query.text)
+        if not terms:
             return []
         with self._fresh():
+            expr = fts_query(self._selective_terms(terms))
+            if expr is None:
+                return []
             ok = self._predicate(query.filter)
             cand = self._candidates(query.filter)
             nodes = self._g.nodes
@@ -798,6 +853,35 @@ class NetworkXBackend:
             except sqlite3.Error as e:
                 raise QueryFailed(f"text search failed: {e}") from e
             return [Hit(node=self._node(k), score=s) for k, s in results]
+
+    def _selective_terms(self, terms: list[str]) -> list[str]:
+        """The query terms worth matching: present in the index and not near-ubiquitous
+        (see _COMMON_SHARE); when every term is common, the two rarest."""
+        db = self._db
+        try:
+            db.executemany("INSERT INTO temp.query_tokens(rowid, t) VALUES (?, ?)",
+                           list(enumerate(terms)))
+            stems = db.execute("SELECT doc, term FROM temp.query_tokens_vocab").fetchall()
+            db.execute("DELETE FROM temp.query_tokens")
+            marks = ",".join("?" * len(stems))
+            df = dict(db.execute(
+                f"SELECT term, doc FROM temp.memory_vocab WHERE term IN ({marks})",
+                [t for _d, t in stems],
+            ).fetchall()) if stems else {}
+        except sqlite3.Error as e:
+            raise QueryFailed(f"text search planning failed: {e}") from e
+        freq: dict[int, int] = {}
+        for i, stem in stems:  # a token can yield several stems; keep its rarest
+            n = df.get(stem, 0)
+            if n:
+                freq[i] = min(freq.get(i, n), n)
+        if not freq:
+            return []
+        limit = max(_COMMON_MIN, _COMMON_SHARE * len(self._by_label.get(NodeLabel.MEMORY, ())))
+        keep = [i for i, n in freq.items() if n <= limit]
+        if not keep:
+            keep = sorted(freq, key=freq.__getitem__)[:2]
+        return [terms[i] for i in sorted(keep)]
 
     def search_vector(self, query: VectorQuery) -> list[Hit]:
         if query.filter.label is not NodeLabel.MEMORY:

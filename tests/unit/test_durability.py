@@ -15,7 +15,7 @@ import pytest
 
 from graphmem.backends.networkx import NetworkXBackend
 from graphmem.memory import GraphMemory
-from graphmem.models import EdgeType, NodeLabel
+from graphmem.models import EdgeType, NodeLabel, OrgFact
 
 WRITER = r"""
 import sys
@@ -61,6 +61,24 @@ def test_sigkill_during_10k_writes_loses_no_acknowledged_write(tmp_path: Path) -
         assert mem.count() == total + 1
         hits = mem.recall("topic 3", k=50, touch=False)
         assert hits and all("topic 3" in r.memory.content for r in hits[:5])
+
+
+def _edge_set(mem: GraphMemory) -> set[tuple[str, str, str]]:
+    return {(u, k, v) for u, v, k in mem.graph.edges(keys=True)}
+
+
+def test_reopen_rebuilds_exactly_the_same_graph(tmp_path: Path) -> None:
+    db = str(tmp_path / "g.db")
+    with GraphMemory.open(db, embedder=None) as mem:
+        mem.start_run("bot", run_id="r1")
+        a = mem.remember("with tags and a run", agent_id="bot", run_id="r1", tags=["x", "y"])
+        mem.update(a.id, "changed", tags=["y"])
+        mem.add_events("r1", [{"event_type": "user_message", "content": f"e{i}"} for i in range(3)])
+        mem.backend.upsert([OrgFact(fact_id="f", content="policy", author="bot", tags=["x"])])
+        edges, nodes = _edge_set(mem), dict(mem.graph.nodes(data=True))
+    with GraphMemory.open(db, embedder=None) as mem:
+        assert _edge_set(mem) == edges
+        assert dict(mem.graph.nodes(data=True)) == nodes
 
 
 def test_reopen_restores_everything(tmp_path: Path) -> None:
