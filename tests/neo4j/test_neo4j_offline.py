@@ -114,8 +114,8 @@ def test_filters_that_bypass_validation_are_still_refused() -> None:
     with pytest.raises(InvalidInput):
         compile_match(sneaky)
     bad_label = Filter.model_construct(
-        label="Memory) DETACH DELETE n //", ids=None,  # type: ignore[arg-type] equals={}, any_of={}, ranges=(),
-        tags_all=(),
+        label="Memory) DETACH DELETE n //",  # type: ignore[arg-type]
+        ids=None, equals={}, any_of={}, ranges=(), tags_all=(),
     )
     with pytest.raises(InvalidInput):
         compile_count(bad_label)
