@@ -172,6 +172,21 @@ _COMMON_SHARE = 0.2
 _COMMON_MIN = 1000
 
 
+#: structural edges carry no properties: one shared, never mutated, data dict per type
+_SHARED_EDGE_DATA: dict[str, dict[str, Any]] = {t.value: {"type": t.value} for t in EdgeType}
+
+
+def _link(
+    succ: dict[str, Any], pred: dict[str, Any], u: str, v: str, k: str, data: dict[str, Any]
+) -> None:
+    """Add edge (u, v, key k) straight into a MultiDiGraph's adjacency dicts (the layout
+    networkx documents for subclasses; ``add_edge`` is several times slower)."""
+    keydict = succ[u].get(v)
+    if keydict is None:
+        keydict = succ[u][v] = pred[v][u] = {}
+    keydict[k] = data
+
+
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
@@ -293,20 +308,13 @@ class NetworkXBackend:
                     bucket[v].add(key)
         del rows
 
-        def link(u: str, v: str, k: str, data: dict[str, Any]) -> None:
-            keydict = succ[u].get(v)
-            if keydict is None:
-                keydict = succ[u][v] = pred[v][u] = {}
-            keydict[k] = data
-
-        # structural edges carry no properties: one shared (never mutated) dict per type;
-        # they are a function of node properties, rebuilt here and never stored
-        shared = {t.value: {"type": t.value} for t in EdgeType}
+        # structural edges are a function of node properties, rebuilt here, never stored
+        shared = _SHARED_EDGE_DATA
         for key, attrs in node_attrs.items():
             for etype, tlabel, tid, _d in structural_targets(labels[attrs["label"]], attrs):
                 tkey = tlabel.value + ":" + tid
                 if tkey in succ:
-                    link(key, tkey, etype.value, shared[etype.value])
+                    _link(succ, pred, key, tkey, etype.value, shared[etype.value])
         for src, etype, dst, props_s in self._db.execute("SELECT src, type, dst, props FROM edges"):
             g.add_edge(src, dst, key=etype, type=etype, **_decode_edge_props(props_s))
         dim_row = self._db.execute("SELECT value FROM meta WHERE key='embedding_dim'").fetchone()
@@ -340,11 +348,12 @@ class NetworkXBackend:
     ) -> None:
         for f in _INDEXED.get(label, ()):
             v = props.get(f)
-            if isinstance(v, list):
+            bucket = index[(label, f)]
+            if v.__class__ is list:
                 for item in v:
-                    index[(label, f)][item].add(key)
+                    bucket[item].add(key)
             else:
-                index[(label, f)][v].add(key)
+                bucket[v].add(key)
 
     def _index_remove(self, label: NodeLabel, key: str, props: dict[str, Any]) -> None:
         for f in _INDEXED.get(label, ()):
@@ -589,21 +598,25 @@ class NetworkXBackend:
         rids: dict[str, int] = plan["rids"]
         vec_keys: list[str] = []
         vecs: list[tuple[float, ...]] = []
+        node_attrs, succ, pred = g._node, g._succ, g._pred  # raw dicts: the API is slow here
+        rid_of, key_of, by_label, index = self._rid_of, self._key_of, self._by_label, self._index
         for key, (label, _ident, props, vec) in plan["nodes"].items():
             attrs = dict(props)
             attrs["label"] = label.value
-            if key in g:
-                old = g.nodes[key]
+            old = node_attrs.get(key)
+            if old is not None:
                 self._index_remove(label, key, old)
                 old.clear()
                 old.update(attrs)
             else:
-                g.add_node(key, **attrs)
+                node_attrs[key] = attrs
+                succ[key] = {}
+                pred[key] = {}
             rid = rids[key]
-            self._rid_of[key] = rid
-            self._key_of[rid] = key
-            self._by_label[label].add(key)
-            self._index_add(self._index, label, key, attrs)
+            rid_of[key] = rid
+            key_of[rid] = key
+            by_label[label].add(key)
+            self._index_add(index, label, key, attrs)
             if vec is not None:
                 vec_keys.append(key)
                 vecs.append(vec)
@@ -611,22 +624,22 @@ class NetworkXBackend:
                 self._vindex.remove([key])
         if vec_keys and self._vindex is not None:
             self._vindex.add(vec_keys, np.asarray(vecs, dtype=np.float32))
-        succ = g._succ  # raw adjacency dicts: has_edge and the views are slow here
         for src, etype, dst in plan["struct_del"]:
             if etype in succ[src].get(dst, ()):
                 g.remove_edge(src, dst, key=etype)
+        shared = _SHARED_EDGE_DATA
         for key, wanted in plan["struct"].items():
             out = succ[key]
             for etype, dst in wanted:
                 if etype not in out.get(dst, ()):
-                    g.add_edge(key, dst, key=etype, type=etype)
+                    _link(succ, pred, key, dst, etype, shared[etype])
         for src, etype, dst, props in plan["edges"]:
             data = succ[src].get(dst, {}).get(etype)
             if data is not None:
                 data.clear()
                 data.update(props, type=etype)
             else:
-                g.add_edge(src, dst, key=etype, type=etype, **props)
+                _link(succ, pred, src, dst, etype, {**props, "type": etype})
         self._next_rid = plan["next_rid"]
 
     def get(self, label: NodeLabel, ids: Sequence[str]) -> list[GraphNode]:
