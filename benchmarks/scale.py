@@ -2,6 +2,7 @@
 
     python benchmarks/scale.py                       # embedded store, 10k and 100k
     python benchmarks/scale.py --sizes 10000 --url neo4j://localhost:7687
+    python benchmarks/scale.py --url bolt://localhost:7687 --password secret --wipe --write
 
 Text is synthetic: 8-20 pseudo-words per memory drawn from a 20k-word vocabulary with
 Zipf-distributed frequencies (like natural language); queries are 4 words from the same
@@ -77,11 +78,11 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, round(p / 100 * (len(values) - 1)))]
 
 
-def bench(url: str, n: int, *, reopen: bool) -> dict[str, Any]:
+def bench(url: str, n: int, *, reopen: bool, **open_options: Any) -> dict[str, Any]:
     rng = random.Random(1)
     data = items(n)
     out: dict[str, Any] = {"n": n}
-    mem = GraphMemory.open(url, embedder=None)
+    mem = GraphMemory.open(url, embedder=None, **open_options)
     t = time.perf_counter()
     for i in range(0, n, 1000):
         mem.remember_many(data[i : i + 1000])
@@ -173,10 +174,31 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--url", default=None, help="backend URL (default: a temp embedded file)")
     ap.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
+    ap.add_argument("--user", default=None, help="server user (default: $NEO4J_USER)")
+    ap.add_argument("--password", default=None, help="server password (default: $NEO4J_PASSWORD)")
+    ap.add_argument("--database", default=None, help="server database (default: server's)")
+    ap.add_argument("--wipe", action="store_true",
+                    help="delete the graphmem data of a server store before each size")
     args = ap.parse_args(argv)
+    options: dict[str, Any] = {}
+    server = bool(args.url) and args.url.split("://")[0] in ("neo4j", "neo4j+s", "neo4j+ssc",
+                                                             "bolt", "bolt+s", "bolt+ssc")
+    if server:
+        user = args.user or os.environ.get("NEO4J_USER", "neo4j")
+        options["auth"] = (user, args.password or os.environ.get("NEO4J_PASSWORD", ""))
+        options["database"] = args.database or os.environ.get("NEO4J_DATABASE") or None
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
-        if args.url:
+        if server:
+            from graphmem.backends.neo4j import Neo4jBackend
+
+            with Neo4jBackend(args.url, **options) as store:
+                if args.wipe:
+                    store.clear()
+                elif store.stats().nodes:
+                    sys.exit(f"{args.url} already holds graphmem data; pass --wipe to delete it")
+            rows.append(bench(args.url, n, reopen=False, **options))
+        elif args.url:
             rows.append(bench(args.url, n, reopen=False))
         else:
             with tempfile.TemporaryDirectory() as d:

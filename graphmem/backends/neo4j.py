@@ -196,6 +196,7 @@ Q_SHOW_CONSTRAINTS = "admin/show_constraints"
 Q_AWAIT_INDEXES = "admin/await_indexes"
 Q_COMPONENTS = "admin/components"
 Q_STATS = "admin/stats"
+Q_CLEAR = "admin/clear"
 
 QUERY_NAMES: tuple[str, ...] = (
     *SCHEMA_QUERIES,
@@ -216,6 +217,7 @@ QUERY_NAMES: tuple[str, ...] = (
     Q_AWAIT_INDEXES,
     Q_COMPONENTS,
     Q_STATS,
+    Q_CLEAR,
 )
 """Every query file the backend loads (relative to ``cypher/``, without ``.cypher``)."""
 
@@ -1363,6 +1365,21 @@ class Neo4jBackend:
             file_bytes=None,
             embedding_dim=self._dim,
         )
+
+    def clear(self, *, batch: int = 10_000) -> int:
+        """Delete every graphmem node and relationship in the database (other labels are left
+        alone), in transactions of ``batch`` nodes; returns how many nodes were deleted. For
+        benchmarks and throwaway stores: there is no undo."""
+        if batch < 1:
+            raise InvalidInput("batch must be >= 1")
+        text, params = self._bind(Q_CLEAR, labels=_ALL_LABELS, batch=batch)
+        total = 0
+        while True:
+            deleted = int(self._write("clear", lambda tx: tx.run(text, params).single()[0]))
+            total += deleted
+            if deleted == 0:
+                log.info("cleared %d nodes from %s", total, self.location)
+                return total
 
     def close(self) -> None:
         """Close the driver this backend created (idempotent)."""
