@@ -67,6 +67,7 @@ from graphmem.models import (
     NodeLabel,
     NodeRef,
     OrgFact,
+    Range,
     Run,
     Subgraph,
     TextQuery,
@@ -427,6 +428,9 @@ def compile_where(
     """
     if not _IDENT_RE.match(var) or not _IDENT_RE.match(prefix):
         raise InvalidInput("variable and parameter prefix must be identifiers")
+    if set(type(flt).model_fields) != _FILTER_FIELDS or set(Range.model_fields) != _RANGE_FIELDS:
+        # a new kind of condition must be compiled here, never silently ignored
+        raise QueryFailed("internal error: Filter has fields the Neo4j compiler does not know")
     model = node_model(flt.label)
     param = _Params(prefix)
     clauses: list[str] = []
@@ -455,6 +459,10 @@ def compile_where(
             raise InvalidInput(f"{model.label.value} has no tags")
         clauses.append(f"all(tag IN {param(list(flt.tags_all))} WHERE tag IN {var}.tags)")
     return clauses, param.values
+
+
+_FILTER_FIELDS = {"label", "ids", "equals", "any_of", "ranges", "tags_all"}
+_RANGE_FIELDS = {"field", "gte", "gt", "lte", "lt", "or_missing"}
 
 
 def _where(clauses: Sequence[str]) -> str:
