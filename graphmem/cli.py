@@ -9,7 +9,6 @@ settings or usage). Long work shows a progress bar on stderr.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import json
 import sys
@@ -136,15 +135,6 @@ def _fields(value: Any) -> str:
 
 def _memory_line(m: Any) -> str:
     return f"{m.id}  [{m.status.value}] {m.content}"
-
-
-def _require(obj: Any, name: str) -> Callable[..., Any]:
-    """A method that another part of graphmem provides; a clear error when it is missing."""
-    fn = getattr(obj, name, None)
-    if not callable(fn):
-        typer.echo(f"error: {name} is not available in this graphmem version", err=True)
-        raise typer.Exit(1)
-    return fn  # type: ignore[no-any-return]
 
 
 def _accepts(fn: Callable[..., Any], param: str) -> bool:
@@ -366,10 +356,13 @@ def forget(
 # maintenance and LLM passes
 
 
+ApplyOpt = Annotated[bool, typer.Option("--apply", help="Write the changes (default: dry run).")]
+IdsArg = Annotated[list[str], typer.Argument(help="Memory ids.")]
+
+
 @app.command()
 def consolidate(
-    apply: Annotated[bool, typer.Option("--apply", help="Write the merges (default: dry run).")]
-    = False,
+    apply: ApplyOpt = False,
     agent: AgentOpt = None,
     namespace: NamespaceOpt = None,
     db: DbOpt = None,
@@ -379,18 +372,34 @@ def consolidate(
 ) -> None:
     """Merge near-duplicate memories with provenance (a dry run unless --apply)."""
     with _open(db, embedder, llm) as mem:
-        fn = _require(mem, "consolidate")
-        report = _with_progress(fn, "consolidating", dry_run=not apply, agent_id=agent,
-                                namespace=namespace)
-        groups = getattr(report, "groups", [])
+        report = _with_progress(mem.consolidate, "consolidating", dry_run=not apply,
+                                agent_id=agent, namespace=namespace)
         verb = "merged" if apply else "would merge"
-        _emit(as_json, report, f"{verb} {len(groups)} groups")
+        lines = [f"{verb} {len(report.groups)} groups ({report.pairs} similar pairs among "
+                 f"{report.scanned} memories)"]
+        lines += [f"  {g.kind}: {', '.join(g.source_ids)}"
+                  + (f" -> {g.merged_id}" if g.merged_id else "") for g in report.groups]
+        _emit(as_json, report, "\n".join(lines))
 
 
 @app.command()
-def improve(
-    apply: Annotated[bool, typer.Option("--apply", help="Write the rewrites (default: dry run).")]
-    = False,
+def unmerge(
+    merged_id: Annotated[str, typer.Argument(help="Id of a memory made by consolidate.")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only report.")] = False,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Undo a consolidation merge: restore the sources, delete the merged memory."""
+    with _open(db, "none") as mem:
+        report = mem.unmerge(merged_id, dry_run=dry_run)
+        _emit(as_json, report, f"restored {len(report.restored_ids)} memories")
+
+
+@app.command()
+def maintain(
+    apply: ApplyOpt = False,
+    hard_delete: Annotated[bool, typer.Option("--hard-delete",
+                                              help="Delete instead of archiving.")] = False,
     agent: AgentOpt = None,
     namespace: NamespaceOpt = None,
     db: DbOpt = None,
@@ -398,42 +407,131 @@ def improve(
     llm: LlmOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Rewrite memories for precision and resolve contradictions (LLM; new versions)."""
+    """Expiry, retention, decay, staleness, limits and consolidation (dry run unless --apply)."""
     with _open(db, embedder, llm) as mem:
-        fn = _require(mem, "improve")
-        report = _with_progress(fn, "improving", dry_run=not apply, agent_id=agent,
-                                namespace=namespace)
-        _emit(as_json, report, _fields(report))
+        report = mem.maintain(dry_run=not apply, hard_delete=hard_delete, agent_id=agent,
+                              namespace=namespace)
+        lines = [f"{a.step}: {a.action} {a.memory_id or ''}".rstrip() for a in report.actions]
+        head = "planned" if report.dry_run else "done"
+        _emit(as_json, report, "\n".join([f"{head}: {len(report.actions)} actions", *lines]))
 
 
 @app.command()
-def summarize(
-    run_id: Annotated[str, typer.Argument(help="The run to summarise.")],
+def archive(
+    memory_ids: IdsArg,
+    reason: Annotated[str, typer.Option(help="Why (kept on the memory).")] = "manual",
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Take memories out of recall (restorable with `graphmem restore`)."""
+    with _open(db, "none") as mem:
+        report = mem.archive(memory_ids, reason=reason)
+        _emit(as_json, report, f"archived {len(report.actions)} memories")
+
+
+@app.command()
+def restore(
+    memory_ids: IdsArg,
+    pin: Annotated[bool, typer.Option("--pin", help="Exempt them from maintenance.")] = False,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Bring archived memories back into recall."""
+    with _open(db, "none") as mem:
+        report = mem.restore(memory_ids, pin=pin)
+        _emit(as_json, report, f"restored {len(report.actions)} memories")
+
+
+@app.command()
+def improve(
+    memory_ids: Annotated[list[str] | None, typer.Argument(
+        help="Memory ids (default: the newest memories of the scope).")] = None,
+    apply: ApplyOpt = False,
+    agent: AgentOpt = None,
+    namespace: NamespaceOpt = None,
     db: DbOpt = None,
     embedder: EmbedOpt = None,
     llm: LlmOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Summarise a run into a summary memory derived from its events (LLM or offline)."""
+    """Rewrite memories for precision and resolve contradictions (new versions)."""
     with _open(db, embedder, llm) as mem:
-        result = _require(mem, "summarize")(run_id=run_id)
-        _emit(as_json, result, _fields(result))
+        report = mem.improve(memory_ids or None, agent_id=agent, namespace=namespace,
+                             dry_run=not apply)
+        verb = "rewrote" if apply else "would rewrite"
+        lines = [f"{verb} {len(report.created)} memories, superseding "
+                 f"{len(report.superseded_ids)}"]
+        lines += [f"  {m.id}  {m.content}" for m in report.created]
+        _emit(as_json, report, "\n".join(lines))
+
+
+@app.command()
+def summarize(
+    run_id: Annotated[str | None, typer.Option("--run", help="Summarise this run.")] = None,
+    memory_ids: Annotated[list[str] | None, typer.Argument(
+        help="Or these memories.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only show the summary.")] = False,
+    db: DbOpt = None,
+    embedder: EmbedOpt = None,
+    llm: LlmOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a summary memory derived from a run's memories (or from given memories)."""
+    with _open(db, embedder, llm) as mem:
+        summary = mem.summarize(memory_ids or None, run_id=run_id, dry_run=dry_run)
+        _emit(as_json, summary, f"{summary.id}  {summary.content}")
+
+
+@app.command("extract-facts")
+def extract_facts(
+    turn: Annotated[str, typer.Argument(help="A conversation turn.")],
+    agent: Annotated[str, typer.Option(help="Agent id.")] = "default",
+    run: Annotated[str | None, typer.Option(help="Run id.")] = None,
+    speaker: Annotated[str, typer.Option(help="Who said it.")] = "user",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only show the facts.")] = False,
+    db: DbOpt = None,
+    embedder: EmbedOpt = None,
+    llm: LlmOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Store the durable facts of a conversation turn as long-term memories."""
+    with _open(db, embedder, llm) as mem:
+        report = mem.extract_facts(turn, agent_id=agent, run_id=run, speaker=speaker,
+                                   dry_run=dry_run)
+        text = "\n".join(f"{m.id}  {m.content}" for m in report.created)
+        _emit(as_json, report, text or "(no durable facts)")
 
 
 @app.command()
 def reflect(
     question: Annotated[str, typer.Argument(help="A question about the past.")],
+    k: Annotated[int, typer.Option("-k", min=1, help="Memories to consult.")] = 10,
     scope: ScopeOpt = None,
     db: DbOpt = None,
     embedder: EmbedOpt = None,
     llm: LlmOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Answer a question from recalled memories, citing memory ids (LLM or offline)."""
+    """Answer a question from recalled memories, citing memory ids."""
     with _open(db, embedder, llm) as mem:
-        kwargs = {"scope": scope} if scope is not None else {}
-        result = _require(mem, "reflect")(question, **kwargs)
-        _emit(as_json, result, _fields(result))
+        result = mem.reflect(question, k=k, scope=scope)
+        cites = f"\n(cites: {', '.join(result.cited_ids)})" if result.cited_ids else ""
+        _emit(as_json, result, result.answer + cites)
+
+
+@app.command()
+def share(
+    namespace: Annotated[str, typer.Argument(help="Namespace to share.")],
+    owner: Annotated[str, typer.Option(help="Owning agent.")],
+    member: Annotated[list[str] | None, typer.Option(help="A member agent (repeatable).")]
+    = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Create a namespace shared by several agents."""
+    with _open(db, "none") as mem:
+        ns = mem.share_namespace(namespace, owner=owner, members=member or [])
+        _emit(as_json, ns, f"{ns.id}: {', '.join(ns.members)}")
 
 
 # ---------------------------------------------------------------------------------------
@@ -650,23 +748,23 @@ def import_cmd(
 def migrate(
     src: Annotated[str, typer.Argument(help="Source store URL or path.")],
     dst: Annotated[str, typer.Argument(help="Destination store URL or path.")],
+    batch_size: Annotated[int, typer.Option(min=1, help="Nodes/edges per write.")] = 1000,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Read only.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Copy a whole memory graph between backends, then verify the counts."""
+    from graphmem.migrate import migrate as run_migration
+
+    auth = _settings().auth
     try:
-        migration = importlib.import_module("graphmem.migrate")
-    except ImportError:
-        typer.echo("error: migration is not available in this graphmem version", err=True)
-        raise typer.Exit(1) from None
-    settings = _settings()
-    fn = _require(migration, "migrate")
-    try:
-        report = _with_progress(fn, "migrating", src=src, dst=dst,
-                                **({"auth": settings.auth} if _accepts(fn, "auth") else {}))
+        report = _with_progress(run_migration, "migrating", src=src, dst=dst,
+                                batch_size=batch_size, dry_run=dry_run, auth=auth)
     except GraphMemError as e:
         typer.echo(f"error: {type(e).__name__}: {e}", err=True)
         raise typer.Exit(1) from e
-    _emit(as_json, report, _fields(report))
+    state = "verified" if report.verified else f"MISMATCH {report.mismatches}"
+    _emit(as_json, report, f"copied {report.nodes_copied} nodes and {report.edges_copied} "
+                           f"edges in {report.batches} batches: {state}")
 
 
 # ---------------------------------------------------------------------------------------

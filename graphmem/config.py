@@ -82,11 +82,12 @@ class ApiKey(_Frozen):
 
 
 class LifecycleSettings(_Frozen):
-    """Thresholds of the memory lifecycle and of consolidation (see lifecycle.py)."""
+    """Thresholds of the memory lifecycle and of consolidation; GraphMemory turns them into
+    a :class:`graphmem.lifecycle.LifecycleConfig` (defaults kept equal to its defaults)."""
 
     short_term_max: int = Field(default=200, ge=1)
-    refresh_every: int = Field(default=50, ge=1)
-    refresh_threshold: float = Field(default=0.2, ge=0.0, le=1.0)
+    refresh_every: int = Field(default=20, ge=1)
+    refresh_threshold: float = Field(default=0.1, ge=0.0, le=1.0)
     promote_importance: float = Field(default=0.5, ge=0.0, le=1.0)
     promote_access_count: int = Field(default=3, ge=0)
     decay_half_life_days: float = Field(default=30.0, gt=0.0)

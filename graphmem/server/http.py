@@ -35,6 +35,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from graphmem.config import Settings
+from graphmem.consolidation import ConsolidationReport
 from graphmem.errors import (
     AccessDenied,
     BackendUnavailable,
@@ -45,21 +46,24 @@ from graphmem.errors import (
     LLMUnavailable,
     NotFound,
 )
+from graphmem.lifecycle import MaintenanceReport
+from graphmem.llm import Reflection
 from graphmem.memory import ForgetReport, GraphMemory
 from graphmem.models import Memory, OrgFact, OrgOperation, RecallResult, Run
 from graphmem.server.schemas import (
-    ConsolidateRequest,
     ContextRequest,
     ContextResponse,
     ErrorBody,
     EventsAppend,
     EventsPage,
     Health,
+    MaintenanceRequest,
     MemoryBatch,
     MemoryIn,
     MemoryPatch,
     PublishRequest,
     RecallRequest,
+    ReflectRequest,
     RetractRequest,
     RunEnd,
     RunIn,
@@ -113,6 +117,11 @@ class Principal:
             raise AccessDenied(f"this API key acts as agent {self.agent_id!r} only")
         return self.agent_id
 
+    def writer(self, requested: str | None) -> str | None:
+        """Like :meth:`agent`, but None stays None on the open API (GraphMemory's default,
+        e.g. the run's agent for events, applies)."""
+        return self.agent(requested) if self.restricted else requested
+
     def namespace(self, requested: str | None) -> str:
         """The namespace of a write; AccessDenied outside the key's namespaces."""
         if requested is None:
@@ -129,7 +138,7 @@ class Principal:
 
     def scope(self, requested: str | None) -> str | None:
         """The agent whose read scope limits a recall (forced to the key's agent)."""
-        return self.agent(requested) if self.restricted else requested
+        return self.writer(requested)
 
     def check_read(self, mem: GraphMemory, memory: Memory) -> Memory:
         if self.restricted:
@@ -251,7 +260,7 @@ def list_memories(
 ) -> list[Memory]:
     """Memories matching the filters, newest first (under auth: the key's own)."""
     return mem.list(
-        agent_id=who.agent(agent_id) if who.restricted else agent_id, run_id=run_id,
+        agent_id=who.writer(agent_id), run_id=run_id,
         namespace=who.namespace_filter(namespace), category=category, tier=tier,
         status=status, tags=tag, limit=limit, offset=offset,
     )
@@ -292,8 +301,9 @@ def memory_history(memory_id: str, mem: Mem, who: Who) -> list[Memory]:
     return mem.history(memory_id)
 
 
-def _recall_args(body: RecallRequest, who: Who) -> dict[str, Any]:
-    args = body.model_dump(exclude_none=True, exclude={"query", "scope", "max_tokens"})
+def _recall_args(body: RecallRequest | ReflectRequest, who: Who) -> dict[str, Any]:
+    args = body.model_dump(exclude_none=True,
+                           exclude={"query", "question", "scope", "max_tokens"})
     args["namespace"] = who.namespace_filter(body.namespace)
     args["scope"] = who.scope(body.scope)
     return args
@@ -335,7 +345,7 @@ def list_runs(
     offset: Offset = 0,
 ) -> list[Run]:
     """Runs, newest first."""
-    agent = who.agent(agent_id) if who.restricted else agent_id
+    agent = who.writer(agent_id)
     return mem.list_runs(agent_id=agent, user_id=user_id, status=status, limit=limit,
                          offset=offset)
 
@@ -371,7 +381,7 @@ def add_events(
             who.check_run(mem.get_run(run_id))
         except NotFound:
             pass  # started on the fly, by the key's agent
-    events = [{**e.model_dump(exclude_none=True), "agent_id": who.agent(e.agent_id)}
+    events = [{**e.model_dump(exclude_none=True), "agent_id": who.writer(e.agent_id)}
               for e in body.events]
     return mem.add_events(run_id, events)
 
@@ -481,13 +491,28 @@ def retract_fact(fact_id: str, body: RetractRequest, mem: Mem, who: Who) -> OrgF
 # -- maintenance ----------------------------------------------------------------------------
 
 
-@router.post("/maintenance/consolidate", tags=["maintenance"])
-def consolidate(body: ConsolidateRequest, mem: Mem, who: Who) -> Any:
+@router.post("/maintenance/consolidate", response_model=ConsolidationReport,
+             tags=["maintenance"])
+def consolidate(body: MaintenanceRequest, mem: Mem, who: Who) -> ConsolidationReport:
     """Merge near-duplicate memories with provenance; a dry run (the plan) by default."""
     who.check_admin()
-    if not hasattr(mem, "consolidate"):
-        raise HTTPException(501, "this GraphMemory has no consolidate()")
-    return mem.consolidate(**body.model_dump(exclude_none=True))
+    return mem.consolidate(dry_run=body.dry_run, agent_id=body.agent_id,
+                           namespace=body.namespace)
+
+
+@router.post("/maintenance/run", response_model=MaintenanceReport, tags=["maintenance"])
+def maintain(body: MaintenanceRequest, mem: Mem, who: Who) -> MaintenanceReport:
+    """Expiry, retention, decay, staleness, limits and consolidation; a dry run by default.
+    Removal archives (restorable) unless ``hard_delete``."""
+    who.check_admin()
+    return mem.maintain(dry_run=body.dry_run, hard_delete=body.hard_delete,
+                        agent_id=body.agent_id, namespace=body.namespace)
+
+
+@router.post("/reflect", response_model=Reflection, tags=["recall"])
+def reflect(body: ReflectRequest, mem: Mem, who: Who) -> Reflection:
+    """Answer a question from recalled memories, citing their ids (configured LLM)."""
+    return mem.reflect(body.question, **_recall_args(body, who))
 
 
 # ---------------------------------------------------------------------------------------

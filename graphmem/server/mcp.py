@@ -14,7 +14,7 @@ Run it with ``graphmem mcp`` (stdio, for desktop clients) or
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any, Literal
 
@@ -133,21 +133,12 @@ def create_mcp_server(
             return [_view(v) for v in mem.history(memory_id)]
 
     @server.tool(description="Answer a question from your memories, citing memory ids.")
-    def reflect(question: Query) -> dict[str, Any]:
+    def reflect(question: Query, k: Annotated[int, Field(ge=1, le=50)] = 10) -> dict[str, Any]:
         with _tool_errors():
-            fn: Callable[..., Any] | None = getattr(mem, "reflect", None)
-            if fn is None:
-                raise ToolError("reflect is not available in this graphmem version")
-            return _jsonable(fn(question, scope=agent))
+            answer = mem.reflect(question, k=k, scope=agent)
+        return answer.model_dump(mode="json")
 
     return server
-
-
-def _jsonable(value: Any) -> dict[str, Any]:
-    if hasattr(value, "model_dump"):
-        out: dict[str, Any] = value.model_dump(mode="json", exclude={"embedding"})
-        return out
-    return {"result": value}
 
 
 def run_mcp(

@@ -16,7 +16,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from graphmem.models import Memory, Run
 
 __all__ = [
-    "ConsolidateRequest",
     "ContextRequest",
     "ContextResponse",
     "ErrorBody",
@@ -24,11 +23,13 @@ __all__ = [
     "EventsAppend",
     "EventsPage",
     "Health",
+    "MaintenanceRequest",
     "MemoryBatch",
     "MemoryIn",
     "MemoryPatch",
     "PublishRequest",
     "RecallRequest",
+    "ReflectRequest",
     "RetractRequest",
     "RunEnd",
     "RunIn",
@@ -119,6 +120,16 @@ class ContextRequest(RecallRequest):
     max_tokens: int = Field(default=2000, ge=1, le=200_000)
 
 
+class ReflectRequest(_Body):
+    """A question answered from recalled memories (same filters as a recall)."""
+
+    question: str = Field(min_length=1, max_length=10_000)
+    k: int = Field(default=10, ge=1, le=100)
+    agent_id: str | None = _ID
+    namespace: str | None = _ID
+    scope: str | None = _ID
+
+
 class ContextResponse(BaseModel):
     context: str
 
@@ -185,9 +196,10 @@ class RetractRequest(_Body):
     author: str | None = _ID
 
 
-class ConsolidateRequest(_Body):
-    """Consolidation: a dry run unless ``dry_run`` is false."""
+class MaintenanceRequest(_Body):
+    """Consolidation or the maintenance cycle: a dry run unless ``dry_run`` is false."""
 
     dry_run: bool = True
+    hard_delete: bool = False
     agent_id: str | None = _ID
     namespace: str | None = _ID

@@ -1,0 +1,96 @@
+"""AsyncGraphMemory: the same API as coroutines, run off the event loop, one implementation."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from pathlib import Path
+
+import pytest
+
+from graphmem.aio import AsyncGraphMemory
+from graphmem.errors import InvalidInput, NotFound
+from graphmem.memory import GraphMemory
+
+
+def _public_methods(obj: object) -> set[str]:
+    return {
+        name for name, value in inspect.getmembers(type(obj))
+        if not name.startswith("_") and inspect.isfunction(value)
+    }
+
+
+def test_every_public_method_is_a_coroutine_function(tmp_path: Path) -> None:
+    mem = GraphMemory.open(str(tmp_path / "a.db"), embedder=None)
+    amem = AsyncGraphMemory(mem)
+    try:
+        names = _public_methods(mem) - {"open", "close"}
+        assert {"remember", "recall", "context", "forget", "history", "update"} <= names
+        for name in names:
+            assert inspect.iscoroutinefunction(getattr(amem, name)), name
+        assert amem.backend is mem.backend  # plain attributes pass through
+    finally:
+        mem.close()
+
+
+def test_same_results_as_the_sync_api(tmp_path: Path) -> None:
+    async def scenario() -> tuple[str, list[str], int, str]:
+        async with await AsyncGraphMemory.open(str(tmp_path / "b.db"), embedder=None) as amem:
+            m = await amem.remember("Alice prefers tea", agent_id="a", tags=["prefs"])
+            new = await amem.update(m.id, "Alice prefers green tea")
+            hits = await amem.recall("tea", agent_id="a")
+            versions = await amem.history(new.id)
+            ctx = await amem.context("tea", agent_id="a")
+            run = await amem.start_run("a", run_id="r1")
+            await amem.add_event(run.id, "user_message", "hello")
+            assert [e.content for e in await amem.events("r1")] == ["hello"]
+            return new.id, [h.memory.content for h in hits], len(versions), ctx
+
+    new_id, contents, n_versions, ctx = asyncio.run(scenario())
+    assert contents == ["Alice prefers green tea"] and n_versions == 2
+    assert "Alice prefers green tea" in ctx
+    with GraphMemory.open(str(tmp_path / "b.db"), embedder=None) as mem:  # durable, closed
+        assert mem.get(new_id).content == "Alice prefers green tea"
+        assert mem.context("tea", agent_id="a") == ctx
+
+
+def test_errors_are_the_same_typed_errors(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with await AsyncGraphMemory.open(str(tmp_path / "c.db"), embedder=None) as amem:
+            with pytest.raises(NotFound):
+                await amem.get("missing")
+            with pytest.raises(InvalidInput):
+                await amem.remember("")
+            assert await amem.count() == 0
+
+    asyncio.run(scenario())
+
+
+def test_work_runs_in_worker_threads_and_concurrently(tmp_path: Path) -> None:
+    loop_thread = threading.get_ident()
+
+    async def scenario() -> tuple[set[int], int, int]:
+        async with await AsyncGraphMemory.open(str(tmp_path / "d.db"), embedder=None) as amem:
+            threads = set(await asyncio.gather(*(amem.run(threading.get_ident)
+                                                 for _ in range(8))))
+            memories = await asyncio.gather(
+                *(amem.remember(f"fact number {i}", agent_id="a") for i in range(50))
+            )
+            return threads, len({m.id for m in memories}), await amem.count(agent_id="a")
+
+    threads, distinct, stored = asyncio.run(scenario())
+    assert loop_thread not in threads
+    assert distinct == stored == 50
+
+
+def test_facade_does_not_close_a_memory_it_did_not_open(tmp_path: Path) -> None:
+    mem = GraphMemory.open(str(tmp_path / "e.db"), embedder=None)
+
+    async def scenario() -> None:
+        async with AsyncGraphMemory(mem) as amem:
+            await amem.remember("kept open")
+
+    asyncio.run(scenario())
+    assert mem.count() == 1  # still usable
+    mem.close()

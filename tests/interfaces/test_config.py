@@ -1,0 +1,172 @@
+"""Settings: the documented precedence, validation as ConfigError, masked secrets."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from graphmem.config import Settings
+from graphmem.errors import ConfigError, GraphMemError
+
+TOML = """
+url = "from-file.db"
+embedder = "hash"
+password = "file-secret"
+username = "neo4j"
+
+[lifecycle]
+promote_importance = 0.7
+merge_threshold = 0.5
+
+[server]
+port = 9100
+max_batch = 10
+
+[[server.api_keys]]
+key = "file-key-123456"
+agent_id = "planner"
+namespaces = ["team"]
+"""
+
+
+@pytest.fixture
+def toml_file(tmp_path: Path) -> Path:
+    p = tmp_path / "graphmem.toml"
+    p.write_text(TOML)
+    return p
+
+
+def test_defaults_are_the_embedded_store_without_secrets() -> None:
+    s = Settings()
+    assert s.url == "graphmem.db" and s.auth is None and s.server.api_keys == ()
+    assert s.lifecycle.promote_importance == 0.5 and s.lifecycle.promote_access_count == 3
+    assert s.lifecycle.merge_threshold == 0.6 and s.lifecycle.duplicate_threshold == 0.7
+
+
+def test_the_constructor_never_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GRAPHMEM_URL", "neo4j://elsewhere:7687")
+    assert Settings().url == "graphmem.db"
+    assert Settings.from_env().url == "neo4j://elsewhere:7687"
+
+
+def test_importing_graphmem_reads_no_settings() -> None:
+    # a malformed environment would raise if anything parsed it at import
+    env = {"GRAPHMEM_SERVER__PORT": "not-a-port", "GRAPHMEM_CONFIG": "/nonexistent.toml",
+           "PATH": "/usr/bin:/bin"}
+    code = "import graphmem, graphmem.config, graphmem.cli, graphmem.aio, graphmem.server.http"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_file_layer(toml_file: Path) -> None:
+    s = Settings.from_toml(toml_file)
+    assert (s.url, s.embedder, s.server.port, s.server.max_batch) == ("from-file.db", "hash",
+                                                                       9100, 10)
+    assert s.auth == ("neo4j", "file-secret")
+    assert s.lifecycle.promote_importance == 0.7
+    assert s.lifecycle.promote_access_count == 3  # untouched fields keep their defaults
+    [key] = s.server.api_keys
+    assert key.agent_id == "planner" and key.allows("team") and not key.allows("default")
+
+
+def test_precedence_defaults_file_env_arguments(toml_file: Path) -> None:
+    env = {
+        "GRAPHMEM_CONFIG": str(toml_file),
+        "GRAPHMEM_URL": "from-env.db",
+        "GRAPHMEM_SERVER__PORT": "9200",
+        "GRAPHMEM_LIFECYCLE__MERGE_THRESHOLD": "0.55",
+    }
+    s = Settings.load(environ=env, url="from-arg.db", server={"max_batch": 5})
+    assert s.url == "from-arg.db"  # argument beats env beats file
+    assert s.server.port == 9200  # env beats file
+    assert s.server.max_batch == 5  # argument, while the section's other fields merge
+    assert len(s.server.api_keys) == 1  # ...so the file's keys survive
+    assert s.embedder == "hash"  # file beats default
+    assert s.lifecycle.merge_threshold == 0.55 and s.lifecycle.promote_importance == 0.7
+    # an explicit file argument wins over GRAPHMEM_CONFIG; None overrides fall through
+    assert Settings.load(toml_file, environ={}, url=None).url == "from-file.db"
+
+
+def test_env_lists_are_json() -> None:
+    env = {"GRAPHMEM_SERVER__API_KEYS":
+           '[{"key": "env-key-1234", "agent_id": "a", "namespaces": ["*"]}]'}
+    s = Settings.from_env(env)
+    assert s.server.api_keys[0].key.get_secret_value() == "env-key-1234"
+    assert s.server.key_for("env-key-1234") is s.server.api_keys[0]
+    assert s.server.key_for("env-key-1235") is None
+
+
+def test_unknown_variables_are_ignored(caplog: pytest.LogCaptureFixture) -> None:
+    s = Settings.from_env({"GRAPHMEM_NOPE": "1", "GRAPHMEM_SERVER__NOPE": "2", "OTHER": "3"})
+    assert s == Settings()
+    assert "GRAPHMEM_NOPE" in caplog.text and "GRAPHMEM_SERVER__NOPE" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        ({"GRAPHMEM_SERVER__PORT": "seventy"}, "server.port"),
+        ({"GRAPHMEM_LIFECYCLE__PROMOTE_IMPORTANCE": "1.5"}, "lifecycle.promote_importance"),
+        ({"GRAPHMEM_LLM": "gpt"}, "llm"),
+        ({"GRAPHMEM_SERVER__API_KEYS": '[{"key": "short"}]'}, "at least 8"),
+        ({"GRAPHMEM_SERVER__API_KEYS": "[not json"}, "JSON"),
+        ({"GRAPHMEM_CONFIG": "/nonexistent/graphmem.toml"}, "does not exist"),
+    ],
+)
+def test_bad_settings_are_config_errors(env: dict[str, str], needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle.replace("[", r"\[")) as info:
+        Settings.from_env(env)
+    assert isinstance(info.value, GraphMemError)
+
+
+def test_malformed_toml_is_a_config_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("url = \n")
+    with pytest.raises(ConfigError, match="cannot read"):
+        Settings.from_toml(bad)
+    bad.write_text("[server]\nbogus = 1\n")
+    with pytest.raises(ConfigError, match="server.bogus"):
+        Settings.from_toml(bad)
+
+
+def test_settings_are_frozen() -> None:
+    s = Settings()
+    with pytest.raises(ValueError):
+        s.url = "x"  # type: ignore[misc]
+    assert s.replace(url="y").url == "y" and s.url == "graphmem.db"
+
+
+def test_secrets_are_masked_everywhere(toml_file: Path) -> None:
+    s = Settings.load(toml_file, environ={}, anthropic_api_key="sk-ant-very-secret",
+                      url="neo4j://neo4j:url-secret@db.example:7687")
+    shown = repr(s) + str(s) + repr(s.masked())
+    for secret in ("file-secret", "file-key-123456", "sk-ant-very-secret", "url-secret"):
+        assert secret not in shown
+    masked = s.masked()
+    assert masked["password"] == "**********" and masked["anthropic_api_key"] == "**********"
+    assert masked["server"]["api_keys"][0]["key"] == "**********"
+    assert masked["url"] == "neo4j://neo4j:**********@db.example:7687"
+    assert isinstance(s.password, SecretStr) and s.auth == ("neo4j", "file-secret")
+
+
+def test_settings_open_the_store_they_name(tmp_path: Path) -> None:
+    s = Settings(url=str(tmp_path / "s.db"), embedder="none", llm="none")
+    with s.open_memory() as mem:
+        mem.remember("configured", agent_id="a")
+        assert mem.settings is s and mem.llm is None and mem.embedder is None
+    with Settings(url=str(tmp_path / "s.db"), embedder="none").open_memory() as mem:
+        assert mem.count(agent_id="a") == 1
+        assert type(mem.llm).__name__ == "OfflineLLM"
+
+
+def test_lifecycle_defaults_match_the_lifecycle_module() -> None:
+    from graphmem.lifecycle import LifecycleConfig, config_from_settings
+
+    assert config_from_settings(Settings()) == LifecycleConfig()
+    tuned = config_from_settings(Settings(lifecycle={"merge_threshold": 0.5,  # type: ignore[arg-type]
+                                                     "promote_access_count": 5}))
+    assert tuned.consolidation.merge_threshold == 0.5 and tuned.promote_access_count == 5

@@ -1,0 +1,226 @@
+"""Property-based fuzzing of the HTTP API and the MCP tools.
+
+Bodies mix plausible values with arbitrary JSON (NaN and infinities included, which Python's
+JSON parser accepts), unknown fields and wrong types. The properties: the server never
+answers 5xx (the MCP server never crashes), and a rejected request leaves the store exactly
+as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mcp import Client
+
+from graphmem.memory import GraphMemory
+from graphmem.server.http import create_app
+from graphmem.server.mcp import create_mcp_server
+from tests.interfaces.conftest import auth, keyed_settings, snapshot
+
+FUZZ = settings(
+    max_examples=120, deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+scalars = (
+    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=40)
+)
+any_json = st.recursive(
+    scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.text(max_size=10), inner, max_size=4),
+    max_leaves=10,
+)
+stamps = st.sampled_from([
+    "2024-05-01T10:00:00Z", "2024-05-01T10:00:00", "2024-13-01T00:00:00Z", "yesterday",
+    "9999-12-31T23:59:59+14:00", "0001-01-01T00:00:00-12:00",
+])
+plausible: dict[str, st.SearchStrategy[Any]] = {
+    "content": st.text(max_size=60) | st.just("   ") | st.just("a\x00b"),
+    "query": st.text(max_size=30),
+    "agent_id": st.text(max_size=8) | st.just(" padded "),
+    "namespace": st.sampled_from(["default", "team", "", "x" * 300]),
+    "run_id": st.text(max_size=8),
+    "category": st.sampled_from(["semantic", "episodic", "summary", "gossip", ""]),
+    "tier": st.sampled_from(["short_term", "long_term", "fleeting"]),
+    "importance": st.floats(allow_nan=True, allow_infinity=True) | st.integers(-2, 3),
+    "confidence": st.floats(-1, 2),
+    "tags": st.lists(st.text(max_size=12) | st.sampled_from(["ok", "Fine", "no spaces"]),
+                     max_size=5),
+    "metadata": st.dictionaries(st.text(max_size=6), any_json, max_size=4),
+    "event_type": st.sampled_from(["user_message", "Tool Call", "x" * 70, ""]),
+    "visibility": st.sampled_from(["private", "shared", "org", "public"]),
+    "created_at": stamps, "valid_from": stamps, "expires_at": stamps, "since": stamps,
+    "as_of": stamps,
+    "k": st.integers(-5, 2000), "max_tokens": st.integers(-5, 300_000),
+    "reason": st.text(max_size=20),
+    "scope": st.text(max_size=8),
+    "fact_id": st.text(max_size=8), "author": st.sampled_from(["cto", "nobody", ""]),
+    "expected_version": st.integers(-2, 5), "core": st.booleans(),
+    "question": st.text(max_size=30), "dry_run": st.just(True) | any_json,
+}
+
+
+def field_value(name: str) -> st.SearchStrategy[Any]:
+    return plausible.get(name, any_json) | any_json
+
+
+@st.composite
+def body(draw: st.DrawFn, fields: tuple[str, ...]) -> Any:
+    if draw(st.integers(0, 19)) == 0:
+        return draw(any_json)  # not even an object
+    keys = draw(st.lists(st.sampled_from(fields), unique=True, max_size=len(fields)))
+    if draw(st.booleans()):
+        keys.append(draw(st.text(min_size=1, max_size=8)))  # an unknown field
+    return {k: draw(field_value(k)) for k in keys}
+
+
+MEMORY_FIELDS = ("content", "agent_id", "namespace", "run_id", "category", "tier",
+                 "importance", "confidence", "tags", "metadata", "event_type", "visibility",
+                 "created_at", "valid_from", "expires_at")
+RECALL_FIELDS = ("query", "k", "agent_id", "namespace", "category", "tier", "tags", "since",
+                 "as_of", "scope", "max_tokens")
+
+
+@st.composite
+def request(draw: st.DrawFn) -> tuple[str, str, Any]:
+    kind = draw(st.sampled_from(["create", "batch", "patch", "recall", "context", "events",
+                                 "publish", "runs", "list", "reflect", "maintenance"]))
+    if kind == "create":
+        return "POST", "/memories", draw(body(MEMORY_FIELDS))
+    if kind == "batch":
+        items = draw(st.lists(body(MEMORY_FIELDS), max_size=3))
+        return "POST", "/memories/batch", {"items": items}
+    if kind == "patch":
+        target = draw(st.sampled_from(["{existing}", "missing", "%00", "a" * 300]))
+        return "PATCH", f"/memories/{target}", draw(body(
+            ("content", "reason", "importance", "tags", "metadata", "category", "namespace",
+             "valid_from", "expires_at")))
+    if kind == "recall":
+        return "POST", "/recall", draw(body(RECALL_FIELDS))
+    if kind == "context":
+        return "POST", "/context", draw(body(RECALL_FIELDS))
+    if kind == "events":
+        run = draw(st.sampled_from(["r1", "r 2", "x" * 300]))
+        evs = draw(st.lists(body(("event_type", "content", "agent_id", "importance", "tier",
+                                  "tags", "metadata", "created_at")), max_size=3))
+        return "POST", f"/runs/{run}/events", {"events": evs}
+    if kind == "reflect":
+        return "POST", "/reflect", draw(body(("question", "k", "agent_id", "scope")))
+    if kind == "maintenance":
+        path = draw(st.sampled_from(["/maintenance/consolidate", "/maintenance/run"]))
+        return "POST", path, draw(body(("dry_run", "agent_id", "namespace")))
+    if kind == "publish":
+        return "POST", "/org/facts", draw(body(("content", "fact_id", "author", "category",
+                                                "tags", "core", "expected_version")))
+    if kind == "runs":
+        return "POST", "/runs", draw(body(("run_id", "agent_id", "namespace", "metadata")))
+    params = draw(st.dictionaries(st.sampled_from(["limit", "session_id", "agent_id"]),
+                                  st.text(max_size=6) | st.integers(-3, 3000).map(str)))
+    return "GET", "/memory/events", params
+
+
+@pytest.fixture
+def fuzz_store(tmp_path: Path) -> Iterator[GraphMemory]:
+    mem = GraphMemory.open(str(tmp_path / "fuzz.db"), embedder=None)
+    mem.register_agent("cto", seniority="lead")
+    mem.remember("Alice prefers tea", agent_id="alice", tags=["prefs"])
+    yield mem
+    mem.close()
+
+
+@pytest.fixture
+def open_client(fuzz_store: GraphMemory) -> Iterator[TestClient]:
+    with TestClient(create_app(fuzz_store), raise_server_exceptions=False) as client:
+        yield client
+
+
+@pytest.fixture
+def keyed_client(fuzz_store: GraphMemory) -> Iterator[TestClient]:
+    app = create_app(fuzz_store, settings=keyed_settings())
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield client
+
+
+def _send(client: TestClient, req: tuple[str, str, Any], existing: str,
+          headers: dict[str, str] | None = None) -> int:
+    method, path, payload = req
+    path = path.replace("{existing}", existing)
+    if method == "GET":
+        return client.get(path, params=payload, headers=headers).status_code
+    raw = json.dumps(payload)  # allow_nan: NaN / Infinity tokens reach the server
+    return client.request(method, path, content=raw.encode(), headers={
+        "content-type": "application/json", **(headers or {})}).status_code
+
+
+@FUZZ
+@given(req=request())
+def test_http_never_5xx_and_rejections_change_nothing(
+    fuzz_store: GraphMemory, open_client: TestClient, req: tuple[str, str, Any]
+) -> None:
+    existing = fuzz_store.list(agent_id="alice", limit=1)[0].id
+    before = snapshot(fuzz_store)
+    code = _send(open_client, req, existing)
+    assert code < 500, (code, req)
+    if code >= 400:
+        assert snapshot(fuzz_store) == before, (code, req)
+
+
+@FUZZ
+@given(req=request(), key=st.sampled_from(["alice-key-123", "bob-key-4567", "bad-key-000"]))
+def test_http_with_keys_never_5xx_and_rejections_change_nothing(
+    fuzz_store: GraphMemory, keyed_client: TestClient, req: tuple[str, str, Any], key: str
+) -> None:
+    existing = fuzz_store.list(agent_id="alice", limit=1)[0].id
+    before = snapshot(fuzz_store)
+    code = _send(keyed_client, req, existing, auth(key))
+    assert code < 500, (code, req)
+    if key == "bad-key-000":
+        assert code == 401
+    if code >= 400:
+        assert snapshot(fuzz_store) == before, (code, req)
+
+
+mcp_calls = st.one_of(
+    st.tuples(st.just("remember"), body(("content", "tags", "importance", "category"))),
+    st.tuples(st.just("recall"), body(("query", "k"))),
+    st.tuples(st.just("context"), body(("query", "max_tokens"))),
+    st.tuples(st.just("forget"), st.fixed_dictionaries(
+        {"memory_id": st.text(max_size=10) | st.just("{existing}")},
+        optional={"dry_run": any_json})),
+    st.tuples(st.just("history"), st.fixed_dictionaries(
+        {"memory_id": st.text(max_size=10) | any_json})),
+    st.tuples(st.just("reflect"), body(("question",))),
+)
+
+
+@FUZZ
+@given(call=mcp_calls)
+def test_mcp_tools_never_crash_and_errors_change_nothing(
+    fuzz_store: GraphMemory, call: tuple[str, Any]
+) -> None:
+    tool, args = call
+    if not isinstance(args, dict):
+        args = {"value": args}
+    existing = fuzz_store.list(agent_id="alice", limit=1)[0].id
+    args = {k: (existing if v == "{existing}" else v) for k, v in args.items()}
+    before = snapshot(fuzz_store)
+    server = create_mcp_server(fuzz_store, agent_id="bob")  # alice's memory is not bob's
+
+    async def go() -> Any:
+        async with Client(server) as client:
+            return await client.call_tool(tool, args)
+
+    result = asyncio.run(go())
+    if result.is_error:
+        text = "".join(getattr(c, "text", "") for c in result.content)
+        assert text != f"Error executing tool {tool}", f"crash on {call!r}"  # bare = crash
+        assert snapshot(fuzz_store) == before, call

@@ -1,0 +1,310 @@
+"""The HTTP API through FastAPI's TestClient: routes, error mapping, auth and scoping."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from graphmem.config import Settings
+from graphmem.memory import GraphMemory
+from graphmem.server.http import create_app
+from tests.interfaces.conftest import auth, keyed_settings, snapshot
+
+
+def _create(client: TestClient, **body: Any) -> dict[str, Any]:
+    r = client.post("/memories", json={"content": "Alice prefers tea", **body})
+    assert r.status_code == 201, r.text
+    data: dict[str, Any] = r.json()
+    return data
+
+
+# -- memories ------------------------------------------------------------------------------
+
+
+def test_memory_lifecycle(client: TestClient, store: GraphMemory) -> None:
+    m = _create(client, agent_id="assistant", tags=["Prefs"], importance=0.7,
+                metadata={"source": {"kind": "chat"}})
+    assert m["agent_id"] == "assistant" and m["tags"] == ["prefs"] and "embedding" not in m
+    assert store.get(m["id"]).importance == 0.7
+    assert client.get(f"/memories/{m['id']}").json()["content"] == "Alice prefers tea"
+
+    r = client.patch(f"/memories/{m['id']}", json={"content": "Alice prefers green tea",
+                                                   "reason": "correction"})
+    assert r.status_code == 200
+    new = r.json()
+    assert new["id"] != m["id"] and new["importance"] == 0.7
+    assert client.get(f"/memories/{m['id']}").json()["status"] == "superseded"
+    versions = client.get(f"/memories/{new['id']}/history").json()
+    assert [v["id"] for v in versions] == [m["id"], new["id"]]
+
+    # the superseded version cannot be updated again
+    again = client.patch(f"/memories/{m['id']}", json={"content": "x"})
+    assert again.status_code == 409 and again.json()["error"] == "Conflict"
+
+    listed = client.get("/memories", params={"agent_id": "assistant"}).json()
+    assert [x["id"] for x in listed] == [new["id"]]
+
+    dry = client.delete(f"/memories/{new['id']}", params={"dry_run": True}).json()
+    assert dry["dry_run"] and set(dry["deleted"]) == {m["id"], new["id"]}
+    assert store.count(status=None) == 2
+    gone = client.delete(f"/memories/{new['id']}")
+    assert gone.status_code == 200 and store.count(status=None) == 0
+    assert client.get(f"/memories/{new['id']}").status_code == 404
+
+
+def test_batch_create_is_atomic(client: TestClient, store: GraphMemory) -> None:
+    items = [{"content": f"fact {i}", "tags": ["batch"]} for i in range(5)]
+    r = client.post("/memories/batch", json={"items": items})
+    assert r.status_code == 201 and len(r.json()) == 5
+    before = snapshot(store)
+    bad = client.post("/memories/batch", json={"items": [*items, {"content": ""}]})
+    assert bad.status_code == 422 and "item 5" in bad.json()["detail"]
+    assert snapshot(store) == before
+
+
+def test_batch_size_limit(store: GraphMemory) -> None:
+    settings = Settings(embedder="none", server={"max_batch": 3})  # type: ignore[arg-type]
+    with TestClient(create_app(store, settings=settings)) as c:
+        r = c.post("/memories/batch", json={"items": [{"content": "x"}] * 4})
+        assert r.status_code == 422 and "at most 3" in r.json()["detail"]
+    assert store.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ({"content": ""}, "content"),
+        ({"content": 5}, "content"),
+        ({"content": "x", "importance": 2}, "importance"),
+        ({"content": "x", "tags": ["not a tag!"]}, "tag"),
+        ({"content": "x", "category": "gossip"}, "category"),
+        ({"content": "x", "created_at": "2024-01-01T00:00:00"}, "timezone"),
+        ({"content": "x", "id": "chosen"}, "id"),
+        ({"content": "x", "metadata": [1, 2]}, "metadata"),
+        ({}, "content"),
+    ],
+)
+def test_invalid_memories_are_422_and_change_nothing(
+    client: TestClient, store: GraphMemory, body: dict[str, Any], needle: str
+) -> None:
+    before = snapshot(store)
+    r = client.post("/memories", json=body)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"] == "InvalidInput" and needle in r.json()["detail"]
+    assert snapshot(store) == before
+
+
+def test_malformed_json_and_wrong_methods(client: TestClient) -> None:
+    r = client.post("/memories", content=b"{nope", headers={"content-type": "application/json"})
+    assert r.status_code == 422 and r.json()["error"] == "InvalidInput"
+    assert client.put("/memories").status_code == 405
+    assert client.get("/no/such/route").json()["error"] == "NotFound"
+
+
+def test_body_size_limit(store: GraphMemory) -> None:
+    settings = Settings(embedder="none", server={"max_body_bytes": 4096})  # type: ignore[arg-type]
+    with TestClient(create_app(store, settings=settings)) as c:
+        big = {"content": "x" * 5000}
+        r = c.post("/memories", json=big)
+        assert r.status_code == 413
+        # without a content-length header too (chunked upload)
+        r = c.post("/memories", content=iter([b'{"content": "', b"x" * 5000, b'"}']),
+                   headers={"content-type": "application/json"})
+        assert r.status_code == 413
+        assert c.post("/memories", json={"content": "small"}).status_code == 201
+    assert store.count() == 1
+
+
+# -- recall and context ----------------------------------------------------------------------
+
+
+def test_recall_and_context(client: TestClient) -> None:
+    _create(client, agent_id="a")
+    _create(client, content="Bob likes coffee", agent_id="b")
+    hits = client.post("/recall", json={"query": "tea", "k": 5}).json()
+    assert [h["memory"]["content"] for h in hits] == ["Alice prefers tea"]
+    assert "embedding" not in hits[0]["memory"] and hits[0]["breakdown"]
+    scoped = client.post("/recall", json={"query": "coffee", "scope": "a"}).json()
+    assert scoped == []  # b's private memory is outside a's scope
+    ctx = client.post("/context", json={"query": "tea", "max_tokens": 500}).json()["context"]
+    assert "Alice prefers tea" in ctx
+    bad = client.post("/recall", json={"query": "", "k": 0})
+    assert bad.status_code == 422 and {tuple(e["loc"]) for e in bad.json()["errors"]} == {
+        ("body", "query"), ("body", "k")}
+
+
+# -- runs, events, sessions -------------------------------------------------------------------
+
+
+def test_runs_and_events(client: TestClient) -> None:
+    run = client.post("/runs", json={"run_id": "s1", "agent_id": "bot", "user_id": "u1"})
+    assert run.status_code == 201
+    assert client.post("/runs", json={"run_id": "s1"}).status_code == 409
+    events = [{"event_type": "user_message", "content": f"turn {i}"} for i in range(4)]
+    r = client.post("/runs/s1/events", json={"events": events})
+    assert r.status_code == 201 and [e["seq"] for e in r.json()] == [0, 1, 2, 3]
+    assert all(e["agent_id"] == "bot" for e in r.json())
+    client.post("/runs/s2/events", json={"events": [{"event_type": "tool_call",
+                                                     "content": "ls", "agent_id": "bot"}]})
+    got = client.get("/runs/s1/events", params={"limit": 2}).json()
+    assert [e["content"] for e in got] == ["turn 2", "turn 3"]
+    assert [r["id"] for r in client.get("/runs", params={"agent_id": "bot"}).json()] == [
+        "s2", "s1"]
+
+    page = client.get("/memory/events", params={"agent_id": "bot", "limit": 3}).json()
+    assert page["agent"] == "bot" and page["total"] == 5
+    assert [e["content"] for e in page["events"]] == ["turn 2", "turn 3", "ls"]
+    one = client.get("/memory/events", params={"agent_id": "bot", "session_id": "s1"}).json()
+    assert one["total"] == 4 and len(one["events"]) == 4
+    sessions = client.get("/memory/sessions", params={"agent_id": "bot"}).json()
+    assert sessions["total"] == 2 and {s["id"] for s in sessions["sessions"]} == {"s1", "s2"}
+    for limit in (0, 1001):
+        assert client.get("/memory/events", params={"limit": limit}).status_code == 422
+
+    ended = client.post("/runs/s1/end", json={}).json()
+    assert ended["status"] == "completed" and ended["ended_at"]
+    assert client.delete("/runs/s1").status_code == 200
+    assert client.get("/runs/s1").status_code == 404
+
+
+# -- org facts, maintenance, service -------------------------------------------------------
+
+
+def test_org_facts(client: TestClient, store: GraphMemory) -> None:
+    store.register_agent("cto", seniority="lead")
+    store.register_agent("intern", seniority="junior")
+    r = client.post("/org/facts", json={"content": "Deploys need two reviewers",
+                                        "fact_id": "deploys", "author": "cto"})
+    assert r.status_code == 201 and r.json()["version"] == 1
+    denied = client.post("/org/facts", json={"content": "Deploy whenever", "fact_id": "deploys",
+                                             "author": "intern"})
+    assert denied.status_code == 403 and denied.json()["error"] == "AccessDenied"
+    v2 = client.post("/org/facts", json={"content": "Deploys need one reviewer",
+                                         "fact_id": "deploys", "author": "cto",
+                                         "expected_version": 1})
+    assert v2.json()["version"] == 2
+    stale = client.post("/org/facts", json={"content": "x", "fact_id": "deploys",
+                                            "author": "cto", "expected_version": 1})
+    assert stale.status_code == 409
+    assert [f["content"] for f in client.get("/org/facts").json()] == ["Deploys need one reviewer"]
+    assert client.get("/org/facts", params={"q": "reviewer"}).json()[0]["fact_id"] == "deploys"
+    assert len(client.get("/org/facts/deploys/versions").json()) == 2
+    client.post("/org/facts/deploys/retract", json={"author": "cto", "reason": "obsolete"})
+    ops = client.get("/org/facts/deploys/history").json()
+    assert [o["operation"] for o in ops] == ["publish", "publish", "retract"]
+    assert client.get("/org/facts").json() == []
+    assert client.get("/org/facts/nope").status_code == 404
+
+
+def test_maintenance_is_a_dry_run_by_default(client: TestClient, store: GraphMemory) -> None:
+    for _ in range(2):
+        _create(client, content="Alice prefers tea with milk in the morning")
+    before = snapshot(store)
+    plan = client.post("/maintenance/consolidate", json={})
+    assert plan.status_code == 200 and plan.json()["dry_run"]
+    assert len(plan.json()["groups"]) == 1 and snapshot(store) == before
+    cycle = client.post("/maintenance/run", json={"agent_id": "default"})
+    assert cycle.status_code == 200 and cycle.json()["dry_run"] and snapshot(store) == before
+    done = client.post("/maintenance/consolidate", json={"dry_run": False})
+    assert done.status_code == 200 and store.count() == 1
+    [merged] = store.list()
+    assert len(store.provenance(merged.id).nodes) == 3  # merged + its two sources
+    assert client.post("/maintenance/consolidate", json={"dry_run": "maybe"}).status_code == 422
+
+
+def test_reflect_cites_memories(client: TestClient) -> None:
+    m = _create(client, content="Carla is allergic to peanuts", agent_id="a")
+    r = client.post("/reflect", json={"question": "What is Carla allergic to?", "scope": "a"})
+    assert r.status_code == 200
+    assert "peanuts" in r.json()["answer"] and r.json()["cited_ids"] == [m["id"]]
+    assert client.post("/reflect", json={"question": ""}).status_code == 422
+
+
+def test_health_stats_and_openapi(client: TestClient) -> None:
+    assert client.get("/health").json()["status"] == "ok"
+    _create(client)
+    assert client.get("/stats").json()["nodes"]["Memory"] == 1
+    spec = client.get("/openapi.json").json()
+    paths = set(spec["paths"])
+    for p in ("/memories", "/memories/batch", "/memories/{memory_id}", "/recall", "/context",
+              "/runs", "/runs/{run_id}/events", "/memory/events", "/memory/sessions",
+              "/org/facts", "/maintenance/consolidate", "/maintenance/run", "/reflect",
+              "/stats", "/health"):
+        assert p in paths, p
+    assert "MemoryIn" in spec["components"]["schemas"]
+
+
+def test_app_from_settings_opens_and_closes_its_store(tmp_path: Any) -> None:
+    settings = Settings(url=str(tmp_path / "own.db"), embedder="none")
+    with TestClient(create_app(settings)) as c:
+        assert _create(c)["content"] == "Alice prefers tea"
+    with GraphMemory.open(str(tmp_path / "own.db"), embedder=None) as mem:
+        assert mem.count() == 1
+
+
+# -- auth and scoping ----------------------------------------------------------------------
+
+
+def test_missing_or_unknown_key_is_401(keyed: TestClient, store: GraphMemory) -> None:
+    for headers in ({}, auth("wrong-key-000"), {"Authorization": "Basic abc"}):
+        r = keyed.post("/memories", json={"content": "x"}, headers=headers)
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+    assert keyed.get("/health").status_code == 200  # liveness needs no key
+    assert store.count() == 0
+
+
+def test_a_key_acts_as_its_agent(keyed: TestClient, store: GraphMemory) -> None:
+    m = keyed.post("/memories", json={"content": "alice's secret"},
+                   headers={"X-API-Key": "alice-key-123"}).json()
+    assert m["agent_id"] == "alice" and m["namespace"] == "default"
+    before = snapshot(store)
+    for body in ({"content": "x", "agent_id": "bob"}, {"content": "x", "namespace": "team"}):
+        r = keyed.post("/memories", json=body, headers=auth("alice-key-123"))
+        assert r.status_code == 403 and r.json()["error"] == "AccessDenied"
+    assert snapshot(store) == before
+
+    # bob may not read, change or delete alice's private memory, nor recall it
+    bob = auth("bob-key-4567")
+    assert keyed.get(f"/memories/{m['id']}", headers=bob).status_code == 403
+    assert keyed.patch(f"/memories/{m['id']}", json={"content": "y"}, headers=bob).status_code \
+        == 403
+    assert keyed.delete(f"/memories/{m['id']}", headers=bob).status_code == 403
+    assert keyed.post("/recall", json={"query": "secret"}, headers=bob).json() == []
+    assert keyed.post("/recall", json={"query": "secret", "scope": "alice"},
+                      headers=bob).status_code == 403
+    assert keyed.get("/memories", headers=bob).json() == []
+    assert snapshot(store) == before
+
+    # alice can; bob can use his second namespace; store-wide routes need a '*' key
+    alice = auth("alice-key-123")
+    hits = keyed.post("/recall", json={"query": "secret"}, headers=alice).json()
+    assert [h["memory"]["id"] for h in hits] == [m["id"]]
+    assert keyed.post("/memories", json={"content": "team note", "namespace": "team"},
+                      headers=bob).status_code == 201
+    assert keyed.get("/stats", headers=alice).status_code == 403
+    assert keyed.get("/stats", headers=auth("admin-key-89")).status_code == 200
+    assert keyed.get("/memory/events", headers=alice).json()["agent"] == "alice"
+    assert keyed.get("/memory/events", params={"agent_id": "bob"},
+                     headers=alice).status_code == 403
+
+
+def test_runs_are_private_to_their_agent_under_auth(keyed: TestClient) -> None:
+    alice, bob = auth("alice-key-123"), auth("bob-key-4567")
+    keyed.post("/runs/r1/events", json={"events": [{"event_type": "user_message",
+                                                    "content": "hi"}]}, headers=alice)
+    assert keyed.get("/runs/r1", headers=alice).json()["agent_id"] == "alice"
+    assert keyed.get("/runs/r1/events", headers=bob).status_code == 403
+    assert keyed.post("/runs/r1/events", json={"events": [{"event_type": "user_message",
+                                                           "content": "intrude"}]},
+                      headers=bob).status_code == 403
+    assert keyed.get("/memory/sessions", headers=bob).json()["total"] == 0
+
+
+def test_keys_come_from_settings_of_the_memory(tmp_path: Any) -> None:
+    settings = keyed_settings()
+    with settings.replace(url=str(tmp_path / "k.db")).open_memory() as mem, \
+            TestClient(create_app(mem)) as c:
+        assert c.get("/memories").status_code == 401
+        assert c.get("/memories", headers=auth("alice-key-123")).status_code == 200

@@ -1,0 +1,108 @@
+"""The MCP server through the SDK's own client: over stdio (a real `graphmem mcp` process)
+and in process for the detailed behaviour."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from graphmem.memory import GraphMemory
+from graphmem.server.mcp import TOOLS, create_mcp_server
+from tests.interfaces.conftest import snapshot
+
+
+def _text(result: Any) -> str:
+    return "".join(getattr(c, "text", "") for c in result.content)
+
+
+def test_stdio_server_end_to_end(tmp_path: Path) -> None:
+    db = str(tmp_path / "mcp.db")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "graphmem.cli", "mcp", "--db", db, "--embedder", "none", "--agent", "bot"],
+        cwd=str(tmp_path),
+    )
+
+    async def session() -> None:
+        async with Client(params, read_timeout_seconds=60) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert set(TOOLS) <= set(tools)
+            assert tools["remember"].input_schema["required"] == ["content"]
+            stored = await client.call_tool("remember", {"content": "Alice prefers tea",
+                                                         "tags": ["prefs"]})
+            assert not stored.is_error
+            mid = stored.structured_content["id"]  # type: ignore[index]
+            hits = await client.call_tool("recall", {"query": "tea"})
+            assert hits.structured_content["result"][0]["id"] == mid  # type: ignore[index]
+            bad = await client.call_tool("remember", {"content": "x", "importance": 7})
+            assert bad.is_error and "importance" in _text(bad)
+            missing = await client.call_tool("history", {"memory_id": "nope"})
+            assert missing.is_error and "NotFound" in _text(missing)
+
+    asyncio.run(session())
+    with GraphMemory.open(db, embedder=None) as mem:
+        [m] = mem.list()
+        assert (m.content, m.agent_id, m.tags) == ("Alice prefers tea", "bot", ("prefs",))
+
+
+@pytest.fixture
+def shared(tmp_path: Path) -> Any:
+    mem = GraphMemory.open(str(tmp_path / "inproc.db"), embedder=None)
+    yield mem
+    mem.close()
+
+
+def _call(server: Any, tool: str, args: dict[str, Any]) -> Any:
+    async def go() -> Any:
+        async with Client(server) as client:
+            return await client.call_tool(tool, args)
+
+    return asyncio.run(go())
+
+
+def test_tools_act_for_the_configured_agent_only(shared: GraphMemory) -> None:
+    theirs = shared.remember("bob's private plan", agent_id="bob")
+    mine_server = create_mcp_server(shared, agent_id="alice", namespace="home")
+
+    stored = _call(mine_server, "remember", {"content": "alice likes plans"})
+    assert stored.structured_content["id"]
+    assert shared.get(stored.structured_content["id"]).namespace == "home"
+    hits = _call(mine_server, "recall", {"query": "plan", "k": 10})
+    assert "bob's private plan" not in _text(hits) and "alice likes plans" in _text(hits)
+    assert "bob's private plan" not in _text(_call(mine_server, "context", {"query": "plan"}))
+
+    before = snapshot(shared)
+    denied = _call(mine_server, "forget", {"memory_id": theirs.id})
+    assert denied.is_error and "AccessDenied" in _text(denied)
+    assert _call(mine_server, "history", {"memory_id": theirs.id}).is_error
+    assert snapshot(shared) == before
+
+    mine = stored.structured_content["id"]
+    dry = _call(mine_server, "forget", {"memory_id": mine, "dry_run": True})
+    assert dry.structured_content["deleted"] == [mine] and shared.count() == 2
+    assert not _call(mine_server, "forget", {"memory_id": mine}).is_error
+    assert shared.count() == 1
+
+
+def test_history_shows_versions(shared: GraphMemory) -> None:
+    m = shared.remember("trip in May", agent_id="alice")
+    new = shared.update(m.id, "trip in June")
+    out = _call(create_mcp_server(shared, agent_id="alice"), "history", {"memory_id": m.id})
+    versions = out.structured_content["result"]
+    assert [v["content"] for v in versions] == ["trip in May", "trip in June"]
+    assert versions[-1]["id"] == new.id and versions[0]["status"] == "superseded"
+
+
+def test_reflect_cites_the_agents_memories(shared: GraphMemory) -> None:
+    mine = shared.remember("Carla is allergic to peanuts", agent_id="alice")
+    shared.remember("Carla is allergic to cats", agent_id="bob")
+    out = _call(create_mcp_server(shared, agent_id="alice"), "reflect",
+                {"question": "What is Carla allergic to?"})
+    assert not out.is_error
+    assert "peanuts" in out.structured_content["answer"]
+    assert out.structured_content["cited_ids"] == [mine.id]  # never bob's private memory
