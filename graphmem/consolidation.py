@@ -360,7 +360,7 @@ class UnmergeReport(BaseModel):
 # consolidation
 
 
-def iter_memories(backend: GraphBackend, flt: Filter, page: int = 10_000) -> Iterator[Memory]:
+def iter_memories(backend: GraphBackend, flt: Filter, page: int = 50_000) -> Iterator[Memory]:
     """Every memory matching ``flt``, fetched in pages of ``page`` (ordered by id)."""
     offset = 0
     while True:
@@ -495,13 +495,12 @@ def consolidate(
 def _plan_scope(
     members: list[Memory], cfg: ConsolidationConfig
 ) -> tuple[list[tuple[list[int], list[SimilarPair]]], int]:
-    raw = find_similar_pairs([m.content for m in members], cfg.merge_threshold)
+    sets = [token_set(m.content) for m in members]
+    raw = find_similar_pairs(sets, cfg.merge_threshold)
     dup = _fraction(cfg.duplicate_threshold)
-    sets: dict[int, frozenset[str]] = {}
 
     def is_dup(i: int, j: int) -> bool:
-        a = sets.setdefault(i, token_set(members[i].content))
-        b = sets.setdefault(j, token_set(members[j].content))
+        a, b = sets[i], sets[j]
         inter = len(a & b)
         return _reaches(inter, len(a) + len(b) - inter, dup)
 
