@@ -19,7 +19,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 
 from graphmem.config import Settings
@@ -66,24 +65,26 @@ LimitOpt = Annotated[int, typer.Option("--limit", min=1, help="At most this many
 # plumbing
 
 
+# the root options of the current invocation (set by the root callback, which always runs
+# before a command; typer vendors its own click, so no click context is read here)
+_ROOT: dict[str, Any] = {}
+
+
 @app.callback()
 def _root(
-    ctx: typer.Context,
     config: Annotated[
         Path | None,
         typer.Option("--config", help="TOML settings file (default: $GRAPHMEM_CONFIG)."),
     ] = None,
 ) -> None:
     """graphmem: a graph-database knowledge memory for AI agents."""
-    ctx.obj = {"config": config}
+    _ROOT.clear()
+    _ROOT["config"] = config
 
 
 def _settings(**overrides: Any) -> Settings:
-    ctx = click.get_current_context(silent=True)
-    root = ctx.find_root().obj if ctx is not None else None
-    config = root.get("config") if isinstance(root, dict) else None
     try:
-        return Settings.load(config, **overrides)
+        return Settings.load(_ROOT.get("config"), **overrides)
     except ConfigError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from e

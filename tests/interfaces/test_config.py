@@ -129,7 +129,7 @@ def test_malformed_toml_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         Settings.from_toml(bad)
     bad.write_text("[server]\nbogus = 1\n")
-    with pytest.raises(ConfigError, match="server.bogus"):
+    with pytest.raises(ConfigError, match=r"server\.bogus"):
         Settings.from_toml(bad)
 
 
