@@ -960,12 +960,7 @@ class NetworkXBackend:
                 if not frontier:
                     break
             out_edges = [
-                Edge(
-                    type=EdgeType(t),
-                    src=_ref_of(s),
-                    dst=_ref_of(d),
-                    props={k: v for k, v in data.items() if k != "type"},
-                )
+                _edge_of(s, t, d, data)
                 for (s, t, d), data in edges.items()
                 if s in seen_set and d in seen_set
             ]
@@ -1008,15 +1003,7 @@ class NetworkXBackend:
             with self._fresh():
                 yield [self._node(k) for k in keys[i : i + batch_size] if k in self._g], []
         for i in range(0, len(edge_list), batch_size):
-            batch = [
-                Edge(
-                    type=EdgeType(t),
-                    src=_ref_of(s),
-                    dst=_ref_of(d),
-                    props={k: v for k, v in data.items() if k != "type"},
-                )
-                for s, d, t, data in edge_list[i : i + batch_size]
-            ]
+            batch = [_edge_of(s, t, d, data) for s, d, t, data in edge_list[i : i + batch_size]]
             yield [], batch
 
     def stats(self) -> BackendStats:
@@ -1061,6 +1048,16 @@ class NetworkXBackend:
 
     def __repr__(self) -> str:
         return f"NetworkXBackend({self.location!r})"
+
+
+def _edge_of(src: str, etype: str, dst: str, data: dict[str, Any]) -> Edge:
+    """An Edge value from an in-memory edge (its data dict carries ``type``)."""
+    return Edge(
+        type=EdgeType(etype),
+        src=_ref_of(src),
+        dst=_ref_of(dst),
+        props={k: v for k, v in data.items() if k != "type"},
+    )
 
 
 def _ref_of(key: str) -> NodeRef:
