@@ -101,7 +101,7 @@ T = TypeVar("T")
 SCHEMES = ("neo4j", "neo4j+s", "neo4j+ssc", "bolt", "bolt+s", "bolt+ssc")
 """URL schemes served by this backend (registered in :mod:`graphmem.backends`)."""
 
-CYPHER_DIR = Path(__file__).resolve().parents[2] / "cypher"
+CYPHER_DIR = Path(__file__).resolve().parents[1] / "cypher"  # also at ./cypher (a link)
 """Where the ``.cypher`` files live (the repository's ``cypher/`` folder)."""
 
 MIN_SERVER_VERSION = (5, 18)
@@ -699,7 +699,7 @@ class Neo4jBackend:
     ``url``: ``neo4j://``, ``neo4j+s://``, ``neo4j+ssc://``, ``bolt://``, ``bolt+s://`` or
     ``bolt+ssc://`` (user and password may be given in the URL). ``auth``: ``(user,
     password)`` or any ``neo4j`` auth object. ``database``: the database name (server
-    default when None). ``cypher_dir``: where the query files are (default: the repository's
+    default when None). ``cypher_dir``: where the query files are (default: the packaged
     ``cypher/``). ``batch_rows``: rows per ``UNWIND`` statement. ``exact_search_max``:
     filtered vector searches matching at most this many memories are exact (no index).
     Other keyword options go to ``neo4j.GraphDatabase.driver``.
