@@ -258,11 +258,12 @@ def list_memories(
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> list[Memory]:
-    """Memories matching the filters, newest first (under auth: the key's own)."""
+    """Memories matching the filters, newest first (``status=all``: every version; under
+    auth: the key's own)."""
     return mem.list(
         agent_id=who.writer(agent_id), run_id=run_id,
         namespace=who.namespace_filter(namespace), category=category, tier=tier,
-        status=status, tags=tag, limit=limit, offset=offset,
+        status=None if status == "all" else status, tags=tag, limit=limit, offset=offset,
     )
 
 

@@ -4,10 +4,16 @@ and in process for the detailed behaviour."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 
@@ -106,3 +112,44 @@ def test_reflect_cites_the_agents_memories(shared: GraphMemory) -> None:
     assert not out.is_error
     assert "peanuts" in out.structured_content["answer"]
     assert out.structured_content["cited_ids"] == [mine.id]  # never bob's private memory
+
+
+def test_streamable_http_transport(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    db = str(tmp_path / "http-mcp.db")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHMEM_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "graphmem.cli", "mcp", "--transport", "streamable-http",
+         "--port", str(port), "--db", db, "--embedder", "none", "--agent", "web"],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        for _ in range(300):  # bounded wait until the port answers
+            if proc.poll() is not None:
+                break
+            try:
+                httpx.get(url, timeout=2)
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+
+        async def session() -> Any:
+            async with Client(url, read_timeout_seconds=60) as client:
+                await client.call_tool("remember", {"content": "over streamable http"})
+                return await client.call_tool("recall", {"query": "streamable"})
+
+        hits = asyncio.run(session())
+        assert hits.structured_content["result"][0]["content"] == "over streamable http"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    with GraphMemory.open(db, embedder=None) as mem:
+        assert [m.agent_id for m in mem.list()] == ["web"]
