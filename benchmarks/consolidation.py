@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import platform
 import random
 import sys
@@ -113,9 +114,9 @@ def exact_partners(texts: list[str], sample: list[int], threshold: float) -> set
 
 def bench_size(n: int, args: argparse.Namespace) -> dict[str, object]:
     texts = corpus(n, args.dup_share, seed=n)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     pairs = find_similar_pairs(texts, 0.6)
-    t_pairs = time.perf_counter() - t0
+    t_pairs, c_pairs = time.perf_counter() - t0, time.process_time() - c0
     if n <= args.brute_max:
         t0 = time.perf_counter()
         exact = brute_force_pairs(texts, 0.6) == pairs
@@ -140,13 +141,14 @@ def bench_size(n: int, args: argparse.Namespace) -> dict[str, object]:
     t0 = time.perf_counter()
     plan = consolidate(backend, dry_run=True)
     t_dry = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     done = consolidate(backend)
-    t_apply = time.perf_counter() - t0
+    t_apply, c_apply = time.perf_counter() - t0, time.process_time() - c0
     merged_sources = sum(len(g.source_ids) for g in done.groups if g.merged_id)
     backend.close()
     return {
-        "n": n, "pairs": len(pairs), "t_pairs": t_pairs, "exact": exact, "check": check,
+        "n": n, "pairs": len(pairs), "t_pairs": t_pairs, "c_pairs": c_pairs,
+        "c_apply": c_apply, "exact": exact, "check": check,
         "t_ingest": t_ingest, "t_dry": t_dry, "t_apply": t_apply,
         "groups": len(done.groups), "superseded": merged_sources,
         "dry_groups": len(plan.groups),
@@ -191,13 +193,17 @@ def main() -> None:
     args = ap.parse_args()
     print(f"machine: {platform.processor() or platform.machine()}, python "
           f"{platform.python_version()}; dup share {args.dup_share}\n")
-    print("| memories | pairs >= 0.6 | pair finding | exactness | ingest (not counted) | "
-          "consolidate dry run | consolidate apply | groups merged | superseded |")
+    print(f"load average at start: {os.getloadavg()[0]:.1f} (wall times include waiting "
+          "for the CPU; CPU = this process's CPU time)\n")
+    print("| memories | pairs >= 0.6 | pair finding wall / CPU | exactness | "
+          "ingest (not counted) | consolidate dry run | consolidate apply wall / CPU | "
+          "groups merged | superseded |")
     print("|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     for n in args.sizes:
         r = bench_size(n, args)
-        print(f"| {n:,} | {r['pairs']:,} | {r['t_pairs']:.1f} s | {r['check']} | "
-              f"{r['t_ingest']:.1f} s | {r['t_dry']:.1f} s | {r['t_apply']:.1f} s | "
+        print(f"| {n:,} | {r['pairs']:,} | {r['t_pairs']:.1f} s / {r['c_pairs']:.1f} s | "
+              f"{r['check']} | {r['t_ingest']:.1f} s | {r['t_dry']:.1f} s | "
+              f"{r['t_apply']:.1f} s / {r['c_apply']:.1f} s | "
               f"{r['groups']:,} | {r['superseded']:,} |", flush=True)
     if not args.no_llm:
         r = bench_llm(args)
