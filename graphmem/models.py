@@ -493,6 +493,12 @@ class Run(GraphNode):
     def _valid_metadata(cls, v: Any) -> dict[str, Any]:
         return _flat_metadata(v)
 
+    @field_validator("agent_id", "user_id", "namespace")
+    @classmethod
+    def _valid_scope(cls, v: str | None) -> str | None:
+        # the agent becomes an Agent node id (RUN_BY): the same rule as every node id
+        return None if v is None else _check_id(v, "agent_id/user_id/namespace")
+
     @field_validator("started_at", "ended_at")
     @classmethod
     def _valid_time(cls, v: datetime | None, info: Any) -> datetime | None:

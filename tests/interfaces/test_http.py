@@ -308,3 +308,14 @@ def test_keys_come_from_settings_of_the_memory(tmp_path: Any) -> None:
             TestClient(create_app(mem)) as c:
         assert c.get("/memories").status_code == 401
         assert c.get("/memories", headers=auth("alice-key-123")).status_code == 200
+
+
+def test_padded_agent_id_of_a_run_is_422_not_500(client: TestClient, store: GraphMemory) -> None:
+    # found by the fuzzer: Run.agent_id became an Agent node id without the id rule
+    before = snapshot(store)
+    r = client.post("/runs", json={"agent_id": " padded "})
+    assert r.status_code == 422 and "agent_id" in r.json()["detail"]
+    r = client.post("/runs/r9/events", json={"events": [{"event_type": "user_message",
+                                                         "content": "x", "agent_id": "a\n"}]})
+    assert r.status_code == 422
+    assert snapshot(store) == before
