@@ -7,7 +7,9 @@ so concurrent coroutines are safe too.
 
 The common methods are spelled out below with their return types; every other public method
 of GraphMemory (including ones added later, e.g. ``consolidate`` or ``reflect``) is reachable
-under the same name as a coroutine function too.
+under the same name as a coroutine function too. Component objects (``org``, ``runs``,
+``lifecycle`` …) are the synchronous ones; call them off the loop with
+:meth:`~AsyncGraphMemory.run`, e.g. ``await amem.run(amem.sync.org.publish, "text", author="cto")``.
 
 >>> import asyncio
 >>> async def main() -> list[str]:
