@@ -13,7 +13,7 @@ never embedded twice in a process.
 
 >>> emb = make_embedder("hash")
 >>> emb.embed(["Alice prefers tea"]).shape
-(1, 256)
+(1, 512)
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ class HashEmbedder(_CachedEmbedder):
     Python's salted ``hash``). Similar wording gives similar vectors; synonyms do not.
     """
 
-    def __init__(self, dim: int = 256, *, cache_size: int = 32_768) -> None:
+    def __init__(self, dim: int = 512, *, cache_size: int = 32_768) -> None:
         if not isinstance(dim, int) or not 16 <= dim <= 8192:
             raise ConfigError(f"HashEmbedder dim must be an int in 16..8192, got {dim!r}")
         self._dim = dim
@@ -397,7 +397,7 @@ def make_embedder(spec: str | Embedder | None = "auto") -> Embedder | None:
     if low == "hash" or low.startswith("hash:"):
         _, _, dim = low.partition(":")
         try:
-            return HashEmbedder(int(dim) if dim else 256)
+            return HashEmbedder(int(dim) if dim else 512)
         except ValueError as e:
             raise ConfigError(f"bad hash embedder spec {spec!r}; use 'hash' or 'hash:<dim>'") from e
     if low in ("bundled", DEFAULT_MODEL.lower(), "sentence-transformers/all-minilm-l6-v2"):
