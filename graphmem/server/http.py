@@ -209,8 +209,8 @@ router = APIRouter(responses=_ERRORS)
 
 @router.get("/health", response_model=Health, tags=["service"])
 def health(mem: Mem) -> Health:
-    """Liveness and the backend in use (no authentication)."""
-    return Health(status="ok", version=_version(), backend=type(mem.backend).__name__)
+    """The store answers (else 503) and the backend in use (no authentication)."""
+    return Health(status="ok", version=_version(), backend=mem.backend.stats().backend)
 
 
 @router.get("/stats", tags=["service"])

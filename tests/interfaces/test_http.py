@@ -319,3 +319,13 @@ def test_padded_agent_id_of_a_run_is_422_not_500(client: TestClient, store: Grap
                                                          "content": "x", "agent_id": "a\n"}]})
     assert r.status_code == 422
     assert snapshot(store) == before
+
+
+def test_an_unavailable_backend_is_503(tmp_path: Any) -> None:
+    mem = GraphMemory.open(str(tmp_path / "closed.db"), embedder=None)
+    client = TestClient(create_app(mem))
+    mem.backend.close()  # the store goes away under a running app
+    r = client.post("/memories", json={"content": "x"})
+    assert r.status_code == 503 and r.json()["error"] == "BackendUnavailable"
+    assert client.get("/health").status_code == 503
+    mem.close()

@@ -44,7 +44,7 @@ def base_url(tmp_path: Path) -> Iterator[str]:
 
 def test_real_server_round_trip(base_url: str, tmp_path: Path) -> None:
     with httpx.Client(base_url=base_url, timeout=30) as http:
-        assert http.get("/health").json()["backend"] == "NetworkXBackend"
+        assert http.get("/health").json()["backend"] == "networkx"
         created = http.post("/memories", json={"content": "served over real HTTP",
                                                "agent_id": "web"})
         assert created.status_code == 201
