@@ -14,7 +14,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Literal, NamedTuple, Self, TypeAlias, TypeVar
@@ -346,11 +346,57 @@ class GraphNode(BaseModel):
             data["metadata"] = meta
         return cls.model_validate(data)
 
+    @classmethod
+    def from_trusted(cls, props: Mapping[str, Any]) -> Self:
+        """Rebuild a node from properties this process validated when they were written
+        (the embedded backend's in-memory graph): types are restored, validators skipped.
+        Never use it for data from outside (files, servers, users): use :meth:`from_props`."""
+        conv = _converters(cls)
+        # to_props drops only None values, so a missing field is None (field order kept)
+        data: dict[str, Any] = dict.fromkeys(cls.model_fields)
+        meta: dict[str, Any] = {}
+        for k, v in props.items():
+            if k in data:
+                c = conv.get(k)
+                data[k] = c(v) if c is not None and v is not None else v
+            elif k.startswith(METADATA_PREFIX):
+                meta[k[len(METADATA_PREFIX):]] = v
+        if "metadata" in data:
+            data["metadata"] = meta
+        # what model_construct does, without its per-field default resolution
+        obj = cls.__new__(cls)
+        object.__setattr__(obj, "__dict__", data)
+        object.__setattr__(obj, "__pydantic_fields_set__", set(data))
+        object.__setattr__(obj, "__pydantic_extra__", None)
+        object.__setattr__(obj, "__pydantic_private__", None)
+        return obj
+
     def evolve(self, **changes: Any) -> Self:
         """A validated copy with ``changes`` applied (``model_copy`` would skip validation)."""
         data = self.model_dump()
         data.update(changes)
         return validated(type(self), data)
+
+
+_CONVERTERS: dict[type, dict[str, Callable[[Any], Any]]] = {}
+
+
+def _converters(model: type[BaseModel]) -> dict[str, Callable[[Any], Any]]:
+    """Per field, how to restore the Python type from a stored property (enums, tuples)."""
+    conv = _CONVERTERS.get(model)
+    if conv is None:
+        conv = {}
+        for name, field in model.model_fields.items():
+            ann = field.annotation
+            for arg in (ann, *getattr(ann, "__args__", ())):
+                if isinstance(arg, type) and issubclass(arg, StrEnum):
+                    conv[name] = arg
+                    break
+                if getattr(arg, "__origin__", None) is tuple:
+                    conv[name] = tuple
+                    break
+        _CONVERTERS[model] = conv
+    return conv
 
 
 class Memory(GraphNode):
