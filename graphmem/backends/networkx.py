@@ -39,7 +39,6 @@ import orjson
 
 from graphmem.backends.base import STRUCTURAL, Direction, structural_targets
 from graphmem.errors import (
-    BackendError,
     BackendUnavailable,
     Conflict,
     DimensionMismatch,
