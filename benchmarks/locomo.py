@@ -25,7 +25,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +79,7 @@ class Conversation:
 
 def parse_session_date(text: str) -> datetime:
     """'1:56 pm on 8 May, 2023' -> aware UTC datetime (the dataset gives no zone)."""
-    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
 
 def normalise_evidence(raw: Sequence[str]) -> list[str]:
@@ -189,7 +189,8 @@ class DiskCachedEmbedder:
     def save(self) -> None:
         if self._dirty:
             texts = list(self._rows)
-            np.savez(self.path, texts=np.array(texts), vecs=np.stack([self._rows[t] for t in texts]))
+            vecs = np.stack([self._rows[t] for t in texts])
+            np.savez(self.path, texts=np.array(texts), vecs=vecs)
 
 
 # ---------------------------------------------------------------------------------------
@@ -251,7 +252,10 @@ def evaluate(
     return scores
 
 
-def build_systems(mem: GraphMemory, config: RecallConfig) -> dict[str, Callable[[str, str], list[str]]]:
+System = Callable[[str, str], list[str]]
+
+
+def build_systems(mem: GraphMemory, config: RecallConfig) -> dict[str, System]:
     retriever = Retriever(mem.backend, mem.embedder, config=config)
     backend, embedder = mem.backend, mem.embedder
     kmax = max(KS)
@@ -304,7 +308,8 @@ def report(scores: dict[str, Scores], convs: list[Conversation], args: argparse.
             + f" | {s.session_recall(5):.1f} | {s.session_recall(10):.1f}"
             + f" | {s.latency_ms(0.5):.1f} | {s.latency_ms(0.95):.1f} |"
         )
-    lines += ["", "Per category (graphmem hybrid / BM25 only / vector only), recall@10 and @50:", "",
+    names = " / ".join(scores)
+    lines += ["", f"Per category ({names}), recall@10 and @50:", "",
               "| category | n | R@10 | R@50 |", "|---|---|---|---|"]
     for cat, label in CATEGORIES.items():
         n = len(next(iter(scores.values())).by_cat.get((cat, 10), []))
@@ -328,7 +333,7 @@ def write_results(section: str, command: str) -> None:
     body = (
         f"{start}\n## LoCoMo evidence retrieval\n\nCommand: `{command}`  \n"
         f"Machine: {machine}, Python {platform.python_version()}; "
-        f"run {datetime.now(timezone.utc).strftime('%Y-%m-%d')}.\n\n{section}\n{end}"
+        f"run {datetime.now(UTC).strftime('%Y-%m-%d')}.\n\n{section}\n{end}"
     )
     text = path.read_text() if path.exists() else "# Benchmark results\n"
     if start in text and end in text:
@@ -349,6 +354,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--embed-cache", type=Path, default=None,
                     help="reuse embeddings from this .npz file (tuning runs)")
     ap.add_argument("--no-baselines", action="store_true")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="override a RecallConfig field (repeatable), e.g. --set rrf_k=20")
     ap.add_argument("--limit", type=int, default=0, help="only the first N conversations")
     ap.add_argument("--write", action="store_true", help="write the section of RESULTS.md")
     args = ap.parse_args(argv)
@@ -364,7 +371,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     turns = sum(ingest(mem, c) for c in convs)
     ingest_s = time.perf_counter() - t0
-    systems = build_systems(mem, RecallConfig.preset(args.preset))
+    config = RecallConfig.preset(args.preset)
+    if args.set:
+        overrides = dict(item.split("=", 1) for item in args.set)
+        config = RecallConfig.model_validate({**config.model_dump(), **overrides})
+    systems = build_systems(mem, config)
     if args.no_baselines:
         systems = {"graphmem hybrid": systems["graphmem hybrid"]}
     # warm-up (model load, first queries) outside the measurement

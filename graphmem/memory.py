@@ -64,7 +64,6 @@ from graphmem.models import (
     RunStatus,
     Status,
     Subgraph,
-    TextQuery,
     Tier,
     Visibility,
     new_id,
@@ -73,6 +72,7 @@ from graphmem.models import (
     validated,
 )
 from graphmem.org import OrgMemory
+from graphmem.retrieval import RecallConfig, Retriever
 from graphmem.runs import CleanupReport, DeleteRunReport, Runs, RunStats
 from graphmem.scoping import Namespaces, Scope
 
@@ -515,7 +515,6 @@ class GraphMemory:
             direction="out", depth=depth,
         )
 
-    # TODO(retrieval): replaced by the hybrid pipeline of graphmem.retrieval
     def recall(
         self,
         query: str,
@@ -530,40 +529,60 @@ class GraphMemory:
         since: datetime | None = None,
         until: datetime | None = None,
         as_of: datetime | None = None,
+        status: str | Sequence[str] | None = "active",
         touch: bool = True,
         scope: Scope | str | None = None,
+        config: RecallConfig | str | None = None,
     ) -> builtins.list[RecallResult]:
-        """The memories most relevant to ``query`` (lexical BM25 ranking).
+        """The ``k`` memories most relevant to ``query``, best first, each with its score
+        breakdown (hybrid BM25 + vector + graph recall, see :mod:`graphmem.retrieval`).
 
-        ``scope`` (a :class:`~graphmem.scoping.Scope`, or an agent id for its default scope)
-        limits recall to what that agent may read; without it recall is unscoped."""
-        flt = Filter.for_memories(
-            agent_id=agent_id, run_id=run_id, namespace=namespace, category=category,
-            tier=tier, tags=tags, since=since, until=until, as_of=as_of,
+        Filters narrow the candidates before ranking; superseded and archived memories are
+        left out unless ``status`` says otherwise, and ``as_of`` recalls what was valid at
+        that time. ``scope`` (a :class:`~graphmem.scoping.Scope`, or an agent id for its
+        default scope) limits recall to what that agent may read; without it recall is
+        unscoped. ``config`` is a :class:`~graphmem.retrieval.RecallConfig` or preset name.
+        """
+        flt = self._recall_filter(agent_id=agent_id, run_id=run_id, namespace=namespace,
+                                  category=category, tier=tier, tags=tags, since=since,
+                                  until=until, as_of=as_of, status=status, scope=scope)
+        return self._retriever().recall(query, k=k, filter=flt, config=config, touch=touch)
+
+    def context(
+        self,
+        query: str,
+        *,
+        max_tokens: int = 2000,
+        k: int = 50,
+        policies: Sequence[str] | None = None,
+        config: RecallConfig | str | None = None,
+        touch: bool = True,
+        **filters: Any,
+    ) -> str:
+        """Recalled memories as one text block for a prompt, within ``max_tokens``.
+
+        Every memory is fenced as untrusted data (content that tries to break the fence is
+        neutralised); the organisation's core policies lead the block (``policies``
+        overrides them; ``[]`` for none). ``filters`` are those of :meth:`recall`.
+        """
+        flt = self._recall_filter(**filters)
+        if policies is None:
+            policies = self.org.core_policies()
+        window = self._retriever().context_window(
+            query, max_tokens=max_tokens, k=k, filter=flt, policies=policies,
+            config=config, touch=touch,
         )
-        if scope is not None:
-            flt = self.namespaces.filter(scope, flt)
-        hits = self._backend.search_text(TextQuery(text=query, filter=flt, k=k))
-        if touch and hits:
-            self._backend.touch([h.node.id for h in hits], self._clock())
-        return [
-            RecallResult(memory=h.node, score=h.score, breakdown={"lexical": h.score})
-            for h in hits
-        ]
+        return window.text
 
-    # TODO(retrieval): replaced by the budgeted, fenced context of graphmem.retrieval
-    def context(self, query: str, *, max_tokens: int = 2000, **filters: Any) -> str:
-        """Recalled memories as one text block for a prompt, within ``max_tokens``."""
-        lines = ["<memories>"]
-        used = 4
-        for r in self.recall(query, **filters):
-            line = f"- {r.memory.content}"
-            if used + len(line) // 4 > max_tokens:
-                break
-            used += len(line) // 4
-            lines.append(line)
-        lines.append("</memories>")
-        return "\n".join(lines)
+    def _retriever(self) -> Retriever:
+        return Retriever(self._backend, self._embedder, clock=self._clock)
+
+    def _recall_filter(
+        self, *, scope: Scope | str | None = None, status: str | Sequence[str] | None = "active",
+        **kw: Any,
+    ) -> Filter:
+        flt = Filter.for_memories(status=status, **kw)
+        return self.namespaces.filter(scope, flt) if scope is not None else flt
 
     # -- agents and runs -------------------------------------------------------------
 

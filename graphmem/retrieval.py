@@ -86,14 +86,19 @@ class RecallConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     fusion: Literal["rrf", "linear"] = "rrf"
-    rrf_k: int = Field(default=60, ge=1)
+    rrf_k: int = Field(default=10, ge=1)
     lexical_weight: float = Field(default=1.0, ge=0.0)
-    vector_weight: float = Field(default=1.0, ge=0.0)
-    graph_weight: float = Field(default=0.5, ge=0.0)
+    vector_weight: float = Field(default=0.5, ge=0.0)
+    #: a memory next to a strong seed (graph expansion) scores at least
+    #: ``graph_weight`` x the seed's relevance
+    graph_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    #: episodic context: each memory gains ``run_weight`` x the best relevance found in
+    #: its run (a conversation session is topical), then relevance is renormalised
+    run_weight: float = Field(default=1.0, ge=0.0)
     #: candidates fetched per channel: max(candidates, 2 * k)
     candidates: int = Field(default=50, ge=1, le=10_000)
     # graph expansion
-    expand_seeds: int = Field(default=8, ge=0)
+    expand_seeds: int = Field(default=5, ge=0)
     expand_next: bool = True
     expand_derived: bool = True
     expand_tags: bool = True
@@ -129,7 +134,8 @@ PRESETS: dict[str, RecallConfig] = {
     "semantic": RecallConfig(lexical_weight=0.0),
     "linear": RecallConfig(fusion="linear"),
     "diverse": RecallConfig(mmr=True, mmr_lambda=0.6),
-    "precise": RecallConfig(min_similarity=0.4, min_coverage=0.75, graph_weight=0.25),
+    "precise": RecallConfig(min_similarity=0.4, min_coverage=0.75, graph_weight=0.25,
+                            run_weight=0.25),
     "recent": RecallConfig(
         signal_weight=0.6, weights=RankWeights(recency=0.6, frequency=0.1, importance=0.2,
                                                decay=0.1),
@@ -218,7 +224,6 @@ def _fmt_memory(r: RecallResult) -> str:
              f'category="{m.category.value}"']
     if m.run_id:
         attrs.append(f'run="{neutralise(m.run_id).replace(chr(34), "")}"')
-    attrs.append(f'score="{r.score:.3f}"')
     return f"<memory {' '.join(attrs)}>\n{neutralise(m.content)}\n</memory>"
 
 
@@ -307,6 +312,7 @@ class Retriever:
             del cands[key]
         if cfg.graph_weight > 0 and cfg.expand_seeds > 0 and cands:
             self._expand(cands, flt, cfg, qvec, qterms)
+        self._run_context(cands.values(), cfg)
         results = self._rank(cands.values(), cfg, now)
         if cfg.mmr and qvec is not None and len(results) > 1:
             results = self._mmr(results, cands, k, cfg.mmr_lambda)
@@ -320,7 +326,7 @@ class Retriever:
         return results
 
     def _query_vector(self, query: str, cfg: RecallConfig) -> np.ndarray | None:
-        if self.embedder is None or cfg.vector_weight <= 0 and cfg.min_similarity <= -1:
+        if self.embedder is None or (cfg.vector_weight <= 0 and cfg.min_similarity <= -1):
             return None
         vec = np.asarray(self.embedder.embed([query])[0], dtype=np.float32)
         norm = float(np.linalg.norm(vec))
@@ -331,6 +337,10 @@ class Retriever:
         cands: dict[str, _Cand], lexical: list[Hit], vector: list[Hit], cfg: RecallConfig
     ) -> None:
         top_lex = max((h.score for h in lexical), default=0.0)
+        # fused relevance is normalised so that first place in every channel that ran
+        # scores 1 (a lexical-only recall is not capped by the missing vector channel)
+        ran = (cfg.lexical_weight if lexical else 0.0) + (cfg.vector_weight if vector else 0.0)
+        top = (ran / (cfg.rrf_k + 1) if cfg.fusion == "rrf" else ran) or 1.0
         for channel, hits, weight in (
             ("lexical", lexical, cfg.lexical_weight),
             ("vector", vector, cfg.vector_weight),
@@ -343,12 +353,13 @@ class Retriever:
                 c.breakdown[f"{channel}_rank"] = float(rank)
                 c.breakdown[channel] = hit.score
                 if cfg.fusion == "rrf":
-                    c.fused += weight / (cfg.rrf_k + rank)
+                    c.fused += weight / (cfg.rrf_k + rank) / top
                 else:
                     norm = hit.score / top_lex if channel == "lexical" and top_lex > 0 else (
                         max(hit.score, 0.0)
                     )
-                    c.fused += weight * norm
+                    c.fused += weight * norm / top
+                c.breakdown["fused"] = c.fused
 
     @staticmethod
     def _score_evidence(
@@ -370,12 +381,13 @@ class Retriever:
 
     @staticmethod
     def _passes(c: _Cand, cfg: RecallConfig, qvec: np.ndarray | None) -> bool:
-        if c.breakdown.get("coverage", 0.0) >= cfg.min_coverage > 0:
+        coverage = c.breakdown.get("coverage", 0.0)
+        if coverage >= cfg.min_coverage:
             return True
         if qvec is not None and c.cosine is not None:
             return c.cosine >= cfg.min_similarity
-        # no vector evidence available: lexical coverage is all we have
-        return c.breakdown.get("coverage", 0.0) >= cfg.min_coverage
+        # no vector evidence: a BM25 match on a content word is all the evidence there is
+        return "lexical" in c.breakdown and coverage > 0
 
     def _expand(
         self,
@@ -389,6 +401,7 @@ class Retriever:
         seed_rank = {c.memory.id: i for i, c in enumerate(seeds, start=1)}
         by_id = {c.memory.id: c.memory for c in seeds}
         found: dict[str, tuple[Memory, int, str]] = {}  # id -> (memory, seed rank, via)
+        seed_score = {c.memory.id: c.fused for c in seeds}
 
         def offer(mem: Memory, seed_id: str, via: str) -> None:
             rank = seed_rank[seed_id]
@@ -426,12 +439,8 @@ class Retriever:
                         offer(n, min(shared, key=lambda c: seed_rank[c.memory.id]).memory.id,
                               "tag")
         fresh = [i for i in found if i not in cands]
-        if not fresh:
-            for i, (_, rank, via) in found.items():
-                self._add_graph(cands[i], rank, via, cfg)
-            return
         # expansion crosses scopes: keep only what the caller's filter admits
-        scoped = self._within(flt, fresh)
+        scoped = self._within(flt, fresh) if fresh else set()
         new_cands = []
         for i, (mem, rank, via) in found.items():
             c = cands.get(i)
@@ -440,8 +449,10 @@ class Retriever:
                     continue
                 c = cands[i] = _Cand(mem)
                 new_cands.append(c)
-            self._add_graph(c, rank, via, cfg)
-        self._score_evidence(new_cands, qvec, qterms)
+            c.breakdown["graph_via_" + via.lower()] = 1.0
+            self._add_graph(c, rank, seed_score[seeds[rank - 1].memory.id], cfg)
+        if new_cands:
+            self._score_evidence(new_cands, qvec, qterms)
 
     def _within(self, flt: Filter, ids: list[str]) -> set[str]:
         allowed = set(ids) if flt.ids is None else set(ids) & set(flt.ids)
@@ -453,15 +464,29 @@ class Retriever:
         return {n.id for n in self.backend.match(scoped, limit=len(allowed))}
 
     @staticmethod
-    def _add_graph(c: _Cand, seed_rank: int, via: str, cfg: RecallConfig) -> None:
-        if cfg.fusion == "rrf":
-            bonus = cfg.graph_weight / (cfg.rrf_k + seed_rank)
-        else:
-            bonus = cfg.graph_weight / seed_rank
-        if bonus > c.breakdown.get("graph", 0.0):
-            c.fused += bonus - c.breakdown.get("graph", 0.0)
-            c.breakdown["graph"] = bonus
+    def _add_graph(c: _Cand, seed_rank: int, seed_fused: float, cfg: RecallConfig) -> None:
+        """A neighbour of a strong seed is at least ``graph_weight`` x as relevant."""
+        lifted = cfg.graph_weight * seed_fused
+        if lifted > c.breakdown.get("graph", 0.0):
+            c.breakdown["graph"] = lifted
             c.breakdown["graph_seed_rank"] = float(seed_rank)
+            c.fused = max(c.fused, lifted)
+
+    @staticmethod
+    def _run_context(cands: Any, cfg: RecallConfig) -> None:
+        """Add ``run_weight`` x the best relevance in each memory's run, renormalised."""
+        if cfg.run_weight <= 0:
+            return
+        cands = list(cands)
+        best: dict[str, float] = {}
+        for c in cands:
+            run = c.memory.run_id
+            if run is not None and c.fused > best.get(run, 0.0):
+                best[run] = c.fused
+        for c in cands:
+            run_best = best.get(c.memory.run_id, 0.0) if c.memory.run_id else c.fused
+            c.breakdown["run"] = run_best
+            c.fused = (c.fused + cfg.run_weight * run_best) / (1.0 + cfg.run_weight)
 
     def _signals(self, m: Memory, cfg: RecallConfig, now: datetime) -> dict[str, float]:
         last = m.last_accessed or m.created_at
@@ -479,11 +504,6 @@ class Retriever:
     def _rank(self, cands: Any, cfg: RecallConfig, now: datetime) -> list[RecallResult]:
         w = cfg.weights
         total = w.recency + w.frequency + w.importance + w.decay
-        if cfg.fusion == "rrf":
-            top = (cfg.lexical_weight + cfg.vector_weight) / (cfg.rrf_k + 1)
-        else:
-            top = cfg.lexical_weight + cfg.vector_weight
-        top = top or 1.0
         out: list[RecallResult] = []
         for c in cands:
             sig = self._signals(c.memory, cfg, now)
@@ -492,7 +512,7 @@ class Retriever:
                  + w.importance * sig["importance"] + w.decay * sig["decay"]) / total
                 if total > 0 else 0.0
             )
-            relevance = c.fused / top
+            relevance = c.fused
             score = relevance * ((1.0 - cfg.signal_weight) + cfg.signal_weight * signal)
             breakdown = {**c.breakdown, **sig, "signals": signal, "relevance": relevance,
                          "score": score}

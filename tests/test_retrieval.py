@@ -4,7 +4,7 @@ and the fenced, budgeted context window — on every backend through the seam.""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -24,7 +24,7 @@ from graphmem.retrieval import (
     neutralise,
 )
 
-T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
 _TOPICS = {
     "drinks": {"tea", "coffee", "beverage", "drink", "drinks", "espresso", "latte"},
@@ -89,7 +89,8 @@ def test_hybrid_finds_lexical_and_semantic_matches_with_breakdown(tmem: GraphMem
     results = r.recall("which beverage does Alice like", k=3, touch=False)
     got = _contents(results)
     # "espresso and latte" shares no word but "Alice" with the query: found by meaning
-    assert set(got[:2]) == {"Alice drinks green tea every morning", "Alice loves espresso and latte"}
+    assert set(got[:2]) == {
+        "Alice drinks green tea every morning", "Alice loves espresso and latte"}
     for res in results:
         b = res.breakdown
         assert {"relevance", "signals", "recency", "frequency", "importance", "decay",
@@ -104,7 +105,7 @@ def test_rrf_fusion_math(tmem: GraphMemory) -> None:
     r = _retriever(tmem, signal_weight=0.0, graph_weight=0.0, rrf_k=10)
     [top, *_] = r.recall("Alice tea", k=5, touch=False)
     b = top.breakdown
-    want = (1 / (10 + b["lexical_rank"]) + 1 / (10 + b["vector_rank"])) / (2 / 11)
+    want = (1 / (10 + b["lexical_rank"]) + 0.5 / (10 + b["vector_rank"])) / (1.5 / 11)
     assert top.score == pytest.approx(want)
     assert top.memory.content == "Alice drinks green tea every morning"
     # channel weights: with the vector channel off, ranks come from BM25 alone
@@ -115,7 +116,8 @@ def test_rrf_fusion_math(tmem: GraphMemory) -> None:
     lin = _retriever(tmem, fusion="linear", signal_weight=0.0, graph_weight=0.0)
     [best, *_] = lin.recall("Alice tea", k=5, touch=False)
     b = best.breakdown
-    assert best.score == pytest.approx((b["lexical"] / b["lexical"] + max(b["vector"], 0)) / 2)
+    want = (b["lexical"] / b["lexical"] + 0.5 * max(b["vector"], 0)) / 1.5
+    assert best.score == pytest.approx(want)
 
 
 def test_floor_unrelated_query_returns_nothing(tmem: GraphMemory) -> None:
