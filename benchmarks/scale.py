@@ -169,6 +169,152 @@ def write_section(title: str, text: str, path: Path) -> None:
     path.write_text(old.rstrip() + "\n\n" + marker + "\n\n" + text.strip() + "\n")
 
 
+# ---------------------------------------------------------------------------------------
+# hybrid recall latency with embeddings (issue 4)
+
+
+class SyntheticQueries:
+    """An Embedder whose query vectors are noisy copies of stored memory vectors, so the
+    vector channel finds realistic neighbours (cosine ~0.6-0.8) without a model. The real
+    model's query-embedding cost is paid separately on every query (see bench_recall)."""
+
+    name = "synthetic"
+
+    def __init__(self, dim: int, vectors: Any, seed: int = 5) -> None:
+        import numpy as np
+
+        self._np = np
+        self.dim = dim
+        self._vectors = vectors
+        self._rng = np.random.default_rng(seed)
+
+    def embed(self, texts: Any) -> Any:
+        np = self._np
+        rows = self._vectors[self._rng.integers(0, len(self._vectors), len(texts))]
+        noisy = rows + 0.06 * self._rng.standard_normal(rows.shape).astype(np.float32)
+        return (noisy / np.linalg.norm(noisy, axis=1, keepdims=True)).astype(np.float32)
+
+
+def synthetic_vectors(n: int, dim: int = 384, clusters: int = 2000, seed: int = 11) -> Any:
+    """Unit vectors around ``clusters`` random centres (topics), float32."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((clusters, dim)).astype(np.float32)
+    out = np.empty((n, dim), dtype=np.float32)
+    for i in range(0, n, 100_000):
+        m = min(n, i + 100_000) - i
+        block = centres[rng.integers(0, clusters, m)]
+        block += 0.9 * rng.standard_normal((m, dim)).astype(np.float32) / np.sqrt(dim) * 10
+        out[i : i + m] = block / np.linalg.norm(block, axis=1, keepdims=True)
+    return out
+
+
+def bench_recall(url: str, n: int, *, queries: int = 200) -> dict[str, Any]:
+    """Hybrid recall latency over ``n`` memories with synthetic 384-d embeddings.
+
+    Per query the clock covers the real query embedding (bundled MiniLM on the query text)
+    plus ``GraphMemory.recall`` (BM25 + vector + graph expansion + fusion + ranking) with a
+    synthetic query vector; ``touch=False`` so that reads stay reads."""
+    import numpy as np
+
+    from graphmem.embeddings import make_embedder
+
+    real = make_embedder("auto")
+    assert real is not None
+    real.embed(["warm up the model"])
+    data = items(n)
+    vecs = synthetic_vectors(n)
+    for i, item in enumerate(data):
+        item["embedding"] = vecs[i]
+    out: dict[str, Any] = {"n": n}
+    mem = GraphMemory.open(url, embedder=SyntheticQueries(384, vecs))
+    t = time.perf_counter()
+    for i in range(0, n, 2000):
+        mem.remember_many(data[i : i + 2000])
+    out["ingest_per_s"] = n / (time.perf_counter() - t)
+    del data
+    rng = random.Random(2)
+    texts = [" ".join(word(rng) for _ in range(4)) for _ in range(queries)]
+    t = time.perf_counter()
+    mem.recall(texts[0], k=10, touch=False)  # the first search above the threshold builds HNSW
+    out["first_query_s"] = time.perf_counter() - t
+
+    def run(filters: dict[str, Any]) -> tuple[float, float]:
+        lat = []
+        for i, q in enumerate(texts):
+            t = time.perf_counter()
+            real.embed([f"{q} {i}"])  # a fresh text each time: no embedding-cache hit
+            mem.recall(q, k=10, touch=False, **filters)
+            lat.append((time.perf_counter() - t) * 1000)
+        return pct(lat, 50), pct(lat, 95)
+
+    lat = []
+    for i, q in enumerate(texts):
+        t = time.perf_counter()
+        real.embed([f"{q} #{i}"])
+        lat.append((time.perf_counter() - t) * 1000)
+    out["embed_p50_ms"] = pct(lat, 50)
+    out["recall_p50_ms"], out["recall_p95_ms"] = run({})
+    out["recall_agent_p50_ms"], out["recall_agent_p95_ms"] = run({"agent_id": "agent3"})
+    out["recall_ns_tag_p50_ms"], _ = run({"namespace": "ns1", "tags": ["tag7"]})
+    rows = mem.backend.match(mem._recall_filter(), limit=1)
+    out["dim"] = len(rows[0].embedding or ()) if rows else 0  # type: ignore[attr-defined]
+    mem.close()
+    del vecs
+    np.random.default_rng()  # keep numpy imported for the type of vecs
+    return out
+
+
+RECALL_COLUMNS = [
+    ("n", "memories", "{:,}"),
+    ("ingest_per_s", "ingest /s (with vectors)", "{:,.0f}"),
+    ("first_query_s", "first query s (HNSW build)", "{:.1f}"),
+    ("embed_p50_ms", "query embed p50 ms", "{:.1f}"),
+    ("recall_p50_ms", "recall p50 ms", "{:.1f}"),
+    ("recall_p95_ms", "recall p95 ms", "{:.1f}"),
+    ("recall_agent_p50_ms", "recall agent p50 ms", "{:.1f}"),
+    ("recall_agent_p95_ms", "recall agent p95 ms", "{:.1f}"),
+    ("recall_ns_tag_p50_ms", "recall ns+tag p50 ms", "{:.1f}"),
+]
+
+
+def recall_table(rows: list[dict[str, Any]]) -> str:
+    head = "| " + " | ".join(c[1] for c in RECALL_COLUMNS) + " |"
+    sep = "|" + "|".join("---:" for _ in RECALL_COLUMNS) + "|"
+    body = [
+        "| " + " | ".join(
+            (fmt.format(r[k]) if k in r else "–") for k, _, fmt in RECALL_COLUMNS) + " |"
+        for r in rows
+    ]
+    return "\n".join([head, sep, *body])
+
+
+def recall_main(args: argparse.Namespace, argv: list[str] | None) -> None:
+    rows = []
+    for n in (int(s) for s in args.recall_sizes.split(",")):
+        with tempfile.TemporaryDirectory() as d:
+            rows.append(bench_recall(args.url or os.path.join(d, "recall.db"), n))
+        print(recall_table(rows[-1:]), flush=True)
+    cmd = "python benchmarks/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    text = (
+        f"Backend: {args.url or 'embedded (networkx + SQLite WAL)'}; synthetic 384-d unit "
+        "vectors around 2,000 topic centres and the Zipf text of the storage benchmark "
+        "(20 agents, 5 namespaces, 50 tags). Each timed query = the bundled MiniLM "
+        "embedding a fresh query text + `GraphMemory.recall(k=10, touch=False)` (BM25, "
+        "vector, graph expansion, fusion, ranking) with a query vector near stored ones. "
+        "Exact vector search below 50,000 vectors, HNSW (hnswlib, M=16, ef=128) above, "
+        "rescored exactly. Filters: agent = 1 of 20 agents; ns+tag = 1 of 5 namespaces and "
+        f"1 of 50 tags. Command: `{cmd.strip()}`; {os.cpu_count()} cores, 24 GiB, Python "
+        f"{platform.python_version()}; load average {load:.1f} at the end; "
+        f"{time.strftime('%Y-%m-%d')}.\n\n{recall_table(rows)}\n"
+    )
+    print(text)
+    if args.write:
+        write_section("Scale (hybrid recall)", text, Path(__file__).with_name("RESULTS.md"))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10000,100000")
@@ -179,7 +325,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--database", default=None, help="server database (default: server's)")
     ap.add_argument("--wipe", action="store_true",
                     help="delete the graphmem data of a server store before each size")
+    ap.add_argument("--recall", action="store_true",
+                    help="measure hybrid recall latency with synthetic embeddings instead")
+    ap.add_argument("--recall-sizes", default="100000,1000000")
     args = ap.parse_args(argv)
+    if args.recall:
+        recall_main(args, argv)
+        return
     options: dict[str, Any] = {}
     server = bool(args.url) and args.url.split("://")[0] in ("neo4j", "neo4j+s", "neo4j+ssc",
                                                              "bolt", "bolt+s", "bolt+ssc")

@@ -27,6 +27,7 @@ a token budget, fencing each as untrusted data.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -102,7 +103,7 @@ class RecallConfig(BaseModel):
     expand_next: bool = True
     expand_derived: bool = True
     expand_tags: bool = True
-    expand_tag_limit: int = Field(default=64, ge=1)
+    expand_tag_limit: int = Field(default=32, ge=1)
     # floor: a seed needs cosine >= min_similarity or term coverage >= min_coverage
     min_similarity: float = Field(default=0.25, ge=-1.0, le=1.0)
     min_coverage: float = Field(default=0.5, ge=0.0, le=1.0)
@@ -168,10 +169,15 @@ def _terms(text: str) -> set[str]:
     return {_stem(w) for w in words if w not in _STOP} or {_stem(w) for w in words}
 
 
+@functools.lru_cache(maxsize=65_536)
+def _content_terms(content: str) -> frozenset[str]:
+    return frozenset(_terms(content))
+
+
 def _coverage(query_terms: set[str], content: str) -> float:
     if not query_terms:
         return 0.0
-    return len(query_terms & _terms(content)) / len(query_terms)
+    return len(query_terms & _content_terms(content)) / len(query_terms)
 
 
 # ---------------------------------------------------------------------------------------

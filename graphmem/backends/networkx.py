@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 import json
 import logging
 import os
@@ -939,20 +940,23 @@ class NetworkXBackend:
             for _ in range(depth):
                 nxt = []
                 for k in frontier:
-                    steps = []
-                    if direction in ("out", "both"):
-                        steps.extend(g.out_edges(k, keys=True, data=True))
-                    if direction in ("in", "both"):
-                        steps.extend(g.in_edges(k, keys=True, data=True))
+                    # edge views are iterated lazily and the scan stops at the node limit,
+                    # so a hub (a tag on 100k memories) costs `limit`, not its degree
+                    steps = itertools.chain(
+                        g.out_edges(k, keys=True, data=True) if direction != "in" else (),
+                        g.in_edges(k, keys=True, data=True) if direction != "out" else (),
+                    )
                     for s, d, t, data in steps:
                         if t not in types:
                             continue
-                        edges[(s, t, d)] = data
                         other = d if s == k else s
-                        if other not in seen_set and len(seen) < limit:
+                        if other not in seen_set:
+                            if len(seen) >= limit:
+                                break
                             seen_set.add(other)
                             seen.append(other)
                             nxt.append(other)
+                        edges[(s, t, d)] = data
                 frontier = nxt
                 if not frontier:
                     break
