@@ -137,6 +137,7 @@ def test_01_quickstart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert "history survives: ['superseded', 'superseded', 'active']" in out
     assert "InvalidInput: item 0" in out and "memories stored: 6" in out
     assert "Conflict: memory" in out
+    assert "['Alice prefers tea, never coffee.']" in out  # recall as_of the first version
     assert "would delete 3 memories" in out
     assert "Booked Prado for two on Friday at 20:00." in out
     assert all(p.startswith(PNG_MAGIC) for p in pngs(nb)) and len(pngs(nb)) >= 1
