@@ -1,5 +1,13 @@
-"""graphmem: a graph-database knowledge memory for AI agents."""
+"""graphmem: a graph-database knowledge memory for AI agents.
 
+>>> from graphmem import GraphMemory
+>>> mem = GraphMemory.open("memory://", embedder=None)
+>>> mem.remember("Alice prefers tea", agent_id="assistant").content
+'Alice prefers tea'
+"""
+
+from graphmem.aio import AsyncGraphMemory
+from graphmem.config import Settings
 from graphmem.errors import (
     AccessDenied,
     BackendError,
@@ -10,10 +18,15 @@ from graphmem.errors import (
     GraphMemError,
     InvalidInput,
     LLMError,
+    LLMResponseError,
+    LLMUnavailable,
     NotFound,
     QueryFailed,
 )
-from graphmem.memory import ForgetReport, GraphMemory
+from graphmem.lifecycle import LifecycleConfig, RetentionPolicy
+from graphmem.llm import LLM, AnthropicLLM, OfflineLLM
+from graphmem.memory import ForgetReport, GraphMemory, ImportReport
+from graphmem.migrate import migrate
 from graphmem.models import (
     Agent,
     Category,
@@ -24,17 +37,29 @@ from graphmem.models import (
     Memory,
     NodeLabel,
     OrgFact,
+    RecallResult,
     Run,
+    RunStatus,
     Status,
     Tag,
     Tier,
+    Visibility,
 )
+from graphmem.null import NullMemory
+from graphmem.org import OrgConfig, WriteRule
+from graphmem.retrieval import PRESETS, RankWeights, RecallConfig
+from graphmem.runs import RunLimits
+from graphmem.scoping import Scope
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "LLM",
+    "PRESETS",
     "AccessDenied",
     "Agent",
+    "AnthropicLLM",
+    "AsyncGraphMemory",
     "BackendError",
     "BackendUnavailable",
     "Category",
@@ -46,18 +71,36 @@ __all__ = [
     "EventType",
     "Filter",
     "ForgetReport",
-    "GraphMemory",
     "GraphMemError",
+    "GraphMemory",
+    "ImportReport",
     "InvalidInput",
     "LLMError",
+    "LLMResponseError",
+    "LLMUnavailable",
+    "LifecycleConfig",
     "Memory",
     "NodeLabel",
     "NotFound",
+    "NullMemory",
+    "OfflineLLM",
+    "OrgConfig",
     "OrgFact",
     "QueryFailed",
+    "RankWeights",
+    "RecallConfig",
+    "RecallResult",
+    "RetentionPolicy",
     "Run",
+    "RunLimits",
+    "RunStatus",
+    "Scope",
+    "Settings",
     "Status",
     "Tag",
     "Tier",
+    "Visibility",
+    "WriteRule",
     "__version__",
+    "migrate",
 ]

@@ -1,0 +1,43 @@
+"""The public names are pinned: removing or renaming one must be a conscious change."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import graphmem
+
+PUBLIC = {
+    "LLM", "PRESETS", "AccessDenied", "Agent", "AnthropicLLM", "AsyncGraphMemory",
+    "BackendError", "BackendUnavailable", "Category", "ConfigError", "Conflict",
+    "DimensionMismatch", "Edge", "EdgeType", "EventType", "Filter", "ForgetReport",
+    "GraphMemError", "GraphMemory", "ImportReport", "InvalidInput", "LLMError",
+    "LLMResponseError", "LLMUnavailable", "LifecycleConfig", "Memory", "NodeLabel",
+    "NotFound", "NullMemory", "OfflineLLM", "OrgConfig", "OrgFact", "QueryFailed",
+    "RankWeights", "RecallConfig", "RecallResult", "RetentionPolicy", "Run", "RunLimits",
+    "RunStatus", "Scope", "Settings", "Status", "Tag", "Tier", "Visibility", "WriteRule",
+    "__version__", "migrate",
+}
+
+
+def test_all_is_pinned_and_importable() -> None:
+    assert set(graphmem.__all__) == PUBLIC
+    for name in graphmem.__all__:
+        assert getattr(graphmem, name) is not None
+
+
+def test_every_error_derives_from_the_root() -> None:
+    from graphmem import errors
+
+    for name in errors.__all__:
+        assert issubclass(getattr(errors, name), errors.GraphMemError)
+
+
+def test_import_is_light_and_offline() -> None:
+    """Importing graphmem loads no model, SDK client or server framework."""
+    code = (
+        "import sys, graphmem; heavy = [m for m in ('torch', 'sentence_transformers', "
+        "'anthropic', 'neo4j', 'fastapi', 'mcp', 'uvicorn') if m in sys.modules]; print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
