@@ -41,3 +41,13 @@ def test_import_is_light_and_offline() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_docstring_examples_run() -> None:
+    import doctest
+
+    import graphmem.memory
+
+    for module in (graphmem, graphmem.memory):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
