@@ -297,7 +297,11 @@ def report(scores: dict[str, Scores], convs: list[Conversation], args: argparse.
         f"Data: `{args.data}` — {len(convs)} conversations, "
         f"{extra['turns']} turns, {n_q} of {n_all} questions with gold evidence "
         f"({extra['dropped']} evidence ids naming no turn dropped). "
-        f"Embedder: {extra['embedder']}. Ingest: {extra['ingest_s']:.1f} s.",
+        f"Embedder: {extra['embedder']}. Ingest: {extra['ingest_s']:.1f} s. "
+        + ("Embeddings (turns and questions) came from the cache file "
+           f"`{args.embed_cache}`, so ingest and latency exclude the model. "
+           if args.embed_cache else "Latency includes embedding the question. ")
+        + f"Load average {os.getloadavg()[0]:.1f} at the end of the run.",
         "",
         "| system | R@5 | R@10 | R@25 | R@50 | session R@5 | session R@10 | p50 ms | p95 ms |",
         "|---|---|---|---|---|---|---|---|---|",
