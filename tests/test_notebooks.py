@@ -223,3 +223,10 @@ def test_readme_python_tour_runs_as_printed(
     assert (tmp_path / "graphmem.db").is_file() and (tmp_path / "backup.jsonl").is_file()
     lines = (tmp_path / "backup.jsonl").read_text(encoding="utf-8").splitlines()
     assert json.loads(lines[0])["format"] == "graphmem-jsonl"
+
+
+def test_readme_lists_every_browser_query() -> None:
+    section = _section("Neo4j and Neo4j Browser")
+    listed = sorted(set(re.findall(r"`([a-z_]+\.cypher)`", section)))
+    files = sorted(p.name for p in (NOTEBOOKS.parent / "cypher" / "browser").glob("*.cypher"))
+    assert listed == files
