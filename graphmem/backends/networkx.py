@@ -19,6 +19,7 @@ the graph from the file before it reads or writes, so it sees every committed wr
 from __future__ import annotations
 
 import functools
+import gc
 import heapq
 import itertools
 import json
@@ -190,13 +191,27 @@ def _link(
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building graph state. Those bursts allocate
+    many small acyclic containers; each collection they trigger would traverse the whole
+    in-memory graph for nothing (it halves ingest speed at 100k memories)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _locked(method: _F) -> _F:
     """Run a write under the backend's lock, from BEGIN to the in-memory update: another
     thread must never plan against the state between a commit and its application."""
 
     @functools.wraps(method)
     def wrapper(self: NetworkXBackend, *args: Any, **kwargs: Any) -> Any:
-        with self._lock:
+        with self._lock, _gc_paused():
             return method(self, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
@@ -267,6 +282,10 @@ class NetworkXBackend:
 
     def _load(self) -> None:
         """(Re)build the in-memory state from the file."""
+        with _gc_paused():
+            self._load_state()
+
+    def _load_state(self) -> None:
         g = nx.MultiDiGraph()
         rid_of: dict[str, int] = {}
         key_of: dict[int, str] = {}
@@ -335,20 +354,17 @@ class NetworkXBackend:
         self._key_of = key_of
         self._by_label = by_label
         self._index = index
+        # per label, its indexed fields with their buckets (no tuple/enum hashing per write)
+        self._buckets = {
+            lab: [(f, index[(lab, f)]) for f in _INDEXED.get(lab, ())] for lab in NodeLabel
+        }
         self._vindex = vindex
         self._next_rid = max(key_of, default=0) + 1
         self._data_version = self._db.execute("PRAGMA data_version").fetchone()[0]
 
-    @staticmethod
-    def _index_add(
-        index: dict[tuple[NodeLabel, str], dict[Any, set[str]]],
-        label: NodeLabel,
-        key: str,
-        props: dict[str, Any],
-    ) -> None:
-        for f in _INDEXED.get(label, ()):
+    def _index_add(self, label: NodeLabel, key: str, props: dict[str, Any]) -> None:
+        for f, bucket in self._buckets[label]:
             v = props.get(f)
-            bucket = index[(label, f)]
             if v.__class__ is list:
                 for item in v:
                     bucket[item].add(key)
@@ -356,9 +372,8 @@ class NetworkXBackend:
                 bucket[v].add(key)
 
     def _index_remove(self, label: NodeLabel, key: str, props: dict[str, Any]) -> None:
-        for f in _INDEXED.get(label, ()):
+        for f, bucket in self._buckets[label]:
             v = props.get(f)
-            bucket = self._index[(label, f)]
             for item in v if isinstance(v, list) else [v]:
                 keys = bucket.get(item)
                 if keys is not None:
@@ -599,7 +614,7 @@ class NetworkXBackend:
         vec_keys: list[str] = []
         vecs: list[tuple[float, ...]] = []
         node_attrs, succ, pred = g._node, g._succ, g._pred  # raw dicts: the API is slow here
-        rid_of, key_of, by_label, index = self._rid_of, self._key_of, self._by_label, self._index
+        rid_of, key_of, by_label = self._rid_of, self._key_of, self._by_label
         for key, (label, _ident, props, vec) in plan["nodes"].items():
             attrs = dict(props)
             attrs["label"] = label.value
@@ -616,7 +631,7 @@ class NetworkXBackend:
             rid_of[key] = rid
             key_of[rid] = key
             by_label[label].add(key)
-            self._index_add(index, label, key, attrs)
+            self._index_add(label, key, attrs)
             if vec is not None:
                 vec_keys.append(key)
                 vecs.append(vec)
