@@ -7,7 +7,8 @@
 Text is synthetic: 8-20 pseudo-words per memory drawn from a 20k-word vocabulary with
 Zipf-distributed frequencies (like natural language); queries are 4 words from the same
 distribution. Measures, per size: batch ingest rate (remember_many, batches of 1000), single durable
-remember p50/p95, lexical recall p50/p95, filtered list p50, and (embedded) reopen time and
+remember p50/p95, lexical (BM25) search p50/p95 unscoped and scoped to an agent,
+recall without vectors p50, filtered list p50, and (embedded) reopen time and
 file size. Prints a Markdown table and, with --write, replaces the "Scale" section of
 benchmarks/RESULTS.md.
 """
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from graphmem.memory import GraphMemory
+from graphmem.models import Filter, TextQuery
 
 
 def _vocabulary(size: int = 20_000, seed: int = 3) -> list[str]:
@@ -95,21 +97,33 @@ def bench(url: str, n: int, *, reopen: bool, **open_options: Any) -> dict[str, A
         lat.append((time.perf_counter() - t) * 1000)
     out["remember_p50_ms"], out["remember_p95_ms"] = pct(lat, 50), pct(lat, 95)
 
+    # lexical search itself (BM25 through the backend seam), active memories, top 10
+    active = Filter.for_memories()
     lat = []
     for _ in range(300):
         q = " ".join(word(rng) for _ in range(4))
         t = time.perf_counter()
-        mem.recall(q, k=10, touch=False)
+        mem.backend.search_text(TextQuery(text=q, k=10, filter=active))
         lat.append((time.perf_counter() - t) * 1000)
     out["lexical_p50_ms"], out["lexical_p95_ms"] = pct(lat, 50), pct(lat, 95)
 
     lat = []
     for _ in range(100):
         q = " ".join(word(rng) for _ in range(4))
+        scoped = Filter.for_memories(agent_id=f"agent{rng.randrange(20)}")
         t = time.perf_counter()
-        mem.recall(q, k=10, agent_id=f"agent{rng.randrange(20)}", touch=False)
+        mem.backend.search_text(TextQuery(text=q, k=10, filter=scoped))
         lat.append((time.perf_counter() - t) * 1000)
     out["lexical_scoped_p50_ms"] = pct(lat, 50)
+
+    # the whole recall pipeline without vectors (BM25 + graph expansion + ranking)
+    lat = []
+    for _ in range(100):
+        q = " ".join(word(rng) for _ in range(4))
+        t = time.perf_counter()
+        mem.recall(q, k=10, touch=False)
+        lat.append((time.perf_counter() - t) * 1000)
+    out["recall_novec_p50_ms"] = pct(lat, 50)
 
     lat = []
     for _ in range(100):
@@ -141,6 +155,7 @@ COLUMNS = [
     ("lexical_p50_ms", "lexical p50 ms", "{:.2f}"),
     ("lexical_p95_ms", "lexical p95 ms", "{:.2f}"),
     ("lexical_scoped_p50_ms", "lexical+agent p50 ms", "{:.2f}"),
+    ("recall_novec_p50_ms", "recall (no vectors) p50 ms", "{:.2f}"),
     ("filter_p50_ms", "filter p50 ms", "{:.2f}"),
     ("reopen_s", "reopen s", "{:.2f}"),
     ("file_mb", "file MB", "{:.1f}"),
@@ -323,6 +338,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--user", default=None, help="server user (default: $NEO4J_USER)")
     ap.add_argument("--password", default=None, help="server password (default: $NEO4J_PASSWORD)")
     ap.add_argument("--database", default=None, help="server database (default: server's)")
+    ap.add_argument("--durability", choices=("normal", "full"), default="normal",
+                    help="embedded store: normal survives a process crash, full a power loss")
     ap.add_argument("--wipe", action="store_true",
                     help="delete the graphmem data of a server store before each size")
     ap.add_argument("--recall", action="store_true",
@@ -354,18 +371,21 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(bench(args.url, n, reopen=False))
         else:
             with tempfile.TemporaryDirectory() as d:
-                rows.append(bench(os.path.join(d, "scale.db"), n, reopen=True))
+                rows.append(bench(os.path.join(d, "scale.db"), n, reopen=True,
+                                  durability=args.durability))
         print(table(rows[-1:]), flush=True)
     cmd = "python benchmarks/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
     machine = f"{os.cpu_count()} cores, Python {platform.python_version()}"
+    embedded = f"embedded (networkx + SQLite WAL, durability={args.durability})"
     text = (
-        f"Backend: {args.url or 'embedded (networkx + SQLite WAL, durability=normal)'}; "
+        f"Backend: {args.url or embedded}; "
         f"no embeddings. Command: `{cmd.strip()}`; machine: {machine}, 24 GiB; "
         f"{time.strftime('%Y-%m-%d')}.\n\n{table(rows)}\n"
     )
     print(text)
     if args.write:
-        title = "Scale (storage)" if not args.url else f"Scale (storage, {args.url.split(':')[0]})"
+        title = (f"Scale (storage, durability={args.durability})" if not args.url
+                 else f"Scale (storage, {args.url.split(':')[0]})")
         write_section(title, text, Path(__file__).with_name("RESULTS.md"))
 
 
