@@ -300,7 +300,8 @@ def report(scores: dict[str, Scores], convs: list[Conversation], args: argparse.
         f"Embedder: {extra['embedder']}. Ingest: {extra['ingest_s']:.1f} s. "
         + ("Embeddings (turns and questions) came from the cache file "
            f"`{args.embed_cache}`, so ingest and latency exclude the model. "
-           if args.embed_cache else "Latency includes embedding the question. ")
+           if args.embed_cache else "Hybrid latency includes embedding the question (the "
+           "baselines, run after it, reuse that cached embedding). ")
         + f"Load average {os.getloadavg()[0]:.1f} at the end of the run.",
         "",
         "| system | R@5 | R@10 | R@25 | R@50 | session R@5 | session R@10 | p50 ms | p95 ms |",
