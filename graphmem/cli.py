@@ -230,6 +230,11 @@ ScopeOpt = Annotated[
     str | None, typer.Option("--scope", help="Only what this agent may read (own, shared, org).")
 ]
 CategoryOpt = Annotated[str | None, typer.Option("--category", help="Only this category.")]
+PresetOpt = Annotated[
+    str | None,
+    typer.Option("--preset", help="Recall preset: balanced, lexical, semantic, linear, "
+                 "diverse, precise, recent."),
+]
 
 
 @app.command()
@@ -241,13 +246,15 @@ def recall(
     scope: ScopeOpt = None,
     category: CategoryOpt = None,
     tag: TagOpt = None,
+    preset: PresetOpt = None,
     db: DbOpt = None,
     embedder: EmbedOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Recall the memories most relevant to a query, with scores."""
     with _open(db, embedder) as mem:
-        results = mem.recall(query, k=k, **_recall_filters(agent, namespace, scope, tag, category))
+        results = mem.recall(query, k=k, config=preset,
+                             **_recall_filters(agent, namespace, scope, tag, category))
         text = "\n".join(f"{r.score:7.3f}  {r.memory.id}  {r.memory.content}" for r in results)
         _emit(as_json, results, text or "(nothing relevant)")
 
@@ -259,13 +266,14 @@ def context(
     agent: Annotated[str | None, typer.Option(help="Only this agent's memories.")] = None,
     namespace: Annotated[str | None, typer.Option(help="Only this namespace.")] = None,
     scope: ScopeOpt = None,
+    preset: PresetOpt = None,
     db: DbOpt = None,
     embedder: EmbedOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Print the memory block for a prompt, packed within a token budget."""
     with _open(db, embedder) as mem:
-        block = mem.context(query, max_tokens=max_tokens,
+        block = mem.context(query, max_tokens=max_tokens, config=preset,
                             **_recall_filters(agent, namespace, scope, None, None))
         _emit(as_json, {"context": block}, block)
 

@@ -304,7 +304,9 @@ def memory_history(memory_id: str, mem: Mem, who: Who) -> list[Memory]:
 
 def _recall_args(body: RecallRequest | ReflectRequest, who: Who) -> dict[str, Any]:
     args = body.model_dump(exclude_none=True,
-                           exclude={"query", "question", "scope", "max_tokens"})
+                           exclude={"query", "question", "scope", "max_tokens", "preset"})
+    if getattr(body, "preset", None) is not None:
+        args["config"] = body.preset  # type: ignore[union-attr]
     args["namespace"] = who.namespace_filter(body.namespace)
     args["scope"] = who.scope(body.scope)
     return args

@@ -11,9 +11,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from graphmem.models import Memory, Run
+from graphmem.retrieval import PRESETS
 
 __all__ = [
     "ContextRequest",
@@ -114,6 +115,14 @@ class RecallRequest(_Body):
     until: datetime | None = None
     as_of: datetime | None = None
     scope: str | None = _ID
+    preset: str | None = Field(default=None, description=f"A recall preset: {sorted(PRESETS)}")
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, v: str | None) -> str | None:
+        if v is not None and v not in PRESETS:
+            raise ValueError(f"unknown recall preset {v!r}; choose from {sorted(PRESETS)}")
+        return v
 
 
 class ContextRequest(RecallRequest):

@@ -52,6 +52,10 @@ def test_memory_commands(db: str) -> None:
     assert [h["memory"]["id"] for h in hits] == [mid]
     assert "Alice prefers tea" in run("recall", "tea", "--db", db).stdout
     assert run("recall", "zebra", "--db", db).stdout.strip() == "(nothing relevant)"
+    lexical = run_json("recall", "tea", "--db", db, "--preset", "lexical")
+    assert [h["memory"]["id"] for h in lexical] == [mid]
+    assert "unknown recall preset" in run("recall", "tea", "--db", db, "--preset", "nope",
+                                          code=1).stderr
     assert "Alice prefers tea" in run_json("context", "tea", "--db", db)["context"]
 
     new = run_json("update", mid, "Alice prefers green tea", "--db", db, "--reason", "fix")

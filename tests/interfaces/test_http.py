@@ -133,6 +133,11 @@ def test_recall_and_context(client: TestClient) -> None:
     bad = client.post("/recall", json={"query": "", "k": 0})
     assert bad.status_code == 422 and {tuple(e["loc"]) for e in bad.json()["errors"]} == {
         ("body", "query"), ("body", "k")}
+    lexical = client.post("/recall", json={"query": "tea", "preset": "lexical"}).json()
+    assert [h["memory"]["content"] for h in lexical] == ["Alice prefers tea"]
+    assert lexical[0]["breakdown"].get("vector", 0) == 0
+    assert client.post("/recall", json={"query": "tea", "preset": "nope"}).status_code == 422
+    assert client.post("/context", json={"query": "tea", "preset": "precise"}).status_code == 200
 
 
 # -- runs, events, sessions -------------------------------------------------------------------
