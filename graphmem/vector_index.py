@@ -51,6 +51,7 @@ class VectorIndex:
         *,
         capacity: int = 1024,
         ann_threshold: int = 50_000,
+        background_build: bool = True,
         exact_candidates_limit: int = 16_384,
         hnsw_m: int = 16,
         hnsw_ef_construction: int = 100,
@@ -60,6 +61,7 @@ class VectorIndex:
             raise InvalidInput(f"vector dimension must be a positive int, got {dim!r}")
         self.dim = dim
         self.ann_threshold = ann_threshold
+        self.background_build = background_build
         self.exact_candidates_limit = exact_candidates_limit
         self.hnsw_m = hnsw_m
         self.hnsw_ef_construction = hnsw_ef_construction
@@ -73,6 +75,9 @@ class VectorIndex:
         self._ann: Any = None
         self._label: dict[str, int] = {}
         self._label_keys: list[str | None] = []
+        # background build: keys added/replaced/removed after the build's snapshot
+        self._building: threading.Thread | None = None
+        self._dirty: set[str] = set()
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -122,6 +127,8 @@ class VectorIndex:
                 self._norm[row] = nrm
             if self._ann is not None:
                 self._ann_add(list(keys), vectors, norms)
+            elif self._building is not None:
+                self._dirty.update(keys)
 
     def remove(self, keys: Collection[str]) -> None:
         """Remove vectors; unknown keys are ignored."""
@@ -138,6 +145,8 @@ class VectorIndex:
                     self._keys[row] = moved
                     self._row[moved] = row
                 self._keys.pop()
+                if self._building is not None:
+                    self._dirty.add(key)
                 label = self._label.pop(key, None)
                 if label is not None and self._ann is not None:
                     self._ann.mark_deleted(label)
@@ -152,8 +161,10 @@ class VectorIndex:
     # -- HNSW ------------------------------------------------------------------------
 
     def build_ann(self) -> bool:
-        """Build the HNSW graph over every stored vector now (otherwise it is built on the
-        first search above the threshold). Returns False when hnswlib is unavailable."""
+        """Build the HNSW graph over every stored vector now, in this thread (otherwise the
+        first search above the threshold starts a background build). Returns False when
+        hnswlib is unavailable."""
+        self.wait_for_ann()
         with self._lock:
             if self._ann is not None:
                 return True
@@ -175,6 +186,64 @@ class VectorIndex:
             log.info("building HNSW index over %d vectors", n)
             self._ann_add(list(self._keys), self._mat[:n], self._norm[:n])
             return True
+
+    def start_background_build(self) -> bool:
+        """Build the HNSW graph in a daemon thread while searches stay exact; the graph
+        takes over once built (changes made meanwhile are replayed into it). Returns
+        False when hnswlib is unavailable."""
+        with self._lock:
+            if self._ann is not None or self._building is not None:
+                return True
+            lib = _hnswlib()
+            if lib is None:
+                log.warning("hnswlib is not installed; vector search stays exact")
+                return False
+            n = len(self._keys)
+            snapshot = (list(self._keys), self._mat[:n].copy(), self._norm[:n].copy())
+            self._dirty = set()
+            self._building = threading.Thread(
+                target=self._build_in_background, args=(lib, *snapshot),
+                name="graphmem-hnsw-build", daemon=True,
+            )
+            self._building.start()
+            log.info("building HNSW index over %d vectors in the background", n)
+            return True
+
+    def _build_in_background(
+        self, lib: Any, keys: list[str], mat: np.ndarray, norms: np.ndarray
+    ) -> None:
+        try:
+            ann = lib.Index(space="ip", dim=self.dim)
+            ann.init_index(max_elements=max(2 * len(keys), 1024), M=self.hnsw_m,
+                           ef_construction=self.hnsw_ef_construction, allow_replace_deleted=True)
+            unit = mat / np.maximum(norms, 1e-12)[:, None]
+            ann.add_items(unit, np.arange(len(keys), dtype=np.int64))  # the slow part, unlocked
+            with self._lock:
+                self._ann = ann
+                self._label = {k: i for i, k in enumerate(keys)}
+                self._label_keys = list(keys)
+                dirty, self._dirty = self._dirty, set()
+                for key in dirty:  # replay what changed since the snapshot
+                    old = self._label.pop(key, None)
+                    if old is not None:
+                        ann.mark_deleted(old)
+                        self._label_keys[old] = None
+                for key in dirty:
+                    row = self._row.get(key)
+                    if row is not None:
+                        self._ann_add([key], self._mat[row : row + 1], self._norm[row : row + 1])
+        except Exception:  # the index stays exact; a failed build must not kill searches
+            log.exception("HNSW build failed; vector search stays exact")
+        finally:
+            with self._lock:
+                self._building = None
+
+    def wait_for_ann(self, timeout: float | None = None) -> bool:
+        """Wait for a background build to finish; True when the HNSW graph is in use."""
+        thread = self._building
+        if thread is not None:
+            thread.join(timeout)
+        return self._ann is not None
 
     def _ann_add(self, keys: list[str], vectors: np.ndarray, norms: np.ndarray) -> None:
         ann = self._ann
@@ -273,7 +342,12 @@ class VectorIndex:
             n = len(self._keys)
             if n == 0 or k <= 0:
                 return []
-            use_ann = n >= self.ann_threshold and (self._ann is not None or self.build_ann())
+            if n >= self.ann_threshold and self._ann is None:
+                if self.background_build:
+                    self.start_background_build()  # exact until the graph is ready
+                else:
+                    self.build_ann()
+            use_ann = n >= self.ann_threshold and self._ann is not None
             if candidates is not None:
                 if use_ann and len(candidates) > self.exact_candidates_limit:
                     cand = candidates if isinstance(candidates, set | frozenset | dict) else set(

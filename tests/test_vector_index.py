@@ -84,7 +84,7 @@ def test_hnsw_path_is_used_above_threshold_and_keeps_exact_scores() -> None:
     centers = _unit(rng, 30, dim)
     mat = centers[rng.integers(0, 30, n)] + 0.2 * rng.standard_normal((n, dim)).astype(np.float32)
     keys = [f"m{i}" for i in range(n)]
-    idx = VectorIndex(dim, ann_threshold=1000, exact_candidates_limit=100)
+    idx = VectorIndex(dim, ann_threshold=1000, exact_candidates_limit=100, background_build=False)
     idx.add(keys, mat)
     exact = VectorIndex(dim, ann_threshold=10**9)
     exact.add(keys, mat)
@@ -112,3 +112,22 @@ def test_hnsw_path_is_used_above_threshold_and_keeps_exact_scores() -> None:
     assert idx.search(qs[0], 1)[0][0] == "fresh"
     idx.add(["fresh"], -qs[0][None, :])  # replaced: the old graph node is retired
     assert "fresh" not in [k for k, _ in idx.search(qs[0], 5)]
+
+
+def test_background_build_keeps_searches_exact_then_takes_over_with_changes() -> None:
+    rng = np.random.default_rng(5)
+    n, dim = 4000, 16
+    mat = rng.standard_normal((n, dim)).astype(np.float32)
+    keys = [f"m{i}" for i in range(n)]
+    idx = VectorIndex(dim, ann_threshold=1000)
+    idx.add(keys, mat)
+    first = idx.search(mat[0], 5)  # starts the build, answers exactly meanwhile
+    assert first[0][0] == "m0" and first[0][1] == pytest.approx(1.0, abs=1e-5)
+    # changes made while the graph is being built must reach it
+    idx.remove(["m1"])
+    idx.add(["new"], mat[1:2] * 3)
+    assert idx.wait_for_ann(timeout=120)
+    assert idx.ann_active
+    got = idx.search(mat[1], 3)
+    assert got[0][0] == "new" and "m1" not in {k for k, _ in got}
+    assert idx.search(mat[2], 1)[0][0] == "m2"
