@@ -107,9 +107,11 @@ class RecallConfig(BaseModel):
     # floor: a seed needs cosine >= min_similarity or term coverage >= min_coverage
     min_similarity: float = Field(default=0.25, ge=-1.0, le=1.0)
     min_coverage: float = Field(default=0.5, ge=0.0, le=1.0)
-    # relevance signals: final = fused * ((1 - signal_weight) + signal_weight * signals)
+    # relevance signals: final = fused * ((1 - signal_weight) + signal_weight * signals).
+    # Kept modest: recall itself feeds recency and frequency (touch), so a heavy weight lets
+    # a memory recalled once outrank more relevant ones on unrelated queries afterwards.
     weights: RankWeights = Field(default_factory=RankWeights)
-    signal_weight: float = Field(default=0.3, ge=0.0, le=1.0)
+    signal_weight: float = Field(default=0.15, ge=0.0, le=1.0)
     recency_half_life_days: float = Field(default=7.0, gt=0.0)
     decay_half_life_days: float = Field(default=90.0, gt=0.0)
     frequency_saturation: int = Field(default=10, ge=1)
