@@ -254,6 +254,13 @@ def bench_recall(url: str, n: int, *, queries: int = 200) -> dict[str, Any]:
     t = time.perf_counter()
     mem.recall(texts[0], k=10, touch=False)  # the first search above the threshold builds HNSW
     out["first_query_s"] = time.perf_counter() - t
+    # the first large search starts the HNSW build in the background (searches stay exact
+    # meanwhile); time the build, then measure steady-state queries
+    t = time.perf_counter()
+    index = getattr(mem.backend, "vector_index", None)
+    if index is not None:
+        index.wait_for_ann()
+    out["ann_build_s"] = time.perf_counter() - t
 
     def run(filters: dict[str, Any]) -> tuple[float, float]:
         lat = []
@@ -284,7 +291,8 @@ def bench_recall(url: str, n: int, *, queries: int = 200) -> dict[str, Any]:
 RECALL_COLUMNS = [
     ("n", "memories", "{:,}"),
     ("ingest_per_s", "ingest /s (with vectors)", "{:,.0f}"),
-    ("first_query_s", "first query s (HNSW build)", "{:.1f}"),
+    ("first_query_s", "first query s", "{:.2f}"),
+    ("ann_build_s", "HNSW background build s", "{:.1f}"),
     ("embed_p50_ms", "query embed p50 ms", "{:.1f}"),
     ("recall_p50_ms", "recall p50 ms", "{:.1f}"),
     ("recall_p95_ms", "recall p95 ms", "{:.1f}"),

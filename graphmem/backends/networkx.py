@@ -169,7 +169,7 @@ def fts_query(terms: Sequence[str]) -> str | None:
 #: a query term in more than this share of the memories (and more than _COMMON_MIN of
 #: them) is left out of the BM25 match: its IDF is near zero, so it barely changes the
 #: ranking, but scoring it means visiting most of the index
-_COMMON_SHARE = 0.2
+_COMMON_SHARE = 0.1
 _COMMON_MIN = 1000
 
 
@@ -360,6 +360,8 @@ class NetworkXBackend:
         }
         self._vindex = vindex
         self._next_rid = max(key_of, default=0) + 1
+        self._df_cache: dict[str, int] = {}
+        self._df_cache_n = len(by_label.get(NodeLabel.MEMORY, ()))
         self._data_version = self._db.execute("PRAGMA data_version").fetchone()[0]
 
     def _index_add(self, label: NodeLabel, key: str, props: dict[str, Any]) -> None:
@@ -431,6 +433,11 @@ class NetworkXBackend:
         """A read-only live view of the in-memory graph (node keys are ``Label:id``)."""
         view: nx.MultiDiGraph = self._g.copy(as_view=True)
         return view
+
+    @property
+    def vector_index(self) -> VectorIndex | None:
+        """The in-memory vector index (None until the store has a vector dimension)."""
+        return self._vindex
 
     @property
     def location(self) -> str:
@@ -889,11 +896,21 @@ class NetworkXBackend:
                            list(enumerate(terms)))
             stems = db.execute("SELECT doc, term FROM temp.query_tokens_vocab").fetchall()
             db.execute("DELETE FROM temp.query_tokens")
-            marks = ",".join("?" * len(stems))
-            df = dict(db.execute(
-                f"SELECT term, doc FROM temp.memory_vocab WHERE term IN ({marks})",
-                [t for _d, t in stems],
-            ).fetchall()) if stems else {}
+            # document frequencies only steer which terms to match, so a cached value is
+            # good enough until the store has grown or shrunk by a tenth
+            n_now = len(self._by_label.get(NodeLabel.MEMORY, ()))
+            cache = self._df_cache
+            if abs(n_now - self._df_cache_n) > 0.1 * max(self._df_cache_n, 1000):
+                cache.clear()
+                self._df_cache_n = n_now
+            missing = list({t for _d, t in stems if t not in cache})
+            if missing:
+                marks = ",".join("?" * len(missing))
+                found = dict(db.execute(
+                    f"SELECT term, doc FROM temp.memory_vocab WHERE term IN ({marks})", missing
+                ).fetchall())
+                cache.update(found)  # absent terms are not cached: they may appear any time
+            df = {t: cache.get(t, 0) for _d, t in stems}
         except sqlite3.Error as e:
             raise QueryFailed(f"text search planning failed: {e}") from e
         freq: dict[int, int] = {}

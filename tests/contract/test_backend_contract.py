@@ -180,6 +180,14 @@ def test_text_search_ranks_and_filters_before_top_k(backend: GraphBackend) -> No
     assert backend.search_text(TextQuery(text="!!! ??")) == []
 
 
+def test_text_search_sees_new_words_after_a_miss(backend: GraphBackend) -> None:
+    backend.upsert([mem("an ordinary memory")])
+    assert backend.search_text(TextQuery(text="zebra")) == []
+    z = mem("a zebra crossed the road")
+    backend.upsert([z])
+    assert [h.node.id for h in backend.search_text(TextQuery(text="zebra"))] == [z.id]
+
+
 def test_text_search_stems_and_ignores_case(backend: GraphBackend) -> None:
     m = mem("Alice is Running marathons")
     backend.upsert([m])
