@@ -390,7 +390,7 @@ def _converters(model: type[BaseModel]) -> dict[str, Callable[[Any], Any]]:
             ann = field.annotation
             for arg in (ann, *getattr(ann, "__args__", ())):
                 if isinstance(arg, type) and issubclass(arg, StrEnum):
-                    conv[name] = arg
+                    conv[name] = arg._value2member_map_.__getitem__  # Enum(v) is slow
                     break
                 if getattr(arg, "__origin__", None) is tuple:
                     conv[name] = tuple
