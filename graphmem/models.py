@@ -353,7 +353,7 @@ class GraphNode(BaseModel):
         Never use it for data from outside (files, servers, users): use :meth:`from_props`."""
         conv = _converters(cls)
         # to_props drops only None values, so a missing field is None (field order kept)
-        data: dict[str, Any] = dict.fromkeys(cls.model_fields)
+        data: dict[str, Any] = dict.fromkeys(_field_names(cls))
         meta: dict[str, Any] = {}
         for k, v in props.items():
             if k in data:
@@ -379,6 +379,14 @@ class GraphNode(BaseModel):
 
 
 _CONVERTERS: dict[type, dict[str, Callable[[Any], Any]]] = {}
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(model: type[BaseModel]) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(model)
+    if names is None:  # model_fields is a computed property in recent pydantic
+        names = _FIELD_NAMES[model] = tuple(model.model_fields)
+    return names
 
 
 def _converters(model: type[BaseModel]) -> dict[str, Callable[[Any], Any]]:

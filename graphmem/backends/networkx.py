@@ -205,6 +205,9 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+_MODELS: dict[str, type[GraphNode]] = {lab.value: node_model(lab) for lab in NodeLabel}
+
+
 def _locked(method: _F) -> _F:
     """Run a write under the backend's lock, from BEGIN to the in-memory update: another
     thread must never plan against the state between a commit and its application."""
@@ -675,15 +678,15 @@ class NetworkXBackend:
             return out
 
     def _node(self, key: str) -> GraphNode:
-        attrs = self._g.nodes[key]
-        model = node_model(attrs["label"])
-        props = {k: v for k, v in attrs.items() if k != "label"}
-        if self._vindex is not None and model is Memory:
-            vec = self._vindex.get(key)
-            if vec is not None:
-                props["embedding"] = vec.tolist()
+        attrs = self._g._node[key]
+        model = _MODELS[attrs["label"]]
         # validated when written by graphmem; a file edited by hand is not re-validated
-        return model.from_trusted(props)
+        node = model.from_trusted(attrs)  # ignores the non-field "label"
+        if model is Memory and self._vindex is not None:
+            vec = self._vindex.get(key)
+            if vec is not None:  # just built here, so setting the frozen field is safe
+                node.__dict__["embedding"] = tuple(vec.tolist())
+        return node
 
     @_locked
     def delete(self, nodes: Sequence[NodeRef] = (), edges: Sequence[Edge] = ()) -> int:
