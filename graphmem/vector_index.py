@@ -168,24 +168,31 @@ class VectorIndex:
         with self._lock:
             if self._ann is not None:
                 return True
-            lib = _hnswlib()
+            lib = self._library()
             if lib is None:
-                log.warning("hnswlib is not installed; vector search stays exact")
                 return False
             n = len(self._keys)
-            ann = lib.Index(space="ip", dim=self.dim)
-            ann.init_index(
-                max_elements=max(2 * n, 1024),
-                M=self.hnsw_m,
-                ef_construction=self.hnsw_ef_construction,
-                allow_replace_deleted=True,
-            )
+            ann = self._new_ann(lib, n)
             self._ann = ann
             self._label = {}
             self._label_keys = []
             log.info("building HNSW index over %d vectors", n)
             self._ann_add(list(self._keys), self._mat[:n], self._norm[:n])
             return True
+
+    @staticmethod
+    def _library() -> Any:
+        lib = _hnswlib()
+        if lib is None:
+            log.warning("hnswlib is not installed; vector search stays exact")
+        return lib
+
+    def _new_ann(self, lib: Any, n: int) -> Any:
+        """An empty HNSW index (inner product over unit vectors) with room for 2n."""
+        ann = lib.Index(space="ip", dim=self.dim)
+        ann.init_index(max_elements=max(2 * n, 1024), M=self.hnsw_m,
+                       ef_construction=self.hnsw_ef_construction, allow_replace_deleted=True)
+        return ann
 
     def start_background_build(self) -> bool:
         """Build the HNSW graph in a daemon thread while searches stay exact; the graph
@@ -194,9 +201,8 @@ class VectorIndex:
         with self._lock:
             if self._ann is not None or self._building is not None:
                 return True
-            lib = _hnswlib()
+            lib = self._library()
             if lib is None:
-                log.warning("hnswlib is not installed; vector search stays exact")
                 return False
             n = len(self._keys)
             snapshot = (list(self._keys), self._mat[:n].copy(), self._norm[:n].copy())
@@ -213,9 +219,7 @@ class VectorIndex:
         self, lib: Any, keys: list[str], mat: np.ndarray, norms: np.ndarray
     ) -> None:
         try:
-            ann = lib.Index(space="ip", dim=self.dim)
-            ann.init_index(max_elements=max(2 * len(keys), 1024), M=self.hnsw_m,
-                           ef_construction=self.hnsw_ef_construction, allow_replace_deleted=True)
+            ann = self._new_ann(lib, len(keys))
             unit = mat / np.maximum(norms, 1e-12)[:, None]
             ann.add_items(unit, np.arange(len(keys), dtype=np.int64))  # the slow part, unlocked
             with self._lock:

@@ -205,6 +205,20 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _index_into(
+    buckets: list[tuple[str, dict[Any, set[str]]]], key: str, props: dict[str, Any]
+) -> None:
+    """Add a node key to the index buckets (defaultdicts) of its indexed fields; a list
+    value indexes each item, as for tags."""
+    for f, bucket in buckets:
+        v = props.get(f)
+        if v.__class__ is list:
+            for item in v:
+                bucket[item].add(key)
+        else:
+            bucket[v].add(key)
+
+
 _MODELS: dict[str, type[GraphNode]] = {lab.value: node_model(lab) for lab in NodeLabel}
 
 
@@ -321,13 +335,7 @@ class NetworkXBackend:
             rid_of[key] = rid
             key_of[rid] = key
             by_label[labels[label_s]].add(key)
-            for f, bucket in indexed[label_s]:
-                v = props.get(f)
-                if v.__class__ is list:
-                    for item in v:
-                        bucket[item].add(key)
-                else:
-                    bucket[v].add(key)
+            _index_into(indexed[label_s], key, props)
         del rows
 
         # structural edges are a function of node properties, rebuilt here, never stored
@@ -368,13 +376,7 @@ class NetworkXBackend:
         self._data_version = self._db.execute("PRAGMA data_version").fetchone()[0]
 
     def _index_add(self, label: NodeLabel, key: str, props: dict[str, Any]) -> None:
-        for f, bucket in self._buckets[label]:
-            v = props.get(f)
-            if v.__class__ is list:
-                for item in v:
-                    bucket[item].add(key)
-            else:
-                bucket[v].add(key)
+        _index_into(self._buckets[label], key, props)
 
     def _index_remove(self, label: NodeLabel, key: str, props: dict[str, Any]) -> None:
         for f, bucket in self._buckets[label]:
