@@ -96,14 +96,15 @@ class RecallConfig(BaseModel):
     #: episodic context: each memory gains ``run_weight`` x the best relevance found in
     #: its run (a conversation session is topical), then relevance is renormalised
     run_weight: float = Field(default=1.0, ge=0.0)
-    #: candidates fetched per channel: max(candidates, 2 * k)
-    candidates: int = Field(default=50, ge=1, le=10_000)
+    #: candidates fetched per channel: max(candidates, 2 * k). 30 gives the same LoCoMo
+    #: recall@10 for k=10 calls as 50 (73.6 both) at a lower cost per query
+    candidates: int = Field(default=30, ge=1, le=10_000)
     # graph expansion
     expand_seeds: int = Field(default=5, ge=0)
     expand_next: bool = True
     expand_derived: bool = True
     expand_tags: bool = True
-    expand_tag_limit: int = Field(default=32, ge=1)
+    expand_tag_limit: int = Field(default=8, ge=1)  # shared-tag neighbours per seed
     # floor: a seed needs cosine >= min_similarity or term coverage >= min_coverage
     min_similarity: float = Field(default=0.25, ge=-1.0, le=1.0)
     min_coverage: float = Field(default=0.5, ge=0.0, le=1.0)

@@ -169,7 +169,7 @@ def fts_query(terms: Sequence[str]) -> str | None:
 #: a query term in more than this share of the memories (and more than _COMMON_MIN of
 #: them) is left out of the BM25 match: its IDF is near zero, so it barely changes the
 #: ranking, but scoring it means visiting most of the index
-_COMMON_SHARE = 0.1
+_COMMON_SHARE = 0.05
 _COMMON_MIN = 1000
 
 
