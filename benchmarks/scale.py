@@ -162,12 +162,13 @@ COLUMNS = [
 ]
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    head = "| " + " | ".join(c[1] for c in COLUMNS) + " |"
-    sep = "|" + "|".join("---:" for _ in COLUMNS) + "|"
+def table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]] = COLUMNS) -> str:
+    """A Markdown table of benchmark rows (a missing value prints as a dash)."""
+    head = "| " + " | ".join(c[1] for c in columns) + " |"
+    sep = "|" + "|".join("---:" for _ in columns) + "|"
     body = [
         "| " + " | ".join(
-            (fmt.format(r[k]) if k in r else "–") for k, _, fmt in COLUMNS) + " |"
+            (fmt.format(r[k]) if k in r else "–") for k, _, fmt in columns) + " |"
         for r in rows
     ]
     return "\n".join([head, sep, *body])
@@ -303,14 +304,7 @@ RECALL_COLUMNS = [
 
 
 def recall_table(rows: list[dict[str, Any]]) -> str:
-    head = "| " + " | ".join(c[1] for c in RECALL_COLUMNS) + " |"
-    sep = "|" + "|".join("---:" for _ in RECALL_COLUMNS) + "|"
-    body = [
-        "| " + " | ".join(
-            (fmt.format(r[k]) if k in r else "–") for k, _, fmt in RECALL_COLUMNS) + " |"
-        for r in rows
-    ]
-    return "\n".join([head, sep, *body])
+    return table(rows, RECALL_COLUMNS)
 
 
 def recall_main(args: argparse.Namespace, argv: list[str] | None) -> None:
