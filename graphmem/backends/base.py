@@ -29,7 +29,9 @@ Contract (tested for every backend by ``tests/contract``):
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
+from enum import Enum
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from graphmem.models import (
@@ -46,9 +48,87 @@ from graphmem.models import (
     VectorQuery,
 )
 
-__all__ = ["STRUCTURAL", "Direction", "GraphBackend", "structural_targets"]
+__all__ = [
+    "STRUCTURAL",
+    "Direction",
+    "Expect",
+    "GraphBackend",
+    "WriteBatch",
+    "expect_failure",
+    "structural_targets",
+]
 
 Direction = Literal["out", "in", "both"]
+
+
+@dataclass(frozen=True)
+class Expect:
+    """A precondition of a write, checked by the backend inside the write's transaction.
+
+    ``exists=False`` requires the node to be absent. Otherwise the node must exist, every
+    ``props`` entry must equal the stored property (enums compare by value, ``None`` means
+    "unset"), and when ``sources`` is given, the ids of the nodes with an edge of a type in
+    ``incoming`` *into* the node must be exactly ``sources`` (nothing was derived from it,
+    and nothing superseded it, since the writer looked).
+    """
+
+    ref: NodeRef
+    exists: bool = True
+    props: Mapping[str, Any] = field(default_factory=dict)
+    incoming: tuple[EdgeType, ...] = ()
+    sources: frozenset[str] | None = None
+
+    def describe(self) -> str:
+        if not self.exists:
+            return f"{self.ref.key} must not exist"
+        parts = [f"{self.ref.key} must exist"]
+        if self.props:
+            parts.append("with " + ", ".join(f"{k}={_plain(v)!r}" for k, v in self.props.items()))
+        if self.sources is not None:
+            parts.append(f"and exactly {len(self.sources)} incoming "
+                         + "/".join(t.value for t in self.incoming))
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class WriteBatch:
+    """Everything one write changes, applied in one transaction: ``expect`` is checked
+    first (a failure raises Conflict and writes nothing), then nodes and edges are
+    upserted, then ``delete_edges`` and ``delete_nodes`` (detach) are removed."""
+
+    nodes: Sequence[GraphNode] = ()
+    edges: Sequence[Edge] = ()
+    delete_nodes: Sequence[NodeRef] = ()
+    delete_edges: Sequence[Edge] = ()
+    expect: Sequence[Expect] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.nodes or self.edges or self.delete_nodes or self.delete_edges)
+
+
+def _plain(v: Any) -> Any:
+    return v.value if isinstance(v, Enum) else v
+
+
+def expect_failure(
+    expect: Expect,
+    props: Mapping[str, Any] | None,
+    incoming_sources: Iterator[str] | Sequence[str] = (),
+) -> str | None:
+    """Why ``expect`` does not hold for a node with stored ``props`` (None: absent) and
+    these incoming source ids, or None when it holds. Shared by backends that check
+    preconditions in Python."""
+    if not expect.exists:
+        return None if props is None else expect.describe() + " (it does)"
+    if props is None:
+        return expect.describe() + " (it does not exist)"
+    for k, want in expect.props.items():
+        have = props.get(k)
+        if _plain(have) != _plain(want):
+            return expect.describe() + f" (stored {k}={_plain(have)!r})"
+    if expect.sources is not None and frozenset(incoming_sources) != expect.sources:
+        return expect.describe() + " (it changed since it was read)"
+    return None
 
 
 @runtime_checkable
@@ -62,8 +142,13 @@ class GraphBackend(Protocol):
         dimension the first time it is given; a different one later is a DimensionMismatch."""
         ...
 
+    def write(self, batch: WriteBatch) -> None:
+        """Apply a :class:`WriteBatch` atomically and durably (one transaction): check its
+        preconditions (Conflict, nothing written, when one fails), upsert, then delete."""
+        ...
+
     def upsert(self, nodes: Sequence[GraphNode] = (), edges: Sequence[Edge] = ()) -> None:
-        """Write nodes and edges atomically and durably (one transaction)."""
+        """Write nodes and edges atomically and durably (``write`` without deletes)."""
         ...
 
     def get(self, label: NodeLabel, ids: Sequence[str]) -> list[GraphNode]:

@@ -28,10 +28,11 @@ import os
 import re
 import sqlite3
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -39,11 +40,19 @@ import networkx as nx
 import numpy as np
 import orjson
 
-from graphmem.backends.base import STRUCTURAL, Direction, structural_targets
+from graphmem.backends.base import (
+    STRUCTURAL,
+    Direction,
+    Expect,
+    WriteBatch,
+    expect_failure,
+    structural_targets,
+)
 from graphmem.errors import (
     BackendUnavailable,
     Conflict,
     DimensionMismatch,
+    GraphMemError,
     InvalidInput,
     QueryFailed,
 )
@@ -219,6 +228,11 @@ def _index_into(
             bucket[v].add(key)
 
 
+#: pending access statistics are written when this many memories have some, or when the
+#: oldest is this old (checked on the next touch), besides every write and close
+TOUCH_FLUSH_COUNT = 512
+TOUCH_FLUSH_SECONDS = 2.0
+
 _MODELS: dict[str, type[GraphNode]] = {lab.value: node_model(lab) for lab in NodeLabel}
 
 
@@ -251,6 +265,8 @@ class NetworkXBackend:
         self._path = None if path is None or str(path) == ":memory:" else Path(path)
         self._lock = threading.RLock()
         self._closed = False
+        self._pending_touch: dict[str, tuple[int, datetime]] = {}
+        self._touch_since: float | None = None
         try:
             if self._path is not None:
                 self._path.parent.mkdir(parents=True, exist_ok=True)
@@ -298,9 +314,31 @@ class NetworkXBackend:
             )
 
     def _load(self) -> None:
-        """(Re)build the in-memory state from the file."""
+        """(Re)build the in-memory state from the file, from one read snapshot.
+
+        ``data_version`` is read before the snapshot starts: a commit by another process
+        in between is then in the snapshot but not in the recorded version, which costs one
+        extra reload later and never a missed change. Inside a write transaction nobody
+        else can commit, so the version read there is exact."""
+        db = self._db
+        outer = db.in_transaction
         with _gc_paused():
-            self._load_state()
+            if not outer:
+                db.execute("BEGIN")
+            try:
+                version = db.execute("PRAGMA data_version").fetchone()[0]
+                self._load_state()
+            finally:
+                if not outer:
+                    db.execute("COMMIT")
+        self._data_version = version
+        # accesses recorded here but not yet written to the file survive the reload
+        for key, (n, at) in self._pending_touch.items():
+            attrs = self._g._node.get(key)
+            if attrs is not None:
+                attrs["access_count"] = int(attrs.get("access_count", 0)) + n
+                last = attrs.get("last_accessed")
+                attrs["last_accessed"] = at if last is None or last < at else last
 
     def _load_state(self) -> None:
         g = nx.MultiDiGraph()
@@ -373,7 +411,6 @@ class NetworkXBackend:
         self._next_rid = max(key_of, default=0) + 1
         self._df_cache: dict[str, int] = {}
         self._df_cache_n = len(by_label.get(NodeLabel.MEMORY, ()))
-        self._data_version = self._db.execute("PRAGMA data_version").fetchone()[0]
 
     def _index_add(self, label: NodeLabel, key: str, props: dict[str, Any]) -> None:
         _index_into(self._buckets[label], key, props)
@@ -414,11 +451,17 @@ class NetworkXBackend:
             except sqlite3.OperationalError as e:
                 raise Conflict(f"the store is locked by another writer: {e}") from e
             try:
+                # read while holding the write lock: no other process can commit until our
+                # COMMIT, and our own commits do not change this connection's data_version
                 version = self._db.execute("PRAGMA data_version").fetchone()[0]
                 if version != self._data_version:
+                    log.info("store changed by another process; reloading")
                     self._load()
+                self._write_touches(self._db)
                 yield self._db
                 self._db.execute("COMMIT")
+                self._pending_touch.clear()
+                self._touch_since = None
             except BaseException as e:
                 try:
                     self._db.execute("ROLLBACK")
@@ -429,7 +472,6 @@ class NetworkXBackend:
                 if isinstance(e, sqlite3.Error):
                     raise QueryFailed(f"embedded store write failed: {e}") from e
                 raise
-            self._data_version = self._db.execute("PRAGMA data_version").fetchone()[0]
 
     # -- protocol --------------------------------------------------------------------
 
@@ -476,31 +518,67 @@ class NetworkXBackend:
             self._dim = dim
             self._vindex = VectorIndex(dim)
 
-    @_locked
     def upsert(self, nodes: Sequence[GraphNode] = (), edges: Sequence[Edge] = ()) -> None:
+        self.write(WriteBatch(nodes=nodes, edges=edges))
+
+    def delete(self, nodes: Sequence[NodeRef] = (), edges: Sequence[Edge] = ()) -> int:
+        refs = [NodeRef(NodeLabel(r[0]), r[1]) for r in nodes]
+        return self._write(WriteBatch(delete_nodes=refs, delete_edges=edges))
+
+    def write(self, batch: WriteBatch) -> None:
+        self._write(batch)
+
+    @_locked
+    def _write(self, batch: WriteBatch) -> int:
+        """Apply a batch; returns how many nodes it deleted."""
+        nodes, edges = batch.nodes, batch.edges
         for n in nodes:
             if not isinstance(n, GraphNode):
                 raise InvalidInput(f"upsert takes graph nodes, got {type(n).__name__}")
-        for e in edges:
+        for e in (*edges, *batch.delete_edges):
             if not isinstance(e, Edge):
                 raise InvalidInput(f"upsert takes Edge values, got {type(e).__name__}")
-        if not nodes and not edges:
-            return
+        doomed = [NodeRef(NodeLabel(r[0]), r[1]) for r in batch.delete_nodes]
+        if {n.ref.key for n in nodes} & {r.key for r in doomed}:
+            raise InvalidInput("one write cannot both upsert and delete the same node")
+        if not batch and not batch.expect:
+            return 0
         dims = {len(vec) for n in nodes if (vec := getattr(n, "embedding", None))}
         if len(dims) > 1:
             raise DimensionMismatch(f"embeddings of different dimensions in one batch: {dims}")
         dim = dims.pop() if dims else None
         with self._transaction() as db:
-            plan = self._plan_upsert(nodes, edges)
+            self._check_expectations(batch.expect)
+            plan = self._plan_upsert(nodes, edges, doomed={r.key for r in doomed})
             if dim is not None:
                 self._fix_dim(db, dim)
             self._write_plan(db, plan)
+            dplan = self._plan_delete(doomed, batch.delete_edges, plan)
+            self._write_delete(db, dplan)
         if dim is not None:
             self._set_dim(dim)
         self._apply_plan(plan)
+        self._apply_delete(dplan)
+        return len(dplan["keys"])
+
+    def _check_expectations(self, expects: Sequence[Expect]) -> None:
+        """Inside the transaction, with the state current: every precondition must hold."""
+        g = self._g
+        for ex in expects:
+            key = ex.ref.key
+            props = g._node.get(key)
+            sources: list[str] = []
+            if props is not None and ex.sources is not None:
+                types = {t.value for t in ex.incoming}
+                sources = [
+                    _ref_of(s).id for s, _d, t in g.in_edges(key, keys=True) if t in types
+                ]
+            why = expect_failure(ex, props, sources)
+            if why is not None:
+                raise Conflict(f"precondition failed: {why}")
 
     def _plan_upsert(
-        self, nodes: Sequence[GraphNode], edges: Sequence[Edge]
+        self, nodes: Sequence[GraphNode], edges: Sequence[Edge], *, doomed: set[str]
     ) -> dict[str, Any]:
         """Work out every row to write, before touching the file (validation first)."""
         node_rows: dict[str, tuple[NodeLabel, str, dict[str, Any], tuple[float, ...] | None]] = {}
@@ -540,14 +618,15 @@ class NetworkXBackend:
                     )
                 continue
             for end in (src, dst):
-                if end not in node_rows and end not in self._rid_of:
+                if end in doomed or (end not in node_rows and end not in self._rid_of):
                     raise InvalidInput(f"edge {e.type.value} refers to missing node {end}")
             edge_rows.append((src, e.type.value, dst, dict(e.props)))
         return {"nodes": node_rows, "struct": struct, "edges": edge_rows, "rids": {}}
 
     def _write_plan(self, db: sqlite3.Connection, plan: dict[str, Any]) -> None:
         rids: dict[str, int] = plan["rids"]
-        next_rid = self._next_rid
+        # the file, not this process's memory, says which rids are taken
+        next_rid = db.execute("SELECT coalesce(max(rid), 0) + 1 FROM nodes").fetchone()[0]
         node_new = []
         node_old = []
         fts_delete = []
@@ -690,46 +769,53 @@ class NetworkXBackend:
                 node.__dict__["embedding"] = tuple(vec.tolist())
         return node
 
-    @_locked
-    def delete(self, nodes: Sequence[NodeRef] = (), edges: Sequence[Edge] = ()) -> int:
-        refs = [NodeRef(NodeLabel(r[0]), r[1]) for r in nodes]
-        with self._transaction() as db:
-            keys = [r.key for r in refs if r.key in self._g]
-            node_rids = [(self._rid_of[k],) for k in keys]
-            fts = [
-                (self._rid_of[k], self._g.nodes[k]["content"])
-                for k in keys
-                if self._g.nodes[k]["label"] == NodeLabel.MEMORY.value
-            ]
-            edge_rows = set()
-            for k in keys:
-                for s, d, t in self._g.out_edges(k, keys=True):
-                    edge_rows.add((s, t, d))
-                for s, d, t in self._g.in_edges(k, keys=True):
-                    edge_rows.add((s, t, d))
-            for e in edges:
-                edge_rows.add((e.src.key, e.type.value, e.dst.key))
-            db.executemany("DELETE FROM edges WHERE src=? AND type=? AND dst=?", list(edge_rows))
-            if fts:
-                db.executemany(
-                    "INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', ?, ?)",
-                    fts,
-                )
-            db.executemany("DELETE FROM vectors WHERE rid = ?", node_rids)
-            db.executemany("DELETE FROM nodes WHERE rid = ?", node_rids)
-        for src, etype, dst in edge_rows:
-            if self._g.has_edge(src, dst, key=etype):
-                self._g.remove_edge(src, dst, key=etype)
+    def _plan_delete(
+        self, refs: Sequence[NodeRef], edges: Sequence[Edge], upsert_plan: dict[str, Any]
+    ) -> dict[str, Any]:
+        g = self._g
+        keys = [r.key for r in refs if r.key in g]
+        node_rids = [(self._rid_of[k],) for k in keys]
+        fts = [(self._rid_of[k], g._node[k]["content"]) for k in keys
+               if g._node[k]["label"] == NodeLabel.MEMORY.value]
+        edge_rows: set[tuple[str, str, str]] = set()
         for k in keys:
-            attrs = self._g.nodes[k]
+            for s_, d, t in g.out_edges(k, keys=True):
+                edge_rows.add((s_, t, d))
+            for s_, d, t in g.in_edges(k, keys=True):
+                edge_rows.add((s_, t, d))
+        for e in edges:
+            edge_rows.add((e.src.key, e.type.value, e.dst.key))
+        # edges this batch adds to a node it deletes cannot happen (checked when planning)
+        return {"keys": keys, "rids": node_rids, "fts": fts, "edges": edge_rows}
+
+    def _write_delete(self, db: sqlite3.Connection, plan: dict[str, Any]) -> None:
+        if plan["edges"]:
+            db.executemany("DELETE FROM edges WHERE src=? AND type=? AND dst=?",
+                           list(plan["edges"]))
+        if plan["fts"]:
+            db.executemany(
+                "INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', ?, ?)",
+                plan["fts"],
+            )
+        if plan["rids"]:
+            db.executemany("DELETE FROM vectors WHERE rid = ?", plan["rids"])
+            db.executemany("DELETE FROM nodes WHERE rid = ?", plan["rids"])
+
+    def _apply_delete(self, plan: dict[str, Any]) -> None:
+        g = self._g
+        for src, etype, dst in plan["edges"]:
+            if g.has_edge(src, dst, key=etype):
+                g.remove_edge(src, dst, key=etype)
+        for k in plan["keys"]:
+            attrs = g._node[k]
             label = NodeLabel(attrs["label"])
             self._index_remove(label, k, attrs)
             self._by_label[label].discard(k)
             self._key_of.pop(self._rid_of.pop(k), None)
+            self._pending_touch.pop(k, None)
             if self._vindex is not None:
                 self._vindex.remove([k])
-            self._g.remove_node(k)
-        return len(keys)
+            g.remove_node(k)
 
     # -- filtering -------------------------------------------------------------------
 
@@ -1004,28 +1090,59 @@ class NetworkXBackend:
             ]
             return Subgraph(nodes=tuple(self._node(k) for k in seen), edges=tuple(out_edges))
 
-    @_locked
     def touch(self, ids: Sequence[str], at: datetime) -> None:
+        """Record accesses in memory at once and in the file in batches: recall must not
+        pay for a write transaction. Pending accesses are written with the next write
+        transaction, when :data:`TOUCH_FLUSH_COUNT` are pending or the oldest is
+        :data:`TOUCH_FLUSH_SECONDS` old, and at ``flush``/``close``. They are relative
+        increments, so another process's writes in between are never overwritten."""
         if not ids:
             return
         if at.tzinfo is None:
             raise InvalidInput("touch time must be timezone-aware")
-        with self._transaction() as db:
-            keys = [f"Memory:{i}" for i in dict.fromkeys(ids) if f"Memory:{i}" in self._g]
-            updated = []
-            for k in keys:
-                attrs = dict(self._g.nodes[k])
+        at = at.astimezone(UTC)
+        with self._fresh():
+            nodes = self._g._node
+            pending = self._pending_touch
+            for i in dict.fromkeys(ids):
+                key = "Memory:" + i
+                attrs = nodes.get(key)
+                if attrs is None:
+                    continue
                 attrs["access_count"] = int(attrs.get("access_count", 0)) + 1
-                attrs["last_accessed"] = at
-                attrs.pop("label")
-                updated.append((k, attrs))
-            db.executemany(
-                "UPDATE nodes SET props = ? WHERE rid = ?",
-                [(_dumps(a), self._rid_of[k]) for k, a in updated],
-            )
-        for k, a in updated:
-            self._g.nodes[k]["access_count"] = a["access_count"]
-            self._g.nodes[k]["last_accessed"] = at
+                last = attrs.get("last_accessed")
+                attrs["last_accessed"] = at if last is None or last < at else last
+                n, seen = pending.get(key, (0, at))
+                pending[key] = (n + 1, at if seen < at else seen)
+            if self._touch_since is None:
+                self._touch_since = time.monotonic()
+            due = (len(pending) >= TOUCH_FLUSH_COUNT
+                   or time.monotonic() - self._touch_since >= TOUCH_FLUSH_SECONDS)
+        if due:
+            self.flush()
+
+    @_locked
+    def flush(self) -> None:
+        """Write pending access statistics to the file (one transaction)."""
+        if self._pending_touch and not self._closed:
+            with self._transaction():
+                pass  # the transaction writes pending touches first thing
+
+    def _write_touches(self, db: sqlite3.Connection) -> None:
+        if not self._pending_touch:
+            return
+        rows = []
+        for key, (n, at) in self._pending_touch.items():
+            rid = self._rid_of.get(key)
+            if rid is not None:
+                rows.append((n, at.isoformat(), rid))
+        db.executemany(
+            "UPDATE nodes SET props = json_set(props,"
+            " '$.access_count', coalesce(json_extract(props, '$.access_count'), 0) + ?,"
+            " '$.last_accessed', max(coalesce(json_extract(props, '$.last_accessed'), ''), ?)"
+            ") WHERE rid = ?",
+            rows,
+        )
 
     def scan(
         self, *, batch_size: int = 1000
@@ -1076,6 +1193,10 @@ class NetworkXBackend:
         with self._lock:
             if self._closed:
                 return
+            try:
+                self.flush()
+            except GraphMemError as e:  # never lose the close; the accesses are advisory
+                log.warning("could not write access statistics at close: %s", e)
             self._closed = True
             try:
                 if self._path is not None:
