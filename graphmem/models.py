@@ -38,6 +38,8 @@ __all__ = [
     "Category",
     "Edge",
     "EdgeType",
+    "Entity",
+    "EntityType",
     "EventType",
     "Filter",
     "GraphNode",
@@ -115,6 +117,7 @@ class NodeLabel(StrEnum):
     LOG_ENTRY = "LogEntry"
     PAYLOAD = "Payload"
     NAMESPACE = "Namespace"  # a namespace shared by several agents (scoping.py)
+    ENTITY = "Entity"  # what memories are about (graphmem.knowledge)
 
 
 class EdgeType(StrEnum):
@@ -130,6 +133,8 @@ class EdgeType(StrEnum):
     RECORDS = "RECORDS"  # (OrgOperation)-[:RECORDS]->(OrgFact)
     REFERENCES = "REFERENCES"  # (LogEntry)-[:REFERENCES]->(Payload)
     CHILD_OF = "CHILD_OF"  # (LogEntry)-[:CHILD_OF]->(parent LogEntry)
+    MENTIONS = "MENTIONS"  # (Memory)-[:MENTIONS {role}]->(Entity)
+    RELATES = "RELATES"  # (Entity)-[:RELATES {predicate, memory_id, valid_from}]->(Entity)
 
 
 class Category(StrEnum):
@@ -714,6 +719,61 @@ class Namespace(GraphNode):
         return _aware(v, "created_at")
 
 
+class EntityType(StrEnum):
+    PERSON = "person"
+    PLACE = "place"
+    ORGANISATION = "organisation"
+    EVENT = "event"
+    OBJECT = "object"  # things and activities
+    OTHER = "other"
+
+
+class Entity(GraphNode):
+    """Something memories are about (a person, place, organisation, event, object or
+    activity), scoped like the memories that mention it: its ``audience`` is theirs, so an
+    agent's private memories never expose their entities to another agent. ``norm`` is the
+    normalised name that resolution matches on; ``aliases`` are other names seen for it."""
+
+    label: ClassVar[NodeLabel] = NodeLabel.ENTITY
+
+    id: str = Field(default_factory=new_id)
+    name: str
+    norm: str
+    type: EntityType = EntityType.OTHER
+    aliases: tuple[str, ...] = ()
+    first_seen: datetime = Field(default_factory=utcnow)
+    last_seen: datetime = Field(default_factory=utcnow)
+    mention_count: int = Field(default=0, ge=0)
+    agent_id: str = "default"
+    namespace: str = "default"
+    visibility: Visibility = Visibility.PRIVATE
+    audience: str = ""  # derived, as for Memory
+
+    @field_validator("name", "norm")
+    @classmethod
+    def _valid_name(cls, v: str) -> str:
+        if not v.strip() or len(v) > 256:
+            raise ValueError("entity names must be 1..256 non-blank characters")
+        return v
+
+    @field_validator("agent_id", "namespace")
+    @classmethod
+    def _valid_scope(cls, v: str) -> str:
+        return _check_id(v, "agent_id/namespace")
+
+    @field_validator("first_seen", "last_seen")
+    @classmethod
+    def _valid_time(cls, v: datetime, info: Any) -> datetime | None:
+        return _aware(v, info.field_name)
+
+    @model_validator(mode="after")
+    def _derived(self) -> Self:
+        object.__setattr__(
+            self, "audience", audience_key(self.visibility, self.agent_id, self.namespace)
+        )
+        return self
+
+
 _NODE_MODELS: dict[NodeLabel, type[GraphNode]] = {
     NodeLabel.MEMORY: Memory,
     NodeLabel.AGENT: Agent,
@@ -724,6 +784,7 @@ _NODE_MODELS: dict[NodeLabel, type[GraphNode]] = {
     NodeLabel.LOG_ENTRY: LogEntry,
     NodeLabel.PAYLOAD: Payload,
     NodeLabel.NAMESPACE: Namespace,
+    NodeLabel.ENTITY: Entity,
 }
 
 
@@ -795,6 +856,8 @@ _EDGE_ENDPOINTS: dict[EdgeType, frozenset[tuple[NodeLabel, NodeLabel]]] = {
     EdgeType.RECORDS: frozenset({(NodeLabel.ORG_OPERATION, NodeLabel.ORG_FACT)}),
     EdgeType.REFERENCES: frozenset({(NodeLabel.LOG_ENTRY, NodeLabel.PAYLOAD)}),
     EdgeType.CHILD_OF: frozenset({(NodeLabel.LOG_ENTRY, NodeLabel.LOG_ENTRY)}),
+    EdgeType.MENTIONS: frozenset({(NodeLabel.MEMORY, NodeLabel.ENTITY)}),
+    EdgeType.RELATES: frozenset({(NodeLabel.ENTITY, NodeLabel.ENTITY)}),
 }
 
 
