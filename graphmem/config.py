@@ -52,6 +52,8 @@ log = logging.getLogger("graphmem.config")
 
 ENV_PREFIX = "GRAPHMEM_"
 CONFIG_ENV = "GRAPHMEM_CONFIG"
+# Read by graphmem.embeddings (where derived model files go), not a Settings field.
+CACHE_DIR_ENV = "GRAPHMEM_CACHE_DIR"
 _MASK = "**********"
 
 
@@ -285,7 +287,7 @@ def _env_layer(env: Mapping[str, str]) -> dict[str, Any]:
     sections = _section_fields()
     out: dict[str, Any] = {}
     for name, raw in env.items():
-        if not name.startswith(ENV_PREFIX) or name == CONFIG_ENV:
+        if not name.startswith(ENV_PREFIX) or name in (CONFIG_ENV, CACHE_DIR_ENV):
             continue
         key = name[len(ENV_PREFIX):].lower()
         section, sep, field = key.partition("__")

