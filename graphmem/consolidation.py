@@ -30,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from graphmem.backends.base import GraphBackend
+from graphmem.backends.base import Expect, GraphBackend
 from graphmem.errors import Conflict, InvalidInput, NotFound
 from graphmem.llm import (
     LLM,
@@ -46,7 +46,6 @@ from graphmem.models import (
     Edge,
     EdgeType,
     Filter,
-    GraphNode,
     Memory,
     NodeLabel,
     NodeRef,
@@ -57,6 +56,7 @@ from graphmem.models import (
     utcnow,
     validated,
 )
+from graphmem.writes import Replacement, Writes
 
 __all__ = [
     "ConsolidationConfig",
@@ -409,13 +409,12 @@ def _merged_fields(sources: Sequence[Memory]) -> dict[str, Any]:
 
 
 def consolidate(
-    backend: GraphBackend,
+    writes: Writes,
     *,
     agent_id: str | Sequence[str] | None = None,
     namespace: str | Sequence[str] | None = None,
     config: ConsolidationConfig | None = None,
     llm: LLM | None = None,
-    embed: Embed | None = None,
     dry_run: bool = False,
     now: datetime | None = None,
     exclude_ids: Collection[str] = (),
@@ -436,6 +435,7 @@ def consolidate(
     """
     cfg = config or ConsolidationConfig()
     now = now or utcnow()
+    backend = writes.backend
     flt = Filter.for_memories(agent_id=agent_id, namespace=namespace, status="active")
     excluded = set(exclude_ids)
     memories = [
@@ -485,7 +485,7 @@ def consolidate(
     applied: list[MergeGroup] = []
     for start in range(0, len(plans), cfg.batch_groups):
         batch = plans[start: start + cfg.batch_groups]
-        applied.extend(_apply_merges(backend, batch, llm, embed, now))
+        applied.extend(_apply_merges(writes, batch, llm, now))
         if progress:
             progress("merged", min(start + cfg.batch_groups, len(plans)), len(plans))
     return ConsolidationReport(dry_run=False, scanned=len(memories), pairs=npairs,
@@ -536,22 +536,20 @@ def _plan_scope(
 
 
 def _apply_merges(
-    backend: GraphBackend,
+    writes: Writes,
     plans: Sequence[MergeGroup],
     llm: LLM | None,
-    embed: Embed | None,
     now: datetime,
 ) -> list[MergeGroup]:
     ids = [i for p in plans for i in p.source_ids]
-    current = {n.id: n for n in backend.get(NodeLabel.MEMORY, ids) if isinstance(n, Memory)}
-    nodes: list[GraphNode] = []
-    edges: list[Edge] = []
-    merged: list[Memory] = []
-    out: list[MergeGroup] = []
-    for plan in plans:
+    current = {n.id: n for n in writes.backend.get(NodeLabel.MEMORY, ids)
+               if isinstance(n, Memory)}
+    todo: list[tuple[MergeGroup, Replacement]] = []
+    out: dict[int, MergeGroup] = {}
+    for k, plan in enumerate(plans):
         sources = [current.get(i) for i in plan.source_ids]
         if any(s is None or s.status is not Status.ACTIVE for s in sources):
-            out.append(plan.model_copy(update={"skipped": "a source changed since planning"}))
+            out[k] = plan.model_copy(update={"skipped": "a source changed since planning"})
             continue
         srcs = [s for s in sources if s is not None]
         fields = _merged_fields(srcs)
@@ -572,25 +570,27 @@ def _apply_merges(
             "metadata": {"pass": CONSOLIDATE_PASS, "merge_kind": plan.kind,
                          "merged_count": len(srcs)},
         })
-        merged.append(memory)
-        for s in srcs:
-            nodes.append(s.evolve(status=Status.SUPERSEDED, updated_at=now,
-                                  valid_to=max(now, s.valid_from or now)))
-            edges.append(_edge(EdgeType.DERIVED_FROM, memory, s, **{"pass": CONSOLIDATE_PASS},
-                               at=now))
-            edges.append(_edge(EdgeType.SUPERSEDES, memory, s, reason=reason, at=now))
-        out.append(plan.model_copy(update={"merged_id": memory.id, "content": content}))
-    if embed is not None and merged:
-        vectors = np.asarray(embed([m.content for m in merged]))
-        backend.ensure_schema(embedding_dim=int(vectors.shape[1]))
-        merged = [m.evolve(embedding=v.tolist()) for m, v in zip(merged, vectors, strict=True)]
-    if merged:
-        backend.upsert([*merged, *nodes], edges)
-    return out
+        out[k] = plan.model_copy(update={"merged_id": memory.id, "content": content})
+        todo.append((out[k], Replacement(tuple(srcs), memory, reason, CONSOLIDATE_PASS)))
+    if todo:
+        try:
+            writes.replace([r for _g, r in todo], create=[r.new for _g, r in todo])
+        except Conflict:
+            # a source changed after it was read: merge group by group, skipping the losers
+            for k, plan in list(out.items()):
+                rep = next((r for g, r in todo if g is plan), None)
+                if rep is None:
+                    continue
+                try:
+                    writes.replace([rep], create=[rep.new])
+                except Conflict:
+                    out[k] = plan.model_copy(update={
+                        "merged_id": None, "skipped": "a source changed since planning"})
+    return [out[k] for k in sorted(out)]
 
 
 def unmerge(
-    backend: GraphBackend, merged_id: str, *, dry_run: bool = False, now: datetime | None = None
+    writes: Writes, merged_id: str, *, dry_run: bool = False, now: datetime | None = None
 ) -> UnmergeReport:
     """Undo a consolidation merge: restore its sources (status active, valid_to cleared)
     and delete the merged node — the explicit delete of the node being undone.
@@ -599,6 +599,7 @@ def unmerge(
     Conflict when the merged node is no longer current (undo the newer change first).
     """
     now = now or utcnow()
+    backend = writes.backend
     found = backend.get(NodeLabel.MEMORY, [merged_id])
     if not found:
         raise NotFound(f"no memory {merged_id!r}")
@@ -623,10 +624,15 @@ def unmerge(
     )
     if dry_run:
         return report
-    # restore first: if the delete then fails nothing is lost, the sources are just back
-    if restore:
-        backend.upsert(restore)
-    backend.delete([merged.ref])
+    # one transaction, valid only if nothing replaced, or was derived from, the merge since
+    incoming = backend.expand([merged.ref], [EdgeType.SUPERSEDES, EdgeType.DERIVED_FROM],
+                              direction="in", depth=1)
+    writes.delete_nodes([merged.ref], nodes=restore, expect=[
+        Expect(merged.ref, props={"status": Status.ACTIVE},
+               incoming=(EdgeType.SUPERSEDES, EdgeType.DERIVED_FROM),
+               sources=frozenset(e.src.id for e in incoming.edges if e.dst.id == merged_id)),
+        *(Expect(m.ref, props={"status": Status.SUPERSEDED}) for m in restore),
+    ])
     log.info("unmerge: restored %d memories", len(restore))
     return report
 
@@ -636,7 +642,7 @@ def unmerge(
 
 
 def summarize_into_memory(
-    backend: GraphBackend,
+    writes: Writes,
     llm: LLM,
     sources: Sequence[Memory],
     *,
@@ -644,7 +650,6 @@ def summarize_into_memory(
     pass_name: str = "summarize",
     run_id: str | None = None,
     tier: Tier = Tier.LONG_TERM,
-    embed: Embed | None = None,
     dry_run: bool = False,
     now: datetime | None = None,
 ) -> Memory:
@@ -673,13 +678,8 @@ def summarize_into_memory(
     })
     if dry_run:
         return memory
-    if embed is not None:
-        vec = np.asarray(embed([memory.content]))
-        backend.ensure_schema(embedding_dim=int(vec.shape[1]))
-        memory = memory.evolve(embedding=vec[0].tolist())
-    edges = [_edge(EdgeType.DERIVED_FROM, memory, s, **{"pass": pass_name}, at=now)
-             for s in sources]
-    backend.upsert([memory], edges)
+    [memory] = writes.derive([memory], {memory.id: [s.id for s in sources]},
+                             pass_name=pass_name)
     return memory
 
 
@@ -695,11 +695,10 @@ class ImproveReport(BaseModel):
 
 
 def improve_memories(
-    backend: GraphBackend,
+    writes: Writes,
     llm: LLM,
     memories: Sequence[Memory],
     *,
-    embed: Embed | None = None,
     dry_run: bool = False,
     now: datetime | None = None,
 ) -> ImproveReport:
@@ -715,9 +714,8 @@ def improve_memories(
     imp = llm.improve(active)
     by_id = {m.id: m for m in active}
     created: dict[str, Memory] = {}
-    nodes: list[GraphNode] = []
-    edges: list[Edge] = []
-    retired: dict[str, Memory] = {}
+    groups: list[Replacement] = []
+    retired: dict[str, None] = {}
     for r in imp.rewrites:
         old = by_id[r.id]
         new = old.evolve(
@@ -726,31 +724,20 @@ def improve_memories(
             metadata={**old.metadata, "pass": "improve"},
         )
         created[old.id] = new
-        retired[old.id] = old.evolve(status=Status.SUPERSEDED, valid_to=new.valid_from,
-                                     updated_at=now)
-        edges.append(_edge(EdgeType.DERIVED_FROM, new, old, **{"pass": "improve"}, at=now))
-        edges.append(_edge(EdgeType.SUPERSEDES, new, old, reason=r.reason, at=now))
+        retired[old.id] = None
+        groups.append(Replacement((old,), new, r.reason, "improve"))
     for c in imp.contradictions:
         winner: Memory = created.get(c.keep_id, by_id[c.keep_id])
-        for loser_id in c.superseded_ids:
-            loser = by_id[loser_id]
-            retired[loser_id] = loser.evolve(
-                status=Status.SUPERSEDED, updated_at=now,
-                valid_to=max(now, loser.valid_from or now),
-            )
-            edges.append(_edge(EdgeType.SUPERSEDES, winner, loser, reason=c.reason, at=now))
+        losers = tuple(by_id[i] for i in c.superseded_ids)
+        retired.update(dict.fromkeys(c.superseded_ids))
+        groups.append(Replacement(losers, winner, c.reason))
     news = list(created.values())
     report = ImproveReport(
         dry_run=dry_run, improvement=imp, created=tuple(news), superseded_ids=tuple(retired)
     )
-    if dry_run or not (news or retired):
+    if dry_run or not groups:
         return report
-    if embed is not None and news:
-        vectors = np.asarray(embed([m.content for m in news]))
-        backend.ensure_schema(embedding_dim=int(vectors.shape[1]))
-        news = [m.evolve(embedding=v.tolist()) for m, v in zip(news, vectors, strict=True)]
-    nodes = [*news, *retired.values()]
-    backend.upsert(nodes, edges)
+    news = writes.replace(groups, create=news)
     log.info("improve: %d rewrites, %d superseded", len(news), len(retired))
     return report.model_copy(update={"created": tuple(news)})
 
@@ -765,7 +752,7 @@ class FactsReport(BaseModel):
 
 
 def store_facts(
-    backend: GraphBackend,
+    writes: Writes,
     llm: LLM,
     turn: str,
     *,
@@ -774,7 +761,6 @@ def store_facts(
     run_id: str | None = None,
     speaker: str = "user",
     source_ids: Sequence[str] = (),
-    embed: Embed | None = None,
     dry_run: bool = False,
     now: datetime | None = None,
 ) -> FactsReport:
@@ -782,6 +768,7 @@ def store_facts(
     DERIVED_FROM the turn's memories (``source_ids``). A fact already stored as an active
     memory of the same agent and namespace (same content hash) is not stored again."""
     now = now or utcnow()
+    backend = writes.backend
     if source_ids:
         found = {n.id for n in backend.get(NodeLabel.MEMORY, list(source_ids))}
         missing = [i for i in source_ids if i not in found]
@@ -809,16 +796,8 @@ def store_facts(
                          skipped_existing=skipped)
     if dry_run or not created:
         return report
-    if embed is not None:
-        vectors = np.asarray(embed([m.content for m in created]))
-        backend.ensure_schema(embedding_dim=int(vectors.shape[1]))
-        created = [m.evolve(embedding=v.tolist()) for m, v in zip(created, vectors, strict=True)]
-    edges = [
-        _edge(EdgeType.DERIVED_FROM, m, NodeRef(NodeLabel.MEMORY, s), **{"pass": "extract_facts"},
-              at=now)
-        for m in created for s in source_ids
-    ]
-    backend.upsert(created, edges)
+    created = writes.derive(created, {m.id: list(source_ids) for m in created},
+                            pass_name="extract_facts")
     return report.model_copy(update={"created": tuple(created)})
 
 

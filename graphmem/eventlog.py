@@ -32,8 +32,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from graphmem.backends.base import GraphBackend
-from graphmem.errors import InvalidInput, NotFound
+from graphmem.backends.base import Expect, GraphBackend
+from graphmem.errors import Conflict, InvalidInput, NotFound
 from graphmem.models import (
     Edge,
     EdgeType,
@@ -47,6 +47,7 @@ from graphmem.models import (
     utcnow,
     validated,
 )
+from graphmem.writes import Writes
 
 __all__ = ["DEFAULT_INLINE_LIMIT", "MAX_PAYLOAD_BYTES", "EventLog", "LogRecord", "LogStats"]
 
@@ -96,6 +97,7 @@ class EventLog:
     def __init__(
         self,
         backend: GraphBackend,
+        writes: Writes,
         *,
         clock: Callable[[], datetime] = utcnow,
         inline_limit: int = DEFAULT_INLINE_LIMIT,
@@ -103,6 +105,7 @@ class EventLog:
         if inline_limit < 0:
             raise InvalidInput("inline_limit must not be negative")
         self._backend = backend
+        self._writes = writes
         self._clock = clock
         self.inline_limit = inline_limit
         # reference counts are read-modify-write: serialise them inside this process
@@ -136,24 +139,38 @@ class EventLog:
             "parent_id": parent, "at": at or self._clock(),
             "payload": None if shared else text, "payload_ref": digest, "payload_size": size,
         })
-        nodes: list[GraphNode] = [entry]
-        edges: list[Edge] = []
         with self._lock:
-            if parent is not None:
-                if not self._backend.get(NodeLabel.LOG_ENTRY, [parent]):
-                    raise NotFound(f"no log entry {parent!r} (parent)")
-                edges.append(_edge(EdgeType.CHILD_OF, entry.ref, NodeRef(NodeLabel.LOG_ENTRY,
-                                                                         parent)))
-            # (the backend links the entry IN_RUN to its run, creating a missing run)
-            if digest is not None and text is not None:
-                found = self._backend.get(NodeLabel.PAYLOAD, [digest])
-                blob = (
-                    found[0].evolve(refcount=found[0].refcount + 1)  # type: ignore[attr-defined]
-                    if found else Payload(id=digest, text=text, size=size, refcount=1)
-                )
-                nodes.append(blob)
-                edges.append(_edge(EdgeType.REFERENCES, entry.ref, blob.ref))
-            self._backend.upsert(nodes, edges)
+            for attempt in range(32):
+                nodes: list[GraphNode] = [entry]
+                edges: list[Edge] = []
+                expect = [Expect(entry.ref, exists=False)]
+                if parent is not None:
+                    if not self._backend.get(NodeLabel.LOG_ENTRY, [parent]):
+                        raise NotFound(f"no log entry {parent!r} (parent)")
+                    parent_ref = NodeRef(NodeLabel.LOG_ENTRY, parent)
+                    edges.append(_edge(EdgeType.CHILD_OF, entry.ref, parent_ref))
+                    expect.append(Expect(parent_ref))
+                # (the backend links the entry IN_RUN to its run, creating a missing run)
+                if digest is not None and text is not None:
+                    found = self._backend.get(NodeLabel.PAYLOAD, [digest])
+                    if found:
+                        count = found[0].refcount  # type: ignore[attr-defined]
+                        blob = found[0].evolve(refcount=count + 1)
+                        expect.append(Expect(blob.ref, props={"refcount": count}))
+                    else:
+                        blob = Payload(id=digest, text=text, size=size, refcount=1)
+                        expect.append(Expect(blob.ref, exists=False))
+                    nodes.append(blob)
+                    edges.append(_edge(EdgeType.REFERENCES, entry.ref, blob.ref))
+                try:
+                    self._writes.put(nodes, edges, expect=expect)
+                    break
+                except Conflict:
+                    # another handle changed the shared payload's count: count again
+                    if attempt == 31 or (parent is not None
+                                         and not self._backend.get(NodeLabel.LOG_ENTRY,
+                                                                   [parent])):
+                        raise
         log.debug("logged %s entry (%d payload bytes, shared=%s)", entry.event_type, size,
                   shared)
         return entry
@@ -171,7 +188,9 @@ class EventLog:
             refs = sorted({e.payload_ref for e in entries if e.payload_ref})
             drop: list[NodeRef] = []
             keep: list[GraphNode] = []
+            expect: list[Expect] = []
             for blob in self._backend.get(NodeLabel.PAYLOAD, refs):
+                expect.append(Expect(blob.ref, props={"refcount": blob.refcount}))  # type: ignore[attr-defined]
                 users = self._backend.expand([blob.ref], [EdgeType.REFERENCES], direction="in",
                                              depth=1, limit=10_000_000)
                 left = sum(1 for n in users.nodes
@@ -180,13 +199,11 @@ class EventLog:
                     drop.append(blob.ref)
                 else:
                     keep.append(blob.evolve(refcount=left))
-            # one write to fix counts, then one delete; a crash in between leaves counts
-            # too high (never too low), so no payload can vanish under a live entry
-            if keep:
-                self._backend.upsert(keep)
-            n = self._backend.delete([e.ref for e in entries] + drop)
+            # counts and deletes in one transaction that expects the counts it computed from
+            self._writes.delete_nodes([e.ref for e in entries] + drop, nodes=keep,
+                                      expect=expect)
         log.info("deleted %d log entries and %d payloads", len(entries), len(drop))
-        return n - len(drop)
+        return len(entries)
 
     def delete_run(self, run_id: str) -> int:
         """Delete every entry of a run (see :meth:`delete`)."""

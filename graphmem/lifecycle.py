@@ -37,11 +37,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from graphmem.backends.base import GraphBackend
+from graphmem.backends.base import Expect
 from graphmem.consolidation import (
     ConsolidationConfig,
     ConsolidationReport,
-    Embed,
     FactsReport,
     consolidate,
     iter_memories,
@@ -53,7 +52,6 @@ from graphmem.llm import LLM, OfflineLLM
 from graphmem.models import (
     EventType,
     Filter,
-    GraphNode,
     Memory,
     NodeLabel,
     NodeRef,
@@ -62,6 +60,7 @@ from graphmem.models import (
     utcnow,
     validated,
 )
+from graphmem.writes import Writes
 
 __all__ = [
     "Action",
@@ -423,28 +422,29 @@ class Lifecycle:
     """Tiers, hooks and maintenance over a :class:`GraphBackend`.
 
     ``llm`` (optional) writes run summaries and extracts facts; without one the offline,
-    extractive passes are used. ``embed`` embeds the nodes it creates. ``clock`` gives
-    "now" (tests pass a fixed clock).
+    extractive passes are used. Every change goes through ``writes`` (the store's write
+    path, which also embeds what it creates). ``clock`` gives "now" (tests pass a fixed
+    clock).
 
     >>> from graphmem.backends import open_backend
-    >>> lc = Lifecycle(open_backend("memory://"))
+    >>> from graphmem.writes import Writes
+    >>> lc = Lifecycle(Writes(open_backend("memory://")))
     >>> lc.maintain(dry_run=True).actions
     ()
     """
 
     def __init__(
         self,
-        backend: GraphBackend,
+        writes: Writes,
         *,
         config: LifecycleConfig | None = None,
         llm: LLM | None = None,
-        embed: Embed | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
-        self.backend = backend
+        self.writes = writes
+        self.backend = writes.backend
         self.config = config or LifecycleConfig()
         self.llm = llm
-        self.embed = embed
         self._clock = clock
         self._pads: dict[str | None, Scratchpad] = {}
         self._writes: dict[str, int] = defaultdict(int)
@@ -502,8 +502,8 @@ class Lifecycle:
         facts = None
         if extract_facts and turn:
             facts = store_facts(
-                self.backend, self._pass_llm, turn, agent_id=agent_id, namespace=namespace,
-                run_id=run_id, speaker=speaker, source_ids=source_ids, embed=self.embed,
+                self.writes, self._pass_llm, turn, agent_id=agent_id, namespace=namespace,
+                run_id=run_id, speaker=speaker, source_ids=source_ids,
                 dry_run=dry_run, now=self._clock(),
             )
         cleared = len(self.scratchpad(run_id)) if dry_run else self.scratchpad(run_id).clear()
@@ -528,18 +528,21 @@ class Lifecycle:
                 promoted.append(m.evolve(tier=Tier.LONG_TERM, updated_at=now))
             elif cfg.archive_unpromoted_on_run_end and not _pinned(m):
                 plan.add("run_end", "archive", m.id, "short-term memory not promoted at run end")
-                archived.append(self._archived(m, "run_end", now))
+                archived.append(m)
         summarize = cfg.summarize_on_run_end and len(members) >= cfg.min_summary_sources
         if summarize and dry_run:
             plan.add("summarize", "create", None,
                      f"summary of {len(members)} short-term memories of the run")
         if not dry_run:
             if promoted or archived:
-                self.backend.upsert([*promoted, *archived])
+                self.writes.set_status(
+                    archived, Status.ARCHIVED, reason="run_end", nodes=promoted,
+                    expect=[Expect(m.ref, props={"status": Status.ACTIVE}) for m in promoted],
+                )
             if summarize:
                 summary = summarize_into_memory(
-                    self.backend, self._pass_llm, members, purpose="run",
-                    pass_name="run_summary", run_id=run_id, embed=self.embed, now=now,
+                    self.writes, self._pass_llm, members, purpose="run",
+                    pass_name="run_summary", run_id=run_id, now=now,
                 )
                 plan.add("summarize", "create", summary.id,
                          f"summary of {len(members)} short-term memories of the run")
@@ -699,8 +702,8 @@ class Lifecycle:
         consolidation = None
         if "consolidate" in steps:
             consolidation = consolidate(
-                self.backend, agent_id=agent_id, namespace=namespace,
-                config=cfg.consolidation, llm=consolidate_llm, embed=self.embed,
+                self.writes, agent_id=agent_id, namespace=namespace,
+                config=cfg.consolidation, llm=consolidate_llm,
                 dry_run=dry_run, now=now, exclude_ids=set(plan.claimed),
             )
         report = self._finish(plan, now, dry_run, hard_delete)
@@ -751,20 +754,14 @@ class Lifecycle:
         now = self._clock()
         found = self._get(memory_ids)
         plan = _Plan()
-        nodes: list[GraphNode] = []
+        todo: list[Memory] = []
         for m in found:
             if m.status is not Status.ARCHIVED:
                 continue
-            meta = {k: v for k, v in m.metadata.items()
-                    if k not in ("archived_reason", "archived_at")}
-            if pin:
-                meta["pinned"] = True
-            expires = m.expires_at if m.expires_at is None or m.expires_at > now else None
-            nodes.append(m.evolve(status=Status.ACTIVE, metadata=meta, expires_at=expires,
-                                  updated_at=now))
+            todo.append(m)
             plan.add("restore", "restore", m.id, "restored" + (" and pinned" if pin else ""))
-        if nodes and not dry_run:
-            self.backend.upsert(nodes)
+        if todo and not dry_run:
+            self.writes.set_status(todo, Status.ACTIVE, pin=True if pin else None)
         return MaintenanceReport(dry_run=dry_run, at=now, actions=tuple(plan.actions))
 
     # -- helpers ----------------------------------------------------------------------
@@ -778,11 +775,6 @@ class Lifecycle:
             have = {m.id for m in found}
             raise NotFound(f"no memory {next(i for i in ids if i not in have)!r}")
         return found
-
-    @staticmethod
-    def _archived(m: Memory, reason: str, now: datetime) -> Memory:
-        meta = {**m.metadata, "archived_reason": reason, "archived_at": now.isoformat()}
-        return m.evolve(status=Status.ARCHIVED, metadata=meta, updated_at=now)
 
     def _finish(
         self,
@@ -801,16 +793,18 @@ class Lifecycle:
             ids = [a.memory_id for a in actions if a.memory_id and a.action in ("archive",
                                                                                "delete")]
             if hard_delete and ids:
-                self.backend.delete([NodeRef(NodeLabel.MEMORY, i) for i in ids])
+                self.writes.delete_nodes([NodeRef(NodeLabel.MEMORY, i) for i in ids])
             elif ids:
                 step_of = {a.memory_id: a.step for a in actions}
                 current = [n for n in self.backend.get(NodeLabel.MEMORY, ids)
                            if isinstance(n, Memory)]
-                for start in range(0, len(current), 2000):
-                    self.backend.upsert([
-                        self._archived(m, reason_step or step_of[m.id], now)
-                        for m in current[start: start + 2000]
-                    ])
+                by_reason: dict[str, list[Memory]] = defaultdict(list)
+                for m in current:
+                    by_reason[reason_step or step_of[m.id]].append(m)
+                for reason, group in by_reason.items():
+                    for start in range(0, len(group), 2000):
+                        self.writes.set_status(group[start: start + 2000], Status.ARCHIVED,
+                                               reason=reason)
         return MaintenanceReport(dry_run=dry_run, at=now, actions=tuple(actions))
 
     # -- scheduler --------------------------------------------------------------------

@@ -22,7 +22,7 @@ import networkx as nx
 from pydantic import BaseModel, ConfigDict
 
 from graphmem.backends import open_backend
-from graphmem.backends.base import GraphBackend
+from graphmem.backends.base import Expect, GraphBackend
 from graphmem.consolidation import (
     ConsolidationConfig,
     ConsolidationReport,
@@ -66,7 +66,6 @@ from graphmem.models import (
     Subgraph,
     Tier,
     Visibility,
-    new_id,
     node_model,
     utcnow,
     validated,
@@ -75,6 +74,7 @@ from graphmem.org import OrgMemory
 from graphmem.retrieval import RecallConfig, Retriever
 from graphmem.runs import CleanupReport, DeleteRunReport, Runs, RunStats
 from graphmem.scoping import Namespaces, Scope
+from graphmem.writes import Committed, Writes
 
 __all__ = ["ForgetReport", "GraphMemory", "ImportReport"]
 
@@ -131,12 +131,17 @@ class GraphMemory:
         self._clock = clock
         self._owns_backend = owns_backend
         self._run_lock = threading.Lock()
+        self._lifecycle_lock = threading.Lock()
         self._closed = False
-        # issue 6: org facts, shared namespaces, the orchestration log, session management
-        self.org = OrgMemory(backend, clock=clock)
-        self.namespaces = Namespaces(backend, clock=clock)
-        self.eventlog = EventLog(backend, clock=clock)
+        #: the one write path: every state change of this store goes through it
+        self.writes = Writes(backend, embed=self._embed_texts if embedder else None,
+                             clock=clock)
+        self.namespaces = Namespaces(backend, self.writes, clock=clock)
+        self.writes.check_shared = self.namespaces.check_writes
+        self.org = OrgMemory(backend, self.writes, clock=clock)
+        self.eventlog = EventLog(backend, self.writes, clock=clock)
         self.runs = Runs(self)
+        self.writes.add_hook(self._after_write)
 
     # -- opening and closing ----------------------------------------------------------
 
@@ -204,20 +209,6 @@ class GraphMemory:
 
     # -- writing ---------------------------------------------------------------------
 
-    def _embed(self, memories: builtins.list[Memory]) -> builtins.list[Memory]:
-        """Attach embeddings to memories that have none (only when an embedder is set)."""
-        if self._embedder is None:
-            return memories
-        todo = [i for i, m in enumerate(memories) if m.embedding is None]
-        if not todo:
-            return memories
-        vectors = self._embedder.embed([memories[i].content for i in todo])
-        self._backend.ensure_schema(embedding_dim=int(vectors.shape[1]))
-        out = list(memories)
-        for i, vec in zip(todo, vectors, strict=True):
-            out[i] = out[i].evolve(embedding=vec.tolist())
-        return out
-
     def remember(
         self,
         content: str,
@@ -271,12 +262,7 @@ class GraphMemory:
                 memories.append(validated(Memory, data))
             except InvalidInput as e:
                 raise InvalidInput(f"item {i}: {e}") from e
-        if len({m.id for m in memories}) != len(memories):
-            raise InvalidInput("duplicate ids in one batch")
-        self.namespaces.check_writes(memories)
-        memories = self._embed(memories)
-        self._backend.upsert(memories)
-        self._after_write(memories)
+        memories = self.writes.create(memories)
         log.debug("remembered %d memories", len(memories))
         return memories
 
@@ -316,86 +302,37 @@ class GraphMemory:
         old = self.get(memory_id)
         if old.status is not Status.ACTIVE:
             raise Conflict(f"memory {memory_id} is {old.status.value}; update its current version")
-        now = self._clock()
-        fields = dict(changes)
-        if content is not None:
-            fields["content"] = content
-        new = old.evolve(
-            id=new_id(),
-            created_at=now,
-            updated_at=now,
-            valid_from=fields.pop("valid_from", None) or now,
-            valid_to=None,
-            content_hash="",
-            embedding=old.embedding if content is None or content == old.content else None,
-            **fields,
-        )
-        if new.valid_from < old.valid_from:  # type: ignore[operator]
-            raise InvalidInput("a new version cannot be valid before the version it replaces")
-        retired = old.evolve(status=Status.SUPERSEDED, valid_to=new.valid_from, updated_at=now)
-        self.namespaces.check_writes([new])
-        [new] = self._embed([new])
-        edge = validated(
-            Edge, {"type": EdgeType.SUPERSEDES, "src": new, "dst": old,
-                   "props": {"reason": reason, "at": now}},
-        )
-        self._backend.upsert([new, retired], [edge])
-        return new
+        return self.writes.version(old, content=content, reason=reason, **changes)
 
     def supersede(
         self, new_id_: str, old_ids: Sequence[str], *, reason: str, pass_name: str | None = None
     ) -> None:
         """Mark ``old_ids`` superseded by the existing memory ``new_id_`` (SUPERSEDES edges,
         and DERIVED_FROM edges too when ``pass_name`` is given) in one atomic write."""
-        now = self._clock()
         new = self.get(new_id_)
         olds = self.get_many(old_ids)
         if len(olds) != len(set(old_ids)):
             raise NotFound(f"some of {list(old_ids)} do not exist")
-        nodes: builtins.list[GraphNode] = []
-        edges: builtins.list[Edge] = []
-        for old in olds:
-            if old.id == new.id:
-                raise InvalidInput("a memory cannot supersede itself")
-            nodes.append(old.evolve(status=Status.SUPERSEDED, valid_to=now, updated_at=now))
-            edges.append(validated(Edge, {"type": EdgeType.SUPERSEDES, "src": new, "dst": old,
-                                          "props": {"reason": reason, "at": now}}))
-            if pass_name:
-                edges.append(validated(Edge, {"type": EdgeType.DERIVED_FROM, "src": new,
-                                              "dst": old, "props": {"pass": pass_name, "at": now}}))
-        self._backend.upsert(nodes, edges)
+        self.writes.supersede(olds, new, reason=reason, pass_name=pass_name, create_new=False)
 
     def link(
         self, derived_id: str, source_ids: Sequence[str], *, pass_name: str = "manual"
     ) -> None:
         """Record provenance: ``derived_id`` DERIVED_FROM each of ``source_ids``."""
-        now = self._clock()
         ids = [derived_id, *source_ids]
         found = {m.id for m in self.get_many(ids)}
         missing = [i for i in ids if i not in found]
         if missing:
             raise NotFound(f"no memory {missing[0]!r}")
-        edges = [
-            validated(Edge, {"type": EdgeType.DERIVED_FROM, "src": (NodeLabel.MEMORY, derived_id),
-                             "dst": (NodeLabel.MEMORY, s), "props": {"pass": pass_name, "at": now}})
-            for s in source_ids
-        ]
-        self._backend.upsert((), edges)
+        self.writes.link(derived_id, source_ids, pass_name=pass_name)
 
     def set_status(self, memory_ids: Sequence[str], status: Status | str) -> builtins.list[Memory]:
         """Set the status of memories in place (archive / restore); returns the new values."""
-        status = Status(status)
-        now = self._clock()
-        changed = [
-            m.evolve(
-                status=status,
-                updated_at=now,
-                valid_to=None if status is Status.ACTIVE else m.valid_to,
-            )
-            for m in self.get_many(memory_ids)
-        ]
-        self._backend.upsert(changed)
-        return changed
+        try:
+            status = Status(status)
+        except ValueError as e:
+            raise InvalidInput(f"unknown status {status!r}") from e
+        return self.writes.set_status(self.get_many(memory_ids), status)
 
     def forget(
         self, memory_id: str, *, cascade: bool = True, dry_run: bool = False
@@ -410,49 +347,9 @@ class GraphMemory:
         forgotten memory comes back). With ``cascade=False`` only this node is deleted and
         derived nodes keep their content (their provenance edge to it is gone).
         """
-        self.get(memory_id)  # NotFound early
-        doomed: builtins.list[str] = [memory_id]
-        if cascade:
-            older = self._backend.expand(
-                [NodeRef(NodeLabel.MEMORY, memory_id)], [EdgeType.SUPERSEDES],
-                direction="out", depth=10_000, limit=1_000_000,
-            )
-            doomed = [n.id for n in older.nodes if isinstance(n, Memory)]
-            derived = self._backend.expand(
-                [NodeRef(NodeLabel.MEMORY, i) for i in doomed],
-                [EdgeType.SUPERSEDES, EdgeType.DERIVED_FROM],
-                direction="in", depth=10_000, limit=1_000_000,
-            )
-            more = [n.id for n in derived.nodes if isinstance(n, Memory)]
-            doomed = list(dict.fromkeys(doomed + more))
-        doomed_set = set(doomed)
-        # nodes the doomed ones superseded, and who else supersedes them
-        around = self._backend.expand(
-            [NodeRef(NodeLabel.MEMORY, i) for i in doomed], [EdgeType.SUPERSEDES],
-            direction="out", depth=1, limit=1_000_000,
-        )
-        victims = [n for n in around.nodes if isinstance(n, Memory) and n.id not in doomed_set]
-        restored: builtins.list[Memory] = []
-        for v in victims:
-            sup = self._backend.expand(
-                [v.ref], [EdgeType.SUPERSEDES], direction="in", depth=1
-            )
-            others = [e for e in sup.edges if e.dst.id == v.id and e.src.id not in doomed_set]
-            if not others and v.status is Status.SUPERSEDED:
-                restored.append(
-                    v.evolve(status=Status.ACTIVE, valid_to=None, updated_at=self._clock())
-                )
-        report = ForgetReport(
-            deleted=tuple(doomed), restored=tuple(m.id for m in restored), dry_run=dry_run
-        )
-        if dry_run:
-            return report
-        # restore first: if the delete then fails, nothing was lost, only reactivated
-        if restored:
-            self._backend.upsert(restored)
-        self._backend.delete([NodeRef(NodeLabel.MEMORY, i) for i in doomed])
-        log.info("forgot %d memories, restored %d", len(doomed), len(restored))
-        return report
+        plan = self.writes.forget(memory_id, cascade=cascade, dry_run=dry_run)
+        return ForgetReport(deleted=plan.deleted,
+                            restored=tuple(m.id for m in plan.restored), dry_run=dry_run)
 
     # -- reading ---------------------------------------------------------------------
 
@@ -604,7 +501,7 @@ class GraphMemory:
             if v is not None:
                 base[k] = v
         agent: Agent = validated(Agent, base)
-        self._backend.upsert([agent])
+        self.writes.put([agent])
         return agent
 
     def get_agent(self, agent_id: str) -> Agent:
@@ -638,10 +535,10 @@ class GraphMemory:
         if run_id is not None:
             data["id"] = run_id
         run: Run = validated(Run, {k: v for k, v in data.items() if v is not None})
-        with self._run_lock:
-            if self._backend.get(NodeLabel.RUN, [run.id]):
-                raise Conflict(f"run {run.id!r} already exists")
-            self._backend.upsert([run])
+        try:
+            self.writes.put([run], expect=[Expect(run.ref, exists=False)])
+        except Conflict as e:
+            raise Conflict(f"run {run.id!r} already exists") from e
         self.runs.enforce()
         return run
 
@@ -655,10 +552,22 @@ class GraphMemory:
         self, run_id: str, *, status: RunStatus | str = RunStatus.COMPLETED
     ) -> Run:
         """Mark a run ended (completed by default)."""
-        with self._run_lock:
-            run = self.get_run(run_id).evolve(status=RunStatus(status), ended_at=self._clock())
-            self._backend.upsert([run])
-        return run
+        try:
+            status = RunStatus(status)
+        except ValueError as e:
+            raise InvalidInput(
+                f"unknown run status {status!r}; one of {[s.value for s in RunStatus]}"
+            ) from e
+        for _attempt in range(8):
+            old = self.get_run(run_id)
+            run = old.evolve(status=status, ended_at=self._clock())
+            try:
+                self.writes.put([run], expect=[Expect(old.ref, props={
+                    "status": old.status, "event_count": old.event_count})])
+                return run
+            except Conflict:
+                continue  # an event was appended meanwhile: end the run as it is now
+        raise Conflict(f"run {run_id!r} keeps changing; try again")
 
     def list_runs(
         self,
@@ -705,48 +614,63 @@ class GraphMemory:
     def add_events(self, run_id: str, events: Sequence[Mapping[str, Any]]) -> builtins.list[Memory]:
         """Append several events to a run in one atomic write (see :meth:`add_event`)."""
         now = self._clock()
-        with self._run_lock:
-            found = self._backend.get(NodeLabel.RUN, [run_id])
-            run: Run = found[0] if found else validated(  # type: ignore[assignment]
-                Run, {"id": run_id, "agent_id": (events[0].get("agent_id") if events else None)
-                      or "default", "started_at": now}
-            )
-            memories: builtins.list[Memory] = []
-            for i, ev in enumerate(events):
-                data = {k: v for k, v in ev.items() if v is not None}
-                data.setdefault("agent_id", run.agent_id)
-                data.setdefault("namespace", run.namespace)
-                data.setdefault("created_at", now)
-                data.setdefault("category", Category.EPISODIC)
-                data.setdefault("tier", Tier.SHORT_TERM)
-                data["run_id"] = run.id
-                data["seq"] = run.event_count + i
+        with self._run_lock:  # one appender per handle; other handles are caught below
+            for attempt in range(32):
                 try:
-                    memories.append(validated(Memory, data))
-                except InvalidInput as e:
-                    raise InvalidInput(f"event {i}: {e}") from e
-            self.namespaces.check_writes(memories)
-            memories = self._embed(memories)
-            edges: builtins.list[Edge] = []
-            prev = run.last_event_id
-            if prev is not None and not self._backend.get(NodeLabel.MEMORY, [prev]):
-                # the last event was forgotten: chain on from the newest one that remains
-                latest = self._backend.match(
-                    Filter.for_memories(run_id=run.id, status=None),
-                    limit=1, order_by="seq", descending=True,
-                )
-                prev = latest[0].id if latest else None
-            for m in memories:
-                if prev is not None:
-                    edges.append(validated(Edge, {"type": EdgeType.NEXT,
-                                                  "src": (NodeLabel.MEMORY, prev), "dst": m}))
-                prev = m.id
-            if memories:
-                run = run.evolve(event_count=run.event_count + len(memories), last_event_id=prev)
-            self._backend.upsert([run, *memories], edges)
-        self._after_write(memories)
+                    memories = self._append_events(run_id, events, now)
+                    break
+                except Conflict:
+                    # another handle or process appended to this run since it was read
+                    if attempt == 31:
+                        raise
         self.runs.enforce(run_id)
         return memories
+
+    def _append_events(
+        self, run_id: str, events: Sequence[Mapping[str, Any]], now: datetime
+    ) -> builtins.list[Memory]:
+        found = self._backend.get(NodeLabel.RUN, [run_id])
+        run: Run = found[0] if found else validated(  # type: ignore[assignment]
+            Run, {"id": run_id, "agent_id": (events[0].get("agent_id") if events else None)
+                  or "default", "started_at": now}
+        )
+        expect = (Expect(run.ref, props={"event_count": run.event_count}) if found
+                  else Expect(run.ref, exists=False))
+        memories: builtins.list[Memory] = []
+        for i, ev in enumerate(events):
+            if not isinstance(ev, Mapping):
+                raise InvalidInput(f"event {i}: expected a mapping")
+            data = {k: v for k, v in ev.items() if v is not None}
+            data.setdefault("agent_id", run.agent_id)
+            data.setdefault("namespace", run.namespace)
+            data.setdefault("created_at", now)
+            data.setdefault("category", Category.EPISODIC)
+            data.setdefault("tier", Tier.SHORT_TERM)
+            data["run_id"] = run.id
+            data["seq"] = run.event_count + i
+            try:
+                memories.append(validated(Memory, data))
+            except InvalidInput as e:
+                raise InvalidInput(f"event {i}: {e}") from e
+        edges: builtins.list[Edge] = []
+        prev = run.last_event_id
+        if prev is not None and not self._backend.get(NodeLabel.MEMORY, [prev]):
+            # the last event was forgotten: chain on from the newest one that remains
+            latest = self._backend.match(
+                Filter.for_memories(run_id=run.id, status=None),
+                limit=1, order_by="seq", descending=True,
+            )
+            prev = latest[0].id if latest else None
+        prev_expect = [Expect(NodeRef(NodeLabel.MEMORY, prev))] if prev is not None else []
+        for m in memories:
+            if prev is not None:
+                edges.append(validated(Edge, {"type": EdgeType.NEXT,
+                                              "src": (NodeLabel.MEMORY, prev), "dst": m}))
+            prev = m.id
+        if memories:
+            run = run.evolve(event_count=run.event_count + len(memories), last_event_id=prev)
+        return self.writes.create(memories, nodes=[run], edges=edges,
+                                  expect=[expect, *prev_expect])
 
     def events(
         self,
@@ -857,9 +781,9 @@ class GraphMemory:
         if dims:
             self._backend.ensure_schema(embedding_dim=dims.pop())
         for i in range(0, len(nodes), batch_size):
-            self._backend.upsert(nodes[i : i + batch_size])
+            self.writes.load(nodes[i : i + batch_size])
         for i in range(0, len(edges), batch_size):
-            self._backend.upsert((), edges[i : i + batch_size])
+            self.writes.load((), edges[i : i + batch_size])
         return ImportReport(nodes=len(nodes), edges=len(edges))
 
     # --- lifecycle & consolidation (issue 5) -----------------------------------------
@@ -870,21 +794,17 @@ class GraphMemory:
         """Tiers, hooks and maintenance (created on first use from ``settings.lifecycle``)."""
         lc: Lifecycle | None = getattr(self, "_lifecycle_obj", None)
         if lc is None:
-            with self._run_lock:
+            with self._lifecycle_lock:
                 lc = getattr(self, "_lifecycle_obj", None)
                 if lc is None:
-                    lc = Lifecycle(
-                        self._backend, config=config_from_settings(self.settings),
-                        llm=self.llm, embed=self._embed_texts if self._embedder else None,
-                        clock=self._clock,
-                    )
+                    lc = Lifecycle(self.writes, config=config_from_settings(self.settings),
+                                   llm=self.llm, clock=self._clock)
                     self._lifecycle_obj = lc
         return lc
 
     def configure_lifecycle(self, config: LifecycleConfig) -> Lifecycle:
         """Replace the lifecycle thresholds (a new :class:`Lifecycle`; scratchpads reset)."""
-        lc = Lifecycle(self._backend, config=config, llm=self.llm,
-                       embed=self._embed_texts if self._embedder else None, clock=self._clock)
+        lc = Lifecycle(self.writes, config=config, llm=self.llm, clock=self._clock)
         self._lifecycle_obj = lc
         return lc
 
@@ -892,10 +812,11 @@ class GraphMemory:
         assert self._embedder is not None
         return self._embedder.embed(texts)
 
-    def _after_write(self, memories: Sequence[Memory]) -> None:
-        # the write path's only lifecycle work: count short-term writes, refresh a run's
+    def _after_write(self, done: Committed) -> None:
+        # lifecycle work after a write: count short-term writes, refresh a run's
         # short-term tier every N writes (archival only, never an LLM call)
-        self.lifecycle.on_write(memories)
+        if done.created:
+            self.lifecycle.on_write(done.created)
 
     def _pass_llm(self, llm: LLM | None) -> LLM:
         chosen = llm if llm is not None else self.llm
@@ -916,16 +837,15 @@ class GraphMemory:
         Merged content comes from ``llm`` (or the configured LLM) for similar groups, else
         from a deterministic merge. See :func:`graphmem.consolidation.consolidate`."""
         return consolidate_memories(
-            self._backend, agent_id=agent_id, namespace=namespace,
+            self.writes, agent_id=agent_id, namespace=namespace,
             config=config or self.lifecycle.config.consolidation,
             llm=llm if llm is not None else self.llm,
-            embed=self._embed_texts if self._embedder else None,
             dry_run=dry_run, now=self._clock(), progress=progress,
         )
 
     def unmerge(self, merged_id: str, *, dry_run: bool = False) -> UnmergeReport:
         """Undo a consolidation merge: restore its sources and delete the merged node."""
-        return unmerge_memories(self._backend, merged_id, dry_run=dry_run, now=self._clock())
+        return unmerge_memories(self.writes, merged_id, dry_run=dry_run, now=self._clock())
 
     def summarize(
         self,
@@ -949,10 +869,9 @@ class GraphMemory:
             if not sources:
                 raise NotFound(f"run {run_id!r} has no active memories to summarise")
         return summarize_into_memory(
-            self._backend, self._pass_llm(llm), sources,
+            self.writes, self._pass_llm(llm), sources,
             purpose="run" if run_id is not None else "memories", run_id=run_id,
-            embed=self._embed_texts if self._embedder else None, dry_run=dry_run,
-            now=self._clock(),
+            dry_run=dry_run, now=self._clock(),
         )
 
     def improve(
@@ -973,9 +892,7 @@ class GraphMemory:
         else:
             memories = self.list(agent_id=agent_id, namespace=namespace, limit=limit)
         return improve_memories(
-            self._backend, self._pass_llm(llm), memories,
-            embed=self._embed_texts if self._embedder else None, dry_run=dry_run,
-            now=self._clock(),
+            self.writes, self._pass_llm(llm), memories, dry_run=dry_run, now=self._clock(),
         )
 
     def extract_facts(
@@ -993,9 +910,8 @@ class GraphMemory:
         """Store the durable facts of a conversation turn as long-term memories
         DERIVED_FROM ``source_ids`` (nothing when the turn has none)."""
         return store_facts(
-            self._backend, self._pass_llm(llm), turn, agent_id=agent_id, namespace=namespace,
-            run_id=run_id, speaker=speaker, source_ids=source_ids,
-            embed=self._embed_texts if self._embedder else None, dry_run=dry_run,
+            self.writes, self._pass_llm(llm), turn, agent_id=agent_id, namespace=namespace,
+            run_id=run_id, speaker=speaker, source_ids=source_ids, dry_run=dry_run,
             now=self._clock(),
         )
 

@@ -48,7 +48,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from graphmem.backends.base import GraphBackend
+from graphmem.backends.base import Expect, GraphBackend
 from graphmem.errors import AccessDenied, Conflict, InvalidInput, NotFound
 from graphmem.models import (
     Agent,
@@ -64,6 +64,7 @@ from graphmem.models import (
     utcnow,
     validated,
 )
+from graphmem.writes import Writes
 
 __all__ = [
     "DEFAULT_CORE_RULE",
@@ -158,11 +159,13 @@ class OrgMemory:
     def __init__(
         self,
         backend: GraphBackend,
+        writes: Writes,
         *,
         config: OrgConfig | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self._backend = backend
+        self._writes = writes
         self._config = config or OrgConfig()
         self._clock = clock
         self._lock = threading.Lock()
@@ -278,12 +281,15 @@ class OrgMemory:
             nodes: list[GraphNode] = [new, op]
             # (AUTHORED_BY -> the author is structural: the backend maintains it)
             edges = [_edge(EdgeType.RECORDS, op, new)]
+            # another handle publishing the same version first wins; this one gets Conflict
+            expect = [Expect(new.ref, exists=False)]
             if prev is not None:
+                expect.append(Expect(prev.ref, props={"status": prev.status}))
                 if prev.status is Status.ACTIVE:
                     nodes.append(prev.evolve(status=Status.SUPERSEDED))
                 edges.append(_edge(EdgeType.SUPERSEDES, new, prev,
                                    {"reason": reason or "publish", "at": now}))
-            self._backend.upsert(nodes, edges)
+            self._writes.put(nodes, edges, expect=expect)
         log.info("org fact published: category=%s version=%d", new.category, new.version)
         return new
 
@@ -300,7 +306,8 @@ class OrgMemory:
                 "fact_id": fact_id, "operation": "retract", "version": cur.version,
                 "author": author, "at": now, "reason": reason,
             })
-            self._backend.upsert([retracted, op], [_edge(EdgeType.RECORDS, op, retracted)])
+            self._writes.put([retracted, op], [_edge(EdgeType.RECORDS, op, retracted)],
+                             expect=[Expect(cur.ref, props={"status": Status.ACTIVE})])
         log.info("org fact retracted: category=%s version=%d", cur.category, cur.version)
         return retracted
 

@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from graphmem.backends.base import Expect
 from graphmem.errors import Conflict, InvalidInput
 from graphmem.models import (
     EdgeType,
     EventType,
     Filter,
-    GraphNode,
     Memory,
     NodeLabel,
     NodeRef,
@@ -158,11 +158,12 @@ class Runs:
             mine = set(own)
             derived = [n.id for n in sub.nodes if isinstance(n, Memory) and n.id not in mine]
         entries = self._mem.eventlog.delete_run(run_id)
-        with self._mem._run_lock:
-            self._backend.delete(
-                [NodeRef(NodeLabel.MEMORY, i) for i in own + derived]
-                + [NodeRef(NodeLabel.RUN, run_id)]
-            )
+        run = self._mem.get_run(run_id)
+        # an event appended after the memories were listed would be orphaned: refuse
+        self._mem.writes.delete_nodes(
+            [NodeRef(NodeLabel.MEMORY, i) for i in own + derived] + [run.ref],
+            expect=[Expect(run.ref, props={"event_count": run.event_count})],
+        )
         log.info("deleted a run: %d memories, %d derived, %d log entries",
                  len(own), len(derived), entries)
         return DeleteRunReport(run_id=run_id, memories=len(own), derived=len(derived),
@@ -175,11 +176,11 @@ class Runs:
         with self._mem._run_lock:
             for run in self._backend.get(NodeLabel.RUN, list(run_ids)):
                 active = self._backend.match(Filter.for_memories(run_id=run.id))
-                nodes: list[GraphNode] = [
-                    m.evolve(status=Status.ARCHIVED, updated_at=now) for m in active
-                ]
                 archived = run.evolve(status=RunStatus.ARCHIVED, ended_at=run.ended_at or now)
-                self._backend.upsert([archived, *nodes])
+                self._mem.writes.set_status(
+                    active, Status.ARCHIVED, reason="run archived", nodes=[archived],
+                    expect=[Expect(run.ref, props={"event_count": run.event_count})],
+                )
                 out.append(archived)
         if out:
             log.info("archived %d runs", len(out))
@@ -204,9 +205,7 @@ class Runs:
             excess = self._backend.count(flt) - lim.max_events_per_run
             if excess > 0:
                 old = self._backend.match(flt, order_by="seq", limit=excess)
-                now = self._mem.now()
-                self._backend.upsert([m.evolve(status=Status.ARCHIVED, updated_at=now)
-                                      for m in old])
+                self._mem.writes.set_status(old, Status.ARCHIVED, reason="run event limit")
                 done.extend(m.id for m in old)
                 log.info("archived %d events over the per-run limit", len(old))
         return done

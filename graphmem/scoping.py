@@ -25,14 +25,13 @@ another agent's private memory can never reach the ranking, let alone the result
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from graphmem.backends.base import GraphBackend
+from graphmem.backends.base import Expect, GraphBackend
 from graphmem.errors import AccessDenied, Conflict, InvalidInput, NotFound
 from graphmem.models import (
     Filter,
@@ -44,6 +43,7 @@ from graphmem.models import (
     utcnow,
     validated,
 )
+from graphmem.writes import Writes
 
 __all__ = ["ALL_SHARED", "Namespaces", "Scope", "scope_filter"]
 
@@ -104,11 +104,11 @@ class Namespaces:
     """
 
     def __init__(
-        self, backend: GraphBackend, *, clock: Callable[[], datetime] = utcnow
+        self, backend: GraphBackend, writes: Writes, *, clock: Callable[[], datetime] = utcnow
     ) -> None:
         self._backend = backend
+        self._writes = writes
         self._clock = clock
-        self._lock = threading.Lock()
 
     # -- membership -------------------------------------------------------------------
 
@@ -121,10 +121,10 @@ class Namespaces:
             {"id": name, "owner": owner, "members": [owner, *members],
              "created_at": self._clock()},
         )
-        with self._lock:
-            if self._backend.get(NodeLabel.NAMESPACE, [ns.id]):
-                raise Conflict(f"namespace {name!r} already exists")
-            self._backend.upsert([ns])
+        try:
+            self._writes.put([ns], expect=[Expect(ns.ref, exists=False)])
+        except Conflict as e:
+            raise Conflict(f"namespace {name!r} already exists") from e
         log.info("created shared namespace with %d members", len(ns.members))
         return ns
 
@@ -165,7 +165,7 @@ class Namespaces:
     ) -> Namespace:
         if isinstance(add, str) or isinstance(remove, str):
             raise InvalidInput("agents must be a list of agent ids")
-        with self._lock:
+        for _attempt in range(16):
             ns = self.get(name)
             if by is not None and by != ns.owner:
                 raise AccessDenied(f"only the owner of namespace {name!r} changes its members")
@@ -173,8 +173,12 @@ class Namespaces:
                 raise InvalidInput(f"the owner of namespace {name!r} cannot be removed")
             members = (set(ns.members) | set(add)) - set(remove)
             new = ns.evolve(members=sorted(members))
-            self._backend.upsert([new])
-        return new
+            try:  # a concurrent membership change is re-applied, never overwritten
+                self._writes.put([new], expect=[Expect(ns.ref, props={"members": ns.members})])
+                return new
+            except Conflict:
+                continue
+        raise Conflict(f"namespace {name!r} keeps changing; try again")
 
     def is_member(self, agent_id: str, name: str) -> bool:
         found = self._backend.get(NodeLabel.NAMESPACE, [name])

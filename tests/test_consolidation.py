@@ -154,14 +154,14 @@ def out_edges(backend: GraphBackend, node_id: str, etype: EdgeType) -> list[Edge
 def test_dry_run_reports_exactly_what_the_merge_writes(store: GraphMemory) -> None:
     s = seed(store)
     before = snapshot(store.backend)
-    plan = consolidate(store.backend, dry_run=True, now=NOW)
+    plan = consolidate(store.writes, dry_run=True, now=NOW)
     assert snapshot(store.backend) == before  # nothing written
     [group] = plan.groups
     assert set(group.source_ids) == {s["a"].id, s["b"].id, s["c"].id}
     assert group.scope == {"agent_id": "ann", "namespace": "default"}
     assert group.kind == "duplicate"
 
-    done = consolidate(store.backend, now=NOW)
+    done = consolidate(store.writes, now=NOW)
     [applied] = done.groups
     assert applied.model_dump(exclude={"merged_id"}) == group.model_dump(exclude={"merged_id"})
     assert plan.superseded_ids == done.superseded_ids
@@ -169,7 +169,7 @@ def test_dry_run_reports_exactly_what_the_merge_writes(store: GraphMemory) -> No
 
 def test_merge_provenance_and_field_rules(store: GraphMemory) -> None:
     s = seed(store)
-    report = consolidate(store.backend, now=NOW)
+    report = consolidate(store.writes, now=NOW)
     [merged_id] = report.merged_ids
     merged = store.get(merged_id)
     sources = [s["a"], s["b"], s["c"]]
@@ -196,19 +196,19 @@ def test_merge_provenance_and_field_rules(store: GraphMemory) -> None:
     assert store.get(s["other_agent"].id).status is Status.ACTIVE
     assert store.get(s["unrelated"].id).status is Status.ACTIVE
     # idempotent: nothing left to merge
-    assert consolidate(store.backend, now=NOW).groups == ()
+    assert consolidate(store.writes, now=NOW).groups == ()
 
 
 def test_unmerge_restores_sources_and_removes_the_merged_node(store: GraphMemory) -> None:
     s = seed(store)
     sources = {s["a"].id, s["b"].id, s["c"].id}
     before = {m.id: m for m in store.get_many(list(sources))}
-    [merged_id] = consolidate(store.backend, now=NOW).merged_ids
-    dry = unmerge(store.backend, merged_id, dry_run=True, now=NOW)
+    [merged_id] = consolidate(store.writes, now=NOW).merged_ids
+    dry = unmerge(store.writes, merged_id, dry_run=True, now=NOW)
     assert set(dry.restored_ids) == sources
     assert store.get(merged_id).status is Status.ACTIVE
 
-    report = unmerge(store.backend, merged_id, now=NOW)
+    report = unmerge(store.writes, merged_id, now=NOW)
     assert set(report.restored_ids) == sources
     with pytest.raises(NotFound):
         store.get(merged_id)
@@ -216,21 +216,21 @@ def test_unmerge_restores_sources_and_removes_the_merged_node(store: GraphMemory
         assert m.status is Status.ACTIVE and m.valid_to is None
         assert m.content == before[m.id].content and m.tags == before[m.id].tags
     # the same group is found again
-    assert [set(g.source_ids) for g in consolidate(store.backend, dry_run=True).groups] == [
+    assert [set(g.source_ids) for g in consolidate(store.writes, dry_run=True).groups] == [
         sources
     ]
     with pytest.raises(NotFound):
-        unmerge(store.backend, merged_id)
+        unmerge(store.writes, merged_id)
     with pytest.raises(InvalidInput):
-        unmerge(store.backend, s["unrelated"].id)
+        unmerge(store.writes, s["unrelated"].id)
 
 
 def test_unmerge_refuses_a_merge_that_was_replaced(store: GraphMemory) -> None:
     seed(store)
-    [merged_id] = consolidate(store.backend, now=NOW).merged_ids
+    [merged_id] = consolidate(store.writes, now=NOW).merged_ids
     store.update(merged_id, "Alice drinks green tea every morning; she hates coffee.")
     with pytest.raises(Conflict):
-        unmerge(store.backend, merged_id)
+        unmerge(store.writes, merged_id)
 
 
 def test_similar_group_content_from_llm_duplicates_deterministic(store: GraphMemory) -> None:
@@ -241,11 +241,11 @@ def test_similar_group_content_from_llm_duplicates_deterministic(store: GraphMem
     with StubAnthropic() as stub:
         llm = AnthropicLLM(base_url=stub.url, api_key="k", max_retries=0)
         cfg = ConsolidationConfig(merge_threshold=0.6, duplicate_threshold=0.95)
-        plan = consolidate(store.backend, llm=llm, config=cfg, dry_run=True)
+        plan = consolidate(store.writes, llm=llm, config=cfg, dry_run=True)
         assert stub.requests == []  # a dry run makes no LLM call
         kinds = sorted((g.kind, g.content_source, g.content is None) for g in plan.groups)
         assert kinds == [("duplicate", "deterministic", False), ("similar", "llm", True)]
-        report = consolidate(store.backend, llm=llm, config=cfg)
+        report = consolidate(store.writes, llm=llm, config=cfg)
         assert len(stub.requests) == 1
         contents = {g.kind: g.content for g in report.groups}
         assert contents["similar"] == "Synthesis of 2 memories."
@@ -258,9 +258,9 @@ def test_scope_and_exclusions(store: GraphMemory) -> None:
     store.remember("Same words here exactly", agent_id="a", namespace="n2")
     store.remember("Nightly report of the build farm", agent_id="a", category="summary")
     store.remember("Nightly report of the build farm", agent_id="a", category="summary")
-    assert consolidate(store.backend, dry_run=True).groups == ()
+    assert consolidate(store.writes, dry_run=True).groups == ()
     cfg = ConsolidationConfig(scope=("agent_id",), exclude_categories=())
-    assert len(consolidate(store.backend, dry_run=True, config=cfg).groups) == 2
+    assert len(consolidate(store.writes, dry_run=True, config=cfg).groups) == 2
 
 
 def test_write_path_makes_no_llm_call(backend: GraphBackend) -> None:
@@ -280,16 +280,17 @@ def test_improve_writes_new_versions_and_contradictions(store: GraphMemory) -> N
     old = store.remember("Alice lives in Oslo.", created_at=T0)
     new = store.remember("Alice lives in Berlin.", created_at=T0 + timedelta(days=3))
     noisy = store.remember("basically the build uses python 3.11", created_at=T0)
-    dry = improve_memories(store.backend, OfflineLLM(), [old, new, noisy], dry_run=True, now=NOW)
+    dry = improve_memories(store.writes, OfflineLLM(), [old, new, noisy], dry_run=True, now=NOW)
     assert store.get(old.id).status is Status.ACTIVE  # dry run wrote nothing
-    report = improve_memories(store.backend, OfflineLLM(), [old, new, noisy], now=NOW)
+    report = improve_memories(store.writes, OfflineLLM(), [old, new, noisy], now=NOW)
     assert set(report.superseded_ids) == set(dry.superseded_ids) == {old.id, noisy.id}
     [rewritten] = report.created
     assert rewritten.content == "The build uses python 3.11"
     assert store.get(noisy.id).status is Status.SUPERSEDED
     [sup] = out_edges(store.backend, new.id, EdgeType.SUPERSEDES)
     assert sup.dst.id == old.id and "berlin" in sup.props["reason"]
-    assert store.get(old.id).valid_to == NOW
+    # one valid_to rule for every pass: the old fact held until the newer one began
+    assert store.get(old.id).valid_to == new.valid_from == T0 + timedelta(days=3)
     [df] = out_edges(store.backend, rewritten.id, EdgeType.DERIVED_FROM)
     assert df.dst.id == noisy.id and df.props["pass"] == "improve"
     assert [m.id for m in store.history(rewritten.id)] == [noisy.id, rewritten.id]
@@ -298,24 +299,24 @@ def test_improve_writes_new_versions_and_contradictions(store: GraphMemory) -> N
 def test_extracted_facts_are_stored_once_with_provenance(store: GraphMemory) -> None:
     turn = store.remember("I prefer aisle seats. Thanks!", agent_id="ann",
                           event_type="user_message", category="episodic", tier="short_term")
-    r1 = store_facts(store.backend, OfflineLLM(), turn.content, agent_id="ann", speaker="Ann",
+    r1 = store_facts(store.writes, OfflineLLM(), turn.content, agent_id="ann", speaker="Ann",
                      source_ids=[turn.id], now=NOW)
     [fact] = r1.created
     assert fact.content == "Ann prefers aisle seats." and fact.tier is Tier.LONG_TERM
     [df] = out_edges(store.backend, fact.id, EdgeType.DERIVED_FROM)
     assert df.dst.id == turn.id and df.props["pass"] == "extract_facts"
-    r2 = store_facts(store.backend, OfflineLLM(), turn.content, agent_id="ann", speaker="Ann",
+    r2 = store_facts(store.writes, OfflineLLM(), turn.content, agent_id="ann", speaker="Ann",
                      source_ids=[turn.id], now=NOW)
     assert r2.created == () and r2.skipped_existing == 1
-    assert store_facts(store.backend, OfflineLLM(), "hello!", agent_id="ann").created == ()
+    assert store_facts(store.writes, OfflineLLM(), "hello!", agent_id="ann").created == ()
     with pytest.raises(NotFound):
-        store_facts(store.backend, OfflineLLM(), turn.content, source_ids=["nope"])
+        store_facts(store.writes, OfflineLLM(), turn.content, source_ids=["nope"])
 
 
 def test_summary_memory_is_derived_from_its_sources(store: GraphMemory) -> None:
     a = store.remember("The migration failed at 10:00.", run_id="r1")
     b = store.remember("The migration was retried and succeeded at 11:00.", run_id="r1")
-    summary = summarize_into_memory(store.backend, OfflineLLM(), [a, b], purpose="run", now=NOW)
+    summary = summarize_into_memory(store.writes, OfflineLLM(), [a, b], purpose="run", now=NOW)
     assert summary.category.value == "summary" and summary.run_id == "r1"
     assert {e.dst.id for e in out_edges(store.backend, summary.id, EdgeType.DERIVED_FROM)} == {
         a.id, b.id

@@ -94,7 +94,7 @@ def test_deleting_entries_counts_down_and_removes_unused_payloads(mem: GraphMemo
 
 def test_prune_by_age(mem: GraphMemory) -> None:
     t0 = datetime(2025, 1, 1, tzinfo=UTC)
-    log = EventLog(mem.backend)
+    log = EventLog(mem.backend, mem.writes)
     old = [log.log("a", "tool_result", BIG, at=t0 + timedelta(minutes=i)) for i in range(3)]
     new = log.log("a", "tool_result", BIG, at=t0 + timedelta(days=2))
     assert log.prune(older_than=timedelta(days=1), now=t0 + timedelta(days=2, hours=1)) == 3
@@ -140,8 +140,8 @@ def test_bad_input_is_typed_and_writes_nothing(mem: GraphMemory, kwargs: dict) -
 
 
 def test_inline_limit_is_configurable(mem: GraphMemory) -> None:
-    log = EventLog(mem.backend, inline_limit=0)
+    log = EventLog(mem.backend, mem.writes, inline_limit=0)
     e = log.log("a", "tool_call", "x")
     assert e.payload is None and e.payload_ref == hashlib.sha256(b'"x"').hexdigest()
     with pytest.raises(InvalidInput):
-        EventLog(mem.backend, inline_limit=-1)
+        EventLog(mem.backend, mem.writes, inline_limit=-1)

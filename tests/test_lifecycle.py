@@ -113,7 +113,7 @@ def mem(backend: GraphBackend, clock: Clock) -> Iterator[GraphMemory]:
 
 
 def lifecycle(mem: GraphMemory, clock: Clock, **config: object) -> Lifecycle:
-    return Lifecycle(mem.backend, config=LifecycleConfig(**config), clock=clock)  # type: ignore[arg-type]
+    return Lifecycle(mem.writes, config=LifecycleConfig(**config), clock=clock)  # type: ignore[arg-type]
 
 
 def snapshot(backend: GraphBackend) -> list[dict[str, object]]:

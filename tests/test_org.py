@@ -83,7 +83,7 @@ def test_unknown_author_and_unknown_seniority_are_denied(mem: GraphMemory) -> No
 def test_custom_rules_with_autonomy_and_humans_excluded(mem: GraphMemory) -> None:
     cfg = OrgConfig(rules={"runbook": WriteRule(min_seniority="mid", min_autonomy=3,
                                                 humans=False)})
-    org = OrgMemory(mem.backend, config=cfg)
+    org = OrgMemory(mem.backend, mem.writes, config=cfg)
     mem.register_agent("m1", seniority="mid", autonomy=2)
     mem.register_agent("m2", seniority="mid", autonomy=3)
     mem.register_agent("boss", seniority="human")
@@ -93,7 +93,7 @@ def test_custom_rules_with_autonomy_and_humans_excluded(mem: GraphMemory) -> Non
         org.publish("restart the pod", author="boss", category="runbook")
     assert org.publish("restart the pod", author="m2", category="runbook").version == 1
     # a rule that names no seniority admits no agent at all
-    strict = OrgMemory(mem.backend, config=OrgConfig(
+    strict = OrgMemory(mem.backend, mem.writes, config=OrgConfig(
         rules={"legal": WriteRule(min_seniority=None)}))
     mem.register_agent("l1", seniority="lead", autonomy=5)
     assert not strict.can_write("l1", "legal")
@@ -215,7 +215,8 @@ def test_query_by_text_categories_and_tags(mem: GraphMemory) -> None:
 
 def test_list_policies_pages_in_a_stable_order(mem: GraphMemory) -> None:
     team(mem)
-    org = OrgMemory(mem.backend, config=OrgConfig(core_policies=["Be honest.", "Be safe."]))
+    org = OrgMemory(mem.backend, mem.writes,
+                    config=OrgConfig(core_policies=["Be honest.", "Be safe."]))
     written = [org.publish(f"policy {i}", author="senior", fact_id=f"p{i:02d}")
                for i in range(7)]
     core = org.publish("Escalate outages to a human.", author="lead", core=True, fact_id="z-core")

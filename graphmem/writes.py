@@ -1,0 +1,501 @@
+"""The write path: every change to the store goes through :class:`Writes`.
+
+One write is: **validate** (models validate on construction; ids, shapes and scope fields
+are checked here) → **authorise** (a shared memory's author must be a member of its
+namespace; an ``actor``, when given, must be allowed to change the memories it touches) →
+**embed** (memories without a vector get one from the embedder, or from the background
+vectorizer later) → **one backend transaction with preconditions** (:class:`Expect`) →
+**hooks** (after the commit: lifecycle counters, the knowledge layer, ...).
+
+The memory operations that change versions are defined here once:
+
+- *supersede* — ``old`` becomes ``superseded`` with ``valid_to`` from :func:`retire_time`,
+  and ``(new)-[:SUPERSEDES {reason, at}]->(old)``; the write expects ``old`` still active,
+  so two writers can never both replace the same version (the loser gets ``Conflict``);
+- *derive* — a new node with ``(new)-[:DERIVED_FROM {pass, at}]->(source)``; the write
+  expects every source to still exist, so a forget that committed first is never undone;
+- *archive* / *restore* — a status change that expects the status it read;
+- *forget* — a delete whose plan (the versions and what was derived from them) is checked
+  in the same transaction: if anything was derived from or superseded a doomed node since
+  the plan was made, the transaction is refused and the plan is made again.
+
+Nothing outside this module and the backends calls ``upsert``, ``delete`` or ``write``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from graphmem.backends.base import Expect, GraphBackend, WriteBatch
+from graphmem.errors import AccessDenied, Conflict, InvalidInput, NotFound
+from graphmem.models import (
+    Edge,
+    EdgeType,
+    GraphNode,
+    Memory,
+    NodeLabel,
+    NodeRef,
+    Status,
+    utcnow,
+    validated,
+)
+
+__all__ = ["Committed", "ForgetPlan", "Replacement", "Writes", "retire_time"]
+
+log = logging.getLogger("graphmem.writes")
+
+#: how often a forget re-plans when a concurrent writer changed what it was deleting
+FORGET_ATTEMPTS = 8
+
+_VERSION_EDGES = (EdgeType.SUPERSEDES, EdgeType.DERIVED_FROM)
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What one committed write did, as the hooks see it."""
+
+    created: tuple[Memory, ...] = ()     # new memories (new versions, merges, summaries ...)
+    changed: tuple[Memory, ...] = ()     # existing memories with new properties
+    deleted: tuple[str, ...] = ()        # ids of deleted memories
+    nodes: tuple[GraphNode, ...] = ()    # every other node written
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """``new`` replaces ``olds`` (SUPERSEDES with ``reason``; DERIVED_FROM with
+    ``pass_name`` too, when the new content was made from the old)."""
+
+    olds: tuple[Memory, ...]
+    new: Memory
+    reason: str
+    pass_name: str | None = None
+
+
+@dataclass(frozen=True)
+class ForgetPlan:
+    deleted: tuple[str, ...]
+    restored: tuple[Memory, ...]
+    expect: tuple[Expect, ...] = field(default=())
+
+
+def retire_time(old: Memory, new: Memory, at: datetime) -> datetime:
+    """``valid_to`` of ``old`` when ``new`` replaces it (the one rule for every pass).
+
+    The old version holds until the new one starts to hold; when the new one claims to
+    have started before the old one (a merge carries its earliest source's time), the
+    replacement is dated when it is recorded. Never before the old version began."""
+    old_from = old.valid_from or old.created_at
+    new_from = new.valid_from or new.created_at
+    end = new_from if new_from > old_from else at
+    return max(end, old_from)
+
+
+Hook = Callable[[Committed], None]
+Embed = Callable[[list[str]], Any]
+
+
+class Writes:
+    """The one write path of a store (see the module docstring)."""
+
+    def __init__(
+        self,
+        backend: GraphBackend,
+        *,
+        embed: Embed | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.backend = backend
+        self._embed_fn = embed
+        #: checks shared memories against their namespace (set by the store's Namespaces)
+        self.check_shared: Callable[[Sequence[Memory]], None] | None = None
+        self._clock = clock
+        self._hooks: list[Hook] = []
+        #: when set, memories are written without vectors and handed to this callable
+        #: (the background vectorizer) after the commit
+        self.defer_vectors: Callable[[Sequence[Memory]], None] | None = None
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def add_hook(self, hook: Hook) -> None:
+        """Call ``hook(committed)`` after every committed write (in the writer's thread).
+        A hook's exception is logged, never raised: the write is already durable."""
+        self._hooks.append(hook)
+
+    def set_embedder(self, embed: Embed | None) -> None:
+        self._embed_fn = embed
+
+    def commit(
+        self, batch: WriteBatch, *, created: Sequence[Memory] = (),
+        changed: Sequence[Memory] = (), deleted: Sequence[str] = (),
+    ) -> None:
+        """Apply one batch (one transaction) and run the hooks."""
+        if not batch and not batch.expect:
+            return
+        self.backend.write(batch)
+        if created and self.defer_vectors is not None:
+            todo = [m for m in created if m.embedding is None]
+            if todo:
+                self.defer_vectors(todo)
+        if self._hooks:
+            others = tuple(n for n in batch.nodes if not isinstance(n, Memory))
+            done = Committed(tuple(created), tuple(changed), tuple(deleted), others)
+            for hook in self._hooks:
+                try:
+                    hook(done)
+                except Exception:  # the write is durable; a hook must not undo the ack
+                    log.exception("write hook %r failed", hook)
+
+    def embed(self, memories: Sequence[Memory]) -> list[Memory]:
+        """Memories with vectors attached where they have none (when an embedder is set
+        and vectors are not deferred to the background vectorizer)."""
+        out = list(memories)
+        if self._embed_fn is None or self.defer_vectors is not None:
+            return out
+        todo = [i for i, m in enumerate(out) if m.embedding is None]
+        if not todo:
+            return out
+        vectors = np.asarray(self._embed_fn([out[i].content for i in todo]))
+        self.backend.ensure_schema(embedding_dim=int(vectors.shape[1]))
+        for i, vec in zip(todo, vectors, strict=True):
+            out[i] = out[i].evolve(embedding=vec.tolist())
+        return out
+
+    def authorise(self, memories: Sequence[Memory], actor: str | None = None) -> None:
+        """AccessDenied unless the write is allowed: shared memories only by members of
+        their namespace, and an ``actor`` only on memories it owns or shares."""
+        if self.check_shared is not None:
+            self.check_shared(memories)
+        if actor is not None:
+            for m in memories:
+                if m.agent_id != actor and not self._shares(actor, m):
+                    raise AccessDenied(f"agent {actor!r} may not change memory {m.id}")
+
+    def _shares(self, actor: str, m: Memory) -> bool:
+        if m.visibility.value != "shared":
+            return False
+        found = self.backend.get(NodeLabel.NAMESPACE, [m.namespace])
+        return bool(found) and actor in getattr(found[0], "members", ())
+
+    def now(self) -> datetime:
+        return self._clock()
+
+    # -- generic nodes (agents, runs, org facts, log entries, namespaces) ---------------
+
+    def put(
+        self, nodes: Sequence[GraphNode], edges: Sequence[Edge] = (), *,
+        expect: Sequence[Expect] = (), delete: Sequence[NodeRef] = (),
+    ) -> None:
+        """Write non-memory nodes (and their edges) in one transaction."""
+        if any(isinstance(n, Memory) for n in nodes):
+            raise InvalidInput("memories are written with create/version/derive")
+        self.commit(WriteBatch(nodes=nodes, edges=edges, delete_nodes=delete, expect=expect))
+
+    def delete_nodes(
+        self, refs: Sequence[NodeRef], *, expect: Sequence[Expect] = (),
+        nodes: Sequence[GraphNode] = (),
+    ) -> None:
+        """Delete nodes (detach) — runs, log entries, an undone merge — optionally writing
+        ``nodes`` (restored sources) in the same transaction."""
+        deleted = tuple(r[1] for r in refs if NodeLabel(r[0]) is NodeLabel.MEMORY)
+        changed = tuple(n for n in nodes if isinstance(n, Memory))
+        self.commit(WriteBatch(nodes=nodes, delete_nodes=refs, expect=expect),
+                    changed=changed, deleted=deleted)
+
+    # -- memories ------------------------------------------------------------------------
+
+    def create(
+        self,
+        memories: Sequence[Memory],
+        *,
+        edges: Sequence[Edge] = (),
+        nodes: Sequence[GraphNode] = (),
+        expect: Sequence[Expect] = (),
+        actor: str | None = None,
+        replace: bool = False,
+    ) -> list[Memory]:
+        """Write new memories (with extra nodes/edges, e.g. a run and its NEXT chain) in
+        one transaction. Each id must be new (Conflict otherwise) unless ``replace``."""
+        if len({m.id for m in memories}) != len(memories):
+            raise InvalidInput("duplicate ids in one batch")
+        self.authorise(memories, actor)
+        memories = self.embed(memories)
+        fresh = () if replace else tuple(Expect(m.ref, exists=False) for m in memories)
+        self.commit(
+            WriteBatch(nodes=[*memories, *nodes], edges=edges, expect=(*fresh, *expect)),
+            created=memories,
+        )
+        return memories
+
+    def supersede(
+        self,
+        olds: Sequence[Memory],
+        new: Memory,
+        *,
+        reason: str,
+        pass_name: str | None = None,
+        create_new: bool = True,
+        actor: str | None = None,
+    ) -> Memory:
+        """``new`` replaces ``olds``: each old version becomes superseded (the one rule of
+        :func:`retire_time`), with SUPERSEDES (and DERIVED_FROM when ``pass_name``) edges.
+        Every old must still be active when the transaction runs (Conflict otherwise)."""
+        created = self.replace([Replacement(tuple(olds), new, reason, pass_name)],
+                               create=[new] if create_new else [], actor=actor)
+        return created[0] if created else new
+
+    def replace(
+        self,
+        groups: Sequence[Replacement],
+        *,
+        create: Sequence[Memory] = (),
+        actor: str | None = None,
+    ) -> list[Memory]:
+        """Several supersessions in one transaction. ``create`` are the new memories
+        (written, with vectors); every other replacing memory must exist and be active.
+        Returns the created memories (as written)."""
+        now = self._clock()
+        made = {m.id for m in create}
+        retired: dict[str, Memory] = {}
+        edges: list[Edge] = []
+        expect: list[Expect] = []
+        keepers: dict[str, Memory] = {}
+        for g in groups:
+            if g.new.id not in made:
+                keepers[g.new.id] = g.new
+            for old in g.olds:
+                if old.id == g.new.id:
+                    raise InvalidInput("a memory cannot supersede itself")
+                if old.id not in retired:
+                    if old.status is not Status.ACTIVE:
+                        raise Conflict(
+                            f"memory {old.id} is {old.status.value}; replace its current version"
+                        )
+                    retired[old.id] = old.evolve(
+                        status=Status.SUPERSEDED, valid_to=retire_time(old, g.new, now),
+                        updated_at=now,
+                    )
+                    expect.append(Expect(old.ref, props={"status": Status.ACTIVE}))
+                edges.append(_edge(EdgeType.SUPERSEDES, g.new, old, reason=g.reason, at=now))
+                if g.pass_name:
+                    edges.append(_edge(EdgeType.DERIVED_FROM, g.new, old,
+                                       **{"pass": g.pass_name}, at=now))
+        if set(keepers) & set(retired):
+            raise InvalidInput("a memory cannot both replace and be replaced in one write")
+        self.authorise([*create, *retired.values()], actor)
+        created = self.embed(create)
+        expect.extend(Expect(m.ref, exists=False) for m in created)
+        expect.extend(Expect(m.ref, props={"status": Status.ACTIVE}) for m in keepers.values())
+        self.commit(
+            WriteBatch(nodes=[*created, *retired.values()], edges=edges, expect=expect),
+            created=created, changed=tuple(retired.values()),
+        )
+        return created
+
+    def version(
+        self,
+        old: Memory,
+        *,
+        content: str | None = None,
+        reason: str = "update",
+        actor: str | None = None,
+        **changes: Any,
+    ) -> Memory:
+        """A new version of ``old`` with ``content``/``changes`` that supersedes it."""
+        from graphmem.models import new_id
+
+        now = self._clock()
+        fields = dict(changes)
+        if content is not None:
+            fields["content"] = content
+        valid_from = fields.pop("valid_from", None) or now
+        try:
+            new = old.evolve(
+                id=new_id(), created_at=now, updated_at=now, valid_from=valid_from,
+                valid_to=None, content_hash="", status=Status.ACTIVE,
+                embedding=old.embedding if content is None or content == old.content else None,
+                **fields,
+            )
+        except (TypeError, ValueError) as e:
+            raise InvalidInput(str(e)) from e
+        if new.valid_from < (old.valid_from or old.created_at):  # type: ignore[operator]
+            raise InvalidInput("a new version cannot be valid before the version it replaces")
+        self.authorise([old], actor)
+        return self.supersede([old], new, reason=reason, actor=actor)
+
+    def derive(
+        self,
+        derived: Sequence[Memory],
+        sources: Mapping[str, Sequence[str]],
+        *,
+        pass_name: str,
+        actor: str | None = None,
+    ) -> list[Memory]:
+        """New memories DERIVED_FROM existing ones (``sources[new id]`` = source ids); the
+        sources are unchanged and must still exist when the transaction runs."""
+        now = self._clock()
+        edges: list[Edge] = []
+        needed: dict[str, None] = {}
+        for m in derived:
+            for s in sources.get(m.id, ()):
+                edges.append(_edge(EdgeType.DERIVED_FROM, m, NodeRef(NodeLabel.MEMORY, s),
+                                   **{"pass": pass_name}, at=now))
+                needed[s] = None
+        expect = [Expect(NodeRef(NodeLabel.MEMORY, s)) for s in needed]
+        return self.create(derived, edges=edges, expect=expect, actor=actor)
+
+    def link(self, derived_id: str, source_ids: Sequence[str], *, pass_name: str) -> None:
+        """Provenance between existing memories: ``derived_id`` DERIVED_FROM each source."""
+        now = self._clock()
+        ids = [derived_id, *source_ids]
+        edges = [_edge(EdgeType.DERIVED_FROM, NodeRef(NodeLabel.MEMORY, derived_id),
+                       NodeRef(NodeLabel.MEMORY, s), **{"pass": pass_name}, at=now)
+                 for s in source_ids]
+        expect = [Expect(NodeRef(NodeLabel.MEMORY, i)) for i in dict.fromkeys(ids)]
+        self.commit(WriteBatch(edges=edges, expect=expect))
+
+    def set_status(
+        self,
+        memories: Sequence[Memory],
+        status: Status,
+        *,
+        reason: str | None = None,
+        pin: bool | None = None,
+        extra: Mapping[str, Any] | None = None,
+        nodes: Sequence[GraphNode] = (),
+        expect: Sequence[Expect] = (),
+        actor: str | None = None,
+    ) -> list[Memory]:
+        """Archive or restore (the one definition): a status change that expects the
+        status each memory had when it was read. Restoring clears ``valid_to``;
+        archiving records ``archived_reason`` in metadata when ``reason`` is given."""
+        now = self._clock()
+        changed: list[Memory] = []
+        expect = list(expect)
+        for m in memories:
+            meta = dict(m.metadata)
+            if status is Status.ARCHIVED and reason is not None:
+                meta["archived_reason"] = reason
+                meta["archived_at"] = now.isoformat()
+            if status is Status.ACTIVE:
+                meta.pop("archived_reason", None)
+                meta.pop("archived_at", None)
+            if pin is not None:
+                meta["pinned"] = pin
+            if extra:
+                meta.update(extra)
+            restoring = status is Status.ACTIVE
+            expired = m.expires_at is not None and m.expires_at <= now
+            changed.append(m.evolve(
+                status=status, updated_at=now, metadata=meta,
+                valid_to=None if restoring else m.valid_to,
+                expires_at=None if restoring and expired else m.expires_at,
+            ))
+            expect.append(Expect(m.ref, props={"status": m.status}))
+        self.authorise(memories, actor)
+        self.commit(WriteBatch(nodes=[*changed, *nodes], expect=expect), changed=changed)
+        return changed
+
+    def change(
+        self, memories: Sequence[Memory], *, expect_status: Status | None = Status.ACTIVE,
+        actor: str | None = None,
+    ) -> list[Memory]:
+        """Write new properties of existing memories in place (tier promotion, decayed
+        importance, a vector); each must still have ``expect_status`` (or just exist)."""
+        props = {"status": expect_status} if expect_status is not None else {}
+        expect = [Expect(m.ref, props=props) for m in memories]
+        self.authorise(memories, actor)
+        self.commit(WriteBatch(nodes=memories, expect=expect), changed=memories)
+        return list(memories)
+
+    # -- forget --------------------------------------------------------------------------
+
+    def plan_forget(self, memory_id: str, *, cascade: bool = True) -> ForgetPlan:
+        """What forgetting ``memory_id`` deletes and restores, with the preconditions that
+        make the plan still true when it is carried out."""
+        b = self.backend
+        if not b.get(NodeLabel.MEMORY, [memory_id]):
+            raise NotFound(f"no memory {memory_id!r}")
+        doomed: list[str] = [memory_id]
+        if cascade:
+            older = b.expand([NodeRef(NodeLabel.MEMORY, memory_id)], [EdgeType.SUPERSEDES],
+                             direction="out", depth=10_000, limit=1_000_000)
+            doomed = [n.id for n in older.nodes if isinstance(n, Memory)]
+            derived = b.expand([NodeRef(NodeLabel.MEMORY, i) for i in doomed],
+                               list(_VERSION_EDGES), direction="in", depth=10_000,
+                               limit=1_000_000)
+            doomed = list(dict.fromkeys(
+                doomed + [n.id for n in derived.nodes if isinstance(n, Memory)]))
+        doomed_set = set(doomed)
+        # every doomed node, and every node next to one over version edges, with its
+        # incoming version edges as seen now: the transaction re-checks all of them
+        around = b.expand([NodeRef(NodeLabel.MEMORY, i) for i in doomed], list(_VERSION_EDGES),
+                          direction="both", depth=1, limit=1_000_000)
+        incoming: dict[str, set[str]] = {}
+        for e in around.edges:
+            incoming.setdefault(e.dst.id, set()).add(e.src.id)
+        now = self._clock()
+        restored: list[Memory] = []
+        expect: list[Expect] = []
+        for n in around.nodes:
+            if not isinstance(n, Memory):
+                continue
+            srcs = frozenset(incoming.get(n.id, ()))
+            expect.append(Expect(n.ref, props={"status": n.status},
+                                 incoming=_VERSION_EDGES, sources=srcs))
+            if n.id in doomed_set:
+                continue
+            sup = [e for e in around.edges
+                   if e.dst.id == n.id and e.type is EdgeType.SUPERSEDES]
+            if (sup and n.status is Status.SUPERSEDED
+                    and all(e.src.id in doomed_set for e in sup)):
+                restored.append(n.evolve(status=Status.ACTIVE, valid_to=None, updated_at=now))
+        return ForgetPlan(tuple(doomed), tuple(restored), tuple(expect))
+
+    def forget(self, memory_id: str, *, cascade: bool = True, dry_run: bool = False,
+               actor: str | None = None) -> ForgetPlan:
+        """Delete a memory (and, with ``cascade``, its versions and what was derived from
+        them), restoring memories superseded only by deleted ones. The plan is checked in
+        the deleting transaction; when a concurrent write changed it, it is made again."""
+        for attempt in range(FORGET_ATTEMPTS):
+            plan = self.plan_forget(memory_id, cascade=cascade)
+            if dry_run:
+                return plan
+            if actor is not None:
+                self.authorise(self.backend.get(NodeLabel.MEMORY, [memory_id]),  # type: ignore[arg-type]
+                               actor)
+            try:
+                self.commit(
+                    WriteBatch(nodes=plan.restored,
+                               delete_nodes=[NodeRef(NodeLabel.MEMORY, i) for i in plan.deleted],
+                               expect=plan.expect),
+                    changed=plan.restored, deleted=plan.deleted,
+                )
+            except Conflict:
+                if attempt == FORGET_ATTEMPTS - 1:
+                    raise
+                log.info("forget: the store changed while planning; planning again")
+                continue
+            log.info("forgot %d memories, restored %d", len(plan.deleted), len(plan.restored))
+            return plan
+        raise Conflict("forget could not complete")  # pragma: no cover - loop returns or raises
+
+    # -- import ------------------------------------------------------------------------
+
+    def load(self, nodes: Sequence[GraphNode], edges: Sequence[Edge] = ()) -> None:
+        """Write exported nodes/edges as they are (import/migration): existing ids are
+        replaced, no precondition, no embedding."""
+        self.commit(WriteBatch(nodes=nodes, edges=edges),
+                    created=[n for n in nodes if isinstance(n, Memory)])
+
+
+def _edge(etype: EdgeType, src: GraphNode | NodeRef, dst: GraphNode | NodeRef,
+          **props: Any) -> Edge:
+    edge: Edge = validated(Edge, {"type": etype, "src": src, "dst": dst, "props": props})
+    return edge
+

@@ -1,0 +1,190 @@
+"""The write path: preconditions in the transaction, no forked chains, no undone forgets."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from graphmem import GraphMemory
+from graphmem.backends.base import Expect, WriteBatch
+from graphmem.errors import Conflict, InvalidInput, NotFound
+from graphmem.models import EdgeType, Memory, NodeLabel, NodeRef, Status
+
+
+def _open(p: Path) -> GraphMemory:
+    return GraphMemory.open(str(p), embedder=None)
+
+
+def _active(history: list[Memory]) -> list[Memory]:
+    return [m for m in history if m.status is Status.ACTIVE]
+
+
+# -- the seam ------------------------------------------------------------------------------
+
+
+def test_failed_precondition_writes_nothing(tmp_path: Path) -> None:
+    with _open(tmp_path / "s.db") as mem:
+        m = mem.remember("Alice lives in Oslo")
+        other = m.evolve(id="other", content="something else", content_hash="")
+        before = mem.backend.stats()
+        with pytest.raises(Conflict, match="precondition"):
+            mem.backend.write(WriteBatch(
+                nodes=[other], expect=[Expect(m.ref, props={"status": Status.ARCHIVED})]))
+        with pytest.raises(Conflict):
+            mem.backend.write(WriteBatch(nodes=[other], expect=[Expect(m.ref, exists=False)]))
+        with pytest.raises(Conflict):
+            mem.backend.write(WriteBatch(
+                nodes=[other], expect=[Expect(NodeRef(NodeLabel.MEMORY, "nope"))]))
+        with pytest.raises(Conflict):
+            mem.backend.write(WriteBatch(
+                nodes=[other], expect=[Expect(m.ref, incoming=(EdgeType.SUPERSEDES,),
+                                              sources=frozenset({"x"}))]))
+        assert mem.backend.stats() == before
+        assert mem.get_many(["other"]) == []
+        mem.backend.write(WriteBatch(nodes=[other], expect=[
+            Expect(m.ref, props={"status": Status.ACTIVE, "content": m.content},
+                   incoming=(EdgeType.SUPERSEDES,), sources=frozenset()),
+            Expect(other.ref, exists=False)]))
+        assert mem.get("other").content == "something else"
+
+
+def test_one_write_cannot_upsert_and_delete_the_same_node() -> None:
+    with GraphMemory.open("memory://", embedder=None) as mem:
+        m = mem.remember("x")
+        with pytest.raises(InvalidInput):
+            mem.backend.write(WriteBatch(nodes=[m], delete_nodes=[m.ref]))
+
+
+def test_remember_never_overwrites_an_existing_id() -> None:
+    with GraphMemory.open("memory://", embedder=None) as mem:
+        m = mem.remember("the original")
+        with pytest.raises(Conflict):
+            mem.remember_many([{"id": m.id, "content": "an impostor"}])
+        assert mem.get(m.id).content == "the original"
+
+
+# -- finding 1: lost update ----------------------------------------------------------------
+
+
+def test_stale_update_gets_conflict_and_the_chain_never_forks(tmp_path: Path) -> None:
+    p = tmp_path / "s.db"
+    a, b = _open(p), _open(p)
+    try:
+        m = a.remember("Alice lives in Oslo")
+        real_get = a.get
+
+        def get_then_race(i: str) -> Memory:
+            read = real_get(i)
+            b.update(i, "Alice lives in Bergen")  # commits between a's read and a's write
+            return read
+
+        a.get = get_then_race  # type: ignore[method-assign]
+        with pytest.raises(Conflict):
+            a.update(m.id, "Alice lives in Paris")
+        a.get = real_get  # type: ignore[method-assign]
+        history = a.history(m.id)
+        assert [h.content for h in _active(history)] == ["Alice lives in Bergen"]
+        assert "Alice lives in Paris" not in [h.content for h in history]
+        assert [h.content for h in _active(b.history(m.id))] == ["Alice lives in Bergen"]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_eight_threads_updating_one_chain_leave_one_active_version() -> None:
+    with GraphMemory.open("memory://", embedder=None) as mem:
+        m = mem.remember("counter 0")
+        wins: list[str] = []
+        conflicts = 0
+        lock = threading.Lock()
+
+        def worker(n: int) -> None:
+            nonlocal conflicts
+            for j in range(15):
+                try:
+                    cur = mem.current(m.id)
+                    new = mem.update(cur.id, f"counter {n}-{j}")
+                    with lock:
+                        wins.append(new.id)
+                except (Conflict, NotFound):
+                    with lock:
+                        conflicts += 1
+
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        history = mem.history(m.id)
+        assert len(_active(history)) == 1
+        assert len(history) == len(wins) + 1  # every acknowledged version is in the chain
+        # a linear chain: every version but the newest is superseded by exactly one
+        g = mem.graph
+        for h in history[:-1]:
+            incoming = [u for u, _v, k in g.in_edges(h.ref.key, keys=True)
+                        if k == EdgeType.SUPERSEDES.value]
+            assert len(incoming) == 1, h.content
+
+
+# -- finding 2: forget undone --------------------------------------------------------------
+
+
+def test_update_racing_a_forget_never_brings_the_forgotten_text_back(tmp_path: Path) -> None:
+    p = tmp_path / "s.db"
+    a, b = _open(p), _open(p)
+    try:
+        m = a.remember("my password is hunter2")
+        real_get = a.get
+
+        def get_then_forget(i: str) -> Memory:
+            read = real_get(i)
+            b.forget(i)
+            return read
+
+        a.get = get_then_forget  # type: ignore[method-assign]
+        with pytest.raises(Conflict):
+            a.update(m.id, "my password is (redacted)")
+        a.get = real_get  # type: ignore[method-assign]
+        assert a.list(status=None) == []
+        assert b.list(status=None) == []
+    finally:
+        a.close()
+        b.close()
+
+
+def test_forget_replans_when_something_was_derived_meanwhile(tmp_path: Path) -> None:
+    p = tmp_path / "s.db"
+    a, b = _open(p), _open(p)
+    try:
+        m = a.remember("my password is hunter2")
+        real = a.writes.plan_forget
+        calls = 0
+
+        def plan_then_race(i: str, *, cascade: bool = True):  # type: ignore[no-untyped-def]
+            nonlocal calls
+            plan = real(i, cascade=cascade)
+            calls += 1
+            if calls == 1:  # a summary of the memory is written after the plan was made
+                b.summarize([m.id])
+            return plan
+
+        a.writes.plan_forget = plan_then_race  # type: ignore[method-assign]
+        report = a.forget(m.id)
+        assert calls == 2
+        assert len(report.deleted) == 2
+        assert a.list(status=None) == [] and b.list(status=None) == []
+    finally:
+        a.close()
+        b.close()
+
+
+def test_archive_of_a_superseded_memory_is_refused_when_it_changed() -> None:
+    with GraphMemory.open("memory://", embedder=None) as mem:
+        m = mem.remember("Alice lives in Oslo")
+        stale = mem.get(m.id)
+        mem.update(m.id, "Alice lives in Bergen")
+        with pytest.raises(Conflict):
+            mem.writes.set_status([stale], Status.ARCHIVED, reason="test")
+        assert mem.get(m.id).status is Status.SUPERSEDED
