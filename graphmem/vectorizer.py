@@ -1,0 +1,242 @@
+"""Background vectors: a worker that embeds stored memories in batches behind the write.
+
+A write stores the memory without its vector and calls :meth:`Vectorizer.notify`; the worker
+thread asks the store for memories that still lack a vector, embeds them in batches and
+stores the vectors. The store itself is the queue: nothing waits only in memory, so after a
+crash the next :meth:`Vectorizer.start` finds what was left and embeds it.
+
+The class knows nothing about backends. It takes three callables:
+
+- ``embed(texts) -> (n, dim) float32 array`` — usually ``Embedder.embed``;
+- ``fetch_missing(limit) -> [(id, content), ...]`` — up to ``limit`` memories without a
+  vector (an empty result means there is nothing to do);
+- ``store(items, vectors)`` — write ``vectors[i]`` for ``items[i] = (id, content)``, but only
+  where the memory still exists with that same content (a memory changed in the meantime is
+  fetched again with its new content; a deleted one is skipped).
+
+``fetch_missing`` and ``store`` run on the worker thread (or the caller's, for
+:meth:`Vectorizer.run_once` and a :meth:`Vectorizer.flush` without :meth:`start`).
+
+>>> import numpy as np
+>>> rows = {"m1": "Alice prefers tea"}
+>>> vectors = {}
+>>> v = Vectorizer(
+...     embed=lambda texts: np.ones((len(texts), 2), dtype=np.float32),
+...     fetch_missing=lambda n: [(i, c) for i, c in rows.items() if i not in vectors][:n],
+...     store=lambda items, vecs: vectors.update({i: vec for (i, _), vec in zip(items, vecs)}),
+... )
+>>> v.start(); v.flush(); v.close()
+>>> sorted(vectors)
+['m1']
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+__all__ = ["Embed", "FetchMissing", "Missing", "Store", "Vectorizer"]
+
+log = logging.getLogger("graphmem.vectorizer")
+
+Missing = tuple[str, str]
+"""A memory without a vector: (id, content)."""
+Embed = Callable[[Sequence[str]], np.ndarray]
+FetchMissing = Callable[[int], Sequence[Missing]]
+Store = Callable[[Sequence[Missing], np.ndarray], None]
+
+
+class Vectorizer:
+    """Embeds memories that lack a vector, in batches, on one background thread.
+
+    ``batch_size``: memories fetched and embedded at a time. After a failed pass (the
+    embedder or the store raised) the worker retries on its own after ``retry_delay`` seconds,
+    doubling up to ``max_retry_delay``, or at once when notified; :meth:`flush` raises the
+    error of the pass it waited for.
+    """
+
+    def __init__(
+        self,
+        embed: Embed,
+        fetch_missing: FetchMissing,
+        store: Store,
+        *,
+        batch_size: int = 64,
+        retry_delay: float = 0.5,
+        max_retry_delay: float = 30.0,
+        name: str = "graphmem-vectorizer",
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self._embed = embed
+        self._fetch = fetch_missing
+        self._store = store
+        self.batch_size = batch_size
+        self.retry_delay = retry_delay
+        self.max_retry_delay = max_retry_delay
+        self.name = name
+        self._cond = threading.Condition()
+        self._requested = 0  # passes asked for (notify, flush, start)
+        self._completed = 0  # the last request a successful pass covered
+        self._failed = 0  # the last request a failed pass covered
+        self._error: BaseException | None = None
+        self._stop = False
+        self._drain = True
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self.embedded = 0
+        """Memories embedded and handed to ``store`` so far."""
+
+    # -- control ---------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def last_error(self) -> BaseException | None:
+        """The error of the last pass, None once a pass succeeded."""
+        return self._error
+
+    def start(self) -> None:
+        """Start the worker; its first pass picks up every memory still without a vector."""
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the vectorizer is closed")
+            if self._thread is not None:
+                return
+            self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+            self._requested += 1
+        self._thread.start()
+
+    def notify(self) -> None:
+        """New memories without a vector were stored: wake the worker (cheap, never blocks)."""
+        with self._cond:
+            if self._closed:
+                return
+            self._requested += 1
+            self._cond.notify_all()
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Return once every memory that lacked a vector when called has one (or was changed
+        or deleted meanwhile). Without a running worker the work is done on this thread.
+
+        Raises the error of the pass it waited for, TimeoutError after ``timeout`` seconds,
+        and RuntimeError when the vectorizer is closed.
+        """
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the vectorizer is closed")
+            threaded = self._thread is not None
+            if threaded:
+                self._requested += 1
+                target = self._requested
+                self._cond.notify_all()
+        if not threaded:
+            self.run_once()
+            return
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self._completed < target:
+                if self._failed >= target and self._error is not None:
+                    raise self._error
+                if not self.running:
+                    raise RuntimeError("the vectorizer's worker has stopped")
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(f"vectors not done after {timeout} s")
+                self._cond.wait(left)
+
+    wait_for_vectors = flush
+
+    def close(self, *, flush: bool = True, timeout: float | None = None) -> None:
+        """Stop the worker. ``flush``: finish what is pending first (one last pass; its
+        errors are logged, not raised — the memories are picked up again at the next start).
+        Idempotent."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._stop = True
+            self._drain = flush
+            thread = self._thread
+            self._cond.notify_all()
+        if thread is not None:
+            thread.join(timeout)
+            if thread.is_alive():
+                log.warning("vectorizer %s still busy after %s s; left to finish", self.name,
+                            timeout)
+
+    # -- work ------------------------------------------------------------------------
+
+    def run_once(self) -> int:
+        """Embed every memory that lacks a vector, on this thread; how many were embedded."""
+        done = 0
+        stored: set[str] = set()
+        while True:
+            batch = list(self._fetch(self.batch_size))
+            if not batch:
+                return done
+            ids = [mid for mid, _ in batch]
+            if stored.issuperset(ids):
+                # store() kept none of them (e.g. their content keeps changing): stop here
+                # rather than spin; the next notify or start tries again.
+                log.warning("vectorizer: %d memories still lack a vector after being stored",
+                            len(batch))
+                return done
+            vectors = self._embed([content for _, content in batch])
+            if len(vectors) != len(batch):
+                raise ValueError(f"embed returned {len(vectors)} vectors for {len(batch)} texts")
+            self._store(batch, vectors)
+            stored.update(ids)
+            done += len(batch)
+            self.embedded += len(batch)
+            if self._stop and not self._drain:
+                return done
+
+    def _wait_for_work(self, retry_in: float) -> int | None:
+        """Block until a pass is due; the request number it covers, or None to exit."""
+        with self._cond:
+            if retry_in > 0:
+                deadline = time.monotonic() + retry_in
+                while self._requested == self._failed and not self._stop:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+            else:
+                while self._requested == self._completed and not self._stop:
+                    self._cond.wait()
+            if self._stop and not (self._drain and self._requested > self._completed):
+                return None
+            return self._requested
+
+    def _loop(self) -> None:
+        retry_in = 0.0
+        while True:
+            target = self._wait_for_work(retry_in)
+            if target is None:
+                return
+            try:
+                n = self.run_once()
+            except Exception as e:  # the embedder or store failed: keep the thread alive
+                log.warning("vectorizer pass failed (%s: %s); retrying", type(e).__name__, e)
+                retry_in = min(max(retry_in * 2, self.retry_delay), self.max_retry_delay)
+                with self._cond:
+                    self._error = e
+                    self._failed = target
+                    self._cond.notify_all()
+                if self._stop:  # closing: the next start picks these memories up
+                    return
+            else:
+                if n:
+                    log.debug("vectorizer embedded %d memories", n)
+                retry_in = 0.0
+                with self._cond:
+                    self._error = None
+                    self._completed = max(self._completed, target)
+                    self._cond.notify_all()
