@@ -88,12 +88,16 @@ def run_demo(mem: GraphMemory, out: Callable[[str], Any] = print) -> dict[str, A
     by_text = {m.content: m for m in facts}
     out(f"Stored {len(facts)} long-term facts.")
 
+    # the changes hold from session 3 of the demo's own timeline, not from today
+    session_3 = _T0 + timedelta(days=14)
     moved = mem.update(by_text["Alice is travelling to Lisbon in May."].id,
                        "Alice is travelling to Lisbon in June (moved from May for work).",
-                       reason="user changed the travel month in session 3")
+                       reason="user changed the travel month in session 3",
+                       valid_from=session_3)
     coffee = mem.update(by_text["Alice drinks tea and never coffee."].id,
                         "Alice drinks coffee again: a flat white in the morning.",
-                        reason="user said so in session 3")
+                        reason="user said so in session 3",
+                        valid_from=session_3 + timedelta(minutes=2))
     out("Updated 2 facts as new versions (the old ones stay, superseded).")
 
     out("")
@@ -104,8 +108,9 @@ def run_demo(mem: GraphMemory, out: Callable[[str], Any] = print) -> dict[str, A
     out("")
     out("History of the travel-month fact (SUPERSEDES chain, oldest first):")
     for v in mem.history(moved.id):
+        since = (v.valid_from or v.created_at).date().isoformat()
         to = v.valid_to.date().isoformat() if v.valid_to else "now"
-        out(f"   [{v.status.value:10}] valid {v.valid_from.date()} .. {to}: {v.content}")  # type: ignore[union-attr]
+        out(f"   [{v.status.value:10}] valid {since} .. {to}: {v.content}")
     stats = mem.stats()
     out("")
     out("Graph statistics:")
