@@ -71,6 +71,8 @@ from graphmem.models import (
     validated,
 )
 from graphmem.org import OrgMemory
+from graphmem.reconcile import ReconcileConfig, ReconcileResult
+from graphmem.reconcile import reconcile as reconcile_write
 from graphmem.retrieval import RecallConfig, Retriever
 from graphmem.runs import CleanupReport, DeleteRunReport, Runs, RunStats
 from graphmem.scoping import Namespaces, Scope
@@ -133,6 +135,7 @@ class GraphMemory:
         self._run_lock = threading.Lock()
         self._lifecycle_lock = threading.Lock()
         self._closed = False
+        self._local = threading.local()  # per-thread outcome of remember()
         #: the one write path: every state change of this store goes through it
         self.writes = Writes(backend, embed=self._embed_texts if embedder else None,
                              clock=clock)
@@ -217,8 +220,8 @@ class GraphMemory:
         run_id: str | None = None,
         namespace: str = "default",
         category: Category | str = Category.SEMANTIC,
-        tier: Tier | str = Tier.LONG_TERM,
-        importance: float = 0.5,
+        tier: Tier | str | None = None,
+        importance: float | None = None,
         confidence: float = 1.0,
         tags: Sequence[str] = (),
         metadata: Mapping[str, Any] | None = None,
@@ -227,11 +230,22 @@ class GraphMemory:
         valid_from: datetime | None = None,
         expires_at: datetime | None = None,
         visibility: Visibility | str = Visibility.PRIVATE,
+        user_id: str | None = None,
+        reconcile: str | None = None,
     ) -> Memory:
         """Store one memory durably and return it (with its generated id).
 
         ``visibility``: ``private`` (only ``agent_id`` reads it), ``shared`` (the members of
-        the shared ``namespace``; the author must be one) or ``org`` (every agent)."""
+        the shared ``namespace``; the author must be one) or ``org`` (every agent).
+        ``user_id`` (stored as ``metadata.user_id``) scopes the memory to one end user.
+        ``importance``/``tier`` not given are scored and classified by the lifecycle rules.
+
+        ``reconcile`` (default ``settings.reconcile.mode``, ``auto``): ``auto`` returns the
+        existing memory (touched) for an exact duplicate in the same scope, makes a
+        contradiction of the same subject and attribute a new version that supersedes the
+        old one, and links a near-duplicate; ``llm`` also asks the configured LLM; ``off``
+        always writes. :attr:`last_reconcile` says what happened (see
+        :mod:`graphmem.reconcile`)."""
         data: dict[str, Any] = {
             "content": content, "agent_id": agent_id, "run_id": run_id,
             "namespace": namespace, "category": category, "tier": tier,
@@ -240,7 +254,34 @@ class GraphMemory:
             "created_at": created_at or self._clock(), "valid_from": valid_from,
             "expires_at": expires_at, "visibility": visibility,
         }
-        return self.remember_many([data])[0]
+        if user_id is not None:
+            data["metadata"] = {**(metadata or {}), "user_id": user_id}
+        cfg = self._reconcile_config(reconcile)
+        if cfg.mode == "off":
+            result = ReconcileResult(action="created", memory=self.remember_many([data])[0])
+        else:
+            [memory] = self._validate_many([data])
+            result = reconcile_write(self.writes, memory, config=cfg, llm=self.llm,
+                                     now=self._clock())
+        self._local.reconcile = result
+        return result.memory
+
+    @property
+    def last_reconcile(self) -> ReconcileResult | None:
+        """What this thread's last :meth:`remember` did: ``action`` is ``created``,
+        ``duplicate`` (nothing written; the existing memory was returned), ``superseded``
+        or ``linked``, with the related memory ids and the reason."""
+        result: ReconcileResult | None = getattr(self._local, "reconcile", None)
+        return result
+
+    def _reconcile_config(self, mode: str | None) -> ReconcileConfig:
+        base = getattr(self.settings, "reconcile", None)
+        cfg = base if isinstance(base, ReconcileConfig) else ReconcileConfig()
+        if mode is None:
+            return cfg
+        if mode not in ("auto", "off", "llm"):
+            raise InvalidInput(f"reconcile must be 'auto', 'off' or 'llm', not {mode!r}")
+        return cfg.model_copy(update={"mode": mode})
 
     def remember_many(self, items: Iterable[Memory | Mapping[str, Any]]) -> builtins.list[Memory]:
         """Store many memories in one atomic, durable batch.
@@ -248,6 +289,14 @@ class GraphMemory:
         Each item is a :class:`Memory` or a mapping of its fields. Every item is validated
         first: one bad item raises InvalidInput and nothing is written.
         """
+        memories = self.writes.create(self._validate_many(items))
+        log.debug("remembered %d memories", len(memories))
+        return memories
+
+    def _validate_many(
+        self, items: Iterable[Memory | Mapping[str, Any]]
+    ) -> builtins.list[Memory]:
+        # importance and tier not given are scored and classified by the lifecycle rules
         now = self._clock()
         memories: builtins.list[Memory] = []
         for i, item in enumerate(items):
@@ -259,23 +308,37 @@ class GraphMemory:
             data = {k: v for k, v in item.items() if v is not None}
             data.setdefault("created_at", now)
             try:
-                memories.append(validated(Memory, data))
+                memories.append(validated(Memory, self.lifecycle.classify(data)))
             except InvalidInput as e:
                 raise InvalidInput(f"item {i}: {e}") from e
-        memories = self.writes.create(memories)
-        log.debug("remembered %d memories", len(memories))
         return memories
 
-    def get(self, memory_id: str) -> Memory:
-        """The memory with this id (any status); NotFound if there is none."""
-        found = self._backend.get(NodeLabel.MEMORY, [memory_id])
+    def get(self, memory_id: str, *, scope: Scope | str | None = None) -> Memory:
+        """The memory with this id (any status); NotFound if there is none, or if
+        ``scope`` (an agent id or :class:`Scope`) may not read it."""
+        found = self.get_many([memory_id], scope=scope)
         if not found:
             raise NotFound(f"no memory {memory_id!r}")
-        return found[0]  # type: ignore[return-value]
+        return found[0]
 
-    def get_many(self, memory_ids: Sequence[str]) -> builtins.list[Memory]:
-        """The memories that exist among these ids, in order."""
-        return self._backend.get(NodeLabel.MEMORY, memory_ids)  # type: ignore[return-value]
+    def get_many(
+        self, memory_ids: Sequence[str], *, scope: Scope | str | None = None
+    ) -> builtins.list[Memory]:
+        """The memories that exist among these ids (and that ``scope`` may read), in order."""
+        if isinstance(memory_ids, str):
+            raise InvalidInput("memory_ids must be a list of ids, not one string")
+        found: builtins.list[Memory] = self._backend.get(  # type: ignore[assignment]
+            NodeLabel.MEMORY, memory_ids)
+        return self._readable(found, scope)
+
+    def _readable(
+        self, memories: builtins.list[Memory], scope: Scope | str | None
+    ) -> builtins.list[Memory]:
+        """The one read check of every read path: what ``scope`` may read, in order."""
+        if scope is None:
+            return memories
+        allowed = set(self.namespaces.audiences(scope))
+        return [m for m in memories if m.audience in allowed]
 
     def update(
         self,
@@ -371,45 +434,64 @@ class GraphMemory:
         offset: int = 0,
         order_by: str = "created_at",
         descending: bool = True,
+        scope: Scope | str | None = None,
     ) -> builtins.list[Memory]:
-        """Memories matching the filters (``status=None`` for every status), newest first."""
-        flt = Filter.for_memories(
+        """Memories matching the filters (``status=None`` for every status), newest first;
+        with ``scope``, only those it may read."""
+        flt = self._recall_filter(
             agent_id=agent_id, run_id=run_id, namespace=namespace, category=category,
             tier=tier, event_type=event_type, status=status, tags=tags, since=since,
-            until=until, metadata=metadata,
+            until=until, metadata=metadata, scope=scope,
         )
         return self._backend.match(  # type: ignore[return-value]
             flt, limit=limit, offset=offset, order_by=order_by, descending=descending
         )
 
-    def count(self, **filters: Any) -> int:
+    def count(self, *, scope: Scope | str | None = None, **filters: Any) -> int:
         """How many memories match (same keyword filters as :meth:`list`)."""
-        return self._backend.count(Filter.for_memories(**filters))
+        status = filters.pop("status", "active")
+        return self._backend.count(self._recall_filter(scope=scope, status=status, **filters))
 
-    def history(self, memory_id: str) -> builtins.list[Memory]:
-        """Every version connected to this memory by SUPERSEDES, oldest first."""
-        self.get(memory_id)
+    def history(
+        self, memory_id: str, *, scope: Scope | str | None = None
+    ) -> builtins.list[Memory]:
+        """Every version connected to this memory by SUPERSEDES, oldest first. With
+        ``scope``, versions it may not read are left out (a version moved into another
+        namespace keeps its old content there)."""
+        self.get(memory_id, scope=scope)
         sub = self._backend.expand(
             [NodeRef(NodeLabel.MEMORY, memory_id)], [EdgeType.SUPERSEDES],
             direction="both", depth=10_000, limit=100_000,
         )
-        versions = [n for n in sub.nodes if isinstance(n, Memory)]
+        versions = self._readable([n for n in sub.nodes if isinstance(n, Memory)], scope)
         return sorted(versions, key=lambda m: (m.valid_from or m.created_at, m.created_at, m.id))
 
-    def current(self, memory_id: str) -> Memory:
+    def current(self, memory_id: str, *, scope: Scope | str | None = None) -> Memory:
         """The newest active version in this memory's history."""
-        versions = [m for m in self.history(memory_id) if m.status is Status.ACTIVE]
+        versions = [m for m in self.history(memory_id, scope=scope)
+                    if m.status is Status.ACTIVE]
         if not versions:
             raise NotFound(f"memory {memory_id!r} has no active version")
         return versions[-1]
 
-    def provenance(self, memory_id: str, *, depth: int = 10) -> Subgraph:
-        """The DERIVED_FROM / SUPERSEDES tree below a memory (what it was made from)."""
-        self.get(memory_id)
-        return self._backend.expand(
+    def provenance(
+        self, memory_id: str, *, depth: int = 10, scope: Scope | str | None = None
+    ) -> Subgraph:
+        """The DERIVED_FROM / SUPERSEDES tree below a memory (what it was made from); with
+        ``scope``, without the memories it may not read (and their edges)."""
+        self.get(memory_id, scope=scope)
+        sub = self._backend.expand(
             [NodeRef(NodeLabel.MEMORY, memory_id)],
             [EdgeType.DERIVED_FROM, EdgeType.SUPERSEDES],
             direction="out", depth=depth,
+        )
+        if scope is None:
+            return sub
+        keep = {m.ref.key for m in self._readable(
+            [n for n in sub.nodes if isinstance(n, Memory)], scope)}
+        return Subgraph(
+            nodes=tuple(n for n in sub.nodes if n.ref.key in keep),
+            edges=tuple(e for e in sub.edges if e.src.key in keep and e.dst.key in keep),
         )
 
     def recall(
@@ -430,6 +512,7 @@ class GraphMemory:
         touch: bool = True,
         scope: Scope | str | None = None,
         config: RecallConfig | str | None = None,
+        user_id: str | None = None,
     ) -> builtins.list[RecallResult]:
         """The ``k`` memories most relevant to ``query``, best first, each with its score
         breakdown (hybrid BM25 + vector + graph recall, see :mod:`graphmem.retrieval`).
@@ -442,7 +525,8 @@ class GraphMemory:
         """
         flt = self._recall_filter(agent_id=agent_id, run_id=run_id, namespace=namespace,
                                   category=category, tier=tier, tags=tags, since=since,
-                                  until=until, as_of=as_of, status=status, scope=scope)
+                                  until=until, as_of=as_of, status=status, scope=scope,
+                                  user_id=user_id)
         return self._retriever().recall(query, k=k, filter=flt, config=config, touch=touch)
 
     def context(
@@ -476,8 +560,10 @@ class GraphMemory:
 
     def _recall_filter(
         self, *, scope: Scope | str | None = None, status: str | Sequence[str] | None = "active",
-        **kw: Any,
+        user_id: str | None = None, **kw: Any,
     ) -> Filter:
+        if user_id is not None:
+            kw["metadata"] = {**(kw.get("metadata") or {}), "user_id": user_id}
         flt = Filter.for_memories(status=status, **kw)
         return self.namespaces.filter(scope, flt) if scope is not None else flt
 
@@ -593,8 +679,8 @@ class GraphMemory:
         content: str,
         *,
         agent_id: str | None = None,
-        importance: float = 0.5,
-        tier: Tier | str = Tier.SHORT_TERM,
+        importance: float | None = None,
+        tier: Tier | str | None = None,
         tags: Sequence[str] = (),
         metadata: Mapping[str, Any] | None = None,
         created_at: datetime | None = None,
@@ -602,7 +688,8 @@ class GraphMemory:
         """Append an episodic event to a run (started on the fly if it does not exist).
 
         Events of a run are ordered: each has ``seq`` (0, 1, 2 …) and the previous event
-        links to it with ``(earlier)-[:NEXT]->(later)``.
+        links to it with ``(earlier)-[:NEXT]->(later)``. ``importance``/``tier`` not given
+        come from the lifecycle's scorer and classification rules.
         """
         return self.add_events(
             run_id,
@@ -645,11 +732,10 @@ class GraphMemory:
             data.setdefault("namespace", run.namespace)
             data.setdefault("created_at", now)
             data.setdefault("category", Category.EPISODIC)
-            data.setdefault("tier", Tier.SHORT_TERM)
             data["run_id"] = run.id
             data["seq"] = run.event_count + i
             try:
-                memories.append(validated(Memory, data))
+                memories.append(validated(Memory, self.lifecycle.classify(data)))
             except InvalidInput as e:
                 raise InvalidInput(f"event {i}: {e}") from e
         edges: builtins.list[Edge] = []
@@ -679,9 +765,12 @@ class GraphMemory:
         event_types: Sequence[str] | None = None,
         limit: int | None = None,
         status: str | Sequence[str] | None = None,
+        scope: Scope | str | None = None,
     ) -> builtins.list[Memory]:
-        """A run's events in order (optionally only some types)."""
-        flt = Filter.for_memories(run_id=run_id, event_type=event_types, status=status)
+        """A run's events in order (optionally only some types; with ``scope``, only
+        those it may read)."""
+        flt = self._recall_filter(run_id=run_id, event_type=event_types, status=status,
+                                  scope=scope)
         events: builtins.list[Memory] = self._backend.match(flt, order_by="seq")  # type: ignore[assignment]
         return events if limit is None else events[-limit:] if limit > 0 else []
 

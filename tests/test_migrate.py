@@ -20,6 +20,7 @@ from graphmem.models import (
     Agent,
     Edge,
     EdgeType,
+    Entity,
     LogEntry,
     Memory,
     Namespace,
@@ -74,9 +75,14 @@ def populate(backend: GraphBackend) -> None:
                          run_id="run-1", step=2, at=T0, payload_ref=payload.id,
                          payload_size=19)
     ns = Namespace(id="team", owner="lead", members=["coder", "lead"], created_at=T0)
+    alice = Entity(id="ent-alice", name="Alice", norm="alice", type="person",
+                   aliases=["Ali"], first_seen=T0, last_seen=T0, mention_count=2,
+                   agent_id="coder")
+    tea = Entity(id="ent-tea", name="green tea", norm="green tea", type="object",
+                 first_seen=T0, last_seen=T0, mention_count=1, agent_id="coder")
     backend.upsert(
         [*agents, run, *events, *facts, old, summary, fact_v1, fact_v2, op, payload,
-         log_parent, log_child, ns],
+         log_parent, log_child, ns, alice, tea],
         [
             *(Edge(type=EdgeType.NEXT, src=events[i], dst=events[i + 1]) for i in range(3)),
             Edge(type=EdgeType.SUPERSEDES, src=facts[0], dst=old,
@@ -87,6 +93,10 @@ def populate(backend: GraphBackend) -> None:
             Edge(type=EdgeType.RECORDS, src=op, dst=fact_v2),
             Edge(type=EdgeType.REFERENCES, src=log_child, dst=payload),
             Edge(type=EdgeType.CHILD_OF, src=log_child, dst=log_parent),
+            Edge(type=EdgeType.MENTIONS, src=facts[0], dst=alice),
+            Edge(type=EdgeType.MENTIONS, src=facts[0], dst=tea),
+            Edge(type=EdgeType.RELATES, src=alice, dst=tea,
+                 props={"predicate": "prefers", "memory_id": facts[0].id, "valid_from": T0}),
         ],
     )
 

@@ -112,6 +112,7 @@ _INDEXED: dict[NodeLabel, tuple[str, ...]] = {
     NodeLabel.RUN: ("agent_id", "user_id", "status"),
     NodeLabel.ORG_FACT: ("fact_id", "category", "status"),
     NodeLabel.LOG_ENTRY: ("agent_id", "run_id"),
+    NodeLabel.ENTITY: ("norm", "audience", "agent_id", "namespace", "type"),
 }
 
 _STOPWORDS = frozenset(

@@ -188,3 +188,26 @@ def test_archive_of_a_superseded_memory_is_refused_when_it_changed() -> None:
         with pytest.raises(Conflict):
             mem.writes.set_status([stale], Status.ARCHIVED, reason="test")
         assert mem.get(m.id).status is Status.SUPERSEDED
+
+
+# -- scoped reads ----------------------------------------------------------------------------
+
+
+def test_history_provenance_and_get_never_leak_another_namespace() -> None:
+    with GraphMemory.open("memory://", embedder=None) as mem:
+        mem.share_namespace("secret", owner="alice")
+        mem.share_namespace("team", owner="alice", members=["bob"])
+        v1 = mem.remember("launch code 1234", agent_id="alice", namespace="secret",
+                          visibility="shared")
+        v2 = mem.update(v1.id, "we launch on Friday", namespace="team")
+        assert [m.content for m in mem.history(v2.id, scope="bob")] == ["we launch on Friday"]
+        assert mem.current(v2.id, scope="bob").id == v2.id
+        with pytest.raises(NotFound):
+            mem.get(v1.id, scope="bob")
+        assert mem.get_many([v1.id, v2.id], scope="bob") == [mem.get(v2.id)]
+        prov = mem.provenance(v2.id, scope="bob")
+        assert [n.id for n in prov.nodes] == [v2.id] and prov.edges == ()
+        assert [m.content for m in mem.history(v2.id, scope="alice")] == [
+            "launch code 1234", "we launch on Friday"]
+        assert mem.count(scope="bob") == 1 and mem.count(scope="bob", status=None) == 1
+        assert [m.id for m in mem.list(scope="bob", status=None)] == [v2.id]
