@@ -1,0 +1,196 @@
+"""From memories to the knowledge graph: entities, MENTIONS and RELATES.
+
+:class:`KnowledgeIndexer` turns memories into the nodes and edges to write — it never
+writes itself (the store's write path does, see :meth:`KnowledgeIndexer.hook`). It keeps
+the known entities of each audience in memory (loaded from the store on first use) so that
+extraction can resolve names against them without a round trip per memory.
+
+Counters (``mention_count``, ``first_seen``/``last_seen``) are kept by the indexer of the
+process that writes; two processes writing the same audience at once may each count from
+their own view (the MENTIONS edges, the ground truth, are always right).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from graphmem.backends.base import GraphBackend
+from graphmem.models import (
+    Edge,
+    EdgeType,
+    Entity,
+    EntityType,
+    Filter,
+    Memory,
+    NodeLabel,
+    Status,
+)
+from graphmem.writes import Committed, Writes
+
+from .extract import Extraction, extract
+from .resolve import Gazetteer, entity_id
+
+__all__ = ["KnowledgeBatch", "KnowledgeIndexer"]
+
+log = logging.getLogger("graphmem.knowledge")
+
+Extractor = Callable[..., Extraction]
+
+
+@dataclass
+class KnowledgeBatch:
+    """What indexing some memories adds to the graph."""
+
+    nodes: list[Entity] = field(default_factory=list)
+    edges: list[Edge] = field(default_factory=list)
+    gazetteers: dict[str, Gazetteer] = field(default_factory=dict, repr=False)
+
+    def __bool__(self) -> bool:
+        return bool(self.nodes or self.edges)
+
+
+class KnowledgeIndexer:
+    """Extracts and resolves the entities of memories (see the module docstring).
+
+    >>> from graphmem.backends.networkx import NetworkXBackend
+    >>> ix = KnowledgeIndexer(NetworkXBackend(":memory:"))
+    >>> batch = ix.index([Memory(content="Melanie: I went camping in Oregon.")])
+    >>> sorted(e.name for e in batch.nodes)
+    ['Melanie', 'Oregon', 'camping']
+    """
+
+    def __init__(self, backend: GraphBackend, *, extractor: Extractor = extract) -> None:
+        self.backend = backend
+        self.extractor = extractor
+        self._gaz: dict[str, Gazetteer] = {}
+        self._lock = threading.Lock()
+        self._writes: Writes | None = None
+
+    def gazetteer(self, audience: str) -> Gazetteer:
+        """The known entities of ``audience`` (loaded from the store once)."""
+        with self._lock:
+            g = self._gaz.get(audience)
+        if g is None:
+            found = self.backend.match(
+                Filter(label=NodeLabel.ENTITY, equals={"audience": audience})
+            )
+            g = Gazetteer.of(audience, (e for e in found if isinstance(e, Entity)))
+            with self._lock:
+                g = self._gaz.setdefault(audience, g)
+        return g
+
+    def forget_cache(self) -> None:
+        """Drop the in-memory entities (they are reloaded from the store when needed)."""
+        with self._lock:
+            self._gaz.clear()
+
+    def index(self, memories: Sequence[Memory]) -> KnowledgeBatch:
+        """The entities, MENTIONS and RELATES edges of ``memories``. Pure with respect to
+        the store: nothing is written and the known entities change only by
+        :meth:`confirm` once the batch is durable."""
+        batch = KnowledgeBatch()
+        touched: dict[str, Entity] = {}  # entity id -> latest version in this batch
+        for m in memories:
+            if m.status is not Status.ACTIVE:
+                continue
+            base = self.gazetteer(m.audience)
+            g = batch.gazetteers.get(m.audience)
+            if g is None:
+                g = batch.gazetteers[m.audience] = base.overlay()
+            ex = self.extractor(m.content, g.types())
+            seen_at = m.valid_from or m.created_at
+            ids: dict[str, str] = {}  # mention norm -> entity id
+            for mention in ex.mentions:
+                canon = g.resolve(mention.norm, mention.type)
+                old = g.get(canon) if canon is not None else None
+                if old is None:
+                    ent = Entity(
+                        id=entity_id(m.audience, mention.norm), name=mention.name,
+                        norm=mention.norm, type=mention.type, first_seen=seen_at,
+                        last_seen=seen_at, mention_count=1, agent_id=m.agent_id,
+                        namespace=m.namespace, visibility=m.visibility,
+                    )
+                else:
+                    aliases = old.aliases
+                    if mention.norm != old.norm and mention.name not in aliases:
+                        aliases = (*aliases, mention.name)
+                    etype = old.type
+                    if etype is EntityType.OTHER and mention.type is not EntityType.OTHER:
+                        etype = mention.type
+                    ent = old.model_copy(update={
+                        "aliases": aliases, "type": etype,
+                        "first_seen": min(old.first_seen, seen_at),
+                        "last_seen": max(old.last_seen, seen_at),
+                        "mention_count": old.mention_count + 1,
+                    })
+                g.put(ent)
+                touched[ent.id] = ent
+                if ent.id not in ids.values():
+                    batch.edges.append(Edge(
+                        type=EdgeType.MENTIONS, src=m.ref, dst=ent.ref,
+                        props={"role": mention.role},
+                    ))
+                ids[mention.norm] = ent.id
+            for rel in ex.relations:
+                src, dst = ids.get(rel.subject), ids.get(rel.object)
+                if src is None or dst is None or src == dst:
+                    continue
+                batch.edges.append(Edge(
+                    type=EdgeType.RELATES, src=(NodeLabel.ENTITY, src),
+                    dst=(NodeLabel.ENTITY, dst),
+                    props={"predicate": rel.predicate, "memory_id": m.id,
+                           "valid_from": seen_at, "valid_to": m.valid_to},
+                ))
+        batch.nodes = list(touched.values())
+        return batch
+
+    def attach(self, writes: Writes) -> None:
+        """Index every memory the write path creates, after its commit, writing the
+        entities through ``writes`` (one more transaction); prune entities left without
+        a mention when memories are deleted."""
+        self._writes = writes
+        writes.add_hook(self.on_commit)
+
+    def on_commit(self, done: Committed) -> None:
+        """The write hook (see :meth:`attach`)."""
+        writes = self._writes
+        if writes is None:
+            return
+        if done.created and not any(isinstance(n, Entity) for n in done.nodes):
+            # (an import that brings its own entities is not indexed again)
+            batch = self.index(done.created)
+            if batch:
+                writes.put(batch.nodes, batch.edges)
+                self.confirm(batch)
+        if done.deleted:
+            self.prune()
+
+    def prune(self) -> int:
+        """Delete the entities (of the audiences this indexer has loaded) that no memory
+        mentions any more — what a forget leaves behind — and return how many."""
+        writes = self._writes
+        with self._lock:
+            known = [e for g in self._gaz.values() for e in g.entities()]
+        if not known or writes is None:
+            return 0
+        sub = self.backend.expand([e.ref for e in known], [EdgeType.MENTIONS],
+                                  direction="in", depth=1, limit=1 << 30)
+        mentioned = {edge.dst.id for edge in sub.edges}
+        orphans = [e for e in known if e.id not in mentioned]
+        if orphans:
+            writes.delete_nodes([e.ref for e in orphans])
+            self.forget_cache()
+            log.info("pruned %d entities no memory mentions", len(orphans))
+        return len(orphans)
+
+    def confirm(self, batch: KnowledgeBatch) -> None:
+        """Make a written batch's entities the known ones."""
+        with self._lock:
+            for audience, g in batch.gazetteers.items():
+                base = self._gaz.get(audience)
+                if base is None:
+                    self._gaz[audience] = base = Gazetteer(audience)
+                base.absorb(g)

@@ -1,0 +1,114 @@
+"""The knowledge layer against a real store: indexing through the write path, scoping,
+resolution across memories, forget, and the read API (entities / about)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from graphmem.backends.networkx import NetworkXBackend
+from graphmem.errors import NotFound
+from graphmem.knowledge import KnowledgeIndexer, about, entities
+from graphmem.memory import GraphMemory
+from graphmem.models import EdgeType, Entity, EntityType, Filter, NodeLabel
+
+T0 = datetime(2024, 5, 1, 12, tzinfo=UTC)
+
+
+@pytest.fixture
+def kmem(tmp_path: Path) -> Iterator[GraphMemory]:
+    m = GraphMemory(NetworkXBackend(tmp_path / "k.db"), embedder=None)
+    KnowledgeIndexer(m.backend).attach(m.writes)
+    yield m
+    m.close()
+
+
+def all_entities(m: GraphMemory) -> dict[str, Entity]:
+    found = m.backend.match(Filter(label=NodeLabel.ENTITY))
+    return {e.norm: e for e in found if isinstance(e, Entity)}
+
+
+def test_remember_writes_entities_and_mentions(kmem: GraphMemory) -> None:
+    mm = kmem.remember("Melanie: I went camping in Oregon with Caroline.", agent_id="a",
+                       created_at=T0)
+    ents = all_entities(kmem)
+    assert set(ents) == {"melanie", "camping", "oregon", "caroline"}
+    assert ents["oregon"].type is EntityType.PLACE
+    assert ents["melanie"].audience == "agent:a"
+    sub = kmem.backend.expand([mm.ref], [EdgeType.MENTIONS], direction="out")
+    roles = {e.dst.id: e.props["role"] for e in sub.edges}
+    assert roles[ents["melanie"].id] == "speaker"
+    assert roles[ents["oregon"].id] == "mention"
+
+
+def test_later_memories_resolve_to_known_entities_and_count(kmem: GraphMemory) -> None:
+    kmem.remember("Caroline: Thanks, Melanie! See you soon.", agent_id="a", created_at=T0)
+    kmem.remember("Caroline: Mel, your pottery class looks fun.", agent_id="a",
+                  created_at=T0 + timedelta(days=3))
+    ents = all_entities(kmem)
+    assert "mel" not in ents  # resolved to the person the store knows
+    mel = ents["melanie"]
+    assert mel.mention_count == 2
+    assert "Mel" in mel.aliases
+    assert mel.first_seen == T0 and mel.last_seen == T0 + timedelta(days=3)
+    assert ents["caroline"].mention_count == 2
+
+
+def test_a_new_handle_loads_known_entities_from_the_store(tmp_path: Path) -> None:
+    path = tmp_path / "k.db"
+    with GraphMemory(NetworkXBackend(path), embedder=None) as m1:
+        KnowledgeIndexer(m1.backend).attach(m1.writes)
+        m1.remember("Jon: Hey Melanie, good to see you.", agent_id="a", created_at=T0)
+    with GraphMemory(NetworkXBackend(path), embedder=None) as m2:
+        KnowledgeIndexer(m2.backend).attach(m2.writes)
+        m2.remember("Jon: Mel loves it.", agent_id="a", created_at=T0)
+        ents = all_entities(m2)
+        assert ents["melanie"].mention_count == 2
+        assert "mel" not in ents
+
+
+def test_entities_are_scoped_like_memories(kmem: GraphMemory) -> None:
+    kmem.remember("Ann: I moved from Sweden last year.", agent_id="a", created_at=T0)
+    kmem.remember("Bob: It was cold in Sweden.", agent_id="b", created_at=T0)
+    ents = kmem.backend.match(Filter(label=NodeLabel.ENTITY, equals={"norm": "sweden"}))
+    assert sorted(e.audience for e in ents if isinstance(e, Entity)) == ["agent:a", "agent:b"]
+    seen_by_b = {e.norm for e in entities(kmem.backend, Filter.for_memories(agent_id="b"))}
+    assert seen_by_b == {"bob", "sweden"}
+    a_view = about(kmem.backend, "Sweden", Filter.for_memories(agent_id="a"))
+    assert [m.agent_id for m in a_view.memories] == ["a"]
+    with pytest.raises(NotFound):
+        about(kmem.backend, "Ann", Filter.for_memories(agent_id="b"))
+
+
+def test_about_lists_memories_over_time_and_relations(kmem: GraphMemory) -> None:
+    kmem.remember("Caroline: I moved from Sweden four years ago.", agent_id="a",
+                  created_at=T0 + timedelta(days=1))
+    kmem.remember("Caroline: my grandma still lives in Sweden.", agent_id="a", created_at=T0)
+    view = about(kmem.backend, "sweden", Filter.for_memories(agent_id="a"))
+    assert view.entity.type is EntityType.PLACE
+    assert [m.created_at for m in view.memories] == [T0, T0 + timedelta(days=1)]
+    assert [(r.subject, r.predicate, r.object) for r in view.relations] == [
+        ("Caroline", "moved_from", "Sweden")
+    ]
+    # an alias finds the entity too
+    kmem.remember("Ann: Caro is away.", agent_id="a", created_at=T0)
+    assert about(kmem.backend, "Caro", Filter.for_memories(agent_id="a")).entity.norm == (
+        "caroline"
+    )
+
+
+def test_forget_prunes_entities_no_memory_mentions(kmem: GraphMemory) -> None:
+    keep = kmem.remember("Jon: We loved Paris.", agent_id="a", created_at=T0)
+    gone = kmem.remember("Jon: Oslo next, with Anna.", agent_id="a", created_at=T0)
+    kmem.forget(gone.id)
+    assert set(all_entities(kmem)) == {"jon", "paris"}
+    assert keep.id  # the other memory's entities stay
+
+
+def test_superseded_and_archived_memories_are_not_indexed_again(kmem: GraphMemory) -> None:
+    m = kmem.remember("Jon: We loved Paris.", agent_id="a", created_at=T0)
+    kmem.set_status([m.id], "archived")
+    assert all_entities(kmem)["paris"].mention_count == 1
