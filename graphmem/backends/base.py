@@ -107,7 +107,12 @@ class WriteBatch:
 
 
 def _plain(v: Any) -> Any:
-    return v.value if isinstance(v, Enum) else v
+    """A value in the form every backend stores: enums by value, sequences as tuples."""
+    if isinstance(v, Enum):
+        return v.value
+    if isinstance(v, list | tuple):
+        return tuple(_plain(x) for x in v)
+    return v
 
 
 def expect_failure(

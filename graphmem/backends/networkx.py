@@ -384,8 +384,14 @@ class NetworkXBackend:
                 tkey = tlabel.value + ":" + tid
                 if tkey in succ:
                     _link(succ, pred, key, tkey, etype.value, shared[etype.value])
+        dangling = 0
         for src, etype, dst, props_s in self._db.execute("SELECT src, type, dst, props FROM edges"):
+            if src not in node_attrs or dst not in node_attrs:
+                dangling += 1  # never invent a node without properties for such an edge
+                continue
             g.add_edge(src, dst, key=etype, type=etype, **_decode_edge_props(props_s))
+        if dangling:
+            log.warning("ignored %d stored edges whose endpoints are missing", dangling)
         dim_row = self._db.execute("SELECT value FROM meta WHERE key='embedding_dim'").fetchone()
         self._dim: int | None = int(dim_row[0]) if dim_row else None
         vindex = VectorIndex(self._dim) if self._dim else None
