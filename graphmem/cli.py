@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from graphmem.config import Settings
 from graphmem.errors import ConfigError, GraphMemError
@@ -49,8 +50,8 @@ DbOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 EmbedOpt = Annotated[
     str | None,
-    typer.Option("--embedder", help="auto | none | hash | a sentence-transformers model "
-                                    "(default: settings, else auto)."),
+    typer.Option("--embedder", help="auto | onnx | onnx:int8 | torch | none | hash | a "
+                                    "sentence-transformers model (default: settings, else auto)."),
 ]
 LlmOpt = Annotated[
     str | None, typer.Option("--llm", help="offline | anthropic | none (default: settings).")
@@ -788,9 +789,23 @@ def serve(
     embedder: EmbedOpt = None,
 ) -> None:
     """Run the HTTP API (OpenAPI docs at /docs)."""
-    from graphmem.server.http import serve as run_http
+    with _server_extras():
+        from graphmem.server.http import serve as run_http
 
     run_http(_settings(url=db, embedder=embedder), host=host, port=port)
+
+
+@contextmanager
+def _server_extras() -> Iterator[None]:
+    """A plain install has no server libraries: one line saying what to install, status 2."""
+    try:
+        yield
+    except ModuleNotFoundError as e:
+        if (e.name or "graphmem").partition(".")[0] == "graphmem":
+            raise
+        typer.echo(f"error: the servers need {e.name}, which is not installed: "
+                   "pip install 'graphmem[server]'", err=True)
+        raise typer.Exit(2) from e
 
 
 class Transport(StrEnum):
@@ -811,7 +826,8 @@ def mcp(
 ) -> None:
     """Run the MCP server (stdio by default) with tools remember, recall, forget, reflect,
     context and history."""
-    from graphmem.server.mcp import run_mcp
+    with _server_extras():
+        from graphmem.server.mcp import run_mcp
 
     run_mcp(_settings(url=db, embedder=embedder), transport=transport.value,
             host=host, port=port, agent_id=agent)
@@ -835,6 +851,40 @@ def config_show(db: DbOpt = None, as_json: JsonOpt = False) -> None:
 
 def _toml_line(key: str, value: Any) -> str:
     return f"# {key} is not set" if value is None else f"{key} = {json.dumps(value)}"
+
+
+def _without_flag_hints(params: list[Any]) -> list[Any]:
+    """Flags take no value, so their help shows no ``<bool>`` value hint."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class _Command(TyperCommand):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _without_flag_hints(super().get_params(ctx))
+
+
+class _Group(TyperGroup):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _without_flag_hints(super().get_params(ctx))
+
+
+def _quiet_flags(typer_app: typer.Typer) -> None:
+    """Use the classes above wherever typer would use its defaults (unset, or a falsy
+    placeholder for the default)."""
+    if not typer_app.info.cls or typer_app.info.cls is TyperGroup:
+        typer_app.info.cls = _Group
+    for command in typer_app.registered_commands:
+        if not command.cls or command.cls is TyperCommand:
+            command.cls = _Command
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _quiet_flags(group.typer_instance)
+
+
+_quiet_flags(app)
 
 
 def main() -> None:

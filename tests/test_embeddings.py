@@ -232,3 +232,27 @@ def test_onnx_rejects_what_it_cannot_run(tmp_path: Path) -> None:
     if bundled_model_path() is not None:
         with pytest.raises(ConfigError):
             OnnxEmbedder(quantize="int4")  # type: ignore[arg-type]
+
+
+def test_cli_recall_on_an_existing_store_needs_no_torch(onnx_cache: Path, tmp_path: Path) -> None:
+    db = str(tmp_path / "cli.db")
+    env = {**os.environ, CACHE_DIR_ENV: str(onnx_cache), "HF_HUB_OFFLINE": "1"}
+    cli = [sys.executable, "-m", "graphmem.cli"]
+    for text in ("Alice drinks tea every morning", "The build server runs on Fridays"):
+        done = subprocess.run([*cli, "remember", text, "--db", db], env=env,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    code = textwrap.dedent("""
+        import sys
+        sys.argv = ["graphmem", "recall", "what does Alice drink?", "-k", "1", "--db", sys.argv[1]]
+        from graphmem.cli import main
+        try:
+            main()
+        except SystemExit as e:
+            assert not e.code, e.code
+        assert "torch" not in sys.modules, "torch was imported"
+    """)
+    done = subprocess.run([sys.executable, "-c", code, db], env=env, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    assert "Alice drinks tea" in done.stdout and done.stderr == ""
