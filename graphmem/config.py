@@ -36,6 +36,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from graphmem.errors import ConfigError
+from graphmem.reconcile import ReconcileConfig
 
 if TYPE_CHECKING:
     from graphmem.memory import GraphMemory
@@ -144,6 +145,7 @@ class Settings(_Frozen):
     anthropic_api_key: SecretStr | None = None
     anthropic_base_url: str | None = None
     lifecycle: LifecycleSettings = LifecycleSettings()
+    reconcile: ReconcileConfig = ReconcileConfig()
     server: ServerSettings = ServerSettings()
 
     # -- building ----------------------------------------------------------------------
@@ -265,7 +267,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 def _section_fields() -> dict[str, type[BaseModel]]:
-    return {"lifecycle": LifecycleSettings, "server": ServerSettings}
+    return {"lifecycle": LifecycleSettings, "reconcile": ReconcileConfig,
+            "server": ServerSettings}
 
 
 def _env_value(raw: str) -> Any:

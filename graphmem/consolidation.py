@@ -34,9 +34,11 @@ from graphmem.backends.base import Expect, GraphBackend
 from graphmem.errors import Conflict, InvalidInput, NotFound
 from graphmem.llm import (
     LLM,
+    Claim,
     Fact,
     Improvement,
     Reflection,
+    claim_of,
     is_dense,
     merge_sentences,
     tokens,
@@ -497,6 +499,17 @@ def _plan_scope(
 ) -> tuple[list[tuple[list[int], list[SimilarPair]]], int]:
     sets = [token_set(m.content) for m in members]
     raw = find_similar_pairs(sets, cfg.merge_threshold)
+    if raw:
+        # "Alice lives in Oslo" / "Alice lives in Bergen" share most tokens but contradict
+        # each other: that is a version (reconcile/improve), never a merge
+        claims: dict[int, Claim | None] = {}
+
+        def claim(i: int) -> Claim | None:
+            if i not in claims:
+                claims[i] = claim_of(members[i].content)
+            return claims[i]
+
+        raw = [(i, j, s) for i, j, s in raw if not _contradicts(claim(i), claim(j))]
     dup = _fraction(cfg.duplicate_threshold)
 
     def is_dup(i: int, j: int) -> bool:
@@ -533,6 +546,11 @@ def _plan_scope(
             continue
         out.append((g, by_root[g[0]]))
     return out, len(typed)
+
+
+def _contradicts(a: Claim | None, b: Claim | None) -> bool:
+    return (a is not None and b is not None and a.subject == b.subject
+            and a.attribute == b.attribute and a.value != b.value)
 
 
 def _apply_merges(

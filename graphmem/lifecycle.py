@@ -33,6 +33,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
+from enum import Enum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -50,7 +51,6 @@ from graphmem.consolidation import (
 from graphmem.errors import InvalidInput, NotFound
 from graphmem.llm import LLM, OfflineLLM
 from graphmem.models import (
-    EventType,
     Filter,
     Memory,
     NodeLabel,
@@ -89,35 +89,26 @@ log = logging.getLogger("graphmem.lifecycle")
 class ImportanceScorer(BaseModel):
     """Importance in 0..1 = ``base`` + boosts, clamped.
 
-    Boosts come from the event type, the agent type (``Agent.kind``), payload signals
-    (a key of the payload/metadata that is present and truthy, e.g. ``result``/``error``)
-    and words in the content.
+    The defaults are the seed's rule: base 0.5; events ``write`` +0.3, ``success`` +0.2,
+    ``completion`` +0.2, ``result`` +0.1, ``error`` -0.1. Optional boosts (empty by
+    default) come from the agent type (``Agent.kind``), payload signals (a key of the
+    metadata that is present and truthy) and words in the content.
 
-    >>> ImportanceScorer().score(event_type="error", payload={"error": "timeout"})
-    0.85
+    >>> ImportanceScorer().score(event_type="write")
+    0.8
+    >>> ImportanceScorer().score(event_type="error")
+    0.4
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    base: float = Field(default=0.3, ge=0.0, le=1.0)
+    base: float = Field(default=0.5, ge=0.0, le=1.0)
     event_boosts: dict[str, float] = Field(default_factory=lambda: {
-        EventType.ERROR.value: 0.3,
-        EventType.USER_MESSAGE.value: 0.15,
-        EventType.DELEGATION_RESPONSE.value: 0.15,
-        EventType.AGENT_RESPONSE.value: 0.1,
-        EventType.TOOL_RESULT.value: 0.1,
-        EventType.DELEGATION_REQUEST.value: 0.05,
-        EventType.TOOL_CALL.value: 0.0,
-        EventType.OBSERVATION.value: 0.0,
+        "write": 0.3, "success": 0.2, "completion": 0.2, "result": 0.1, "error": -0.1,
     })
     agent_boosts: dict[str, float] = Field(default_factory=dict)
-    signal_boosts: dict[str, float] = Field(default_factory=lambda: {
-        "error": 0.25, "result": 0.15, "decision": 0.2, "feedback": 0.2,
-    })
-    keyword_boosts: dict[str, float] = Field(default_factory=lambda: {
-        "remember": 0.2, "important": 0.15, "decided": 0.15, "always": 0.1, "never": 0.1,
-        "deadline": 0.1, "prefer": 0.1, "prefers": 0.1,
-    })
+    signal_boosts: dict[str, float] = Field(default_factory=dict)
+    keyword_boosts: dict[str, float] = Field(default_factory=dict)
 
     def score(
         self,
@@ -144,23 +135,20 @@ class ImportanceScorer(BaseModel):
 
 
 class ClassificationRules(BaseModel):
-    """Which tier a record belongs to.
+    """Which tier a record belongs to (the seed's rules, in this order).
 
-    Orchestration logs are short-term. A stored memory is long-term when its event type is
-    listed in ``long_term_events`` or its importance reaches ``long_term_importance``;
-    otherwise short-term when it is an episodic event (any event type, e.g. the listed
-    ``short_term_events``); facts without an event type are long-term.
+    Orchestration logs are short-term. Events in ``long_term_events`` (success, completion,
+    write, result) are long-term; events in ``short_term_events`` (debug, processing,
+    start, progress) are short-term; any other event is long-term when its importance
+    reaches ``long_term_importance`` (0.7), else short-term. A memory with no event type
+    (a fact stored with ``remember``) is long-term — the seed's rules classify events.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     log_tier: Tier = Tier.SHORT_TERM
-    long_term_events: tuple[str, ...] = ()
-    short_term_events: tuple[str, ...] = (
-        EventType.TOOL_CALL.value, EventType.TOOL_RESULT.value,
-        EventType.DELEGATION_REQUEST.value, EventType.DELEGATION_RESPONSE.value,
-        EventType.OBSERVATION.value,
-    )
+    long_term_events: tuple[str, ...] = ("success", "completion", "write", "result")
+    short_term_events: tuple[str, ...] = ("debug", "processing", "start", "progress")
     long_term_importance: float = Field(default=0.7, ge=0.0, le=1.0)
 
     def tier_for(
@@ -173,13 +161,13 @@ class ClassificationRules(BaseModel):
         """The tier of a log record (``kind="log"``) or of a memory."""
         if kind == "log":
             return self.log_tier
-        if event_type is not None and event_type in self.long_term_events:
+        if event_type is None:
             return Tier.LONG_TERM
-        if importance >= self.long_term_importance:
+        if event_type in self.long_term_events:
             return Tier.LONG_TERM
-        if event_type is not None:  # short_term_events and every other episodic event
+        if event_type in self.short_term_events:
             return Tier.SHORT_TERM
-        return Tier.LONG_TERM
+        return Tier.LONG_TERM if importance >= self.long_term_importance else Tier.SHORT_TERM
 
 
 # ---------------------------------------------------------------------------------------
@@ -454,6 +442,28 @@ class Lifecycle:
     @property
     def _pass_llm(self) -> LLM:
         return self.llm if self.llm is not None else self._offline
+
+    # -- write-time rules -------------------------------------------------------------
+
+    def classify(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Fill ``importance`` (the scorer) and ``tier`` (the classification rules) of a
+        memory about to be written, where the caller did not set them."""
+        event_type = data.get("event_type")
+        if isinstance(event_type, Enum):
+            event_type = event_type.value
+        if data.get("importance") is None:
+            meta = data.get("metadata")
+            data["importance"] = self.config.scorer.score(
+                content=str(data.get("content") or ""), event_type=event_type,
+                payload=meta if isinstance(meta, Mapping) else None,
+            )
+        if data.get("tier") is None:
+            importance = data["importance"]
+            data["tier"] = self.config.rules.tier_for(
+                event_type=event_type,
+                importance=importance if isinstance(importance, int | float) else 0.5,
+            )
+        return data
 
     # -- fleeting tier ----------------------------------------------------------------
 

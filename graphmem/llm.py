@@ -50,6 +50,7 @@ __all__ = [
     "LLM",
     "AnthropicLLM",
     "BaseLLM",
+    "Claim",
     "Contradiction",
     "Fact",
     "Improvement",
@@ -59,6 +60,7 @@ __all__ = [
     "Rewrite",
     "Summary",
     "SummaryPurpose",
+    "claim_of",
     "fence_memories",
     "is_dense",
     "merge_sentences",
@@ -511,6 +513,48 @@ _RELATION_RE = re.compile(
     r"address|name|role|title|timezone|manager) is)\s+(?P<obj>.+?)[.!]?$",
     re.IGNORECASE,
 )
+# words between a subject and its relation that do not change who the subject is
+_SUBJECT_FILLER = frozenset("now currently still actually recently since then also".split())
+_RELATION_ALIASES = {"lived in": "lives in", "moved to": "lives in", "is named": "is called",
+                     "name is": "is called"}
+
+
+class Claim(BaseModel):
+    """A single-valued statement: ``subject`` has ``value`` for ``attribute`` (all
+    normalised: lowercased tokens). Two claims with the same subject and attribute and
+    different values contradict each other."""
+
+    model_config = ConfigDict(frozen=True)
+
+    subject: str
+    attribute: str
+    value: str
+
+
+def claim_of(text: str) -> Claim | None:
+    """The exclusive relation a one-sentence memory states, by rules (no model).
+
+    >>> claim_of("Alice lives in Oslo.")
+    Claim(subject='alice', attribute='lives in', value='oslo')
+    >>> claim_of("Alice now moved to Bergen").value
+    'bergen'
+    >>> claim_of("Alice likes tea") is None
+    True
+    """
+    text = text.strip()
+    if not text or is_dense(text) or len(split_sentences(text)) != 1:
+        return None
+    match = _RELATION_RE.match(text)
+    if match is None:
+        return None
+    subj = [t for t in tokens(match.group("subj")) if t not in _SUBJECT_FILLER]
+    rel = " ".join(tokens(match.group("rel")))
+    value = " ".join(tokens(match.group("obj")))
+    if not subj or not value:
+        return None
+    return Claim(subject=" ".join(subj), attribute=_RELATION_ALIASES.get(rel, rel), value=value)
+
+
 _FACT_RE = re.compile(
     r"\b(?:my name is|call me|i am (?:a|an|the)\b|i'm (?:a|an|the)\b|i live|i work|i prefer|"
     r"i like|i love|i hate|i dislike|i don't like|i do not like|i always|i never|i usually|"
@@ -635,14 +679,9 @@ class OfflineLLM(BaseLLM):
         for m in memories:
             if is_dense(m.content) or len(split_sentences(m.content)) != 1:
                 continue
-            match = _RELATION_RE.match(m.content.strip())
-            if match:
-                subj = " ".join(tokens(match.group("subj")))
-                rel = " ".join(tokens(match.group("rel")))
-                rel = "lives in" if rel in ("lived in", "moved to") else rel
-                relations.setdefault((subj, rel), []).append(
-                    (m, " ".join(tokens(match.group("obj"))))
-                )
+            c = claim_of(m.content)
+            if c is not None:
+                relations.setdefault((c.subject, c.attribute), []).append((m, c.value))
         for (subj, rel), values in relations.items():
             latest, value = values[-1]
             for m, v in values[:-1]:

@@ -313,32 +313,16 @@ class GraphMemory:
                 raise InvalidInput(f"item {i}: {e}") from e
         return memories
 
-    def get(self, memory_id: str, *, scope: Scope | str | None = None) -> Memory:
-        """The memory with this id (any status); NotFound if there is none, or if
-        ``scope`` (an agent id or :class:`Scope`) may not read it."""
-        found = self.get_many([memory_id], scope=scope)
+    def get(self, memory_id: str) -> Memory:
+        """The memory with this id (any status); NotFound if there is none."""
+        found = self._backend.get(NodeLabel.MEMORY, [memory_id])
         if not found:
             raise NotFound(f"no memory {memory_id!r}")
-        return found[0]
+        return found[0]  # type: ignore[return-value]
 
-    def get_many(
-        self, memory_ids: Sequence[str], *, scope: Scope | str | None = None
-    ) -> builtins.list[Memory]:
-        """The memories that exist among these ids (and that ``scope`` may read), in order."""
-        if isinstance(memory_ids, str):
-            raise InvalidInput("memory_ids must be a list of ids, not one string")
-        found: builtins.list[Memory] = self._backend.get(  # type: ignore[assignment]
-            NodeLabel.MEMORY, memory_ids)
-        return self._readable(found, scope)
-
-    def _readable(
-        self, memories: builtins.list[Memory], scope: Scope | str | None
-    ) -> builtins.list[Memory]:
-        """The one read check of every read path: what ``scope`` may read, in order."""
-        if scope is None:
-            return memories
-        allowed = set(self.namespaces.audiences(scope))
-        return [m for m in memories if m.audience in allowed]
+    def get_many(self, memory_ids: Sequence[str]) -> builtins.list[Memory]:
+        """The memories that exist among these ids, in order."""
+        return self._backend.get(NodeLabel.MEMORY, memory_ids)  # type: ignore[return-value]
 
     def update(
         self,
@@ -434,64 +418,45 @@ class GraphMemory:
         offset: int = 0,
         order_by: str = "created_at",
         descending: bool = True,
-        scope: Scope | str | None = None,
     ) -> builtins.list[Memory]:
-        """Memories matching the filters (``status=None`` for every status), newest first;
-        with ``scope``, only those it may read."""
-        flt = self._recall_filter(
+        """Memories matching the filters (``status=None`` for every status), newest first."""
+        flt = Filter.for_memories(
             agent_id=agent_id, run_id=run_id, namespace=namespace, category=category,
             tier=tier, event_type=event_type, status=status, tags=tags, since=since,
-            until=until, metadata=metadata, scope=scope,
+            until=until, metadata=metadata,
         )
         return self._backend.match(  # type: ignore[return-value]
             flt, limit=limit, offset=offset, order_by=order_by, descending=descending
         )
 
-    def count(self, *, scope: Scope | str | None = None, **filters: Any) -> int:
+    def count(self, **filters: Any) -> int:
         """How many memories match (same keyword filters as :meth:`list`)."""
-        status = filters.pop("status", "active")
-        return self._backend.count(self._recall_filter(scope=scope, status=status, **filters))
+        return self._backend.count(Filter.for_memories(**filters))
 
-    def history(
-        self, memory_id: str, *, scope: Scope | str | None = None
-    ) -> builtins.list[Memory]:
-        """Every version connected to this memory by SUPERSEDES, oldest first. With
-        ``scope``, versions it may not read are left out (a version moved into another
-        namespace keeps its old content there)."""
-        self.get(memory_id, scope=scope)
+    def history(self, memory_id: str) -> builtins.list[Memory]:
+        """Every version connected to this memory by SUPERSEDES, oldest first."""
+        self.get(memory_id)
         sub = self._backend.expand(
             [NodeRef(NodeLabel.MEMORY, memory_id)], [EdgeType.SUPERSEDES],
             direction="both", depth=10_000, limit=100_000,
         )
-        versions = self._readable([n for n in sub.nodes if isinstance(n, Memory)], scope)
+        versions = [n for n in sub.nodes if isinstance(n, Memory)]
         return sorted(versions, key=lambda m: (m.valid_from or m.created_at, m.created_at, m.id))
 
-    def current(self, memory_id: str, *, scope: Scope | str | None = None) -> Memory:
+    def current(self, memory_id: str) -> Memory:
         """The newest active version in this memory's history."""
-        versions = [m for m in self.history(memory_id, scope=scope)
-                    if m.status is Status.ACTIVE]
+        versions = [m for m in self.history(memory_id) if m.status is Status.ACTIVE]
         if not versions:
             raise NotFound(f"memory {memory_id!r} has no active version")
         return versions[-1]
 
-    def provenance(
-        self, memory_id: str, *, depth: int = 10, scope: Scope | str | None = None
-    ) -> Subgraph:
-        """The DERIVED_FROM / SUPERSEDES tree below a memory (what it was made from); with
-        ``scope``, without the memories it may not read (and their edges)."""
-        self.get(memory_id, scope=scope)
-        sub = self._backend.expand(
+    def provenance(self, memory_id: str, *, depth: int = 10) -> Subgraph:
+        """The DERIVED_FROM / SUPERSEDES tree below a memory (what it was made from)."""
+        self.get(memory_id)
+        return self._backend.expand(
             [NodeRef(NodeLabel.MEMORY, memory_id)],
             [EdgeType.DERIVED_FROM, EdgeType.SUPERSEDES],
             direction="out", depth=depth,
-        )
-        if scope is None:
-            return sub
-        keep = {m.ref.key for m in self._readable(
-            [n for n in sub.nodes if isinstance(n, Memory)], scope)}
-        return Subgraph(
-            nodes=tuple(n for n in sub.nodes if n.ref.key in keep),
-            edges=tuple(e for e in sub.edges if e.src.key in keep and e.dst.key in keep),
         )
 
     def recall(
@@ -765,12 +730,9 @@ class GraphMemory:
         event_types: Sequence[str] | None = None,
         limit: int | None = None,
         status: str | Sequence[str] | None = None,
-        scope: Scope | str | None = None,
     ) -> builtins.list[Memory]:
-        """A run's events in order (optionally only some types; with ``scope``, only
-        those it may read)."""
-        flt = self._recall_filter(run_id=run_id, event_type=event_types, status=status,
-                                  scope=scope)
+        """A run's events in order (optionally only some types)."""
+        flt = Filter.for_memories(run_id=run_id, event_type=event_types, status=status)
         events: builtins.list[Memory] = self._backend.match(flt, order_by="seq")  # type: ignore[assignment]
         return events if limit is None else events[-limit:] if limit > 0 else []
 

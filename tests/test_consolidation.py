@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphmem.backends.base import GraphBackend
+from graphmem.config import Settings
 from graphmem.consolidation import (
     ConsolidationConfig,
     brute_force_pairs,
@@ -32,6 +33,7 @@ from tests.llm.anthropic_stub import StubAnthropic
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
+NO_RECONCILE = Settings(reconcile={"mode": "off"})  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------------------
@@ -112,7 +114,9 @@ def test_groups_are_transitive() -> None:
 
 @pytest.fixture
 def store(backend: GraphBackend) -> Iterator[GraphMemory]:
-    m = GraphMemory(backend, embedder=None, owns_backend=False, clock=lambda: NOW)
+    # these tests build duplicates and contradictions on purpose
+    m = GraphMemory(backend, embedder=None, owns_backend=False,
+                    settings=NO_RECONCILE, clock=lambda: NOW)
     yield m
     m.close()
 

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from graphmem.backends.base import GraphBackend
+from graphmem.config import Settings
 from graphmem.errors import InvalidInput, NotFound
 from graphmem.lifecycle import (
     AgentRetention,
@@ -27,6 +28,7 @@ from graphmem.memory import GraphMemory
 from graphmem.models import EdgeType, Memory, NodeLabel, NodeRef, Status, Tier
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
+NO_RECONCILE = Settings(reconcile={"mode": "off"})  # type: ignore[arg-type]
 DAY = timedelta(days=1)
 
 
@@ -35,7 +37,11 @@ DAY = timedelta(days=1)
 
 
 def test_importance_scorer_boosts_and_clamps() -> None:
-    s = ImportanceScorer()
+    s = ImportanceScorer(
+        base=0.3, event_boosts={"error": 0.3, "tool_result": 0.1},
+        signal_boosts={"error": 0.25, "result": 0.15},
+        keyword_boosts={"remember": 0.2, "important": 0.15},
+    )
     assert s.score() == 0.3
     assert s.score(event_type="tool_call") == 0.3
     assert s.score(event_type="error", payload={"error": "timeout"}) == 0.85
@@ -44,6 +50,7 @@ def test_importance_scorer_boosts_and_clamps() -> None:
     custom = ImportanceScorer(base=0.9, agent_boosts={"planner": 0.5})
     assert custom.score(agent_kind="planner") == 1.0
     assert custom.score(agent_kind="worker") == 0.9
+    assert ImportanceScorer(base=0.05).score(event_type="error") == 0.0  # clamped
 
 
 def test_classification_rules() -> None:
@@ -107,7 +114,9 @@ def clock() -> Clock:
 
 @pytest.fixture
 def mem(backend: GraphBackend, clock: Clock) -> Iterator[GraphMemory]:
-    m = GraphMemory(backend, embedder=None, owns_backend=False, clock=clock)
+    # these tests build duplicates and contradictions on purpose
+    m = GraphMemory(backend, embedder=None, owns_backend=False,
+                    settings=NO_RECONCILE, clock=clock)
     yield m
     m.close()
 

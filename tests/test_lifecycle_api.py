@@ -9,17 +9,21 @@ from datetime import UTC, datetime
 import pytest
 
 from graphmem.backends.base import GraphBackend
+from graphmem.config import Settings
 from graphmem.errors import InvalidInput, NotFound
 from graphmem.lifecycle import LifecycleConfig, config_from_settings
 from graphmem.memory import GraphMemory
 from graphmem.models import Status, Tier
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
+NO_RECONCILE = Settings(reconcile={"mode": "off"})  # type: ignore[arg-type]
 
 
 @pytest.fixture
 def mem(backend: GraphBackend) -> Iterator[GraphMemory]:
-    m = GraphMemory(backend, embedder=None, owns_backend=False, clock=lambda: NOW)
+    # these tests build duplicates and contradictions on purpose
+    m = GraphMemory(backend, embedder=None, owns_backend=False,
+                    settings=NO_RECONCILE, clock=lambda: NOW)
     yield m
     m.close()
 
@@ -92,7 +96,6 @@ def test_write_path_refreshes_short_term_tier(mem: GraphMemory) -> None:
 
 
 def test_config_from_settings() -> None:
-    from graphmem.config import Settings
 
     cfg = config_from_settings(Settings())
     assert cfg.promote_importance == 0.5 and cfg.consolidation.merge_threshold == 0.6

@@ -1,0 +1,194 @@
+"""Reconcile on write: a new memory is compared with what its scope already holds.
+
+In the same scope (agent, namespace, visibility and user — a memory never reconciles
+with one its author could not see), before the write:
+
+- an **exact duplicate** (same content hash) is not stored again: the existing memory is
+  touched (its access count, hence its trust, goes up) and returned;
+- a **contradiction** — both state the same single-valued attribute of the same subject
+  (``Alice lives in Oslo`` / ``Alice lives in Bergen``, see :func:`graphmem.llm.claim_of`)
+  with different values — makes the new memory a version that SUPERSEDES the old one with
+  the reason; with ``mode="llm"`` the configured LLM is also asked when the rules find none;
+- a **near-duplicate** (token Jaccard >= ``near_threshold``) is, per ``near_duplicates``,
+  ``link``-ed (the new memory records ``metadata.near_duplicate_of`` and the similarity),
+  ``supersede``-d (the new wording replaces the old as a new version), or ``keep``-t as is.
+
+Nothing is overwritten: the old memory stays in ``history()`` as ``superseded``, and
+``forget(new_id, cascade=False)`` undoes the reconciliation (``forget`` restores what only
+the forgotten memory superseded). :class:`ReconcileResult` says which of these happened.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from graphmem.errors import Conflict, LLMError
+from graphmem.llm import LLM, claim_of, tokens
+from graphmem.models import Filter, Memory, NodeLabel, TextQuery, validated
+from graphmem.writes import Writes
+
+__all__ = ["ReconcileAction", "ReconcileConfig", "ReconcileResult", "reconcile"]
+
+log = logging.getLogger("graphmem.reconcile")
+
+ReconcileMode = Literal["auto", "off", "llm"]
+NearDuplicatePolicy = Literal["link", "supersede", "keep"]
+ReconcileAction = Literal["created", "duplicate", "superseded", "linked"]
+
+
+class ReconcileConfig(BaseModel):
+    """How a write is reconciled with the memories already in its scope."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: ReconcileMode = "auto"
+    near_duplicates: NearDuplicatePolicy = "link"
+    near_threshold: float = Field(default=0.7, gt=0.0, le=1.0)
+    candidates: int = Field(default=20, ge=1, le=1000)
+
+
+class ReconcileResult(BaseModel):
+    """What a reconciled write did.
+
+    ``action``: ``created`` (a new memory, nothing related found), ``duplicate`` (nothing
+    written; ``memory`` is the existing one, touched), ``superseded`` (``memory`` is new and
+    SUPERSEDES ``related_ids``: a contradiction, or a near-duplicate under the
+    ``supersede`` policy), ``linked`` (``memory`` is new and names the near-duplicate in
+    ``metadata.near_duplicate_of``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    action: ReconcileAction
+    memory: Memory
+    related_ids: tuple[str, ...] = ()
+    reason: str | None = None
+
+    @property
+    def duplicate(self) -> bool:
+        """True when nothing was written because the memory already existed."""
+        return self.action == "duplicate"
+
+
+def _same_scope(a: Memory, b: Memory) -> bool:
+    return (a.agent_id == b.agent_id and a.namespace == b.namespace
+            and a.visibility is b.visibility
+            and a.metadata.get("user_id") == b.metadata.get("user_id"))
+
+
+def _jaccard(a: str, b: str) -> float:
+    ta, tb = set(tokens(a)), set(tokens(b))
+    union = len(ta | tb)
+    return len(ta & tb) / union if union else 0.0
+
+
+def reconcile(
+    writes: Writes,
+    memory: Memory,
+    *,
+    config: ReconcileConfig | None = None,
+    llm: LLM | None = None,
+    now: datetime | None = None,
+) -> ReconcileResult:
+    """Write ``memory`` reconciled with its scope (see the module docstring)."""
+    cfg = config or ReconcileConfig()
+    if cfg.mode == "off":
+        return ReconcileResult(action="created", memory=writes.create([memory])[0])
+    for attempt in range(3):
+        try:
+            return _reconcile(writes, memory, cfg, llm, now or writes.now())
+        except Conflict:
+            # an old version changed between the read and the write: look again
+            if attempt == 2:
+                raise
+            log.info("reconcile: the store changed meanwhile; reconciling again")
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _reconcile(
+    writes: Writes, memory: Memory, cfg: ReconcileConfig, llm: LLM | None, now: datetime,
+) -> ReconcileResult:
+    backend = writes.backend
+    scope = {"agent_id": memory.agent_id, "namespace": memory.namespace, "status": "active"}
+    exact = [m for m in backend.match(
+        validated(Filter, {"equals": {**scope, "content_hash": memory.content_hash}}), limit=20)
+        if isinstance(m, Memory) and _same_scope(m, memory)]
+    if exact:
+        found = exact[0]
+        backend.touch([found.id], now)
+        fresh = backend.get(NodeLabel.MEMORY, [found.id])
+        current = fresh[0] if fresh and isinstance(fresh[0], Memory) else found
+        log.debug("reconcile: exact duplicate of %s", found.id)
+        return ReconcileResult(action="duplicate", memory=current, related_ids=(found.id,),
+                               reason="exact duplicate in the same scope")
+    hits = backend.search_text(TextQuery(
+        text=memory.content[:10_000], filter=validated(Filter, {"equals": scope}),
+        k=cfg.candidates))
+    candidates = [h.node for h in hits if h.node.id != memory.id and _same_scope(h.node, memory)]
+    claim = claim_of(memory.content)
+    if claim is not None:
+        olds: list[Memory] = []
+        values: list[str] = []
+        for c in candidates:
+            other = claim_of(c.content)
+            if (other is not None and other.subject == claim.subject
+                    and other.attribute == claim.attribute and other.value != claim.value):
+                olds.append(c)
+                values.append(other.value)
+        if olds:
+            reason = (f"contradiction: {claim.subject!r} {claim.attribute} {claim.value!r}, "
+                      f"not {', '.join(repr(v) for v in dict.fromkeys(values))}")
+            return _supersede(writes, olds, memory, reason)
+    if cfg.mode == "llm" and llm is not None and candidates:
+        losers = _llm_contradictions(llm, candidates, memory)
+        if losers:
+            return _supersede(writes, losers[0], memory, losers[1])
+    best: tuple[float, Memory] | None = None
+    for c in candidates:
+        s = _jaccard(c.content, memory.content)
+        if s >= cfg.near_threshold and (best is None or s > best[0]):
+            best = (s, c)
+    if best is not None and cfg.near_duplicates != "keep":
+        sim, near = best
+        if cfg.near_duplicates == "supersede":
+            return _supersede(writes, [near], memory,
+                              f"near-duplicate restated (token jaccard {sim:.2f})")
+        linked = memory.evolve(metadata={**memory.metadata, "near_duplicate_of": near.id,
+                                         "near_duplicate_similarity": round(sim, 4)})
+        [written] = writes.create([linked])
+        return ReconcileResult(action="linked", memory=written, related_ids=(near.id,),
+                               reason=f"near-duplicate (token jaccard {sim:.2f})")
+    return ReconcileResult(action="created", memory=writes.create([memory])[0])
+
+
+def _supersede(
+    writes: Writes, olds: Sequence[Memory], memory: Memory, reason: str
+) -> ReconcileResult:
+    written = writes.supersede(olds, memory, reason=reason, pass_name=None)
+    log.debug("reconcile: %s supersedes %d memories", written.id, len(olds))
+    return ReconcileResult(action="superseded", memory=written,
+                           related_ids=tuple(m.id for m in olds), reason=reason)
+
+
+def _llm_contradictions(
+    llm: LLM, candidates: Sequence[Memory], memory: Memory
+) -> tuple[list[Memory], str] | None:
+    """The candidates the LLM says ``memory`` contradicts (it keeps the new one), or None;
+    a failed call is logged and treated as "none" (the write goes on)."""
+    ordered = sorted(candidates, key=lambda m: (m.valid_from or m.created_at, m.id))
+    try:
+        imp = llm.improve([*ordered, memory])
+    except LLMError as e:
+        log.warning("reconcile: LLM contradiction check failed (%s); rules only",
+                    type(e).__name__)
+        return None
+    by_id = {m.id: m for m in ordered}
+    for c in imp.contradictions:
+        losers = [by_id[i] for i in c.superseded_ids if i in by_id]
+        if c.keep_id == memory.id and losers:
+            return losers, c.reason
+    return None

@@ -1,0 +1,166 @@
+"""Reconcile on write and the write-time lifecycle rules (importance, tier), on every
+backend through the public API."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from graphmem.backends.base import GraphBackend
+from graphmem.config import Settings
+from graphmem.errors import InvalidInput
+from graphmem.lifecycle import ClassificationRules, ImportanceScorer, LifecycleConfig
+from graphmem.llm import claim_of
+from graphmem.memory import GraphMemory
+from graphmem.models import Status, Tier
+
+NOW = datetime(2024, 6, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def mem(backend: GraphBackend) -> Iterator[GraphMemory]:
+    m = GraphMemory(backend, embedder=None, owns_backend=False, clock=lambda: NOW)
+    yield m
+    m.close()
+
+
+def statuses(mem: GraphMemory) -> list[tuple[str, str]]:
+    return sorted((m.content, m.status.value) for m in mem.list(status=None))
+
+
+# ---------------------------------------------------------------------------------------
+# reconcile
+
+
+def test_exact_duplicate_returns_the_existing_memory_touched(mem: GraphMemory) -> None:
+    first = mem.remember("Alice prefers tea", agent_id="a")
+    assert mem.last_reconcile is not None and mem.last_reconcile.action == "created"
+    again = mem.remember("Alice prefers tea", agent_id="a")
+    assert again.id == first.id
+    assert mem.last_reconcile.duplicate and mem.last_reconcile.related_ids == (first.id,)
+    assert mem.get(first.id).access_count == 1
+    assert mem.count(status=None) == 1
+
+
+def test_duplicate_in_another_scope_is_a_new_memory(mem: GraphMemory) -> None:
+    mem.remember("Alice prefers tea", agent_id="a")
+    mem.remember("Alice prefers tea", agent_id="b")
+    mem.remember("Alice prefers tea", agent_id="a", namespace="other")
+    mem.remember("Alice prefers tea", agent_id="a", visibility="org")
+    mem.remember("Alice prefers tea", agent_id="a", user_id="u1")
+    assert mem.count(status="active") == 5
+    assert mem.last_reconcile is not None and mem.last_reconcile.action == "created"
+
+
+def test_contradiction_supersedes_the_old_version_offline(mem: GraphMemory) -> None:
+    oslo = mem.remember("Alice lives in Oslo", agent_id="a")
+    bergen = mem.remember("Alice lives in Bergen", agent_id="a")
+    result = mem.last_reconcile
+    assert result is not None and result.action == "superseded"
+    assert result.related_ids == (oslo.id,) and "oslo" in (result.reason or "")
+    assert statuses(mem) == [("Alice lives in Bergen", "active"),
+                             ("Alice lives in Oslo", "superseded")]
+    assert [m.id for m in mem.history(bergen.id)] == [oslo.id, bergen.id]
+    # reversible: forgetting only the new version brings the old one back
+    mem.forget(bergen.id, cascade=False)
+    assert statuses(mem) == [("Alice lives in Oslo", "active")]
+
+
+def test_same_value_or_other_subject_is_no_contradiction(mem: GraphMemory) -> None:
+    mem.remember("Alice lives in Oslo", agent_id="a")
+    mem.remember("Bob lives in Bergen", agent_id="a")
+    mem.remember("Alice works at Acme", agent_id="a")
+    assert mem.count(status="active") == 3
+
+
+def test_near_duplicate_is_linked_by_default(mem: GraphMemory) -> None:
+    old = mem.remember("The nightly backup runs at two in the morning", agent_id="a")
+    new = mem.remember("The nightly backup runs at two in the morning UTC", agent_id="a")
+    assert mem.last_reconcile is not None and mem.last_reconcile.action == "linked"
+    assert new.metadata["near_duplicate_of"] == old.id
+    assert mem.get(old.id).status is Status.ACTIVE
+
+
+def test_near_duplicate_supersede_policy(backend: GraphBackend) -> None:
+    settings = Settings(reconcile={"near_duplicates": "supersede"})  # type: ignore[arg-type]
+    mem = GraphMemory(backend, embedder=None, owns_backend=False, clock=lambda: NOW,
+                      settings=settings)
+    old = mem.remember("The nightly backup runs at two in the morning", agent_id="a")
+    mem.remember("The nightly backup runs at two in the morning UTC", agent_id="a")
+    assert mem.last_reconcile is not None and mem.last_reconcile.action == "superseded"
+    assert mem.get(old.id).status is Status.SUPERSEDED
+
+
+def test_reconcile_off_stores_copies(mem: GraphMemory) -> None:
+    mem.remember("Alice lives in Oslo", reconcile="off")
+    mem.remember("Alice lives in Oslo", reconcile="off")
+    mem.remember("Alice lives in Bergen", reconcile="off")
+    assert mem.count(status="active") == 3
+    with pytest.raises(InvalidInput):
+        mem.remember("x", reconcile="sometimes")
+
+
+def test_consolidation_does_not_merge_a_contradiction(mem: GraphMemory) -> None:
+    mem.remember("Alice lives in Oslo", reconcile="off")
+    mem.remember("Alice lives in Bergen", reconcile="off")
+    report = mem.consolidate()
+    assert report.groups == ()
+    assert statuses(mem) == [("Alice lives in Bergen", "active"),
+                             ("Alice lives in Oslo", "active")]
+
+
+def test_claims() -> None:
+    assert claim_of("Alice lives in Oslo.") == claim_of("Alice now lives in Oslo")
+    assert claim_of("Alice moved to Oslo") == claim_of("Alice lives in Oslo")
+    assert claim_of("Alice likes tea") is None
+    assert claim_of("Alice lives in Oslo. Bob lives in Rome.") is None
+
+
+def test_user_id_is_a_filter_and_recall_scope(mem: GraphMemory) -> None:
+    mem.remember("prefers window seats", user_id="u1")
+    mem.remember("prefers aisle seats", user_id="u2")
+    assert [r.memory.content for r in mem.recall("seats", user_id="u1")] == [
+        "prefers window seats"]
+    assert mem.count(metadata={"user_id": "u2"}) == 1
+
+
+# ---------------------------------------------------------------------------------------
+# write-time lifecycle rules (seed defaults)
+
+
+def test_seed_importance_and_tiers() -> None:
+    s = ImportanceScorer()
+    assert s.score() == 0.5
+    assert [s.score(event_type=e) for e in ("write", "success", "completion", "result",
+                                             "error", "debug")] == [0.8, 0.7, 0.7, 0.6, 0.4, 0.5]
+    r = ClassificationRules()
+    assert r.tier_for(kind="log", importance=1.0) is Tier.SHORT_TERM
+    assert r.tier_for(event_type="result", importance=0.0) is Tier.LONG_TERM
+    assert r.tier_for(event_type="debug", importance=1.0) is Tier.SHORT_TERM
+    assert r.tier_for(event_type="user_message", importance=0.7) is Tier.LONG_TERM
+    assert r.tier_for(event_type="user_message", importance=0.69) is Tier.SHORT_TERM
+    assert r.tier_for(importance=0.1) is Tier.LONG_TERM  # a fact, not an event
+
+
+def test_events_are_scored_and_classified_on_write(mem: GraphMemory) -> None:
+    err = mem.add_event("r1", "error", "the upload failed")
+    wrote = mem.add_event("r1", "write", "wrote report.pdf")
+    given = mem.add_event("r1", "error", "disk full", importance=0.9, tier="long_term")
+    assert (err.importance, err.tier) == (0.4, Tier.SHORT_TERM)
+    assert (wrote.importance, wrote.tier) == (0.8, Tier.LONG_TERM)
+    assert (given.importance, given.tier) == (0.9, Tier.LONG_TERM)
+    fact = mem.remember("Alice prefers tea", event_type="result")
+    assert (fact.importance, fact.tier) == (0.6, Tier.LONG_TERM)
+
+
+def test_configured_scorer_and_rules_are_used(mem: GraphMemory) -> None:
+    mem.configure_lifecycle(LifecycleConfig(
+        scorer=ImportanceScorer(base=0.2, event_boosts={"alert": 0.6}),
+        rules=ClassificationRules(long_term_events=("alert",)),
+    ))
+    e = mem.add_event("r1", "alert", "pager fired")
+    assert (e.importance, e.tier) == (0.8, Tier.LONG_TERM)
+    m = mem.remember("a note")
+    assert m.importance == 0.2
