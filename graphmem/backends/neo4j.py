@@ -43,7 +43,14 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import numpy as np
 
-from graphmem.backends.base import STRUCTURAL, Direction, structural_targets
+from graphmem.backends.base import (
+    STRUCTURAL,
+    Direction,
+    Expect,
+    WriteBatch,
+    expect_failure,
+    structural_targets,
+)
 from graphmem.errors import (
     BackendError,
     BackendUnavailable,
@@ -122,6 +129,7 @@ SCHEMA_QUERIES: tuple[str, ...] = (
     "schema/log_entry_id_unique",
     "schema/payload_id_unique",
     "schema/namespace_id_unique",
+    "schema/entity_id_unique",
     "schema/memory_agent_id",
     "schema/memory_run_id",
     "schema/memory_namespace",
@@ -147,6 +155,7 @@ UPSERT_QUERIES: dict[NodeLabel, str] = {
     NodeLabel.LOG_ENTRY: "nodes/log_entry_upsert",
     NodeLabel.PAYLOAD: "nodes/payload_upsert",
     NodeLabel.NAMESPACE: "nodes/namespace_upsert",
+    NodeLabel.ENTITY: "nodes/entity_upsert",
 }
 GET_QUERIES: dict[NodeLabel, str] = {
     NodeLabel.MEMORY: "nodes/memory_get",
@@ -158,6 +167,7 @@ GET_QUERIES: dict[NodeLabel, str] = {
     NodeLabel.LOG_ENTRY: "nodes/log_entry_get",
     NodeLabel.PAYLOAD: "nodes/payload_get",
     NodeLabel.NAMESPACE: "nodes/namespace_get",
+    NodeLabel.ENTITY: "nodes/entity_get",
 }
 STRUCTURAL_SHAPES: dict[NodeLabel, frozenset[tuple[EdgeType, NodeLabel]]] = {
     NodeLabel.MEMORY: frozenset({
@@ -176,14 +186,28 @@ STRUCTURAL_SHAPES: dict[NodeLabel, frozenset[tuple[EdgeType, NodeLabel]]] = {
 target, ``run`` for a Run target, ``tags`` for Tag targets). Must describe exactly what
 :func:`graphmem.backends.base.structural_targets` yields (a unit test checks)."""
 
-EDGE_UPSERT_QUERIES: dict[EdgeType, str] = {
-    EdgeType.SUPERSEDES: "edges/supersedes_upsert",
-    EdgeType.DERIVED_FROM: "edges/derived_from_upsert",
-    EdgeType.NEXT: "edges/next_upsert",
-    EdgeType.RECORDS: "edges/records_upsert",
-    EdgeType.REFERENCES: "edges/references_upsert",
-    EdgeType.CHILD_OF: "edges/child_of_upsert",
+EDGE_UPSERT_QUERIES: dict[tuple[EdgeType, NodeLabel, NodeLabel], str] = {
+    (EdgeType.SUPERSEDES, NodeLabel.MEMORY, NodeLabel.MEMORY): "edges/supersedes_upsert",
+    (EdgeType.SUPERSEDES, NodeLabel.ORG_FACT, NodeLabel.ORG_FACT):
+        "edges/org_fact_supersedes_upsert",
+    (EdgeType.DERIVED_FROM, NodeLabel.MEMORY, NodeLabel.MEMORY): "edges/derived_from_upsert",
+    (EdgeType.DERIVED_FROM, NodeLabel.ORG_FACT, NodeLabel.MEMORY):
+        "edges/org_fact_derived_from_upsert",
+    (EdgeType.DERIVED_FROM, NodeLabel.MEMORY, NodeLabel.ORG_FACT):
+        "edges/derived_from_org_fact_upsert",
+    (EdgeType.NEXT, NodeLabel.MEMORY, NodeLabel.MEMORY): "edges/next_upsert",
+    (EdgeType.NEXT, NodeLabel.LOG_ENTRY, NodeLabel.LOG_ENTRY): "edges/log_entry_next_upsert",
+    (EdgeType.RECORDS, NodeLabel.ORG_OPERATION, NodeLabel.ORG_FACT): "edges/records_upsert",
+    (EdgeType.REFERENCES, NodeLabel.LOG_ENTRY, NodeLabel.PAYLOAD): "edges/references_upsert",
+    (EdgeType.CHILD_OF, NodeLabel.LOG_ENTRY, NodeLabel.LOG_ENTRY): "edges/child_of_upsert",
+    (EdgeType.MENTIONS, NodeLabel.MEMORY, NodeLabel.ENTITY):
+        "edges/memory_mentions_entity_upsert",
+    (EdgeType.RELATES, NodeLabel.ENTITY, NodeLabel.ENTITY): "edges/entity_relates_upsert",
 }
+"""The upsert file of each (edge type, source label, target label) that callers write (the
+structural edges are written by the node upserts). Endpoints are matched by id."""
+Q_HUBS = "nodes/hubs"
+VECTOR_INDEX_EXACT_QUERY = "schema/memory_embedding_vector_exact"
 Q_DELETE_NODES = "nodes/delete"
 Q_TOUCH = "nodes/touch"
 Q_SCAN_NODES = "nodes/scan"
@@ -202,6 +226,8 @@ Q_CLEAR = "admin/clear"
 QUERY_NAMES: tuple[str, ...] = (
     *SCHEMA_QUERIES,
     VECTOR_INDEX_QUERY,
+    VECTOR_INDEX_EXACT_QUERY,
+    Q_HUBS,
     *UPSERT_QUERIES.values(),
     *GET_QUERIES.values(),
     *EDGE_UPSERT_QUERIES.values(),
@@ -233,6 +259,7 @@ _UPSERT_ORDER = (
     NodeLabel.LOG_ENTRY,
     NodeLabel.PAYLOAD,
     NodeLabel.NAMESPACE,
+    NodeLabel.ENTITY,
 )
 _ALL_LABELS = [label.value for label in NodeLabel]
 _ALL_TYPES = [t.value for t in EdgeType]
@@ -565,10 +592,209 @@ def _compile_vector_plan(flt: Filter) -> tuple[str, dict[str, Any]]:
     """How many memories match ``flt`` and how many there are (to choose a search plan)."""
     clauses, params = compile_where(flt)
     text = (
-        f"MATCH (n:Memory){_where(clauses)}\nWITH count(n) AS matched\n"
-        "CALL { MATCH (m:Memory) RETURN count(m) AS total }\nRETURN matched, total"
+        f"RETURN COUNT {{ MATCH (n:Memory){_where(clauses)} }} AS matched,\n"
+        "       COUNT { (:Memory) } AS total"
     )
     return text, params
+
+
+def compose(
+    parts: Sequence[tuple[str, Mapping[str, Any]]], *, counted: Sequence[int] = ()
+) -> tuple[str, dict[str, Any]]:
+    """One statement that runs several write statements in order (one round trip).
+
+    Each part's parameters are renamed ``$p<i>_<name>``, and an aggregation ``WITH
+    count(*) AS c<i>`` ends each part (all of its rows are written before the next part
+    starts, and a part with no rows does not stop the next one). The statement returns
+    ``c<i>`` for the parts listed in ``counted``: the rows that part ended with (for an
+    edge upsert, the edges whose two ends exist). A part must end with an update clause (no
+    ``RETURN``), and a part after a counted one must have no ``WITH`` of its own (it would
+    drop the count).
+    """
+    if not parts:
+        raise QueryFailed("internal error: nothing to compose")
+    texts: list[str] = []
+    params: dict[str, Any] = {}
+    carried: list[str] = []
+    for i, (text, part_params) in enumerate(parts):
+        structure = strip_literals(text)
+        if re.search(r"\bRETURN\b", structure, re.IGNORECASE):
+            raise QueryFailed("internal error: a composed part must not RETURN")
+        if carried and re.search(r"\bWITH\b", structure, re.IGNORECASE):
+            raise QueryFailed("internal error: a part with WITH follows a counted part")
+        pieces: list[str] = []
+        last = 0
+        for m in _PARAM_USE.finditer(structure):
+            pieces.append(text[last : m.start()] + f"$p{i}_{m.group(1)}")
+            last = m.end()
+        pieces.append(text[last:])
+        texts.append("".join(pieces))
+        params.update({f"p{i}_{k}": v for k, v in part_params.items()})
+        texts.append("WITH " + "".join(f"{c}, " for c in carried) + f"count(*) AS c{i}")
+        if i in counted:
+            carried.append(f"c{i}")
+    texts.append("RETURN " + ", ".join([*carried, f"c{len(parts) - 1}"][: max(len(carried), 1)]))
+    return "\n".join(texts), params
+
+
+LOCK_PROPERTY = "_graphmem_lock"
+"""Set and removed in one statement: takes the node's write lock until the transaction
+ends, so that a precondition read after it cannot be changed by another writer before the
+write commits (Neo4j's documented way to avoid lost updates)."""
+
+
+def compile_check(expects: Sequence[Any]) -> tuple[str, dict[str, Any]]:
+    """The statement that locks the nodes of these preconditions (``Expect`` values) and
+    returns, per existing node, ``label, id, props`` and the ids of the nodes with an edge of
+    the expected types into it (``sources``). One ``UNION ALL`` branch per label; labels and
+    types are allowlisted, ids are parameters."""
+    by_label: dict[NodeLabel, dict[str, set[str]]] = defaultdict(dict)
+    for ex in expects:
+        types = by_label[ex.ref.label].setdefault(ex.ref.id, set())
+        types.update(EdgeType(t).value for t in ex.incoming)
+    branches: list[str] = []
+    params: dict[str, Any] = {}
+    for i, (label, ids) in enumerate(sorted(by_label.items(), key=lambda kv: kv[0].value)):
+        lab = _label(label)
+        params[f"ids{i}"] = sorted(ids)
+        params[f"types{i}"] = sorted({t for ts in ids.values() for t in ts})
+        branches.append(
+            f"UNWIND $ids{i} AS id\n"
+            f"MATCH (n:{lab} {{id: id}})\n"
+            f"SET n.{LOCK_PROPERTY} = true\n"
+            f"REMOVE n.{LOCK_PROPERTY}\n"
+            f"RETURN '{lab}' AS label, n.id AS id, properties(n) AS props,\n"
+            f"       [(s)-[r]->(n) WHERE type(r) IN $types{i} | s.id] AS sources"
+        )
+    return "\nUNION ALL\n".join(branches), params
+
+
+GUARD_ERROR = "ArithmeticError"
+"""The error code a failed guard raises (its ``1 / 0``)."""
+
+
+def compile_guard(
+    label: NodeLabel, rows: Sequence[Mapping[str, Any]]
+) -> tuple[str, dict[str, Any]]:
+    """A write part that locks the nodes of preconditions on ``label`` nodes and stops the
+    whole statement (and so its transaction) when one does not hold, by evaluating
+    ``1 / 0`` (Cypher has no assertion clause without APOC; the backend reads the resulting
+    ArithmeticError as a Conflict and then names the failing precondition). Rows come from
+    :func:`guard_rows`. The label is allowlisted; everything else is a parameter."""
+    lab = _label(label)
+    text = (
+        "UNWIND $rows AS row\n"
+        f"OPTIONAL MATCH (n:{lab} {{id: row.id}})\n"
+        f"SET n.{LOCK_PROPERTY} = true\n"
+        f"REMOVE n.{LOCK_PROPERTY}\n"
+        "WITH row, n, CASE WHEN n IS NULL THEN []\n"
+        "  ELSE [(s)-[r]->(n) WHERE type(r) IN row.types | s.id] END AS sources\n"
+        "WHERE 1 / CASE WHEN (n IS NULL AND NOT row.exists)\n"
+        "  OR (n IS NOT NULL AND row.exists\n"
+        "      AND all(k IN keys(row.props) WHERE n[k] = row.props[k])\n"
+        "      AND all(k IN row.nulls WHERE n[k] IS NULL)\n"
+        "      AND (row.sources IS NULL OR (all(x IN sources WHERE x IN row.sources)\n"
+        "                                   AND all(x IN row.sources WHERE x IN sources))))\n"
+        "  THEN 1 ELSE 0 END = 1"
+    )
+    return text, {"rows": [dict(r) for r in rows]}
+
+
+def guard_rows(expects: Sequence[Any]) -> dict[NodeLabel, list[dict[str, Any]]]:
+    """The rows of :func:`compile_guard` per label for these ``Expect`` values."""
+    out: dict[NodeLabel, list[dict[str, Any]]] = defaultdict(list)
+    for ex in expects:
+        props = {k: _check_value(k, _param_value(v)) for k, v in ex.props.items()
+                 if v is not None}
+        out[ex.ref.label].append({
+            "id": ex.ref.id,
+            "exists": bool(ex.exists),
+            "props": props,
+            "nulls": sorted(k for k, v in ex.props.items() if v is None),
+            "types": sorted({EdgeType(t).value for t in ex.incoming}),
+            "sources": None if ex.sources is None else sorted(ex.sources),
+        })
+    return out
+
+
+COSINE_PROBE = "vector.similarity.cosine([1.0, 0.0], [-1.0, 0.0]) AS probe"
+"""Returned with every vector score: 0.0 when the server reports cosine as (1 + cos) / 2 (the
+documented normalisation), -1.0 if it ever reports the plain cosine."""
+
+
+def compile_recall_search(
+    flt: Filter,
+    *,
+    lucene: str | None,
+    text_k: int,
+    vector: Sequence[float] | None,
+    vector_fetch: int,
+    vector_k: int,
+) -> tuple[str, dict[str, Any]]:
+    """Recall's two searches in one statement, each with the filter applied before its cut:
+    full-text (``lexical``: Lucene score) and vector (``vector``: the index's nearest
+    ``vector_fetch``, filtered, re-scored exactly with ``vector.similarity.cosine`` so that
+    an approximate or quantized index does not decide the order, best ``vector_k``).
+    Returns one row ``lexical, vector, probe`` (lists of ``{props, score}``)."""
+    _memory_filter(flt, "recall search")
+    clauses, params = compile_where(flt)
+    parts: list[str] = []
+    carried: list[str] = []
+    if lucene is not None:
+        parts.append(
+            f"CALL db.index.fulltext.queryNodes('{FULLTEXT_INDEX}', $query) YIELD node AS n, score"
+            f"{_where(['n:Memory', *clauses])}\n"
+            "WITH n, score ORDER BY score DESC, n.id LIMIT $text_k\n"
+            "WITH collect({props: properties(n), score: score}) AS lexical"
+        )
+        params.update(query=lucene, text_k=text_k)
+        carried.append("lexical")
+    else:
+        parts.append("WITH [] AS lexical")
+        carried.append("lexical")
+    if vector is not None:
+        parts.append(
+            f"CALL db.index.vector.queryNodes('{VECTOR_INDEX}', $fetch, $vector) "
+            f"YIELD node AS n{_where(clauses)}\n"
+            "WITH lexical, n, vector.similarity.cosine(n.embedding, $vector) AS score\n"
+            "ORDER BY score DESC, n.id LIMIT $vector_k\n"
+            "WITH lexical, collect({props: properties(n), score: score}) AS vector"
+        )
+        params.update(fetch=vector_fetch, vector=list(vector), vector_k=vector_k)
+    else:
+        parts.append("WITH lexical, [] AS vector")
+    parts.append(f"RETURN lexical, vector, {COSINE_PROBE}")
+    return "\n".join(parts), params
+
+
+def compile_neighbours(
+    flt: Filter, seeds: Sequence[str], *, link_types: Sequence[EdgeType], tag_limit: int
+) -> tuple[str, dict[str, Any]]:
+    """Recall's graph expansion in one statement: per seed memory, the memories one
+    ``link_types`` edge away (either direction) and at most ``tag_limit`` memories sharing a
+    tag with it (the LIMIT is inside the per-seed subquery, so a Tag hub holding thousands of
+    memories costs ``tag_limit`` rows, not thousands), all passing ``flt``. Returns rows
+    ``seed, linked ([{type, props}]), tagged ([props])``."""
+    _memory_filter(flt, "recall expansion")
+    clauses, params = compile_where(flt)
+    types = sorted({EdgeType(t).value for t in link_types})
+    link_where = _where(["type(r) IN $types", *clauses]).replace("\n", "\n    ")
+    tag_where = _where(["n <> s", *clauses]).replace("\n", "\n    ")
+    text = (
+        "UNWIND $seeds AS seed\n"
+        "MATCH (s:Memory {id: seed})\n"
+        "RETURN seed,\n"
+        "  COLLECT {\n"
+        f"    MATCH (s)-[r:NEXT|DERIVED_FROM]-(n:Memory){link_where}\n"
+        "    RETURN {type: type(r), props: properties(n)}\n"
+        "  } AS linked,\n"
+        "  COLLECT {\n"
+        f"    MATCH (s)-[:TAGGED]->(:Tag)<-[:TAGGED]-(n:Memory){tag_where}\n"
+        "    WITH DISTINCT n LIMIT $tag_limit\n"
+        "    RETURN properties(n)\n"
+        "  } AS tagged"
+    )
+    return text, {**params, "seeds": list(seeds), "types": types, "tag_limit": tag_limit}
 
 
 _STOPWORDS: frozenset[str] | None = None
@@ -635,13 +861,25 @@ def _node_from_db(label: str, props: Mapping[str, Any]) -> GraphNode:
         raise BackendError(f"stored {label} node {props.get('id')!r} is not valid: {e}") from e
 
 
-def _structural_row(
-    label: NodeLabel,
-    props: Mapping[str, Any],
-    run_cache: dict[tuple[str, tuple[tuple[str, Any], ...]], dict[str, Any]],
-) -> dict[str, Any]:
+class _Hubs:
+    """The Agent, Tag and Run nodes a batch points to (created once per batch)."""
+
+    def __init__(self) -> None:
+        self.agents: dict[str, None] = {}
+        self.tags: dict[str, None] = {}
+        self.runs: dict[str, dict[str, Any]] = {}
+
+    def params(self, agent_defaults: Mapping[str, Any]) -> dict[str, Any]:
+        return {"agent_defaults": dict(agent_defaults), "agents": list(self.agents),
+                "tags": list(self.tags), "runs": list(self.runs.values())}
+
+    def __bool__(self) -> bool:
+        return bool(self.agents or self.tags or self.runs)
+
+
+def _structural_row(label: NodeLabel, props: Mapping[str, Any], hubs: _Hubs) -> dict[str, Any]:
     """The structural targets of a node as upsert row keys (see :data:`STRUCTURAL_SHAPES`):
-    ``agent`` (Agent id), ``run`` (properties of the Run to create when missing), ``tags``."""
+    ``agent`` (Agent id), ``run`` (Run id or None), ``tags``; the targets join ``hubs``."""
     shapes = STRUCTURAL_SHAPES.get(label, frozenset())
     row: dict[str, Any] = {}
     if any(tl is NodeLabel.TAG for _t, tl in shapes):
@@ -656,13 +894,16 @@ def _structural_row(
             )
         if tlabel is NodeLabel.AGENT:
             row["agent"] = tid
+            hubs.agents[tid] = None
         elif tlabel is NodeLabel.RUN:
-            key = (tid, tuple(sorted(defaults.items())))
-            if key not in run_cache:
-                run_cache[key] = Run(id=tid, **defaults).to_props()
-            row["run"] = run_cache[key]
+            row["run"] = tid
+            if tid not in hubs.runs:
+                run = Run(id=tid, **defaults).to_props()
+                hubs.runs[tid] = run
+                hubs.agents[str(run["agent_id"])] = None
         else:
             row["tags"].append(tid)
+            hubs.tags[tid] = None
     return row
 
 
@@ -684,6 +925,49 @@ def _chunks(rows: Sequence[T], size: int) -> Iterator[Sequence[T]]:
         yield rows[i : i + size]
 
 
+@dataclass(frozen=True)
+class WritePart:
+    """One query file's statement inside a composed write (see :func:`compose`)."""
+
+    name: str
+    text: str
+    params: dict[str, Any]
+    rows: int = 0
+    """Rows it sends (what a statement's ``batch_rows`` budget counts)."""
+    edges: tuple[Edge, ...] = ()
+    """For an edge upsert: the edges, each of which must be written."""
+
+
+@dataclass(frozen=True)
+class WriteStatement:
+    """Parts composed into one statement: one round trip."""
+
+    parts: tuple[WritePart, ...]
+    text: str
+    params: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return "write " + " + ".join(dict.fromkeys(p.name for p in self.parts))
+
+
+class _GuardFailed(GraphMemError):
+    """A write's guard part stopped it (see :func:`compile_guard`)."""
+
+
+def _cosine(score: Any, probe: Any) -> float:
+    """The cosine behind a Neo4j vector score (see :data:`COSINE_PROBE`)."""
+    s = float(score)
+    return 2.0 * s - 1.0 if abs(float(probe)) < 0.5 else s
+
+
+_BACKEND_OPTIONS = (
+    "auth", "database", "cypher_dir", "batch_rows", "exact_search_max", "index_timeout_s",
+    "connect_timeout_s", "retry_s", "vector_overfetch", "touch_flush_s", "touch_flush_rows",
+    "driver",
+)
+
+
 def _version_tuple(version: str) -> tuple[int, ...]:
     parts = re.findall(r"\d+", version)[:3]
     return tuple(int(p) for p in parts)
@@ -693,6 +977,19 @@ def _version_tuple(version: str) -> tuple[int, ...]:
 # the backend
 
 
+DRIVER_OPTIONS = frozenset({
+    "connection_timeout", "connection_acquisition_timeout", "max_connection_lifetime",
+    "max_connection_pool_size", "max_transaction_retry_time", "keep_alive",
+    "liveness_check_timeout", "encrypted", "trust", "trusted_certificates", "ssl_context",
+    "client_certificate", "user_agent", "resolver", "fetch_size", "telemetry_disabled",
+    "notifications_min_severity", "notifications_disabled_categories",
+    "notifications_disabled_classifications", "warn_notification_severity",
+    "initial_retry_delay", "retry_delay_multiplier", "retry_delay_jitter_factor",
+})
+"""Options of ``neo4j.GraphDatabase.driver`` a backend passes on; any other keyword is a
+misspelling and raises InvalidInput when the backend is made."""
+
+
 class Neo4jBackend:
     """GraphBackend over a Neo4j 5.18+ server. See the module docstring.
 
@@ -700,9 +997,18 @@ class Neo4jBackend:
     ``bolt+ssc://`` (user and password may be given in the URL). ``auth``: ``(user,
     password)`` or any ``neo4j`` auth object. ``database``: the database name (server
     default when None). ``cypher_dir``: where the query files are (default: the packaged
-    ``cypher/``). ``batch_rows``: rows per ``UNWIND`` statement. ``exact_search_max``:
-    filtered vector searches matching at most this many memories are exact (no index).
-    Other keyword options go to ``neo4j.GraphDatabase.driver``.
+    ``cypher/``). ``batch_rows``: rows per statement (a write of N nodes is
+    ceil(N / batch_rows) statements). ``exact_search_max``: filtered vector searches matching
+    at most this many memories are exact (no index). ``connect_timeout_s``: how long to wait
+    for a connection; ``retry_s``: how long the driver retries a transaction that failed on a
+    transient error or a lost connection (an unreachable server fails after about
+    ``connect_timeout_s``, never after minutes). ``vector_overfetch``: recall reads this many
+    times k from the vector index and re-scores them exactly. ``touch_flush_s`` /
+    ``touch_flush_rows``: recall's access records (``touch``) are kept in this process and
+    written with the next write, at ``close()``, or once they are this old / this many
+    (``touch_flush_s=0``: written at once). ``driver``: an already made driver (the backend
+    will not close it). Other keywords must be ``neo4j`` driver options
+    (:data:`DRIVER_OPTIONS`).
     """
 
     name = "neo4j"
@@ -717,8 +1023,29 @@ class Neo4jBackend:
         batch_rows: int = 5000,
         exact_search_max: int = 5000,
         index_timeout_s: int = 300,
+        connect_timeout_s: float = 3.0,
+        retry_s: float = 5.0,
+        vector_overfetch: int = 10,
+        touch_flush_s: float = 5.0,
+        touch_flush_rows: int = 1000,
+        driver: Any = None,
         **driver_options: Any,
     ) -> None:
+        unknown = sorted(set(driver_options) - DRIVER_OPTIONS)
+        if unknown:
+            import difflib
+
+            known = sorted(DRIVER_OPTIONS | set(_BACKEND_OPTIONS))
+            hints = [
+                f"{u!r} (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(u, known, 1))
+                else repr(u)
+                for u in unknown
+            ]
+            raise InvalidInput(
+                f"unknown Neo4j backend option {', '.join(hints)}; backend options: "
+                f"{', '.join(_BACKEND_OPTIONS)}; driver options: "
+                f"{', '.join(sorted(DRIVER_OPTIONS))}"
+            )
         try:
             parts = urlsplit(url)
             port = parts.port
@@ -738,19 +1065,39 @@ class Neo4jBackend:
         self._user = auth[0] if isinstance(auth, tuple) and auth else None
         self._database = database or None
         self._cypher_dir = Path(cypher_dir) if cypher_dir is not None else CYPHER_DIR
-        if batch_rows < 1 or exact_search_max < 0 or index_timeout_s < 1:
-            raise InvalidInput("batch_rows, exact_search_max and index_timeout_s must be positive")
-        self._batch_rows = batch_rows
-        self._exact_search_max = exact_search_max
-        self._index_timeout_s = index_timeout_s
-        self._driver_options = driver_options
-        self._driver: Any = None
+        numbers = {"batch_rows": batch_rows, "exact_search_max": exact_search_max,
+                   "index_timeout_s": index_timeout_s, "connect_timeout_s": connect_timeout_s,
+                   "retry_s": retry_s, "vector_overfetch": vector_overfetch,
+                   "touch_flush_s": touch_flush_s, "touch_flush_rows": touch_flush_rows}
+        for key, value in numbers.items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise InvalidInput(f"{key} must be a non-negative number, got {value!r}")
+        if batch_rows < 1 or index_timeout_s < 1 or connect_timeout_s <= 0 or vector_overfetch < 1:
+            raise InvalidInput("batch_rows, index_timeout_s, connect_timeout_s and "
+                               "vector_overfetch must be positive")
+        self._batch_rows = int(batch_rows)
+        self._exact_search_max = int(exact_search_max)
+        self._index_timeout_s = int(index_timeout_s)
+        self._vector_overfetch = int(vector_overfetch)
+        self._touch_flush_s = float(touch_flush_s)
+        self._touch_flush_rows = int(touch_flush_rows)
+        self._driver_options = {
+            "connection_timeout": float(connect_timeout_s),
+            "max_transaction_retry_time": float(retry_s),
+            **driver_options,
+        }
+        self._driver: Any = driver
+        self._owns_driver = driver is None
         self._queries: dict[str, CypherQuery] | None = None
         self._lock = threading.RLock()
         self._schema_ready = False
         self._dim: int | None = None
         self._server_version: str | None = None
         self._closed = False
+        # deferred touches: memory id -> [accesses, latest access time]
+        self._touches: dict[str, list[Any]] = {}
+        self._touches_since: float | None = None
+        self._touch_lock = threading.Lock()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **options: Any) -> Neo4jBackend:
@@ -836,8 +1183,11 @@ class Neo4jBackend:
         except nx.CypherSyntaxError as e:
             raise QueryFailed(f"{what}: Cypher rejected by the server: {_msg(e)}") from e
         except nx.ClientError as e:
+            if "EntityNotFound" in str(getattr(e, "code", "")):
+                # a node this write checked was deleted by another writer meanwhile
+                raise Conflict(f"{what}: a node changed concurrently: {_msg(e)}") from e
             raise QueryFailed(f"{what}: the server refused the query: {_msg(e)}") from e
-        except (nx.ServiceUnavailable, nx.SessionExpired, nx.ConnectionPoolError) as e:
+        except (nx.ServiceUnavailable, nx.SessionExpired) as e:
             raise BackendUnavailable(f"cannot reach Neo4j at {self._url} ({what}): {e}") from e
         except nx.DatabaseUnavailable as e:
             raise BackendUnavailable(f"database unavailable at {self._url} ({what}): {e}") from e
@@ -848,6 +1198,10 @@ class Neo4jBackend:
         except nx.ConfigurationError as e:
             raise ConfigError(f"{what}: {e}") from e
         except nx.DriverError as e:
+            if type(e).__name__ == "ConnectionPoolError" or isinstance(
+                e, getattr(nx, "ConnectionPoolError", ())
+            ):
+                raise BackendUnavailable(f"cannot reach Neo4j at {self._url} ({what}): {e}") from e
             raise BackendError(f"{what}: Neo4j driver error: {e}") from e
 
     def _session(self, write: bool) -> Any:
@@ -868,16 +1222,25 @@ class Neo4jBackend:
         with self._translated(what), self._session(write=True) as session:
             return session.execute_write(work)  # type: ignore[no-any-return]
 
-    def _execute(self, what: str, text: str, params: dict[str, Any]) -> None:
+    @staticmethod
+    def _run(tx: Any, name: str, text: str, params: Mapping[str, Any]) -> Any:
+        """Send one statement; its first line names it (``// graphmem: <name>``) so that a
+        server's query log and the test suite's recording driver show what sent it."""
+        return tx.run(f"// graphmem: {name}\n{text}", dict(params))
+
+    def _run_file(self, tx: Any, name: str, **params: Any) -> Any:
+        return self._run(tx, name, *self._bind(name, **params))
+
+    def _execute(self, what: str, name: str, text: str, params: dict[str, Any]) -> None:
         """Run one write statement in its own transaction (schema commands need that)."""
-        self._write(what, lambda tx: tx.run(text, params).consume())
+        self._write(what, lambda tx: self._run(tx, name, text, params).consume())
 
     def _run_all(self, tx: Any, name: str, **params: Any) -> list[Any]:
-        text, params = self._bind(name, **params)
-        return list(tx.run(text, params))
+        return list(self._run_file(tx, name, **params))
 
     def connect(self) -> None:
-        """Create the driver and check that the server answers (and the credentials work)."""
+        """Create the driver and check that the server answers (and the credentials work).
+        One attempt, bounded by ``connect_timeout_s``: no transaction retries."""
         with self._translated("connect"):
             self._get_driver().verify_connectivity()
 
@@ -887,6 +1250,7 @@ class Neo4jBackend:
         Never raises for an unreachable server."""
         started = time.perf_counter()
         try:
+            self.connect()
             rows = self._read("health", lambda tx: self._run_all(tx, Q_COMPONENTS))
         except GraphMemError as e:
             return {"ok": False, "url": self._url, "error": str(e)}
@@ -918,13 +1282,15 @@ class Neo4jBackend:
             self._ensure_dim(embedding_dim)
 
     def _ready(self) -> None:
-        """On first use: check the server version and create missing schema objects."""
+        """On first use: reach the server (one bounded attempt, so that an unreachable URL
+        fails in seconds), check its version and create missing schema objects."""
         if self._schema_ready:
             return
         with self._lock:
             if self._schema_ready:
                 return
             self.queries()
+            self.connect()
             components = self._read("version check", lambda tx: self._run_all(tx, Q_COMPONENTS))
             version = components[0]["version"] if components else "unknown"
             self._server_version = version
@@ -935,17 +1301,17 @@ class Neo4jBackend:
             existing = self._schema_names()
             missing = [q for q in SCHEMA_QUERIES if q.split("/", 1)[1] not in existing]
             for name in missing:
-                self._execute(f"create {name}", *self._bind(name))
+                self._execute(f"create {name}", name, *self._bind(name))
             if missing:
                 log.info("created %d schema objects; waiting for indexes", len(missing))
                 self._await_indexes()
             self._schema_ready = True
 
     def _schema_names(self) -> set[str]:
-        indexes = self._read("show indexes", lambda tx: self._run_all(tx, Q_SHOW_INDEXES))
-        constraints = self._read(
-            "show constraints", lambda tx: self._run_all(tx, Q_SHOW_CONSTRAINTS)
-        )
+        def work(tx: Any) -> tuple[list[Any], list[Any]]:
+            return (self._run_all(tx, Q_SHOW_INDEXES), self._run_all(tx, Q_SHOW_CONSTRAINTS))
+
+        indexes, constraints = self._read("show schema", work)
         self._dim = None
         for row in indexes:
             if row["name"] == VECTOR_INDEX:
@@ -956,8 +1322,16 @@ class Neo4jBackend:
 
     def _await_indexes(self) -> None:
         self._execute(
-            "await indexes", *self._bind(Q_AWAIT_INDEXES, timeout=self._index_timeout_s)
+            "await indexes", Q_AWAIT_INDEXES,
+            *self._bind(Q_AWAIT_INDEXES, timeout=self._index_timeout_s),
         )
+
+    def vector_index_query(self) -> str:
+        """The query file that creates the vector index on this server: without quantization
+        where the server has the option (5.23+), so that the index's neighbours are the true
+        ones (recall re-scores exactly in any case)."""
+        version = _version_tuple(self._server_version or "0")
+        return VECTOR_INDEX_EXACT_QUERY if version >= (5, 23) else VECTOR_INDEX_QUERY
 
     def _ensure_dim(self, dim: int) -> None:
         if self._dim == dim:
@@ -966,9 +1340,8 @@ class Neo4jBackend:
             if self._dim is None:
                 self._schema_names()  # another process may have created the index
             if self._dim is None:
-                self._execute(
-                    "create vector index", *self._bind(VECTOR_INDEX_QUERY, dimensions=dim)
-                )
+                name = self.vector_index_query()
+                self._execute("create vector index", name, *self._bind(name, dimensions=dim))
                 self._await_indexes()
                 self._schema_names()
                 log.info("vector index %s created with %d dimensions", VECTOR_INDEX, dim)
@@ -979,48 +1352,242 @@ class Neo4jBackend:
 
     # -- writes ----------------------------------------------------------------------
 
-    def plan_node_writes(self, nodes: Sequence[GraphNode]) -> list[tuple[str, dict[str, Any]]]:
-        """The (query file, parameters) statements that write ``nodes`` (no server needed;
-        public so that tests and curious users can see exactly what is sent)."""
-        by_label: dict[NodeLabel, dict[str, dict[str, Any]]] = defaultdict(dict)
-        run_defaults: dict[tuple[str, tuple[tuple[str, Any], ...]], dict[str, Any]] = {}
+    def _node_parts(self, nodes: Sequence[GraphNode]) -> list[WritePart]:
+        """The upsert parts that write ``nodes``: the hubs they point to (once), then one
+        part per label and chunk of ``batch_rows`` rows."""
+        latest: dict[NodeRef, GraphNode] = {}
         for node in nodes:
             if not isinstance(node, GraphNode):
                 raise InvalidInput(f"upsert takes graph nodes, got {type(node).__name__}")
+            latest[node.ref] = node  # the last of duplicate ids wins
+        by_label: dict[NodeLabel, list[dict[str, Any]]] = defaultdict(list)
+        hubs = _Hubs()
+        for node in latest.values():
             props = {k: _check_value(k, v) for k, v in node.to_props().items()}
             row: dict[str, Any] = {"id": node.id, "props": props}
-            row.update(_structural_row(node.label, props, run_defaults))
-            by_label[node.label][node.id] = row  # the last of duplicate ids wins
-        agent_defaults = {k: v for k, v in Agent(id="default").to_props().items() if k != "id"}
-        plan: list[tuple[str, dict[str, Any]]] = []
+            row.update(_structural_row(node.label, props, hubs))
+            by_label[node.label].append(row)
+        parts: list[WritePart] = []
+        if hubs:
+            agent_defaults = {
+                k: v for k, v in Agent(id="default").to_props().items() if k != "id"
+            }
+            parts.append(WritePart(Q_HUBS, *self._bind(Q_HUBS, **hubs.params(agent_defaults))))
         for label in _UPSERT_ORDER:
-            rows = list(by_label.get(label, {}).values())
             name = UPSERT_QUERIES[label]
-            for chunk in _chunks(rows, self._batch_rows):
-                params: dict[str, Any] = {"rows": list(chunk)}
-                if "agent_defaults" in self._q(name).params:
-                    params["agent_defaults"] = agent_defaults
-                plan.append(self._bind(name, **params))
-        return plan
+            for chunk in _chunks(by_label.get(label, []), self._batch_rows):
+                parts.append(
+                    WritePart(name, *self._bind(name, rows=list(chunk)), rows=len(chunk))
+                )
+        return parts
 
-    def plan_edge_writes(
-        self, edges: Sequence[Edge], eids: Mapping[NodeRef, str]
-    ) -> list[tuple[str, dict[str, Any]]]:
-        """Statements that write ``edges`` whose endpoints have the given element ids."""
-        by_type: dict[EdgeType, dict[tuple[str, str, str], dict[str, Any]]] = defaultdict(dict)
+    def _edge_parts(self, edges: Sequence[Edge]) -> list[WritePart]:
+        """The upsert parts that write (non-structural) ``edges``, endpoints matched by id."""
+        groups: dict[tuple[EdgeType, NodeLabel, NodeLabel], dict[Any, tuple[Edge, Any]]] = (
+            defaultdict(dict)
+        )
         for e in edges:
-            if (e.src.label, e.type) in STRUCTURAL or e.type not in EDGE_UPSERT_QUERIES:
+            key = (e.type, e.src.label, e.dst.label)
+            if key not in EDGE_UPSERT_QUERIES:
+                if (e.src.label, e.type) in STRUCTURAL:
+                    raise InvalidInput(
+                        f"{e.src.label.value} {e.type.value} edges are written by the node upserts"
+                    )
                 raise InvalidInput(
-                    f"{e.src.label.value} {e.type.value} edges are written by the node upserts"
+                    f"no {e.type.value} edge from {e.src.label.value} to {e.dst.label.value}"
                 )
             props = {k: _check_value(k, v) for k, v in e.props.items()}
-            by_type[e.type][e.key] = {"src": eids[e.src], "dst": eids[e.dst], "props": props}
-        plan = []
-        for etype in EDGE_UPSERT_QUERIES:
-            rows = list(by_type.get(etype, {}).values())
-            for chunk in _chunks(rows, self._batch_rows):
-                plan.append(self._bind(EDGE_UPSERT_QUERIES[etype], rows=list(chunk)))
-        return plan
+            groups[key][e.key] = (e, {"src": e.src.id, "dst": e.dst.id, "props": props})
+        parts: list[WritePart] = []
+        for key, name in EDGE_UPSERT_QUERIES.items():
+            for chunk in _chunks(list(groups.get(key, {}).values()), self._batch_rows):
+                parts.append(WritePart(
+                    name, *self._bind(name, rows=[row for _e, row in chunk]), rows=len(chunk),
+                    edges=tuple(e for e, _row in chunk),
+                ))
+        return parts
+
+    def _pack(self, parts: Sequence[WritePart]) -> list[WriteStatement]:
+        """Parts packed into statements of at most ``batch_rows`` rows (a part is never
+        split here; the planners chunk them), each composed into one round trip."""
+        groups: list[list[WritePart]] = []
+        rows = 0
+        for part in parts:
+            if not groups or (rows + part.rows > self._batch_rows and groups[-1]):
+                groups.append([])
+                rows = 0
+            groups[-1].append(part)
+            rows += part.rows
+        return [
+            WriteStatement(tuple(g), *compose(
+                [(p.text, p.params) for p in g],
+                counted=[i for i, p in enumerate(g) if p.edges],
+            ))
+            for g in groups
+        ]
+
+    def plan_writes(
+        self, nodes: Sequence[GraphNode] = (), edges: Sequence[Edge] = ()
+    ) -> list[WriteStatement]:
+        """The statements an upsert of ``nodes`` and ``edges`` sends, in order (no server
+        needed; public so that tests and curious users can see exactly what is sent)."""
+        plain = [e for e in edges if (e.src.label, e.type) not in STRUCTURAL]
+        return self._pack([*self._node_parts(nodes), *self._edge_parts(plain)])
+
+    def write(self, batch: WriteBatch) -> None:
+        """Apply a :class:`~graphmem.backends.base.WriteBatch` in one managed write
+        transaction: lock and check its preconditions (Conflict, nothing written, when one
+        fails), upsert nodes and edges, then delete. A write of N nodes without
+        preconditions or deletes is ceil(N / batch_rows) statements."""
+        self._apply(batch)
+
+    def upsert(self, nodes: Sequence[GraphNode] = (), edges: Sequence[Edge] = ()) -> None:
+        """Write nodes (maintaining structural edges) and edges in one transaction."""
+        self._apply(WriteBatch(nodes=nodes, edges=edges))
+
+    def delete(self, nodes: Sequence[NodeRef] = (), edges: Sequence[Edge] = ()) -> int:
+        """Delete nodes with all their relationships, and the listed edges."""
+        refs = [NodeRef(NodeLabel(_label(r[0])), r[1]) for r in nodes]
+        return self._apply(WriteBatch(delete_nodes=refs, delete_edges=edges))
+
+    def _apply(self, batch: WriteBatch) -> int:
+        """Apply a batch; returns how many nodes it deleted."""
+        if not isinstance(batch, WriteBatch):
+            raise InvalidInput(f"write takes a WriteBatch, got {type(batch).__name__}")
+        nodes = list(batch.nodes)
+        edges = list(batch.edges)
+        for e in (*edges, *batch.delete_edges):
+            if not isinstance(e, Edge):
+                raise InvalidInput(f"write takes Edge values, got {type(e).__name__}")
+        for ex in batch.expect:
+            if not isinstance(ex, Expect):
+                raise InvalidInput(f"preconditions are Expect values, got {type(ex).__name__}")
+        doomed = list(dict.fromkeys(
+            NodeRef(NodeLabel(_label(r[0])), r[1]) for r in batch.delete_nodes
+        ))
+        if {n.ref for n in nodes if isinstance(n, GraphNode)} & set(doomed):
+            raise InvalidInput("one write cannot both upsert and delete the same node")
+        if not batch and not batch.expect:
+            return 0
+        # structural edges are accepted when the source node implies them (as an import or a
+        # migration passes them) and then need no write of their own; others are refused
+        structural = [e for e in edges if (e.src.label, e.type) in STRUCTURAL]
+        plain = [e for e in edges if (e.src.label, e.type) not in STRUCTURAL]
+        gone = set(doomed)
+        for e in plain:
+            for end in (e.src, e.dst):
+                if end in gone:
+                    raise InvalidInput(f"edge {e.type.value} refers to missing node {end.key}")
+        parts = [*self._node_parts(nodes), *self._edge_parts(plain)]
+        implied_here = {n.ref: _implied(n.label, n.to_props()) for n in nodes}
+        dims = {
+            len(n.embedding) for n in nodes if isinstance(n, Memory | OrgFact) and n.embedding
+        }
+        if len(dims) > 1:
+            raise DimensionMismatch(f"embeddings of different dimensions in one batch: {dims}")
+        self._ready()
+        if dims:
+            self._ensure_dim(dims.pop())
+        stored_sources = {e.src for e in structural if e.src not in implied_here}
+        touches = self._take_touches()
+        if touches:
+            # before the node upserts: a node written back by the caller carries the counts
+            # it read (touches included) and must not be counted twice
+            parts.insert(0, WritePart(Q_TOUCH, *self._bind(Q_TOUCH, rows=touches),
+                                      rows=len(touches)))
+        # preconditions first, in the same statement: a failing one stops the transaction
+        guards = [
+            WritePart(f"guard {label.value}", *compile_guard(label, rows), rows=len(rows))
+            for label, rows in sorted(guard_rows(batch.expect).items(), key=lambda kv: kv[0].value)
+        ]
+        statements = self._pack([*guards, *parts])
+        written = {n.ref for n in nodes}
+
+        def work(tx: Any) -> int:
+            from neo4j.exceptions import ClientError
+
+            if structural:
+                implied = dict(implied_here)
+                for ref, (_eid, props) in self._lookup(tx, stored_sources, with_props=True).items():
+                    implied[ref] = _implied(ref.label, _props_from_db(props or {}))
+                for e in structural:
+                    if (e.type, e.dst) not in implied.get(e.src, set()):
+                        raise InvalidInput(
+                            f"{e.type.value} edges follow the node's fields (agent_id, run_id, "
+                            f"tags); {e.src.key} does not imply one to {e.dst.key}"
+                        )
+            for st in statements:
+                try:
+                    record = self._run(tx, st.name, st.text, st.params).single()
+                except ClientError as e:
+                    if guards and GUARD_ERROR in str(getattr(e, "code", "")):
+                        raise _GuardFailed(str(e)) from e
+                    raise
+                for i, part in enumerate(st.parts):
+                    if part.edges and int(record[f"c{i}"]) < part.rows:
+                        self._missing_end(tx, part.edges, written)
+            if doomed or batch.delete_edges:
+                return self._delete_in(tx, doomed, batch.delete_edges)
+            return 0
+
+        try:
+            deleted = self._write("write", work)
+        except _GuardFailed:
+            self._restore_touches(touches)
+            # name the precondition that failed (a read of the locked state; writes nothing)
+            self._write("check", lambda tx: self._check(tx, batch.expect))
+            raise Conflict(
+                "precondition failed: the nodes it names changed concurrently"
+            ) from None
+        except BaseException:
+            self._restore_touches(touches)
+            raise
+        log.debug("write: %d nodes, %d edges, %d deletes, %d preconditions in %d statements",
+                  len(nodes), len(edges), len(doomed) + len(batch.delete_edges),
+                  len(batch.expect), len(statements))
+        return deleted
+
+    def _check(self, tx: Any, expects: Sequence[Expect]) -> None:
+        """Lock the nodes the preconditions name, then check them (same transaction)."""
+        text, params = compile_check(expects)
+        found: dict[NodeRef, tuple[dict[str, Any], list[Any]]] = {}
+        for rec in self._run(tx, "check", text, params):
+            ref = NodeRef(NodeLabel(rec["label"]), rec["id"])
+            found[ref] = (_props_from_db(rec["props"]), list(rec["sources"]))
+        for ex in expects:
+            hit = found.get(ex.ref)
+            props, sources = hit if hit is not None else (None, [])
+            types = {EdgeType(t).value for t in ex.incoming}
+            ids = [s["id"] for s in sources if s["type"] in types]
+            why = expect_failure(ex, props, ids)
+            if why is not None:
+                raise Conflict(f"precondition failed: {why}")
+
+    def _missing_end(self, tx: Any, edges: Sequence[Edge], written: set[NodeRef]) -> None:
+        """Raise InvalidInput naming an endpoint of ``edges`` that does not exist."""
+        ends = [end for e in edges for end in (e.src, e.dst) if end not in written]
+        found = self._lookup(tx, ends)
+        for e in edges:
+            for end in (e.src, e.dst):
+                if end not in found and end not in written:
+                    raise InvalidInput(f"edge {e.type.value} refers to missing node {end.key}")
+        raise QueryFailed("an edge upsert wrote fewer edges than it was sent")
+
+    def _delete_in(self, tx: Any, refs: Sequence[NodeRef], edges: Sequence[Edge]) -> int:
+        found = self._lookup(tx, [*refs, *(x for e in edges for x in (e.src, e.dst))])
+        rows = [
+            {"src": found[e.src][0], "dst": found[e.dst][0], "type": e.type.value}
+            for e in {e.key: e for e in edges}.values()
+            if e.src in found and e.dst in found
+        ]
+        for chunk in _chunks(rows, self._batch_rows):
+            self._run_file(tx, Q_DELETE_EDGES, rows=list(chunk)).consume()
+        node_eids = [found[r][0] for r in refs if r in found]
+        deleted = 0
+        for eid_chunk in _chunks(node_eids, self._batch_rows):
+            deleted += int(self._run_file(tx, Q_DELETE_NODES, eids=list(eid_chunk)).single()[
+                "deleted"])
+        return deleted
 
     def _lookup(
         self, tx: Any, refs: Iterable[NodeRef], *, with_props: bool = False
@@ -1032,110 +1599,97 @@ class Neo4jBackend:
         found: dict[NodeRef, tuple[str, dict[str, Any] | None]] = {}
         for label, ids in by_label.items():
             for chunk in _chunks(ids, self._batch_rows):
-                text, params = self._bind(
-                    GET_QUERIES[label], ids=list(chunk), with_props=with_props
-                )
-                for rec in tx.run(text, params):
+                for rec in self._run_file(
+                    tx, GET_QUERIES[label], ids=list(chunk), with_props=with_props
+                ):
                     found[NodeRef(label, rec["id"])] = (rec["eid"], rec["props"])
         return found
 
-    def upsert(self, nodes: Sequence[GraphNode] = (), edges: Sequence[Edge] = ()) -> None:
-        """Write nodes (maintaining structural edges) and edges in one transaction."""
-        for e in edges:
-            if not isinstance(e, Edge):
-                raise InvalidInput(f"upsert takes Edge values, got {type(e).__name__}")
-        if not nodes and not edges:
-            return
-        edges = list(edges)
-        node_plan = self.plan_node_writes(nodes)
-        # structural edges are accepted when the source node implies them (as an import or a
-        # migration passes them) and then need no write of their own; others are refused
-        structural = [e for e in edges if (e.src.label, e.type) in STRUCTURAL]
-        edges = [e for e in edges if (e.src.label, e.type) not in STRUCTURAL]
-        implied_here = {n.ref: _implied(n.label, n.to_props()) for n in nodes}
-        dims = {
-            len(n.embedding) for n in nodes if isinstance(n, Memory | OrgFact) and n.embedding
-        }
-        if len(dims) > 1:
-            raise DimensionMismatch(f"embeddings of different dimensions in one batch: {dims}")
-        self._ready()
-        if dims:
-            self._ensure_dim(dims.pop())
-        endpoints = {ref for e in edges for ref in (e.src, e.dst)}
-        stored_sources = {e.src for e in structural if e.src not in implied_here}
-
-        def work(tx: Any) -> None:
-            if structural:
-                implied = dict(implied_here)
-                for ref, (_eid, props) in self._lookup(tx, stored_sources, with_props=True).items():
-                    implied[ref] = _implied(ref.label, _props_from_db(props or {}))
-                for e in structural:
-                    if (e.type, e.dst) not in implied.get(e.src, set()):
-                        raise InvalidInput(
-                            f"{e.type.value} edges follow the node's fields (agent_id, run_id, "
-                            f"tags); {e.src.key} does not imply one to {e.dst.key}"
-                        )
-            for text, params in node_plan:
-                tx.run(text, params).consume()
-            if edges:
-                found = self._lookup(tx, endpoints)
-                for e in edges:
-                    for end in (e.src, e.dst):
-                        if end not in found:
-                            raise InvalidInput(
-                                f"edge {e.type.value} refers to missing node {end.key}"
-                            )
-                eids = {ref: eid for ref, (eid, _props) in found.items()}
-                for text, params in self.plan_edge_writes(edges, eids):
-                    tx.run(text, params).consume()
-
-        self._write("upsert", work)
-        log.debug("upsert: %d nodes, %d edges", len(nodes), len(edges))
-
-    def delete(self, nodes: Sequence[NodeRef] = (), edges: Sequence[Edge] = ()) -> int:
-        """Delete nodes with all their relationships, and the listed edges."""
-        refs = [NodeRef(NodeLabel(_label(r[0])), r[1]) for r in nodes]
-        for e in edges:
-            if not isinstance(e, Edge):
-                raise InvalidInput(f"delete takes Edge values, got {type(e).__name__}")
-        if not refs and not edges:
-            return 0
-        self._ready()
-
-        def work(tx: Any) -> int:
-            found = self._lookup(tx, [*refs, *(x for e in edges for x in (e.src, e.dst))])
-            rows = [
-                {"src": found[e.src][0], "dst": found[e.dst][0], "type": e.type.value}
-                for e in {e.key: e for e in edges}.values()
-                if e.src in found and e.dst in found
-            ]
-            for chunk in _chunks(rows, self._batch_rows):
-                text, params = self._bind(Q_DELETE_EDGES, rows=list(chunk))
-                tx.run(text, params).consume()
-            node_eids = [found[r][0] for r in dict.fromkeys(refs) if r in found]
-            deleted = 0
-            for eid_chunk in _chunks(node_eids, self._batch_rows):
-                text, params = self._bind(Q_DELETE_NODES, eids=list(eid_chunk))
-                deleted += tx.run(text, params).single()["deleted"]
-            return deleted
-
-        return self._write("delete", work)
+    # -- deferred access records -------------------------------------------------------
 
     def touch(self, ids: Sequence[str], at: datetime) -> None:
-        """Record an access of these memories: access_count += 1, last_accessed = at."""
+        """Record an access of these memories: access_count += 1, last_accessed = at.
+
+        Kept in this process (reads through this backend see them at once) and written with
+        the next write transaction, by :meth:`flush`, at :meth:`close`, or when
+        ``touch_flush_rows`` are pending or the oldest is ``touch_flush_s`` old; so recall
+        adds no write transaction of its own to the read path."""
         if not ids:
             return
         if not isinstance(at, datetime) or at.tzinfo is None or at.utcoffset() is None:
             raise InvalidInput("touch time must be a timezone-aware datetime")
-        unique = list(dict.fromkeys(ids))
-        self._ready()
+        at = at.astimezone(UTC)
+        now = time.monotonic()
+        with self._touch_lock:
+            for ident in dict.fromkeys(ids):
+                entry = self._touches.get(ident)
+                if entry is None:
+                    self._touches[ident] = [1, at]
+                else:
+                    entry[0] += 1
+                    entry[1] = at
+            if self._touches_since is None:
+                self._touches_since = now
+            due = (
+                len(self._touches) >= self._touch_flush_rows
+                or now - self._touches_since >= self._touch_flush_s
+            )
+        if due:
+            self.flush()
 
-        def work(tx: Any) -> None:
-            for chunk in _chunks(unique, self._batch_rows):
-                text, params = self._bind(Q_TOUCH, ids=list(chunk), at=at.astimezone(UTC))
-                tx.run(text, params).consume()
+    def pending_touches(self) -> int:
+        """How many memories have access records not yet written to the server."""
+        return len(self._touches)
 
-        self._write("touch", work)
+    def flush(self) -> None:
+        """Write the deferred access records now (one write transaction)."""
+        rows = self._take_touches()
+        if not rows:
+            return
+        try:
+            self._ready()
+            self._write("touch", lambda tx: [
+                self._run_file(tx, Q_TOUCH, rows=list(chunk)).consume()
+                for chunk in _chunks(rows, self._batch_rows)
+            ])
+        except BaseException:
+            self._restore_touches(rows)
+            raise
+
+    def _take_touches(self) -> list[dict[str, Any]]:
+        with self._touch_lock:
+            taken, self._touches, self._touches_since = self._touches, {}, None
+        return [{"id": i, "count": c, "at": at} for i, (c, at) in taken.items()]
+
+    def _restore_touches(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Put back access records whose write failed (newer ones keep their time)."""
+        if not rows:
+            return
+        with self._touch_lock:
+            for row in rows:
+                entry = self._touches.get(row["id"])
+                if entry is None:
+                    self._touches[row["id"]] = [row["count"], row["at"]]
+                else:
+                    entry[0] += row["count"]
+            if self._touches_since is None:
+                self._touches_since = time.monotonic()
+
+    def _node(self, label: str, props: Mapping[str, Any]) -> GraphNode:
+        """A node read from the server, with this process's pending access records."""
+        node = _node_from_db(label, props)
+        if self._touches and isinstance(node, Memory):
+            entry = self._touches.get(node.id)
+            if entry is not None:
+                node = node.model_copy(update={
+                    "access_count": node.access_count + entry[0], "last_accessed": entry[1],
+                })
+        return node
+
+    def _memory(self, props: Mapping[str, Any]) -> Memory:
+        node = self._node(NodeLabel.MEMORY.value, props)
+        assert isinstance(node, Memory)
+        return node
 
     # -- reads -----------------------------------------------------------------------
 
@@ -1152,7 +1706,7 @@ class Neo4jBackend:
         for ident in ids:
             hit = found.get(NodeRef(lab, ident))
             if hit is not None and hit[1] is not None:
-                out.append(_node_from_db(lab.value, hit[1]))
+                out.append(self._node(lab.value, hit[1]))
         return out
 
     def match(
@@ -1169,14 +1723,16 @@ class Neo4jBackend:
             flt, limit=limit, offset=offset, order_by=order_by, descending=descending
         )
         self._ready()
-        rows = self._read("match", lambda tx: list(tx.run(text, params)))
-        return [_node_from_db(flt.label.value, r["props"]) for r in rows]
+        rows = self._read("match", lambda tx: list(self._run(tx, "match", text, params)))
+        return [self._node(flt.label.value, r["props"]) for r in rows]
 
     def count(self, flt: Filter) -> int:
         """How many nodes match the filter."""
         text, params = compile_count(flt)
         self._ready()
-        return int(self._read("count", lambda tx: tx.run(text, params).single()["count"]))
+        return int(self._read(
+            "count", lambda tx: self._run(tx, "count", text, params).single()["count"]
+        ))
 
     def search_text(self, query: TextQuery) -> list[Hit]:
         """Full-text search over Memory content (Lucene score), filter before the top-k."""
@@ -1186,26 +1742,22 @@ class Neo4jBackend:
             return []
         if has_conditions(query.filter):
             text, params = compile_text_search(query.filter, lucene, query.k)
+            name = "search/text (filtered)"
         else:
             text, params = self._bind(Q_SEARCH_TEXT, query=lucene, k=query.k)
+            name = Q_SEARCH_TEXT
         self._ready()
-        rows = self._read("text search", lambda tx: list(tx.run(text, params)))
-        return [
-            Hit(node=_memory_from_db(r["props"]), score=float(r["score"]))
-            for r in rows
-        ]
+        rows = self._read("text search", lambda tx: list(self._run(tx, name, text, params)))
+        return [Hit(node=self._memory(r["props"]), score=float(r["score"])) for r in rows]
 
-    def search_vector(self, query: VectorQuery) -> list[Hit]:
-        """Cosine nearest neighbours (score = cosine), filter applied before the top-k cut:
-        a selective filter is searched exactly; otherwise the vector index is over-fetched
-        and widened until k memories pass the filter."""
-        flt = query.filter
-        _memory_filter(flt, "vector search")
+    def _query_vector(self, query: VectorQuery) -> list[float] | None:
+        """The query vector as sent, or None when nothing was ever embedded (no index)."""
+        _memory_filter(query.filter, "vector search")
         self._ready()
         if self._dim is None:
             self._schema_names()
         if self._dim is None:
-            return []  # nothing was ever embedded
+            return None
         if len(query.vector) != self._dim:
             raise DimensionMismatch(
                 f"query vector has {len(query.vector)} dimensions; this store uses {self._dim}"
@@ -1213,46 +1765,116 @@ class Neo4jBackend:
         q = np.asarray(query.vector, dtype=np.float32)
         if not np.isfinite(q).all() or float(np.linalg.norm(q)) == 0.0:
             raise InvalidInput("query vector must be finite and not all zeros")
-        vector = q.tolist()
+        return [float(x) for x in query.vector]
+
+    def search_vector(self, query: VectorQuery) -> list[Hit]:
+        """Cosine nearest neighbours (score = cosine), filter applied before the top-k cut:
+        a selective filter is searched exactly; otherwise the vector index is over-fetched
+        (``vector_overfetch`` x k), re-scored exactly on the server, and widened until k
+        memories pass the filter. The server computes every score; none is recomputed here."""
+        flt = query.filter
+        vector = self._query_vector(query)
+        if vector is None:
+            return []  # nothing was ever embedded
         k = query.k
-        filtered = has_conditions(flt)
+        fetch0 = max(k * self._vector_overfetch, 100)
 
         def work(tx: Any) -> list[Any]:
-            if not filtered:
-                text, params = self._bind(Q_SEARCH_VECTOR, k=k, vector=vector)
-                return list(tx.run(text, params))
+            if not has_conditions(flt):
+                return list(self._run_file(tx, Q_SEARCH_VECTOR, fetch=fetch0, k=k,
+                                           vector=vector))
             text, params = _compile_vector_plan(flt)
-            plan = tx.run(text, params).single()
+            plan = self._run(tx, "vector plan", text, params).single()
             matched, total = int(plan["matched"]), int(plan["total"])
             if matched == 0:
                 return []
             if matched <= max(self._exact_search_max, k):
                 text, params = compile_vector_exact_search(flt, vector, k)
-                return list(tx.run(text, params))
-            fetch = min(total, max(4 * k, math.ceil(2 * k * total / matched)))
+                return list(self._run(tx, "vector exact", text, params))
+            fetch = min(total, max(fetch0, math.ceil(2 * k * total / matched)))
             while True:
                 text, params = compile_vector_index_search(flt, vector, fetch, k)
-                rows = list(tx.run(text, params))
+                rows = list(self._run(tx, "vector index", text, params))
                 if len(rows) >= k or fetch >= total:
                     return rows
                 if fetch * 4 > max(total // 2, self._exact_search_max):
                     # widening further costs about as much as an exact scan: do that
                     text, params = compile_vector_exact_search(flt, vector, k)
-                    return list(tx.run(text, params))
+                    return list(self._run(tx, "vector exact", text, params))
                 fetch = min(total, fetch * 4)
 
         rows = self._read("vector search", work)
-        hits = []
-        qn = float(np.linalg.norm(q))
-        for r in rows:
-            node = _memory_from_db(r["props"])
-            emb = np.asarray(node.embedding or (), dtype=np.float32)
-            if emb.shape != q.shape:
-                continue
-            en = float(np.linalg.norm(emb)) or 1e-12
-            hits.append(Hit(node=node, score=float(emb @ q) / (en * qn)))
-        hits.sort(key=lambda h: -h.score)
-        return hits[:k]
+        return [
+            Hit(node=self._memory(r["props"]), score=_cosine(r["score"], r["probe"]))
+            for r in rows
+        ]
+
+    def search_both(
+        self, text: TextQuery | None, vector: VectorQuery | None
+    ) -> tuple[list[Hit], list[Hit]]:
+        """Recall's lexical and vector searches in one round trip (one statement, a
+        ``UNION ALL`` of both, each filtered before its cut). Same results as
+        :meth:`search_text` and :meth:`search_vector`; when a selective filter leaves fewer
+        than k of the over-fetched vector neighbours, the vector search is redone by
+        :meth:`search_vector` (one more round trip)."""
+        if text is not None and vector is not None and text.filter != vector.filter:
+            return self.search_text(text), self.search_vector(vector)
+        if text is None and vector is None:
+            return [], []
+        flt = text.filter if text is not None else vector.filter  # type: ignore[union-attr]
+        _memory_filter(flt, "recall search")
+        lucene = lucene_query(text.text) if text is not None else None
+        qvec = self._query_vector(vector) if vector is not None else None
+        if lucene is None and qvec is None:
+            return [], []
+        self._ready()
+        vector_k = vector.k if vector is not None else 0
+        fetch = max(vector_k * self._vector_overfetch, 100)
+        stmt = compile_recall_search(
+            flt, lucene=lucene, text_k=text.k if text is not None else 0,
+            vector=qvec, vector_fetch=fetch, vector_k=vector_k,
+        )
+        rows = self._read("recall search",
+                          lambda tx: list(self._run(tx, "recall search", *stmt)))
+        lexical = [Hit(node=self._memory(r["props"]), score=float(r["score"]))
+                   for r in rows if r["channel"] == "lexical"]
+        near = [Hit(node=self._memory(r["props"]), score=_cosine(r["score"], r["probe"]))
+                for r in rows if r["channel"] == "vector"]
+        if vector is not None and qvec is not None and len(near) < vector.k and has_conditions(flt):
+            fetched = max((int(r["fetched"]) for r in rows if r["channel"] == "vector"),
+                          default=fetch)
+            if fetched >= fetch:  # the index had more neighbours than were read
+                near = self.search_vector(vector)
+        return lexical, near
+
+    def neighbours(
+        self,
+        seeds: Sequence[str],
+        flt: Filter,
+        *,
+        link_types: Sequence[EdgeType] = (EdgeType.NEXT, EdgeType.DERIVED_FROM),
+        tag_limit: int = 8,
+    ) -> list[tuple[str, str, Memory]]:
+        """Recall's graph expansion in one round trip: ``(seed id, via, memory)`` for every
+        memory one ``link_types`` edge from a seed (via = the edge type) and up to
+        ``tag_limit`` per seed sharing a tag with it (via = ``"tag"``), all matching
+        ``flt``, in seed order."""
+        if tag_limit < 0:
+            raise InvalidInput("tag_limit must be >= 0")
+        if not seeds:
+            return []
+        text, params = compile_neighbours(flt, seeds, link_types=link_types, tag_limit=tag_limit)
+        self._ready()
+        rows = self._read("recall expansion",
+                          lambda tx: list(self._run(tx, "recall expansion", text, params)))
+        rank = {s: i for i, s in enumerate(seeds)}
+        out: list[tuple[str, str, Memory]] = []
+        for r in sorted(rows, key=lambda r: rank.get(r["seed"], len(rank))):
+            linked = sorted(r["linked"], key=lambda x: (x["type"], str(x["props"].get("id"))))
+            out.extend((r["seed"], x["type"], self._memory(x["props"])) for x in linked)
+            tagged = sorted(r["tagged"], key=lambda p: str(p.get("id")))
+            out.extend((r["seed"], "tag", self._memory(p)) for p in tagged)
+        return out
 
     def expand(
         self,
@@ -1298,7 +1920,7 @@ class Neo4jBackend:
                 )
                 rank = {eid: i for i, eid in enumerate(frontier)}
                 records = sorted(
-                    tx.run(text, params),
+                    self._run(tx, Q_EXPAND, text, params),
                     key=lambda r: (
                         rank[r["from_eid"]], r["type"], r["other_label"],
                         str(r["other_props"].get("id")),
@@ -1328,7 +1950,7 @@ class Neo4jBackend:
 
         node_rows, edge_list = self._read("expand", work)
         return Subgraph(
-            nodes=tuple(_node_from_db(label, props) for label, props in node_rows),
+            nodes=tuple(self._node(label, props) for label, props in node_rows),
             edges=tuple(edge_list),
         )
 
@@ -1341,11 +1963,11 @@ class Neo4jBackend:
         self._ready()
         with self._translated("scan"), self._session(write=False) as session:
             text, params = self._bind(Q_SCAN_NODES, labels=_ALL_LABELS)
-            result = session.run(text, params)
+            result = self._run(session, Q_SCAN_NODES, text, params)
             while batch := result.fetch(batch_size):
-                yield [_node_from_db(r["label"], r["props"]) for r in batch], []
+                yield [self._node(r["label"], r["props"]) for r in batch], []
             text, params = self._bind(Q_SCAN_EDGES, types=_ALL_TYPES, labels=_ALL_LABELS)
-            result = session.run(text, params)
+            result = self._run(session, Q_SCAN_EDGES, text, params)
             while batch := result.fetch(batch_size):
                 yield [], [
                     Edge(
@@ -1362,7 +1984,7 @@ class Neo4jBackend:
         """Node counts per label and edge counts per type (non-zero ones), the location and
         the vector dimension."""
         self._ready()
-        row = self._read("stats", lambda tx: tx.run(*self._bind(Q_STATS)).single())
+        row = self._read("stats", lambda tx: self._run_file(tx, Q_STATS).single())
         if self._dim is None:
             self._schema_names()
         return BackendStats(
@@ -1383,20 +2005,32 @@ class Neo4jBackend:
         text, params = self._bind(Q_CLEAR, labels=_ALL_LABELS, batch=batch)
         total = 0
         while True:
-            deleted = int(self._write("clear", lambda tx: tx.run(text, params).single()[0]))
+            deleted = int(self._write(
+                "clear", lambda tx: self._run(tx, Q_CLEAR, text, params).single()[0]
+            ))
             total += deleted
             if deleted == 0:
                 log.info("cleared %d nodes from %s", total, self.location)
                 return total
 
     def close(self) -> None:
-        """Close the driver this backend created (idempotent)."""
+        """Write the deferred access records, then close the driver this backend created
+        (idempotent)."""
+        with self._lock:
+            if self._closed:
+                return
+        if self._touches:
+            try:
+                self.flush()
+            except GraphMemError as e:  # closing must not raise over a lost connection
+                log.warning("%d access records not written at close: %s",
+                            len(self._touches), type(e).__name__)
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             drv, self._driver = self._driver, None
-        if drv is not None:
+        if drv is not None and self._owns_driver:
             try:
                 drv.close()
             except Exception as e:  # closing must not raise over a lost connection

@@ -168,28 +168,27 @@ def test_upsert_plan_sends_values_as_parameters_and_maintains_structure() -> Non
                metadata={text: text}, created_at=T0, embedding=[0.5, 0.25])
     fact = OrgFact(fact_id="f", content="c", author="boss", tags=["t"], created_at=T0)
     log_entry = LogEntry(agent_id="a", event_type="tool_call", run_id="r2", at=T0)
-    plan = backend.plan_node_writes([m, Agent(id="a", created_at=T0), fact, log_entry,
-                                     Run(id="r3", agent_id="z", started_at=T0), m])
-    names = [t.split("\n")[1] for t, _p in plan]
-    assert names == [  # explicit Agents and Runs first, duplicates collapsed
-        "MERGE (n:Agent {id: row.id})", "MERGE (r:Run {id: row.id})",
-        "MERGE (m:Memory {id: row.id})", "MERGE (f:OrgFact {id: row.id})",
-        "MERGE (n:LogEntry {id: row.id})",
+    (st,) = backend.plan_writes([m, Agent(id="a", created_at=T0), fact, log_entry,
+                                 Run(id="r3", agent_id="z", started_at=T0), m])
+    # hubs once, then explicit Agents and Runs before the nodes that point to them
+    assert [p.name for p in st.parts] == [
+        "nodes/hubs", "nodes/agent_upsert", "nodes/run_upsert", "nodes/memory_upsert",
+        "nodes/org_fact_upsert", "nodes/log_entry_upsert",
     ]
-    for cypher, params in plan:
-        assert text not in cypher
-        assert _params_used(cypher) == set(params)
-    mem_rows = plan[2][1]["rows"]
-    assert len(mem_rows) == 1
-    row = mem_rows[0]
-    assert row["agent"] == text and row["tags"] == ["a//b", "c++"]
+    assert text not in st.text
+    assert _params_used(st.text) == set(st.params)
+    hubs = st.parts[0].params
+    assert sorted(hubs["agents"]) == sorted([text, "z", "boss", "a"])  # each once
+    assert hubs["tags"] == ["a//b", "c++", "t"]
+    assert [r["id"] for r in hubs["runs"]] == ["r1", "r2"]
+    assert hubs["runs"][0]["agent_id"] == text and "id" not in hubs["agent_defaults"]
+    (row,) = st.parts[3].params["rows"]  # duplicates collapsed
+    assert row["agent"] == text and row["tags"] == ["a//b", "c++"] and row["run"] == "r1"
     assert row["props"]["metadata." + text] == text
     assert row["props"]["embedding"] == [0.5, 0.25]
     assert row["props"]["created_at"] == T0  # a temporal value, not text
-    assert row["run"]["id"] == "r1" and row["run"]["agent_id"] == text
-    assert plan[3][1]["rows"][0]["agent"] == "boss"
-    assert plan[4][1]["rows"][0]["run"]["agent_id"] == "a"
-    assert "agent_defaults" in plan[2][1] and "id" not in plan[2][1]["agent_defaults"]
+    assert st.parts[4].params["rows"][0]["agent"] == "boss"
+    assert st.parts[5].params["rows"][0]["run"] == "r2"
 
 
 def test_edge_plan_and_refusals() -> None:
@@ -197,20 +196,23 @@ def test_edge_plan_and_refusals() -> None:
     a, b = Memory(content="a"), Memory(content="b")
     e1 = Edge(type=EdgeType.SUPERSEDES, src=b, dst=a, props={"reason": "x", "at": T0})
     e2 = Edge(type=EdgeType.NEXT, src=a, dst=b)
-    plan = backend.plan_edge_writes([e1, e2, e1], {a.ref: "4:x:1", b.ref: "4:x:2"})
-    assert [p["rows"] for _t, p in plan] == [
-        [{"src": "4:x:2", "dst": "4:x:1", "props": {"reason": "x", "at": T0}}],
-        [{"src": "4:x:1", "dst": "4:x:2", "props": {}}],
+    (st,) = backend.plan_writes(edges=[e1, e2, e1])
+    assert [(p.name, p.params["rows"]) for p in st.parts] == [
+        ("edges/supersedes_upsert",
+         [{"src": b.id, "dst": a.id, "props": {"reason": "x", "at": T0}}]),
+        ("edges/next_upsert", [{"src": a.id, "dst": b.id, "props": {}}]),
     ]
+    assert st.text.endswith("RETURN c0, c1")  # both counted: a missing end is noticed
     tagged = Edge(type=EdgeType.TAGGED, src=a, dst=(NodeLabel.TAG, "t"))
+    assert backend.plan_writes(edges=[tagged]) == []  # structural: the node upsert writes it
+    with pytest.raises(InvalidInput, match="written by the node upserts"):
+        backend._edge_parts([tagged])
     with pytest.raises(InvalidInput):
-        backend.plan_edge_writes([tagged], {a.ref: "1", NodeRef(NodeLabel.TAG, "t"): "2"})
-    with pytest.raises(InvalidInput):
-        backend.plan_node_writes([{"id": "not a node"}])  # type: ignore[list-item]
+        backend.plan_writes([{"id": "not a node"}])  # type: ignore[list-item]
     # the models refuse such integers already; the backend refuses them too, whatever built them
     unchecked = Memory(content="big").model_copy(update={"metadata": {"n": 2**70}})
     with pytest.raises(InvalidInput, match="64-bit"):
-        backend.plan_node_writes([unchecked])
+        backend.plan_writes([unchecked])
 
 
 def test_construction_makes_no_connection_and_hides_the_password() -> None:

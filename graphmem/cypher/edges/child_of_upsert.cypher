@@ -1,8 +1,9 @@
-// Upsert CHILD_OF relationships (child log entry)-[:CHILD_OF]->(parent log entry) between nodes given by element id;
-// the relationship's properties are replaced by row.props.
-:param rows => COLLECT { MATCH (a:LogEntry {id: 'l2'}), (b:LogEntry {id: 'l1'}) RETURN {src: elementId(a), dst: elementId(b), props: {}} };
+// Upsert CHILD_OF relationships (child log entry)-[:CHILD_OF]->(parent log entry) between LogEntry and LogEntry nodes given by
+// id; the relationship's properties are replaced by row.props. A row whose ends do not both
+// exist writes nothing (the backend compares the rows written with the rows sent).
+:param rows => [{src: 'l2', dst: 'l1', props: {}}];
 UNWIND $rows AS row
-MATCH (a) WHERE elementId(a) = row.src
-MATCH (b) WHERE elementId(b) = row.dst
+MATCH (a:LogEntry {id: row.src})
+MATCH (b:LogEntry {id: row.dst})
 MERGE (a)-[r:CHILD_OF]->(b)
 SET r = row.props;

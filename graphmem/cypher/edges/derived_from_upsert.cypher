@@ -1,8 +1,9 @@
-// Upsert DERIVED_FROM relationships (derived)-[:DERIVED_FROM]->(source) between nodes given by element id;
-// the relationship's properties are replaced by row.props.
-:param rows => COLLECT { MATCH (a:Memory {id: 's1'}), (b:Memory {id: 'm1'}) RETURN {src: elementId(a), dst: elementId(b), props: {pass: 'consolidate', at: datetime()}} };
+// Upsert DERIVED_FROM relationships (derived memory)-[:DERIVED_FROM]->(source memory) between Memory and Memory nodes given by
+// id; the relationship's properties are replaced by row.props. A row whose ends do not both
+// exist writes nothing (the backend compares the rows written with the rows sent).
+:param rows => [{src: 's1', dst: 'm1', props: {pass: 'consolidate', at: datetime()}}];
 UNWIND $rows AS row
-MATCH (a) WHERE elementId(a) = row.src
-MATCH (b) WHERE elementId(b) = row.dst
+MATCH (a:Memory {id: row.src})
+MATCH (b:Memory {id: row.dst})
 MERGE (a)-[r:DERIVED_FROM]->(b)
 SET r = row.props;

@@ -3,7 +3,7 @@
 :param eids => COLLECT { MATCH (m:Memory {id: 'm1'}) RETURN elementId(m) };
 :param types => ['SUPERSEDES', 'DERIVED_FROM', 'NEXT'];
 :param direction => 'both';
-:param labels => ['Memory', 'Agent', 'Run', 'Tag', 'OrgFact', 'OrgOperation', 'LogEntry', 'Payload', 'Namespace'];
+:param labels => ['Memory', 'Agent', 'Run', 'Tag', 'OrgFact', 'OrgOperation', 'LogEntry', 'Payload', 'Namespace', 'Entity'];
 UNWIND $eids AS eid
 MATCH (a) WHERE elementId(a) = eid
 MATCH (a)-[r]-(b)

@@ -1,7 +1,7 @@
 // Stream every graphmem relationship: type, the label and id of both ends, and its properties
 // (export and migration).
-:param types => ['SUPERSEDES', 'DERIVED_FROM', 'AUTHORED_BY', 'IN_RUN', 'RUN_BY', 'TAGGED', 'NEXT', 'RECORDS', 'REFERENCES', 'CHILD_OF'];
-:param labels => ['Memory', 'Agent', 'Run', 'Tag', 'OrgFact', 'OrgOperation', 'LogEntry', 'Payload', 'Namespace'];
+:param types => ['SUPERSEDES', 'DERIVED_FROM', 'AUTHORED_BY', 'IN_RUN', 'RUN_BY', 'TAGGED', 'NEXT', 'RECORDS', 'REFERENCES', 'CHILD_OF', 'MENTIONS', 'RELATES'];
+:param labels => ['Memory', 'Agent', 'Run', 'Tag', 'OrgFact', 'OrgOperation', 'LogEntry', 'Payload', 'Namespace', 'Entity'];
 MATCH (a)-[r]->(b)
 WHERE type(r) IN $types
 RETURN type(r) AS type,

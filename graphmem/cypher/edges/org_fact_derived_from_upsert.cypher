@@ -1,0 +1,9 @@
+// Upsert DERIVED_FROM relationships (org fact)-[:DERIVED_FROM]->(source memory) between OrgFact and Memory nodes given by
+// id; the relationship's properties are replaced by row.props. A row whose ends do not both
+// exist writes nothing (the backend compares the rows written with the rows sent).
+:param rows => [{src: 'f1v1', dst: 'm1', props: {pass: 'promote', at: datetime()}}];
+UNWIND $rows AS row
+MATCH (a:OrgFact {id: row.src})
+MATCH (b:Memory {id: row.dst})
+MERGE (a)-[r:DERIVED_FROM]->(b)
+SET r = row.props;

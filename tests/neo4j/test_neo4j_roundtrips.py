@@ -1,0 +1,426 @@
+"""What the Neo4j backend sends, without a server: the statements of each operation and
+its round-trip budget (remember 1, recall <= 2, a batch of N <= ceil(N / batch_rows) + 1),
+preconditions checked first in the write's own transaction, access records deferred to
+the next write, and misspelled options refused. The recording driver is
+tests/neo4j/fake_driver.py; the live tests (test_neo4j_live.py) run the same statements on
+a real server."""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import neo4j
+import pytest
+
+from graphmem.backends import open_backend
+from graphmem.backends.base import Expect, WriteBatch
+from graphmem.backends.neo4j import Neo4jBackend, compose, strip_literals
+from graphmem.errors import BackendUnavailable, Conflict, InvalidInput
+from graphmem.memory import GraphMemory
+from graphmem.models import (
+    Edge,
+    EdgeType,
+    Filter,
+    Memory,
+    NodeLabel,
+    NodeRef,
+    Run,
+    Status,
+    TextQuery,
+    VectorQuery,
+)
+from tests.neo4j.fake_driver import SPEC, FakeDriver, guard_failure
+
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def _backend(driver: FakeDriver, **options: Any) -> Neo4jBackend:
+    b = Neo4jBackend("bolt://127.0.0.1:7687", driver=driver, **options)
+    b.ensure_schema()  # first use: connect, version, schema (not part of any budget)
+    driver.recorder.reset()
+    return b
+
+
+@pytest.fixture
+def fake() -> FakeDriver:
+    return FakeDriver()
+
+
+@pytest.fixture
+def neo(fake: FakeDriver) -> Iterator[Neo4jBackend]:
+    b = _backend(fake, touch_flush_s=3600)
+    yield b
+    b.close()
+
+
+def test_the_fake_driver_has_the_real_api() -> None:
+    """Every method the fake offers exists on the real driver class and accepts the
+    parameters the fake declares (so the backend cannot rely on an API that does not
+    exist)."""
+    for fake_cls, real_name in SPEC:
+        real = getattr(neo4j, real_name)
+        for name, member in inspect.getmembers(fake_cls, inspect.isfunction):
+            if name.startswith("_") and name not in ("__iter__", "__enter__", "__exit__"):
+                continue
+            assert hasattr(real, name), f"neo4j.{real_name} has no {name}"
+            fake_params = set(inspect.signature(member).parameters) - {"self"}
+            real_sig = inspect.signature(getattr(real, name))
+            real_params = set(real_sig.parameters) - {"self"}
+            has_var_kw = any(p.kind is p.VAR_KEYWORD for p in real_sig.parameters.values())
+            for p in fake_params:
+                kind = inspect.signature(member).parameters[p].kind
+                if kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+                    continue
+                assert p in real_params or has_var_kw, f"neo4j.{real_name}.{name} has no {p}"
+
+
+# -- first use --------------------------------------------------------------------------
+
+
+def test_first_use_connects_once_before_any_transaction() -> None:
+    fake = FakeDriver()
+    b = Neo4jBackend("bolt://127.0.0.1:7687", driver=fake)
+    b.count(Filter())
+    assert fake.recorder.events[0] == "verify"  # one bounded attempt, no retry loop
+    assert fake.recorder.names()[0] == "admin/components"
+    fake.recorder.reset()
+    b.count(Filter())
+    assert "verify" not in fake.recorder.events and fake.recorder.names() == ["count"]
+
+
+def test_a_vector_index_without_quantization_where_the_server_has_the_option() -> None:
+    for version, expected in (("5.26.0", "schema/memory_embedding_vector_exact"),
+                              ("5.18.1", "schema/memory_embedding_vector")):
+        fake = FakeDriver(version=version)
+        b = _backend(fake)
+        b.ensure_schema(embedding_dim=4)
+        assert expected in fake.recorder.names()
+        created = next(s for s in fake.recorder.statements if s.name == expected)
+        assert ("quantization" in created.text) is (expected.endswith("_exact"))
+
+
+# -- options ----------------------------------------------------------------------------
+
+
+def test_misspelled_options_are_refused_with_a_hint() -> None:
+    with pytest.raises(InvalidInput, match=r"connection_timout.*connection_timeout"):
+        Neo4jBackend("bolt://localhost:7687", connection_timout=2)
+    with pytest.raises(InvalidInput, match="retries"):
+        open_backend("bolt://localhost:7687", retries=3)
+    with pytest.raises(InvalidInput):
+        Neo4jBackend("bolt://localhost:7687", retry_s=-1)
+    # real driver options and the backend's own are accepted, and nothing connects
+    b = Neo4jBackend("bolt://localhost:7687", max_connection_pool_size=5, retry_s=0.5,
+                     connect_timeout_s=1)
+    assert b._driver is None
+    b.close()
+
+
+def test_an_unreachable_server_is_one_bounded_attempt_with_a_typed_error() -> None:
+    """A real driver against a closed local port, with the backend's default budget: the
+    first use fails in the connectivity check (no transaction retry loop)."""
+    backend = Neo4jBackend("bolt://127.0.0.1:1", auth=("neo4j", "pw"))
+    with pytest.raises(BackendUnavailable, match="cannot reach Neo4j"):
+        backend.count(Filter())
+    with pytest.raises(BackendUnavailable):
+        backend.upsert([Memory(content="x")])
+    backend.close()
+
+
+# -- writes -----------------------------------------------------------------------------
+
+
+def test_remember_is_one_statement_in_one_transaction(neo: Neo4jBackend,
+                                                      fake: FakeDriver) -> None:
+    neo.upsert([Memory(content="Alice prefers tea", agent_id="a", run_id="r1",
+                       tags=["drinks", "prefs"])])
+    assert len(fake.recorder.statements) == 1
+    (tx,) = fake.recorder.transactions
+    assert tx.mode == "write" and tx.outcome == "committed"
+    st = tx.statements[0]
+    assert st.name == "write nodes/hubs + nodes/memory_upsert"
+    # the hubs go once per batch; the memory row only names them
+    assert st.params["p0_agents"] == ["a"] and st.params["p0_tags"] == ["drinks", "prefs"]
+    assert [r["id"] for r in st.params["p0_runs"]] == ["r1"]
+    row = st.params["p1_rows"][0]
+    assert row["agent"] == "a" and row["run"] == "r1" and row["tags"] == ["drinks", "prefs"]
+
+
+def test_remember_through_graphmemory_is_one_round_trip(neo: Neo4jBackend,
+                                                        fake: FakeDriver) -> None:
+    mem = GraphMemory(neo, embedder=None, owns_backend=False)
+    mem.remember("Alice prefers tea", agent_id="a")
+    assert len(fake.recorder.statements) == 1, fake.recorder.names()
+    assert len(fake.recorder.writes()) == 1
+
+
+@pytest.mark.parametrize(("n", "batch_rows"), [(10_000, 1000), (10_000, 5000), (2500, 1000)])
+def test_a_batch_is_at_most_ceil_n_over_batch_plus_one_statements(n: int, batch_rows: int) -> None:
+    fake = FakeDriver()
+    neo = _backend(fake, batch_rows=batch_rows)
+    ms = [Memory(content=f"m{i}", agent_id=f"a{i % 20}", run_id=f"r{i % 7}",
+                 tags=[f"t{i % 50}"], created_at=T0 + timedelta(seconds=i)) for i in range(n)]
+    edges = [Edge(type=EdgeType.NEXT, src=ms[i], dst=ms[i + 1]) for i in range(n - 1)]
+    neo.upsert(ms)
+    assert len(fake.recorder.statements) == math.ceil(n / batch_rows)
+    assert len(fake.recorder.transactions) == 1
+    hubs = fake.recorder.statements[0].params
+    assert len(hubs["p0_agents"]) == 20 and len(hubs["p0_tags"]) == 50  # once, not per row
+    sent = [r["id"] for s in fake.recorder.statements for k, v in s.params.items()
+            if k.endswith("_rows") for r in v]
+    assert sorted(sent) == sorted(m.id for m in ms)
+    fake.recorder.reset()
+    neo.upsert(ms, edges)  # relationships after the nodes, in the same transaction
+    assert len(fake.recorder.statements) <= math.ceil(n / batch_rows) + math.ceil(
+        (n - 1) / batch_rows)
+    assert len(fake.recorder.transactions) == 1
+    names = [s.name for s in fake.recorder.statements]
+    first_edge = next(i for i, nm in enumerate(names) if "next_upsert" in nm)
+    assert all("memory_upsert" not in nm for nm in names[first_edge + 1:])
+
+
+def test_remember_many_through_graphmemory_keeps_the_batch_budget() -> None:
+    fake = FakeDriver()
+    neo = _backend(fake, batch_rows=1000)
+    mem = GraphMemory(neo, embedder=None, owns_backend=False)
+    mem.remember_many([{"content": f"memory {i}", "agent_id": f"a{i % 3}"} for i in range(3000)])
+    assert len(fake.recorder.statements) <= math.ceil(3000 / 1000) + 1, fake.recorder.names()
+
+
+def test_statements_carry_values_only_as_parameters() -> None:
+    crafted = "'}) MATCH (n) DETACH DELETE n //"
+    neo = Neo4jBackend("bolt://localhost:7687")
+    m = Memory(content=crafted, agent_id=crafted, run_id=crafted, tags=["a//b"],
+               metadata={crafted: crafted})
+    other = Memory(content="x")
+    for st in neo.plan_writes([m, other], [Edge(type=EdgeType.NEXT, src=m, dst=other)]):
+        assert crafted not in st.text
+        used = set(re.findall(r"\$([A-Za-z_]\w*)", strip_literals(st.text)))
+        assert used == set(st.params)
+
+
+def test_compose_keeps_parts_in_order_and_counts_edges() -> None:
+    text, params = compose(
+        [("UNWIND $rows AS row\nMERGE (n:Agent {id: row})", {"rows": ["a"]}),
+         ("UNWIND $rows AS row\nMATCH (a:Memory {id: row.src})\nMATCH (b:Memory {id: row.dst})\n"
+          "MERGE (a)-[r:NEXT]->(b)", {"rows": [{"src": "x", "dst": "y"}]})],
+        counted=[1],
+    )
+    assert params == {"p0_rows": ["a"], "p1_rows": [{"src": "x", "dst": "y"}]}
+    assert text.index("$p0_rows") < text.index("WITH count(*) AS c0") < text.index("$p1_rows")
+    assert text.endswith("WITH count(*) AS c1\nRETURN c1")
+
+
+def test_an_edge_to_a_missing_node_writes_nothing(neo: Neo4jBackend, fake: FakeDriver) -> None:
+    m = Memory(content="a")
+
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if name.startswith("write ") and "next_upsert" in name:
+            return [{f"c{i}": 0 for i in range(4)}]  # no node at the other end
+        return None
+
+    fake.respond = respond
+    with pytest.raises(InvalidInput, match="missing node Memory:gone"):
+        neo.upsert([m], [Edge(type=EdgeType.NEXT, src=m, dst=(NodeLabel.MEMORY, "gone"))])
+    assert fake.recorder.transactions[-1].outcome == "rolled back"
+
+
+def test_preconditions_travel_in_the_write_statement_and_a_broken_one_is_named(
+    neo: Neo4jBackend, fake: FakeDriver
+) -> None:
+    old = Memory(content="Alice lives in Oslo", agent_id="a")
+    new = Memory(content="Alice lives in Paris", agent_id="a")
+    expect = Expect(ref=old.ref, props={"status": Status.ACTIVE, "valid_to": None},
+                    incoming=(EdgeType.SUPERSEDES,), sources=frozenset())
+    batch = WriteBatch(
+        nodes=[old.evolve(status=Status.SUPERSEDED), new],
+        edges=[Edge(type=EdgeType.SUPERSEDES, src=new, dst=old)],
+        expect=[expect],
+    )
+    neo.write(batch)  # an update: one round trip, guard first
+    (tx,) = fake.recorder.transactions
+    (st,) = tx.statements
+    assert st.name.startswith("write guard Memory + nodes/hubs + nodes/memory_upsert")
+    assert st.text.index("SET n._graphmem_lock") < st.text.index("1 / CASE") < st.text.index(
+        "MERGE (m:Memory")  # locked, then checked, then written
+    assert st.params["p0_rows"] == [{"id": old.id, "exists": True,
+                                     "props": {"status": "active"}, "nulls": ["valid_to"],
+                                     "types": ["SUPERSEDES"], "sources": []}]
+
+    stored = {**old.to_props(), "status": "superseded"}  # another writer got there first
+
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if name.startswith("write guard"):
+            raise guard_failure()
+        if name == "check":
+            return [{"label": "Memory", "id": old.id, "props": stored, "sources": []}]
+        return None
+
+    fake.respond = respond
+    fake.recorder.reset()
+    with pytest.raises(Conflict, match="status"):
+        neo.write(batch)
+    first, diagnosis = fake.recorder.transactions
+    assert first.outcome == "rolled back"
+    assert [s.name for s in diagnosis.statements] == ["check"]
+    assert "SET n._graphmem_lock" in diagnosis.statements[0].text
+
+    stored["status"] = "active"
+
+    def derived(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if name.startswith("write guard"):
+            raise guard_failure()
+        if name == "check":
+            return [{"label": "Memory", "id": old.id, "props": stored,
+                     "sources": [{"type": "SUPERSEDES", "id": "someone-else"}]}]
+        return None
+
+    fake.respond = derived
+    with pytest.raises(Conflict, match="changed since it was read"):
+        neo.write(batch)
+
+
+def test_a_node_that_must_not_exist(neo: Neo4jBackend, fake: FakeDriver) -> None:
+    m = Memory(content="x")
+    neo.write(WriteBatch(nodes=[m], expect=[Expect(ref=m.ref, exists=False)]))
+    (st,) = fake.recorder.statements
+    assert st.params["p0_rows"][0]["exists"] is False
+
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if name.startswith("write guard"):
+            raise guard_failure()
+        if name == "check":
+            return [{"label": "Memory", "id": m.id, "props": m.to_props(), "sources": []}]
+        return None
+
+    fake.respond = respond
+    with pytest.raises(Conflict, match="must not exist"):
+        neo.write(WriteBatch(nodes=[m], expect=[Expect(ref=m.ref, exists=False)]))
+
+
+def test_one_write_cannot_upsert_and_delete_a_node(neo: Neo4jBackend, fake: FakeDriver) -> None:
+    m = Memory(content="x")
+    with pytest.raises(InvalidInput):
+        neo.write(WriteBatch(nodes=[m], delete_nodes=[m.ref]))
+    with pytest.raises(InvalidInput, match="missing node"):
+        neo.write(WriteBatch(nodes=[m], edges=[Edge(type=EdgeType.NEXT, src=m,
+                                                    dst=(NodeLabel.MEMORY, "d"))],
+                             delete_nodes=[NodeRef(NodeLabel.MEMORY, "d")]))
+    assert fake.recorder.statements == []
+
+
+# -- deferred access records ------------------------------------------------------------
+
+
+def test_touch_is_deferred_and_rides_on_the_next_write(neo: Neo4jBackend,
+                                                       fake: FakeDriver) -> None:
+    m = Memory(content="x", created_at=T0)
+    fake.respond = lambda name, text, params: (
+        [{"id": m.id, "eid": "4:x:1", "props": m.to_props()}] if name == "nodes/memory_get"
+        else None)
+    neo.touch([m.id], T0 + timedelta(days=1))
+    neo.touch([m.id, m.id], T0 + timedelta(days=2))
+    assert fake.recorder.statements == [] and neo.pending_touches() == 1
+    (got,) = neo.get(NodeLabel.MEMORY, [m.id])  # this process sees its own accesses
+    assert got.access_count == 2 and got.last_accessed == T0 + timedelta(days=2)
+    fake.recorder.reset()
+    neo.upsert([Run(id="r", agent_id="a", started_at=T0)])
+    (st,) = fake.recorder.statements
+    assert st.name.startswith("write nodes/touch + ")
+    assert st.params["p0_rows"] == [{"id": m.id, "count": 2, "at": T0 + timedelta(days=2)}]
+    assert neo.pending_touches() == 0
+
+
+def test_touches_survive_a_failed_write_and_are_written_at_close(fake: FakeDriver) -> None:
+    neo = _backend(fake, touch_flush_s=3600)
+    neo.touch(["m1"], T0)
+    fake.fail = neo4j.exceptions.ServiceUnavailable("gone")
+    with pytest.raises(BackendUnavailable):
+        neo.upsert([Run(id="r", agent_id="a", started_at=T0)])
+    assert neo.pending_touches() == 1
+    fake.recorder.reset()
+    neo.close()
+    assert fake.recorder.names() == ["nodes/touch"]
+    assert fake.recorder.statements[0].params["rows"][0]["id"] == "m1"
+    assert not fake.closed  # a driver passed in belongs to the caller
+
+
+def test_touch_flushes_once_enough_are_pending(fake: FakeDriver) -> None:
+    neo = _backend(fake, touch_flush_s=3600, touch_flush_rows=3)
+    neo.touch(["a", "b"], T0)
+    assert fake.recorder.statements == []
+    neo.touch(["c"], T0)
+    assert fake.recorder.names() == ["nodes/touch"] and neo.pending_touches() == 0
+    neo2 = _backend(FakeDriver(), touch_flush_s=0)
+    neo2.touch(["a"], T0)
+    assert neo2.pending_touches() == 0
+
+
+# -- recall -----------------------------------------------------------------------------
+
+
+def _recall_server(memories: list[Memory], tagged: list[Memory]) -> Any:
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if name == "recall search":
+            rows = [{"channel": "lexical", "props": m.to_props(), "score": 2.0 - i / 10,
+                     "fetched": None, "probe": None} for i, m in enumerate(memories)]
+            if "vector" in params:
+                rows += [{"channel": "vector", "props": m.to_props(), "score": 0.9 - i / 100,
+                          "fetched": params["fetch"], "probe": 0.0}
+                         for i, m in enumerate(memories)]
+            return rows
+        if name == "recall expansion":
+            return [{"seed": s, "linked": [], "tagged": [t.to_props() for t in tagged]}
+                    for s in params["seeds"][:1]]
+        return None
+
+    return respond
+
+
+def test_recall_is_at_most_two_round_trips_and_writes_nothing(neo: Neo4jBackend,
+                                                              fake: FakeDriver) -> None:
+    hits = [Memory(content=f"alice drinks tea {i}", agent_id="a", tags=["tea"]) for i in range(5)]
+    neighbour = Memory(content="the kettle is blue", agent_id="a", tags=["tea"])
+    fake.respond = _recall_server(hits, [neighbour])
+    mem = GraphMemory(neo, embedder=None, owns_backend=False)
+    results = mem.recall("what does alice drink", k=10)
+    assert len(fake.recorder.statements) <= 2, fake.recorder.names()
+    assert fake.recorder.names() == ["recall search", "recall expansion"]
+    assert all(t.mode == "read" for t in fake.recorder.transactions)
+    ids = [r.memory.id for r in results]
+    assert set(ids) >= {h.id for h in hits} and neighbour.id in ids  # the expansion counted
+    assert neo.pending_touches() == len(results)  # deferred, not a write on the read path
+    fake.recorder.reset()
+    mem.close()
+    neo.close()
+    assert fake.recorder.names() == ["nodes/touch"]
+
+
+def test_recall_search_runs_both_channels_in_one_statement(fake: FakeDriver) -> None:
+    fake.dim = 2
+    neo = _backend(fake)
+    m = Memory(content="tea", embedding=[1.0, 0.0])
+    fake.respond = _recall_server([m], [])
+    flt = Filter.for_memories(agent_id="a")
+    lexical, vector = neo.search_both(TextQuery(text="tea", filter=flt, k=5),
+                                      VectorQuery(vector=(1.0, 0.0), filter=flt, k=1))
+    (st,) = fake.recorder.statements
+    assert "db.index.fulltext.queryNodes" in st.text and "db.index.vector.queryNodes" in st.text
+    assert "vector.similarity.cosine(n.embedding, $vector)" in st.text  # exact re-scoring
+    assert st.params["fetch"] >= 10  # over-fetched from the index
+    assert [h.node.id for h in lexical] == [m.id] == [h.node.id for h in vector]
+    assert vector[0].score == pytest.approx(0.8)  # (1 + cos) / 2 = 0.9 -> cos 0.8
+
+
+def test_neighbours_limit_each_seed_inside_the_query(neo: Neo4jBackend,
+                                                     fake: FakeDriver) -> None:
+    neo.neighbours(["m1", "m2"], Filter.for_memories(agent_id="a"), tag_limit=8)
+    (st,) = fake.recorder.statements
+    collect = st.text[st.text.index("COLLECT {\n    MATCH (s)-[:TAGGED]"):]
+    assert "LIMIT $tag_limit" in collect and st.params["tag_limit"] == 8
+    assert "n.agent_id = $f" in collect  # the caller's scope applies inside the query
