@@ -204,7 +204,24 @@ def _aware(value: datetime | None, field: str) -> datetime | None:
         return None
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"{field} must be timezone-aware (got naive {value.isoformat()})")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(
+            f"{field} {value.isoformat()} is outside years 1-9999 once converted to UTC"
+        ) from None
+
+
+def check_text(value: str, what: str) -> str:
+    """``value`` unless it cannot be encoded as UTF-8 (a lone surrogate): no store, JSON
+    encoder or HTTP response can carry such a string."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(
+            f"{what} is not valid Unicode text (lone surrogate at position {e.start})"
+        ) from None
+    return value
 
 
 def _check_id(value: str, what: str) -> str:
@@ -212,7 +229,7 @@ def _check_id(value: str, what: str) -> str:
         raise ValueError(
             f"{what} must be 1-256 printable characters without surrounding whitespace"
         )
-    return value
+    return check_text(value, what)
 
 
 def normalise_tag(tag: str) -> str:
@@ -235,7 +252,7 @@ def check_content(v: str) -> str:
         raise ValueError(f"content has {len(v)} characters; at most {MAX_CONTENT_CHARS}")
     if "\x00" in v:
         raise ValueError("content must not contain NUL characters")
-    return v
+    return check_text(v, "content")
 
 
 def check_tags(v: Any) -> tuple[str, ...]:
@@ -249,11 +266,35 @@ def check_tags(v: Any) -> tuple[str, ...]:
     return tags
 
 
+MAX_METADATA_DEPTH = 64
+_INT64 = range(-(2**63), 2**63)
+
+
+def _check_metadata_value(value: Any, where: str, depth: int = 0) -> None:
+    """Text is valid Unicode, numbers are finite, nesting is bounded (nested values are
+    stored as JSON text, which a store and every client must be able to parse back)."""
+    if depth > MAX_METADATA_DEPTH:
+        raise ValueError(f"{where} is nested more than {MAX_METADATA_DEPTH} levels deep")
+    if isinstance(value, str):
+        check_text(value, where)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{where} must hold finite numbers only")
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            if isinstance(k, str):
+                check_text(k, where)
+            _check_metadata_value(v, where, depth + 1)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            _check_metadata_value(v, where, depth + 1)
+
+
 def _flat_metadata(meta: Mapping[str, Any] | None) -> dict[str, Any]:
     """Validate metadata into a flat map of scalars / lists of scalars.
 
     Nested values (maps, lists holding maps or lists) become JSON text; ``None`` values are
     dropped (Neo4j cannot store a null property); anything not JSON-serialisable is refused.
+    Integers must fit in 64 bits where they are stored as numbers (scalars, flat lists).
     """
     if meta is None:
         return {}
@@ -265,28 +306,27 @@ def _flat_metadata(meta: Mapping[str, Any] | None) -> dict[str, Any]:
     for key, value in meta.items():
         if not isinstance(key, str) or not key or len(key) > 128 or "\x00" in key:
             raise ValueError(f"metadata key {key!r} must be a non-empty string of <= 128 chars")
+        check_text(key, "metadata key")
         if value is None:
             continue
-        if isinstance(value, int) and not isinstance(value, bool) and not (
-            -(2**63) <= value < 2**63
-        ):
-            raise ValueError(f"metadata[{key!r}] does not fit in a 64-bit integer")
-        if isinstance(value, bool | int | str):
-            out[key] = value
-        elif isinstance(value, float):
-            if not math.isfinite(value):
-                raise ValueError(f"metadata[{key!r}] must be a finite number")
+        where = f"metadata[{key!r}]"
+        _check_metadata_value(value, where)
+        if isinstance(value, int) and not isinstance(value, bool) and value not in _INT64:
+            raise ValueError(f"{where} does not fit in a 64-bit integer")
+        if isinstance(value, bool | int | str | float):
             out[key] = value
         elif isinstance(value, list | tuple) and all(
             isinstance(v, str | int | float) and not isinstance(v, bool) for v in value
         ) and len({type(v) for v in value}) <= 1:
+            if any(isinstance(v, int) and v not in _INT64 for v in value):
+                raise ValueError(f"{where} holds an integer that does not fit in 64 bits")
             out[key] = list(value)
         else:
             try:
                 out[key] = json.dumps(value, sort_keys=True, allow_nan=False)
             except (TypeError, ValueError) as e:
                 raise ValueError(
-                    f"metadata[{key!r}] is not JSON-serialisable: {type(value).__name__}"
+                    f"{where} is not JSON-serialisable: {type(value).__name__}"
                 ) from e
     return out
 
@@ -1045,12 +1085,31 @@ class Filter(BaseModel):
         ):
             if value is None:
                 continue
+            values = _filter_strings(name, value)
+            if name in _FILTER_ENUMS:
+                known = _FILTER_ENUMS[name]._value2member_map_
+                for v in values:
+                    if v not in known:
+                        raise InvalidInput(f"unknown {name} {v!r}; one of {sorted(known)}")
             if isinstance(value, str):
                 equals[name] = value
             else:
-                any_of[name] = tuple(value)
+                any_of[name] = values
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise InvalidInput(f"metadata must be a mapping, got {type(metadata).__name__}")
         for key, value in (metadata or {}).items():
+            if not isinstance(key, str) or not key:
+                raise InvalidInput(f"metadata key {key!r} must be a non-empty string")
+            _filter_strings("metadata key", key)
+            if isinstance(value, str):
+                _filter_strings(f"metadata[{key!r}]", value)
             equals[METADATA_PREFIX + key] = value
+        if ids is not None:
+            ids = _filter_strings("ids", ids, single=False)
+        if isinstance(tags, str):
+            tags = (tags,)
+        elif tags is not None:
+            tags = _filter_strings("tags", tags, single=False)
         ranges: list[Range] = []
         if since is not None or until is not None:
             ranges.append(validated(Range, {"field": "created_at", "gte": since, "lte": until}))
@@ -1070,6 +1129,57 @@ class Filter(BaseModel):
                 "tags_all": tuple(tags or ()),
             },
         )
+
+
+_FILTER_ENUMS: dict[str, type[StrEnum]] = {
+    "category": Category, "tier": Tier, "status": Status,
+}
+
+
+def _filter_strings(name: str, value: Any, *, single: bool = True) -> tuple[str, ...]:
+    """A filter argument as a tuple of valid strings: one string (when ``single``) or a
+    sequence of them; anything else is InvalidInput."""
+    if isinstance(value, str) and single:
+        values: tuple[Any, ...] = (value,)
+    elif isinstance(value, Sequence | set | frozenset) and not isinstance(value, str | bytes):
+        values = tuple(value)
+    else:
+        what = "a string or a list of strings" if single else "a list of strings"
+        raise InvalidInput(f"{name} must be {what}, got {type(value).__name__}")
+    for v in values:
+        if not isinstance(v, str):
+            raise InvalidInput(f"{name} must hold strings, got {type(v).__name__}")
+        try:
+            check_text(v, name)
+        except ValueError as e:
+            raise InvalidInput(str(e)) from None
+    return tuple(v.value if isinstance(v, StrEnum) else v for v in values)
+
+
+def check_page(
+    model: type[GraphNode],
+    *,
+    limit: Any,
+    offset: Any,
+    order_by: Any,
+    descending: Any,
+) -> None:
+    """Validate the paging arguments of a ``match`` (every backend calls it first)."""
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)):
+        raise InvalidInput(f"limit must be an int or None, got {type(limit).__name__}")
+    if not isinstance(offset, int) or isinstance(offset, bool):
+        raise InvalidInput(f"offset must be an int, got {type(offset).__name__}")
+    if offset < 0 or (limit is not None and limit < 0):
+        raise InvalidInput("limit and offset must not be negative")
+    if not isinstance(descending, bool):
+        raise InvalidInput(f"descending must be a bool, got {type(descending).__name__}")
+    if not isinstance(order_by, str):
+        raise InvalidInput(f"order_by must be a field name, got {type(order_by).__name__}")
+    if order_by != "id":
+        try:
+            check_field(model, order_by)
+        except ValueError as e:
+            raise InvalidInput(str(e)) from None
 
 
 def check_field(model: type[GraphNode], name: str) -> str:

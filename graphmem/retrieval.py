@@ -53,6 +53,7 @@ from graphmem.models import (
     RecallResult,
     TextQuery,
     VectorQuery,
+    check_text,
     utcnow,
     validated,
 )
@@ -415,6 +416,10 @@ class Retriever:
             raise InvalidInput("query must be a non-empty string")
         if len(query) > 10_000:
             raise InvalidInput("query is longer than 10000 characters")
+        try:
+            check_text(query, "query")
+        except ValueError as e:
+            raise InvalidInput(str(e)) from None
         if not isinstance(k, int) or not 1 <= k <= 1000:
             raise InvalidInput("k must be an int in 1..1000")
         cfg = self._resolve(config)

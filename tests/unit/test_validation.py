@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
 from graphmem.errors import GraphMemError, InvalidInput
 from graphmem.memory import GraphMemory
-from graphmem.models import MAX_CONTENT_CHARS, Edge, EdgeType, Filter, Memory, NodeLabel
+from graphmem.models import (
+    MAX_CONTENT_CHARS,
+    Edge,
+    EdgeType,
+    Filter,
+    Memory,
+    NodeLabel,
+    check_page,
+)
 
 NAIVE = datetime(2025, 1, 1)
 
@@ -113,3 +122,99 @@ def test_models_are_frozen_values() -> None:
 def test_unknown_backend_scheme() -> None:
     with pytest.raises(InvalidInput, match="scheme"):
         GraphMemory.open("redis://localhost", embedder=None)
+
+
+# past 9999-12-31 / before 0001-01-01 once converted to UTC
+TOO_LATE = datetime.max.replace(tzinfo=timezone(timedelta(hours=-5)))
+TOO_EARLY = datetime.min.replace(tzinfo=timezone(timedelta(hours=5)))
+
+
+def _nested(depth: int) -> list[Any]:
+    root: list[Any] = []
+    cur = root
+    for _ in range(depth):
+        cur.append([])
+        cur = cur[0]
+    return root
+
+
+Call = Callable[[GraphMemory], object]
+# paging arguments reach the backend's match; models.check_page validates them once the
+# backends call it
+PAGING = pytest.mark.xfail(strict=True, reason="backend match does not call check_page yet")
+PAGED = {"list order_by None", "list offset None", "list limit 2.5", "list descending 'yes'"}
+# each once raised a builtin or pydantic error (or silently did something else)
+UNTYPED: list[tuple[str, Call]] = [
+    ("created_at past 9999 in UTC", lambda m: m.remember("x", created_at=TOO_LATE)),
+    ("created_at before year 1 in UTC", lambda m: m.remember("x", created_at=TOO_EARLY)),
+    ("valid_from past 9999 in UTC", lambda m: m.remember("x", valid_from=TOO_LATE)),
+    ("expires_at past 9999 in UTC", lambda m: m.remember("x", expires_at=TOO_LATE)),
+    ("update valid_from past 9999", lambda m: m.update(m.list()[0].id, "y", valid_from=TOO_LATE)),
+    ("recall as_of past 9999", lambda m: m.recall("tea", as_of=TOO_LATE)),
+    ("list since past 9999", lambda m: m.list(since=TOO_LATE)),
+    ("list until before year 1", lambda m: m.list(until=TOO_EARLY)),
+    ("count since past 9999", lambda m: m.count(since=TOO_LATE)),
+    ("metadata int over 64 bits in a list", lambda m: m.remember("x", metadata={"k": [2**64]})),
+    ("metadata int under 64 bits in a list",
+     lambda m: m.remember("x", metadata={"k": [1, -(2**63) - 1]})),
+    ("NaN in a metadata list", lambda m: m.remember("x", metadata={"k": [float("nan")]})),
+    ("inf in a metadata list", lambda m: m.remember("x", metadata={"k": [1.0, float("inf")]})),
+    ("lone surrogate in agent_id", lambda m: m.remember("x", agent_id="a\ud800")),
+    ("lone surrogate in namespace", lambda m: m.remember("x", namespace="a\ud800")),
+    ("lone surrogate in run_id", lambda m: m.remember("x", run_id="a\ud800")),
+    ("lone surrogate in metadata", lambda m: m.remember("x", metadata={"k": "a\udfff"})),
+    ("lone surrogate in a metadata key", lambda m: m.remember("x", metadata={"k\ud800": 1})),
+    ("lone surrogate in nested metadata",
+     lambda m: m.remember("x", metadata={"k": {"a": ["\ud800"]}})),
+    ("lone surrogate in a metadata list", lambda m: m.remember("x", metadata={"k": ["\ud800"]})),
+    ("metadata nested 5000 deep", lambda m: m.remember("x", metadata={"k": _nested(5000)})),
+    ("lone surrogate in a query", lambda m: m.recall("tea \ud800")),
+    ("lone surrogate in a context query", lambda m: m.context("tea \ud800")),
+    ("lone surrogate in a filter", lambda m: m.list(agent_id="a\ud800")),
+    ("list order_by None", lambda m: m.list(order_by=None)),  # type: ignore[arg-type]
+    ("list offset None", lambda m: m.list(offset=None)),  # type: ignore[arg-type]
+    ("list limit 2.5", lambda m: m.list(limit=2.5)),  # type: ignore[arg-type]
+    ("list descending 'yes'", lambda m: m.list(descending="yes")),  # type: ignore[arg-type]
+    ("list metadata with an int key", lambda m: m.list(metadata={1: 2})),  # type: ignore[dict-item]
+    ("list category 1", lambda m: m.list(category=1)),  # type: ignore[arg-type]
+    ("list tags 1", lambda m: m.list(tags=1)),  # type: ignore[arg-type]
+    ("list agent_id 1", lambda m: m.list(agent_id=1)),  # type: ignore[arg-type]
+    ("count status 7", lambda m: m.count(status=7)),
+    ("list status bogus", lambda m: m.list(status="bogus")),
+    ("list category bogus", lambda m: m.list(category="bogus")),
+    ("count tier bogus among good", lambda m: m.count(tier=["long_term", "bogus"])),
+    ("recall category bogus", lambda m: m.recall("tea", category="bogus")),
+]
+
+
+@pytest.mark.parametrize(("why", "call"), [
+    pytest.param(why, call, id=why, marks=PAGING if why in PAGED else ()) for why, call in UNTYPED
+])
+def test_bad_arguments_raise_invalid_input(nxmem: GraphMemory, why: str, call: Call) -> None:
+    nxmem.remember("tea at noon")
+    before = nxmem.backend.stats()
+    with pytest.raises(InvalidInput) as info:
+        call(nxmem)
+    assert str(info.value)
+    assert nxmem.backend.stats() == before
+
+
+def test_extreme_but_valid_values_are_kept(nxmem: GraphMemory) -> None:
+    edge = datetime.max.replace(tzinfo=UTC)
+    m = nxmem.remember("x", created_at=edge, metadata={"k": [2**63 - 1, -(2**63)],
+                                                       "deep": _nested(60)})
+    got = nxmem.get(m.id)
+    assert got.created_at == edge and got.metadata["k"] == [2**63 - 1, -(2**63)]
+    assert nxmem.list(category=["semantic", "episodic"], status=None, limit=None) == [got]
+
+
+@pytest.mark.parametrize("page", [
+    {"order_by": None}, {"offset": None}, {"limit": 2.5}, {"descending": "yes"},
+    {"limit": True}, {"offset": -1}, {"order_by": "bogus"}, {"order_by": "embedding"},
+])
+def test_check_page_refuses_bad_paging(page: dict[str, Any]) -> None:
+    args: dict[str, Any] = {"limit": 10, "offset": 0, "order_by": "created_at",
+                            "descending": True, **page}
+    with pytest.raises(InvalidInput):
+        check_page(Memory, **args)
+    check_page(Memory, limit=None, offset=5, order_by="id", descending=False)
