@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from graphmem.backends.base import GraphBackend
 from graphmem.embeddings import Embedder
 from graphmem.errors import ConfigError, InvalidInput
+from graphmem.knowledge.channel import entity_channel, shared_entity_neighbours
 from graphmem.models import (
     EdgeType,
     Filter,
@@ -108,6 +109,12 @@ class RecallConfig(BaseModel):
     expand_derived: bool = True
     expand_tags: bool = True
     expand_tag_limit: int = Field(default=8, ge=1)  # shared-tag neighbours per seed
+    # knowledge layer (graphmem.knowledge): memories mentioning an entity the query names
+    # join as a channel with this weight; seeds bring memories that share a rare entity
+    # (one mentioned by at most entity_hub_limit memories)
+    entity_weight: float = Field(default=0.0, ge=0.0)
+    expand_entities: bool = True
+    entity_hub_limit: int = Field(default=25, ge=1)
     # floor: a seed needs cosine >= min_similarity or term coverage >= min_coverage
     min_similarity: float = Field(default=0.25, ge=-1.0, le=1.0)
     min_coverage: float = Field(default=0.5, ge=0.0, le=1.0)
@@ -444,6 +451,8 @@ class Retriever:
             lexical = self.backend.search_text(text_q) if text_q is not None else []
             vector = self.backend.search_vector(vector_q) if vector_q is not None else []
         self._fuse(cands, lexical, vector, cfg)
+        if cfg.entity_weight > 0:
+            self._fuse_entities(cands, query, flt, qvec, fetch, lexical, vector, cfg)
         qterms = _terms(query)
         self._score_evidence(cands.values(), qvec, qterms)
         # floor: only seeds with evidence of relevance survive (and may bring neighbours)
@@ -589,10 +598,20 @@ class Retriever:
                     if shared:
                         offer(n, min(shared, key=lambda c: seed_rank[c.memory.id]).memory.id,
                               "tag")
+        via_entity: dict[str, str] = {}  # memory id -> the shared entity that brought it
+        if cfg.expand_entities and seeds:
+            for hop in shared_entity_neighbours(self.backend, [c.memory for c in seeds],
+                                                hub_limit=cfg.entity_hub_limit):
+                via_entity[hop.memory.id] = hop.entity
+                offer(hop.memory, hop.seed_id, "entity")
         fresh = [i for i in found if i not in cands]
         # expansion crosses scopes: keep only what the caller's filter admits
         if isinstance(self.backend, RecallNeighbours):
-            scoped = set(fresh)  # the backend applied the filter inside its query
+            # the backend applied the filter inside its query (entity hops excepted)
+            scoped = set(fresh) - via_entity.keys()
+            hopped = [i for i in fresh if i in via_entity]
+            if hopped:
+                scoped |= self._within(flt, hopped)
         else:
             scoped = self._within(flt, fresh) if fresh else set()
         new_cands = []
@@ -604,9 +623,39 @@ class Retriever:
                 c = cands[i] = _Cand(mem)
                 new_cands.append(c)
             c.breakdown["graph_via_" + via.lower()] = 1.0
+            if via == "entity":
+                c.breakdown["entity:" + via_entity[i]] = 1.0
             self._add_graph(c, rank, seed_score[seeds[rank - 1].memory.id], cfg)
         if new_cands:
             self._score_evidence(new_cands, qvec, qterms)
+
+    def _fuse_entities(
+        self, cands: dict[str, _Cand], query: str, flt: Filter, qvec: np.ndarray | None,
+        fetch: int, lexical: list[Hit], vector: list[Hit], cfg: RecallConfig,
+    ) -> None:
+        """The entity channel (graphmem.knowledge.channel): memories mentioning the
+        entities the query names, fused by rank like the other channels."""
+        hits = entity_channel(self.backend, query, flt, qvec, k=fetch)
+        scoped = self._within(flt, [h.memory.id for h in hits]) if hits else set()
+        ran = (cfg.lexical_weight if lexical else 0.0) + (cfg.vector_weight if vector else 0.0)
+        top = (ran / (cfg.rrf_k + 1) if cfg.fusion == "rrf" else ran) or 1.0
+        rank = 0
+        for h in hits:
+            if h.memory.id not in scoped:
+                continue
+            rank += 1
+            c = cands.get(h.memory.id)
+            if c is None:
+                c = cands[h.memory.id] = _Cand(h.memory)
+            c.seed = True
+            c.breakdown["entity_rank"] = float(rank)
+            for name in h.entities:
+                c.breakdown["entity:" + name] = 1.0
+            if cfg.fusion == "rrf":
+                c.fused += cfg.entity_weight / (cfg.rrf_k + rank) / top
+            else:
+                c.fused += cfg.entity_weight * h.score / max(hits[0].score, 1e-12) / top
+            c.breakdown["fused"] = c.fused
 
     def _within(self, flt: Filter, ids: list[str]) -> set[str]:
         allowed = set(ids) if flt.ids is None else set(ids) & set(flt.ids)
