@@ -207,6 +207,7 @@ EDGE_UPSERT_QUERIES: dict[tuple[EdgeType, NodeLabel, NodeLabel], str] = {
 """The upsert file of each (edge type, source label, target label) that callers write (the
 structural edges are written by the node upserts). Endpoints are matched by id."""
 Q_HUBS = "nodes/hubs"
+Q_VECTORS = "nodes/memory_vectors"
 VECTOR_INDEX_EXACT_QUERY = "schema/memory_embedding_vector_exact"
 Q_DELETE_NODES = "nodes/delete"
 Q_TOUCH = "nodes/touch"
@@ -228,6 +229,7 @@ QUERY_NAMES: tuple[str, ...] = (
     VECTOR_INDEX_QUERY,
     VECTOR_INDEX_EXACT_QUERY,
     Q_HUBS,
+    Q_VECTORS,
     *UPSERT_QUERIES.values(),
     *GET_QUERIES.values(),
     *EDGE_UPSERT_QUERIES.values(),
@@ -951,6 +953,16 @@ class WriteStatement:
         return "write " + " + ".join(dict.fromkeys(p.name for p in self.parts))
 
 
+def _vector_rows(vectors: Mapping[str, Sequence[float]]) -> list[dict[str, Any]]:
+    rows = []
+    for ident, vec in vectors.items():
+        values = [float(x) for x in vec]
+        if not values or not all(math.isfinite(x) for x in values):
+            raise InvalidInput(f"embedding of {ident!r} must be a non-empty finite vector")
+        rows.append({"id": str(ident), "embedding": values})
+    return rows
+
+
 class _GuardFailed(GraphMemError):
     """A write's guard part stopped it (see :func:`compile_guard`)."""
 
@@ -1012,6 +1024,8 @@ class Neo4jBackend:
     """
 
     name = "neo4j"
+    capabilities: frozenset[str] = frozenset({"vectors"})
+    """``vectors``: a write may set embeddings of existing memories alone."""
 
     def __init__(
         self,
@@ -1467,7 +1481,8 @@ class Neo4jBackend:
         ))
         if {n.ref for n in nodes if isinstance(n, GraphNode)} & set(doomed):
             raise InvalidInput("one write cannot both upsert and delete the same node")
-        if not batch and not batch.expect:
+        vectors = _vector_rows(getattr(batch, "vectors", None) or {})
+        if not batch and not batch.expect and not vectors:
             return 0
         # structural edges are accepted when the source node implies them (as an import or a
         # migration passes them) and then need no write of their own; others are refused
@@ -1482,7 +1497,7 @@ class Neo4jBackend:
         implied_here = {n.ref: _implied(n.label, n.to_props()) for n in nodes}
         dims = {
             len(n.embedding) for n in nodes if isinstance(n, Memory | OrgFact) and n.embedding
-        }
+        } | {len(r["embedding"]) for r in vectors}
         if len(dims) > 1:
             raise DimensionMismatch(f"embeddings of different dimensions in one batch: {dims}")
         self._ready()
@@ -1495,6 +1510,9 @@ class Neo4jBackend:
             # it read (touches included) and must not be counted twice
             parts.insert(0, WritePart(Q_TOUCH, *self._bind(Q_TOUCH, rows=touches),
                                       rows=len(touches)))
+        for chunk in _chunks(vectors, self._batch_rows):
+            parts.append(WritePart(Q_VECTORS, *self._bind(Q_VECTORS, rows=list(chunk)),
+                                   rows=len(chunk)))
         # preconditions first, in the same statement: a failing one stops the transaction
         guards = [
             WritePart(f"guard {label.value}", *compile_guard(label, rows), rows=len(rows))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from contextlib import closing
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,16 @@ from graphmem.backends.neo4j import (
 from graphmem.backends.networkx import NetworkXBackend
 from graphmem.errors import BackendUnavailable, DimensionMismatch, InvalidInput
 from graphmem.migrate import migrate
-from graphmem.models import Edge, EdgeType, Filter, Memory, NodeLabel, TextQuery, VectorQuery
+from graphmem.models import (
+    Edge,
+    EdgeType,
+    Filter,
+    Memory,
+    NodeLabel,
+    NodeRef,
+    TextQuery,
+    VectorQuery,
+)
 from tests.neo4j_support import Neo4jTarget, neo4j_target
 from tests.test_migrate import populate, snapshot
 
@@ -195,3 +205,70 @@ def test_migration_round_trip_networkx_neo4j_networkx(target: Neo4jTarget,
             assert home.verified
         with closing(NetworkXBackend(back_path)) as back:
             assert snapshot(back) == snapshot(src)
+
+
+def test_preconditions_hold_or_nothing_is_written(neo: Neo4jBackend) -> None:
+    """The guard part on a real server: locked, checked, and a broken precondition named."""
+    from graphmem.backends.base import Expect, WriteBatch
+    from graphmem.errors import Conflict
+    from graphmem.models import Status
+
+    old = Memory(content="Alice lives in Oslo", agent_id="a")
+    neo.upsert([old])
+    new = Memory(content="Alice lives in Paris", agent_id="a")
+    fresh = Expect(ref=old.ref, props={"status": Status.ACTIVE, "valid_to": None},
+                   incoming=(EdgeType.SUPERSEDES,), sources=frozenset())
+    batch = WriteBatch(nodes=[old.evolve(status=Status.SUPERSEDED), new],
+                       edges=[Edge(type=EdgeType.SUPERSEDES, src=new, dst=old)], expect=[fresh])
+    neo.write(batch)
+    assert neo.get(NodeLabel.MEMORY, [old.id])[0].status is Status.SUPERSEDED
+    later = Memory(content="Alice lives in Rome", agent_id="a")
+    stale = WriteBatch(nodes=[later], edges=[Edge(type=EdgeType.SUPERSEDES, src=later, dst=old)],
+                       expect=[fresh])
+    with pytest.raises(Conflict, match="status"):
+        neo.write(stale)
+    assert neo.get(NodeLabel.MEMORY, [later.id]) == []
+    with pytest.raises(Conflict, match="must not exist"):
+        neo.write(WriteBatch(nodes=[later], expect=[Expect(ref=old.ref, exists=False)]))
+    with pytest.raises(Conflict, match="does not exist"):
+        neo.write(WriteBatch(nodes=[later],
+                             expect=[Expect(ref=NodeRef(NodeLabel.MEMORY, "gone"))]))
+    assert neo.get(NodeLabel.MEMORY, [later.id]) == []
+    stored = neo.get(NodeLabel.MEMORY, [old.id])[0]
+    assert "_graphmem_lock" not in stored.to_props()
+    neo.write(WriteBatch(nodes=[later], expect=[Expect(ref=later.ref, exists=False)]))
+    assert neo.get(NodeLabel.MEMORY, [later.id]) == [later]
+
+
+def test_recall_statements_agree_with_the_separate_searches(target: Neo4jTarget) -> None:
+    rng = random.Random(3)
+    ms = [Memory(content=f"tea note {i} " + ("green" if i % 3 else "black"),
+                 agent_id="a" if i % 2 else "b", tags=["tea"] if i % 4 else ["other"],
+                 embedding=[rng.uniform(-1, 1) for _ in range(8)]) for i in range(200)]
+    with target.backend(touch_flush_s=3600) as neo:
+        neo.upsert(ms)
+        flt = Filter.for_memories(agent_id="a")
+        text = TextQuery(text="green tea", filter=flt, k=10)
+        vector = VectorQuery(vector=tuple(ms[1].embedding or ()), filter=flt, k=10)
+        lexical, near = neo.search_both(text, vector)
+        assert [h.node.id for h in lexical] == [h.node.id for h in neo.search_text(text)]
+        exact = neo.search_vector(vector)
+        assert [h.node.id for h in near] == [h.node.id for h in exact]
+        assert near[0].node.id == ms[1].id and near[0].score == pytest.approx(1.0, abs=1e-5)
+        hops = neo.neighbours([ms[1].id, ms[3].id], flt, tag_limit=3)
+        per_seed: dict[str, int] = {}
+        for seed, via, m in hops:
+            assert via == "tag" and m.agent_id == "a" and "tea" in m.tags and m.id != seed
+            per_seed[seed] = per_seed.get(seed, 0) + 1
+        assert per_seed == {ms[1].id: 3, ms[3].id: 3}
+        neo.touch([ms[1].id], datetime(2025, 1, 2, tzinfo=UTC))
+        assert neo.pending_touches() == 1
+    with target.backend() as again:  # written at close
+        assert again.get(NodeLabel.MEMORY, [ms[1].id])[0].access_count == 1
+
+
+def test_stats_sends_no_deprecated_syntax(target: Neo4jTarget, neo: Neo4jBackend) -> None:
+    neo.upsert([Memory(content="x", tags=["t"])])
+    st = neo.stats()
+    assert st.nodes == {"Memory": 1, "Agent": 1, "Tag": 1}
+    assert st.edges == {"AUTHORED_BY": 1, "TAGGED": 1}

@@ -34,6 +34,7 @@ from graphmem.models import (
     TextQuery,
     VectorQuery,
 )
+from graphmem.retrieval import RecallConfig
 from tests.neo4j.fake_driver import SPEC, FakeDriver, guard_failure
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -154,7 +155,11 @@ def test_remember_is_one_statement_in_one_transaction(neo: Neo4jBackend,
 def test_remember_through_graphmemory_is_one_round_trip(neo: Neo4jBackend,
                                                         fake: FakeDriver) -> None:
     mem = GraphMemory(neo, embedder=None, owns_backend=False)
-    mem.remember("Alice prefers tea", agent_id="a")
+    # reconciling with similar memories reads the store first (its own budget); the write
+    # itself is one statement
+    options = ({"reconcile": "off"}
+               if "reconcile" in inspect.signature(mem.remember).parameters else {})
+    mem.remember("Alice prefers tea", agent_id="a", **options)
     assert len(fake.recorder.statements) == 1, fake.recorder.names()
     assert len(fake.recorder.writes()) == 1
 
@@ -388,7 +393,10 @@ def test_recall_is_at_most_two_round_trips_and_writes_nothing(neo: Neo4jBackend,
     neighbour = Memory(content="the kettle is blue", agent_id="a", tags=["tea"])
     fake.respond = _recall_server(hits, [neighbour])
     mem = GraphMemory(neo, embedder=None, owns_backend=False)
-    results = mem.recall("what does alice drink", k=10)
+    # the entity hop of the knowledge layer is not part of this budget (yet)
+    config = RecallConfig(**({"expand_entities": False}
+                             if "expand_entities" in RecallConfig.model_fields else {}))
+    results = mem.recall("what does alice drink", k=10, config=config)
     assert len(fake.recorder.statements) <= 2, fake.recorder.names()
     assert fake.recorder.names() == ["recall search", "recall expansion"]
     assert all(t.mode == "read" for t in fake.recorder.transactions)
@@ -424,3 +432,20 @@ def test_neighbours_limit_each_seed_inside_the_query(neo: Neo4jBackend,
     collect = st.text[st.text.index("COLLECT {\n    MATCH (s)-[:TAGGED]"):]
     assert "LIMIT $tag_limit" in collect and st.params["tag_limit"] == 8
     assert "n.agent_id = $f" in collect  # the caller's scope applies inside the query
+
+
+def test_vectors_alone_are_one_statement_that_keeps_other_properties(
+    neo: Neo4jBackend, fake: FakeDriver
+) -> None:
+    if "vectors" not in WriteBatch.__dataclass_fields__:
+        pytest.skip("this WriteBatch has no vectors")
+    assert "vectors" in neo.capabilities
+    fake.dim = 2
+    neo.write(WriteBatch(vectors={"m1": [0.6, 0.8], "m2": (1.0, 0.0)}))  # type: ignore[call-arg]
+    (st,) = [s for s in fake.recorder.statements if s.name.startswith("write")]
+    assert st.name == "write nodes/memory_vectors"
+    assert "SET m.embedding = row.embedding" in st.text and "SET m = " not in st.text
+    assert st.params["p0_rows"] == [{"id": "m1", "embedding": [0.6, 0.8]},
+                                    {"id": "m2", "embedding": [1.0, 0.0]}]
+    with pytest.raises(InvalidInput):
+        neo.write(WriteBatch(vectors={"m1": [float("nan"), 1.0]}))  # type: ignore[call-arg]
