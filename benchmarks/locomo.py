@@ -44,6 +44,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from graphmem.embeddings import make_embedder  # noqa: E402
+from graphmem.knowledge import KnowledgeIndexer  # noqa: E402
 from graphmem.memory import GraphMemory  # noqa: E402
 from graphmem.models import Filter, Memory, TextQuery, VectorQuery  # noqa: E402
 from graphmem.retrieval import RecallConfig, Retriever  # noqa: E402
@@ -329,7 +330,8 @@ def report(scores: dict[str, Scores], convs: list[Conversation], args: argparse.
         f"Data: `{args.data}` — {len(convs)} conversations, "
         f"{extra['turns']} turns, {n_q} of {n_all} questions with gold evidence "
         f"({extra['dropped']} evidence ids naming no turn dropped). "
-        f"Embedder: {extra['embedder']}. Ingest: {extra['ingest_s']}. "
+        f"Embedder: {extra['embedder']}. Knowledge layer: {args.knowledge}. "
+        f"Ingest: {extra['ingest_s']}. "
         + ("Embeddings (turns and questions) came from the cache file "
            f"`{args.embed_cache}`, so ingest and latency exclude the model. "
            if args.embed_cache else "Hybrid latency includes embedding the question (the "
@@ -392,6 +394,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="reuse embeddings from this .npz file (tuning runs)")
     ap.add_argument("--path", choices=("user", "events", "both"), default="both",
                     help="the user path (remember/recall), the event path, or both")
+    ap.add_argument("--knowledge", choices=("on", "off"), default="on",
+                    help="off: no entity indexing and no entity hops (the layer's baseline)")
     ap.add_argument("--no-baselines", action="store_true")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="override a RecallConfig field (repeatable), e.g. --set rrf_k=20")
@@ -410,20 +414,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.set:
         overrides = dict(item.split("=", 1) for item in args.set)
         config = RecallConfig.model_validate({**config.model_dump(), **overrides})
-    systems: dict[str, System] = {}
     stores: list[GraphMemory] = []
+    if args.knowledge == "off":
+        config = config.model_copy(update={"expand_entities": False, "entity_weight": 0.0})
+
+    def open_store() -> GraphMemory:
+        store = GraphMemory.open(args.store, embedder=embedder)
+        # the store indexes entities itself once GraphMemory attaches the knowledge layer
+        if args.knowledge == "on" and getattr(store, "knowledge", None) is None:
+            KnowledgeIndexer(store.backend).attach(store.writes)
+        stores.append(store)
+        return store
+
+    systems: dict[str, System] = {}
     timings: list[str] = []
     turns = 0
     if args.path in ("user", "both"):
-        umem = GraphMemory.open(args.store, embedder=embedder)
-        stores.append(umem)
+        umem = open_store()
         t0 = time.perf_counter()
         turns = sum(ingest_user(umem, c) for c in convs)
         timings.append(f"user path {time.perf_counter() - t0:.1f} s")
         systems["user path"] = user_system(umem, config)
     if args.path in ("events", "both"):
-        mem = GraphMemory.open(args.store, embedder=embedder)
-        stores.append(mem)
+        mem = open_store()
         t0 = time.perf_counter()
         turns = sum(ingest(mem, c) for c in convs)
         timings.append(f"event path {time.perf_counter() - t0:.1f} s")

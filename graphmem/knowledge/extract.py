@@ -186,6 +186,21 @@ _PLACE_SUFFIX = frozenset(
     city county island islands bay valley coast hills forest desert state country town
     village square station airport museum zoo""".split()
 )
+_THING_RE = re.compile(
+    r"\b(?:[Mm]y|[Oo]ur|[Hh]is|[Hh]er|[Tt]heir|[Aa]n?|[Tt]he)\s+((?:[a-z]+\s+){0,2}[a-z]{3,})\b"
+)
+# nouns too general to say what a memory is about
+_GENERIC_NOUNS = frozenset(
+    """time times day days week weeks weekend weekends month months year years moment lot
+    lots bit way ways thing things stuff kind sort part end start rest idea ideas chance
+    point fact reason feeling feelings sense place places people person world life
+    experience experiences question answer problem issue story stories job work home family
+    friend friends kid kids child children bunch couple piece pic pics picture pictures
+    photo photos photograph photography image look sign matter case while number word words
+    news talk chat reminder difference impact part reminder journey process step steps
+    opportunity opportunities support love passion joy fun dream dreams goal goals plan plans
+    future past others everyone everything anything something nothing none""".split()
+)
 _HONORIFIC_RE = re.compile(r"\b(?:Mr|Mrs|Ms|Dr|Prof|Aunt|Uncle|Grandma|Grandpa)\.?\s+$")
 _PLACE_CUE_RE = re.compile(
     r"\b(?:in|at|to|from|near|visit|visited|visiting|moved\s+to|move\s+to|around|across|"
@@ -249,11 +264,21 @@ def _span_type(words: list[str], before: str, known: EntityType | None) -> Entit
     return known or EntityType.OTHER
 
 
-def extract(text: str, known: Mapping[str, EntityType] | None = None) -> Extraction:
+def _singular(word: str) -> str:
+    if len(word) > 4 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-3] + "y" if word.endswith("ies") else word[:-1]
+    return word
+
+
+def extract(
+    text: str, known: Mapping[str, EntityType] | None = None, *, things: bool = False
+) -> Extraction:
     """Entities and relations named in ``text`` (see the module docstring for the rules).
 
     ``known`` maps normalised names the store already has to their types: it lets a
-    sentence-initial name through and supplies its type.
+    sentence-initial name through and supplies its type. ``things`` also takes the
+    common noun after a determiner or possessive (``my violin``, ``the beach``) as an
+    object, skipping general nouns (``time``, ``people``, ``photo``).
 
     >>> [m.norm for m in extract("Melanie: I went camping with Caroline in Oregon!").mentions]
     ['melanie', 'caroline', 'oregon', 'camping']
@@ -330,6 +355,19 @@ def extract(text: str, known: Mapping[str, EntityType] | None = None) -> Extract
         words_ = [w for w in gm.group(1).lower().split() if w not in _VAGUE]
         if words_ and not words_[-1].endswith("ly"):
             add(" ".join([*words_, gm.group(2).lower()]), _GROUP_NOUNS[gm.group(2).lower()])
+
+    if things:
+        for tm in _THING_RE.finditer(body):
+            ws = [w for w in tm.group(1).split() if w not in _VAGUE]
+            if not ws or ws[0] in _NOT_NAMES or ws[0].endswith(("ly", "ed", "ing")):
+                continue
+            head = ws[0]
+            if len(ws) > 1 and ws[1] in _GROUP_NOUNS:
+                add(f"{head} {ws[1]}", _GROUP_NOUNS[ws[1]])
+                continue
+            noun = _singular(head)
+            if noun not in _GENERIC_NOUNS and head not in _GENERIC_NOUNS and len(noun) > 2:
+                add(noun, EntityType.PLACE if noun in _PLACE_SUFFIX else EntityType.OBJECT)
 
     if speaker is not None:
         for km in _KIN_NAME_RE.finditer(body):

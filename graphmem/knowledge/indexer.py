@@ -62,9 +62,13 @@ class KnowledgeIndexer:
     ['Melanie', 'Oregon', 'camping']
     """
 
-    def __init__(self, backend: GraphBackend, *, extractor: Extractor = extract) -> None:
+    def __init__(
+        self, backend: GraphBackend, *, extractor: Extractor = extract, things: bool = False
+    ) -> None:
         self.backend = backend
         self.extractor = extractor
+        #: also index common nouns after determiners (see :func:`~.extract.extract`)
+        self.things = things
         self._gaz: dict[str, Gazetteer] = {}
         self._lock = threading.Lock()
         self._writes: Writes | None = None
@@ -100,7 +104,7 @@ class KnowledgeIndexer:
             g = batch.gazetteers.get(m.audience)
             if g is None:
                 g = batch.gazetteers[m.audience] = base.overlay()
-            ex = self.extractor(m.content, g.types())
+            ex = self.extractor(m.content, g.types(), things=self.things)
             seen_at = m.valid_from or m.created_at
             ids: dict[str, str] = {}  # mention norm -> entity id
             for mention in ex.mentions:
