@@ -31,12 +31,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from graphmem.backends.base import Expect, GraphBackend
-from graphmem.errors import Conflict, InvalidInput, NotFound
+from graphmem.errors import Conflict, InvalidInput, LLMError, NotFound
 from graphmem.llm import (
     LLM,
     Claim,
     Fact,
     Improvement,
+    OfflineLLM,
     Reflection,
     claim_of,
     is_dense,
@@ -321,7 +322,7 @@ class MergeGroup(BaseModel):
     pairs: tuple[SimilarPair, ...]
     kind: Literal["duplicate", "similar"]
     content: str | None  # None on a dry run when an LLM would write it
-    content_source: Literal["deterministic", "llm"]
+    content_source: Literal["deterministic", "llm", "fallback"]
     category: str
     tier: str
     importance: float
@@ -339,6 +340,7 @@ class ConsolidationReport(BaseModel):
     scanned: int
     pairs: int
     groups: tuple[MergeGroup, ...]
+    llm_failures: int = 0  # merges written by the deterministic pass after a failed call
 
     @property
     def superseded_ids(self) -> list[str]:
@@ -490,8 +492,9 @@ def consolidate(
         applied.extend(_apply_merges(writes, batch, llm, now))
         if progress:
             progress("merged", min(start + cfg.batch_groups, len(plans)), len(plans))
+    failures = sum(g.content_source == "fallback" for g in applied)
     return ConsolidationReport(dry_run=False, scanned=len(memories), pairs=npairs,
-                               groups=tuple(applied))
+                               groups=tuple(applied), llm_failures=failures)
 
 
 def _plan_scope(
@@ -572,9 +575,16 @@ def _apply_merges(
         srcs = [s for s in sources if s is not None]
         fields = _merged_fields(srcs)
         content = plan.content
+        source = plan.content_source
         if content is None:
             assert llm is not None
-            content = llm.summarize(srcs, purpose="merge").content
+            try:
+                content = llm.summarize(srcs, purpose="merge").content
+            except LLMError as e:
+                # one failed call (overload, truncation ...) must not stop the pass
+                log.warning("consolidate: LLM merge failed (%s); deterministic merge",
+                            type(e).__name__)
+                content, source = merge_sentences(srcs), "fallback"
         reason = (
             f"consolidated {plan.kind} (token jaccard >= "
             f"{min(p.similarity for p in plan.pairs):.2f})"
@@ -588,7 +598,8 @@ def _apply_merges(
             "metadata": {"pass": CONSOLIDATE_PASS, "merge_kind": plan.kind,
                          "merged_count": len(srcs)},
         })
-        out[k] = plan.model_copy(update={"merged_id": memory.id, "content": content})
+        out[k] = plan.model_copy(update={"merged_id": memory.id, "content": content,
+                                         "content_source": source})
         todo.append((out[k], Replacement(tuple(srcs), memory, reason, CONSOLIDATE_PASS)))
     if todo:
         try:
@@ -678,7 +689,13 @@ def summarize_into_memory(
     if not sources:
         raise InvalidInput("nothing to summarise")
     now = now or utcnow()
-    summary = llm.summarize(sources, purpose=purpose)
+    failed: str | None = None
+    try:
+        summary = llm.summarize(sources, purpose=purpose)
+    except LLMError as e:
+        log.warning("summarize: LLM call failed (%s); extractive summary", type(e).__name__)
+        failed = type(e).__name__
+        summary = OfflineLLM().summarize(sources, purpose=purpose)
     fields = _merged_fields(sources)
     memory: Memory = validated(Memory, {
         "content": summary.content,
@@ -692,7 +709,8 @@ def summarize_into_memory(
         "valid_from": fields["valid_from"],
         "created_at": now,
         "metadata": {"pass": pass_name, "source_count": len(summary.source_ids),
-                     "preserved_count": len(summary.preserved_ids)},
+                     "preserved_count": len(summary.preserved_ids),
+                     **({"llm_fallback": failed} if failed else {})},
     })
     if dry_run:
         return memory
@@ -710,6 +728,35 @@ class ImproveReport(BaseModel):
     improvement: Improvement
     created: tuple[Memory, ...] = ()  # the rewritten versions (ids assigned on dry runs too)
     superseded_ids: tuple[str, ...] = ()
+    batches: int = 0  # LLM calls made (one per batch within the token budget)
+    llm_failures: int = 0  # batches improved by the offline pass after a failed call
+
+
+#: default input budget of one LLM call of a pass, in (estimated) tokens
+TOKEN_BUDGET = 6000
+
+
+def estimate_tokens(text: str) -> int:
+    """A cheap token estimate (about 4 characters per token, at least 1)."""
+    return max(1, len(text) // 4)
+
+
+def token_batches(memories: Sequence[Memory], budget: int = TOKEN_BUDGET,
+                  per_item: int = 20) -> list[list[Memory]]:
+    """``memories`` in order, cut into batches whose estimated size (content plus
+    ``per_item`` tokens of fencing each) stays within ``budget``; a memory larger than the
+    budget is a batch of its own."""
+    out: list[list[Memory]] = []
+    size = 0
+    for m in memories:
+        cost = estimate_tokens(m.content) + per_item
+        if out and size + cost <= budget:
+            out[-1].append(m)
+            size += cost
+        else:
+            out.append([m])
+            size = cost
+    return out
 
 
 def improve_memories(
@@ -719,8 +766,13 @@ def improve_memories(
     *,
     dry_run: bool = False,
     now: datetime | None = None,
+    token_budget: int = TOKEN_BUDGET,
 ) -> ImproveReport:
     """Run the improve pass and write its result with provenance, in one atomic upsert.
+
+    The memories go to the LLM in chronological batches within ``token_budget``; a batch
+    whose call fails (overload, a ``max_tokens`` stop, no provider) is improved by the
+    offline pass instead, and counted in ``llm_failures``.
 
     Each rewrite is a new memory (same scope, importance, tags ...) that DERIVED_FROM and
     SUPERSEDES the old one (reason from the pass). Each contradiction makes the kept
@@ -728,8 +780,23 @@ def improve_memories(
     memory becomes ``superseded`` with ``valid_to``.
     """
     now = now or utcnow()
-    active = [m for m in memories if m.status is Status.ACTIVE]
-    imp = llm.improve(active)
+    active = sorted((m for m in memories if m.status is Status.ACTIVE),
+                    key=lambda m: (m.valid_from or m.created_at, m.created_at, m.id))
+    rewrites: list[Any] = []
+    contradictions: list[Any] = []
+    failures = 0
+    batches = token_batches(active, token_budget) if active else []
+    for batch in batches:
+        try:
+            part = llm.improve(batch)
+        except LLMError as e:
+            log.warning("improve: LLM call failed (%s); offline pass for %d memories",
+                        type(e).__name__, len(batch))
+            failures += 1
+            part = OfflineLLM().improve(batch)
+        rewrites.extend(part.rewrites)
+        contradictions.extend(part.contradictions)
+    imp = Improvement(rewrites=tuple(rewrites), contradictions=tuple(contradictions))
     by_id = {m.id: m for m in active}
     created: dict[str, Memory] = {}
     groups: list[Replacement] = []
@@ -751,7 +818,8 @@ def improve_memories(
         groups.append(Replacement(losers, winner, c.reason))
     news = list(created.values())
     report = ImproveReport(
-        dry_run=dry_run, improvement=imp, created=tuple(news), superseded_ids=tuple(retired)
+        dry_run=dry_run, improvement=imp, created=tuple(news), superseded_ids=tuple(retired),
+        batches=len(batches), llm_failures=failures,
     )
     if dry_run or not groups:
         return report
@@ -792,7 +860,11 @@ def store_facts(
         missing = [i for i in source_ids if i not in found]
         if missing:
             raise NotFound(f"no memory {missing[0]!r}")
-    facts = llm.extract_facts(turn, speaker=speaker)
+    try:
+        facts = llm.extract_facts(turn, speaker=speaker)
+    except LLMError as e:
+        log.warning("extract_facts: LLM call failed (%s); offline rules", type(e).__name__)
+        facts = OfflineLLM().extract_facts(turn, speaker=speaker)
     created: list[Memory] = []
     skipped = 0
     for f in facts:

@@ -43,7 +43,9 @@ from graphmem.consolidation import (
     ConsolidationConfig,
     ConsolidationReport,
     FactsReport,
+    ImproveReport,
     consolidate,
+    improve_memories,
     iter_memories,
     store_facts,
     summarize_into_memory,
@@ -256,6 +258,8 @@ class LifecycleConfig(BaseModel):
     stale_after: timedelta | None = timedelta(days=180)
     stale_max_importance: float = Field(default=0.3, ge=0.0, le=1.0)
     protect_importance: float = Field(default=0.9, ge=0.0, le=1.0)
+    improve_limit: int = Field(default=200, ge=0)
+    llm_token_budget: int = Field(default=6000, ge=100)
     decay: DecayConfig = Field(default_factory=DecayConfig)
     retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
     consolidation: ConsolidationConfig = Field(default_factory=ConsolidationConfig)
@@ -328,6 +332,13 @@ class MaintenanceReport(BaseModel):
     at: datetime
     actions: tuple[Action, ...] = ()
     consolidation: ConsolidationReport | None = None
+    improvement: ImproveReport | None = None
+
+    @property
+    def llm_failures(self) -> int:
+        """LLM calls that failed and were replaced by the offline pass."""
+        return sum(r.llm_failures for r in (self.consolidation, self.improvement)
+                   if r is not None)
 
     def ids(self, action: ActionKind | None = None, step: str | None = None) -> list[str]:
         """Memory ids of the actions of one kind and/or step."""
@@ -617,7 +628,7 @@ class Lifecycle:
             dry_run=dry_run, hard_delete=hard_delete, steps=("decay", "stale")
         )
 
-    STEPS = ("expire", "retention", "decay", "stale", "limit", "consolidate")
+    STEPS = ("expire", "retention", "decay", "stale", "limit", "improve", "consolidate")
 
     def maintain(
         self,
@@ -634,7 +645,11 @@ class Lifecycle:
         ``expire`` (expires_at passed), ``retention`` (older than the retention period),
         ``decay`` (relevance below ``prune_below``), ``stale`` (not accessed for
         ``stale_after``, low importance), ``limit`` (least relevant beyond the per-agent
-        maximum), ``consolidate`` (merge near-duplicates, with provenance).
+        maximum), ``improve`` (the ``improve_limit`` newest memories rewritten for
+        precision and contradictions resolved, with the configured LLM in batches within
+        ``llm_token_budget``; the offline pass on a dry run and for a batch whose call
+        fails), ``consolidate`` (merge near-duplicates, with provenance, merged by the
+        configured LLM; a failed call falls back to the deterministic merge).
 
         A memory is acted on by the first step that claims it. Pinned memories are never
         archived; memories with importance >= ``protect_importance`` are never pruned by
@@ -709,14 +724,35 @@ class Lifecycle:
                     for m in victims:
                         plan.add("limit", "archive", m.id,
                                  f"agent {aid} over its maximum of {cap} memories")
+        report = self._finish(plan, now, dry_run, hard_delete)
+        improvement = None
+        if "improve" in steps and cfg.improve_limit:
+            recent = [m for m in self.backend.match(
+                flt, limit=cfg.improve_limit + len(plan.claimed), order_by="created_at",
+                descending=True) if isinstance(m, Memory) and m.id not in plan.claimed
+                and not _pinned(m)][: cfg.improve_limit]
+            improvement = improve_memories(
+                self.writes, self._offline if dry_run else self._pass_llm, recent,
+                dry_run=dry_run, now=now, token_budget=cfg.llm_token_budget,
+            )
+            actions = list(report.actions)
+            for new in improvement.created:
+                actions.append(Action(step="improve", action="create", memory_id=new.id,
+                                      reason="rewritten for precision"))
+            actions.extend(Action(step="improve", action="archive", memory_id=i,
+                                  reason="superseded: improved or contradicted")
+                           for i in improvement.superseded_ids)
+            plan.claimed.update(improvement.superseded_ids)
+            report = report.model_copy(update={"actions": tuple(actions),
+                                               "improvement": improvement})
         consolidation = None
         if "consolidate" in steps:
             consolidation = consolidate(
                 self.writes, agent_id=agent_id, namespace=namespace,
-                config=cfg.consolidation, llm=consolidate_llm,
+                config=cfg.consolidation,
+                llm=consolidate_llm if consolidate_llm is not None else self.llm,
                 dry_run=dry_run, now=now, exclude_ids=set(plan.claimed),
             )
-        report = self._finish(plan, now, dry_run, hard_delete)
         if consolidation is not None:
             actions = list(report.actions)
             for g in consolidation.groups:

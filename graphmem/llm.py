@@ -509,7 +509,7 @@ _NEGATORS = frozenset("not no never don t doesn isn aren wasn weren didn won can
 # exclusive relations: a subject has one value at a time
 _RELATION_RE = re.compile(
     r"^(?P<subj>.{1,60}?)\s+(?P<rel>lives in|lived in|works at|works for|works as|"
-    r"is called|is named|prefers|moved to|(?:favou?rite \w+|birthday|email|phone number|"
+    r"is called|is named|moved to|(?:favou?rite \w+|birthday|email|phone number|"
     r"address|name|role|title|timezone|manager) is)\s+(?P<obj>.+?)[.!]?$",
     re.IGNORECASE,
 )

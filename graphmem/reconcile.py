@@ -133,9 +133,11 @@ def _reconcile(
     if claim is not None:
         olds: list[Memory] = []
         values: list[str] = []
+        since = memory.valid_from or memory.created_at
         for c in candidates:
             other = claim_of(c.content)
-            if (other is not None and other.subject == claim.subject
+            # a statement dated before the one it disagrees with is history, not news
+            if (other is not None and (c.valid_from or c.created_at) <= since and other.subject == claim.subject
                     and other.attribute == claim.attribute and other.value != claim.value):
                 olds.append(c)
                 values.append(other.value)

@@ -326,11 +326,15 @@ def test_archive_restore_and_pin(mem: GraphMemory, clock: Clock) -> None:
 
 def test_idle_cycle_includes_consolidation(mem: GraphMemory, clock: Clock) -> None:
     a = mem.remember("Deploys happen on Tuesdays.", created_at=NOW)
-    b = mem.remember("deploys happen on tuesdays!", created_at=NOW)
+    b = mem.remember("Deploys happen on Tuesdays!", created_at=NOW)
+    noisy = mem.remember("basically the build uses python 3.11", created_at=NOW)
     lc = lifecycle(mem, clock)
     dry = lc.on_idle(dry_run=True)
     assert dry.consolidation is not None and len(dry.consolidation.groups) == 1
+    assert dry.ids("archive", step="improve") == [noisy.id]  # idle includes improve
     real = lc.on_idle()
+    assert real.ids("archive", step="improve") == [noisy.id]
+    assert status(mem, noisy) is Status.SUPERSEDED
     assert set(real.ids("archive", step="consolidate")) == {a.id, b.id}
     assert set(dry.ids("archive", step="consolidate")) == {a.id, b.id}
     assert status(mem, a) is Status.SUPERSEDED

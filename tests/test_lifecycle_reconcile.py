@@ -115,6 +115,7 @@ def test_claims() -> None:
     assert claim_of("Alice lives in Oslo.") == claim_of("Alice now lives in Oslo")
     assert claim_of("Alice moved to Oslo") == claim_of("Alice lives in Oslo")
     assert claim_of("Alice likes tea") is None
+    assert claim_of("Alice prefers tea") is None  # preferences can be many
     assert claim_of("Alice lives in Oslo. Bob lives in Rome.") is None
 
 

@@ -102,8 +102,9 @@ def test_settings_file_and_config_show(tmp_path: Path) -> None:
 
 
 def test_maintenance_and_llm_commands(db: str) -> None:
-    for _ in range(2):
-        run("remember", "Alice drinks tea with milk every morning", "--db", db)
+    for text in ("Alice drinks tea with milk every morning",  # an exact repeat would be
+                 "Alice drinks tea with milk each morning"):  # reconciled, not stored twice
+        run("remember", text, "--db", db)
     plan = run_json("consolidate", "--db", db)
     assert plan["dry_run"] and len(plan["groups"]) == 1
     assert "would merge 1 groups" in run("consolidate", "--db", db).stdout

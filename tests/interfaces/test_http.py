@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -204,8 +205,9 @@ def test_org_facts(client: TestClient, store: GraphMemory) -> None:
 
 
 def test_maintenance_is_a_dry_run_by_default(client: TestClient, store: GraphMemory) -> None:
-    for _ in range(2):
-        _create(client, content="Alice prefers tea with milk in the morning")
+    for text in ("Alice prefers tea with milk in the morning",  # an exact repeat would be
+                 "Alice prefers tea with milk each morning"):  # reconciled, not stored twice
+        _create(client, content=text)
     before = snapshot(store)
     plan = client.post("/maintenance/consolidate", json={})
     assert plan.status_code == 200 and plan.json()["dry_run"]
@@ -334,3 +336,72 @@ def test_an_unavailable_backend_is_503(tmp_path: Any) -> None:
     assert r.status_code == 503 and r.json()["error"] == "BackendUnavailable"
     assert client.get("/health").status_code == 503
     mem.close()
+
+
+# -- no request answers 500 -----------------------------------------------------------------
+
+LATE = "9999-12-31T23:59:59-05:00"  # past year 9999 once in UTC
+EARLY = "0001-01-01T00:00:00+05:00"  # before year 1 once in UTC
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/memories", {"content": "x", "metadata": {"k": [18446744073709551616]}}),
+        ("/memories", {"content": "x", "metadata": {"k": 18446744073709551616}}),
+        ("/memories", {"content": "x", "metadata": {"k": [1.5, float("nan")]}}),
+        ("/memories", {"content": "x", "created_at": LATE}),
+        ("/memories", {"content": "x", "created_at": EARLY}),
+        ("/memories", {"content": "x", "valid_from": LATE}),
+        ("/memories", {"content": "x", "expires_at": EARLY}),
+        ("/memories", {"content": "x", "agent_id": "a\ud800"}),
+        ("/memories/batch", {"items": [{"content": "x", "created_at": LATE}]}),
+        ("/recall", {"query": "tea", "as_of": LATE}),
+        ("/recall", {"query": "tea", "since": EARLY}),
+        ("/recall", {"query": "tea", "category": "bogus"}),
+        ("/recall", {"query": "tea \ud800"}),
+        ("/context", {"query": "tea", "until": LATE}),
+        ("/runs", {"run_id": "r9", "metadata": {"k": [2**64]}}),
+    ],
+)
+def test_bad_values_are_422_not_500(
+    store: GraphMemory, path: str, body: dict[str, Any]
+) -> None:
+    store.remember("tea at noon")
+    before = snapshot(store)
+    with TestClient(create_app(store), raise_server_exceptions=False) as c:
+        # json.dumps as a client would send it: NaN tokens, surrogates as \ud800 escapes
+        r = c.post(path, content=json.dumps(body).encode(),
+                   headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"] == "InvalidInput" and r.json()["detail"]
+    assert snapshot(store) == before
+
+
+def test_ending_a_run_with_an_unknown_status_is_422(client: TestClient, store: GraphMemory) -> None:
+    assert client.post("/runs", json={"run_id": "r1"}).status_code == 201
+    r = client.post("/runs/r1/end", json={"status": "ok"})
+    assert r.status_code == 422 and r.json()["error"] == "InvalidInput", r.text
+    assert "completed" in r.json()["detail"]  # names the statuses it accepts
+    assert store.get_run("r1").status.value == "running"
+    assert client.post("/runs/r1/end", json={"status": "failed"}).json()["status"] == "failed"
+
+
+def test_list_with_unknown_status_or_category_is_422(client: TestClient) -> None:
+    assert client.get("/memories", params={"status": "bogus"}).status_code == 422
+    assert client.get("/memories", params={"category": "bogus"}).status_code == 422
+    assert client.get("/memories", params={"status": "all"}).status_code == 200
+    assert client.get("/runs", params={"status": "bogus"}).status_code == 422
+
+
+def test_too_large_body_answers_the_documented_json_error(store: GraphMemory) -> None:
+    settings = Settings(embedder="none", server={"max_body_bytes": 4096})  # type: ignore[arg-type]
+    with TestClient(create_app(store, settings=settings)) as c:
+        for r in (
+            c.post("/memories", json={"content": "x" * 5000}),
+            c.post("/memories", content=iter([b'{"content": "', b"x" * 5000, b'"}']),
+                   headers={"content-type": "application/json"}),
+        ):
+            assert r.status_code == 413
+            assert r.headers["content-type"].startswith("application/json"), r.text
+            assert r.json()["error"] == "ContentTooLarge" and "4096" in r.json()["detail"]

@@ -1,0 +1,120 @@
+"""The passes with the configured LLM (the real Anthropic SDK against the local Messages
+stub): batching within a token budget, and the offline fallback per item when a call
+fails (529, a max_tokens stop), counted in the reports."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from graphmem.backends import open_backend
+from graphmem.config import Settings
+from graphmem.consolidation import ConsolidationConfig, improve_memories, token_batches
+from graphmem.lifecycle import LifecycleConfig
+from graphmem.llm import AnthropicLLM
+from graphmem.memory import GraphMemory
+from graphmem.models import Memory, Status
+from tests.llm.anthropic_stub import StubAnthropic, error_reply, tool_reply
+
+NOW = datetime(2024, 6, 1, tzinfo=UTC)
+NO_RECONCILE = Settings(reconcile={"mode": "off"})  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def stub() -> Iterator[StubAnthropic]:
+    with StubAnthropic() as s:
+        yield s
+
+
+def store(stub: StubAnthropic, **config: object) -> GraphMemory:
+    llm = AnthropicLLM(base_url=stub.url, api_key="k", max_retries=0)
+    mem = GraphMemory(open_backend("memory://"), embedder=None, llm=llm, clock=lambda: NOW,
+                      settings=NO_RECONCILE)
+    if config:
+        mem.configure_lifecycle(LifecycleConfig(**config))  # type: ignore[arg-type]
+    return mem
+
+
+def similar_pair(mem: GraphMemory, agent: str) -> None:
+    mem.remember("backups run nightly at two in the morning on the main server",
+                 agent_id=agent)
+    mem.remember("backups run nightly at two in the morning on the main host machine",
+                 agent_id=agent)
+
+
+CFG = ConsolidationConfig(merge_threshold=0.6, duplicate_threshold=0.95)
+
+
+def test_consolidate_uses_the_configured_llm(stub: StubAnthropic) -> None:
+    mem = store(stub)
+    similar_pair(mem, "a")
+    report = mem.consolidate(config=CFG)
+    assert len(stub.requests) == 1
+    assert [g.content_source for g in report.groups] == ["llm"]
+    assert report.llm_failures == 0
+
+
+def test_a_failed_merge_falls_back_per_group(stub: StubAnthropic) -> None:
+    mem = store(stub)
+    similar_pair(mem, "a")
+    similar_pair(mem, "b")
+    stub.push(error_reply(529, "overloaded_error"))
+    report = mem.consolidate(config=CFG)
+    assert len(stub.requests) == 2  # the pass went on after the 529
+    assert sorted(g.content_source for g in report.groups) == ["fallback", "llm"]
+    assert report.llm_failures == 1
+    assert all(g.merged_id for g in report.groups)
+
+
+def test_improve_batches_within_the_budget_and_falls_back(stub: StubAnthropic) -> None:
+    mem = store(stub)
+    ms = [mem.remember(f"basically note number {i} about the {'x' * 200} project",
+                       created_at=NOW + timedelta(seconds=i)) for i in range(6)]
+    assert [len(b) for b in token_batches(ms, budget=170)] == [2, 2, 2]
+    stub.push(tool_reply("record_improve", {"rewrites": [], "contradictions": []},
+                         stop="max_tokens"))
+    report = improve_memories(mem.writes, mem.llm, ms, now=NOW,  # type: ignore[arg-type]
+                              token_budget=170)
+    assert (report.batches, len(stub.requests), report.llm_failures) == (3, 3, 1)
+    # the failed batch (the two oldest) was improved offline: filler words removed
+    rewritten = {m.content for m in report.created}
+    assert len(rewritten) == 2 and all(c.startswith("Note number") for c in rewritten)
+
+
+def test_summary_falls_back_to_extractive(stub: StubAnthropic) -> None:
+    mem = store(stub)
+    e1 = mem.add_event("r1", "user_message", "The build failed on the payments table.")
+    e2 = mem.add_event("r1", "user_message", "We fixed it by adding an index.")
+    stub.push(error_reply(529, "overloaded_error"))
+    summary = mem.summarize([e1.id, e2.id])
+    assert summary.metadata["llm_fallback"] == "LLMUnavailable"
+    assert "payments" in summary.content
+
+
+def test_idle_maintenance_improves_and_consolidates_with_the_llm(stub: StubAnthropic) -> None:
+    mem = store(stub, consolidation=CFG)
+    similar_pair(mem, "a")
+    mem.remember("Alice lives in Oslo", created_at=NOW - timedelta(days=2))
+    mem.remember("Alice lives in Bergen", created_at=NOW - timedelta(days=1))
+    # the improve call fails: the offline pass resolves the contradiction
+    stub.push(error_reply(529, "overloaded_error"))
+    report = mem.on_idle()
+    names = [r["json"]["tool_choice"]["name"] for r in stub.requests]
+    assert names == ["record_improve", "record_summarize"]
+    assert report.improvement is not None and report.consolidation is not None
+    assert report.llm_failures == 1
+    oslo = mem.list(status=None, metadata=None)
+    states = {m.content: m.status for m in oslo if m.content.startswith("Alice")}
+    assert states == {"Alice lives in Oslo": Status.SUPERSEDED,
+                      "Alice lives in Bergen": Status.ACTIVE}
+    dry = mem.on_idle(dry_run=True)
+    assert len(stub.requests) == 2  # a dry run makes no LLM call
+    assert dry.dry_run
+
+
+def test_token_batches_keep_an_oversized_memory_alone() -> None:
+    big = Memory(content="y" * 4000)
+    small = Memory(content="z")
+    assert [len(b) for b in token_batches([small, big, small], budget=100)] == [1, 1, 1]
