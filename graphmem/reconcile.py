@@ -137,7 +137,8 @@ def _reconcile(
         for c in candidates:
             other = claim_of(c.content)
             # a statement dated before the one it disagrees with is history, not news
-            if (other is not None and (c.valid_from or c.created_at) <= since and other.subject == claim.subject
+            if (other is not None and (c.valid_from or c.created_at) <= since
+                    and other.subject == claim.subject
                     and other.attribute == claim.attribute and other.value != claim.value):
                 olds.append(c)
                 values.append(other.value)
