@@ -1036,17 +1036,23 @@ class Filter(BaseModel):
         names = list(self.equals) + list(self.any_of) + [r.field for r in self.ranges]
         for name in names:
             check_field(model, name)
+        enums = _enum_fields(model)
         for name, value in {**self.equals}.items():
             if value is not None and not isinstance(value, _FILTERABLE_TYPES):
                 raise ValueError(f"filter value for {name!r} must be a scalar")
             if isinstance(value, StrEnum):
                 self.equals[name] = value.value
+            if name in enums and value is not None:
+                _check_enum(name, value, enums[name])
         for name, values in self.any_of.items():
             if not all(isinstance(v, _FILTERABLE_TYPES) for v in values):
                 raise ValueError(f"filter values for {name!r} must be scalars")
             self.any_of[name] = tuple(
                 v.value if isinstance(v, StrEnum) else v for v in values
             )
+            if name in enums:
+                for v in values:
+                    _check_enum(name, v, enums[name])
         if self.tags_all and "tags" not in model.model_fields:
             raise ValueError(f"{self.label.value} has no tags")
         return self
@@ -1086,11 +1092,6 @@ class Filter(BaseModel):
             if value is None:
                 continue
             values = _filter_strings(name, value)
-            if name in _FILTER_ENUMS:
-                known = _FILTER_ENUMS[name]._value2member_map_
-                for v in values:
-                    if v not in known:
-                        raise InvalidInput(f"unknown {name} {v!r}; one of {sorted(known)}")
             if isinstance(value, str):
                 equals[name] = value
             else:
@@ -1131,9 +1132,28 @@ class Filter(BaseModel):
         )
 
 
-_FILTER_ENUMS: dict[str, type[StrEnum]] = {
-    "category": Category, "tier": Tier, "status": Status,
-}
+_ENUM_FIELDS: dict[type, dict[str, type[StrEnum]]] = {}
+
+
+def _enum_fields(model: type[BaseModel]) -> dict[str, type[StrEnum]]:
+    """The fields of a model whose values come from an enum (status, category, tier …)."""
+    found = _ENUM_FIELDS.get(model)
+    if found is None:
+        found = {}
+        for name, field in model.model_fields.items():
+            ann = field.annotation
+            for arg in (ann, *getattr(ann, "__args__", ())):
+                if isinstance(arg, type) and issubclass(arg, StrEnum):
+                    found[name] = arg
+        _ENUM_FIELDS[model] = found
+    return found
+
+
+def _check_enum(name: str, value: Any, enum: type[StrEnum]) -> None:
+    """A filter on an enum field with a value outside it is a mistake, not a filter that
+    matches nothing."""
+    if value not in enum._value2member_map_:
+        raise ValueError(f"unknown {name} {value!r}; one of {sorted(enum._value2member_map_)}")
 
 
 def _filter_strings(name: str, value: Any, *, single: bool = True) -> tuple[str, ...]:

@@ -33,6 +33,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from graphmem.config import Settings
 from graphmem.consolidation import ConsolidationReport
@@ -561,6 +562,61 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
     return resp
 
 
+class _TooLarge(HTTPException):
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"the request body is larger than {limit} bytes")
+
+
+class _BodyLimit:
+    """Refuse request bodies over ``limit`` bytes with the JSON 413 of every other error:
+    at once when Content-Length says so, else as soon as the streamed body passes it."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or ()).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.limit:
+            await _send_too_large(send, self.limit)
+            return
+        seen = 0
+        started = False
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:  # inside a route: the app's 413 handler answers
+                    raise _TooLarge(self.limit)
+            return message
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited, tracked)
+        except _TooLarge:
+            if started:
+                raise
+            await _send_too_large(send, self.limit)
+
+
+async def _send_too_large(send: Send, limit: int) -> None:
+    response = _error(413, "ContentTooLarge", _TooLarge(limit).detail)
+    await send({"type": "http.response.start", "status": 413,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(response.body)).encode()),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": response.body})
+
+
 def create_app(
     target: GraphMemory | Settings | None = None, *, settings: Settings | None = None
 ) -> FastAPI:
@@ -598,7 +654,6 @@ def create_app(
         version=_version(),
         description="Graph-database knowledge memory for AI agents.",
         lifespan=lifespan,
-        max_body_size=cfg.server.max_body_bytes,
     )
     app.state.graphmem = mem
     app.state.settings = cfg
@@ -606,6 +661,7 @@ def create_app(
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(HTTPException, _on_http_error)
     app.include_router(router)
+    app.add_middleware(_BodyLimit, limit=cfg.server.max_body_bytes)
     return app
 
 
