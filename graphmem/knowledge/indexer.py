@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from graphmem.backends.base import GraphBackend
+from graphmem.errors import ConfigError
 from graphmem.models import (
     Edge,
     EdgeType,
@@ -157,6 +158,20 @@ class KnowledgeIndexer:
         a mention when memories are deleted."""
         self._writes = writes
         writes.add_hook(self.on_commit)
+
+    def backfill(self, memories: Sequence[Memory], *, batch_size: int = 500) -> int:
+        """Index memories written before the layer was attached (through the attached
+        write path, in batches); returns how many entities were written or updated."""
+        if self._writes is None:
+            raise ConfigError("attach the indexer to a write path first")
+        written = 0
+        for i in range(0, len(memories), batch_size):
+            batch = self.index(memories[i:i + batch_size])
+            if batch:
+                self._writes.put(batch.nodes, batch.edges)
+                self.confirm(batch)
+                written += len(batch.nodes)
+        return written
 
     def on_commit(self, done: Committed) -> None:
         """The write hook (see :meth:`attach`)."""

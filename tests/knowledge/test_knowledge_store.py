@@ -112,3 +112,13 @@ def test_superseded_and_archived_memories_are_not_indexed_again(kmem: GraphMemor
     m = kmem.remember("Jon: We loved Paris.", agent_id="a", created_at=T0)
     kmem.set_status([m.id], "archived")
     assert all_entities(kmem)["paris"].mention_count == 1
+
+
+def test_backfill_indexes_memories_written_before_the_layer(tmp_path: Path) -> None:
+    with GraphMemory(NetworkXBackend(tmp_path / "b.db"), embedder=None) as m:
+        m.remember("Jon: We loved Paris.", agent_id="a", created_at=T0)
+        assert all_entities(m) == {}
+        ix = KnowledgeIndexer(m.backend)
+        ix.attach(m.writes)
+        assert ix.backfill(m.list(limit=None)) == 2
+        assert set(all_entities(m)) == {"jon", "paris"}
