@@ -3,6 +3,12 @@
     python benchmarks/scale.py                       # embedded store, 10k and 100k
     python benchmarks/scale.py --sizes 10000 --url neo4j://localhost:7687
     python benchmarks/scale.py --url bolt://localhost:7687 --password secret --wipe --write
+    python benchmarks/scale.py --compare --url bolt://localhost:7687 --wipe --sizes 10000
+    python benchmarks/scale.py --compare --recall --url bolt://localhost:7687 --wipe \
+        --recall-sizes 100000
+
+``--compare`` runs the same workload on a temporary embedded store and on the server at
+``--url`` (emptied first with ``--wipe``) and prints both side by side with their ratio.
 
 Text is synthetic: 8-20 pseudo-words per memory drawn from a 20k-word vocabulary with
 Zipf-distributed frequencies (like natural language); queries are 4 words from the same
@@ -226,7 +232,7 @@ def synthetic_vectors(n: int, dim: int = 384, clusters: int = 2000, seed: int = 
     return out
 
 
-def bench_recall(url: str, n: int, *, queries: int = 200) -> dict[str, Any]:
+def bench_recall(url: str, n: int, *, queries: int = 200, **open_options: Any) -> dict[str, Any]:
     """Hybrid recall latency over ``n`` memories with synthetic 384-d embeddings.
 
     Per query the clock covers the real query embedding (bundled MiniLM on the query text)
@@ -244,7 +250,7 @@ def bench_recall(url: str, n: int, *, queries: int = 200) -> dict[str, Any]:
     for i, item in enumerate(data):
         item["embedding"] = vecs[i]
     out: dict[str, Any] = {"n": n}
-    mem = GraphMemory.open(url, embedder=SyntheticQueries(384, vecs))
+    mem = GraphMemory.open(url, embedder=SyntheticQueries(384, vecs), **open_options)
     t = time.perf_counter()
     for i in range(0, n, 2000):
         mem.remember_many(data[i : i + 2000])
@@ -334,6 +340,81 @@ def recall_main(args: argparse.Namespace, argv: list[str] | None) -> None:
         write_section("Scale (hybrid recall)", text, Path(__file__).with_name("RESULTS.md"))
 
 
+SERVER_SCHEMES = ("neo4j", "neo4j+s", "neo4j+ssc", "bolt", "bolt+s", "bolt+ssc")
+
+
+def server_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Credentials and database of a server URL from the options or NEO4J_* variables."""
+    user = args.user or os.environ.get("NEO4J_USER", "neo4j")
+    return {
+        "auth": (user, args.password or os.environ.get("NEO4J_PASSWORD", "")),
+        "database": args.database or os.environ.get("NEO4J_DATABASE") or None,
+    }
+
+
+def empty_server(url: str, options: dict[str, Any], wipe: bool) -> None:
+    """Make sure the server store starts empty (deleting its graphmem data with ``wipe``)."""
+    from graphmem.backends.neo4j import Neo4jBackend
+
+    with Neo4jBackend(url, **options) as store:
+        if wipe:
+            store.clear()
+        elif store.stats().nodes:
+            sys.exit(f"{url} already holds graphmem data; pass --wipe to delete it")
+
+
+def side_by_side(
+    left: dict[str, Any], right: dict[str, Any], columns: list[tuple[str, str, str]],
+    names: tuple[str, str] = ("embedded", "neo4j"),
+) -> str:
+    """A Markdown table with one row per measure: both stores and right / left."""
+    lines = [f"| {left['n']:,} memories | {names[0]} | {names[1]} | {names[1]} / {names[0]} |",
+             "|---|---:|---:|---:|"]
+    for key, label, fmt in columns:
+        if key == "n" or (key not in left and key not in right):
+            continue
+        a, b = left.get(key), right.get(key)
+        ratio = f"{b / a:.1f}x" if isinstance(a, int | float) and isinstance(b, int | float) \
+            and a else "–"
+        lines.append(f"| {label} | {fmt.format(a) if a is not None else '–'} | "
+                     f"{fmt.format(b) if b is not None else '–'} | {ratio} |")
+    return "\n".join(lines)
+
+
+def compare_main(args: argparse.Namespace, argv: list[str] | None) -> None:
+    """The same workload on a temporary embedded store and on the server, side by side."""
+    if not args.url or args.url.split("://")[0] not in SERVER_SCHEMES:
+        sys.exit("--compare needs --url of a Neo4j server (bolt://... or neo4j://...)")
+    options = server_options(args)
+    sizes = args.recall_sizes if args.recall else args.sizes
+    columns = RECALL_COLUMNS if args.recall else COLUMNS
+    tables = []
+    for n in (int(s) for s in sizes.split(",")):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "compare.db")
+            embedded = (bench_recall(path, n) if args.recall
+                        else bench(path, n, reopen=False, durability=args.durability))
+        empty_server(args.url, options, args.wipe)
+        server = (bench_recall(args.url, n, **options) if args.recall
+                  else bench(args.url, n, reopen=False, **options))
+        tables.append(side_by_side(embedded, server, columns))
+        print(tables[-1], flush=True)
+    cmd = "python benchmarks/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    workload = "hybrid recall with vectors" if args.recall else "storage, no embeddings"
+    text = (
+        f"Embedded (networkx + SQLite WAL, durability={args.durability}) and Neo4j at "
+        f"{args.url}, the same workload ({workload}). "
+        f"Command: `{cmd.strip()}`; {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}; load average {load:.1f} at the end; "
+        f"{time.strftime('%Y-%m-%d')}.\n\n" + "\n\n".join(tables) + "\n"
+    )
+    print(text)
+    if args.write:
+        title = "Embedded vs Neo4j" + (" (hybrid recall)" if args.recall else " (storage)")
+        write_section(title, text, Path(__file__).with_name("RESULTS.md"))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10000,100000")
@@ -349,27 +430,21 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--recall", action="store_true",
                     help="measure hybrid recall latency with synthetic embeddings instead")
     ap.add_argument("--recall-sizes", default="100000,1000000")
+    ap.add_argument("--compare", action="store_true",
+                    help="run on a temporary embedded store and on --url, side by side")
     args = ap.parse_args(argv)
+    if args.compare:
+        compare_main(args, argv)
+        return
     if args.recall:
         recall_main(args, argv)
         return
-    options: dict[str, Any] = {}
-    server = bool(args.url) and args.url.split("://")[0] in ("neo4j", "neo4j+s", "neo4j+ssc",
-                                                             "bolt", "bolt+s", "bolt+ssc")
-    if server:
-        user = args.user or os.environ.get("NEO4J_USER", "neo4j")
-        options["auth"] = (user, args.password or os.environ.get("NEO4J_PASSWORD", ""))
-        options["database"] = args.database or os.environ.get("NEO4J_DATABASE") or None
+    server = bool(args.url) and args.url.split("://")[0] in SERVER_SCHEMES
+    options = server_options(args) if server else {}
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
         if server:
-            from graphmem.backends.neo4j import Neo4jBackend
-
-            with Neo4jBackend(args.url, **options) as store:
-                if args.wipe:
-                    store.clear()
-                elif store.stats().nodes:
-                    sys.exit(f"{args.url} already holds graphmem data; pass --wipe to delete it")
+            empty_server(args.url, options, args.wipe)
             rows.append(bench(args.url, n, reopen=False, **options))
         elif args.url:
             rows.append(bench(args.url, n, reopen=False))

@@ -1494,7 +1494,10 @@ class Neo4jBackend:
                 if end in gone:
                     raise InvalidInput(f"edge {e.type.value} refers to missing node {end.key}")
         parts = [*self._node_parts(nodes), *self._edge_parts(plain)]
-        implied_here = {n.ref: _implied(n.label, n.to_props()) for n in nodes}
+        # only an import or a migration passes structural edges: check those against the
+        # nodes (an ordinary write does not pay for it)
+        implied_here = ({n.ref: _implied(n.label, n.to_props()) for n in nodes}
+                        if structural else {})
         dims = {
             len(n.embedding) for n in nodes if isinstance(n, Memory | OrgFact) and n.embedding
         } | {len(r["embedding"]) for r in vectors}
