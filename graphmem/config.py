@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from graphmem.errors import ConfigError
 from graphmem.reconcile import ReconcileConfig
+from graphmem.runs import RunLimits
 
 if TYPE_CHECKING:
     from graphmem.memory import GraphMemory
@@ -146,6 +147,7 @@ class Settings(_Frozen):
     anthropic_base_url: str | None = None
     lifecycle: LifecycleSettings = LifecycleSettings()
     reconcile: ReconcileConfig = ReconcileConfig()
+    runs: RunLimits = RunLimits()
     server: ServerSettings = ServerSettings()
 
     # -- building ----------------------------------------------------------------------
@@ -268,13 +270,15 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 def _section_fields() -> dict[str, type[BaseModel]]:
     return {"lifecycle": LifecycleSettings, "reconcile": ReconcileConfig,
-            "server": ServerSettings}
+            "runs": RunLimits, "server": ServerSettings}
 
 
 def _env_value(raw: str) -> Any:
-    """Environment strings: JSON for lists/maps, the raw string for everything else
-    (pydantic converts numbers and booleans)."""
+    """Environment strings: JSON for lists/maps, ``null`` for None, the raw string for
+    everything else (pydantic converts numbers and booleans)."""
     text = raw.strip()
+    if text == "null":  # an optional limit switched off: GRAPHMEM_RUNS__MAX_RUNS=null
+        return None
     if text[:1] in ("[", "{"):
         try:
             return json.loads(text)

@@ -6,10 +6,12 @@ edges). This module adds what a session store needs around that:
 
 - :meth:`Runs.get_or_create` and :meth:`Runs.delete` (the run, its memories, the memories
   derived from them, and its orchestration-log entries);
-- limits (:class:`RunLimits`): when there are more than ``max_runs`` live runs the oldest
-  10% (``archive_fraction``) are archived; when a run has more than ``max_events_per_run``
-  active events its oldest ones are archived. Archived means status ``archived`` — kept in
-  the graph, out of recall and out of the conversation context;
+- limits (:class:`RunLimits`, by default the seed's 1,000 sessions and 500 events per
+  session; ``None`` for unlimited; ``settings.runs``): when there are more than
+  ``max_runs`` live runs the oldest 10% (``archive_fraction``) are archived; when a run has
+  more than ``max_events_per_run`` active events its oldest 10% are archived. Archived
+  means status ``archived`` — kept in the graph, out of recall and out of the conversation
+  context;
 - :meth:`Runs.cleanup` of runs whose last activity is older than N hours;
 - :meth:`Runs.stats` and :meth:`Runs.conversation_context` ("User: … / Assistant: …").
 
@@ -57,12 +59,13 @@ DEFAULT_SPEAKERS: dict[str, str] = {
 
 
 class RunLimits(BaseModel):
-    """Session limits; ``None`` means unlimited."""
+    """Session limits (the seed's defaults); ``None`` means unlimited. Over a limit, the
+    oldest ``archive_fraction`` (at least the excess) is archived."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_runs: int | None = Field(default=None, ge=1)
-    max_events_per_run: int | None = Field(default=None, ge=1)
+    max_runs: int | None = Field(default=1000, ge=1)
+    max_events_per_run: int | None = Field(default=500, ge=1)
     archive_fraction: float = Field(default=0.1, gt=0.0, le=1.0)
 
 
@@ -113,7 +116,9 @@ class Runs:
 
     def __init__(self, mem: GraphMemory, *, limits: RunLimits | None = None) -> None:
         self._mem = mem
-        self.limits = limits or RunLimits()
+        configured = getattr(mem.settings, "runs", None)
+        self.limits = limits or (configured if isinstance(configured, RunLimits)
+                                 else RunLimits())
 
     @property
     def _backend(self) -> Any:
@@ -202,9 +207,10 @@ class Runs:
                 done.extend(r.id for r in self.archive([r.id for r in oldest]))
         if lim.max_events_per_run is not None and run_id is not None:
             flt = _events_filter(run_id, Status.ACTIVE.value)
-            excess = self._backend.count(flt) - lim.max_events_per_run
-            if excess > 0:
-                old = self._backend.match(flt, order_by="seq", limit=excess)
+            n = self._backend.count(flt)
+            if n > lim.max_events_per_run:
+                k = max(n - lim.max_events_per_run, math.ceil(n * lim.archive_fraction))
+                old = self._backend.match(flt, order_by="seq", limit=k)
                 self._mem.writes.set_status(old, Status.ARCHIVED, reason="run event limit")
                 done.extend(m.id for m in old)
                 log.info("archived %d events over the per-run limit", len(old))

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from graphmem.backends.base import GraphBackend
+from graphmem.config import Settings
 from graphmem.errors import InvalidInput, NotFound
 from graphmem.memory import GraphMemory
 from graphmem.models import EventType, Filter, NodeLabel, RunStatus, Status
@@ -283,3 +284,21 @@ def test_null_memory_has_the_whole_interface_and_stores_nothing() -> None:
         null.log("a", "tool_call", {1, 2})
     with NullMemory.open("anything") as n2:
         assert n2.stats()["backend"] == "null"
+
+
+def test_seed_limits_are_the_defaults_and_settable(backend: GraphBackend) -> None:
+    assert (RunLimits().max_runs, RunLimits().max_events_per_run) == (1000, 500)
+    assert RunLimits().archive_fraction == 0.1
+    mem = GraphMemory(backend, embedder=None, owns_backend=False)
+    assert mem.runs.limits == RunLimits()
+    mem.add_events("big", [{"event_type": "result", "content": f"step {i}"}  # long-term
+                           for i in range(501)])
+    # over 500: the oldest 10% go (51 of 501), not just the one in excess
+    archived = mem.events("big", status="archived")
+    assert len(archived) == 51 and archived[0].content == "step 0"
+    unlimited = Settings.load(environ={"GRAPHMEM_RUNS__MAX_EVENTS_PER_RUN": "null"},
+                              runs={"max_runs": None})
+    assert unlimited.runs.max_runs is None and unlimited.runs.max_events_per_run is None
+    other = GraphMemory(backend, embedder=None, owns_backend=False,
+                        settings=Settings(runs={"max_runs": 7}))  # type: ignore[arg-type]
+    assert other.runs.limits.max_runs == 7
