@@ -149,6 +149,18 @@ class Principal:
                 raise AccessDenied("this API key may not read that memory")
         return memory
 
+    @property
+    def read_scope(self) -> str | None:
+        """The scope GraphMemory's reads take for this caller (None: unrestricted)."""
+        return self.agent_id
+
+    def readable(self, memories: list[Memory]) -> list[Memory]:
+        """Of memories already limited to :attr:`read_scope`, those in the key's
+        namespaces (a read path that returns several memories never leaks one)."""
+        if not self.restricted or self.all_namespaces():
+            return memories
+        return [m for m in memories if m.namespace in self.namespaces]
+
     def check_write(self, memory: Memory) -> Memory:
         if self.restricted:
             self.namespace(memory.namespace)
@@ -265,6 +277,7 @@ def list_memories(
         agent_id=who.writer(agent_id), run_id=run_id,
         namespace=who.namespace_filter(namespace), category=category, tier=tier,
         status=None if status == "all" else status, tags=tag, limit=limit, offset=offset,
+        scope=who.read_scope,
     )
 
 
@@ -298,9 +311,11 @@ def delete_memory(
 @router.get("/memories/{memory_id}/history", response_model=list[Memory],
             response_model_exclude=_LIST_NO_EMBEDDING, tags=["memories"])
 def memory_history(memory_id: str, mem: Mem, who: Who) -> list[Memory]:
-    """Every version of a memory, oldest first."""
+    """Every version of a memory, oldest first. Under auth: 403 when the key may not read
+    this version; versions it may not read (e.g. from before a move out of another
+    namespace) are left out."""
     who.check_read(mem, mem.get(memory_id))
-    return mem.history(memory_id)
+    return who.readable(mem.history(memory_id, scope=who.read_scope))
 
 
 def _recall_args(body: RecallRequest | ReflectRequest, who: Who) -> dict[str, Any]:
@@ -399,9 +414,12 @@ def run_events(
     event_type: Annotated[list[str] | None, Query()] = None,
     limit: Annotated[int | None, Query(ge=1, le=1000)] = None,
 ) -> list[Memory]:
-    """A run's events in order (optionally only some types; the last ``limit``)."""
+    """A run's events in order (optionally only some types; the last ``limit``). Under
+    auth: only the events the key may read."""
     who.check_run(mem.get_run(run_id))
-    return mem.events(run_id, event_types=event_type, limit=limit)
+    events = mem.events(run_id, event_types=event_type, scope=who.read_scope)
+    events = who.readable(events)
+    return events if limit is None else events[-limit:]
 
 
 @router.get("/memory/events", response_model=EventsPage,
@@ -415,7 +433,8 @@ def agent_events(
 ) -> EventsPage:
     """An agent's latest events (of one session, or of all), oldest first, and the total."""
     agent = who.agent(agent_id)
-    filters: dict[str, Any] = {"agent_id": agent, "run_id": session_id, "category": "episodic"}
+    filters: dict[str, Any] = {"agent_id": agent, "run_id": session_id, "category": "episodic",
+                               "scope": who.read_scope}
     newest = mem.list(**filters, limit=limit, order_by="created_at", descending=True)
     return EventsPage(agent=agent, events=newest[::-1], total=mem.count(**filters))
 

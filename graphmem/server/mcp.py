@@ -130,7 +130,9 @@ def create_mcp_server(
             m = mem.get(memory_id)
             if not mem.namespaces.can_read(agent, m):
                 raise AccessDenied(f"memory {memory_id!r} is not readable by {agent!r}")
-            return [_view(v) for v in mem.history(memory_id)]
+            # versions the agent may not read (e.g. before a move between namespaces) are
+            # left out
+            return [_view(v) for v in mem.history(memory_id, scope=agent)]
 
     @server.tool(description="Answer a question from your memories, citing memory ids.")
     def reflect(question: Query, k: Annotated[int, Field(ge=1, le=50)] = 10) -> dict[str, Any]:

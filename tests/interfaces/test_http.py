@@ -405,3 +405,58 @@ def test_too_large_body_answers_the_documented_json_error(store: GraphMemory) ->
             assert r.status_code == 413
             assert r.headers["content-type"].startswith("application/json"), r.text
             assert r.json()["error"] == "ContentTooLarge" and "4096" in r.json()["detail"]
+
+
+# -- scoped reads -----------------------------------------------------------------------------
+
+
+def _moved_secret(store: GraphMemory) -> tuple[TestClient, str, str]:
+    """alice shares a memory in namespace ``secret`` and then moves it, with new content,
+    into ``team``; bob is a member of ``team`` only. Returns a client and both versions."""
+    store.namespaces.create("secret", owner="alice")
+    store.namespaces.create("team", owner="alice", members=["bob"])
+    settings = Settings(embedder="none", server={"api_keys": [  # type: ignore[arg-type]
+        {"key": "alice-key-123", "agent_id": "alice", "namespaces": ["secret", "team"]},
+        {"key": "bob-key-4567", "agent_id": "bob", "namespaces": ["team"]},
+    ]})
+    c = TestClient(create_app(store, settings=settings))
+    alice = auth("alice-key-123")
+    v1 = c.post("/memories", headers=alice, json={
+        "content": "the launch code is 0451", "namespace": "secret", "visibility": "shared"})
+    assert v1.status_code == 201, v1.text
+    v2 = c.patch(f"/memories/{v1.json()['id']}", headers=alice, json={
+        "content": "launch moved to May", "namespace": "team"})
+    assert v2.status_code == 200, v2.text
+    return c, v1.json()["id"], v2.json()["id"]
+
+
+def test_history_over_http_leaves_out_versions_the_caller_may_not_read(
+    store: GraphMemory,
+) -> None:
+    c, v1, v2 = _moved_secret(store)
+    bob, alice = auth("bob-key-4567"), auth("alice-key-123")
+    with c:
+        assert c.get(f"/memories/{v2}", headers=bob).status_code == 200
+        r = c.get(f"/memories/{v2}/history", headers=bob)
+        assert r.status_code == 200
+        assert [v["id"] for v in r.json()] == [v2] and "0451" not in r.text
+        # the unreadable version itself: refused, alone or through its history
+        assert c.get(f"/memories/{v1}", headers=bob).status_code == 403
+        assert c.get(f"/memories/{v1}/history", headers=bob).status_code == 403
+        # its author sees the whole chain
+        full = c.get(f"/memories/{v2}/history", headers=alice).json()
+        assert [v["id"] for v in full] == [v1, v2]
+
+
+def test_run_events_over_http_leave_out_what_the_caller_may_not_read(
+    store: GraphMemory,
+) -> None:
+    c, _, _ = _moved_secret(store)
+    # an event of another agent in bob's run (written by the trusted Python API)
+    store.start_run("bob", run_id="r1", namespace="team")
+    store.add_event("r1", "user_message", "bob asks about the launch")
+    store.add_event("r1", "observation", "carol's private note", agent_id="carol")
+    with c:
+        r = c.get("/runs/r1/events", headers=auth("bob-key-4567"))
+        assert r.status_code == 200
+        assert [e["content"] for e in r.json()] == ["bob asks about the launch"]

@@ -153,3 +153,18 @@ def test_streamable_http_transport(tmp_path: Path) -> None:
             proc.wait()
     with GraphMemory.open(db, embedder=None) as mem:
         assert [m.agent_id for m in mem.list()] == ["web"]
+
+
+def test_history_tool_leaves_out_versions_the_agent_may_not_read(shared: GraphMemory) -> None:
+    shared.namespaces.create("secret", owner="alice")
+    shared.namespaces.create("team", owner="alice", members=["bob"])
+    v1 = shared.remember("the launch code is 0451", agent_id="alice", namespace="secret",
+                         visibility="shared")
+    v2 = shared.update(v1.id, "launch moved to May", namespace="team")
+    bob = create_mcp_server(shared, agent_id="bob")
+    out = _call(bob, "history", {"memory_id": v2.id})
+    assert not out.is_error and "0451" not in _text(out)
+    assert [v["id"] for v in out.structured_content["result"]] == [v2.id]
+    assert _call(bob, "history", {"memory_id": v1.id}).is_error
+    alice = _call(create_mcp_server(shared, agent_id="alice"), "history", {"memory_id": v2.id})
+    assert [v["id"] for v in alice.structured_content["result"]] == [v1.id, v2.id]
