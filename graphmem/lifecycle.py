@@ -51,7 +51,7 @@ from graphmem.consolidation import (
     summarize_into_memory,
 )
 from graphmem.errors import InvalidInput, NotFound
-from graphmem.llm import LLM, OfflineLLM
+from graphmem.llm import LLM, OfflineLLM, tokens
 from graphmem.models import (
     Filter,
     Memory,
@@ -368,20 +368,77 @@ class TurnReport(BaseModel):
 
 
 class Scratchpad:
-    """The fleeting tier: notes of the current turn, in process only, never persisted."""
+    """The fleeting tier: working notes of the current turn, in process only, never
+    persisted, cleared at the end of the turn (:meth:`Lifecycle.on_turn_end`).
+
+    Notes have keys (``put``/``get``/``forget``; ``add`` makes one up), and ``recall``
+    finds them by the words of a query, like recall over the store.
+
+    >>> pad = Scratchpad()
+    >>> pad.put("plan", "book the flight to Oslo, then the hotel")
+    'plan'
+    >>> pad.recall("hotel")
+    [('plan', 'book the flight to Oslo, then the hotel')]
+    >>> pad.forget("plan"), len(pad)
+    (True, 0)
+    """
 
     def __init__(self) -> None:
-        self._notes: list[Any] = []
+        self._notes: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._next = 0
 
-    def add(self, note: Any) -> None:
+    def put(self, key: str, note: Any) -> str:
+        """Store ``note`` under ``key`` (replacing what was there); returns the key."""
+        if not isinstance(key, str) or not key:
+            raise InvalidInput("a scratchpad key must be a non-empty string")
         with self._lock:
-            self._notes.append(note)
+            self._notes.pop(key, None)  # a replaced note moves to the end (newest)
+            self._notes[key] = note
+        return key
+
+    def add(self, note: Any) -> str:
+        """Store ``note`` under a new key (``note-0``, ``note-1`` ...); returns the key."""
+        with self._lock:
+            while f"note-{self._next}" in self._notes:
+                self._next += 1
+            key = f"note-{self._next}"
+            self._next += 1
+            self._notes[key] = note
+        return key
+
+    def get(self, key: str, default: Any = None) -> Any:
+        with self._lock:
+            return self._notes.get(key, default)
+
+    def forget(self, key: str) -> bool:
+        """Drop the note ``key``; False when there was none."""
+        with self._lock:
+            return self._notes.pop(key, _MISSING) is not _MISSING
+
+    def recall(self, query: str, k: int = 5) -> list[tuple[str, Any]]:
+        """The ``k`` notes sharing most words with ``query`` (key and note), newest first
+        among equals; notes sharing none are left out."""
+        words = set(tokens(query))
+        with self._lock:
+            items = list(self._notes.items())
+        scored = []
+        for pos, (key, note) in enumerate(items):
+            overlap = len(words & set(tokens(f"{key} {note}")))
+            if overlap:
+                scored.append((-overlap, -pos, key, note))
+        scored.sort(key=lambda t: (t[0], t[1]))
+        return [(key, note) for _, _, key, note in scored[:k]]
+
+    def items(self) -> list[tuple[str, Any]]:
+        """Every (key, note), oldest first."""
+        with self._lock:
+            return list(self._notes.items())
 
     @property
     def notes(self) -> list[Any]:
         with self._lock:
-            return list(self._notes)
+            return list(self._notes.values())
 
     def clear(self) -> int:
         """Drop every note; returns how many there were."""
@@ -393,6 +450,13 @@ class Scratchpad:
     def __len__(self) -> int:
         with self._lock:
             return len(self._notes)
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._notes
+
+
+_MISSING = object()
 
 
 # ---------------------------------------------------------------------------------------

@@ -43,8 +43,10 @@ from graphmem.lifecycle import (
     Lifecycle,
     LifecycleConfig,
     MaintenanceReport,
+    Scratchpad,
     TurnReport,
     config_from_settings,
+    relevance,
 )
 from graphmem.llm import LLM, OfflineLLM, Reflection
 from graphmem.models import (
@@ -509,8 +511,12 @@ class GraphMemory:
 
         Every memory is fenced as untrusted data (content that tries to break the fence is
         neutralised); the organisation's core policies lead the block (``policies``
-        overrides them; ``[]`` for none). ``filters`` are those of :meth:`recall`.
+        overrides them; ``[]`` for none). ``filters`` are those of :meth:`recall`. An empty
+        ``query`` gives the query-less :meth:`context_window`.
         """
+        if isinstance(query, str) and not query.strip():
+            return self.context_window(max_tokens, k=k, policies=policies, touch=touch,
+                                       **filters)
         flt = self._recall_filter(**filters)
         if policies is None:
             policies = self.org.core_policies()
@@ -519,6 +525,71 @@ class GraphMemory:
             config=config, touch=touch,
         )
         return window.text
+
+    def context_window(
+        self,
+        max_tokens: int = 2000,
+        *,
+        k: int = 50,
+        policies: Sequence[str] | None = None,
+        touch: bool = True,
+        **filters: Any,
+    ) -> str:
+        """What matters most now, with no query: the ``k`` most relevant memories of the
+        filter (importance and use, decayed since the last access — the lifecycle's
+        :func:`~graphmem.lifecycle.relevance`) among its newest, fenced and packed into
+        ``max_tokens`` like :meth:`context`. ``filters`` are those of :meth:`recall`."""
+        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 1000:
+            raise InvalidInput("k must be an int in 1..1000")
+        flt = self._recall_filter(**filters)
+        if policies is None:
+            policies = self.org.core_policies()
+        now = self._clock()
+        decay = self.lifecycle.config.decay
+        pool: builtins.list[Memory] = self._backend.match(  # type: ignore[assignment]
+            flt, limit=max(10 * k, 500), order_by="created_at", descending=True)
+        scored = sorted(((relevance(m, now, decay), m) for m in pool),
+                        key=lambda sm: (-sm[0], sm[1].id))[:k]
+        results = [RecallResult(memory=m, score=s, breakdown={"relevance": s, "score": s})
+                   for s, m in scored]
+        window = self._retriever().context_window(
+            "", max_tokens=max_tokens, filter=flt, policies=policies, touch=touch,
+            results=results,
+        )
+        return window.text
+
+    def context_messages(
+        self,
+        query: str = "",
+        *,
+        run_id: str | None = None,
+        system: str | None = None,
+        max_events: int = 20,
+        max_tokens: int = 2000,
+        **options: Any,
+    ) -> builtins.list[dict[str, str]]:
+        """The context as role-tagged chat messages: one ``system`` message (``system``,
+        then the fenced memory block of :meth:`context`), the conversation of ``run_id``
+        (its last ``max_events`` user messages and agent responses as ``user`` /
+        ``assistant``) and ``query`` as the last ``user`` message. ``options`` go to
+        :meth:`context` (filters, ``k``, ``policies`` ...)."""
+        block = self.context(query, max_tokens=max_tokens, **options)
+        head = "\n\n".join(p for p in (system, block) if p)
+        messages = [{"role": "system", "content": head}] if head else []
+        if run_id is not None and max_events > 0:
+            roles = {"user_message": "user", "agent_response": "assistant"}
+            events = self.events(run_id, event_types=builtins.list(roles), status="active")
+            messages += [{"role": roles[e.event_type or ""], "content": e.content}
+                         for e in events[-max_events:]]
+        if query.strip() and (len(messages) < 2 or messages[-1] != {"role": "user",
+                                                                     "content": query}):
+            messages.append({"role": "user", "content": query})
+        return messages
+
+    def scratchpad(self, run_id: str | None = None) -> Scratchpad:
+        """The fleeting tier of a run (or of the process): keyed notes with recall and
+        forget, in process only, cleared by :meth:`on_turn_end`."""
+        return self.lifecycle.scratchpad(run_id)
 
     def _retriever(self) -> Retriever:
         return Retriever(self._backend, self._embedder, clock=self._clock)

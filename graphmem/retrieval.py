@@ -68,6 +68,7 @@ __all__ = [
     "Retriever",
     "estimate_tokens",
     "neutralise",
+    "trust_score",
 ]
 
 log = logging.getLogger("graphmem.retrieval")
@@ -82,6 +83,18 @@ class RankWeights(BaseModel, frozen=True):
     frequency: float = Field(default=0.2, ge=0.0)
     importance: float = Field(default=0.4, ge=0.0)
     decay: float = Field(default=0.1, ge=0.0)
+    #: :func:`trust_score` (off by default: recall raises it, so it feeds on itself)
+    trust: float = Field(default=0.0, ge=0.0)
+
+
+TRUST_BASE = 0.5
+TRUST_PER_RECALL = 0.02
+
+
+def trust_score(memory: Memory) -> float:
+    """How far a memory has earned trust: 0.5, plus 0.02 per recorded access (each recall
+    or context that returned it, each restated duplicate), capped at 1.0."""
+    return min(1.0, TRUST_BASE + TRUST_PER_RECALL * memory.access_count)
 
 
 class RecallConfig(BaseModel):
@@ -702,17 +715,19 @@ class Retriever:
             ),
             "importance": m.importance,
             "decay": 0.5 ** (age / cfg.decay_half_life_days),
+            "trust": trust_score(m),
         }
 
     def _rank(self, cands: Any, cfg: RecallConfig, now: datetime) -> list[RecallResult]:
         w = cfg.weights
-        total = w.recency + w.frequency + w.importance + w.decay
+        total = w.recency + w.frequency + w.importance + w.decay + w.trust
         out: list[RecallResult] = []
         for c in cands:
             sig = self._signals(c.memory, cfg, now)
             signal = (
                 (w.recency * sig["recency"] + w.frequency * sig["frequency"]
-                 + w.importance * sig["importance"] + w.decay * sig["decay"]) / total
+                 + w.importance * sig["importance"] + w.decay * sig["decay"]
+                 + w.trust * sig["trust"]) / total
                 if total > 0 else 0.0
             )
             relevance = c.fused
@@ -763,6 +778,7 @@ class Retriever:
         estimate: Callable[[str], int] = estimate_tokens,
         config: RecallConfig | str | None = None,
         touch: bool = True,
+        results: Sequence[RecallResult] | None = None,
     ) -> ContextWindow:
         """Recall up to ``k`` memories and pack the best greedily into ``max_tokens``.
 
@@ -770,11 +786,13 @@ class Retriever:
         ``policies`` (trusted, in the given order) lead it; each memory is fenced and
         neutralised so its content cannot close the fence. A memory that does not fit is
         skipped and smaller, lower-ranked ones may still fill the remaining budget. Only the
-        packed memories are touched.
+        packed memories are touched. ``results`` (ranked by the caller, e.g. a query-less
+        window) are packed instead of recalling ``query``.
         """
         if not isinstance(max_tokens, int) or max_tokens < 1:
             raise InvalidInput("max_tokens must be a positive int")
-        results = self.recall(query, k=k, filter=filter, config=config, touch=False)
+        if results is None:
+            results = self.recall(query, k=k, filter=filter, config=config, touch=False)
         boundary = _new_boundary([t for r in results for t in _fence_texts(r)] + list(policies))
         header, footer = _header(boundary), _footer(boundary)
         parts = [header]

@@ -1,0 +1,99 @@
+"""The fleeting tier, the query-less context window, the role-tagged messages form and
+the trust score, through the public API."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from graphmem.backends.base import GraphBackend
+from graphmem.lifecycle import Scratchpad
+from graphmem.memory import GraphMemory
+from graphmem.models import Memory
+from graphmem.retrieval import RankWeights, RecallConfig, estimate_tokens, trust_score
+
+NOW = datetime(2024, 6, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def mem(backend: GraphBackend) -> Iterator[GraphMemory]:
+    m = GraphMemory(backend, embedder=None, owns_backend=False, clock=lambda: NOW)
+    yield m
+    m.close()
+
+
+def test_fleeting_tier_has_keys_recall_and_forget(mem: GraphMemory) -> None:
+    pad = mem.scratchpad("r1")
+    assert pad is mem.scratchpad("r1") and pad is not mem.scratchpad("r2")
+    pad.put("plan", "book the flight to Oslo, then the hotel")
+    k = pad.add("the user asked for a window seat")
+    pad.add({"tool": "search", "query": "hotel prices"})
+    assert pad.get("plan").startswith("book") and k == "note-0"
+    assert [key for key, _ in pad.recall("which hotel")] == ["note-1", "plan"]
+    assert pad.recall("nothing matches") == []
+    assert pad.forget("plan") and not pad.forget("plan") and "plan" not in pad
+    pad.put("note-2", "taken")
+    assert pad.add("next") == "note-3"  # made-up keys never overwrite a given one
+    assert mem.count(status=None) == 0  # never persisted
+    assert mem.on_turn_end("r1").cleared == 4 and len(pad) == 0
+    with pytest.raises(ValueError):
+        Scratchpad().put("", "x")
+
+
+def test_context_without_a_query(mem: GraphMemory) -> None:
+    low = mem.remember("the office plant needs water", importance=0.1)
+    high = mem.remember("Alice is allergic to peanuts", importance=0.9,
+                        created_at=NOW - timedelta(days=1))
+    other = mem.remember("bob's secret", agent_id="bob", importance=1.0)
+    window = mem.context_window(policies=[], agent_id="default", touch=False)
+    text = mem.context("", policies=[], agent_id="default")  # the same, touching
+    for block in (window, text):
+        assert high.content in block and low.content in block
+        assert other.content not in block
+        assert block.index(high.content) < block.index(low.content)  # most relevant first
+    assert mem.get(high.id).access_count == 1  # what was packed (with touch) was touched
+    full = estimate_tokens(window)
+    tight = mem.context_window(full - 5, policies=[], agent_id="default", touch=False)
+    assert high.content in tight and low.content not in tight
+
+
+def test_messages_form(mem: GraphMemory) -> None:
+    mem.remember("Alice is allergic to peanuts")
+    mem.add_event("chat", "user_message", "Can you suggest a snack?")
+    mem.add_event("chat", "agent_response", "How about trail mix?")
+    mem.add_event("chat", "tool_call", "search(snacks)")
+    msgs = mem.context_messages("Is that safe for Alice?", run_id="chat",
+                                system="You are a helpful assistant.", policies=[])
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user"]
+    assert msgs[0]["content"].startswith("You are a helpful assistant.")
+    assert "allergic to peanuts" in msgs[0]["content"]
+    assert msgs[1:] == [
+        {"role": "user", "content": "Can you suggest a snack?"},
+        {"role": "assistant", "content": "How about trail mix?"},
+        {"role": "user", "content": "Is that safe for Alice?"},
+    ]
+    [only] = mem.context_messages("", policies=[], agent_id="nobody")
+    assert only["role"] == "system" and "allergic" not in only["content"]
+
+
+def test_trust_rises_with_recall_and_can_rank(mem: GraphMemory) -> None:
+    m = mem.remember("the deploy key rotates monthly")
+    assert trust_score(mem.get(m.id)) == 0.5
+    for _ in range(3):
+        mem.recall("deploy key")
+    assert trust_score(mem.get(m.id)) == pytest.approx(0.56)
+    assert trust_score(Memory(content="x", access_count=1000)) == 1.0
+    [hit] = mem.recall("deploy key", touch=False)
+    assert hit.breakdown["trust"] == pytest.approx(0.56)
+    # a ranking that weighs only trust puts the more recalled of two equals first
+    a = mem.remember("rotate the backup key monthly", agent_id="t")
+    b = mem.remember("rotate the backup key weekly", agent_id="t")
+    for _ in range(10):
+        mem.recall("weekly", agent_id="t")
+    cfg = RecallConfig(weights=RankWeights(recency=0, frequency=0, importance=0, decay=0,
+                                           trust=1.0), signal_weight=1.0)
+    ranked = [r.memory.id for r in mem.recall("rotate backup key", agent_id="t",
+                                              config=cfg, touch=False)]
+    assert ranked == [b.id, a.id]
