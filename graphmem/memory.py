@@ -78,6 +78,7 @@ from graphmem.reconcile import reconcile as reconcile_write
 from graphmem.retrieval import RecallConfig, Retriever
 from graphmem.runs import CleanupReport, DeleteRunReport, Runs, RunStats
 from graphmem.scoping import Namespaces, Scope
+from graphmem.vectorizer import Vectorizer
 from graphmem.writes import Committed, Writes
 
 __all__ = ["ForgetReport", "GraphMemory", "ImportReport"]
@@ -127,7 +128,10 @@ class GraphMemory:
         settings: Any | None = None,
         clock: Callable[[], datetime] = utcnow,
         owns_backend: bool = True,
+        vectors: str = "auto",
     ) -> None:
+        if vectors not in ("auto", "background", "inline"):
+            raise InvalidInput(f"vectors must be auto, background or inline, not {vectors!r}")
         self._backend = backend
         self._embedder = embedder
         self.llm = llm
@@ -147,6 +151,14 @@ class GraphMemory:
         self.eventlog = EventLog(backend, self.writes, clock=clock)
         self.runs = Runs(self)
         self.writes.add_hook(self._after_write)
+        self._vectorizer: Vectorizer | None = None
+        if embedder is not None and _background_vectors(vectors, embedder, backend):
+            self._vectorizer = Vectorizer(
+                embed=embedder.embed,
+                fetch_missing=backend.missing_vectors,  # type: ignore[attr-defined]
+                store=self.writes.store_vectors,
+            )
+            self.writes.defer_vectors = self._vectors_pending
 
     # -- opening and closing ----------------------------------------------------------
 
@@ -161,6 +173,7 @@ class GraphMemory:
         llm: Any | None = None,
         settings: Any | None = None,
         clock: Callable[[], datetime] = utcnow,
+        vectors: str = "auto",
         **backend_options: Any,
     ) -> GraphMemory:
         """Open a memory store by URL (default: the embedded store ``./graphmem.db``).
@@ -170,6 +183,13 @@ class GraphMemory:
         offline model, falling back to a dependency-free embedder), ``None`` (no vectors),
         a model name, or an Embedder object. Nothing connects or loads a model here; that
         happens on first use.
+
+        ``vectors``: ``"background"`` acknowledges a write once it is durable and embeds it
+        behind it (lexical and graph recall find it at once, vector recall when its vector
+        is there; :meth:`wait_for_vectors` waits); ``"inline"`` embeds before the write;
+        ``"auto"`` (default) is background for a model and inline for the hash embedder.
+        Memories left without a vector (a crash, a store written with no embedder) are
+        embedded in the background after opening.
         """
         if auth is not None:
             backend_options["auth"] = auth
@@ -180,18 +200,36 @@ class GraphMemory:
             from graphmem.embeddings import make_embedder
 
             embedder = make_embedder(embedder)
-        mem = cls(backend, embedder=embedder, llm=llm, settings=settings, clock=clock)
         try:
+            mem = cls(backend, embedder=embedder, llm=llm, settings=settings, clock=clock,
+                      vectors=vectors)
             backend.ensure_schema()
+            if mem._vectorizer is not None and backend.missing_vectors(1):  # type: ignore[attr-defined]
+                mem._vectors_pending(())
         except BaseException:
             backend.close()
             raise
         return mem
 
+    def _vectors_pending(self, _memories: Sequence[Memory]) -> None:
+        assert self._vectorizer is not None
+        if not self._vectorizer.running:
+            self._vectorizer.start()
+        self._vectorizer.notify()
+
+    def wait_for_vectors(self, timeout: float | None = None) -> None:
+        """Return once every memory written so far has its vector (background vectors);
+        at once when vectors are computed inline or there is no embedder."""
+        if self._vectorizer is not None:
+            self._vectorizer.flush(timeout)
+
     def close(self) -> None:
-        """Close the backend if this object opened it (idempotent)."""
+        """Finish pending background vectors, then close the backend if this object opened
+        it (idempotent). Vectors that could not be computed are picked up at the next open."""
         if not self._closed:
             self._closed = True
+            if self._vectorizer is not None:
+                self._vectorizer.close(flush=True)
             if self._owns_backend:
                 self._backend.close()
 
@@ -315,16 +353,32 @@ class GraphMemory:
                 raise InvalidInput(f"item {i}: {e}") from e
         return memories
 
-    def get(self, memory_id: str) -> Memory:
-        """The memory with this id (any status); NotFound if there is none."""
-        found = self._backend.get(NodeLabel.MEMORY, [memory_id])
+    def get(self, memory_id: str, *, scope: Scope | str | None = None) -> Memory:
+        """The memory with this id (any status); NotFound if there is none, or if
+        ``scope`` (an agent id or :class:`Scope`) may not read it."""
+        found = self.get_many([memory_id], scope=scope)
         if not found:
             raise NotFound(f"no memory {memory_id!r}")
-        return found[0]  # type: ignore[return-value]
+        return found[0]
 
-    def get_many(self, memory_ids: Sequence[str]) -> builtins.list[Memory]:
-        """The memories that exist among these ids, in order."""
-        return self._backend.get(NodeLabel.MEMORY, memory_ids)  # type: ignore[return-value]
+    def get_many(
+        self, memory_ids: Sequence[str], *, scope: Scope | str | None = None
+    ) -> builtins.list[Memory]:
+        """The memories that exist among these ids (and that ``scope`` may read), in order."""
+        if isinstance(memory_ids, str):
+            raise InvalidInput("memory_ids must be a list of ids, not one string")
+        found: builtins.list[Memory] = self._backend.get(  # type: ignore[assignment]
+            NodeLabel.MEMORY, memory_ids)
+        return self._readable(found, scope)
+
+    def _readable(
+        self, memories: builtins.list[Memory], scope: Scope | str | None
+    ) -> builtins.list[Memory]:
+        """The one read check of every read path: what ``scope`` may read, in order."""
+        if scope is None:
+            return memories
+        allowed = set(self.namespaces.audiences(scope))
+        return [m for m in memories if m.audience in allowed]
 
     def update(
         self,
@@ -420,45 +474,64 @@ class GraphMemory:
         offset: int = 0,
         order_by: str = "created_at",
         descending: bool = True,
+        scope: Scope | str | None = None,
     ) -> builtins.list[Memory]:
-        """Memories matching the filters (``status=None`` for every status), newest first."""
-        flt = Filter.for_memories(
+        """Memories matching the filters (``status=None`` for every status), newest first;
+        with ``scope``, only those it may read."""
+        flt = self._recall_filter(
             agent_id=agent_id, run_id=run_id, namespace=namespace, category=category,
             tier=tier, event_type=event_type, status=status, tags=tags, since=since,
-            until=until, metadata=metadata,
+            until=until, metadata=metadata, scope=scope,
         )
         return self._backend.match(  # type: ignore[return-value]
             flt, limit=limit, offset=offset, order_by=order_by, descending=descending
         )
 
-    def count(self, **filters: Any) -> int:
+    def count(self, *, scope: Scope | str | None = None, **filters: Any) -> int:
         """How many memories match (same keyword filters as :meth:`list`)."""
-        return self._backend.count(Filter.for_memories(**filters))
+        status = filters.pop("status", "active")
+        return self._backend.count(self._recall_filter(scope=scope, status=status, **filters))
 
-    def history(self, memory_id: str) -> builtins.list[Memory]:
-        """Every version connected to this memory by SUPERSEDES, oldest first."""
-        self.get(memory_id)
+    def history(
+        self, memory_id: str, *, scope: Scope | str | None = None
+    ) -> builtins.list[Memory]:
+        """Every version connected to this memory by SUPERSEDES, oldest first. With
+        ``scope``, versions it may not read are left out (a version moved into another
+        namespace keeps its old content there)."""
+        self.get(memory_id, scope=scope)
         sub = self._backend.expand(
             [NodeRef(NodeLabel.MEMORY, memory_id)], [EdgeType.SUPERSEDES],
             direction="both", depth=10_000, limit=100_000,
         )
-        versions = [n for n in sub.nodes if isinstance(n, Memory)]
+        versions = self._readable([n for n in sub.nodes if isinstance(n, Memory)], scope)
         return sorted(versions, key=lambda m: (m.valid_from or m.created_at, m.created_at, m.id))
 
-    def current(self, memory_id: str) -> Memory:
+    def current(self, memory_id: str, *, scope: Scope | str | None = None) -> Memory:
         """The newest active version in this memory's history."""
-        versions = [m for m in self.history(memory_id) if m.status is Status.ACTIVE]
+        versions = [m for m in self.history(memory_id, scope=scope)
+                    if m.status is Status.ACTIVE]
         if not versions:
             raise NotFound(f"memory {memory_id!r} has no active version")
         return versions[-1]
 
-    def provenance(self, memory_id: str, *, depth: int = 10) -> Subgraph:
-        """The DERIVED_FROM / SUPERSEDES tree below a memory (what it was made from)."""
-        self.get(memory_id)
-        return self._backend.expand(
+    def provenance(
+        self, memory_id: str, *, depth: int = 10, scope: Scope | str | None = None
+    ) -> Subgraph:
+        """The DERIVED_FROM / SUPERSEDES tree below a memory (what it was made from); with
+        ``scope``, without the memories it may not read (and their edges)."""
+        self.get(memory_id, scope=scope)
+        sub = self._backend.expand(
             [NodeRef(NodeLabel.MEMORY, memory_id)],
             [EdgeType.DERIVED_FROM, EdgeType.SUPERSEDES],
             direction="out", depth=depth,
+        )
+        if scope is None:
+            return sub
+        keep = {m.ref.key for m in self._readable(
+            [n for n in sub.nodes if isinstance(n, Memory)], scope)}
+        return Subgraph(
+            nodes=tuple(n for n in sub.nodes if n.ref.key in keep),
+            edges=tuple(e for e in sub.edges if e.src.key in keep and e.dst.key in keep),
         )
 
     def recall(
@@ -801,9 +874,12 @@ class GraphMemory:
         event_types: Sequence[str] | None = None,
         limit: int | None = None,
         status: str | Sequence[str] | None = None,
+        scope: Scope | str | None = None,
     ) -> builtins.list[Memory]:
-        """A run's events in order (optionally only some types)."""
-        flt = Filter.for_memories(run_id=run_id, event_type=event_types, status=status)
+        """A run's events in order (optionally only some types; with ``scope``, only
+        those it may read)."""
+        flt = self._recall_filter(run_id=run_id, event_type=event_types, status=status,
+                                  scope=scope)
         events: builtins.list[Memory] = self._backend.match(flt, order_by="seq")  # type: ignore[assignment]
         return events if limit is None else events[-limit:] if limit > 0 else []
 
@@ -1160,6 +1236,16 @@ class GraphMemory:
 
     def __repr__(self) -> str:
         return f"GraphMemory({self._backend!r})"
+
+
+def _background_vectors(mode: str, embedder: Any, backend: GraphBackend) -> bool:
+    if "vectors" not in getattr(backend, "capabilities", frozenset()):
+        return False
+    if mode == "auto":
+        from graphmem.embeddings import HashEmbedder  # no model, microseconds per text
+
+        return not isinstance(embedder, HashEmbedder)
+    return mode == "background"
 
 
 def _jsonable(value: Any) -> Any:

@@ -485,6 +485,29 @@ class Writes:
             return plan
         raise Conflict("forget could not complete")  # pragma: no cover - loop returns or raises
 
+    # -- vectors -----------------------------------------------------------------------
+
+    def store_vectors(self, items: Sequence[tuple[str, str]], vectors: Any) -> None:
+        """Set the vectors computed for ``items`` ((id, content) pairs) on the memories
+        that still exist with that content. Only the vector is written, so concurrent
+        changes to the memory's other properties are kept."""
+        if not len(items):
+            return
+        vecs = np.asarray(vectors, dtype=np.float32)
+        current = {m.id: m for m in self.backend.get(NodeLabel.MEMORY, [i for i, _c in items])
+                   if isinstance(m, Memory)}
+        todo: dict[str, tuple[float, ...]] = {}
+        expect: list[Expect] = []
+        for (i, content), vec in zip(items, vecs, strict=True):
+            m = current.get(i)
+            if m is None or m.content != content:
+                continue  # deleted, or changed: fetched again with its new content
+            todo[i] = tuple(vec.tolist())
+            expect.append(Expect(m.ref, props={"content_hash": m.content_hash}))
+        if todo:
+            self.backend.ensure_schema(embedding_dim=int(vecs.shape[1]))
+            self.commit(WriteBatch(vectors=todo, expect=expect))
+
     # -- import ------------------------------------------------------------------------
 
     def load(self, nodes: Sequence[GraphNode], edges: Sequence[Edge] = ()) -> None:

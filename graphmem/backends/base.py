@@ -94,16 +94,21 @@ class Expect:
 class WriteBatch:
     """Everything one write changes, applied in one transaction: ``expect`` is checked
     first (a failure raises Conflict and writes nothing), then nodes and edges are
-    upserted, then ``delete_edges`` and ``delete_nodes`` (detach) are removed."""
+    upserted, then ``delete_edges`` and ``delete_nodes`` (detach) are removed, then
+    ``vectors`` are set on memories that exist (others are skipped)."""
 
     nodes: Sequence[GraphNode] = ()
     edges: Sequence[Edge] = ()
     delete_nodes: Sequence[NodeRef] = ()
     delete_edges: Sequence[Edge] = ()
     expect: Sequence[Expect] = ()
+    #: memory id -> embedding, written without rewriting the memory's other properties
+    #: (the background vectorizer); backends list "vectors" in ``capabilities``
+    vectors: Mapping[str, Sequence[float]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.nodes or self.edges or self.delete_nodes or self.delete_edges)
+        return bool(self.nodes or self.edges or self.delete_nodes or self.delete_edges
+                    or self.vectors)
 
 
 def _plain(v: Any) -> Any:
@@ -141,6 +146,9 @@ class GraphBackend(Protocol):
     """Storage for graphmem's property graph. See the module docstring for the contract."""
 
     name: str
+    #: optional features beyond the protocol: "vectors" (WriteBatch.vectors and
+    #: ``missing_vectors(limit)``), "graph_view" (a live ``graph`` property)
+    capabilities: frozenset[str]
 
     def ensure_schema(self, *, embedding_dim: int | None = None) -> None:
         """Create constraints/indexes (idempotent). ``embedding_dim`` fixes the vector

@@ -253,6 +253,7 @@ class NetworkXBackend:
     """The embedded default backend. See the module docstring for guarantees."""
 
     name = "networkx"
+    capabilities = frozenset({"vectors", "graph_view"})
 
     def __init__(
         self,
@@ -415,6 +416,8 @@ class NetworkXBackend:
             lab: [(f, index[(lab, f)]) for f in _INDEXED.get(lab, ())] for lab in NodeLabel
         }
         self._vindex = vindex
+        self._unvectored = {k for k in by_label.get(NodeLabel.MEMORY, ())
+                            if vindex is None or k not in vindex}
         self._next_rid = max(key_of, default=0) + 1
         self._df_cache: dict[str, int] = {}
         self._df_cache_n = len(by_label.get(NodeLabel.MEMORY, ()))
@@ -551,6 +554,7 @@ class NetworkXBackend:
         if not batch and not batch.expect:
             return 0
         dims = {len(vec) for n in nodes if (vec := getattr(n, "embedding", None))}
+        dims.update(len(v) for v in batch.vectors.values())
         if len(dims) > 1:
             raise DimensionMismatch(f"embeddings of different dimensions in one batch: {dims}")
         dim = dims.pop() if dims else None
@@ -562,11 +566,29 @@ class NetworkXBackend:
             self._write_plan(db, plan)
             dplan = self._plan_delete(doomed, batch.delete_edges, plan)
             self._write_delete(db, dplan)
+            vec_keys = [k for i in batch.vectors if (k := "Memory:" + i) in self._rid_of
+                        and k not in dplan["keys"]]
+            if vec_keys:
+                db.executemany(
+                    "INSERT OR REPLACE INTO vectors(rid, vec) VALUES (?, ?)",
+                    [(self._rid_of[k], np.asarray(batch.vectors[k[7:]], dtype=np.float32)
+                      .tobytes()) for k in vec_keys])
         if dim is not None:
             self._set_dim(dim)
         self._apply_plan(plan)
         self._apply_delete(dplan)
+        if vec_keys and self._vindex is not None:
+            self._vindex.add(vec_keys, np.asarray([batch.vectors[k[7:]] for k in vec_keys],
+                                                  dtype=np.float32))
+            self._unvectored.difference_update(vec_keys)
         return len(dplan["keys"])
+
+    def missing_vectors(self, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` memories (id, content) that have no vector yet."""
+        with self._fresh():
+            nodes = self._g._node
+            keys = list(itertools.islice(self._unvectored, limit))
+            return [(k[7:], nodes[k]["content"]) for k in keys]
 
     def _check_expectations(self, expects: Sequence[Expect]) -> None:
         """Inside the transaction, with the state current: every precondition must hold."""
@@ -733,8 +755,12 @@ class NetworkXBackend:
             if vec is not None:
                 vec_keys.append(key)
                 vecs.append(vec)
-            elif self._vindex is not None and key in self._vindex:
-                self._vindex.remove([key])
+                self._unvectored.discard(key)
+            else:
+                if self._vindex is not None and key in self._vindex:
+                    self._vindex.remove([key])
+                if label is NodeLabel.MEMORY:
+                    self._unvectored.add(key)
         if vec_keys and self._vindex is not None:
             self._vindex.add(vec_keys, np.asarray(vecs, dtype=np.float32))
         for src, etype, dst in plan["struct_del"]:
@@ -820,6 +846,7 @@ class NetworkXBackend:
             self._by_label[label].discard(k)
             self._key_of.pop(self._rid_of.pop(k), None)
             self._pending_touch.pop(k, None)
+            self._unvectored.discard(k)
             if self._vindex is not None:
                 self._vindex.remove([k])
             g.remove_node(k)

@@ -1,0 +1,82 @@
+"""Background vectors: remember() is acknowledged before the model runs, and every memory
+gets its vector eventually — also after a crash or when written without an embedder."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from graphmem import GraphMemory
+from graphmem.embeddings import HashEmbedder
+
+
+class GatedEmbedder:
+    """A model stand-in whose background work waits until the test opens the gate (query
+    embeddings on the caller's thread are not held)."""
+
+    def __init__(self) -> None:
+        self.inner = HashEmbedder(64)
+        self.gate = threading.Event()
+        self.calls = 0
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.calls += 1
+        if threading.current_thread().name.startswith("graphmem-vectorizer"):
+            assert self.gate.wait(30), "the test never opened the gate"
+        return self.inner.embed(texts)
+
+
+def test_remember_returns_before_the_vector_and_recall_finds_it_lexically(
+        tmp_path: Path) -> None:
+    emb = GatedEmbedder()
+    with GraphMemory.open(str(tmp_path / "s.db"), embedder=emb) as mem:
+        m = mem.remember("Alice prefers green tea", agent_id="a")
+        assert mem.get(m.id).embedding is None          # acknowledged, durable, no vector yet
+        # recall does not wait for the background work: the memory is found lexically
+        [hit] = mem.recall("green tea", agent_id="a", touch=False)
+        assert hit.memory.id == m.id
+        emb.gate.set()
+        mem.wait_for_vectors(timeout=30)
+        vec = mem.get(m.id).embedding
+        assert vec is not None and len(vec) == 64
+        assert np.allclose(vec, emb.inner.embed(["Alice prefers green tea"])[0], atol=1e-6)
+
+
+def test_memories_without_vectors_are_embedded_after_reopening(tmp_path: Path) -> None:
+    p = str(tmp_path / "s.db")
+    with GraphMemory.open(p, embedder=None) as mem:   # written with no embedder at all
+        ids = [m.id for m in mem.remember_many([{"content": f"note {i}"} for i in range(70)])]
+    emb = GatedEmbedder()
+    emb.gate.set()
+    with GraphMemory.open(p, embedder=emb, vectors="background") as mem:
+        mem.wait_for_vectors(timeout=30)
+        assert all(m.embedding is not None for m in mem.get_many(ids))
+    with GraphMemory.open(p, embedder=None) as mem:   # and they were stored durably
+        assert all(m.embedding is not None for m in mem.get_many(ids))
+
+
+def test_a_vector_is_never_attached_to_changed_content(tmp_path: Path) -> None:
+    emb = GatedEmbedder()
+    with GraphMemory.open(str(tmp_path / "s.db"), embedder=emb) as mem:
+        m = mem.remember("first text", agent_id="a")
+        mem.forget(m.id)                                # gone before its vector was computed
+        m2 = mem.remember("second text", agent_id="a")
+        emb.gate.set()
+        mem.wait_for_vectors(timeout=30)
+        assert mem.get_many([m.id]) == []
+        assert np.allclose(mem.get(m2.id).embedding or (),
+                           emb.inner.embed(["second text"])[0], atol=1e-6)
+
+
+def test_inline_mode_embeds_before_acknowledging(tmp_path: Path) -> None:
+    emb = GatedEmbedder()
+    emb.gate.set()
+    with GraphMemory.open(str(tmp_path / "s.db"), embedder=emb, vectors="inline") as mem:
+        m = mem.remember("Alice prefers green tea")
+        assert mem.get(m.id).embedding is not None
