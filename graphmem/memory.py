@@ -152,6 +152,7 @@ class GraphMemory:
         self.runs = Runs(self)
         self.writes.add_hook(self._after_write)
         self._vectorizer: Vectorizer | None = None
+        self._wrote_unvectored = False
         if embedder is not None and _background_vectors(vectors, embedder, backend):
             self._vectorizer = Vectorizer(
                 embed=embedder.embed,
@@ -211,8 +212,10 @@ class GraphMemory:
             raise
         return mem
 
-    def _vectors_pending(self, _memories: Sequence[Memory]) -> None:
+    def _vectors_pending(self, memories: Sequence[Memory]) -> None:
         assert self._vectorizer is not None
+        if memories:
+            self._wrote_unvectored = True
         if not self._vectorizer.running:
             self._vectorizer.start()
         self._vectorizer.notify()
@@ -229,7 +232,10 @@ class GraphMemory:
         if not self._closed:
             self._closed = True
             if self._vectorizer is not None:
-                self._vectorizer.close(flush=True)
+                # wait for the vectors of what this handle wrote; an older backlog (a store
+                # written without an embedder) is left for the next open, not made a cost
+                # of closing a short-lived handle such as one CLI command
+                self._vectorizer.close(flush=self._wrote_unvectored)
             if self._owns_backend:
                 self._backend.close()
 
