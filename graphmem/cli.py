@@ -416,14 +416,39 @@ def maintain(
     embedder: EmbedOpt = None,
     llm: LlmOpt = None,
     as_json: JsonOpt = False,
+    every: Annotated[str | None, typer.Option(
+        "--every", help="Run again every interval (90, 45s, 30m, 1h, 1d) until interrupted."
+    )] = None,
+    count: Annotated[int | None, typer.Option(
+        "--count", min=1, help="With --every: stop after this many runs.")] = None,
 ) -> None:
-    """Expiry, retention, decay, staleness, limits and consolidation (dry run unless --apply)."""
+    """Expiry, retention, decay, staleness, limits, improve and consolidation (dry run
+    unless --apply); with --every, on an interval, for a store without a server."""
+    import threading
+
+    from graphmem.config import parse_interval
+
+    try:
+        seconds = parse_interval(every) if every is not None else None
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--every") from None
     with _open(db, embedder, llm) as mem:
-        report = mem.maintain(dry_run=not apply, hard_delete=hard_delete, agent_id=agent,
-                              namespace=namespace)
-        lines = [f"{a.step}: {a.action} {a.memory_id or ''}".rstrip() for a in report.actions]
-        head = "planned" if report.dry_run else "done"
-        _emit(as_json, report, "\n".join([f"{head}: {len(report.actions)} actions", *lines]))
+        runs = 0
+        try:
+            while True:
+                report = mem.maintain(dry_run=not apply, hard_delete=hard_delete,
+                                      agent_id=agent, namespace=namespace)
+                lines = [f"{a.step}: {a.action} {a.memory_id or ''}".rstrip()
+                         for a in report.actions]
+                head = "planned" if report.dry_run else "done"
+                _emit(as_json, report,
+                      "\n".join([f"{head}: {len(report.actions)} actions", *lines]))
+                runs += 1
+                if seconds is None or (count is not None and runs >= count):
+                    break
+                threading.Event().wait(seconds)
+        except KeyboardInterrupt:
+            typer.echo(f"stopped after {runs} runs", err=True)
 
 
 @app.command()

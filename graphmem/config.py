@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -46,8 +47,10 @@ __all__ = [
     "ENV_PREFIX",
     "ApiKey",
     "LifecycleSettings",
+    "MaintenanceSettings",
     "ServerSettings",
     "Settings",
+    "parse_interval",
 ]
 
 log = logging.getLogger("graphmem.config")
@@ -100,6 +103,53 @@ class LifecycleSettings(_Frozen):
     duplicate_threshold: float = Field(default=0.7, gt=0.0, le=1.0)
 
 
+_INTERVAL_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_interval(value: str | float | int) -> float:
+    """Seconds in an interval written ``90``, ``"45s"``, ``"30m"``, ``"1.5h"`` or ``"1d"``.
+
+    >>> parse_interval("30m"), parse_interval(90)
+    (1800.0, 90.0)
+    """
+    if isinstance(value, bool):
+        raise ValueError("an interval is a number of seconds or a string like '30m'")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        match = _INTERVAL_RE.match(str(value))
+        if match is None:
+            raise ValueError(f"cannot read interval {value!r}; write e.g. 90, '45s', '30m', "
+                             "'1h' or '1d'")
+        seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2) or "s"]
+    if not seconds > 0:
+        raise ValueError("an interval must be positive")
+    return seconds
+
+
+class MaintenanceSettings(_Frozen):
+    """Scheduled maintenance (``graphmem serve``, ``graphmem maintain --every``): the idle
+    cycle (expiry, retention, decay, staleness, limits, improve, consolidation) every
+    ``every``. ``dry_run`` only logs what each run would do; ``hard_delete`` deletes
+    instead of archiving."""
+
+    enabled: bool = True
+    every: str = "1h"
+    dry_run: bool = False
+    hard_delete: bool = False
+
+    @field_validator("every", mode="before")
+    @classmethod
+    def _interval(cls, v: Any) -> str:
+        parse_interval(v)
+        return str(v)
+
+    @property
+    def seconds(self) -> float:
+        return parse_interval(self.every)
+
+
 class ServerSettings(_Frozen):
     """The HTTP API and the MCP server.
 
@@ -148,6 +198,7 @@ class Settings(_Frozen):
     lifecycle: LifecycleSettings = LifecycleSettings()
     reconcile: ReconcileConfig = ReconcileConfig()
     runs: RunLimits = RunLimits()
+    maintenance: MaintenanceSettings = MaintenanceSettings()
     server: ServerSettings = ServerSettings()
 
     # -- building ----------------------------------------------------------------------
@@ -270,7 +321,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 def _section_fields() -> dict[str, type[BaseModel]]:
     return {"lifecycle": LifecycleSettings, "reconcile": ReconcileConfig,
-            "runs": RunLimits, "server": ServerSettings}
+            "runs": RunLimits, "maintenance": MaintenanceSettings, "server": ServerSettings}
 
 
 def _env_value(raw: str) -> Any:

@@ -923,6 +923,24 @@ class Lifecycle:
         """A (not yet started) scheduler running :meth:`on_idle` every ``interval`` s."""
         return MaintenanceScheduler(lambda: self.on_idle(**maintain_options), interval)
 
+    def scheduled(self, settings: Any, **options: Any) -> MaintenanceScheduler | None:
+        """The scheduler that ``settings.maintenance`` (a
+        :class:`graphmem.config.MaintenanceSettings`) asks for, not yet started; None when
+        it is switched off. Each run logs what it did — or, in dry-run mode, what it would
+        do. ``options`` go to :class:`MaintenanceScheduler` (e.g. ``run_immediately``)."""
+        ms = getattr(settings, "maintenance", None)
+        if ms is None or not ms.enabled:
+            return None
+        dry_run, hard_delete = bool(ms.dry_run), bool(ms.hard_delete)
+
+        def job() -> MaintenanceReport:
+            report = self.on_idle(dry_run=dry_run, hard_delete=hard_delete)
+            log.info("scheduled maintenance%s: %s", " (dry run, nothing changed)"
+                     if dry_run else "", report.counts() or "nothing to do")
+            return report
+
+        return MaintenanceScheduler(job, ms.seconds, **options)
+
 
 class MaintenanceScheduler:
     """Runs a job on a background thread every ``interval`` seconds until stopped.

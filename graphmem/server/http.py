@@ -662,9 +662,14 @@ def create_app(
 
         opened = await anyio.to_thread.run_sync(cfg.open_memory)
         app.state.graphmem = opened
+        # scheduled maintenance of the store the server opened (settings.maintenance)
+        scheduler = opened.lifecycle.scheduled(cfg)
+        app.state.maintenance = scheduler.start() if scheduler is not None else None
         try:
             yield
         finally:
+            if scheduler is not None:
+                await anyio.to_thread.run_sync(scheduler.stop)
             app.state.graphmem = None
             await anyio.to_thread.run_sync(opened.close)
 
