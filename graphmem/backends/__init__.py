@@ -43,7 +43,11 @@ def _embedded(url: str, **options: Any) -> GraphBackend:
         if not path:
             raise InvalidInput(f"no file path in {url!r}")
     allowed = {"durability", "busy_timeout_ms"}
-    return NetworkXBackend(path, **{k: v for k, v in options.items() if k in allowed})
+    unknown = sorted(set(options) - allowed)
+    if unknown:  # a misspelled option must not silently fall back to a default
+        raise InvalidInput(
+            f"unknown option(s) {unknown} for the embedded store; it takes {sorted(allowed)}")
+    return NetworkXBackend(path, **options)
 
 
 def open_backend(url: str | None = None, **options: Any) -> GraphBackend:

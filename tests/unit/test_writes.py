@@ -211,3 +211,11 @@ def test_history_provenance_and_get_never_leak_another_namespace() -> None:
             "launch code 1234", "we launch on Friday"]
         assert mem.count(scope="bob") == 1 and mem.count(scope="bob", status=None) == 1
         assert [m.id for m in mem.list(scope="bob", status=None)] == [v2.id]
+
+
+def test_a_misspelled_backend_option_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="durabilty"):
+        GraphMemory.open(str(tmp_path / "s.db"), embedder=None, durabilty="full")
+    assert not (tmp_path / "s.db").exists()
+    with GraphMemory.open(str(tmp_path / "s.db"), embedder=None, durability="full") as mem:
+        assert mem.remember("kept").content == "kept"
