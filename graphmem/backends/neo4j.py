@@ -564,13 +564,15 @@ def compile_text_search(flt: Filter, query: str, k: int) -> tuple[str, dict[str,
 def compile_vector_index_search(
     flt: Filter, vector: Sequence[float], fetch: int, k: int
 ) -> tuple[str, dict[str, Any]]:
-    """Approximate search: ``fetch`` nearest from the vector index, filtered, best ``k``."""
+    """``fetch`` nearest from the vector index, filtered, re-scored exactly, best ``k``."""
     _memory_filter(flt, "vector search")
     clauses, params = compile_where(flt)
     text = (
         f"CALL db.index.vector.queryNodes('{VECTOR_INDEX}', $fetch, $vector) "
-        f"YIELD node AS n, score{_where(clauses)}\n"
-        "RETURN properties(n) AS props, score\nORDER BY score DESC, props.id\nLIMIT $k"
+        f"YIELD node AS n{_where(clauses)}\n"
+        "WITH n, vector.similarity.cosine(n.embedding, $vector) AS score\n"
+        "ORDER BY score DESC, n.id\nLIMIT $k\n"
+        f"RETURN properties(n) AS props, score, {COSINE_PROBE}"
     )
     return text, {**params, "fetch": fetch, "vector": list(vector), "k": k}
 
@@ -585,7 +587,7 @@ def compile_vector_exact_search(
         f"MATCH (n:Memory){_where(['n.embedding IS NOT NULL', *clauses])}\n"
         "WITH n, vector.similarity.cosine(n.embedding, $vector) AS score\n"
         "ORDER BY score DESC, n.id\nLIMIT $k\n"
-        "RETURN properties(n) AS props, score"
+        f"RETURN properties(n) AS props, score, {COSINE_PROBE}"
     )
     return text, {**params, "vector": list(vector), "k": k}
 
@@ -733,40 +735,40 @@ def compile_recall_search(
     vector_fetch: int,
     vector_k: int,
 ) -> tuple[str, dict[str, Any]]:
-    """Recall's two searches in one statement, each with the filter applied before its cut:
-    full-text (``lexical``: Lucene score) and vector (``vector``: the index's nearest
-    ``vector_fetch``, filtered, re-scored exactly with ``vector.similarity.cosine`` so that
-    an approximate or quantized index does not decide the order, best ``vector_k``).
-    Returns one row ``lexical, vector, probe`` (lists of ``{props, score}``)."""
+    """Recall's two searches in one statement, a ``UNION ALL`` of two independent branches
+    (one finding nothing does not empty the other), each with the filter applied before its
+    cut: full-text (``channel = 'lexical'``, Lucene score, best ``text_k``) and vector
+    (``channel = 'vector'``: the index's nearest ``vector_fetch``, filtered, re-scored
+    exactly with ``vector.similarity.cosine`` so that an approximate or quantized index does
+    not decide the order, best ``vector_k``; ``fetched`` = how many the index returned).
+    Rows: ``channel, props, score, fetched, probe``."""
     _memory_filter(flt, "recall search")
+    if lucene is None and vector is None:
+        raise QueryFailed("internal error: a recall search needs text or a vector")
     clauses, params = compile_where(flt)
-    parts: list[str] = []
-    carried: list[str] = []
+    branches: list[str] = []
     if lucene is not None:
-        parts.append(
+        branches.append(
             f"CALL db.index.fulltext.queryNodes('{FULLTEXT_INDEX}', $query) YIELD node AS n, score"
             f"{_where(['n:Memory', *clauses])}\n"
             "WITH n, score ORDER BY score DESC, n.id LIMIT $text_k\n"
-            "WITH collect({props: properties(n), score: score}) AS lexical"
+            "RETURN 'lexical' AS channel, properties(n) AS props, score, null AS fetched,\n"
+            "       null AS probe"
         )
         params.update(query=lucene, text_k=text_k)
-        carried.append("lexical")
-    else:
-        parts.append("WITH [] AS lexical")
-        carried.append("lexical")
     if vector is not None:
-        parts.append(
-            f"CALL db.index.vector.queryNodes('{VECTOR_INDEX}', $fetch, $vector) "
-            f"YIELD node AS n{_where(clauses)}\n"
-            "WITH lexical, n, vector.similarity.cosine(n.embedding, $vector) AS score\n"
+        branches.append(
+            f"CALL db.index.vector.queryNodes('{VECTOR_INDEX}', $fetch, $vector) YIELD node\n"
+            "WITH collect(node) AS near\n"
+            "UNWIND near AS n\n"
+            f"WITH n, size(near) AS fetched{_where(clauses)}\n"
+            "WITH n, fetched, vector.similarity.cosine(n.embedding, $vector) AS score\n"
             "ORDER BY score DESC, n.id LIMIT $vector_k\n"
-            "WITH lexical, collect({props: properties(n), score: score}) AS vector"
+            "RETURN 'vector' AS channel, properties(n) AS props, score, fetched,\n"
+            f"       {COSINE_PROBE}"
         )
         params.update(fetch=vector_fetch, vector=list(vector), vector_k=vector_k)
-    else:
-        parts.append("WITH lexical, [] AS vector")
-    parts.append(f"RETURN lexical, vector, {COSINE_PROBE}")
-    return "\n".join(parts), params
+    return "\nUNION ALL\n".join(branches), params
 
 
 def compile_neighbours(
@@ -1541,7 +1543,8 @@ class Neo4jBackend:
                 try:
                     record = self._run(tx, st.name, st.text, st.params).single()
                 except ClientError as e:
-                    if guards and GUARD_ERROR in str(getattr(e, "code", "")):
+                    if guards and (GUARD_ERROR in str(getattr(e, "code", ""))
+                                   or "/ by zero" in str(e)):
                         raise _GuardFailed(str(e)) from e
                     raise
                 for i, part in enumerate(st.parts):

@@ -449,3 +449,62 @@ def test_vectors_alone_are_one_statement_that_keeps_other_properties(
                                     {"id": "m2", "embedding": [1.0, 0.0]}]
     with pytest.raises(InvalidInput):
         neo.write(WriteBatch(vectors={"m1": [float("nan"), 1.0]}))  # type: ignore[call-arg]
+
+
+def test_every_vector_statement_rescores_exactly_and_reports_the_score_rule() -> None:
+    from graphmem.backends.neo4j import (
+        CYPHER_DIR,
+        compile_recall_search,
+        compile_vector_exact_search,
+        compile_vector_index_search,
+        parse_cypher,
+    )
+
+    flt = Filter.for_memories(agent_id="a")
+    texts = [
+        compile_vector_index_search(flt, [1.0, 0.0], 40, 5)[0],
+        compile_vector_exact_search(flt, [1.0, 0.0], 5)[0],
+        compile_recall_search(flt, lucene=None, text_k=0, vector=[1.0, 0.0], vector_fetch=100,
+                              vector_k=5)[0],
+        parse_cypher((CYPHER_DIR / "search" / "vector.cypher").read_text()).text,
+    ]
+    for text in texts:
+        assert "vector.similarity.cosine(" in text and "AS probe" in text
+        assert re.search(r"ORDER BY score DESC", text)
+
+
+def test_recall_search_branches_are_independent_with_the_same_columns() -> None:
+    from graphmem.backends.neo4j import compile_recall_search
+
+    text, params = compile_recall_search(
+        Filter.for_memories(agent_id="a"), lucene='"tea"', text_k=5, vector=[1.0, 0.0],
+        vector_fetch=100, vector_k=5)
+    branches = text.split("\nUNION ALL\n")
+    assert len(branches) == 2  # an empty channel cannot empty the other
+
+    def columns(branch: str) -> list[str]:
+        items = re.sub(r"\([^()]*\)", "", branch[branch.rindex("RETURN") + 6:]).split(",")
+        return [item.split(" AS ")[-1].strip() for item in items]
+
+    assert columns(branches[0]) == columns(branches[1]) == [
+        "channel", "props", "score", "fetched", "probe"]
+    assert set(re.findall(r"\$(\w+)", text)) == set(params)
+
+
+def test_a_filtered_vector_search_reads_the_server_scores(fake: FakeDriver) -> None:
+    fake.dim = 2
+    neo = _backend(fake)
+    m = Memory(content="x", agent_id="a", embedding=[0.6, 0.8])
+
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if name == "vector plan":
+            return [{"matched": 3, "total": 1000}]
+        if name == "vector exact":
+            return [{"props": m.to_props(), "score": 0.95, "probe": 0.0}]
+        return None
+
+    fake.respond = respond
+    (hit,) = neo.search_vector(VectorQuery(vector=(1.0, 0.0), k=5,
+                                           filter=Filter.for_memories(agent_id="a")))
+    assert fake.recorder.names() == ["vector plan", "vector exact"]
+    assert hit.score == pytest.approx(0.9)  # no cosine recomputed here
