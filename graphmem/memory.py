@@ -85,6 +85,11 @@ __all__ = ["ForgetReport", "GraphMemory", "ImportReport"]
 
 log = logging.getLogger("graphmem.memory")
 
+#: before a recall, wait up to SETTLE_SECONDS for the vectors of this handle's writes
+#: when at most SETTLE_MAX_PENDING memories still lack one
+SETTLE_MAX_PENDING = 64
+SETTLE_SECONDS = 0.5
+
 EXPORT_FORMAT = "graphmem-jsonl"
 EXPORT_VERSION = 1
 
@@ -671,7 +676,23 @@ class GraphMemory:
         return self.lifecycle.scratchpad(run_id)
 
     def _retriever(self) -> Retriever:
+        self._settle_vectors()
         return Retriever(self._backend, self._embedder, clock=self._clock)
+
+    def _settle_vectors(self) -> None:
+        """Read your own writes, within reason: before a recall, wait briefly for the
+        vectors of a small backlog this handle wrote (an agent that remembers, then asks),
+        never for a bulk ingest (those memories are found lexically meanwhile)."""
+        if self._vectorizer is None or not self._wrote_unvectored:
+            return
+        pending = self._backend.missing_vectors(SETTLE_MAX_PENDING + 1)  # type: ignore[attr-defined]
+        if not pending:
+            self._wrote_unvectored = False
+        elif len(pending) <= SETTLE_MAX_PENDING:
+            try:
+                self._vectorizer.flush(SETTLE_SECONDS)
+            except Exception as e:  # recall goes on without them; the worker retries
+                log.debug("recall without waiting for pending vectors: %s", e)
 
     def _recall_filter(
         self, *, scope: Scope | str | None = None, status: str | Sequence[str] | None = "active",

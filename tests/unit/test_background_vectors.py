@@ -80,3 +80,12 @@ def test_inline_mode_embeds_before_acknowledging(tmp_path: Path) -> None:
     with GraphMemory.open(str(tmp_path / "s.db"), embedder=emb, vectors="inline") as mem:
         m = mem.remember("Alice prefers green tea")
         assert mem.get(m.id).embedding is not None
+
+
+def test_recall_right_after_remember_sees_the_new_vector(tmp_path: Path) -> None:
+    emb = GatedEmbedder()
+    emb.gate.set()
+    with GraphMemory.open(str(tmp_path / "s.db"), embedder=emb) as mem:
+        m = mem.remember("Alice prefers green tea", agent_id="a")
+        [hit] = mem.recall("prefers green tea", agent_id="a", touch=False)
+        assert hit.memory.id == m.id and "vector" in hit.breakdown
