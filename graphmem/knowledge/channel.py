@@ -72,9 +72,9 @@ def audiences_of(flt: Filter) -> tuple[str, ...] | None:
     if "audience" in flt.any_of:
         return tuple(str(a) for a in flt.any_of["audience"])
     agents = _values(flt, "agent_id")
+    if not agents:
+        return None  # the private audiences of a namespace's members are not known here
     namespaces = _values(flt, "namespace")
-    if not agents and not namespaces:
-        return None
     out = [f"agent:{a}" for a in agents] + [f"ns:{n}" for n in namespaces]
     return (*out, "org")
 

@@ -111,7 +111,10 @@ _NOT_NAMES = frozenset(
     sunday mon tue tues wed thu thur thurs fri sat sun january february march april may june
     july august september october november december jan feb mar apr jun jul aug sep sept oct
     nov dec today tomorrow yesterday tonight morning evening night weekend week month year
-    god mom dad mum""".split()
+    god mom dad mum go going while once now later soon sometimes lately recently honestly
+    luckily hopefully actually unfortunately besides guess check look hope happy afternoon
+    can't don't didn't it'll that'll that's there's what's here's how's gotta gonna wanna
+    nah sweet nope whoa yay aw ugh hmm hah ha heh yo""".split()
 )
 _CONNECTORS = frozenset({"of", "the", "de", "del", "la", "le", "van", "von", "da", "di", "&"})
 _ACRONYM_STOP = frozenset(
@@ -130,7 +133,8 @@ _GENERIC_GERUNDS = frozenset(
     letting keeping starting finding spending holding using helping wanting needing knowing
     living hoping planning waiting sitting standing telling asking showing calling leaving
     moving turning becoming bringing happening interesting exciting inspiring sing
-    outstanding""".split()
+    outstanding growing hitting improving performing networking marketing remember
+    opening displaying""".split()
 )
 _ACTIVITY_VERB = (
     r"(?:go|goes|going|went|gone|love|loves|loved|loving|enjoy|enjoys|enjoyed|like|likes|"
@@ -156,6 +160,12 @@ _GROUP_RE = re.compile(
     r"\b([a-z]{3,}(?:\s+[a-z]{3,})?)\s+(" + "|".join(_GROUP_NOUNS) + r")\b", re.IGNORECASE
 )
 # words that, in front of a group noun, do not say which one it is
+_VERBS = frozenset(
+    """make makes made get gets got have has had open opens opened start starts started run
+    runs build builds join joins joined find finds found visit visits visited see saw take
+    took set teach taught lead led host hosted plan planned try tried love loved like liked
+    enjoy enjoyed attend attended went go goes doing did do does is was are were be been""".split()
+)
 _VAGUE = frozenset(
     """the this that these those our your their his her its my great good new big small
     little first last next whole same other another every each some any many few best
@@ -352,8 +362,14 @@ def extract(
         if phrase[-1] not in _GENERIC_GERUNDS:
             add(phrase[-1], EntityType.OBJECT)
     for gm in _GROUP_RE.finditer(body):
-        words_ = [w for w in gm.group(1).lower().split() if w not in _VAGUE]
-        if words_ and not words_[-1].endswith("ly"):
+        # the modifier: the words right before the group noun that say which one it is
+        words_: list[str] = []
+        for w in reversed(gm.group(1).lower().split()):
+            if (w in _VAGUE or w in _VERBS or w in _GENERIC_GERUNDS
+                    or _singular(w) in _GROUP_NOUNS or w.endswith(("ed", "ly"))):
+                break
+            words_.insert(0, w)
+        if words_:
             add(" ".join([*words_, gm.group(2).lower()]), _GROUP_NOUNS[gm.group(2).lower()])
 
     if things:
