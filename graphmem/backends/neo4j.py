@@ -649,8 +649,8 @@ write commits (Neo4j's documented way to avoid lost updates)."""
 
 def compile_check(expects: Sequence[Any]) -> tuple[str, dict[str, Any]]:
     """The statement that locks the nodes of these preconditions (``Expect`` values) and
-    returns, per existing node, ``label, id, props`` and the ids of the nodes with an edge of
-    the expected types into it (``sources``). One ``UNION ALL`` branch per label; labels and
+    returns, per existing node, ``label, id, props`` and ``sources``: ``{type, id}`` of each
+    edge of the expected types into it. One ``UNION ALL`` branch per label; labels and
     types are allowlisted, ids are parameters."""
     by_label: dict[NodeLabel, dict[str, set[str]]] = defaultdict(dict)
     for ex in expects:
@@ -668,7 +668,8 @@ def compile_check(expects: Sequence[Any]) -> tuple[str, dict[str, Any]]:
             f"SET n.{LOCK_PROPERTY} = true\n"
             f"REMOVE n.{LOCK_PROPERTY}\n"
             f"RETURN '{lab}' AS label, n.id AS id, properties(n) AS props,\n"
-            f"       [(s)-[r]->(n) WHERE type(r) IN $types{i} | s.id] AS sources"
+            f"       [(s)-[r]->(n) WHERE type(r) IN $types{i} | {{type: type(r), id: s.id}}]"
+            " AS sources"
         )
     return "\nUNION ALL\n".join(branches), params
 

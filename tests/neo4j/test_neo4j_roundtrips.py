@@ -508,3 +508,15 @@ def test_a_filtered_vector_search_reads_the_server_scores(fake: FakeDriver) -> N
                                            filter=Filter.for_memories(agent_id="a")))
     assert fake.recorder.names() == ["vector plan", "vector exact"]
     assert hit.score == pytest.approx(0.9)  # no cosine recomputed here
+
+
+def test_the_check_statement_returns_what_the_check_reads() -> None:
+    from graphmem.backends.neo4j import compile_check
+
+    m = Memory(content="x")
+    text, params = compile_check([Expect(ref=m.ref, incoming=(EdgeType.SUPERSEDES,),
+                                         sources=frozenset())])
+    assert "RETURN 'Memory' AS label, n.id AS id, properties(n) AS props," in text
+    assert "| {type: type(r), id: s.id}] AS sources" in text  # _check reads both keys
+    assert text.index("SET n._graphmem_lock") < text.index("properties(n)")
+    assert params == {"ids0": [m.id], "types0": ["SUPERSEDES"]}
