@@ -2,11 +2,18 @@
 
 ``log(agent_id, event_type, payload, run_id=…, step=…, parent=…)`` appends a
 :class:`~graphmem.models.LogEntry`; ``tail(n)`` reads the newest ones back. A payload is any
-JSON value, stored as canonical JSON text. Small payloads stay inline on the entry; one over
-the size threshold is stored once as a :class:`~graphmem.models.Payload` whose id is the
-SHA-256 of its text, and every entry that logs the same payload REFERENCES it. A payload
-counts its references and is deleted with the last entry that references it; ``stats()``
-reports how many bytes the sharing saved.
+JSON value, stored as canonical JSON text, deduplicated by content in two ways:
+
+- at any depth, the value of a ``result``/``results``/``response``/``responses`` key whose
+  JSON text is over 200 characters (:data:`DEDUP_MIN_CHARS`) is stored once as a
+  :class:`~graphmem.models.Payload` (id: the SHA-256 of its text) and replaced in the entry
+  by a blob reference ``{"$graphmem_blob": "<sha256>"}``;
+- what remains, when over :data:`DEFAULT_INLINE_LIMIT` bytes, is stored the same way whole.
+
+Every entry REFERENCES the blobs it uses; a blob counts its referencing entries and is
+deleted with the last of them. Reading an entry puts the blobs back (``tail``, ``get``).
+``stats()`` reports how many bytes the sharing saved. Entries older than the lifecycle's
+log retention are deleted by maintenance (:meth:`EventLog.prune`).
 
 Entries link to their run (``IN_RUN``) and to their parent entry (``CHILD_OF``), so a
 delegation tree can be walked in the graph.
@@ -49,12 +56,25 @@ from graphmem.models import (
 )
 from graphmem.writes import Writes
 
-__all__ = ["DEFAULT_INLINE_LIMIT", "MAX_PAYLOAD_BYTES", "EventLog", "LogRecord", "LogStats"]
+__all__ = [
+    "BLOB_KEY",
+    "DEDUP_KEYS",
+    "DEDUP_MIN_CHARS",
+    "DEFAULT_INLINE_LIMIT",
+    "MAX_PAYLOAD_BYTES",
+    "EventLog",
+    "LogRecord",
+    "LogStats",
+]
 
 log = logging.getLogger("graphmem.eventlog")
 
 DEFAULT_INLINE_LIMIT = 1024  # bytes of canonical JSON kept inline on an entry
 MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
+#: keys whose large values are stored once, at any depth of a payload (the seed's rule)
+DEDUP_KEYS = frozenset({"result", "results", "response", "responses"})
+DEDUP_MIN_CHARS = 200  # characters of a value's canonical JSON
+BLOB_KEY = "$graphmem_blob"  # {"$graphmem_blob": sha256} stands for a stored value
 
 
 class LogRecord(BaseModel):
@@ -108,6 +128,8 @@ class EventLog:
         self._writes = writes
         self._clock = clock
         self.inline_limit = inline_limit
+        self.dedup_keys = DEDUP_KEYS
+        self.dedup_min_chars = DEDUP_MIN_CHARS
         # reference counts are read-modify-write: serialise them inside this process
         self._lock = threading.Lock()
 
@@ -132,8 +154,13 @@ class EventLog:
             raise InvalidInput(f"log payload has {size} bytes; at most {MAX_PAYLOAD_BYTES}")
         if isinstance(step, bool):
             raise InvalidInput("step must be a non-negative integer")
-        shared = text is not None and size > self.inline_limit
+        blobs: dict[str, str] = {}  # sha256 -> text of each value stored once
+        if payload is not None and self.dedup_keys:
+            text = canonical_json(self._extract(payload, blobs, under_key=False))
+        shared = text is not None and len(text.encode("utf-8")) > self.inline_limit
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest() if shared and text else None
+        if digest is not None and text is not None:
+            blobs[digest] = text
         entry: LogEntry = validated(LogEntry, {
             "agent_id": agent_id, "event_type": event_type, "run_id": run_id, "step": step,
             "parent_id": parent, "at": at or self._clock(),
@@ -151,14 +178,17 @@ class EventLog:
                     edges.append(_edge(EdgeType.CHILD_OF, entry.ref, parent_ref))
                     expect.append(Expect(parent_ref))
                 # (the backend links the entry IN_RUN to its run, creating a missing run)
-                if digest is not None and text is not None:
-                    found = self._backend.get(NodeLabel.PAYLOAD, [digest])
-                    if found:
-                        count = found[0].refcount  # type: ignore[attr-defined]
-                        blob = found[0].evolve(refcount=count + 1)
+                found_blobs = {p.id: p for p in self._backend.get(NodeLabel.PAYLOAD,
+                                                                  sorted(blobs))}
+                for h, blob_text in sorted(blobs.items()):
+                    old = found_blobs.get(h)
+                    if old is not None:
+                        count = old.refcount  # type: ignore[attr-defined]
+                        blob = old.evolve(refcount=count + 1)
                         expect.append(Expect(blob.ref, props={"refcount": count}))
                     else:
-                        blob = Payload(id=digest, text=text, size=size, refcount=1)
+                        blob = Payload(id=h, text=blob_text,
+                                       size=len(blob_text.encode("utf-8")), refcount=1)
                         expect.append(Expect(blob.ref, exists=False))
                     nodes.append(blob)
                     edges.append(_edge(EdgeType.REFERENCES, entry.ref, blob.ref))
@@ -171,9 +201,25 @@ class EventLog:
                                          and not self._backend.get(NodeLabel.LOG_ENTRY,
                                                                    [parent])):
                         raise
-        log.debug("logged %s entry (%d payload bytes, shared=%s)", entry.event_type, size,
-                  shared)
+        log.debug("logged %s entry (%d payload bytes, %d blobs)", entry.event_type, size,
+                  len(blobs))
         return entry
+
+    def _extract(self, value: Any, blobs: dict[str, str], *, under_key: bool) -> Any:
+        """``value`` with every large result/response (at any depth) replaced by a blob
+        reference, the blobs collected in ``blobs``."""
+        if under_key:
+            text = canonical_json(value)
+            if len(text) > self.dedup_min_chars:
+                h = hashlib.sha256(text.encode("utf-8")).hexdigest()
+                blobs[h] = text
+                return {BLOB_KEY: h}
+        if isinstance(value, dict):
+            return {k: self._extract(v, blobs, under_key=k in self.dedup_keys)
+                    for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self._extract(v, blobs, under_key=False) for v in value]
+        return value
 
     def delete(self, entry_ids: Sequence[str]) -> int:
         """Delete entries; payloads nobody references any more are deleted with them, the
@@ -185,7 +231,10 @@ class EventLog:
             if not entries:
                 return 0
             doomed = {e.id for e in entries}
-            refs = sorted({e.payload_ref for e in entries if e.payload_ref})
+            used = self._backend.expand([e.ref for e in entries], [EdgeType.REFERENCES],
+                                        direction="out", depth=1, limit=10_000_000)
+            refs = sorted({n.id for n in used.nodes if isinstance(n, Payload)}
+                          | {e.payload_ref for e in entries if e.payload_ref})
             drop: list[NodeRef] = []
             keep: list[GraphNode] = []
             expect: list[Expect] = []
@@ -211,12 +260,16 @@ class EventLog:
             validated(Filter, {"label": NodeLabel.LOG_ENTRY, "equals": {"run_id": run_id}}))]
         return self.delete(ids)
 
-    def prune(self, *, older_than: timedelta, now: datetime | None = None) -> int:
-        """Delete entries logged before ``now - older_than``; returns how many."""
+    def expired(self, *, older_than: timedelta, now: datetime | None = None) -> list[str]:
+        """Ids of the entries logged before ``now - older_than``, oldest first."""
         cutoff = (now or self._clock()) - older_than
         flt = validated(Filter, {"label": NodeLabel.LOG_ENTRY,
                                  "ranges": (Range(field="at", lt=cutoff),)})
-        return self.delete([e.id for e in self._backend.match(flt)])
+        return [e.id for e in self._backend.match(flt, order_by="at")]
+
+    def prune(self, *, older_than: timedelta, now: datetime | None = None) -> int:
+        """Delete entries logged before ``now - older_than``; returns how many."""
+        return self.delete(self.expired(older_than=older_than, now=now))
 
     # -- reading ----------------------------------------------------------------------
 
@@ -264,13 +317,22 @@ class EventLog:
         return self._records(sorted(kids, key=lambda e: (e.at, e.id)))
 
     def _records(self, entries: list[LogEntry]) -> list[LogRecord]:
-        refs = sorted({e.payload_ref for e in entries if e.payload_ref})
-        texts = {p.id: p.text for p in self._backend.get(NodeLabel.PAYLOAD, refs)}  # type: ignore[attr-defined]
-        out = []
+        texts: dict[str, str] = {}
+
+        def fetch(ids: set[str]) -> None:
+            todo = sorted(ids - texts.keys())
+            if todo:
+                texts.update({p.id: p.text  # type: ignore[attr-defined]
+                              for p in self._backend.get(NodeLabel.PAYLOAD, todo)})
+
+        fetch({e.payload_ref for e in entries if e.payload_ref})
+        skeletons = []
         for e in entries:
             text = texts.get(e.payload_ref) if e.payload_ref else e.payload
-            out.append(LogRecord(entry=e, payload=None if text is None else json.loads(text)))
-        return out
+            skeletons.append(None if text is None else json.loads(text))
+        fetch({h for sk in skeletons for h in _blob_ids(sk)})
+        return [LogRecord(entry=e, payload=_restore(sk, texts))
+                for e, sk in zip(entries, skeletons, strict=True)]
 
     def count(self, *, run_id: str | None = None, agent_id: str | None = None) -> int:
         return self._backend.count(self._filter(run_id, agent_id, None))
@@ -286,7 +348,7 @@ class EventLog:
             Filter(label=NodeLabel.PAYLOAD)
         )
         stored = sum(p.size for p in payloads)
-        logical = sum(e.payload_size for e in referencing)
+        logical = sum(p.size * max(p.refcount, 1) for p in payloads)
         inline = self._backend.count(validated(Filter, {
             "label": NodeLabel.LOG_ENTRY, "ranges": (Range(field="payload", gte=""),)}))
         return LogStats(
@@ -294,6 +356,31 @@ class EventLog:
             payloads=len(payloads), stored_payload_bytes=stored, logical_payload_bytes=logical,
             bytes_saved=logical - stored,
         )
+
+
+def _is_blob(value: Any) -> bool:
+    return isinstance(value, dict) and len(value) == 1 and isinstance(value.get(BLOB_KEY), str)
+
+
+def _blob_ids(value: Any) -> set[str]:
+    if _is_blob(value):
+        return {value[BLOB_KEY]}
+    if isinstance(value, dict):
+        return {h for v in value.values() for h in _blob_ids(v)}
+    if isinstance(value, list):
+        return {h for v in value for h in _blob_ids(v)}
+    return set()
+
+
+def _restore(value: Any, texts: dict[str, str]) -> Any:
+    if _is_blob(value):
+        text = texts.get(value[BLOB_KEY])
+        return value if text is None else json.loads(text)
+    if isinstance(value, dict):
+        return {k: _restore(v, texts) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_restore(v, texts) for v in value]
+    return value
 
 
 def _edge(etype: EdgeType, src: NodeRef, dst: NodeRef) -> Edge:

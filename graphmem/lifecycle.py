@@ -51,6 +51,7 @@ from graphmem.consolidation import (
     summarize_into_memory,
 )
 from graphmem.errors import InvalidInput, NotFound
+from graphmem.eventlog import EventLog
 from graphmem.llm import LLM, OfflineLLM, tokens
 from graphmem.models import (
     Filter,
@@ -213,7 +214,8 @@ class RetentionPolicy(BaseModel):
 
     Precedence: agent per-category > company per-category > agent default >
     company default > forever (None). ``max_per_agent`` caps active memories per agent
-    (an agent's ``max_memories`` overrides it); the least relevant go first.
+    (an agent's ``max_memories`` overrides it); the least relevant go first. Entries of
+    the orchestration log are deleted when older than ``logs`` (else ``default``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -222,6 +224,12 @@ class RetentionPolicy(BaseModel):
     by_category: dict[str, timedelta] = Field(default_factory=dict)
     agents: dict[str, AgentRetention] = Field(default_factory=dict)
     max_per_agent: int | None = Field(default=None, ge=0)
+    logs: timedelta | None = None
+
+    @property
+    def log_period(self) -> timedelta | None:
+        """How long orchestration-log entries are kept (None: forever)."""
+        return self.logs if self.logs is not None else self.default
 
     def period_for(self, agent_id: str, category: str) -> timedelta | None:
         """The retention period of a memory of ``agent_id`` in ``category``."""
@@ -333,6 +341,8 @@ class MaintenanceReport(BaseModel):
     actions: tuple[Action, ...] = ()
     consolidation: ConsolidationReport | None = None
     improvement: ImproveReport | None = None
+    #: orchestration-log entries past the log retention, deleted (or, dry, to be deleted)
+    log_entries: tuple[str, ...] = ()
 
     @property
     def llm_failures(self) -> int:
@@ -692,7 +702,8 @@ class Lifecycle:
             dry_run=dry_run, hard_delete=hard_delete, steps=("decay", "stale")
         )
 
-    STEPS = ("expire", "retention", "decay", "stale", "limit", "improve", "consolidate")
+    STEPS = ("expire", "retention", "logs", "decay", "stale", "limit", "improve",
+             "consolidate")
 
     def maintain(
         self,
@@ -707,6 +718,8 @@ class Lifecycle:
         """Run maintenance steps in order over active memories (optionally scoped):
 
         ``expire`` (expires_at passed), ``retention`` (older than the retention period),
+        ``logs`` (orchestration-log entries older than the log retention: deleted, in an
+        unscoped call),
         ``decay`` (relevance below ``prune_below``), ``stale`` (not accessed for
         ``stale_after``, low importance), ``limit`` (least relevant beyond the per-agent
         maximum), ``improve`` (the ``improve_limit`` newest memories rewritten for
@@ -789,6 +802,14 @@ class Lifecycle:
                         plan.add("limit", "archive", m.id,
                                  f"agent {aid} over its maximum of {cap} memories")
         report = self._finish(plan, now, dry_run, hard_delete)
+        period = cfg.retention.log_period
+        if "logs" in steps and period is not None and agent_id is None and namespace is None:
+            elog = EventLog(self.backend, self.writes, clock=self._clock)
+            old_entries = elog.expired(older_than=period, now=now)
+            if old_entries and not dry_run:
+                for start in range(0, len(old_entries), 2000):
+                    elog.delete(old_entries[start: start + 2000])
+            report = report.model_copy(update={"log_entries": tuple(old_entries)})
         improvement = None
         if "improve" in steps and cfg.improve_limit:
             recent = [m for m in self.backend.match(

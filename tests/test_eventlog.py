@@ -9,8 +9,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from graphmem.backends.base import GraphBackend
 from graphmem.errors import InvalidInput, NotFound
 from graphmem.eventlog import EventLog, canonical_json
+from graphmem.lifecycle import LifecycleConfig, RetentionPolicy
 from graphmem.memory import GraphMemory
 from graphmem.models import EdgeType, Filter, NodeLabel, NodeRef, Payload
 
@@ -145,3 +147,51 @@ def test_inline_limit_is_configurable(mem: GraphMemory) -> None:
     assert e.payload is None and e.payload_ref == hashlib.sha256(b'"x"').hexdigest()
     with pytest.raises(InvalidInput):
         EventLog(mem.backend, mem.writes, inline_limit=-1)
+
+
+# ---------------------------------------------------------------------------------------
+# recursive deduplication of results and responses; log retention
+
+
+def test_large_results_and_responses_are_stored_once_at_any_depth(
+    backend: GraphBackend,
+) -> None:
+    mem = GraphMemory(backend, embedder=None, owns_backend=False)
+    answer = "The quarterly numbers are in: " + "revenue up, costs flat. " * 10  # > 200
+    small = {"response": "ok"}
+    a = mem.log("planner", "tool_result",
+                {"call": 1, "steps": [{"tool": "search", "result": answer}], "meta": small})
+    b = mem.log("critic", "agent_response", {"response": answer, "call": 2})
+    c = mem.log("critic", "agent_response", {"note": answer})  # not a result: inline
+    blobs = backend.match(Filter(label=NodeLabel.PAYLOAD))
+    assert len(blobs) == 1 and blobs[0].refcount == 2  # type: ignore[attr-defined]
+    entries = {e.id: e for e in backend.get(NodeLabel.LOG_ENTRY, [a.id, b.id, c.id])}
+    assert answer not in (entries[a.id].payload or "")  # a reference, not the text
+    assert "$graphmem_blob" in (entries[b.id].payload or "")
+    assert answer in (entries[c.id].payload or "")
+    records = {r.entry.id: r.payload for r in mem.tail(3)}
+    assert records[a.id] == {"call": 1, "steps": [{"tool": "search", "result": answer}],
+                             "meta": small}
+    assert records[b.id] == {"response": answer, "call": 2}
+    stats = mem.eventlog.stats()
+    assert stats.payloads == 1 and stats.bytes_saved > 200
+    mem.eventlog.delete([a.id])
+    assert backend.match(Filter(label=NodeLabel.PAYLOAD))[0].refcount == 1  # type: ignore[attr-defined]
+    mem.eventlog.delete([b.id])
+    assert backend.match(Filter(label=NodeLabel.PAYLOAD)) == []
+
+
+def test_log_entries_expire_with_the_retention(backend: GraphBackend) -> None:
+    now = datetime(2024, 6, 1, tzinfo=UTC)
+    mem = GraphMemory(backend, embedder=None, owns_backend=False, clock=lambda: now)
+    old = mem.eventlog.log("a", "tool_call", {"result": "x" * 300}, at=now - timedelta(days=40))
+    new = mem.eventlog.log("a", "tool_call", {"q": 1}, at=now - timedelta(days=2))
+    assert mem.maintain().log_entries == ()  # no log retention configured: kept
+    mem.configure_lifecycle(LifecycleConfig(retention=RetentionPolicy(logs=timedelta(days=30))))
+    dry = mem.maintain(dry_run=True)
+    assert dry.log_entries == (old.id,) and mem.eventlog.count() == 2
+    assert mem.maintain().log_entries == (old.id,)
+    assert [r.entry.id for r in mem.tail(5)] == [new.id]
+    assert backend.match(Filter(label=NodeLabel.PAYLOAD)) == []  # its blob went with it
+    by_default = LifecycleConfig(retention=RetentionPolicy(default=timedelta(days=1)))
+    assert by_default.retention.log_period == timedelta(days=1)
