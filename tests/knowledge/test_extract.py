@@ -107,3 +107,18 @@ def test_aliases_resolve_and_overlays_keep_additions_apart() -> None:
 def test_entity_ids_are_per_audience() -> None:
     assert entity_id("agent:a", "melanie") == entity_id("agent:a", "melanie")
     assert entity_id("agent:a", "melanie") != entity_id("agent:b", "melanie")
+
+
+def test_things_takes_specific_nouns_after_determiners_only_when_asked() -> None:
+    text = "Mel: We camped at the beach; I play my violin and the kids had a great time."
+    assert "violin" not in names(text)
+    found = {m.norm: m.type for m in extract(text, things=True).mentions}
+    assert found["violin"] is EntityType.OBJECT
+    assert found["beach"] is EntityType.PLACE
+    assert "time" not in found and "kid" not in found  # too general to be about anything
+
+
+def test_group_names_skip_verbs_and_adjectives_in_front() -> None:
+    found = names("Gina: I loved taking lessons, then joined a cooking class at a new club.")
+    assert "cooking class" in found
+    assert not any(n.startswith(("loved", "taking", "new")) for n in found)
