@@ -657,6 +657,23 @@ def _quantize_int8(fp32: Path, target: Path) -> None:
         root.removeFilter(notes)
 
 
+_RUNTIMES: dict[tuple[Path, Path, int], tuple[Any, Any, set[str]]] = {}
+
+
+def _onnx_runtime(path: Path, source: Path, max_length: int) -> tuple[Any, Any, set[str]]:
+    """Session, tokenizer and input names for an ONNX file, loaded once per process (a
+    session holds the weights; stores opened in one process share it; runs are thread-safe)."""
+    key = (path, source, max_length)
+    with _MODELS_LOCK:
+        runtime = _RUNTIMES.get(key)
+        if runtime is None:
+            session = _session(path)
+            inputs = {i.name for i in session.get_inputs()}
+            runtime = (session, _tokenizer(source, max_length), inputs)
+            _RUNTIMES[key] = runtime
+        return runtime
+
+
 class OnnxEmbedder(_CachedEmbedder):
     """A sentence-transformers model run by ONNX Runtime: no torch at query time.
 
@@ -750,9 +767,7 @@ class OnnxEmbedder(_CachedEmbedder):
                 path = self.onnx_path
                 if not path.is_file():
                     path = self.prepare()
-                session = _session(path)
-                inputs = {i.name for i in session.get_inputs()}
-                self._runtime = (session, _tokenizer(self.source, self._layout.max_length), inputs)
+                self._runtime = _onnx_runtime(path, self.source, self._layout.max_length)
             return self._runtime
 
     def _embed_batch(self, texts: Sequence[str]) -> np.ndarray:

@@ -199,6 +199,8 @@ def test_onnx_export_is_cached_outside_the_package_and_matches_torch(
     np.testing.assert_allclose(np.linalg.norm(batch, axis=1), 1.0, rtol=1e-5)
     assert (batch * torch_vectors).sum(axis=1).min() >= 0.99
     assert (singles * torch_vectors).sum(axis=1).min() >= 0.99
+    # embedders of one file share one session (it holds the weights)
+    assert e._loaded()[0] is OnnxEmbedder(cache_dir=onnx_cache)._loaded()[0]
     e.close()
 
 
