@@ -42,6 +42,7 @@ any_json = st.recursive(
 stamps = st.sampled_from([
     "2024-05-01T10:00:00Z", "2024-05-01T10:00:00", "2024-13-01T00:00:00Z", "yesterday",
     "9999-12-31T23:59:59+14:00", "0001-01-01T00:00:00-12:00",
+    "9999-12-31T23:59:59-05:00", "0001-01-01T00:00:00+05:00",  # out of range once in UTC
 ])
 plausible: dict[str, st.SearchStrategy[Any]] = {
     "content": st.text(max_size=60) | st.just("   ") | st.just("a\x00b"),
@@ -224,3 +225,112 @@ def test_mcp_tools_never_crash_and_errors_change_nothing(
         text = "".join(getattr(c, "text", "") for c in result.content)
         assert text != f"Error executing tool {tool}", f"crash on {call!r}"  # bare = crash
         assert snapshot(fuzz_store) == before, call
+
+
+# -- every documented operation, from the OpenAPI document ----------------------------------
+
+# values that once reached a handler and broke it: out-of-range datetimes once in UTC,
+# integers past 64 bits, lone surrogates (sent as JSON escapes), unknown enum values
+hostile_text = st.sampled_from([
+    "", " ", "a\ud800", "x" * 300, "a\x00b", "bogus", "ok", "completed", "active", "all",
+    "9999-12-31T23:59:59-05:00", "0001-01-01T00:00:00+05:00", "NaN", "{existing}",
+]) | st.text(max_size=12)
+hostile_int = st.sampled_from([0, 1, -1, 2**63, 2**64, -(2**63) - 1]) | st.integers(-10, 5000)
+hostile_json = any_json | st.lists(hostile_int | hostile_text | st.floats(), max_size=3)
+odd_path_values = st.sampled_from(["missing", "a" * 300, "%2e%2e", "x y", "%00"])
+good_path_values = {"memory_id": "{existing}", "run_id": "r1"}
+query_values = st.sampled_from(["", "bogus", "all", "active", "-1", "2.5", "99999999999999999999",
+                                "true", "{existing}"]) | st.text(
+    st.characters(blacklist_categories=("Cs",)), max_size=8)
+
+
+def _from_schema(schema: dict[str, Any], spec: dict[str, Any], depth: int = 0) -> Any:
+    """A strategy for a JSON schema of the OpenAPI document, biased to hostile values and
+    mixed with arbitrary JSON."""
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        return _from_schema(spec["components"]["schemas"][name], spec, depth)
+    if depth > 4:
+        return any_json
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return st.one_of([_from_schema(s, spec, depth + 1) for s in schema[key]])
+    kind = schema.get("type")
+    if kind == "object" and "properties" not in schema:  # free-form, e.g. metadata
+        return st.dictionaries(hostile_text, hostile_json, max_size=3)
+    if kind == "object":
+        props = {k: _from_schema(v, spec, depth + 1) for k, v in schema["properties"].items()}
+        required = set(schema.get("required", ()))
+        return st.fixed_dictionaries({k: v for k, v in props.items() if k in required},
+                                      optional={k: v for k, v in props.items()
+                                                if k not in required})
+    if kind == "array":
+        return st.lists(_from_schema(schema.get("items", {}), spec, depth + 1), max_size=3)
+    if kind == "string" and schema.get("format") == "date-time":
+        return stamps
+    if kind == "string":
+        return hostile_text
+    if kind == "integer":
+        return hostile_int
+    if kind == "number":
+        return st.floats(allow_nan=True, allow_infinity=True) | hostile_int
+    if kind == "boolean":
+        return st.booleans()
+    if kind == "null":
+        return st.none()
+    return any_json
+
+
+def _operations(spec: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(method.upper(), path, op) for path, ops in spec["paths"].items()
+            for method, op in ops.items()]
+
+
+@st.composite
+def documented_request(draw: st.DrawFn, spec: dict[str, Any]) -> tuple[str, str, Any, Any]:
+    method, path, op = draw(st.sampled_from(_operations(spec)))
+    params: dict[str, Any] = {}
+    for p in op.get("parameters", ()):
+        if p["in"] == "path":
+            good = good_path_values.get(p["name"])
+            value = draw(odd_path_values) if good is None or draw(st.integers(0, 3)) == 0 else good
+            path = path.replace("{" + p["name"] + "}", value)
+        elif draw(st.booleans()):
+            params[p["name"]] = draw(query_values)
+    schema = op.get("requestBody", {}).get("content", {}).get("application/json", {})
+    body = None
+    if schema:
+        body = draw(any_json) if draw(st.integers(0, 9)) == 0 else draw(
+            _from_schema(schema["schema"], spec))
+    return method, path, params, body
+
+
+def _openapi() -> dict[str, Any]:
+    with GraphMemory.open("memory://", embedder=None) as mem:
+        return create_app(mem).openapi()
+
+
+_SPEC = _openapi()
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(req=documented_request(_SPEC),
+       key=st.sampled_from([None, "alice-key-123", "bob-key-4567", "admin-key-89"]))
+def test_every_documented_operation_never_5xx(
+    fuzz_store: GraphMemory, keyed_client: TestClient, open_client: TestClient,
+    req: tuple[str, str, Any, Any], key: str | None,
+) -> None:
+    method, path, params, body = req
+    if not fuzz_store.list_runs():
+        fuzz_store.start_run("alice", run_id="r1")
+    existing = fuzz_store.list(agent_id="alice", limit=1)
+    mid = existing[0].id if existing else "missing"
+    client, headers = (open_client, {}) if key is None else (keyed_client, auth(key))
+    raw = None if body is None else json.dumps(body).replace("{existing}", mid).encode()
+    r = client.request(method, path.replace("{existing}", mid), params=params, content=raw,
+                       headers={**headers, "content-type": "application/json"})
+    assert r.status_code < 500, (r.status_code, r.text, req)
+    if r.status_code >= 400:
+        assert r.headers["content-type"].startswith("application/json"), (r.text, req)
+        assert {"error", "detail"} <= set(r.json()), (r.text, req)
