@@ -436,9 +436,13 @@ class Writes:
         # incoming version edges as seen now: the transaction re-checks all of them
         around = b.expand([NodeRef(NodeLabel.MEMORY, i) for i in doomed], list(_VERSION_EDGES),
                           direction="both", depth=1, limit=1_000_000)
-        incoming: dict[str, set[str]] = {}
-        for e in around.edges:
-            incoming.setdefault(e.dst.id, set()).add(e.src.id)
+        near = [n.ref for n in around.nodes if isinstance(n, Memory)]
+        into = b.expand(near, list(_VERSION_EDGES), direction="in", depth=1, limit=1_000_000)
+        keys = {r.key for r in near}
+        incoming: dict[str, set[str]] = {r.id: set() for r in near}
+        for e in into.edges:
+            if e.dst.key in keys:
+                incoming[e.dst.id].add(e.src.id)
         now = self._clock()
         restored: list[Memory] = []
         expect: list[Expect] = []
@@ -450,7 +454,7 @@ class Writes:
                                  incoming=_VERSION_EDGES, sources=srcs))
             if n.id in doomed_set:
                 continue
-            sup = [e for e in around.edges
+            sup = [e for e in into.edges
                    if e.dst.id == n.id and e.type is EdgeType.SUPERSEDES]
             if (sup and n.status is Status.SUPERSEDED
                     and all(e.src.id in doomed_set for e in sup)):

@@ -99,7 +99,12 @@ CREATE TABLE IF NOT EXISTS vectors (rid INTEGER PRIMARY KEY, vec BLOB NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
     content, content='', tokenize='porter unicode61 remove_diacritics 2'
 );
+-- the node keys each transaction changed, so that other processes refresh only those
+CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL);
 """
+
+#: changes kept for processes that fall behind (further behind: a full reload)
+_CHANGES_KEPT = 100_000
 
 _SCHEMA_VERSION = "2"  # 2: structural edges are no longer stored
 
@@ -269,6 +274,9 @@ class NetworkXBackend:
         self._closed = False
         self._pending_touch: dict[str, tuple[int, datetime]] = {}
         self._touch_since: float | None = None
+        self._changed: set[str] = set()
+        self._seen_seq = 0
+        self._writes_since_prune = 0
         try:
             if self._path is not None:
                 self._path.parent.mkdir(parents=True, exist_ok=True)
@@ -393,6 +401,7 @@ class NetworkXBackend:
             g.add_edge(src, dst, key=etype, type=etype, **_decode_edge_props(props_s))
         if dangling:
             log.warning("ignored %d stored edges whose endpoints are missing", dangling)
+        self._seen_seq = self._db.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0]
         dim_row = self._db.execute("SELECT value FROM meta WHERE key='embedding_dim'").fetchone()
         self._dim: int | None = int(dim_row[0]) if dim_row else None
         vindex = VectorIndex(self._dim) if self._dim else None
@@ -446,8 +455,7 @@ class NetworkXBackend:
             except sqlite3.Error as e:
                 raise BackendUnavailable(f"embedded store unreadable: {e}") from e
             if version != self._data_version:
-                log.info("store changed by another process; reloading")
-                self._load()
+                self._refresh()
             yield
 
     @contextmanager
@@ -465,10 +473,11 @@ class NetworkXBackend:
                 # COMMIT, and our own commits do not change this connection's data_version
                 version = self._db.execute("PRAGMA data_version").fetchone()[0]
                 if version != self._data_version:
-                    log.info("store changed by another process; reloading")
-                    self._load()
+                    self._refresh()
+                self._changed = set()
                 self._write_touches(self._db)
                 yield self._db
+                self._log_changes(self._db)
                 self._db.execute("COMMIT")
                 self._pending_touch.clear()
                 self._touch_since = None
@@ -482,6 +491,147 @@ class NetworkXBackend:
                 if isinstance(e, sqlite3.Error):
                     raise QueryFailed(f"embedded store write failed: {e}") from e
                 raise
+
+    def _log_changes(self, db: sqlite3.Connection) -> None:
+        """Record which node keys this transaction changed (see :meth:`_refresh`)."""
+        if not self._changed:
+            return
+        db.executemany("INSERT INTO changes(key) VALUES (?)", [(k,) for k in self._changed])
+        self._seen_seq = db.execute("SELECT max(seq) FROM changes").fetchone()[0]
+        self._writes_since_prune += 1
+        if self._writes_since_prune >= 1024:
+            self._writes_since_prune = 0
+            db.execute("DELETE FROM changes WHERE seq <= ?", (self._seen_seq - _CHANGES_KEPT,))
+
+    def _refresh(self) -> None:
+        """Catch up with what other processes committed: reload only the nodes (with their
+        edges and vectors) that the change log names, or everything when that is cheaper or
+        the log no longer reaches back to what this process saw. Runs in one read snapshot
+        (or inside the caller's write transaction)."""
+        db = self._db
+        outer = db.in_transaction
+        if not outer:
+            db.execute("BEGIN")
+        full = False
+        try:
+            version = db.execute("PRAGMA data_version").fetchone()[0]
+            lo, hi = db.execute("SELECT min(seq), max(seq) FROM changes").fetchone()
+            dim_row = db.execute("SELECT value FROM meta WHERE key='embedding_dim'").fetchone()
+            if dim_row is not None and self._dim is None:
+                self._set_dim(int(dim_row[0]))
+            if hi is not None and hi > self._seen_seq:
+                if lo is not None and lo > self._seen_seq + 1:
+                    full = True  # the log was pruned past what this process saw
+                else:
+                    keys = {k for (k,) in db.execute(
+                        "SELECT key FROM changes WHERE seq > ?", (self._seen_seq,))}
+                    if len(keys) > max(2000, self._g.number_of_nodes() // 4):
+                        full = True
+                    else:
+                        self._reload_keys(db, keys)
+                        self._seen_seq = hi
+            if full:
+                log.info("store changed by another process; reloading it whole")
+                self._load()
+        finally:
+            if not outer:
+                db.execute("COMMIT")
+        if not full:
+            self._data_version = version
+
+    def _reload_keys(self, db: sqlite3.Connection, keys: set[str]) -> None:
+        g = self._g
+        nodes, succ, pred = g._node, g._succ, g._pred
+        labels = {lab.value: lab for lab in NodeLabel}
+        present: list[str] = []
+        for key in keys:
+            label_s, _, ident = key.partition(":")
+            row = db.execute("SELECT rid, props FROM nodes WHERE label = ? AND id = ?",
+                             (label_s, ident)).fetchone()
+            label = labels.get(label_s)
+            if label is None:
+                continue
+            if row is None:
+                if key in g:
+                    self._forget_key(key)
+                continue
+            rid, props_s = row
+            props = orjson.loads(props_s)
+            for f in _datetime_fields(label):
+                v = props.get(f)
+                if v is not None:
+                    props[f] = datetime.fromisoformat(v)
+            props["label"] = label_s
+            old = nodes.get(key)
+            if old is not None:
+                self._index_remove(label, key, old)
+                old.clear()
+                old.update(props)
+            else:
+                nodes[key] = props
+                succ[key] = {}
+                pred[key] = {}
+            old_rid = self._rid_of.get(key)
+            if old_rid is not None and old_rid != rid:
+                self._key_of.pop(old_rid, None)
+            self._rid_of[key] = rid
+            self._key_of[rid] = key
+            self._by_label[label].add(key)
+            self._index_add(label, key, nodes[key])
+            pending = self._pending_touch.get(key)
+            if pending is not None:
+                n, at = pending
+                attrs = nodes[key]
+                attrs["access_count"] = int(attrs.get("access_count", 0)) + n
+                last = attrs.get("last_accessed")
+                attrs["last_accessed"] = at if last is None or last < at else last
+            if label is NodeLabel.MEMORY:
+                vrow = db.execute("SELECT vec FROM vectors WHERE rid = ?", (rid,)).fetchone()
+                if vrow is not None and self._vindex is not None:
+                    self._vindex.add([key], np.frombuffer(vrow[0], dtype=np.float32)[None, :])
+                    self._unvectored.discard(key)
+                else:
+                    if self._vindex is not None and key in self._vindex:
+                        self._vindex.remove([key])
+                    self._unvectored.add(key)
+            present.append(key)
+        shared = _SHARED_EDGE_DATA
+        for key in present:
+            # every edge of the node is rebuilt: stored ones from the file, structural ones
+            # from its properties (incoming structural edges depend on other nodes' fields)
+            label = labels[nodes[key]["label"]]
+            for src, dst, etype in list(g.out_edges(key, keys=True)):
+                g.remove_edge(src, dst, key=etype)
+            for src, dst, etype in list(g.in_edges(key, keys=True)):
+                if (labels[nodes[src]["label"]], EdgeType(etype)) not in STRUCTURAL:
+                    g.remove_edge(src, dst, key=etype)
+            for etype_, tlabel, tid, _d in structural_targets(label, nodes[key]):
+                tkey = tlabel.value + ":" + tid
+                if tkey in succ:
+                    _link(succ, pred, key, tkey, etype_.value, shared[etype_.value])
+            for src, etype, dst, props_s in db.execute(
+                    "SELECT src, type, dst, props FROM edges WHERE src = ? OR dst = ?",
+                    (key, key)):
+                if src in nodes and dst in nodes and etype not in succ[src].get(dst, ()):
+                    _link(succ, pred, src, dst, etype,
+                          {**_decode_edge_props(props_s), "type": etype})
+        self._df_cache = {}
+        self._df_cache_n = len(self._by_label.get(NodeLabel.MEMORY, ()))
+
+    def _forget_key(self, key: str) -> None:
+        """Drop a node another process deleted from the in-memory state."""
+        attrs = self._g._node[key]
+        label = NodeLabel(attrs["label"])
+        self._index_remove(label, key, attrs)
+        self._by_label[label].discard(key)
+        rid = self._rid_of.pop(key, None)
+        if rid is not None:
+            self._key_of.pop(rid, None)
+        self._pending_touch.pop(key, None)
+        self._unvectored.discard(key)
+        if self._vindex is not None and key in self._vindex:
+            self._vindex.remove([key])
+        self._g.remove_node(key)
 
     # -- protocol --------------------------------------------------------------------
 
@@ -568,6 +718,13 @@ class NetworkXBackend:
             self._write_delete(db, dplan)
             vec_keys = [k for i in batch.vectors if (k := "Memory:" + i) in self._rid_of
                         and k not in dplan["keys"]]
+            changed = self._changed
+            changed.update(plan["nodes"])
+            changed.update(k for src, _t, dst, _p in plan["edges"] for k in (src, dst))
+            changed.update(k for k, _t, _d in plan["struct_del"])
+            changed.update(dplan["keys"])
+            changed.update(k for src, _t, dst in dplan["edges"] for k in (src, dst))
+            changed.update(vec_keys)
             if vec_keys:
                 db.executemany(
                     "INSERT OR REPLACE INTO vectors(rid, vec) VALUES (?, ?)",
@@ -1170,6 +1327,7 @@ class NetworkXBackend:
             rid = self._rid_of.get(key)
             if rid is not None:
                 rows.append((n, at.isoformat(), rid))
+                self._changed.add(key)
         db.executemany(
             "UPDATE nodes SET props = json_set(props,"
             " '$.access_count', coalesce(json_extract(props, '$.access_count'), 0) + ?,"

@@ -219,3 +219,21 @@ def test_a_misspelled_backend_option_is_rejected(tmp_path: Path) -> None:
     assert not (tmp_path / "s.db").exists()
     with GraphMemory.open(str(tmp_path / "s.db"), embedder=None, durability="full") as mem:
         assert mem.remember("kept").content == "kept"
+
+
+def test_forget_restores_only_what_no_surviving_memory_supersedes() -> None:
+    with GraphMemory.open("memory://", embedder=None) as mem:
+        old = mem.remember("the first draft of the plan")
+        a = mem.remember("a second take on it")
+        b = mem.remember("a third, independent rewrite")
+        mem.supersede(a.id, [old.id], reason="moved")
+        mem.writes.link(b.id, [old.id], pass_name="manual")
+        mem.backend.write(WriteBatch(edges=[mem.writes.backend.expand(  # b supersedes old too
+            [a.ref], [EdgeType.SUPERSEDES], direction="out").edges[0].model_copy(
+                update={"src": b.ref})]))
+        report = mem.forget(a.id, cascade=False)
+        assert report.deleted == (a.id,) and report.restored == ()
+        assert mem.get(old.id).status is Status.SUPERSEDED  # b still supersedes it
+        report = mem.forget(b.id, cascade=False)
+        assert report.restored == (old.id,)
+        assert mem.get(old.id).status is Status.ACTIVE
