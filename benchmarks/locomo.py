@@ -394,8 +394,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="reuse embeddings from this .npz file (tuning runs)")
     ap.add_argument("--path", choices=("user", "events", "both"), default="both",
                     help="the user path (remember/recall), the event path, or both")
-    ap.add_argument("--knowledge", choices=("on", "off"), default="on",
-                    help="off: no entity indexing and no entity hops (the layer's baseline)")
+    ap.add_argument("--knowledge", choices=("on", "off", "both"), default="on",
+                    help="off: no entity indexing and no entity hops (the layer's baseline); "
+                         "both: the user path twice, with and without")
     ap.add_argument("--no-baselines", action="store_true")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="override a RecallConfig field (repeatable), e.g. --set rrf_k=20")
@@ -415,14 +416,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         overrides = dict(item.split("=", 1) for item in args.set)
         config = RecallConfig.model_validate({**config.model_dump(), **overrides})
     stores: list[GraphMemory] = []
+    plain = config.model_copy(update={"expand_entities": False, "entity_weight": 0.0})
     if args.knowledge == "off":
-        config = config.model_copy(update={"expand_entities": False, "entity_weight": 0.0})
+        config = plain
 
-    def open_store() -> GraphMemory:
+    def open_store(knowledge: bool) -> GraphMemory:
         store = GraphMemory.open(args.store, embedder=embedder)
+        indexer = getattr(store, "knowledge", None)
         # the store indexes entities itself once GraphMemory attaches the knowledge layer
-        if args.knowledge == "on" and getattr(store, "knowledge", None) is None:
+        if knowledge and indexer is None:
             KnowledgeIndexer(store.backend).attach(store.writes)
+        elif not knowledge and indexer is not None:
+            raise SystemExit("this GraphMemory always indexes entities: use --knowledge on")
         stores.append(store)
         return store
 
@@ -430,13 +435,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     timings: list[str] = []
     turns = 0
     if args.path in ("user", "both"):
-        umem = open_store()
+        umem = open_store(args.knowledge != "off")
         t0 = time.perf_counter()
         turns = sum(ingest_user(umem, c) for c in convs)
         timings.append(f"user path {time.perf_counter() - t0:.1f} s")
         systems["user path"] = user_system(umem, config)
+        if args.knowledge == "both":
+            pmem = open_store(False)
+            t0 = time.perf_counter()
+            sum(ingest_user(pmem, c) for c in convs)
+            timings.append(f"user path without entities {time.perf_counter() - t0:.1f} s")
+            systems["user path, no entities"] = user_system(pmem, plain)
     if args.path in ("events", "both"):
-        mem = open_store()
+        mem = open_store(args.knowledge != "off")
         t0 = time.perf_counter()
         turns = sum(ingest(mem, c) for c in convs)
         timings.append(f"event path {time.perf_counter() - t0:.1f} s")
@@ -449,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if embedder is not None:
         embedder.embed(["warm up"])
     for name, run in systems.items():
-        if name != "user path":
+        if not name.startswith("user path"):
             run("warm up", convs[0].sample_id)
     scores = evaluate(convs, systems)
     if isinstance(embedder, DiskCachedEmbedder):

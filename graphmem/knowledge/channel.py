@@ -129,14 +129,19 @@ def entity_channel(
     per_entity: int = 500,
     similarity_weight: float = 1.0,
     role_weights: Mapping[str, float] | None = None,
+    hub_limit: int | None = None,
 ) -> list[EntityHit]:
     """Memories mentioning the entities the query names, best first (module docstring).
 
+    ``hub_limit`` skips entities mentioned by more memories than that.
     Score = the summed rarity of the named entities a memory mentions, plus
     ``similarity_weight`` x its cosine similarity to ``qvec`` (unit vector) when given.
     Memories come back unchecked against ``flt`` beyond the entities' scope: callers
     re-check them (:class:`~graphmem.retrieval.Retriever` does)."""
     entities = query_entities(backend, query, flt)
+    if hub_limit is not None:
+        # an entity named by most memories (the user, the speaker) says little about which
+        entities = [e for e in entities if e.mention_count <= hub_limit]
     if not entities:
         return []
     by_id = {e.id: e for e in entities}
