@@ -381,7 +381,9 @@ class RecallSearch(Protocol):
 class RecallNeighbours(Protocol):
     """A backend that runs recall's graph expansion in one round trip: ``(seed id, via,
     memory)`` for the memories one ``link_types`` edge from each seed (via = the edge type)
-    and up to ``tag_limit`` per seed sharing a tag (via = ``"tag"``), all passing ``flt``."""
+    and up to ``tag_limit`` per seed sharing a tag (via = ``"tag"``) or a rare entity
+    (via = ``"entity:<name>"``, mentioned by at most ``entity_hub_limit`` memories; 0:
+    none), all passing ``flt``."""
 
     def neighbours(
         self,
@@ -390,6 +392,7 @@ class RecallNeighbours(Protocol):
         *,
         link_types: Sequence[EdgeType] = ...,
         tag_limit: int = ...,
+        entity_hub_limit: int = ...,
     ) -> list[tuple[str, str, Memory]]: ...
 
 
@@ -573,17 +576,24 @@ class Retriever:
         refs = [NodeRef(NodeLabel.MEMORY, c.memory.id) for c in seeds]
         types = [t for t, on in ((EdgeType.NEXT, cfg.expand_next),
                                  (EdgeType.DERIVED_FROM, cfg.expand_derived)) if on]
+        via_entity: dict[str, str] = {}  # memory id -> the shared entity that brought it
         if isinstance(self.backend, RecallNeighbours):
-            # a server backend expands every seed in one round trip, scoped by the filter
-            # and bounded per seed inside the query
+            # a server backend expands every seed in one round trip (links, tags and
+            # entities), scoped by the filter and bounded per seed inside the query
             tag_limit = cfg.expand_tag_limit if cfg.expand_tags else 0
+            hub_limit = cfg.entity_hub_limit if cfg.expand_entities else 0
             for seed_id, via, nb in self.backend.neighbours(
-                [c.memory.id for c in seeds], flt, link_types=types, tag_limit=tag_limit
+                [c.memory.id for c in seeds], flt, link_types=types, tag_limit=tag_limit,
+                entity_hub_limit=hub_limit,
             ):
                 if via == EdgeType.NEXT.value and nb.run_id != by_id[seed_id].run_id:
                     continue
-                if nb.id not in seed_rank:
-                    offer(nb, seed_id, via)
+                if nb.id in seed_rank:
+                    continue
+                if via.startswith("entity:"):
+                    via_entity.setdefault(nb.id, via.split(":", 1)[1])
+                    via = "entity"
+                offer(nb, seed_id, via)
             types = []
         elif types:
             sub = self.backend.expand(refs, types, direction="both", depth=1,
@@ -611,8 +621,7 @@ class Retriever:
                     if shared:
                         offer(n, min(shared, key=lambda c: seed_rank[c.memory.id]).memory.id,
                               "tag")
-        via_entity: dict[str, str] = {}  # memory id -> the shared entity that brought it
-        if cfg.expand_entities and seeds:
+        if cfg.expand_entities and seeds and not isinstance(self.backend, RecallNeighbours):
             for hop in shared_entity_neighbours(self.backend, [c.memory for c in seeds],
                                                 hub_limit=cfg.entity_hub_limit):
                 via_entity[hop.memory.id] = hop.entity
@@ -620,11 +629,7 @@ class Retriever:
         fresh = [i for i in found if i not in cands]
         # expansion crosses scopes: keep only what the caller's filter admits
         if isinstance(self.backend, RecallNeighbours):
-            # the backend applied the filter inside its query (entity hops excepted)
-            scoped = set(fresh) - via_entity.keys()
-            hopped = [i for i in fresh if i in via_entity]
-            if hopped:
-                scoped |= self._within(flt, hopped)
+            scoped = set(fresh)  # the backend applied the filter inside its query
         else:
             scoped = self._within(flt, fresh) if fresh else set()
         new_cands = []

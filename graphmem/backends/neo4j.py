@@ -773,18 +773,30 @@ def compile_recall_search(
 
 
 def compile_neighbours(
-    flt: Filter, seeds: Sequence[str], *, link_types: Sequence[EdgeType], tag_limit: int
+    flt: Filter,
+    seeds: Sequence[str],
+    *,
+    link_types: Sequence[EdgeType],
+    tag_limit: int,
+    entity_hub_limit: int = 0,
+    entity_limit: int = 8,
 ) -> tuple[str, dict[str, Any]]:
     """Recall's graph expansion in one statement: per seed memory, the memories one
     ``link_types`` edge away (either direction) and at most ``tag_limit`` memories sharing a
     tag with it (the LIMIT is inside the per-seed subquery, so a Tag hub holding thousands of
-    memories costs ``tag_limit`` rows, not thousands), all passing ``flt``. Returns rows
-    ``seed, linked ([{type, props}]), tagged ([props])``."""
+    memories costs ``tag_limit`` rows, not thousands), and at most ``entity_limit``
+    memories sharing with it an entity mentioned by 2..``entity_hub_limit`` memories (each
+    credited to its rarest shared entity; 0 turns this off), all passing ``flt``. Returns
+    rows ``seed, linked ([{type, props}]), tagged ([props]), entities ([{entity, props}])``.
+    """
     _memory_filter(flt, "recall expansion")
     clauses, params = compile_where(flt)
     types = sorted({EdgeType(t).value for t in link_types})
     link_where = _where(["type(r) IN $types", *clauses]).replace("\n", "\n    ")
     tag_where = _where(["n <> s", *clauses]).replace("\n", "\n    ")
+    entity_where = _where([
+        "e.mention_count > 1", "e.mention_count <= $entity_hub_limit", "n <> s", *clauses
+    ]).replace("\n", "\n    ")
     text = (
         "UNWIND $seeds AS seed\n"
         "MATCH (s:Memory {id: seed})\n"
@@ -797,9 +809,18 @@ def compile_neighbours(
         f"    MATCH (s)-[:TAGGED]->(:Tag)<-[:TAGGED]-(n:Memory){tag_where}\n"
         "    WITH DISTINCT n LIMIT $tag_limit\n"
         "    RETURN properties(n)\n"
-        "  } AS tagged"
+        "  } AS tagged,\n"
+        "  COLLECT {\n"
+        f"    MATCH (s)-[:MENTIONS]->(e:Entity)<-[:MENTIONS]-(n:Memory){entity_where}\n"
+        "    WITH n, e ORDER BY e.mention_count, e.id\n"
+        "    WITH n, head(collect(e)) AS e\n"
+        "    ORDER BY e.mention_count, n.id LIMIT $entity_limit\n"
+        "    RETURN {entity: e.name, props: properties(n)}\n"
+        "  } AS entities"
     )
-    return text, {**params, "seeds": list(seeds), "types": types, "tag_limit": tag_limit}
+    return text, {**params, "seeds": list(seeds), "types": types, "tag_limit": tag_limit,
+                  "entity_hub_limit": entity_hub_limit,
+                  "entity_limit": entity_limit if entity_hub_limit > 1 else 0}
 
 
 _STOPWORDS: frozenset[str] | None = None
@@ -1879,26 +1900,39 @@ class Neo4jBackend:
         *,
         link_types: Sequence[EdgeType] = (EdgeType.NEXT, EdgeType.DERIVED_FROM),
         tag_limit: int = 8,
+        entity_hub_limit: int = 0,
+        entity_limit: int = 8,
     ) -> list[tuple[str, str, Memory]]:
         """Recall's graph expansion in one round trip: ``(seed id, via, memory)`` for every
         memory one ``link_types`` edge from a seed (via = the edge type) and up to
-        ``tag_limit`` per seed sharing a tag with it (via = ``"tag"``), all matching
-        ``flt``, in seed order."""
-        if tag_limit < 0:
-            raise InvalidInput("tag_limit must be >= 0")
+        ``tag_limit`` per seed sharing a tag with it (via = ``"tag"``) and, with
+        ``entity_hub_limit`` > 1, up to ``entity_limit`` per seed sharing an entity mentioned
+        by at most that many memories (via = ``"entity:<name>"``, each memory once, for
+        the best seed), all matching ``flt``, in seed order."""
+        if tag_limit < 0 or entity_hub_limit < 0 or entity_limit < 0:
+            raise InvalidInput("tag_limit, entity_hub_limit and entity_limit must be >= 0")
         if not seeds:
             return []
-        text, params = compile_neighbours(flt, seeds, link_types=link_types, tag_limit=tag_limit)
+        text, params = compile_neighbours(
+            flt, seeds, link_types=link_types, tag_limit=tag_limit,
+            entity_hub_limit=entity_hub_limit, entity_limit=entity_limit,
+        )
         self._ready()
         rows = self._read("recall expansion",
                           lambda tx: list(self._run(tx, "recall expansion", text, params)))
         rank = {s: i for i, s in enumerate(seeds)}
         out: list[tuple[str, str, Memory]] = []
+        credited: set[Any] = set(seeds)
         for r in sorted(rows, key=lambda r: rank.get(r["seed"], len(rank))):
             linked = sorted(r["linked"], key=lambda x: (x["type"], str(x["props"].get("id"))))
             out.extend((r["seed"], x["type"], self._memory(x["props"])) for x in linked)
             tagged = sorted(r["tagged"], key=lambda p: str(p.get("id")))
             out.extend((r["seed"], "tag", self._memory(p)) for p in tagged)
+            for x in r["entities"]:
+                ident = x["props"].get("id")
+                if ident not in credited:  # best seed first: a memory is credited once
+                    credited.add(ident)
+                    out.append((r["seed"], f"entity:{x['entity']}", self._memory(x["props"])))
         return out
 
     def expand(

@@ -34,7 +34,6 @@ from graphmem.models import (
     TextQuery,
     VectorQuery,
 )
-from graphmem.retrieval import RecallConfig
 from tests.neo4j.fake_driver import SPEC, FakeDriver, guard_failure
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -369,7 +368,8 @@ def test_touch_flushes_once_enough_are_pending(fake: FakeDriver) -> None:
 # -- recall -----------------------------------------------------------------------------
 
 
-def _recall_server(memories: list[Memory], tagged: list[Memory]) -> Any:
+def _recall_server(memories: list[Memory], tagged: list[Memory],
+                   about: tuple[Memory, ...] = ()) -> Any:
     def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
         if name == "recall search":
             rows = [{"channel": "lexical", "props": m.to_props(), "score": 2.0 - i / 10,
@@ -380,7 +380,8 @@ def _recall_server(memories: list[Memory], tagged: list[Memory]) -> Any:
                          for i, m in enumerate(memories)]
             return rows
         if name == "recall expansion":
-            return [{"seed": s, "linked": [], "tagged": [t.to_props() for t in tagged]}
+            return [{"seed": s, "linked": [], "tagged": [t.to_props() for t in tagged],
+                     "entities": [{"entity": "Alice", "props": m.to_props()} for m in about]}
                     for s in params["seeds"][:1]]
         return None
 
@@ -391,17 +392,18 @@ def test_recall_is_at_most_two_round_trips_and_writes_nothing(neo: Neo4jBackend,
                                                               fake: FakeDriver) -> None:
     hits = [Memory(content=f"alice drinks tea {i}", agent_id="a", tags=["tea"]) for i in range(5)]
     neighbour = Memory(content="the kettle is blue", agent_id="a", tags=["tea"])
-    fake.respond = _recall_server(hits, [neighbour])
+    sister = Memory(content="Alice's sister visits on Sundays", agent_id="a")
+    fake.respond = _recall_server(hits, [neighbour], (sister,))
     mem = GraphMemory(neo, embedder=None, owns_backend=False)
-    # the entity hop of the knowledge layer is not part of this budget (yet)
-    config = RecallConfig(**({"expand_entities": False}
-                             if "expand_entities" in RecallConfig.model_fields else {}))
-    results = mem.recall("what does alice drink", k=10, config=config)
+    results = mem.recall("what does alice drink", k=10)
     assert len(fake.recorder.statements) <= 2, fake.recorder.names()
     assert fake.recorder.names() == ["recall search", "recall expansion"]
     assert all(t.mode == "read" for t in fake.recorder.transactions)
     ids = [r.memory.id for r in results]
     assert set(ids) >= {h.id for h in hits} and neighbour.id in ids  # the expansion counted
+    by_id = {r.memory.id: r for r in results}
+    if sister.id in by_id:  # an entity hop, when the knowledge layer expands entities
+        assert by_id[sister.id].breakdown.get("entity:Alice") == 1.0
     assert neo.pending_touches() == len(results)  # deferred, not a write on the read path
     fake.recorder.reset()
     mem.close()
@@ -432,6 +434,13 @@ def test_neighbours_limit_each_seed_inside_the_query(neo: Neo4jBackend,
     collect = st.text[st.text.index("COLLECT {\n    MATCH (s)-[:TAGGED]"):]
     assert "LIMIT $tag_limit" in collect and st.params["tag_limit"] == 8
     assert "n.agent_id = $f" in collect  # the caller's scope applies inside the query
+    fake.recorder.reset()
+    neo.neighbours(["m1"], Filter.for_memories(agent_id="a"), tag_limit=8, entity_hub_limit=25)
+    (st,) = fake.recorder.statements
+    entities = st.text[st.text.index("MATCH (s)-[:MENTIONS]->(e:Entity)"):]
+    assert "e.mention_count <= $entity_hub_limit" in entities
+    assert "LIMIT $entity_limit" in entities and "n.agent_id = $f" in entities
+    assert st.params["entity_hub_limit"] == 25 and st.params["entity_limit"] == 8
 
 
 def test_vectors_alone_are_one_statement_that_keeps_other_properties(
