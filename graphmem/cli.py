@@ -452,6 +452,46 @@ def maintain(
 
 
 @app.command()
+def reindex(
+    everything: Annotated[bool, typer.Option(
+        "--all", help="Clear every vector and re-embed everything (a new model).")] = False,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1,
+                                            help="Memories embedded at a time.")] = 256,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only count.")] = False,
+    db: DbOpt = None,
+    embedder: EmbedOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Embed the memories that have no vector (resumable: run it again); --all re-embeds
+    the whole store for a new --embedder."""
+    from graphmem.embeddings import make_embedder
+
+    settings = _settings(url=db, embedder=embedder)
+    if settings.embedder == "none":
+        typer.echo("error: reindex needs an embedder (--embedder)", err=True)
+        raise typer.Exit(2)
+    # opened without an embedder: a store built with another model must open to be fixed
+    with _open(db, "none", "none") as mem:
+        model = make_embedder(settings.embedder)
+        with typer.progressbar(length=1, label="embedding", file=sys.stderr,
+                               hidden=as_json or dry_run) as bar:
+            def progress(done: int, total: int) -> None:
+                bar.length = max(total, 1)
+                bar.update(done - bar.pos)
+
+            report = mem.reindex(embedder=model, all=everything, batch_size=batch_size,
+                                 dry_run=dry_run, progress=progress)
+        if dry_run:
+            text = (f"would clear {report.cleared} vectors and embed {report.missing} "
+                    f"memories with {report.model}")
+        else:
+            text = (f"embedded {report.embedded} memories with {report.model} in "
+                    f"{report.batches} batches" + (f" (cleared {report.cleared} vectors)"
+                                                   if everything else ""))
+        _emit(as_json, report, text)
+
+
+@app.command()
 def archive(
     memory_ids: IdsArg,
     reason: Annotated[str, typer.Option(help="Why (kept on the memory).")] = "manual",

@@ -75,6 +75,8 @@ from graphmem.models import (
 from graphmem.org import OrgMemory
 from graphmem.reconcile import ReconcileConfig, ReconcileResult
 from graphmem.reconcile import reconcile as reconcile_write
+from graphmem.reindex import ReindexReport, check_embedder
+from graphmem.reindex import reindex as reindex_store
 from graphmem.retrieval import RecallConfig, Retriever
 from graphmem.runs import CleanupReport, DeleteRunReport, Runs, RunStats
 from graphmem.scoping import Namespaces, Scope
@@ -210,6 +212,8 @@ class GraphMemory:
             mem = cls(backend, embedder=embedder, llm=llm, settings=settings, clock=clock,
                       vectors=vectors)
             backend.ensure_schema()
+            if embedder is not None:  # a model of another dimension: say what to run
+                check_embedder(backend, embedder)
             if mem._vectorizer is not None and backend.missing_vectors(1):  # type: ignore[attr-defined]
                 mem._vectors_pending(())
         except BaseException:
@@ -224,6 +228,22 @@ class GraphMemory:
         if not self._vectorizer.running:
             self._vectorizer.start()
         self._vectorizer.notify()
+
+    def reindex(
+        self,
+        *,
+        embedder: Any | None = None,
+        all: bool = False,
+        batch_size: int = 256,
+        dry_run: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ReindexReport:
+        """Embed the memories that have no vector, in batches (resumable: run it again);
+        with ``all=True`` clear every vector first and re-embed everything — for a new
+        model (``embedder``, default this handle's). See :mod:`graphmem.reindex`."""
+        return reindex_store(self.writes, embedder if embedder is not None else self._embedder,
+                             all=all, batch_size=batch_size, dry_run=dry_run,
+                             progress=progress)
 
     def wait_for_vectors(self, timeout: float | None = None) -> None:
         """Return once every memory written so far has its vector (background vectors);

@@ -1,0 +1,147 @@
+"""Embeddings that follow the store: embed what has no vector, re-embed for a new model.
+
+:func:`reindex` embeds, in batches, every memory that has no vector (written with no
+embedder, or left behind by a crash). With ``all=True`` it first clears every stored
+vector, then embeds everything with the given embedder — the way to move a store to a new
+model. Both are resumable: memories without a vector *are* the queue, so an interrupted
+run is finished by running :func:`reindex` again (without ``all``). ``dry_run`` only
+counts. ``progress(done, total)`` is called after every batch.
+
+:func:`check_embedder` is what :meth:`GraphMemory.open` runs: an embedder whose vectors have
+another dimension than the store's is refused at once, with the command that fixes it,
+instead of a :class:`~graphmem.errors.DimensionMismatch` at the first write.
+
+Changing the dimension needs a backend that lets a store with no vector left take a new
+one; the embedded store and Neo4j raise DimensionMismatch otherwise (the vectors are
+cleared by then, and recall is lexical until the store is re-embedded with the old model).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from graphmem.backends.base import GraphBackend
+from graphmem.consolidation import iter_memories
+from graphmem.errors import DimensionMismatch, InvalidInput
+from graphmem.models import Filter, Memory
+from graphmem.writes import Writes
+
+__all__ = ["ReindexReport", "check_embedder", "reindex", "store_dim"]
+
+log = logging.getLogger("graphmem.reindex")
+
+Progress = Callable[[int, int], None]
+
+
+class ReindexReport(BaseModel):
+    """What :func:`reindex` did (or, on a dry run, would do)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    dry_run: bool
+    model: str | None
+    dim: int | None
+    store_dim: int | None  # the store's dimension before the run
+    cleared: int = 0  # vectors removed (all=True)
+    missing: int = 0  # memories without a vector when embedding started
+    embedded: int = 0
+    batches: int = 0
+
+
+def store_dim(backend: GraphBackend) -> int | None:
+    """The dimension the store's vectors have (None: no vector yet)."""
+    return backend.stats().embedding_dim
+
+
+def _name(embedder: Any) -> str:
+    return str(getattr(embedder, "name", type(embedder).__name__))
+
+
+def check_embedder(backend: GraphBackend, embedder: Any) -> None:
+    """DimensionMismatch, naming the fix, when ``embedder`` cannot write to this store."""
+    dim = getattr(embedder, "dim", None)
+    if not isinstance(dim, int):
+        return
+    have = store_dim(backend)
+    if have is not None and have != dim:
+        name = _name(embedder)
+        raise DimensionMismatch(
+            f"this store's vectors have {have} dimensions and embedder {name!r} makes {dim}: "
+            f"open it with the model it was built with, or re-embed it for {name!r} with "
+            f"`graphmem reindex --all --embedder <that model>` (Python: "
+            f"GraphMemory.open(url, embedder=None).reindex(embedder=..., all=True))"
+        )
+
+
+def _missing(backend: GraphBackend, limit: int) -> list[tuple[str, str]]:
+    fetch = getattr(backend, "missing_vectors", None)
+    if fetch is None:
+        raise InvalidInput(f"the {type(backend).__name__} backend cannot list memories "
+                           "without a vector")
+    found: list[tuple[str, str]] = fetch(limit)
+    return found
+
+
+def reindex(
+    writes: Writes,
+    embedder: Any,
+    *,
+    all: bool = False,
+    batch_size: int = 256,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> ReindexReport:
+    """Embed the memories without a vector (and with ``all``, every memory) in batches of
+    ``batch_size`` with ``embedder`` (see the module docstring)."""
+    if embedder is None:
+        raise InvalidInput("reindex needs an embedder")
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise InvalidInput("batch_size must be a positive int")
+    backend = writes.backend
+    dim = getattr(embedder, "dim", None)
+    before = store_dim(backend)
+    if not all and before is not None and isinstance(dim, int) and dim != before:
+        check_embedder(backend, embedder)
+    report = ReindexReport(dry_run=dry_run, model=_name(embedder),
+                           dim=dim if isinstance(dim, int) else None, store_dim=before)
+    everything = Filter.for_memories(status=None)
+    if dry_run:
+        with_vectors = sum(1 for m in iter_memories(backend, everything)
+                           if m.embedding is not None) if all else 0
+        missing = len(_missing(backend, 10**9))
+        return report.model_copy(update={"cleared": with_vectors,
+                                         "missing": missing + with_vectors})
+    cleared = 0
+    if all:
+        batch: list[Memory] = []
+        for m in iter_memories(backend, everything):
+            if m.embedding is not None:
+                batch.append(m.evolve(embedding=None))
+            if len(batch) >= batch_size:
+                cleared += len(writes.change(batch, expect_status=None))
+                batch = []
+        if batch:
+            cleared += len(writes.change(batch, expect_status=None))
+        log.info("reindex: cleared %d vectors", cleared)
+    total = len(_missing(backend, 10**9))
+    done = batches = 0
+    seen: set[str] = set()
+    while True:
+        items = [(i, c) for i, c in _missing(backend, batch_size) if i not in seen]
+        if not items:
+            break
+        vectors = np.asarray(embedder.embed([c for _i, c in items]), dtype=np.float32)
+        writes.store_vectors(items, vectors)
+        seen.update(i for i, _c in items)  # a memory changed meanwhile is not retried here
+        done += len(items)
+        batches += 1
+        if progress is not None:
+            progress(min(done, total), total)
+    log.info("reindex: embedded %d memories in %d batches", done, batches)
+    return report.model_copy(update={"cleared": cleared, "missing": total, "embedded": done,
+                                     "batches": batches})
