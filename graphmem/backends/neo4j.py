@@ -3,15 +3,23 @@
 Every Cypher statement lives in a ``.cypher`` file under ``cypher/`` (one statement per file,
 parameters only, a comment and ``:param`` lines on top so the file runs as it is in Neo4j
 Browser); the files are loaded once, on first use, and checked (declared ``:param`` names
-must equal the ``$parameters`` the statement uses). The only Cypher built in Python is the
-compiled :class:`~graphmem.models.Filter` (``compile_match`` and friends below): its text is
-made of allowlisted labels, model field names and ``$parameters`` — user values (including
-metadata keys, read with ``n[$key]``) only ever travel as parameters.
+must equal the ``$parameters`` the statement uses). Cypher built in Python is made only of
+allowlisted labels, relationship types, model field names and ``$parameters`` — user
+values (including metadata keys, read with ``n[$key]``) only ever travel as parameters:
+the compiled :class:`~graphmem.models.Filter` (``compile_match`` and friends), recall's two
+statements (``compile_recall_search``, ``compile_neighbours``), a write's preconditions
+(``compile_guard``, ``compile_check``), and :func:`compose`, which joins query files into
+one statement.
 
-Writes are ``UNWIND``-batched and one :meth:`Neo4jBackend.upsert` call is one managed write
-transaction (retried by the driver on transient errors). Reads use managed read transactions
-routed to readers, with the driver's bookmark manager for read-your-writes in a cluster.
-Driver errors are translated into :mod:`graphmem.errors` at this boundary.
+Round trips: one write is one managed write transaction of ceil(rows / ``batch_rows``)
+statements — the Agent / Tag / Run hubs once per batch (``nodes/hubs``), the nodes, then the
+relationships, composed — with its preconditions locked and checked first inside the same
+statement; recall is two read statements (both searches, then the whole graph expansion);
+recall's access records are kept in the process and sent with the next write. Reads use
+managed read transactions routed to readers, with the driver's bookmark manager for
+read-your-writes in a cluster. Driver errors are translated into :mod:`graphmem.errors` at
+this boundary. ``tests/neo4j/fake_driver.py`` records what is sent, so the budget of each
+operation is tested without a server.
 
 Nothing connects in the constructor: the driver is created on first use (or ``connect()``),
 and the schema (constraints, range/full-text/vector indexes) is ensured on first use.
@@ -85,16 +93,25 @@ from graphmem.models import (
 
 __all__ = [
     "CYPHER_DIR",
+    "DRIVER_OPTIONS",
     "QUERY_NAMES",
     "SCHEMES",
     "CypherQuery",
     "Neo4jBackend",
+    "WritePart",
+    "WriteStatement",
+    "compile_check",
     "compile_count",
+    "compile_guard",
     "compile_match",
+    "compile_neighbours",
+    "compile_recall_search",
     "compile_text_search",
     "compile_vector_exact_search",
     "compile_vector_index_search",
     "compile_where",
+    "compose",
+    "guard_rows",
     "has_conditions",
     "load_queries",
     "lucene_query",
