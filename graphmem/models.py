@@ -1111,6 +1111,15 @@ class Filter(BaseModel):
             tags = (tags,)
         elif tags is not None:
             tags = _filter_strings("tags", tags, single=False)
+        for name, when in (("since", since), ("until", until), ("as_of", as_of)):
+            if when is None:
+                continue
+            if not isinstance(when, datetime):
+                raise InvalidInput(f"{name} must be a datetime, got {type(when).__name__}")
+            try:
+                _aware(when, name)
+            except ValueError as e:
+                raise InvalidInput(str(e)) from None
         ranges: list[Range] = []
         if since is not None or until is not None:
             ranges.append(validated(Range, {"field": "created_at", "gte": since, "lte": until}))

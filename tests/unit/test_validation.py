@@ -199,6 +199,15 @@ def test_bad_arguments_raise_invalid_input(nxmem: GraphMemory, why: str, call: C
     assert nxmem.backend.stats() == before
 
 
+def test_errors_name_the_argument(nxmem: GraphMemory) -> None:
+    with pytest.raises(InvalidInput, match=r"as_of .* outside years 1-9999"):
+        nxmem.recall("tea", as_of=TOO_LATE)
+    with pytest.raises(InvalidInput, match="since must be a datetime"):
+        nxmem.list(since="yesterday")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="unknown status 'bogus'"):
+        nxmem.list(status="bogus")
+
+
 def test_extreme_but_valid_values_are_kept(nxmem: GraphMemory) -> None:
     edge = datetime.max.replace(tzinfo=UTC)
     m = nxmem.remember("x", created_at=edge, metadata={"k": [2**63 - 1, -(2**63)],
