@@ -37,7 +37,10 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from graphmem.errors import ConfigError
+from graphmem.lifecycle import ClassificationRules, ImportanceScorer, RetentionPolicy
+from graphmem.org import OrgConfig
 from graphmem.reconcile import ReconcileConfig
+from graphmem.retrieval import RecallConfig
 from graphmem.runs import RunLimits
 
 if TYPE_CHECKING:
@@ -101,6 +104,20 @@ class LifecycleSettings(_Frozen):
     max_memories_per_agent: int | None = Field(default=None, ge=1)
     merge_threshold: float = Field(default=0.6, gt=0.0, le=1.0)
     duplicate_threshold: float = Field(default=0.7, gt=0.0, le=1.0)
+    prune_below: float | None = Field(default=0.02, ge=0.0, le=1.0)
+    stale_after_days: float | None = Field(default=180.0, gt=0.0)
+    stale_max_importance: float = Field(default=0.3, ge=0.0, le=1.0)
+    protect_importance: float = Field(default=0.9, ge=0.0, le=1.0)
+    summarize_on_run_end: bool = True
+    archive_unpromoted_on_run_end: bool = False
+    improve_limit: int = Field(default=200, ge=0)
+    llm_token_budget: int = Field(default=6000, ge=100)
+    #: how long memories (by category, per agent) and log entries are kept
+    retention: RetentionPolicy = RetentionPolicy()
+    #: importance of a write that does not set it (the seed's rule by default)
+    scorer: ImportanceScorer = ImportanceScorer()
+    #: tier of a write that does not set it (the seed's rules by default)
+    rules: ClassificationRules = ClassificationRules()
 
 
 _INTERVAL_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -196,6 +213,8 @@ class Settings(_Frozen):
     anthropic_api_key: SecretStr | None = None
     anthropic_base_url: str | None = None
     lifecycle: LifecycleSettings = LifecycleSettings()
+    recall: RecallConfig = RecallConfig()
+    org: OrgConfig = OrgConfig()
     reconcile: ReconcileConfig = ReconcileConfig()
     runs: RunLimits = RunLimits()
     maintenance: MaintenanceSettings = MaintenanceSettings()
@@ -320,7 +339,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 def _section_fields() -> dict[str, type[BaseModel]]:
-    return {"lifecycle": LifecycleSettings, "reconcile": ReconcileConfig,
+    return {"lifecycle": LifecycleSettings, "recall": RecallConfig, "org": OrgConfig,
+            "reconcile": ReconcileConfig,
             "runs": RunLimits, "maintenance": MaintenanceSettings, "server": ServerSettings}
 
 

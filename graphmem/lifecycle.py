@@ -306,6 +306,20 @@ def config_from_settings(settings: Any) -> LifecycleConfig:
     if getattr(ls, "max_memories_per_agent", None) is not None:
         fields["retention"] = base.retention.model_copy(
             update={"max_per_agent": ls.max_memories_per_agent})
+    for name in ("prune_below", "stale_max_importance", "protect_importance",
+                 "summarize_on_run_end", "archive_unpromoted_on_run_end", "improve_limit",
+                 "llm_token_budget", "scorer", "rules"):
+        if hasattr(ls, name):
+            fields[name] = getattr(ls, name)
+    if hasattr(ls, "stale_after_days"):
+        days = ls.stale_after_days
+        fields["stale_after"] = None if days is None else timedelta(days=days)
+    if hasattr(ls, "retention"):
+        retention = ls.retention
+        if getattr(ls, "max_memories_per_agent", None) is not None:
+            retention = retention.model_copy(update={"max_per_agent":
+                                                     ls.max_memories_per_agent})
+        fields["retention"] = retention
     cons = {k: getattr(ls, k) for k in ("merge_threshold", "duplicate_threshold")
             if getattr(ls, k, None) is not None}
     if cons:

@@ -72,7 +72,7 @@ from graphmem.models import (
     utcnow,
     validated,
 )
-from graphmem.org import OrgMemory
+from graphmem.org import OrgConfig, OrgMemory
 from graphmem.reconcile import ReconcileConfig, ReconcileResult
 from graphmem.reconcile import reconcile as reconcile_write
 from graphmem.reindex import ReindexReport, check_embedder
@@ -154,7 +154,9 @@ class GraphMemory:
                              clock=clock)
         self.namespaces = Namespaces(backend, self.writes, clock=clock)
         self.writes.check_shared = self.namespaces.check_writes
-        self.org = OrgMemory(backend, self.writes, clock=clock)
+        org_config = getattr(settings, "org", None)
+        self.org = OrgMemory(backend, self.writes, clock=clock,
+                             config=org_config if isinstance(org_config, OrgConfig) else None)
         self.eventlog = EventLog(backend, self.writes, clock=clock)
         self.runs = Runs(self)
         self.writes.add_hook(self._after_write)
@@ -697,7 +699,10 @@ class GraphMemory:
 
     def _retriever(self) -> Retriever:
         self._settle_vectors()
-        return Retriever(self._backend, self._embedder, clock=self._clock)
+        recall_config = getattr(self.settings, "recall", None)
+        return Retriever(self._backend, self._embedder, clock=self._clock,
+                         config=recall_config if isinstance(recall_config, RecallConfig)
+                         else None)
 
     def _settle_vectors(self) -> None:
         """Read your own writes, within reason: before a recall, wait briefly for the

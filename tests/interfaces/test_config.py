@@ -170,3 +170,73 @@ def test_lifecycle_defaults_match_the_lifecycle_module() -> None:
     tuned = config_from_settings(Settings(lifecycle={"merge_threshold": 0.5,  # type: ignore[arg-type]
                                                      "promote_access_count": 5}))
     assert tuned.consolidation.merge_threshold == 0.5 and tuned.promote_access_count == 5
+
+
+SECTIONS_TOML = """
+url = "memory://"
+embedder = "none"
+llm = "none"
+
+[lifecycle]
+stale_after_days = 30
+improve_limit = 50
+
+[lifecycle.retention]
+logs = "P7D"
+by_category = { episodic = "P2D" }
+
+[lifecycle.scorer]
+base = 0.4
+
+[lifecycle.rules]
+long_term_events = ["deploy"]
+
+[recall]
+candidates = 40
+
+[recall.weights]
+trust = 0.2
+
+[org]
+core_policies = ["Never share customer data."]
+
+[org.rules.policy]
+min_seniority = "lead"
+
+[runs]
+max_runs = 20
+max_events_per_run = 100
+
+[reconcile]
+mode = "off"
+
+[maintenance]
+every = "30m"
+dry_run = true
+"""
+
+
+def test_every_section_reaches_the_store(tmp_path: Path) -> None:
+    path = tmp_path / "sections.toml"
+    path.write_text(SECTIONS_TOML, encoding="utf-8")
+    s = Settings.load(path, environ={"GRAPHMEM_RUNS__MAX_RUNS": "25",
+                                     "GRAPHMEM_RECALL__WEIGHTS": '{"trust": 0.3}',
+                                     "GRAPHMEM_LIFECYCLE__IMPROVE_LIMIT": "60"})
+    assert (s.runs.max_runs, s.runs.max_events_per_run) == (25, 100)  # env over file
+    assert s.recall.weights.trust == 0.3 and s.recall.candidates == 40
+    with s.open_memory() as mem:
+        lc = mem.lifecycle.config
+        assert lc.retention.log_period is not None and lc.retention.log_period.days == 7
+        assert lc.retention.period_for("a", "episodic") is not None
+        assert lc.stale_after is not None and lc.stale_after.days == 30
+        assert (lc.improve_limit, lc.scorer.base, lc.rules.long_term_events) == (
+            60, 0.4, ("deploy",))
+        assert mem.runs.limits.max_runs == 25
+        assert mem._retriever().config.candidates == 40
+        assert mem.org.config.rule_for("policy").min_seniority == "lead"
+        assert "Never share customer data." in mem.context("anything")
+        mem.remember("same text")
+        mem.remember("same text")
+        assert mem.count() == 2  # reconcile = "off"
+        assert mem.add_event("r", "deploy", "shipped v2").tier.value == "long_term"
+        assert s.maintenance.dry_run and s.maintenance.seconds == 1800
