@@ -1004,6 +1004,18 @@ def _vector_rows(vectors: Mapping[str, Sequence[float]]) -> list[dict[str, Any]]
     return rows
 
 
+_HUB_LABELS = frozenset({NodeLabel.AGENT, NodeLabel.TAG, NodeLabel.RUN})
+
+
+def _create_variant(text: str, label: NodeLabel) -> str:
+    """An upsert file's statement with its node MERGE made a CREATE."""
+    new, n = re.subn(rf"^MERGE (\(\w+:{_label(label)} \{{id: row\.id\}}\))$", r"CREATE \1",
+                     text, count=1, flags=re.MULTILINE)
+    if n != 1:
+        raise QueryFailed(f"internal error: no node MERGE in the {label.value} upsert")
+    return new
+
+
 class _GuardFailed(GraphMemError):
     """A write's guard part stopped it (see :func:`compile_guard`)."""
 
@@ -1407,9 +1419,14 @@ class Neo4jBackend:
 
     # -- writes ----------------------------------------------------------------------
 
-    def _node_parts(self, nodes: Sequence[GraphNode]) -> list[WritePart]:
+    def _node_parts(
+        self, nodes: Sequence[GraphNode], create: frozenset[NodeRef] = frozenset()
+    ) -> list[WritePart]:
         """The upsert parts that write ``nodes``: the hubs they point to (once), then one
-        part per label and chunk of ``batch_rows`` rows."""
+        part per label and chunk of ``batch_rows`` rows. Nodes in ``create`` must be new:
+        their part CREATEs instead of MERGEs, so that the id's uniqueness constraint stops
+        a concurrent writer of the same id (a Conflict) instead of letting one overwrite
+        the other."""
         latest: dict[NodeRef, GraphNode] = {}
         for node in nodes:
             if not isinstance(node, GraphNode):
@@ -1422,6 +1439,13 @@ class Neo4jBackend:
             row: dict[str, Any] = {"id": node.id, "props": props}
             row.update(_structural_row(node.label, props, hubs))
             by_label[node.label].append(row)
+        for ref in latest:  # written explicitly, with their own properties
+            if ref.label is NodeLabel.AGENT:
+                hubs.agents.pop(ref.id, None)
+            elif ref.label is NodeLabel.TAG:
+                hubs.tags.pop(ref.id, None)
+            elif ref.label is NodeLabel.RUN:
+                hubs.runs.pop(ref.id, None)
         parts: list[WritePart] = []
         if hubs:
             agent_defaults = {
@@ -1430,7 +1454,14 @@ class Neo4jBackend:
             parts.append(WritePart(Q_HUBS, *self._bind(Q_HUBS, **hubs.params(agent_defaults))))
         for label in _UPSERT_ORDER:
             name = UPSERT_QUERIES[label]
-            for chunk in _chunks(by_label.get(label, []), self._batch_rows):
+            rows = by_label.get(label, [])
+            new = [r for r in rows if NodeRef(label, r["id"]) in create]
+            old = [r for r in rows if NodeRef(label, r["id"]) not in create]
+            for chunk in _chunks(new, self._batch_rows):
+                text, params = self._bind(name, rows=list(chunk))
+                parts.append(WritePart(f"{name} (create)", _create_variant(text, label), params,
+                                       rows=len(chunk)))
+            for chunk in _chunks(old, self._batch_rows):
                 parts.append(
                     WritePart(name, *self._bind(name, rows=list(chunk)), rows=len(chunk))
                 )
@@ -1534,7 +1565,15 @@ class Neo4jBackend:
             for end in (e.src, e.dst):
                 if end in gone:
                     raise InvalidInput(f"edge {e.type.value} refers to missing node {end.key}")
-        parts = [*self._node_parts(nodes), *self._edge_parts(plain)]
+        # "must not exist" on a node this write creates: a CREATE, checked by the id's
+        # uniqueness constraint (hub labels, MERGEd by other writes too, use the guard)
+        upserted = {n.ref for n in nodes if isinstance(n, GraphNode)}
+        create = frozenset(
+            ex.ref for ex in batch.expect
+            if not ex.exists and ex.ref in upserted and ex.ref.label not in _HUB_LABELS
+        )
+        guarded = [ex for ex in batch.expect if ex.exists or ex.ref not in create]
+        parts = [*self._node_parts(nodes, create), *self._edge_parts(plain)]
         # only an import or a migration passes structural edges: check those against the
         # nodes (an ordinary write does not pay for it)
         implied_here = ({n.ref: _implied(n.label, n.to_props()) for n in nodes}
@@ -1560,7 +1599,7 @@ class Neo4jBackend:
         # preconditions first, in the same statement: a failing one stops the transaction
         guards = [
             WritePart(f"guard {label.value}", *compile_guard(label, rows), rows=len(rows))
-            for label, rows in sorted(guard_rows(batch.expect).items(), key=lambda kv: kv[0].value)
+            for label, rows in sorted(guard_rows(guarded).items(), key=lambda kv: kv[0].value)
         ]
         statements = self._pack([*guards, *parts])
         written = {n.ref for n in nodes}

@@ -238,6 +238,10 @@ def test_preconditions_hold_or_nothing_is_written(neo: Neo4jBackend) -> None:
     assert "_graphmem_lock" not in stored.to_props()
     neo.write(WriteBatch(nodes=[later], expect=[Expect(ref=later.ref, exists=False)]))
     assert neo.get(NodeLabel.MEMORY, [later.id]) == [later]
+    with pytest.raises(Conflict):  # created already: the uniqueness constraint says so
+        neo.write(WriteBatch(nodes=[later.evolve(content="again")],
+                             expect=[Expect(ref=later.ref, exists=False)]))
+    assert neo.get(NodeLabel.MEMORY, [later.id]) == [later]
 
 
 def test_recall_statements_agree_with_the_separate_searches(target: Neo4jTarget) -> None:

@@ -289,22 +289,49 @@ def test_preconditions_travel_in_the_write_statement_and_a_broken_one_is_named(
         neo.write(batch)
 
 
-def test_a_node_that_must_not_exist(neo: Neo4jBackend, fake: FakeDriver) -> None:
+def test_a_new_node_is_created_so_that_a_concurrent_creator_conflicts(
+    neo: Neo4jBackend, fake: FakeDriver
+) -> None:
     m = Memory(content="x")
     neo.write(WriteBatch(nodes=[m], expect=[Expect(ref=m.ref, exists=False)]))
     (st,) = fake.recorder.statements
+    assert st.name == "write nodes/hubs + nodes/memory_upsert (create)"  # no guard row
+    assert "\nCREATE (m:Memory {id: row.id})\n" in st.text and "MERGE (m:Memory" not in st.text
+
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if "(create)" in name:  # another writer committed the same id first
+            from neo4j.exceptions import Neo4jError
+
+            raise Neo4jError._hydrate_neo4j(
+                code="Neo.ClientError.Schema.ConstraintValidationFailed",
+                message=f"Node(1) already exists with label `Memory` and property `id` = "
+                        f"'{m.id}'")
+        return None
+
+    fake.respond = respond
+    with pytest.raises(Conflict, match="already exists"):
+        neo.write(WriteBatch(nodes=[m], expect=[Expect(ref=m.ref, exists=False)]))
+    assert fake.recorder.transactions[-1].outcome == "rolled back"
+
+
+def test_a_hub_that_must_not_exist_is_guarded(neo: Neo4jBackend, fake: FakeDriver) -> None:
+    """Runs, Agents and Tags are also MERGEd as hubs by other writes: checked by the guard."""
+    run = Run(id="r1", agent_id="a", started_at=T0)
+    neo.write(WriteBatch(nodes=[run], expect=[Expect(ref=run.ref, exists=False)]))
+    (st,) = fake.recorder.statements
+    assert st.name == "write guard Run + nodes/hubs + nodes/run_upsert"
     assert st.params["p0_rows"][0]["exists"] is False
 
     def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
         if name.startswith("write guard"):
             raise guard_failure()
         if name == "check":
-            return [{"label": "Memory", "id": m.id, "props": m.to_props(), "sources": []}]
+            return [{"label": "Run", "id": run.id, "props": run.to_props(), "sources": []}]
         return None
 
     fake.respond = respond
     with pytest.raises(Conflict, match="must not exist"):
-        neo.write(WriteBatch(nodes=[m], expect=[Expect(ref=m.ref, exists=False)]))
+        neo.write(WriteBatch(nodes=[run], expect=[Expect(ref=run.ref, exists=False)]))
 
 
 def test_one_write_cannot_upsert_and_delete_a_node(neo: Neo4jBackend, fake: FakeDriver) -> None:
