@@ -29,6 +29,11 @@ import re
 import sqlite3
 import threading
 import time
+
+try:
+    import fcntl
+except ImportError:  # Windows: SQLite's own locking and busy handler only
+    fcntl = None  # type: ignore[assignment]
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -276,10 +281,18 @@ class NetworkXBackend:
         self._touch_since: float | None = None
         self._changed: set[str] = set()
         self._seen_seq = 0
+        self._busy_timeout = busy_timeout_ms / 1000
+        self._lock_fd: int | None = None
         self._writes_since_prune = 0
         try:
             if self._path is not None:
                 self._path.parent.mkdir(parents=True, exist_ok=True)
+            if self._path is not None and fcntl is not None:
+                try:
+                    self._lock_fd = os.open(f"{self._path}.lock", os.O_RDWR | os.O_CREAT,
+                                            0o644)
+                except OSError as e:  # a read-only folder: SQLite's locking alone
+                    log.debug("no writer lock file beside %s: %s", self._path, e)
             self._db = sqlite3.connect(
                 str(self._path) if self._path else ":memory:",
                 isolation_level=None,  # explicit BEGIN/COMMIT
@@ -461,7 +474,7 @@ class NetworkXBackend:
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """BEGIN IMMEDIATE ... COMMIT, reloading first if another process wrote."""
-        with self._lock:
+        with self._lock, self._writer_turn():
             if self._closed:
                 raise BackendUnavailable("the store is closed")
             try:
@@ -491,6 +504,32 @@ class NetworkXBackend:
                 if isinstance(e, sqlite3.Error):
                     raise QueryFailed(f"embedded store write failed: {e}") from e
                 raise
+
+    @contextmanager
+    def _writer_turn(self) -> Iterator[None]:
+        """Writers of several processes take turns on a lock file beside the store before
+        SQLite's write lock: a waiter gets the lock within a fraction of a millisecond of
+        its release, where SQLite's own busy handler sleeps 1, 2, 5, 10 ... ms between tries
+        (p50 ~25 ms per write with three writer processes)."""
+        fd = self._lock_fd
+        if fd is None:
+            yield
+            return
+        deadline = time.monotonic() + self._busy_timeout
+        delay = 0.0001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise Conflict("the store is locked by another writer") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.001)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
 
     def _log_changes(self, db: sqlite3.Connection) -> None:
         """Record which node keys this transaction changed (see :meth:`_refresh`)."""
@@ -1393,9 +1432,15 @@ class NetworkXBackend:
             try:
                 if self._path is not None:
                     self._db.execute("PRAGMA optimize")
+            except sqlite3.Error as e:  # advisory: another process may hold the lock
+                log.debug("PRAGMA optimize skipped at close: %s", e)
+            try:
                 self._db.close()
             except sqlite3.Error as e:  # closing must not lose anything already committed
                 log.warning("error while closing the embedded store: %s", e)
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
 
     def __repr__(self) -> str:
         return f"NetworkXBackend({self.location!r})"
