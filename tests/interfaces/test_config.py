@@ -240,3 +240,30 @@ def test_every_section_reaches_the_store(tmp_path: Path) -> None:
         assert mem.count() == 2  # reconcile = "off"
         assert mem.add_event("r", "deploy", "shipped v2").tier.value == "long_term"
         assert s.maintenance.dry_run and s.maintenance.seconds == 1800
+
+
+def test_readme_lists_every_knob_with_its_variable_and_its_example_loads(
+    tmp_path: Path,
+) -> None:
+    import re
+
+    from graphmem.config import _section_fields
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"^## Configuration\n(.*?)(?=^## )", readme, re.M | re.S)
+    assert match, "README.md has no '## Configuration' section"
+    section = match.group(1)
+    sections = _section_fields()
+    missing = [name for name in Settings.model_fields if name not in sections
+               and f"| `{name}` |" not in section]
+    for sec, model in sections.items():
+        missing += [f"{sec}.{f}" for f in model.model_fields
+                    if f"| `{sec}.{f}` |" not in section
+                    or f"`GRAPHMEM_{sec.upper()}__{f.upper()}`" not in section]
+    assert not missing, f"README's configuration section misses {missing}"
+    example = re.search(r"```toml\n(.*?)```", section, re.S)
+    assert example
+    path = tmp_path / "example.toml"
+    path.write_text(example.group(1), encoding="utf-8")
+    s = Settings.from_toml(path)
+    assert s.runs.max_runs == 1000 and s.lifecycle.retention.logs is not None
