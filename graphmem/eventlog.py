@@ -105,9 +105,11 @@ def canonical_json(payload: Any) -> str:
     """The canonical JSON text of a payload (sorted keys, no spaces); InvalidInput when it
     is not JSON-serialisable."""
     try:
-        return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+        text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                           allow_nan=False)
-    except (TypeError, ValueError) as e:
+        text.encode("utf-8")  # a lone surrogate cannot be stored
+        return text
+    except (TypeError, ValueError, RecursionError) as e:
         raise InvalidInput(f"log payload is not JSON-serialisable: {e}") from e
 
 
