@@ -178,8 +178,13 @@ class KnowledgeIndexer:
         writes = self._writes
         if writes is None:
             return
-        if done.created and not any(isinstance(n, Entity) for n in done.nodes):
-            # (an import that brings its own entities is not indexed again)
+        if any(isinstance(n, Entity) for n in done.nodes):
+            # entities written by someone else (an import, a backfill elsewhere): what this
+            # indexer knows may be stale; an import that brings its own is not indexed again
+            if done.created:
+                self.forget_cache()
+                return
+        if done.created:
             batch = self.index(done.created)
             if batch:
                 writes.put(batch.nodes, batch.edges)

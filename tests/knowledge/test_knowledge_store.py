@@ -122,3 +122,18 @@ def test_backfill_indexes_memories_written_before_the_layer(tmp_path: Path) -> N
         ix.attach(m.writes)
         assert ix.backfill(m.list(limit=None)) == 2
         assert set(all_entities(m)) == {"jon", "paris"}
+
+
+def test_export_import_keeps_entities_without_counting_twice(tmp_path: Path) -> None:
+    with GraphMemory(NetworkXBackend(tmp_path / "a.db"), embedder=None) as a:
+        KnowledgeIndexer(a.backend).attach(a.writes)
+        a.remember("Jon: We loved Paris.", agent_id="a", created_at=T0)
+        a.remember("Jon: Paris again in May, with Anna.", agent_id="a", created_at=T0)
+        a.export(tmp_path / "dump.jsonl")
+        before = {n: (e.id, e.mention_count) for n, e in all_entities(a).items()}
+    with GraphMemory(NetworkXBackend(tmp_path / "b.db"), embedder=None) as b:
+        KnowledgeIndexer(b.backend).attach(b.writes)
+        b.import_(tmp_path / "dump.jsonl")
+        after = {n: (e.id, e.mention_count) for n, e in all_entities(b).items()}
+        assert after == before
+        assert before["paris"][1] == 2
