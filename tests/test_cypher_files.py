@@ -16,6 +16,7 @@ from graphmem.backends.neo4j import (
     QUERY_NAMES,
     SCHEMA_QUERIES,
     STRUCTURAL_SHAPES,
+    UNVECTORED,
     UPSERT_QUERIES,
     VECTOR_INDEX_QUERY,
     load_queries,
@@ -28,7 +29,7 @@ from graphmem.models import EdgeType, NodeLabel, node_model
 FILES = sorted(CYPHER_DIR.rglob("*.cypher"))
 NAMES = {str(p.relative_to(CYPHER_DIR).with_suffix("")) for p in FILES}
 README = (CYPHER_DIR / "README.md").read_text(encoding="utf-8")
-ALLOWED = {label.value for label in NodeLabel} | {t.value for t in EdgeType}
+ALLOWED = {label.value for label in NodeLabel} | {t.value for t in EdgeType} | {UNVECTORED}
 CYPHER_KEYWORDS = {"COUNT", "COLLECT", "EXISTS"}  # subqueries after a map key's colon
 
 

@@ -96,6 +96,7 @@ __all__ = [
     "DRIVER_OPTIONS",
     "QUERY_NAMES",
     "SCHEMES",
+    "UNVECTORED",
     "CypherQuery",
     "Neo4jBackend",
     "WritePart",
@@ -147,6 +148,8 @@ SCHEMA_QUERIES: tuple[str, ...] = (
     "schema/payload_id_unique",
     "schema/namespace_id_unique",
     "schema/entity_id_unique",
+    "schema/entity_norm",
+    "schema/entity_audience",
     "schema/memory_agent_id",
     "schema/memory_run_id",
     "schema/memory_namespace",
@@ -225,6 +228,10 @@ EDGE_UPSERT_QUERIES: dict[tuple[EdgeType, NodeLabel, NodeLabel], str] = {
 structural edges are written by the node upserts). Endpoints are matched by id."""
 Q_HUBS = "nodes/hubs"
 Q_VECTORS = "nodes/memory_vectors"
+Q_MISSING_VECTORS = "nodes/memory_missing_vectors"
+UNVECTORED = "Unvectored"
+"""A second label on memories stored without an embedding: the background vectorizer's
+queue, read through the label index (the only label graphmem adds to its own)."""
 VECTOR_INDEX_EXACT_QUERY = "schema/memory_embedding_vector_exact"
 Q_DELETE_NODES = "nodes/delete"
 Q_TOUCH = "nodes/touch"
@@ -247,6 +254,7 @@ QUERY_NAMES: tuple[str, ...] = (
     VECTOR_INDEX_EXACT_QUERY,
     Q_HUBS,
     Q_VECTORS,
+    Q_MISSING_VECTORS,
     *UPSERT_QUERIES.values(),
     *GET_QUERIES.values(),
     *EDGE_UPSERT_QUERIES.values(),
@@ -1738,6 +1746,18 @@ class Neo4jBackend:
             )
         if due:
             self.flush()
+
+    def missing_vectors(self, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` memories (id, content) that have no embedding yet (one indexed
+        read of ``limit`` rows; the background vectorizer's queue)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise InvalidInput("limit must be a non-negative int")
+        if limit == 0:
+            return []
+        self._ready()
+        rows = self._read("missing vectors",
+                          lambda tx: self._run_all(tx, Q_MISSING_VECTORS, limit=limit))
+        return [(str(r["id"]), str(r["content"])) for r in rows]
 
     def pending_touches(self) -> int:
         """How many memories have access records not yet written to the server."""

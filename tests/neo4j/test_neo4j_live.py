@@ -276,3 +276,17 @@ def test_stats_sends_no_deprecated_syntax(target: Neo4jTarget, neo: Neo4jBackend
     st = neo.stats()
     assert st.nodes == {"Memory": 1, "Agent": 1, "Tag": 1}
     assert st.edges == {"AUTHORED_BY": 1, "TAGGED": 1}
+
+
+def test_the_vector_queue_follows_the_embeddings(neo: Neo4jBackend) -> None:
+    from graphmem.backends.base import WriteBatch
+
+    bare, done = Memory(content="no vector yet"), Memory(content="has one", embedding=[1.0, 0.0])
+    neo.upsert([bare, done])
+    assert neo.missing_vectors(10) == [(bare.id, "no vector yet")]
+    neo.write(WriteBatch(vectors={bare.id: [0.0, 1.0], "gone": [1.0, 1.0]}))
+    assert neo.missing_vectors(10) == []
+    (got,) = neo.get(NodeLabel.MEMORY, [bare.id])
+    assert got.embedding == (0.0, 1.0) and got.content == "no vector yet"
+    neo.upsert([got.evolve(embedding=None)])
+    assert neo.missing_vectors(10) == [(bare.id, "no vector yet")]

@@ -556,3 +556,20 @@ def test_the_check_statement_returns_what_the_check_reads() -> None:
     assert "| {type: type(r), id: s.id}] AS sources" in text  # _check reads both keys
     assert text.index("SET n._graphmem_lock") < text.index("properties(n)")
     assert params == {"ids0": [m.id], "types0": ["SUPERSEDES"]}
+
+
+def test_memories_without_a_vector_are_queued_by_a_label(neo: Neo4jBackend,
+                                                          fake: FakeDriver) -> None:
+    from graphmem.backends.neo4j import UNVECTORED
+
+    fake.respond = lambda name, text, params: (
+        [{"id": "m1", "content": "Alice prefers tea"}][: params["limit"]]
+        if name == "nodes/memory_missing_vectors" else None)
+    assert neo.missing_vectors(5) == [("m1", "Alice prefers tea")]
+    (st,) = fake.recorder.statements
+    assert f"MATCH (m:{UNVECTORED})" in st.text and "LIMIT $limit" in st.text  # no scan
+    assert neo.missing_vectors(0) == [] and len(fake.recorder.statements) == 1
+    (write,) = neo.plan_writes([Memory(content="x")])
+    assert f"SET m:{UNVECTORED}" in write.text and f"REMOVE m:{UNVECTORED}" in write.text
+    vectors = neo._q("nodes/memory_vectors").text
+    assert f"REMOVE m:{UNVECTORED}" in vectors

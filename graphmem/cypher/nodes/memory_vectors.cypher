@@ -3,4 +3,5 @@
 :param rows => [{id: 'm1', embedding: [0.1, 0.2, 0.3]}];
 UNWIND $rows AS row
 MATCH (m:Memory {id: row.id})
-SET m.embedding = row.embedding;
+SET m.embedding = row.embedding
+REMOVE m:Unvectored;
