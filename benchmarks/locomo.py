@@ -357,6 +357,14 @@ def report(scores: dict[str, Scores], convs: list[Conversation], args: argparse.
             continue
         cells = [" / ".join(f"{s.cat_recall(cat, k):.1f}" for s in scores.values()) for k in KS]
         lines.append(f"| {cat} {label} | {n} | " + " | ".join(cells) + " |")
+    notes = {
+        "user path": "`remember` per turn (agent = conversation, run = session, created_at = "
+                     "session date), `recall(question, agent_id=..., k=50)` with touching on",
+        "user path, no entities": "the same without the knowledge layer (no entity "
+                                  "indexing, no entity hops)",
+        "event path": "`add_events` per session (NEXT chain), Retriever with touch=False",
+    }
+    lines += [""] + [f"- {name}: {notes[name]}." for name in scores if name in notes]
     lines += [
         "",
         "Reference (LoCoMo paper, table 3, DRAGON, turn level, all ten conversations): "
