@@ -88,6 +88,7 @@ from graphmem.models import (
     TextQuery,
     VectorQuery,
     check_field,
+    check_page,
     node_model,
 )
 
@@ -536,9 +537,9 @@ def compile_match(
     Ordered by ``order_by`` (missing values last in both directions), ties by id in the
     same direction; paged with ``SKIP $skip LIMIT $limit``.
     """
-    if offset < 0 or (limit is not None and limit < 0):
-        raise InvalidInput("limit and offset must not be negative")
     label = _label(flt.label)
+    check_page(node_model(flt.label), limit=limit, offset=offset, order_by=order_by,
+               descending=descending)
     clauses, params = compile_where(flt)
     direction = "DESC" if descending else "ASC"
     if order_by == "id":

@@ -267,3 +267,12 @@ def test_bad_input_is_refused_before_any_connection() -> None:
     with pytest.raises(InvalidInput):
         backend.upsert([Memory(content="x")], ["not an edge"])  # type: ignore[list-item]
     assert backend._driver is None  # none of these reached the network
+
+
+@pytest.mark.parametrize("paging", [
+    {"order_by": None}, {"offset": None}, {"limit": 2.5}, {"descending": "yes"},
+    {"limit": True}, {"offset": -1},
+])
+def test_paging_arguments_are_checked_before_any_cypher(paging: dict[str, object]) -> None:
+    with pytest.raises(InvalidInput):
+        compile_match(Filter(), **paging)  # type: ignore[arg-type]
