@@ -508,13 +508,14 @@ class GraphMemory:
         order_by: str = "created_at",
         descending: bool = True,
         scope: Scope | str | None = None,
+        user_id: str | None = None,
     ) -> builtins.list[Memory]:
         """Memories matching the filters (``status=None`` for every status), newest first;
-        with ``scope``, only those it may read."""
+        with ``scope``, only those it may read; with ``user_id``, only that user's."""
         flt = self._recall_filter(
             agent_id=agent_id, run_id=run_id, namespace=namespace, category=category,
             tier=tier, event_type=event_type, status=status, tags=tags, since=since,
-            until=until, metadata=metadata, scope=scope,
+            until=until, metadata=metadata, scope=scope, user_id=user_id,
         )
         return self._backend.match(  # type: ignore[return-value]
             flt, limit=limit, offset=offset, order_by=order_by, descending=descending

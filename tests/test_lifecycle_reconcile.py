@@ -125,6 +125,7 @@ def test_user_id_is_a_filter_and_recall_scope(mem: GraphMemory) -> None:
     assert [r.memory.content for r in mem.recall("seats", user_id="u1")] == [
         "prefers window seats"]
     assert mem.count(metadata={"user_id": "u2"}) == 1
+    assert [m.content for m in mem.list(user_id="u2")] == ["prefers aisle seats"]
 
 
 # ---------------------------------------------------------------------------------------
