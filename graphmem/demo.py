@@ -100,6 +100,21 @@ def run_demo(mem: GraphMemory, out: Callable[[str], Any] = print) -> dict[str, A
                         valid_from=session_3 + timedelta(minutes=2))
     out("Updated 2 facts as new versions (the old ones stay, superseded).")
 
+    # reconcile on write, offline: a repeat is not stored twice, a contradiction of the
+    # same subject and attribute becomes a new version of the old statement
+    mem.remember("Alice is vegetarian.", agent_id=agent, namespace=DEMO_NAMESPACE,
+                 created_at=session_3)
+    repeat = mem.last_reconcile
+    mem.remember("Alice lives in Porto.", agent_id=agent, namespace=DEMO_NAMESPACE,
+                 created_at=_T0 + timedelta(hours=2))
+    mem.remember("Alice lives in Lisbon.", agent_id=agent, namespace=DEMO_NAMESPACE,
+                 created_at=session_3 + timedelta(minutes=5))
+    moved_home = mem.last_reconcile
+    if repeat is not None and moved_home is not None:
+        out(f"Remembered 'Alice is vegetarian.' again: {repeat.action} (not stored twice).")
+        out(f"Remembered 'Alice lives in Lisbon.': {moved_home.action} 'Alice lives in "
+            f"Porto.' ({moved_home.reason}).")
+
     out("")
     for q in QUESTIONS:
         out(f"Q: {q}")
