@@ -91,6 +91,7 @@ from graphmem.models import (
     check_page,
     node_model,
 )
+from graphmem.text import query_terms
 
 __all__ = [
     "CYPHER_DIR",
@@ -784,15 +785,18 @@ def compile_recall_search(
         )
         params.update(query=lucene, text_k=text_k)
     if vector is not None:
+        passing = " AND ".join(clauses) if clauses else "true"
         branches.append(
             f"CALL db.index.vector.queryNodes('{VECTOR_INDEX}', $fetch, $vector) YIELD node\n"
             "WITH collect(node) AS near\n"
-            "UNWIND near AS n\n"
-            f"WITH n, size(near) AS fetched{_where(clauses)}\n"
-            "WITH n, fetched, vector.similarity.cosine(n.embedding, $vector) AS score\n"
+            f"WITH size(near) AS fetched, [n IN near WHERE {passing}] AS passed\n"
+            # a row even when none passes: it says how many the index returned
+            "UNWIND CASE WHEN size(passed) = 0 THEN [null] ELSE passed END AS n\n"
+            "WITH n, fetched, CASE WHEN n IS NULL THEN null\n"
+            "  ELSE vector.similarity.cosine(n.embedding, $vector) END AS score\n"
             "ORDER BY score DESC, n.id LIMIT $vector_k\n"
-            "RETURN 'vector' AS channel, properties(n) AS props, score, fetched,\n"
-            f"       {COSINE_PROBE}"
+            "RETURN 'vector' AS channel, CASE WHEN n IS NULL THEN null ELSE properties(n) END\n"
+            f"       AS props, score, fetched, {COSINE_PROBE}"
         )
         params.update(fetch=vector_fetch, vector=list(vector), vector_k=vector_k)
     return "\nUNION ALL\n".join(branches), params
@@ -849,9 +853,6 @@ def compile_neighbours(
                   "entity_limit": entity_limit if entity_hub_limit > 1 else 0}
 
 
-_STOPWORDS: frozenset[str] | None = None
-_TOKEN_RE = re.compile(r"\w+", re.UNICODE)
-MAX_QUERY_TERMS = 64
 
 
 def lucene_query(text: str) -> str | None:
@@ -859,17 +860,11 @@ def lucene_query(text: str) -> str | None:
     stop words dropped unless nothing else is left (as the embedded backend does). Quoting
     with every quote and backslash escaped means no user text is read as Lucene syntax.
     None when the text has no word at all."""
-    global _STOPWORDS
-    if _STOPWORDS is None:
-        from graphmem.backends.networkx import _STOPWORDS as words  # one list for both
-
-        _STOPWORDS = words
-    tokens = list(dict.fromkeys(t.lower() for t in _TOKEN_RE.findall(text)))
-    terms = [t for t in tokens if t not in _STOPWORDS] or tokens
+    terms = query_terms(text)
     if not terms:
         return None
     return " OR ".join(
-        '"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"' for t in terms[:MAX_QUERY_TERMS]
+        '"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"' for t in terms
     )
 
 
@@ -1962,11 +1957,11 @@ class Neo4jBackend:
         lexical = [Hit(node=self._memory(r["props"]), score=float(r["score"]))
                    for r in rows if r["channel"] == "lexical"]
         near = [Hit(node=self._memory(r["props"]), score=_cosine(r["score"], r["probe"]))
-                for r in rows if r["channel"] == "vector"]
+                for r in rows if r["channel"] == "vector" and r["props"] is not None]
         if vector is not None and qvec is not None and len(near) < vector.k and has_conditions(flt):
             fetched = max((int(r["fetched"]) for r in rows if r["channel"] == "vector"),
-                          default=fetch)
-            if fetched >= fetch:  # the index had more neighbours than were read
+                          default=0)
+            if fetched >= fetch:  # the filter passed too few of all the index returned
                 near = self.search_vector(vector)
         return lexical, near
 

@@ -573,3 +573,32 @@ def test_memories_without_a_vector_are_queued_by_a_label(neo: Neo4jBackend,
     assert f"SET m:{UNVECTORED}" in write.text and f"REMOVE m:{UNVECTORED}" in write.text
     vectors = neo._q("nodes/memory_vectors").text
     assert f"REMOVE m:{UNVECTORED}" in vectors
+
+
+@pytest.mark.parametrize(("fetched", "expected"), [
+    (0, ["recall search"]),  # nothing embedded: nothing more to look for
+    (40, ["recall search"]),  # the index returned all it had
+    (100, ["recall search", "vector plan", "vector exact"]),  # more beyond: search exactly
+])
+def test_recall_search_redoes_the_vector_search_only_when_the_index_had_more(
+    fake: FakeDriver, fetched: int, expected: list[str]
+) -> None:
+    fake.dim = 2
+    neo = _backend(fake, vector_overfetch=10)
+    m = Memory(content="tea", agent_id="a", embedding=[1.0, 0.0])
+
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if name == "recall search":  # the filter passed none of the neighbours read
+            return [{"channel": "vector", "props": None, "score": None, "fetched": fetched,
+                     "probe": 0.0}]
+        if name == "vector plan":
+            return [{"matched": 1, "total": 1000}]
+        if name == "vector exact":
+            return [{"props": m.to_props(), "score": 1.0, "probe": 0.0}]
+        return None
+
+    fake.respond = respond
+    _lexical, near = neo.search_both(
+        None, VectorQuery(vector=(1.0, 0.0), k=5, filter=Filter.for_memories(agent_id="a")))
+    assert fake.recorder.names() == expected
+    assert [h.node.id for h in near] == ([m.id] if len(expected) > 1 else [])
