@@ -4,8 +4,10 @@ fails (529, a max_tokens stop), counted in the reports."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -16,7 +18,7 @@ from graphmem.lifecycle import LifecycleConfig
 from graphmem.llm import AnthropicLLM
 from graphmem.memory import GraphMemory
 from graphmem.models import Memory, Status
-from tests.llm.anthropic_stub import StubAnthropic, error_reply, tool_reply
+from tests.llm.anthropic_stub import Reply, StubAnthropic, auto_reply, error_reply, tool_reply
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 NO_RECONCILE = Settings(reconcile={"mode": "off"})  # type: ignore[arg-type]
@@ -118,3 +120,37 @@ def test_token_batches_keep_an_oversized_memory_alone() -> None:
     big = Memory(content="y" * 4000)
     small = Memory(content="z")
     assert [len(b) for b in token_batches([small, big, small], budget=100)] == [1, 1, 1]
+
+
+def contradicting_improve(body: dict[str, Any]) -> Reply:
+    """The newest fenced memory contradicts every other one (what an LLM would say of
+    "Alice is vegetarian" and "Alice eats steak every day")."""
+    if body.get("tool_choice", {}).get("name") != "record_improve":
+        return auto_reply(body)
+    user = "".join(m["content"] for m in body["messages"] if isinstance(m["content"], str))
+    ids = re.findall(r'<memory id="([^"]+)"', user)  # oldest first
+    data = {"rewrites": [], "contradictions": [
+        {"keep_id": ids[-1], "superseded_ids": ids[:-1], "reason": "diet changed"}]}
+    return tool_reply("record_improve", data)
+
+
+def test_reconcile_llm_mode_asks_the_llm_and_survives_its_failure() -> None:
+    with StubAnthropic(contradicting_improve) as stub:
+        llm = AnthropicLLM(base_url=stub.url, api_key="k", max_retries=0)
+        mem = GraphMemory(open_backend("memory://"), embedder=None, llm=llm,
+                          clock=lambda: NOW, settings=Settings(reconcile={"mode": "llm"}))  # type: ignore[arg-type]
+        old = mem.remember("Alice is vegetarian", created_at=NOW - timedelta(days=1))
+        assert stub.requests == []  # nothing to compare with: no call
+        new = mem.remember("Alice eats steak every day")
+        assert mem.last_reconcile is not None and mem.last_reconcile.action == "superseded"
+        assert mem.last_reconcile.reason == "diet changed"
+        assert mem.get(old.id).status is Status.SUPERSEDED and len(stub.requests) == 1
+        stub.push(error_reply(529, "overloaded_error"))
+        mem.remember("Alice eats steak on Sundays")  # the call fails: the write goes on
+        assert mem.last_reconcile is not None and mem.last_reconcile.action == "created"
+        assert mem.get(new.id).status is Status.ACTIVE
+        # auto (the default) never calls the LLM on the write path
+        auto = GraphMemory(open_backend("memory://"), embedder=None, llm=llm)
+        auto.remember("Alice is vegetarian")
+        auto.remember("Alice eats steak every day")
+        assert len(stub.requests) == 2
