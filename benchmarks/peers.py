@@ -5,8 +5,9 @@
 Both systems store the same turns in one scope with the same bundled all-MiniLM-L6-v2 model
 (graphmem: its default embedder; Mem0: its ``huggingface`` embedder on the bundled model
 directory, ``infer=False`` so no LLM is called, its local Qdrant store on disk). Measured:
-``add`` one memory at a time (the first ``--adds`` turns), batch ingest of the rest
-(graphmem ``remember_many``; Mem0 has no batch call, so one ``add`` each), ``search`` with
+``add`` one memory at a time (the first ``--adds`` turns), batch ingest of the rest until
+every vector is stored (graphmem ``remember_many``, then ``wait_for_vectors`` where vectors
+are computed in the background; Mem0 has no batch call, so one ``add`` each), ``search`` with
 k=10 for LoCoMo questions whose evidence was stored, and LoCoMo recall@10 on those
 questions. Ratios are Mem0's figure over graphmem's for times, graphmem's over Mem0's for
 rates and recall: above 1 means graphmem is ahead.
@@ -89,6 +90,7 @@ class System:
     def add(self, item: Item) -> None: ...
     def add_many(self, items: Sequence[Item]) -> None: ...
     def search(self, text: str) -> list[str]: ...  # keys, best first
+    def settle(self) -> None: ...  # until everything added is searchable by vector
     def close(self) -> None: ...
 
 
@@ -112,6 +114,11 @@ class Graphmem(System):
     def search(self, text: str) -> list[str]:
         return [str(r.memory.metadata.get("key")) for r in self.mem.recall(text, k=K,
                                                                           agent_id=SCOPE)]
+
+    def settle(self) -> None:
+        wait = getattr(self.mem, "wait_for_vectors", None)  # background vectors
+        if wait is not None:
+            wait()
 
     def close(self) -> None:
         self.mem.close()
@@ -156,9 +163,11 @@ def run(make: Callable[[Path], System], items: list[Item], queries: list[Query],
                 t0 = time.perf_counter()
                 system.add(it)
                 res.add_ms.append(1000 * (time.perf_counter() - t0))
+            system.settle()
             rest = items[adds:]
             t0 = time.perf_counter()
             system.add_many(rest)
+            system.settle()
             res.ingest_rate = len(rest) / max(time.perf_counter() - t0, 1e-9)
             for q in queries:
                 t0 = time.perf_counter()
