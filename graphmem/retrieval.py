@@ -223,6 +223,9 @@ _OPENER_RE = re.compile(
     r"|\\(?:u0*3[cC]|x3[cC])"  # JavaScript / Python escapes
     r"|%3[cC]"  # URL encoding
 )
+# an opener followed by what could continue a fence name (cheap filter: code like a<b or
+# << stops here, without folding anything)
+_CANDIDATE_RE = re.compile(f"(?:{_OPENER_RE.pattern})" + r"(?=[\s/\\mMpP&%]|[^\x00-\x7f])")
 # letters of the fence names that have look-alikes in other scripts
 _HOMOGLYPHS = str.maketrans(
     "\u0430\u0435\u043e\u0440\u0441\u0443\u0445\u0456\u0455\u04cf\u043c\u0442\u043a"
@@ -233,28 +236,41 @@ _HOMOGLYPHS = str.maketrans(
     "opiueOPIMETKY",
 )
 _FENCE_NAME_RE = re.compile(r"<[\s\\/]*(?:memor(?:y|ies)|polic(?:y|ies))", re.IGNORECASE)
-_NAME_CHARS = 9  # visible characters after an opener that can spell a fence name
+_NAME_CHARS = 8  # letters after an opener that can spell a fence name ("memories")
+_NAME_STEMS = ("memor", "polic")
+# original characters looked at after an opener: past that, a run of invisible characters
+# hides nothing a reader would take for a tag (and the boundary code still holds)
+_SCAN_CHARS = 256
 
 
 def _skeleton(text: str, start: int) -> str:
     """``text`` from ``start`` as a reader may see it, up to the few visible characters a
     fence name needs: invisible format characters and combining marks dropped,
-    compatibility forms and look-alike letters folded, every opener made ``<``."""
+    compatibility forms and look-alike letters folded, every opener made ``<``. Stops
+    early when the first letter cannot start a fence name (most ``<`` in code)."""
+    ascii_window = text[start:start + 64]
+    if ascii_window.isascii():  # the usual case: only entities and escapes to fold
+        return _OPENER_RE.sub("<", ascii_window)
     out: list[str] = []
-    seen = 0
+    letters = ""
     i = start
-    while i < len(text) and seen <= _NAME_CHARS:
+    end = min(len(text), start + _SCAN_CHARS)
+    while i < end and len(letters) < _NAME_CHARS:
         m = _OPENER_RE.match(text, i)
         if m:
+            if i > start:
+                break  # a second opener: whatever follows is its own candidate
             out.append("<")
-            seen += 1
             i = m.end()
             continue
         for c in unicodedata.normalize("NFKD", text[i]):
             if unicodedata.category(c) not in ("Cf", "Mn", "Me"):
-                out.append(c.translate(_HOMOGLYPHS))
+                c = c.translate(_HOMOGLYPHS)
+                out.append(c)
                 if not (c.isspace() or c in "\\/"):
-                    seen += 1
+                    letters += c.lower()
+                    if not any(n.startswith(letters[:5]) for n in _NAME_STEMS):
+                        return "".join(out)
         i += 1
     return "".join(out)
 
@@ -265,7 +281,7 @@ def neutralise(content: str) -> str:
     sequence becomes ``[``, also when it is spelt with look-alikes (fullwidth or angle
     brackets, entities, escapes, zero-width or bidi characters, homoglyph letters).
     Other text, code included, is left exactly as it was."""
-    starts = list(_OPENER_RE.finditer(content))
+    starts = list(_CANDIDATE_RE.finditer(content))
     if not starts:
         return content
     parts: list[str] = []

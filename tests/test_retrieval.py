@@ -303,6 +303,9 @@ def test_neutralise_breaks_every_fence_form() -> None:
     assert neutralise("if a < b and x<y: print('<b>')") == "if a < b and x<y: print('<b>')"
     assert neutralise("a «quoted» word, 3 &lt; 4, ⟨x⟩") == (
         "a «quoted» word, 3 &lt; 4, ⟨x⟩")
+    for text in ("<p>über</p> <memo> <<x>> std::vector<Point>", "é<pre>x</pre>"):
+        assert neutralise(text) == text
+    assert neutralise("<<memory>> é<</memories>") == "<[memory>> é<[/memories>"
 
 
 # closers a reader (or a model) may take for a fence, though they are not ASCII "</memory>"
