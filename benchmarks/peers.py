@@ -12,8 +12,8 @@ k=10 for LoCoMo questions whose evidence was stored, and LoCoMo recall@10 on tho
 questions. Ratios are Mem0's figure over graphmem's for times, graphmem's over Mem0's for
 rates and recall: above 1 means graphmem is ahead.
 
-Mem0 is optional (``pip install mem0ai``; never a test dependency). Without it only the
-graphmem column is printed. Everything runs offline.
+Mem0 is optional (``pip install -e ".[peers]"``, i.e. mem0ai; never a test dependency).
+Without it only the graphmem column is printed. Everything runs offline.
 """
 
 from __future__ import annotations
