@@ -34,7 +34,6 @@ import itertools
 import json
 import logging
 import os
-import re
 import tempfile
 import threading
 import warnings
@@ -49,6 +48,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 
 from graphmem.errors import ConfigError, InvalidInput
+from graphmem.text import words as text_words
 
 __all__ = [
     "CACHE_DIR_ENV",
@@ -193,7 +193,6 @@ class _CachedEmbedder:
 # ---------------------------------------------------------------------------------------
 # dependency-free fallback
 
-_WORD_RE = re.compile(r"\w+", re.UNICODE)
 
 
 class HashEmbedder(_CachedEmbedder):
@@ -215,7 +214,7 @@ class HashEmbedder(_CachedEmbedder):
         return self._dim
 
     def _features(self, text: str) -> list[tuple[str, float]]:
-        words = _WORD_RE.findall(text.lower())
+        words = text_words(text)
         feats: list[tuple[str, float]] = [("w:" + w, 1.0) for w in words]
         feats += [(f"b:{a} {b}", 0.5) for a, b in itertools.pairwise(words)]
         for w in words:

@@ -45,6 +45,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from graphmem.errors import InvalidInput, LLMError, LLMResponseError, LLMUnavailable
 from graphmem.models import Memory
+from graphmem.text import SUMMARY_STOPWORDS as _STOP
+from graphmem.text import split_sentences, words
 
 __all__ = [
     "LLM",
@@ -157,18 +159,7 @@ class PassUsage(BaseModel):
 # ---------------------------------------------------------------------------------------
 # text helpers
 
-_TOKEN_RE = re.compile(r"\w+", re.UNICODE)
-_SENT_SPLIT_RE = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])|\n+")
-
-
-def tokens(text: str) -> list[str]:
-    """Lowercased word tokens; punctuation separates tokens and is dropped."""
-    return _TOKEN_RE.findall(text.lower())
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of prose (split after . ! ? before a capital/digit, and at line breaks)."""
-    return [s.strip() for s in _SENT_SPLIT_RE.split(text) if s and s.strip()]
+tokens = words  # the one tokenizer (graphmem.text), under the name the passes use
 
 
 def _sentence_key(sentence: str) -> tuple[str, ...]:
@@ -494,12 +485,6 @@ def _check_memories(memories: Sequence[Memory]) -> list[Memory]:
 # ---------------------------------------------------------------------------------------
 # offline, deterministic implementation
 
-_STOP = frozenset(
-    "a an the and or but if of to in on at by for with from as is are was were be been being "
-    "it its this that these those i me my we our you your he she they them his her their "
-    "do does did what which who whom when where why how not no so than then there here "
-    "about into over under again any all can will would should could has have had".split()
-)
 _FILLER_RE = re.compile(
     r"\b(?:basically|actually|really|just|literally|kind of|sort of|you know|i think that|"
     r"i think|i guess|um+|uh+|er+m*)\b[,]?\s*",

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -64,6 +63,7 @@ from graphmem.models import (
     utcnow,
     validated,
 )
+from graphmem.text import words
 from graphmem.writes import Writes
 
 __all__ = [
@@ -82,7 +82,6 @@ log = logging.getLogger("graphmem.org")
 SENIORITY_LEVELS: tuple[str, ...] = ("junior", "mid", "senior", "lead")
 HUMAN = "human"
 CONFIG_PREFIX = "config:"  # fact ids of configured core policies (not stored, read-only)
-_TOKEN_RE = re.compile(r"\w+", re.UNICODE)
 
 
 class WriteRule(BaseModel):
@@ -146,7 +145,7 @@ class OrgConfig(BaseModel):
 
 
 def _tokens(text: str) -> list[str]:
-    return [t for t in _TOKEN_RE.findall(text.lower()) if len(t) > 1]
+    return [t for t in words(text) if len(t) > 1]
 
 
 class OrgMemory:

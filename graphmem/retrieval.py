@@ -58,6 +58,9 @@ from graphmem.models import (
     utcnow,
     validated,
 )
+from graphmem.text import RANKING_STOPWORDS as _STOP
+from graphmem.text import WORD_RE as _TOKEN_RE
+from graphmem.text import light_stem as _stem
 
 __all__ = [
     "PRESETS",
@@ -172,23 +175,6 @@ PRESETS: dict[str, RecallConfig] = {
 
 # ---------------------------------------------------------------------------------------
 # lexical evidence (for the floor): coverage of the query's content terms
-
-_TOKEN_RE = re.compile(r"\w+", re.UNICODE)
-_STOP = frozenset(
-    """a an the and or but if of at by for with about to from in on off over under is are was
-    were be been being have has had do does did i me my we our you your he him his she her it
-    its they them their what which who whom this that these those am can will would could
-    should how when where why not no so than too very just also there here all any each some
-    did does doing into out up down s t""".split()
-)
-
-
-def _stem(word: str) -> str:
-    for suffix in ("ing", "ed", "es", "s", "ly"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
-
 
 def _terms(text: str) -> set[str]:
     words = [w.lower() for w in _TOKEN_RE.findall(text)]

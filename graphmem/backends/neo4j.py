@@ -717,8 +717,9 @@ def compile_guard(
     text = (
         "UNWIND $rows AS row\n"
         f"OPTIONAL MATCH (n:{lab} {{id: row.id}})\n"
-        f"SET n.{LOCK_PROPERTY} = true\n"
-        f"REMOVE n.{LOCK_PROPERTY}\n"
+        "FOREACH (x IN CASE WHEN n IS NULL THEN [] ELSE [n] END |\n"
+        f"  SET x.{LOCK_PROPERTY} = true\n"
+        f"  REMOVE x.{LOCK_PROPERTY})\n"
         "WITH row, n, CASE WHEN n IS NULL THEN []\n"
         "  ELSE [(s)-[r]->(n) WHERE type(r) IN row.types | s.id] END AS sources\n"
         "WHERE 1 / CASE WHEN (n IS NULL AND NOT row.exists)\n"
@@ -959,12 +960,6 @@ def _implied(label: NodeLabel, props: Mapping[str, Any]) -> set[tuple[EdgeType, 
         (etype, NodeRef(tlabel, tid))
         for etype, tlabel, tid, _defaults in structural_targets(label, props)
     }
-
-
-def _memory_from_db(props: Mapping[str, Any]) -> Memory:
-    node = _node_from_db(NodeLabel.MEMORY.value, props)
-    assert isinstance(node, Memory)
-    return node
 
 
 def _chunks(rows: Sequence[T], size: int) -> Iterator[Sequence[T]]:

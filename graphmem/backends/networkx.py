@@ -25,7 +25,6 @@ import itertools
 import json
 import logging
 import os
-import re
 import sqlite3
 import threading
 import time
@@ -76,6 +75,7 @@ from graphmem.models import (
     VectorQuery,
     node_model,
 )
+from graphmem.text import query_terms
 from graphmem.vector_index import VectorIndex
 
 __all__ = ["NetworkXBackend"]
@@ -125,16 +125,6 @@ _INDEXED: dict[NodeLabel, tuple[str, ...]] = {
     NodeLabel.ENTITY: ("norm", "audience", "agent_id", "namespace", "type"),
 }
 
-_STOPWORDS = frozenset(
-    """a an the and or but if of at by for with about against between into through during
-    before after above below to from up down in out on off over under again further then once
-    here there when where why how all any both each few more most other some such no nor not
-    only own same so than too very s t can will just don should now is are was were be been
-    being have has had having do does did doing i me my myself we our ours ourselves you your
-    yours yourself yourselves he him his himself she her hers herself it its itself they them
-    their theirs themselves what which who whom this that these those am would could""".split()
-)
-_TOKEN_RE = re.compile(r"\w+", re.UNICODE)
 
 _DT_FIELDS: dict[NodeLabel, frozenset[str]] = {}
 
@@ -169,13 +159,6 @@ def _decode_edge_props(text: str) -> dict[str, Any]:
         k: (datetime.fromisoformat(v["$dt"]) if isinstance(v, dict) and "$dt" in v else v)
         for k, v in raw.items()
     }
-
-
-def query_terms(text: str) -> list[str]:
-    """Distinct lowercase word tokens of a query, stopwords dropped (unless the query is
-    nothing but stopwords), at most 64."""
-    tokens = list(dict.fromkeys(t.lower() for t in _TOKEN_RE.findall(text)))
-    return ([t for t in tokens if t not in _STOPWORDS] or tokens)[:64]
 
 
 def fts_query(terms: Sequence[str]) -> str | None:
