@@ -250,7 +250,7 @@ def test_preconditions_travel_in_the_write_statement_and_a_broken_one_is_named(
     (tx,) = fake.recorder.transactions
     (st,) = tx.statements
     assert st.name.startswith("write guard Memory + nodes/hubs + nodes/memory_upsert")
-    assert st.text.index("SET n._graphmem_lock") < st.text.index("1 / CASE") < st.text.index(
+    assert st.text.index("SET x._graphmem_lock") < st.text.index("1 / CASE") < st.text.index(
         "MERGE (m:Memory")  # locked, then checked, then written
     assert st.params["p0_rows"] == [{"id": old.id, "exists": True,
                                      "props": {"status": "active"}, "nulls": ["valid_to"],
