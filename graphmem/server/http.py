@@ -142,10 +142,12 @@ class Principal:
         return self.writer(requested)
 
     def check_read(self, mem: GraphMemory, memory: Memory) -> Memory:
+        # one message whatever the reason: it must not tell which namespace the memory is in
         if self.restricted:
             assert self.agent_id is not None
-            self.namespace(memory.namespace)
-            if not mem.namespaces.can_read(self.agent_id, memory):
+            if not (self.all_namespaces() or memory.namespace in self.namespaces) or (
+                not mem.namespaces.can_read(self.agent_id, memory)
+            ):
                 raise AccessDenied("this API key may not read that memory")
         return memory
 
