@@ -58,6 +58,7 @@ from graphmem.models import (
     Memory,
     NodeLabel,
     NodeRef,
+    Range,
     Status,
     Tier,
     utcnow,
@@ -537,6 +538,7 @@ class Lifecycle:
         self._writes: dict[str, int] = defaultdict(int)
         self._lock = threading.Lock()
         self._offline = OfflineLLM()
+        self._improved_until: datetime | None = None  # the last unscoped improve pass
 
     @property
     def _pass_llm(self) -> LLM:
@@ -826,8 +828,13 @@ class Lifecycle:
             report = report.model_copy(update={"log_entries": tuple(old_entries)})
         improvement = None
         if "improve" in steps and cfg.improve_limit:
+            # only what was written since the last improve pass of this handle: an idle
+            # cycle must not send the same memories to the LLM every time
+            since = self._improved_until if agent_id is None and namespace is None else None
+            recent_flt = flt if since is None else flt.model_copy(update={"ranges": (
+                *flt.ranges, Range(field="created_at", gt=since))})
             recent = [m for m in self.backend.match(
-                flt, limit=cfg.improve_limit + len(plan.claimed), order_by="created_at",
+                recent_flt, limit=cfg.improve_limit + len(plan.claimed), order_by="created_at",
                 descending=True) if isinstance(m, Memory) and m.id not in plan.claimed
                 and not _pinned(m)][: cfg.improve_limit]
             improvement = improve_memories(
@@ -842,6 +849,8 @@ class Lifecycle:
                                   reason="superseded: improved or contradicted")
                            for i in improvement.superseded_ids)
             plan.claimed.update(improvement.superseded_ids)
+            if not dry_run and agent_id is None and namespace is None:
+                self._improved_until = now
             report = report.model_copy(update={"actions": tuple(actions),
                                                "improvement": improvement})
         consolidation = None

@@ -4,6 +4,7 @@ fails (529, a max_tokens stop), counted in the reports."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -154,3 +155,20 @@ def test_reconcile_llm_mode_asks_the_llm_and_survives_its_failure() -> None:
         auto.remember("Alice is vegetarian")
         auto.remember("Alice eats steak every day")
         assert len(stub.requests) == 2
+
+
+def test_idle_improve_sends_only_what_is_new(stub: StubAnthropic) -> None:
+    clock = [NOW]
+    llm = AnthropicLLM(base_url=stub.url, api_key="k", max_retries=0)
+    mem = GraphMemory(open_backend("memory://"), embedder=None, llm=llm,
+                      clock=lambda: clock[0], settings=NO_RECONCILE)
+    mem.remember("the build uses python 3.11")
+    mem.on_idle(steps=("improve",))
+    mem.on_idle(steps=("improve",))
+    assert len(stub.requests) == 1  # nothing new: no second call
+    clock[0] = NOW + timedelta(hours=1)
+    mem.remember("the deploy runs on Fridays")
+    mem.on_idle(steps=("improve",))
+    assert len(stub.requests) == 2
+    assert "Fridays" in json.dumps(stub.requests[-1]["json"]["messages"])
+    assert "python 3.11" not in json.dumps(stub.requests[-1]["json"]["messages"])
