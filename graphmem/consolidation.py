@@ -59,6 +59,7 @@ from graphmem.models import (
     utcnow,
     validated,
 )
+from graphmem.reconcile import contradicts
 from graphmem.writes import Replacement, Writes
 
 __all__ = [
@@ -512,7 +513,7 @@ def _plan_scope(
                 claims[i] = claim_of(members[i].content)
             return claims[i]
 
-        raw = [(i, j, s) for i, j, s in raw if not _contradicts(claim(i), claim(j))]
+        raw = [(i, j, s) for i, j, s in raw if not contradicts(claim(i), claim(j))]
     dup = _fraction(cfg.duplicate_threshold)
 
     def is_dup(i: int, j: int) -> bool:
@@ -549,11 +550,6 @@ def _plan_scope(
             continue
         out.append((g, by_root[g[0]]))
     return out, len(typed)
-
-
-def _contradicts(a: Claim | None, b: Claim | None) -> bool:
-    return (a is not None and b is not None and a.subject == b.subject
-            and a.attribute == b.attribute and a.value != b.value)
 
 
 def _apply_merges(

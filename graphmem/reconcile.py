@@ -28,11 +28,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from graphmem.errors import Conflict, LLMError
-from graphmem.llm import LLM, claim_of, tokens
+from graphmem.knowledge.extract import normalise
+from graphmem.llm import LLM, Claim, claim_of, tokens
 from graphmem.models import Filter, Memory, NodeLabel, TextQuery, validated
 from graphmem.writes import Writes
 
-__all__ = ["ReconcileAction", "ReconcileConfig", "ReconcileResult", "reconcile"]
+__all__ = ["ReconcileAction", "ReconcileConfig", "ReconcileResult", "contradicts", "reconcile"]
 
 log = logging.getLogger("graphmem.reconcile")
 
@@ -72,6 +73,14 @@ class ReconcileResult(BaseModel):
     def duplicate(self) -> bool:
         """True when nothing was written because the memory already existed."""
         return self.action == "duplicate"
+
+
+def contradicts(a: Claim | None, b: Claim | None) -> bool:
+    """Whether two claims give different values to the same attribute of the same subject
+    (subjects compared as the knowledge layer matches entity names: ``The user`` is
+    ``user``, ``Alice's`` is ``alice``)."""
+    return (a is not None and b is not None and a.attribute == b.attribute
+            and a.value != b.value and normalise(a.subject) == normalise(b.subject))
 
 
 def _same_scope(a: Memory, b: Memory) -> bool:
@@ -138,8 +147,7 @@ def _reconcile(
             other = claim_of(c.content)
             # a statement dated before the one it disagrees with is history, not news
             if (other is not None and (c.valid_from or c.created_at) <= since
-                    and other.subject == claim.subject
-                    and other.attribute == claim.attribute and other.value != claim.value):
+                    and contradicts(claim, other)):
                 olds.append(c)
                 values.append(other.value)
         if olds:

@@ -15,6 +15,7 @@ from graphmem.lifecycle import ClassificationRules, ImportanceScorer, LifecycleC
 from graphmem.llm import claim_of
 from graphmem.memory import GraphMemory
 from graphmem.models import Status, Tier
+from graphmem.reconcile import contradicts
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 
@@ -117,6 +118,9 @@ def test_claims() -> None:
     assert claim_of("Alice likes tea") is None
     assert claim_of("Alice prefers tea") is None  # preferences can be many
     assert claim_of("Alice lives in Oslo. Bob lives in Rome.") is None
+    # subjects match as the knowledge layer matches names (article, possessive, case)
+    assert contradicts(claim_of("The user lives in Oslo"), claim_of("User lives in Bergen"))
+    assert not contradicts(claim_of("Alice lives in Oslo"), claim_of("Bob lives in Bergen"))
 
 
 def test_user_id_is_a_filter_and_recall_scope(mem: GraphMemory) -> None:
