@@ -17,7 +17,10 @@ Authentication is optional: with ``server.api_keys`` configured every route but 
 and the OpenAPI documents needs ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``. A key
 acts as one agent: writes are attributed to it, reads are limited to what it may read
 (:mod:`graphmem.scoping`) in its allowed namespaces, and store-wide operations (stats,
-consolidation) need a key whose namespaces include ``"*"``.
+consolidation) need a key whose namespaces include ``"*"``. A read of one memory it may not
+read is 403; a read that returns several (a history, a run's events, a list) leaves out
+those it may not read — e.g. the versions of a memory from before it was moved, with new
+content, out of a namespace the key cannot see.
 """
 
 from __future__ import annotations
