@@ -444,9 +444,16 @@ def test_history_over_http_leaves_out_versions_the_caller_may_not_read(
         for path in (f"/memories/{v1}", f"/memories/{v1}/history"):
             r = c.get(path, headers=bob)
             assert r.status_code == 403 and "secret" not in r.text  # nor where it lives
+        # nor through a recall as of a time before the move, nor a listing of every status
+        created = store.get(v1).created_at.isoformat()
+        hits = c.post("/recall", headers=bob, json={"query": "launch code", "as_of": created})
+        assert hits.status_code == 200 and "0451" not in hits.text
+        assert "0451" not in c.get("/memories", params={"status": "all"}, headers=bob).text
         # its author sees the whole chain
         full = c.get(f"/memories/{v2}/history", headers=alice).json()
         assert [v["id"] for v in full] == [v1, v2]
+        hits = c.post("/recall", headers=alice, json={"query": "launch code", "as_of": created})
+        assert [h["memory"]["id"] for h in hits.json()] == [v1]
 
 
 def test_run_events_over_http_leave_out_what_the_caller_may_not_read(
