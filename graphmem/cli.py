@@ -203,8 +203,10 @@ def remember(
     namespace: Annotated[str, typer.Option(help="Namespace.")] = "default",
     category: Annotated[str, typer.Option(help="episodic|semantic|procedural|summary")]
     = "semantic",
-    tier: Annotated[str, typer.Option(help="short_term|long_term")] = "long_term",
-    importance: Annotated[float, typer.Option(help="0..1")] = 0.5,
+    tier: Annotated[str | None, typer.Option(
+        help="short_term|long_term (default: the lifecycle rules)")] = None,
+    importance: Annotated[float | None, typer.Option(
+        help="0..1 (default: the lifecycle's scorer)")] = None,
     visibility: Annotated[str, typer.Option(help="private|shared|org")] = "private",
     tag: TagOpt = None,
     metadata: Annotated[str | None, typer.Option(help="A JSON object.")] = None,

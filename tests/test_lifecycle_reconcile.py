@@ -170,3 +170,22 @@ def test_configured_scorer_and_rules_are_used(mem: GraphMemory) -> None:
     assert (e.importance, e.tier) == (0.8, Tier.LONG_TERM)
     m = mem.remember("a note")
     assert m.importance == 0.2
+
+
+def test_http_writes_are_reconciled_and_classified(mem: GraphMemory) -> None:
+    from fastapi.testclient import TestClient
+
+    from graphmem.server.http import create_app
+
+    with TestClient(create_app(mem, settings=Settings())) as client:
+        first = client.post("/memories", json={"content": "Alice lives in Oslo"}).json()
+        again = client.post("/memories", json={"content": "Alice lives in Oslo"}).json()
+        assert again["id"] == first["id"]
+        moved = client.post("/memories", json={"content": "Alice lives in Bergen"}).json()
+        assert mem.get(first["id"]).status is Status.SUPERSEDED
+        assert mem.get(moved["id"]).status is Status.ACTIVE
+        [wrote, failed] = client.post("/runs/r1/events", json={"events": [
+            {"event_type": "write", "content": "wrote report.pdf"},
+            {"event_type": "error", "content": "upload failed"}]}).json()
+        assert (wrote["importance"], wrote["tier"]) == (0.8, "long_term")
+        assert (failed["importance"], failed["tier"]) == (0.4, "short_term")

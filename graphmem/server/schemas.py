@@ -66,8 +66,8 @@ class MemoryIn(_Body):
     run_id: str | None = _ID
     namespace: str | None = _ID
     category: str = "semantic"
-    tier: str = "long_term"
-    importance: float = 0.5
+    tier: str | None = None  # None: the lifecycle's classification rules decide
+    importance: float | None = None  # None: the lifecycle's importance scorer decides
     confidence: float = 1.0
     tags: list[str] = Field(default_factory=list, max_length=64)
     metadata: dict[str, Any] | None = None
@@ -160,8 +160,8 @@ class EventIn(_Body):
     event_type: str
     content: str
     agent_id: str | None = _ID
-    importance: float = 0.5
-    tier: str = "short_term"
+    importance: float | None = None  # None: scored and classified by the lifecycle rules
+    tier: str | None = None
     tags: list[str] = Field(default_factory=list, max_length=64)
     metadata: dict[str, Any] | None = None
     created_at: datetime | None = None
