@@ -73,6 +73,7 @@ from graphmem.models import (
     Subgraph,
     TextQuery,
     VectorQuery,
+    check_page,
     node_model,
 )
 from graphmem.text import query_terms
@@ -1120,15 +1121,8 @@ class NetworkXBackend:
         order_by: str = "id",
         descending: bool = False,
     ) -> list[GraphNode]:
-        from graphmem.models import check_field
-
-        try:
-            if order_by != "id":
-                check_field(node_model(flt.label), order_by)
-        except ValueError as e:
-            raise InvalidInput(str(e)) from e
-        if offset < 0 or (limit is not None and limit < 0):
-            raise InvalidInput("limit and offset must not be negative")
+        check_page(node_model(flt.label), limit=limit, offset=offset, order_by=order_by,
+                   descending=descending)
         with self._fresh():
             nodes = self._g.nodes
             keys = list(self._matching_keys(flt))

@@ -139,10 +139,6 @@ def _nested(depth: int) -> list[Any]:
 
 
 Call = Callable[[GraphMemory], object]
-# paging arguments reach the backend's match; models.check_page validates them once the
-# backends call it
-PAGING = pytest.mark.xfail(strict=True, reason="backend match does not call check_page yet")
-PAGED = {"list order_by None", "list offset None", "list limit 2.5", "list descending 'yes'"}
 # each once raised a builtin or pydantic error (or silently did something else)
 UNTYPED: list[tuple[str, Call]] = [
     ("created_at past 9999 in UTC", lambda m: m.remember("x", created_at=TOO_LATE)),
@@ -191,7 +187,7 @@ UNTYPED: list[tuple[str, Call]] = [
 
 
 @pytest.mark.parametrize(("why", "call"), [
-    pytest.param(why, call, id=why, marks=PAGING if why in PAGED else ()) for why, call in UNTYPED
+    pytest.param(why, call, id=why) for why, call in UNTYPED
 ])
 def test_bad_arguments_raise_invalid_input(nxmem: GraphMemory, why: str, call: Call) -> None:
     nxmem.remember("tea at noon")
