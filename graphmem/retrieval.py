@@ -233,7 +233,7 @@ def _skeleton(text: str, start: int) -> str:
     """``text`` from ``start`` as a reader may see it, up to the few visible characters a
     fence name needs: invisible format characters and combining marks dropped,
     compatibility forms and look-alike letters folded, every opener made ``<``. Stops
-    early when the first letter cannot start a fence name (most ``<`` in code)."""
+    as soon as the letters cannot spell a fence name (most ``<`` in code or HTML)."""
     ascii_window = text[start:start + 64]
     if ascii_window.isascii():  # the usual case: only entities and escapes to fold
         return _OPENER_RE.sub("<", ascii_window)
