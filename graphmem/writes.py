@@ -371,30 +371,49 @@ class Writes:
         expect: Sequence[Expect] = (),
         actor: str | None = None,
     ) -> list[Memory]:
-        """Archive or restore (the one definition): a status change that expects the
-        status each memory had when it was read. Restoring clears ``valid_to``;
-        archiving records ``archived_reason`` in metadata when ``reason`` is given."""
+        """Archive or restore (the one definition), expecting the status each memory had
+        when it was read.
+
+        Archiving records the status it left (``archived_from``), ``archived_reason`` and
+        ``archived_at`` in metadata. Restoring (``Status.ACTIVE``) returns an archived
+        memory to the status it left — an archived old version comes back superseded, so a
+        restore can never give a version chain a second active version — and clears
+        ``valid_to`` and an expired ``expires_at`` when it becomes active. A superseded
+        memory cannot be restored directly (Conflict): it comes back when what replaced it
+        is forgotten or unmerged. ``superseded`` is never set here (InvalidInput): a new
+        version sets it."""
+        if status is Status.SUPERSEDED:
+            raise InvalidInput("superseded is set by a new version (update, supersede)")
         now = self._clock()
         changed: list[Memory] = []
         expect = list(expect)
         for m in memories:
             meta = dict(m.metadata)
-            if status is Status.ARCHIVED and reason is not None:
-                meta["archived_reason"] = reason
-                meta["archived_at"] = now.isoformat()
-            if status is Status.ACTIVE:
+            target = status
+            if status is Status.ARCHIVED:
+                if m.status is not Status.ARCHIVED:
+                    meta["archived_from"] = m.status.value
+                if reason is not None:
+                    meta["archived_reason"] = reason
+                    meta["archived_at"] = now.isoformat()
+            elif m.status is Status.SUPERSEDED:
+                raise Conflict(
+                    f"memory {m.id} is superseded: it comes back when what replaced it is "
+                    "forgotten or unmerged")
+            elif m.status is Status.ARCHIVED:
+                target = Status(meta.pop("archived_from", Status.ACTIVE.value))
                 meta.pop("archived_reason", None)
                 meta.pop("archived_at", None)
             if pin is not None:
                 meta["pinned"] = pin
             if extra:
                 meta.update(extra)
-            restoring = status is Status.ACTIVE
+            active = target is Status.ACTIVE
             expired = m.expires_at is not None and m.expires_at <= now
             changed.append(m.evolve(
-                status=status, updated_at=now, metadata=meta,
-                valid_to=None if restoring else m.valid_to,
-                expires_at=None if restoring and expired else m.expires_at,
+                status=target, updated_at=now, metadata=meta,
+                valid_to=None if active else m.valid_to,
+                expires_at=None if active and expired else m.expires_at,
             ))
             expect.append(Expect(m.ref, props={"status": m.status}))
         self.authorise(memories, actor)

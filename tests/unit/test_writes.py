@@ -237,3 +237,22 @@ def test_forget_restores_only_what_no_surviving_memory_supersedes() -> None:
         report = mem.forget(b.id, cascade=False)
         assert report.restored == (old.id,)
         assert mem.get(old.id).status is Status.ACTIVE
+
+
+def test_archive_then_restore_of_an_old_version_never_forks_the_chain() -> None:
+    with GraphMemory.open("memory://", embedder=None) as mem:
+        v1 = mem.remember("the plan is A")
+        v2 = mem.update(v1.id, "the plan is B")
+        mem.archive([v1.id])                       # archiving an old version is allowed
+        assert mem.get(v1.id).status is Status.ARCHIVED
+        mem.restore([v1.id])                       # it comes back as what it was
+        assert mem.get(v1.id).status is Status.SUPERSEDED
+        assert [m.id for m in mem.history(v2.id) if m.status is Status.ACTIVE] == [v2.id]
+        with pytest.raises(Conflict):
+            mem.set_status([v1.id], "active")      # a superseded version is not restorable
+        with pytest.raises(InvalidInput):
+            mem.set_status([v2.id], "superseded")  # only a new version supersedes
+        assert [m.id for m in mem.history(v2.id) if m.status is Status.ACTIVE] == [v2.id]
+        mem.archive([v2.id])
+        mem.restore([v2.id])
+        assert mem.get(v2.id).status is Status.ACTIVE and mem.get(v2.id).valid_to is None
