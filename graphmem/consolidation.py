@@ -39,6 +39,7 @@ from graphmem.llm import (
     Improvement,
     OfflineLLM,
     Reflection,
+    Summary,
     claim_of,
     is_dense,
     merge_sentences,
@@ -677,21 +678,33 @@ def summarize_into_memory(
     tier: Tier = Tier.LONG_TERM,
     dry_run: bool = False,
     now: datetime | None = None,
+    token_budget: int | None = None,
 ) -> Memory:
     """Write one ``summary`` memory DERIVED_FROM every source (sources are unchanged).
 
-    On a dry run the summary is computed (one LLM pass) and returned but not written.
+    Sources over ``token_budget`` (default :data:`TOKEN_BUDGET`) are summarised in
+    chronological batches within it, then the batch summaries are summarised. A call that
+    fails falls back to the extractive offline summary for its batch (the memory's
+    ``metadata.llm_fallback`` names the error). On a dry run the summary is computed and
+    returned but not written.
     """
     if not sources:
         raise InvalidInput("nothing to summarise")
     now = now or utcnow()
-    failed: str | None = None
-    try:
-        summary = llm.summarize(sources, purpose=purpose)
-    except LLMError as e:
-        log.warning("summarize: LLM call failed (%s); extractive summary", type(e).__name__)
-        failed = type(e).__name__
-        summary = OfflineLLM().summarize(sources, purpose=purpose)
+    failures: list[str] = []
+    ordered = sorted(sources, key=lambda m: (m.valid_from or m.created_at, m.created_at, m.id))
+    batches = token_batches(ordered, token_budget or TOKEN_BUDGET)
+    if len(batches) == 1:
+        summary = _summarize_or_fallback(llm, ordered, purpose, failures)
+    else:
+        parts = []
+        for batch in batches:
+            part = _summarize_or_fallback(llm, batch, purpose, failures)
+            parts.append(batch[-1].evolve(id=new_id(), content=part.content, content_hash="",
+                                          embedding=None, metadata={}))
+        final = _summarize_or_fallback(llm, parts, purpose, failures)
+        summary = final.model_copy(update={"source_ids": tuple(m.id for m in ordered)})
+    failed = failures[0] if failures else None
     fields = _merged_fields(sources)
     memory: Memory = validated(Memory, {
         "content": summary.content,
@@ -713,6 +726,19 @@ def summarize_into_memory(
     [memory] = writes.derive([memory], {memory.id: [s.id for s in sources]},
                              pass_name=pass_name)
     return memory
+
+
+def _summarize_or_fallback(
+    llm: LLM, memories: Sequence[Memory], purpose: Literal["run", "memories", "merge"],
+    failures: list[str],
+) -> Summary:
+    try:
+        return llm.summarize(memories, purpose=purpose)
+    except LLMError as e:
+        log.warning("summarize: LLM call failed (%s); extractive summary of %d memories",
+                    type(e).__name__, len(memories))
+        failures.append(type(e).__name__)
+        return OfflineLLM().summarize(memories, purpose=purpose)
 
 
 class ImproveReport(BaseModel):

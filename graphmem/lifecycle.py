@@ -654,6 +654,7 @@ class Lifecycle:
                 summary = summarize_into_memory(
                     self.writes, self._pass_llm, members, purpose="run",
                     pass_name="run_summary", run_id=run_id, now=now,
+                    token_budget=cfg.llm_token_budget,
                 )
                 plan.add("summarize", "create", summary.id,
                          f"summary of {len(members)} short-term memories of the run")

@@ -172,3 +172,20 @@ def test_idle_improve_sends_only_what_is_new(stub: StubAnthropic) -> None:
     assert len(stub.requests) == 2
     assert "Fridays" in json.dumps(stub.requests[-1]["json"]["messages"])
     assert "python 3.11" not in json.dumps(stub.requests[-1]["json"]["messages"])
+
+
+def test_a_long_summary_is_made_in_batches_within_the_budget(stub: StubAnthropic) -> None:
+    mem = store(stub, llm_token_budget=200)
+    events = [mem.add_event("r1", "user_message", f"step {i}: " + "details of the work " * 8,
+                            created_at=NOW + timedelta(minutes=i)) for i in range(6)]
+    batches = token_batches(events, 200)
+    assert len(batches) == 2
+    stub.push(error_reply(529, "overloaded_error"))  # the first batch falls back
+    report = mem.on_run_end("r1")
+    calls = [r["json"]["tool_choice"]["name"] for r in stub.requests]
+    assert calls == ["record_summarize"] * 3  # one call per batch, then their summaries
+    [summary_id] = report.ids("create", step="summarize")
+    summary = mem.get(summary_id)
+    assert summary.metadata["llm_fallback"] == "LLMUnavailable"
+    assert summary.metadata["source_count"] == 6
+    assert len(mem.provenance(summary_id).nodes) == 7  # DERIVED_FROM every source
