@@ -339,6 +339,16 @@ class GraphMemory:
         self._local.reconcile = result
         return result.memory
 
+    def reconcile(self, content: str, *, mode: str | None = None,
+                  **fields: Any) -> ReconcileResult:
+        """:meth:`remember` (same keyword arguments; ``mode`` is its ``reconcile``),
+        returning what reconciliation did: ``action`` (created, duplicate, superseded,
+        linked), the memory now holding the content, the related ids and the reason.
+        Unlike :attr:`last_reconcile` it is safe across threads and in ``graphmem.aio``."""
+        self.remember(content, reconcile=mode, **fields)
+        result: ReconcileResult = self._local.reconcile
+        return result
+
     @property
     def last_reconcile(self) -> ReconcileResult | None:
         """What this thread's last :meth:`remember` did: ``action`` is ``created``,

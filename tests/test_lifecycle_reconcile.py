@@ -189,3 +189,18 @@ def test_http_writes_are_reconciled_and_classified(mem: GraphMemory) -> None:
             {"event_type": "error", "content": "upload failed"}]}).json()
         assert (wrote["importance"], wrote["tier"]) == (0.8, "long_term")
         assert (failed["importance"], failed["tier"]) == (0.4, "short_term")
+
+
+def test_reconcile_returns_the_outcome_also_through_aio() -> None:
+    import asyncio
+
+    from graphmem.aio import AsyncGraphMemory
+
+    async def scenario() -> tuple[str, str, bool]:
+        async with await AsyncGraphMemory.open("memory://", embedder=None) as amem:
+            first = await amem.reconcile("Alice lives in Oslo", agent_id="a")
+            again = await amem.reconcile("Alice lives in Oslo", agent_id="a")
+            moved = await amem.reconcile("Alice lives in Bergen", agent_id="a")
+            return first.action, moved.action, again.memory.id == first.memory.id
+
+    assert asyncio.run(scenario()) == ("created", "superseded", True)
