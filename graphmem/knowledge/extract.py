@@ -40,6 +40,9 @@ from graphmem.models import EntityType
 
 __all__ = ["Extraction", "Mention", "Relation", "extract", "normalise"]
 
+#: longer capitalised runs are headings or shouting, not names
+MAX_NAME_CHARS = 80
+
 
 @dataclass(frozen=True, slots=True)
 class Mention:
@@ -300,7 +303,7 @@ def extract(
     def add(name: str, etype: EntityType, role: str = "mention") -> str | None:
         name = _clean(name)
         norm = normalise(name)
-        if len(norm) < 2 or norm in _NOT_NAMES:
+        if len(norm) < 2 or norm in _NOT_NAMES or len(name) > MAX_NAME_CHARS:
             return None
         prev = found.get(norm)
         if prev is None or (prev.type is EntityType.OTHER and etype is not EntityType.OTHER):

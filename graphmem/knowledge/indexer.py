@@ -112,12 +112,16 @@ class KnowledgeIndexer:
                 canon = g.resolve(mention.norm, mention.type)
                 old = g.get(canon) if canon is not None else None
                 if old is None:
-                    ent = Entity(
-                        id=entity_id(m.audience, mention.norm), name=mention.name,
-                        norm=mention.norm, type=mention.type, first_seen=seen_at,
-                        last_seen=seen_at, mention_count=1, agent_id=m.agent_id,
-                        namespace=m.namespace, visibility=m.visibility,
-                    )
+                    try:
+                        ent = Entity(
+                            id=entity_id(m.audience, mention.norm), name=mention.name,
+                            norm=mention.norm, type=mention.type, first_seen=seen_at,
+                            last_seen=seen_at, mention_count=1, agent_id=m.agent_id,
+                            namespace=m.namespace, visibility=m.visibility,
+                        )
+                    except ValueError:  # a name the model refuses: skip it, not the memory
+                        log.debug("skipped an entity name of memory %s", m.id)
+                        continue
                 else:
                     aliases = old.aliases
                     if mention.norm != old.norm and mention.name not in aliases:

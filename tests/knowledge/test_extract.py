@@ -122,3 +122,7 @@ def test_group_names_skip_verbs_and_adjectives_in_front() -> None:
     found = names("Gina: I loved taking lessons, then joined a cooking class at a new club.")
     assert "cooking class" in found
     assert not any(n.startswith(("loved", "taking", "new")) for n in found)
+
+
+def test_long_capitalised_runs_are_not_names() -> None:
+    assert names("We Xx " + "Xx " * 200 + "left.") == {}
