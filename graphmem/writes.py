@@ -389,7 +389,7 @@ class Writes:
         expect = list(expect)
         for m in memories:
             meta = dict(m.metadata)
-            target = status
+            target: Status = status
             if status is Status.ARCHIVED:
                 if m.status is not Status.ARCHIVED:
                     meta["archived_from"] = m.status.value

@@ -223,6 +223,13 @@ def _index_into(
             bucket[v].add(key)
 
 
+def _count_access(attrs: dict[str, Any], n: int, at: datetime) -> None:
+    """Add ``n`` accesses at ``at`` to a memory's in-memory attributes."""
+    attrs["access_count"] = int(attrs.get("access_count", 0)) + n
+    last = attrs.get("last_accessed")
+    attrs["last_accessed"] = at if last is None or last < at else last
+
+
 #: pending access statistics are written when this many memories have some, or when the
 #: oldest is this old (checked on the next touch), besides every write and close
 TOUCH_FLUSH_COUNT = 512
@@ -343,9 +350,7 @@ class NetworkXBackend:
         for key, (n, at) in self._pending_touch.items():
             attrs = self._g._node.get(key)
             if attrs is not None:
-                attrs["access_count"] = int(attrs.get("access_count", 0)) + n
-                last = attrs.get("last_accessed")
-                attrs["last_accessed"] = at if last is None or last < at else last
+                _count_access(attrs, n, at)
 
     def _load_state(self) -> None:
         g = nx.MultiDiGraph()
@@ -585,29 +590,10 @@ class NetworkXBackend:
                 if v is not None:
                     props[f] = datetime.fromisoformat(v)
             props["label"] = label_s
-            old = nodes.get(key)
-            if old is not None:
-                self._index_remove(label, key, old)
-                old.clear()
-                old.update(props)
-            else:
-                nodes[key] = props
-                succ[key] = {}
-                pred[key] = {}
-            old_rid = self._rid_of.get(key)
-            if old_rid is not None and old_rid != rid:
-                self._key_of.pop(old_rid, None)
-            self._rid_of[key] = rid
-            self._key_of[rid] = key
-            self._by_label[label].add(key)
-            self._index_add(label, key, nodes[key])
+            self._put_node(label, key, props, rid)
             pending = self._pending_touch.get(key)
             if pending is not None:
-                n, at = pending
-                attrs = nodes[key]
-                attrs["access_count"] = int(attrs.get("access_count", 0)) + n
-                last = attrs.get("last_accessed")
-                attrs["last_accessed"] = at if last is None or last < at else last
+                _count_access(nodes[key], *pending)
             if label is NodeLabel.MEMORY:
                 vrow = db.execute("SELECT vec FROM vectors WHERE rid = ?", (rid,)).fetchone()
                 if vrow is not None and self._vindex is not None:
@@ -898,6 +884,29 @@ class NetworkXBackend:
         )
         plan["next_rid"] = next_rid
 
+    def _put_node(self, label: NodeLabel, key: str, attrs: dict[str, Any], rid: int) -> None:
+        """Set a node's attributes in memory, with its index buckets and rid maps (its
+        edges are the caller's business). An existing attribute dict is updated in place:
+        networkx views hold on to it."""
+        g = self._g
+        old = g._node.get(key)
+        if old is not None:
+            self._index_remove(label, key, old)
+            old.clear()
+            old.update(attrs)
+            attrs = old
+        else:
+            g._node[key] = attrs
+            g._succ[key] = {}
+            g._pred[key] = {}
+        prev = self._rid_of.get(key)
+        if prev is not None and prev != rid:
+            self._key_of.pop(prev, None)
+        self._rid_of[key] = rid
+        self._key_of[rid] = key
+        self._by_label[label].add(key)
+        self._index_add(label, key, attrs)
+
     def _structural_edges_of(self, key: str) -> list[tuple[str, str, str]]:
         if key not in self._g:
             return []
@@ -913,25 +922,11 @@ class NetworkXBackend:
         rids: dict[str, int] = plan["rids"]
         vec_keys: list[str] = []
         vecs: list[tuple[float, ...]] = []
-        node_attrs, succ, pred = g._node, g._succ, g._pred  # raw dicts: the API is slow here
-        rid_of, key_of, by_label = self._rid_of, self._key_of, self._by_label
+        succ, pred = g._succ, g._pred  # raw dicts: the API is slow here
         for key, (label, _ident, props, vec) in plan["nodes"].items():
             attrs = dict(props)
             attrs["label"] = label.value
-            old = node_attrs.get(key)
-            if old is not None:
-                self._index_remove(label, key, old)
-                old.clear()
-                old.update(attrs)
-            else:
-                node_attrs[key] = attrs
-                succ[key] = {}
-                pred[key] = {}
-            rid = rids[key]
-            rid_of[key] = rid
-            key_of[rid] = key
-            by_label[label].add(key)
-            self._index_add(label, key, attrs)
+            self._put_node(label, key, attrs, rids[key])
             if vec is not None:
                 vec_keys.append(key)
                 vecs.append(vec)
@@ -1316,9 +1311,7 @@ class NetworkXBackend:
                 attrs = nodes.get(key)
                 if attrs is None:
                     continue
-                attrs["access_count"] = int(attrs.get("access_count", 0)) + 1
-                last = attrs.get("last_accessed")
-                attrs["last_accessed"] = at if last is None or last < at else last
+                _count_access(attrs, 1, at)
                 n, seen = pending.get(key, (0, at))
                 pending[key] = (n + 1, at if seen < at else seen)
             if self._touch_since is None:
