@@ -9,8 +9,9 @@ directory, ``infer=False`` so no LLM is called, its local Qdrant store on disk).
 every vector is stored (graphmem ``remember_many``, then ``wait_for_vectors`` where vectors
 are computed in the background; Mem0 has no batch call, so one ``add`` each), ``search`` with
 k=10 for LoCoMo questions whose evidence was stored, and LoCoMo recall@10 on those
-questions. Ratios are Mem0's figure over graphmem's for times, graphmem's over Mem0's for
-rates and recall: above 1 means graphmem is ahead.
+questions. Each step runs on both systems in turn (batch ingest in chunks of 50), so both
+see the same machine load. Ratios are Mem0's figure over graphmem's for times, graphmem's
+over Mem0's for rates and recall: above 1 means graphmem is ahead.
 
 Mem0 is optional (``pip install -e ".[peers]"``, i.e. mem0ai; never a test dependency).
 Without it only the graphmem column is printed. Everything runs offline.
@@ -152,31 +153,45 @@ class Mem0(System):
         return [str((r.get("metadata") or {}).get("key")) for r in found["results"]]
 
 
-def run(make: Callable[[Path], System], items: list[Item], queries: list[Query],
-        adds: int) -> Result:
-    res = Result()
+def run(makers: dict[str, Callable[[Path], System]], items: list[Item],
+        queries: list[Query], adds: int, chunk: int = 50) -> dict[str, Result]:
+    """Every step runs on each system in turn, so both see the same machine load."""
+    results = {name: Result() for name in makers}
     with tempfile.TemporaryDirectory(prefix="graphmem-peers-") as tmp:
-        system = make(Path(tmp))
+        systems: dict[str, System] = {}
         try:
-            system.search("warm up")  # load the model outside the timings
+            for name, make in makers.items():
+                folder = Path(tmp) / name.replace(" ", "-")
+                folder.mkdir()
+                systems[name] = make(folder)
+                systems[name].search("warm up")  # load the model outside the timings
             for it in items[:adds]:
-                t0 = time.perf_counter()
-                system.add(it)
-                res.add_ms.append(1000 * (time.perf_counter() - t0))
-            system.settle()
+                for name, system in systems.items():
+                    t0 = time.perf_counter()
+                    system.add(it)
+                    results[name].add_ms.append(1000 * (time.perf_counter() - t0))
+            spent = dict.fromkeys(systems, 0.0)
+            for system in systems.values():
+                system.settle()
             rest = items[adds:]
-            t0 = time.perf_counter()
-            system.add_many(rest)
-            system.settle()
-            res.ingest_rate = len(rest) / max(time.perf_counter() - t0, 1e-9)
+            for i in range(0, len(rest), chunk):
+                for name, system in systems.items():
+                    t0 = time.perf_counter()
+                    system.add_many(rest[i : i + chunk])
+                    system.settle()
+                    spent[name] += time.perf_counter() - t0
+            for name in systems:
+                results[name].ingest_rate = len(rest) / max(spent[name], 1e-9)
             for q in queries:
-                t0 = time.perf_counter()
-                ranked = system.search(q.text)
-                res.search_ms.append(1000 * (time.perf_counter() - t0))
-                res.recall.append(len(q.gold & set(ranked[:K])) / len(q.gold))
+                for name, system in systems.items():
+                    t0 = time.perf_counter()
+                    ranked = system.search(q.text)
+                    results[name].search_ms.append(1000 * (time.perf_counter() - t0))
+                    results[name].recall.append(len(q.gold & set(ranked[:K])) / len(q.gold))
         finally:
-            system.close()
-    return res
+            for system in systems.values():
+                system.close()
+    return results
 
 
 def main() -> None:
@@ -188,15 +203,15 @@ def main() -> None:
     args = ap.parse_args()
 
     items, queries = dataset(args.data, args.turns, args.queries)
-    systems: list[tuple[str, Callable[[Path], System]]] = [("graphmem", Graphmem)]
+    makers: dict[str, Callable[[Path], System]] = {"graphmem": Graphmem}
     try:
         import mem0  # noqa: F401
 
-        systems.append(("Mem0 OSS", Mem0))
+        makers["Mem0 OSS"] = Mem0
     except ImportError:
         print("mem0ai is not installed: graphmem only (pip install mem0ai to compare)")
     load_before = os.getloadavg()[0]
-    results = {name: run(make, items, queries, args.adds) for name, make in systems}
+    results = run(makers, items, queries, args.adds)
     load_after = os.getloadavg()[0]
 
     print(f"{len(items)} LoCoMo turns in one scope, {len(queries)} questions, k={K}; "
