@@ -944,6 +944,8 @@ class GraphMemory:
         flt = self._recall_filter(run_id=run_id, event_type=event_types, status=status,
                                   scope=scope)
         events: builtins.list[Memory] = self._backend.match(flt, order_by="seq")  # type: ignore[assignment]
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)):
+            raise InvalidInput(f"limit must be an int or None, got {type(limit).__name__}")
         return events if limit is None else events[-limit:] if limit > 0 else []
 
     # -- whole-store operations ------------------------------------------------------
@@ -981,6 +983,9 @@ class GraphMemory:
         if isinstance(dest, str | Path):
             with open(dest, "w", encoding="utf-8") as f:
                 return self._export(f)
+        if not callable(getattr(dest, "write", None)):
+            raise InvalidInput(
+                f"export writes to a path or a text file object, not {type(dest).__name__}")
         return self._export(dest)
 
     def _export(self, f: IO[str]) -> ImportReport:
@@ -1000,9 +1005,14 @@ class GraphMemory:
     def import_(self, src: str | Path | IO[str], *, batch_size: int = 2000) -> ImportReport:
         """Load an export. Every line is validated before anything is written (a bad line
         raises InvalidInput naming it); existing nodes with the same ids are replaced."""
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise InvalidInput("batch_size must be a positive int")
         if isinstance(src, str | Path):
             with open(src, encoding="utf-8") as f:
                 return self._import(f, batch_size)
+        if not hasattr(src, "__iter__"):
+            raise InvalidInput(
+                f"import reads a path or a text file object, not {type(src).__name__}")
         return self._import(src, batch_size)
 
     def _import(self, f: IO[str], batch_size: int) -> ImportReport:

@@ -308,9 +308,21 @@ def update_memory(memory_id: str, body: MemoryPatch, mem: Mem, who: Who) -> Memo
 def delete_memory(
     memory_id: str, mem: Mem, who: Who, cascade: bool = True, dry_run: bool = False
 ) -> ForgetReport:
-    """Forget a memory (with its versions and what was derived from it, by default)."""
+    """Forget a memory (with its versions and what was derived from it, by default).
+    Under auth the report lists only the ids the key may read: a memory another agent
+    derived from the forgotten one is deleted with it (it carries the forgotten content)
+    but its id is not told."""
     who.check_write(mem.get(memory_id))
-    return mem.forget(memory_id, cascade=cascade, dry_run=dry_run)
+    plan = mem.forget(memory_id, cascade=cascade, dry_run=True)
+    if who.restricted:
+        visible = {m.id for m in who.readable(mem.get_many(
+            [*plan.deleted, *plan.restored], scope=who.read_scope))}
+    report = plan if dry_run else mem.forget(memory_id, cascade=cascade)
+    if not who.restricted:
+        return report
+    return report.model_copy(update={
+        "deleted": tuple(i for i in report.deleted if i in visible),
+        "restored": tuple(i for i in report.restored if i in visible)})
 
 
 @router.get("/memories/{memory_id}/history", response_model=list[Memory],

@@ -468,3 +468,24 @@ def test_run_events_over_http_leave_out_what_the_caller_may_not_read(
         r = c.get("/runs/r1/events", headers=auth("bob-key-4567"))
         assert r.status_code == 200
         assert [e["content"] for e in r.json()] == ["bob asks about the launch"]
+
+
+def test_forget_report_names_only_what_the_key_may_read() -> None:
+    from fastapi.testclient import TestClient
+
+    from graphmem import GraphMemory
+    from graphmem.config import ApiKey, ServerSettings, Settings
+    from graphmem.server.http import create_app
+
+    mem = GraphMemory.open("memory://", embedder=None)
+    mine = mem.remember("bob's note about the launch", agent_id="bob")
+    theirs = mem.summarize([mine.id])  # another agent's memory derived from bob's
+    mem.writes.change([theirs.evolve(agent_id="alice")])
+    key = ApiKey(key="k-bob-secret-1", agent_id="bob", namespaces=["*"])
+    settings = Settings(embedder="none", server=ServerSettings(api_keys=(key,)))
+    with TestClient(create_app(mem, settings=settings)) as client:
+        r = client.delete(f"/memories/{mine.id}",
+                          headers={"Authorization": "Bearer k-bob-secret-1"})
+        assert r.status_code == 200, r.text
+        assert r.json()["deleted"] == [mine.id]       # alice's summary went, unnamed
+    assert mem.get_many([mine.id, theirs.id]) == []

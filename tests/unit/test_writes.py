@@ -256,3 +256,17 @@ def test_archive_then_restore_of_an_old_version_never_forks_the_chain() -> None:
         mem.archive([v2.id])
         mem.restore([v2.id])
         assert mem.get(v2.id).status is Status.ACTIVE and mem.get(v2.id).valid_to is None
+
+
+def test_export_import_and_events_arguments_are_typed() -> None:
+    with GraphMemory.open("memory://", embedder=None) as mem:
+        mem.add_event("r1", "user_message", "hello")
+        with pytest.raises(InvalidInput):
+            mem.events("r1", limit=2.5)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput):
+            mem.export(5)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput):
+            mem.import_(5)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput):
+            mem.import_("x.jsonl", batch_size=0)
+        assert [e.content for e in mem.events("r1", limit=1)] == ["hello"]
