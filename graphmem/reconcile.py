@@ -10,8 +10,14 @@ with one its author could not see), before the write:
   with different values — makes the new memory a version that SUPERSEDES the old one with
   the reason; with ``mode="llm"`` the configured LLM is also asked when the rules find none;
 - a **near-duplicate** (token Jaccard >= ``near_threshold``) is, per ``near_duplicates``,
-  ``link``-ed (the new memory records ``metadata.near_duplicate_of`` and the similarity),
-  ``supersede``-d (the new wording replaces the old as a new version), or ``keep``-t as is.
+  ``keep``-t as is (the default: consolidation merges near-duplicates with provenance in
+  maintenance), ``link``-ed (the new memory records ``metadata.near_duplicate_of`` and the
+  similarity) or ``supersede``-d (the new wording replaces the old as a new version).
+
+Cost: the exact check is one indexed lookup; a lexical search of the scope runs only for
+a write that states a single-valued claim, under ``link``/``supersede``, or in ``llm``
+mode — a search per write costs about one lexical query (see benchmarks), which is why
+near-duplicates are left to consolidation by default.
 
 Nothing is overwritten: the old memory stays in ``history()`` as ``superseded``, and
 ``forget(new_id, cascade=False)`` undoes the reconciliation (``forget`` restores what only
@@ -48,7 +54,7 @@ class ReconcileConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     mode: ReconcileMode = "auto"
-    near_duplicates: NearDuplicatePolicy = "link"
+    near_duplicates: NearDuplicatePolicy = "keep"
     near_threshold: float = Field(default=0.7, gt=0.0, le=1.0)
     candidates: int = Field(default=20, ge=1, le=1000)
 
@@ -134,11 +140,18 @@ def _reconcile(
         log.debug("reconcile: exact duplicate of %s", found.id)
         return ReconcileResult(action="duplicate", memory=current, related_ids=(found.id,),
                                reason="exact duplicate in the same scope")
-    hits = backend.search_text(TextQuery(
-        text=memory.content[:10_000], filter=validated(Filter, {"equals": scope}),
-        k=cfg.candidates))
-    candidates = [h.node for h in hits if h.node.id != memory.id and _same_scope(h.node, memory)]
     claim = claim_of(memory.content)
+    wide = cfg.near_duplicates != "keep" or (cfg.mode == "llm" and llm is not None)
+    if claim is None and not wide:
+        return ReconcileResult(action="created", memory=writes.create([memory])[0])
+    if wide:
+        query = memory.content[:10_000]
+    else:  # a claim alone only needs memories naming its subject and attribute
+        assert claim is not None
+        query = f"{claim.subject} {claim.attribute}"
+    hits = backend.search_text(TextQuery(
+        text=query, filter=validated(Filter, {"equals": scope}), k=cfg.candidates))
+    candidates = [h.node for h in hits if h.node.id != memory.id and _same_scope(h.node, memory)]
     if claim is not None:
         olds: list[Memory] = []
         values: list[str] = []

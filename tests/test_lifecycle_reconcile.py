@@ -76,10 +76,19 @@ def test_same_value_or_other_subject_is_no_contradiction(mem: GraphMemory) -> No
     assert mem.count(status="active") == 3
 
 
-def test_near_duplicate_is_linked_by_default(mem: GraphMemory) -> None:
-    old = mem.remember("The nightly backup runs at two in the morning", agent_id="a")
-    new = mem.remember("The nightly backup runs at two in the morning UTC", agent_id="a")
-    assert mem.last_reconcile is not None and mem.last_reconcile.action == "linked"
+def test_near_duplicate_is_left_to_consolidation_by_default_or_linked(
+    mem: GraphMemory, backend: GraphBackend,
+) -> None:
+    mem.remember("The nightly backup runs at two in the morning", agent_id="a")
+    kept = mem.remember("The nightly backup runs at two in the morning UTC", agent_id="a")
+    assert mem.last_reconcile is not None and mem.last_reconcile.action == "created"
+    assert "near_duplicate_of" not in kept.metadata
+    assert len(mem.consolidate(dry_run=True).groups) == 1  # merged by maintenance
+    linking = GraphMemory(backend, embedder=None, owns_backend=False, clock=lambda: NOW,
+                          settings=Settings(reconcile={"near_duplicates": "link"}))  # type: ignore[arg-type]
+    old = linking.remember("The weekly report goes out on Monday morning", agent_id="b")
+    new = linking.remember("The weekly report goes out on Monday morning early", agent_id="b")
+    assert linking.last_reconcile is not None and linking.last_reconcile.action == "linked"
     assert new.metadata["near_duplicate_of"] == old.id
     assert mem.get(old.id).status is Status.ACTIVE
 
