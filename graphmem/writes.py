@@ -2,10 +2,9 @@
 
 One write is: **validate** (models validate on construction; ids, shapes and scope fields
 are checked here) → **authorise** (a shared memory's author must be a member of its
-namespace; an ``actor``, when given, must be allowed to change the memories it touches) →
-**embed** (memories without a vector get one from the embedder, or from the background
-vectorizer later) → **one backend transaction with preconditions** (:class:`Expect`) →
-**hooks** (after the commit: lifecycle counters, the knowledge layer, ...).
+namespace) → **embed** (memories without a vector get one from the embedder, or from the
+background vectorizer after the commit) → **one backend transaction with preconditions**
+(:class:`Expect`) → **hooks** (after the commit: lifecycle counters, the knowledge layer).
 
 The memory operations that change versions are defined here once:
 
@@ -33,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from graphmem.backends.base import Expect, GraphBackend, WriteBatch
-from graphmem.errors import AccessDenied, Conflict, InvalidInput, NotFound
+from graphmem.errors import Conflict, InvalidInput, NotFound
 from graphmem.models import (
     Edge,
     EdgeType,
@@ -127,9 +126,6 @@ class Writes:
         A hook's exception is logged, never raised: the write is already durable."""
         self._hooks.append(hook)
 
-    def set_embedder(self, embed: Embed | None) -> None:
-        self._embed_fn = embed
-
     def commit(
         self, batch: WriteBatch, *, created: Sequence[Memory] = (),
         changed: Sequence[Memory] = (), deleted: Sequence[str] = (),
@@ -166,21 +162,12 @@ class Writes:
             out[i] = out[i].evolve(embedding=vec.tolist())
         return out
 
-    def authorise(self, memories: Sequence[Memory], actor: str | None = None) -> None:
-        """AccessDenied unless the write is allowed: shared memories only by members of
-        their namespace, and an ``actor`` only on memories it owns or shares."""
+    def authorise(self, memories: Sequence[Memory]) -> None:
+        """AccessDenied unless the write is allowed: a shared memory only by a member of
+        its namespace. (An API that acts for an agent checks that agent before it calls
+        the write path; see graphmem.server.http.Principal.)"""
         if self.check_shared is not None:
             self.check_shared(memories)
-        if actor is not None:
-            for m in memories:
-                if m.agent_id != actor and not self._shares(actor, m):
-                    raise AccessDenied(f"agent {actor!r} may not change memory {m.id}")
-
-    def _shares(self, actor: str, m: Memory) -> bool:
-        if m.visibility.value != "shared":
-            return False
-        found = self.backend.get(NodeLabel.NAMESPACE, [m.namespace])
-        return bool(found) and actor in getattr(found[0], "members", ())
 
     def now(self) -> datetime:
         return self._clock()
@@ -216,14 +203,13 @@ class Writes:
         edges: Sequence[Edge] = (),
         nodes: Sequence[GraphNode] = (),
         expect: Sequence[Expect] = (),
-        actor: str | None = None,
         replace: bool = False,
     ) -> list[Memory]:
         """Write new memories (with extra nodes/edges, e.g. a run and its NEXT chain) in
         one transaction. Each id must be new (Conflict otherwise) unless ``replace``."""
         if len({m.id for m in memories}) != len(memories):
             raise InvalidInput("duplicate ids in one batch")
-        self.authorise(memories, actor)
+        self.authorise(memories)
         memories = self.embed(memories)
         fresh = () if replace else tuple(Expect(m.ref, exists=False) for m in memories)
         self.commit(
@@ -240,13 +226,12 @@ class Writes:
         reason: str,
         pass_name: str | None = None,
         create_new: bool = True,
-        actor: str | None = None,
     ) -> Memory:
         """``new`` replaces ``olds``: each old version becomes superseded (the one rule of
         :func:`retire_time`), with SUPERSEDES (and DERIVED_FROM when ``pass_name``) edges.
         Every old must still be active when the transaction runs (Conflict otherwise)."""
         created = self.replace([Replacement(tuple(olds), new, reason, pass_name)],
-                               create=[new] if create_new else [], actor=actor)
+                               create=[new] if create_new else [])
         return created[0] if created else new
 
     def replace(
@@ -254,7 +239,6 @@ class Writes:
         groups: Sequence[Replacement],
         *,
         create: Sequence[Memory] = (),
-        actor: str | None = None,
     ) -> list[Memory]:
         """Several supersessions in one transaction. ``create`` are the new memories
         (written, with vectors); every other replacing memory must exist and be active.
@@ -287,7 +271,7 @@ class Writes:
                                        **{"pass": g.pass_name}, at=now))
         if set(keepers) & set(retired):
             raise InvalidInput("a memory cannot both replace and be replaced in one write")
-        self.authorise([*create, *retired.values()], actor)
+        self.authorise([*create, *retired.values()])
         created = self.embed(create)
         expect.extend(Expect(m.ref, exists=False) for m in created)
         expect.extend(Expect(m.ref, props={"status": Status.ACTIVE}) for m in keepers.values())
@@ -303,7 +287,6 @@ class Writes:
         *,
         content: str | None = None,
         reason: str = "update",
-        actor: str | None = None,
         **changes: Any,
     ) -> Memory:
         """A new version of ``old`` with ``content``/``changes`` that supersedes it."""
@@ -325,8 +308,8 @@ class Writes:
             raise InvalidInput(str(e)) from e
         if new.valid_from < (old.valid_from or old.created_at):  # type: ignore[operator]
             raise InvalidInput("a new version cannot be valid before the version it replaces")
-        self.authorise([old], actor)
-        return self.supersede([old], new, reason=reason, actor=actor)
+        self.authorise([old])
+        return self.supersede([old], new, reason=reason)
 
     def derive(
         self,
@@ -334,7 +317,6 @@ class Writes:
         sources: Mapping[str, Sequence[str]],
         *,
         pass_name: str,
-        actor: str | None = None,
     ) -> list[Memory]:
         """New memories DERIVED_FROM existing ones (``sources[new id]`` = source ids); the
         sources are unchanged and must still exist when the transaction runs."""
@@ -347,7 +329,7 @@ class Writes:
                                    **{"pass": pass_name}, at=now))
                 needed[s] = None
         expect = [Expect(NodeRef(NodeLabel.MEMORY, s)) for s in needed]
-        return self.create(derived, edges=edges, expect=expect, actor=actor)
+        return self.create(derived, edges=edges, expect=expect)
 
     def link(self, derived_id: str, source_ids: Sequence[str], *, pass_name: str) -> None:
         """Provenance between existing memories: ``derived_id`` DERIVED_FROM each source."""
@@ -369,7 +351,6 @@ class Writes:
         extra: Mapping[str, Any] | None = None,
         nodes: Sequence[GraphNode] = (),
         expect: Sequence[Expect] = (),
-        actor: str | None = None,
     ) -> list[Memory]:
         """Archive or restore (the one definition), expecting the status each memory had
         when it was read.
@@ -416,19 +397,18 @@ class Writes:
                 expires_at=None if active and expired else m.expires_at,
             ))
             expect.append(Expect(m.ref, props={"status": m.status}))
-        self.authorise(memories, actor)
+        self.authorise(memories)
         self.commit(WriteBatch(nodes=[*changed, *nodes], expect=expect), changed=changed)
         return changed
 
     def change(
         self, memories: Sequence[Memory], *, expect_status: Status | None = Status.ACTIVE,
-        actor: str | None = None,
     ) -> list[Memory]:
         """Write new properties of existing memories in place (tier promotion, decayed
         importance, a vector); each must still have ``expect_status`` (or just exist)."""
         props = {"status": expect_status} if expect_status is not None else {}
         expect = [Expect(m.ref, props=props) for m in memories]
-        self.authorise(memories, actor)
+        self.authorise(memories)
         self.commit(WriteBatch(nodes=memories, expect=expect), changed=memories)
         return list(memories)
 
@@ -480,8 +460,8 @@ class Writes:
                 restored.append(n.evolve(status=Status.ACTIVE, valid_to=None, updated_at=now))
         return ForgetPlan(tuple(doomed), tuple(restored), tuple(expect))
 
-    def forget(self, memory_id: str, *, cascade: bool = True, dry_run: bool = False,
-               actor: str | None = None) -> ForgetPlan:
+    def forget(self, memory_id: str, *, cascade: bool = True,
+               dry_run: bool = False) -> ForgetPlan:
         """Delete a memory (and, with ``cascade``, its versions and what was derived from
         them), restoring memories superseded only by deleted ones. The plan is checked in
         the deleting transaction; when a concurrent write changed it, it is made again."""
@@ -489,9 +469,6 @@ class Writes:
             plan = self.plan_forget(memory_id, cascade=cascade)
             if dry_run:
                 return plan
-            if actor is not None:
-                self.authorise(self.backend.get(NodeLabel.MEMORY, [memory_id]),  # type: ignore[arg-type]
-                               actor)
             try:
                 self.commit(
                     WriteBatch(nodes=plan.restored,
