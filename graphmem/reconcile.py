@@ -19,6 +19,10 @@ a write that states a single-valued claim, under ``link``/``supersede``, or in `
 mode — a search per write costs about one lexical query (see benchmarks), which is why
 near-duplicates are left to consolidation by default.
 
+Episodic memories (events, conversation turns) are never reconciled: an utterance repeated
+or contradicted later still happened. Only facts (semantic, procedural, summaries) are
+compared, and only with facts.
+
 Nothing is overwritten: the old memory stays in ``history()`` as ``superseded``, and
 ``forget(new_id, cascade=False)`` undoes the reconciliation (``forget`` restores what only
 the forgotten memory superseded). :class:`ReconcileResult` says which of these happened.
@@ -36,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from graphmem.errors import Conflict, LLMError
 from graphmem.knowledge.extract import normalise
 from graphmem.llm import LLM, Claim, claim_of, tokens
-from graphmem.models import Filter, Memory, NodeLabel, TextQuery, validated
+from graphmem.models import Category, Filter, Memory, NodeLabel, TextQuery, validated
 from graphmem.writes import Writes
 
 __all__ = ["ReconcileAction", "ReconcileConfig", "ReconcileResult", "contradicts", "reconcile"]
@@ -90,7 +94,8 @@ def contradicts(a: Claim | None, b: Claim | None) -> bool:
 
 
 def _same_scope(a: Memory, b: Memory) -> bool:
-    return (a.agent_id == b.agent_id and a.namespace == b.namespace
+    return (a.category is not Category.EPISODIC and b.category is not Category.EPISODIC
+            and a.agent_id == b.agent_id and a.namespace == b.namespace
             and a.visibility is b.visibility
             and a.metadata.get("user_id") == b.metadata.get("user_id"))
 
@@ -111,7 +116,7 @@ def reconcile(
 ) -> ReconcileResult:
     """Write ``memory`` reconciled with its scope (see the module docstring)."""
     cfg = config or ReconcileConfig()
-    if cfg.mode == "off":
+    if cfg.mode == "off" or memory.category is Category.EPISODIC:
         return ReconcileResult(action="created", memory=writes.create([memory])[0])
     for attempt in range(3):
         try:

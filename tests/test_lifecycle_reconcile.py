@@ -103,6 +103,17 @@ def test_near_duplicate_supersede_policy(backend: GraphBackend) -> None:
     assert mem.get(old.id).status is Status.SUPERSEDED
 
 
+def test_episodic_memories_are_never_reconciled(mem: GraphMemory) -> None:
+    turns = ["Melanie: thanks!", "Melanie: thanks!", "Alice lives in Oslo",
+             "Alice lives in Bergen"]
+    for t in turns:
+        mem.remember(t, run_id="s1", category="episodic")
+        assert mem.last_reconcile is not None and mem.last_reconcile.action == "created"
+    fact = mem.remember("Alice lives in Tromsø")  # a fact never supersedes an utterance
+    assert mem.last_reconcile is not None and mem.last_reconcile.action == "created"
+    assert mem.count() == 5 and fact.status is Status.ACTIVE
+
+
 def test_reconcile_off_stores_copies(mem: GraphMemory) -> None:
     mem.remember("Alice lives in Oslo", reconcile="off")
     mem.remember("Alice lives in Oslo", reconcile="off")
