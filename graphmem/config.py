@@ -86,10 +86,6 @@ class ApiKey(_Frozen):
             raise ValueError("an API key must have at least 8 characters")
         return v
 
-    def allows(self, namespace: str) -> bool:
-        """Whether this key may read or write ``namespace``."""
-        return "*" in self.namespaces or namespace in self.namespaces
-
 
 class LifecycleSettings(_Frozen):
     """Thresholds of the memory lifecycle and of consolidation; GraphMemory turns them into

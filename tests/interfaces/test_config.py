@@ -70,7 +70,7 @@ def test_file_layer(toml_file: Path) -> None:
     assert s.lifecycle.promote_importance == 0.7
     assert s.lifecycle.promote_access_count == 3  # untouched fields keep their defaults
     [key] = s.server.api_keys
-    assert key.agent_id == "planner" and key.allows("team") and not key.allows("default")
+    assert key.agent_id == "planner" and key.namespaces == ("team",)
 
 
 def test_precedence_defaults_file_env_arguments(toml_file: Path) -> None:
