@@ -443,15 +443,25 @@ class SentenceTransformerEmbedder(_CachedEmbedder):
 
     def _compute(self, texts: list[str]) -> np.ndarray:
         model = self._model()
-        with _torch_threads(self.threads_for(len(texts))):
-            vecs = model.encode(
-                texts,
-                batch_size=self.batch_size,
-                convert_to_numpy=True,
-                normalize_embeddings=True,
-                show_progress_bar=False,
-            )
-        mat = _normalise_rows(np.asarray(vecs, dtype=np.float32))
+        threads = self.threads_for(len(texts))
+        # Sorted by length, batches pad little; one batch at a time under the thread lock,
+        # so a query from another thread (a recall beside a background ingest) waits for one
+        # batch, not for all of them.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        parts = []
+        for i in range(0, len(order), self.batch_size):
+            with _torch_threads(threads):
+                parts.append(model.encode(
+                    [texts[j] for j in order[i : i + self.batch_size]],
+                    batch_size=self.batch_size,
+                    convert_to_numpy=True,
+                    normalize_embeddings=True,
+                    show_progress_bar=False,
+                ))
+        vecs = np.concatenate([np.asarray(v, dtype=np.float32) for v in parts])
+        mat = np.empty_like(vecs)
+        mat[order] = vecs
+        mat = _normalise_rows(mat)
         if self._dim is None:
             self._dim = int(mat.shape[1])
         elif mat.shape[1] != self._dim:

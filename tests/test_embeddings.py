@@ -204,6 +204,11 @@ def test_onnx_export_is_cached_outside_the_package_and_matches_torch(
     e.close()
 
 
+def test_torch_batches_keep_the_order_of_the_texts(torch_vectors: np.ndarray) -> None:
+    small = SentenceTransformerEmbedder(batch_size=4, cache_size=0).embed(SAMPLES)
+    assert (small * torch_vectors).sum(axis=1).min() >= 0.9999
+
+
 def test_onnx_int8_stays_close_to_torch(onnx_cache: Path, torch_vectors: np.ndarray) -> None:
     e = OnnxEmbedder(cache_dir=onnx_cache, quantize="int8")
     assert e.name == "all-MiniLM-L6-v2-int8" and e.onnx_path.name == "model-int8.onnx"
