@@ -554,9 +554,15 @@ class Lifecycle:
             event_type = event_type.value
         if data.get("importance") is None:
             meta = data.get("metadata")
-            data["importance"] = self.config.scorer.score(
+            scorer = self.config.scorer
+            kind = None
+            if scorer.agent_boosts:  # the agent's type is read only when it can matter
+                found = self.backend.get(NodeLabel.AGENT, [str(data.get("agent_id")
+                                                                or "default")])
+                kind = getattr(found[0], "kind", None) if found else None
+            data["importance"] = scorer.score(
                 content=str(data.get("content") or ""), event_type=event_type,
-                payload=meta if isinstance(meta, Mapping) else None,
+                agent_kind=kind, payload=meta if isinstance(meta, Mapping) else None,
             )
         if data.get("tier") is None:
             importance = data["importance"]

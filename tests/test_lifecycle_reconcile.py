@@ -224,3 +224,14 @@ def test_reconcile_returns_the_outcome_also_through_aio() -> None:
             return first.action, moved.action, again.memory.id == first.memory.id
 
     assert asyncio.run(scenario()) == ("created", "superseded", True)
+
+
+def test_agent_kind_signal_and_keyword_boosts_apply_on_write(mem: GraphMemory) -> None:
+    mem.register_agent("planner", kind="planner")
+    mem.configure_lifecycle(LifecycleConfig(scorer=ImportanceScorer(
+        agent_boosts={"planner": 0.2}, signal_boosts={"decision": 0.1},
+        keyword_boosts={"deadline": 0.1})))
+    assert mem.remember("plan the sprint", agent_id="planner").importance == 0.7
+    assert mem.remember("plan the sprint", agent_id="worker").importance == 0.5
+    assert mem.remember("ship it", metadata={"decision": "go"}).importance == 0.6
+    assert mem.remember("the deadline is Friday").importance == 0.6
