@@ -72,6 +72,7 @@ class KnowledgeIndexer:
         self.things = things
         self._gaz: dict[str, Gazetteer] = {}
         self._lock = threading.Lock()
+        self._hook_lock = threading.Lock()
         self._writes: Writes | None = None
 
     def gazetteer(self, audience: str) -> Gazetteer:
@@ -170,11 +171,12 @@ class KnowledgeIndexer:
             raise ConfigError("attach the indexer to a write path first")
         written = 0
         for i in range(0, len(memories), batch_size):
-            batch = self.index(memories[i:i + batch_size])
-            if batch:
-                self._writes.put(batch.nodes, batch.edges)
-                self.confirm(batch)
-                written += len(batch.nodes)
+            with self._hook_lock:
+                batch = self.index(memories[i:i + batch_size])
+                if batch:
+                    self._writes.put(batch.nodes, batch.edges)
+                    self.confirm(batch)
+                    written += len(batch.nodes)
         return written
 
     def on_commit(self, done: Committed) -> None:
@@ -189,10 +191,13 @@ class KnowledgeIndexer:
                 self.forget_cache()
                 return
         if done.created:
-            batch = self.index(done.created)
-            if batch:
-                writes.put(batch.nodes, batch.edges)
-                self.confirm(batch)
+            # one writer thread at a time: a batch is resolved against the entities the
+            # previous one confirmed, so two threads never count from the same state
+            with self._hook_lock:
+                batch = self.index(done.created)
+                if batch:
+                    writes.put(batch.nodes, batch.edges)
+                    self.confirm(batch)
         if done.deleted:
             self.prune()
 

@@ -137,3 +137,20 @@ def test_export_import_keeps_entities_without_counting_twice(tmp_path: Path) -> 
         after = {n: (e.id, e.mention_count) for n, e in all_entities(b).items()}
         assert after == before
         assert before["paris"][1] == 2
+
+
+def test_concurrent_writers_count_every_mention(kmem: GraphMemory) -> None:
+    import threading
+
+    def write(i: int) -> None:
+        for j in range(10):
+            kmem.remember(f"Jon: We loved Paris, visit {i}-{j}.", agent_id="a", created_at=T0)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ents = all_entities(kmem)
+    assert ents["paris"].mention_count == 40
+    assert ents["jon"].mention_count == 40
