@@ -107,6 +107,7 @@ class LifecycleSettings(_Frozen):
     summarize_on_run_end: bool = True
     archive_unpromoted_on_run_end: bool = False
     improve_limit: int = Field(default=200, ge=0)
+    improve_rewrites: bool = False
     llm_token_budget: int = Field(default=6000, ge=100)
     #: how long memories (by category, per agent) and log entries are kept
     retention: RetentionPolicy = RetentionPolicy()

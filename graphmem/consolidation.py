@@ -789,12 +789,14 @@ def improve_memories(
     dry_run: bool = False,
     now: datetime | None = None,
     token_budget: int = TOKEN_BUDGET,
+    rewrites: bool = True,
 ) -> ImproveReport:
     """Run the improve pass and write its result with provenance, in one atomic upsert.
 
     The memories go to the LLM in chronological batches within ``token_budget``; a batch
     whose call fails (overload, a ``max_tokens`` stop, no provider) is improved by the
-    offline pass instead, and counted in ``llm_failures``.
+    offline pass instead, and counted in ``llm_failures``. ``rewrites=False`` only resolves
+    contradictions (scheduled maintenance: a rewrite is a new version of the memory).
 
     Each rewrite is a new memory (same scope, importance, tags ...) that DERIVED_FROM and
     SUPERSEDES the old one (reason from the pass). Each contradiction makes the kept
@@ -804,7 +806,7 @@ def improve_memories(
     now = now or utcnow()
     active = sorted((m for m in memories if m.status is Status.ACTIVE),
                     key=lambda m: (m.valid_from or m.created_at, m.created_at, m.id))
-    rewrites: list[Any] = []
+    found_rewrites: list[Any] = []
     contradictions: list[Any] = []
     failures = 0
     batches = token_batches(active, token_budget) if active else []
@@ -816,9 +818,10 @@ def improve_memories(
                         type(e).__name__, len(batch))
             failures += 1
             part = OfflineLLM().improve(batch)
-        rewrites.extend(part.rewrites)
+        found_rewrites.extend(part.rewrites)
         contradictions.extend(part.contradictions)
-    imp = Improvement(rewrites=tuple(rewrites), contradictions=tuple(contradictions))
+    imp = Improvement(rewrites=tuple(found_rewrites) if rewrites else (),
+                      contradictions=tuple(contradictions))
     by_id = {m.id: m for m in active}
     created: dict[str, Memory] = {}
     groups: list[Replacement] = []

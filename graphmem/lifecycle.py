@@ -268,6 +268,9 @@ class LifecycleConfig(BaseModel):
     stale_max_importance: float = Field(default=0.3, ge=0.0, le=1.0)
     protect_importance: float = Field(default=0.9, ge=0.0, le=1.0)
     improve_limit: int = Field(default=200, ge=0)
+    #: scheduled improve also rewrites wording (each rewrite is a new version); by default
+    #: it only resolves contradictions
+    improve_rewrites: bool = False
     llm_token_budget: int = Field(default=6000, ge=100)
     decay: DecayConfig = Field(default_factory=DecayConfig)
     retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
@@ -309,7 +312,7 @@ def config_from_settings(settings: Any) -> LifecycleConfig:
             update={"max_per_agent": ls.max_memories_per_agent})
     for name in ("prune_below", "stale_max_importance", "protect_importance",
                  "summarize_on_run_end", "archive_unpromoted_on_run_end", "improve_limit",
-                 "llm_token_budget", "scorer", "rules"):
+                 "improve_rewrites", "llm_token_budget", "scorer", "rules"):
         if hasattr(ls, name):
             fields[name] = getattr(ls, name)
     if hasattr(ls, "stale_after_days"):
@@ -745,8 +748,9 @@ class Lifecycle:
         unscoped call),
         ``decay`` (relevance below ``prune_below``), ``stale`` (not accessed for
         ``stale_after``, low importance), ``limit`` (least relevant beyond the per-agent
-        maximum), ``improve`` (the ``improve_limit`` newest memories rewritten for
-        precision and contradictions resolved, with the configured LLM in batches within
+        maximum), ``improve`` (contradictions among the ``improve_limit`` memories written
+        since the last pass resolved — and their wording rewritten with
+        ``improve_rewrites`` — by the configured LLM in batches within
         ``llm_token_budget``; the offline pass on a dry run and for a batch whose call
         fails), ``consolidate`` (merge near-duplicates, with provenance, merged by the
         configured LLM; a failed call falls back to the deterministic merge).
@@ -847,6 +851,7 @@ class Lifecycle:
             improvement = improve_memories(
                 self.writes, self._offline if dry_run else self._pass_llm, recent,
                 dry_run=dry_run, now=now, token_budget=cfg.llm_token_budget,
+                rewrites=cfg.improve_rewrites,
             )
             actions = list(report.actions)
             for new in improvement.created:

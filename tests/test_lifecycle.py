@@ -328,13 +328,18 @@ def test_idle_cycle_includes_consolidation(mem: GraphMemory, clock: Clock) -> No
     a = mem.remember("Deploys happen on Tuesdays.", created_at=NOW)
     b = mem.remember("Deploys happen on Tuesdays!", created_at=NOW)
     noisy = mem.remember("basically the build uses python 3.11", created_at=NOW)
+    oslo = mem.remember("Alice lives in Oslo", created_at=NOW - DAY)
+    mem.remember("Alice lives in Bergen", created_at=NOW)
     lc = lifecycle(mem, clock)
     dry = lc.on_idle(dry_run=True)
     assert dry.consolidation is not None and len(dry.consolidation.groups) == 1
-    assert dry.ids("archive", step="improve") == [noisy.id]  # idle includes improve
+    # idle includes improve: contradictions resolved, wording left alone by default
+    assert dry.ids("archive", step="improve") == [oslo.id]
     real = lc.on_idle()
-    assert real.ids("archive", step="improve") == [noisy.id]
-    assert status(mem, noisy) is Status.SUPERSEDED
+    assert real.ids("archive", step="improve") == [oslo.id]
+    assert status(mem, oslo) is Status.SUPERSEDED and status(mem, noisy) is Status.ACTIVE
+    rewriting = lifecycle(mem, clock, improve_rewrites=True)
+    assert rewriting.on_idle().ids("archive", step="improve") == [noisy.id]
     assert set(real.ids("archive", step="consolidate")) == {a.id, b.id}
     assert set(dry.ids("archive", step="consolidate")) == {a.id, b.id}
     assert status(mem, a) is Status.SUPERSEDED

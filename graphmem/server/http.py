@@ -709,9 +709,17 @@ def create_app(
 def serve(settings: Settings | None = None, *, host: str | None = None,
           port: int | None = None, log_level: str = "info") -> None:
     """Run the HTTP API with uvicorn until interrupted (``graphmem serve``)."""
+    import copy
+
     import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
 
     cfg = settings or Settings()
+    # graphmem's own records (what scheduled maintenance did or, dry, would do) go to the
+    # server's log next to uvicorn's
+    log_config = copy.deepcopy(LOGGING_CONFIG)
+    log_config["loggers"]["graphmem"] = {"handlers": ["default"], "level": log_level.upper(),
+                                         "propagate": False}
     uvicorn.run(create_app(cfg), host=host or cfg.server.host, port=port or cfg.server.port,
-                log_level=log_level)
+                log_level=log_level, log_config=log_config)
 
