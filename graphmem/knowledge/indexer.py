@@ -5,9 +5,10 @@ writes itself (the store's write path does, see :meth:`KnowledgeIndexer.hook`). 
 the known entities of each audience in memory (loaded from the store on first use) so that
 extraction can resolve names against them without a round trip per memory.
 
-Counters (``mention_count``, ``first_seen``/``last_seen``) are kept by the indexer of the
-process that writes; two processes writing the same audience at once may each count from
-their own view (the MENTIONS edges, the ground truth, are always right).
+Counters (``mention_count``, ``first_seen``/``last_seen``) are read from the store for
+every entity a memory names and written with that reading as a precondition, so two
+writers (threads or processes) never count from the same state: the loser makes its batch
+again from the store.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from graphmem.backends.base import GraphBackend
-from graphmem.errors import ConfigError
+from graphmem.backends.base import Expect, GraphBackend
+from graphmem.errors import ConfigError, Conflict
 from graphmem.models import (
     Edge,
     EdgeType,
@@ -40,6 +41,9 @@ log = logging.getLogger("graphmem.knowledge")
 
 Extractor = Callable[..., Extraction]
 
+#: how often a batch is made again when another writer changed its entities meanwhile
+WRITE_ATTEMPTS = 5
+
 
 @dataclass
 class KnowledgeBatch:
@@ -47,6 +51,8 @@ class KnowledgeBatch:
 
     nodes: list[Entity] = field(default_factory=list)
     edges: list[Edge] = field(default_factory=list)
+    #: what the store held when the batch was made (the write's preconditions)
+    expect: list[Expect] = field(default_factory=list)
     gazetteers: dict[str, Gazetteer] = field(default_factory=dict, repr=False)
 
     def __bool__(self) -> bool:
@@ -99,6 +105,7 @@ class KnowledgeIndexer:
         :meth:`confirm` once the batch is durable."""
         batch = KnowledgeBatch()
         touched: dict[str, Entity] = {}  # entity id -> latest version in this batch
+        read: dict[str, int | None] = {}  # entity id -> stored mention count (None: absent)
         for m in memories:
             if m.status is not Status.ACTIVE:
                 continue
@@ -107,6 +114,22 @@ class KnowledgeIndexer:
             if g is None:
                 g = batch.gazetteers[m.audience] = base.overlay()
             ex = self.extractor(m.content, g.types(), things=self.things)
+            # the stored versions of the entities this memory names: another process may
+            # have written them since this one loaded the audience
+            want: list[str] = []
+            for mention in ex.mentions:
+                key = g.resolve(mention.norm, mention.type) or mention.norm
+                eid = entity_id(m.audience, key)
+                if eid not in read and eid not in want:
+                    want.append(eid)
+            if want:
+                stored = {e.id: e for e in self.backend.get(NodeLabel.ENTITY, want)
+                          if isinstance(e, Entity)}
+                for eid in want:
+                    e = stored.get(eid)
+                    read[eid] = e.mention_count if e is not None else None
+                    if e is not None:
+                        g.put(e)
             seen_at = m.valid_from or m.created_at
             ids: dict[str, str] = {}  # mention norm -> entity id
             for mention in ex.mentions:
@@ -155,7 +178,30 @@ class KnowledgeIndexer:
                            "valid_from": seen_at, "valid_to": m.valid_to},
                 ))
         batch.nodes = list(touched.values())
+        batch.expect = [
+            Expect(e.ref, exists=False) if read.get(e.id) is None
+            else Expect(e.ref, props={"mention_count": read[e.id]})
+            for e in batch.nodes if e.id in read
+        ]
         return batch
+
+    def _write(self, memories: Sequence[Memory], writes: Writes) -> int:
+        """Index and write, again from the store's state when another writer got there
+        first (the preconditions failed)."""
+        for attempt in range(WRITE_ATTEMPTS):
+            batch = self.index(memories)
+            if not batch:
+                return 0
+            try:
+                writes.put(batch.nodes, batch.edges, expect=batch.expect)
+            except Conflict:
+                self.forget_cache()
+                if attempt == WRITE_ATTEMPTS - 1:
+                    raise
+                continue
+            self.confirm(batch)
+            return len(batch.nodes)
+        return 0  # pragma: no cover - the loop returns or raises
 
     def attach(self, writes: Writes) -> None:
         """Index every memory the write path creates, after its commit, writing the
@@ -172,11 +218,7 @@ class KnowledgeIndexer:
         written = 0
         for i in range(0, len(memories), batch_size):
             with self._hook_lock:
-                batch = self.index(memories[i:i + batch_size])
-                if batch:
-                    self._writes.put(batch.nodes, batch.edges)
-                    self.confirm(batch)
-                    written += len(batch.nodes)
+                written += self._write(memories[i:i + batch_size], self._writes)
         return written
 
     def on_commit(self, done: Committed) -> None:
@@ -194,10 +236,7 @@ class KnowledgeIndexer:
             # one writer thread at a time: a batch is resolved against the entities the
             # previous one confirmed, so two threads never count from the same state
             with self._hook_lock:
-                batch = self.index(done.created)
-                if batch:
-                    writes.put(batch.nodes, batch.edges)
-                    self.confirm(batch)
+                self._write(done.created, writes)
         if done.deleted:
             self.prune()
 

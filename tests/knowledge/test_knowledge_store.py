@@ -154,3 +154,17 @@ def test_concurrent_writers_count_every_mention(kmem: GraphMemory) -> None:
     ents = all_entities(kmem)
     assert ents["paris"].mention_count == 40
     assert ents["jon"].mention_count == 40
+
+
+def test_two_handles_on_one_file_count_from_the_store(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    with GraphMemory(NetworkXBackend(path), embedder=None) as m1, \
+            GraphMemory(NetworkXBackend(path), embedder=None) as m2:
+        KnowledgeIndexer(m1.backend).attach(m1.writes)
+        KnowledgeIndexer(m2.backend).attach(m2.writes)
+        m1.remember("Jon: We loved Paris.", agent_id="a", created_at=T0)
+        m2.remember("Jon: Paris in May.", agent_id="a", created_at=T0)  # m2 loads: 1
+        m1.remember("Jon: Paris in June.", agent_id="a", created_at=T0)  # m1 cached 1
+        m2.remember("Jon: Paris in July.", agent_id="a", created_at=T0)  # m2 cached 2
+        assert all_entities(m1)["paris"].mention_count == 4
+        assert all_entities(m2)["jon"].mention_count == 4
