@@ -110,6 +110,12 @@ def test_health_and_version(neo: Neo4jBackend) -> None:
     assert (major, minor) >= (5, 18)
 
 
+# Wrong credentials are tried with a user nobody has: three failures in a row lock the
+# named user for a few seconds (dbms.security.auth_max_failed_attempts), which would make
+# the tests after this one fail to connect as the real test user.
+NO_SUCH_USER = "graphmem-no-such-user"
+
+
 def _server_checks_passwords(target: Neo4jTarget) -> bool:
     """Whether the server enforces authentication: ask it with a password nobody has (a
     server with ``dbms.security.auth_enabled=false`` accepts any)."""
@@ -117,8 +123,7 @@ def _server_checks_passwords(target: Neo4jTarget) -> bool:
 
     import neo4j
 
-    user = target.auth[0] if target.auth else "neo4j"
-    with neo4j.GraphDatabase.driver(target.uri, auth=(user, secrets.token_hex(16))) as drv:
+    with neo4j.GraphDatabase.driver(target.uri, auth=(NO_SUCH_USER, secrets.token_hex(16))) as drv:
         try:
             drv.verify_connectivity()
         except neo4j.exceptions.AuthError:
@@ -129,8 +134,7 @@ def _server_checks_passwords(target: Neo4jTarget) -> bool:
 def test_wrong_password_is_a_clear_backend_unavailable(target: Neo4jTarget) -> None:
     if not _server_checks_passwords(target):
         pytest.skip("the server runs with authentication disabled: any password is accepted")
-    user = target.auth[0] if target.auth else "neo4j"
-    with closing(Neo4jBackend(target.uri, auth=(user, "not-the-password"),
+    with closing(Neo4jBackend(target.uri, auth=(NO_SUCH_USER, "not-the-password"),
                               database=target.database)) as bad:
         with pytest.raises(BackendUnavailable, match="rejected the credentials"):
             bad.count(Filter())
