@@ -87,13 +87,16 @@ class Gazetteer:
             return self.parent._alias_of(norm)
         return a
 
-    def _people(self) -> dict[str, set[str]]:
-        if self.parent is None:
-            return self._first
-        merged = {k: set(v) for k, v in self.parent._people().items()}
-        for k, v in self._first.items():
-            merged.setdefault(k, set()).update(v)
-        return merged
+    def _people_named(self, first: str) -> set[str]:
+        """Norms of the known people whose first name is ``first``."""
+        own = self._first.get(first, set())
+        return own | self.parent._people_named(first) if self.parent is not None else own
+
+    def _people_starting(self, prefix: str) -> set[str]:
+        """Norms of the known people whose first name starts with ``prefix``."""
+        out = {n for name, norms in self._first.items() if name.startswith(prefix)
+               for n in norms}
+        return out | self.parent._people_starting(prefix) if self.parent is not None else out
 
     def __len__(self) -> int:
         return len(self._entities) + (len(self.parent) if self.parent is not None else 0)
@@ -126,13 +129,12 @@ class Gazetteer:
         if etype not in _PERSONISH:
             return None
         first, _, rest = norm.partition(" ")
-        people = self._people()
         if rest:
             # a full name whose first name is a unique known one-word person
-            return first if people.get(first) == {first} else None
+            return first if self._people_named(first) == {first} else None
         if len(norm) < MIN_SHORT_FORM:
             return None
-        hits = {n for name, norms in people.items() if name.startswith(norm) for n in norms}
+        hits = self._people_starting(norm)
         return next(iter(hits)) if len(hits) == 1 else None
 
 

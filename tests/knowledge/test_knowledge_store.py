@@ -13,15 +13,25 @@ from graphmem.backends.networkx import NetworkXBackend
 from graphmem.errors import NotFound
 from graphmem.knowledge import KnowledgeIndexer, about, entities
 from graphmem.memory import GraphMemory
-from graphmem.models import EdgeType, Entity, EntityType, Filter, NodeLabel
+from graphmem.models import EdgeType, Entity, EntityType, Filter, Memory, NodeLabel
+from graphmem.writes import Writes
 
 T0 = datetime(2024, 5, 1, 12, tzinfo=UTC)
+
+
+def indexed(m: GraphMemory) -> KnowledgeIndexer:
+    """The store's knowledge indexer (attached here when GraphMemory does not attach one)."""
+    ix = getattr(m, "knowledge", None)
+    if ix is None:
+        ix = KnowledgeIndexer(m.backend)
+        ix.attach(m.writes)
+    return ix
 
 
 @pytest.fixture
 def kmem(tmp_path: Path) -> Iterator[GraphMemory]:
     m = GraphMemory(NetworkXBackend(tmp_path / "k.db"), embedder=None)
-    KnowledgeIndexer(m.backend).attach(m.writes)
+    indexed(m)
     yield m
     m.close()
 
@@ -60,10 +70,10 @@ def test_later_memories_resolve_to_known_entities_and_count(kmem: GraphMemory) -
 def test_a_new_handle_loads_known_entities_from_the_store(tmp_path: Path) -> None:
     path = tmp_path / "k.db"
     with GraphMemory(NetworkXBackend(path), embedder=None) as m1:
-        KnowledgeIndexer(m1.backend).attach(m1.writes)
+        indexed(m1)
         m1.remember("Jon: Hey Melanie, good to see you.", agent_id="a", created_at=T0)
     with GraphMemory(NetworkXBackend(path), embedder=None) as m2:
-        KnowledgeIndexer(m2.backend).attach(m2.writes)
+        indexed(m2)
         m2.remember("Jon: Mel loves it.", agent_id="a", created_at=T0)
         ents = all_entities(m2)
         assert ents["melanie"].mention_count == 2
@@ -115,24 +125,25 @@ def test_superseded_and_archived_memories_are_not_indexed_again(kmem: GraphMemor
 
 
 def test_backfill_indexes_memories_written_before_the_layer(tmp_path: Path) -> None:
-    with GraphMemory(NetworkXBackend(tmp_path / "b.db"), embedder=None) as m:
-        m.remember("Jon: We loved Paris.", agent_id="a", created_at=T0)
+    backend = NetworkXBackend(tmp_path / "b.db")
+    # written by a write path without the knowledge layer
+    Writes(backend).create([Memory(content="Jon: We loved Paris.", agent_id="a",
+                                   created_at=T0)])
+    with GraphMemory(backend, embedder=None) as m:
         assert all_entities(m) == {}
-        ix = KnowledgeIndexer(m.backend)
-        ix.attach(m.writes)
-        assert ix.backfill(m.list(limit=None)) == 2
+        assert indexed(m).backfill(m.list(limit=None)) == 2
         assert set(all_entities(m)) == {"jon", "paris"}
 
 
 def test_export_import_keeps_entities_without_counting_twice(tmp_path: Path) -> None:
     with GraphMemory(NetworkXBackend(tmp_path / "a.db"), embedder=None) as a:
-        KnowledgeIndexer(a.backend).attach(a.writes)
+        indexed(a)
         a.remember("Jon: We loved Paris.", agent_id="a", created_at=T0)
         a.remember("Jon: Paris again in May, with Anna.", agent_id="a", created_at=T0)
         a.export(tmp_path / "dump.jsonl")
         before = {n: (e.id, e.mention_count) for n, e in all_entities(a).items()}
     with GraphMemory(NetworkXBackend(tmp_path / "b.db"), embedder=None) as b:
-        KnowledgeIndexer(b.backend).attach(b.writes)
+        indexed(b)
         b.import_(tmp_path / "dump.jsonl")
         after = {n: (e.id, e.mention_count) for n, e in all_entities(b).items()}
         assert after == before
@@ -160,8 +171,8 @@ def test_two_handles_on_one_file_count_from_the_store(tmp_path: Path) -> None:
     path = tmp_path / "shared.db"
     with GraphMemory(NetworkXBackend(path), embedder=None) as m1, \
             GraphMemory(NetworkXBackend(path), embedder=None) as m2:
-        KnowledgeIndexer(m1.backend).attach(m1.writes)
-        KnowledgeIndexer(m2.backend).attach(m2.writes)
+        indexed(m1)
+        indexed(m2)
         m1.remember("Jon: We loved Paris.", agent_id="a", created_at=T0)
         m2.remember("Jon: Paris in May.", agent_id="a", created_at=T0)  # m2 loads: 1
         m1.remember("Jon: Paris in June.", agent_id="a", created_at=T0)  # m1 cached 1

@@ -15,6 +15,15 @@ from graphmem.models import Filter
 from graphmem.retrieval import RecallConfig, Retriever
 
 T0 = datetime(2024, 5, 1, 12, tzinfo=UTC)
+
+
+def indexed(m: GraphMemory) -> KnowledgeIndexer:
+    """The store's knowledge indexer (attached here when GraphMemory does not attach one)."""
+    ix = getattr(m, "knowledge", None)
+    if ix is None:
+        ix = KnowledgeIndexer(m.backend)
+        ix.attach(m.writes)
+    return ix
 FILLER = [
     "the weather was grey and wet all week", "we cooked pasta with tomato sauce",
     "the printer jammed again this morning", "a new season of the show started",
@@ -28,7 +37,7 @@ FILLER = [
 @pytest.fixture
 def kmem(tmp_path: Path) -> Iterator[GraphMemory]:
     m = GraphMemory(NetworkXBackend(tmp_path / "k.db"), embedder=None)
-    KnowledgeIndexer(m.backend).attach(m.writes)
+    indexed(m)
     for i, text in enumerate(FILLER):
         m.remember(f"Jon: {text}", agent_id="a", created_at=T0 + timedelta(hours=i))
     yield m
