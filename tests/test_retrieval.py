@@ -70,7 +70,7 @@ class TopicEmbedder:
 
 @pytest.fixture
 def tmem(backend: GraphBackend) -> Iterator[GraphMemory]:
-    m = GraphMemory(backend, embedder=TopicEmbedder(), owns_backend=False,
+    m = GraphMemory(backend, embedder=TopicEmbedder(), owns_backend=False, vectors="inline",
                     clock=lambda: T0 + timedelta(days=10))
     yield m
     m.close()
