@@ -235,3 +235,18 @@ def test_agent_kind_signal_and_keyword_boosts_apply_on_write(mem: GraphMemory) -
     assert mem.remember("plan the sprint", agent_id="worker").importance == 0.5
     assert mem.remember("ship it", metadata={"decision": "go"}).importance == 0.6
     assert mem.remember("the deadline is Friday").importance == 0.6
+
+
+def test_user_id_over_http_and_in_batches(mem: GraphMemory) -> None:
+    from fastapi.testclient import TestClient
+
+    from graphmem.server.http import create_app
+
+    with TestClient(create_app(mem, settings=Settings())) as client:
+        client.post("/memories", json={"content": "prefers window seats", "user_id": "u1"})
+        client.post("/memories/batch", json={"items": [
+            {"content": "prefers aisle seats", "user_id": "u2"}]})
+        hits = client.post("/recall", json={"query": "seats", "user_id": "u2"}).json()
+        assert [h["memory"]["content"] for h in hits] == ["prefers aisle seats"]
+    [batch] = mem.remember_many([{"content": "likes jazz", "user_id": "u3"}])
+    assert batch.metadata["user_id"] == "u3"

@@ -73,6 +73,7 @@ class MemoryIn(_Body):
     metadata: dict[str, Any] | None = None
     event_type: str | None = None
     visibility: str = "private"
+    user_id: str | None = _ID  # the end user the memory is about (metadata.user_id)
     created_at: datetime | None = None
     valid_from: datetime | None = None
     expires_at: datetime | None = None
@@ -115,6 +116,7 @@ class RecallRequest(_Body):
     until: datetime | None = None
     as_of: datetime | None = None
     scope: str | None = _ID
+    user_id: str | None = _ID  # only memories of this end user
     preset: str | None = Field(default=None, description=f"A recall preset: {sorted(PRESETS)}")
 
     @field_validator("preset")
