@@ -918,5 +918,9 @@ def store_facts(
 
 def reflect_on(llm: LLM, question: str, memories: Sequence[Memory]) -> Reflection:
     """Answer ``question`` from ``memories`` (typically a recall's results), citing ids.
-    Reads only; writes nothing."""
-    return llm.reflect(question, memories)
+    Reads only; writes nothing. A failed LLM call falls back to the offline answer."""
+    try:
+        return llm.reflect(question, memories)
+    except LLMError as e:
+        log.warning("reflect: LLM call failed (%s); offline answer", type(e).__name__)
+        return OfflineLLM().reflect(question, memories)

@@ -189,3 +189,13 @@ def test_a_long_summary_is_made_in_batches_within_the_budget(stub: StubAnthropic
     assert summary.metadata["llm_fallback"] == "LLMUnavailable"
     assert summary.metadata["source_count"] == 6
     assert len(mem.provenance(summary_id).nodes) == 7  # DERIVED_FROM every source
+
+
+def test_reflect_and_fact_extraction_fall_back_offline(stub: StubAnthropic) -> None:
+    mem = store(stub)
+    mem.remember("Carla is allergic to peanuts")
+    stub.push(error_reply(529, "overloaded_error"), error_reply(529, "overloaded_error"))
+    answer = mem.reflect("What is Carla allergic to?")
+    assert answer.cited_ids  # the offline answer cites the recalled memory
+    facts = mem.extract_facts("I am vegetarian and I live in Lisbon.")
+    assert facts.created and len(stub.requests) == 2
