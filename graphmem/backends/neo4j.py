@@ -1252,6 +1252,13 @@ class Neo4jBackend:
             if "EntityNotFound" in str(getattr(e, "code", "")):
                 # a node this write checked was deleted by another writer meanwhile
                 raise Conflict(f"{what}: a node changed concurrently: {_msg(e)}") from e
+            if "AuthenticationRateLimit" in str(getattr(e, "code", "")):
+                # the user is locked for a while (dbms.security.auth_lock_time) after
+                # repeated wrong passwords: even the right one is refused until then
+                raise BackendUnavailable(
+                    f"Neo4j at {self._url} refuses user {self._user!r} for now ({what}): "
+                    f"{_msg(e)} Retry after the lock time (a few seconds by default)."
+                ) from e
             raise QueryFailed(f"{what}: the server refused the query: {_msg(e)}") from e
         except (nx.ServiceUnavailable, nx.SessionExpired) as e:
             raise BackendUnavailable(f"cannot reach Neo4j at {self._url} ({what}): {e}") from e

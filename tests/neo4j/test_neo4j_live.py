@@ -141,6 +141,35 @@ def test_wrong_password_is_a_clear_backend_unavailable(target: Neo4jTarget) -> N
         assert bad.health()["ok"] is False
 
 
+def test_a_locked_user_is_a_clear_backend_unavailable(target: Neo4jTarget) -> None:
+    """After repeated wrong passwords the server refuses even the right one for a while:
+    that is the server being unavailable to this user, said as such, not a query error."""
+    import secrets
+
+    import neo4j
+
+    if not _server_checks_passwords(target):
+        pytest.skip("the server runs with authentication disabled: no user is ever locked")
+    user, password = f"graphmem_lock_{secrets.token_hex(4)}", secrets.token_hex(16)
+    try:
+        target.driver.execute_query(
+            f"CREATE USER {user} SET PASSWORD $pw CHANGE NOT REQUIRED",
+            pw=password, database_="system")
+    except neo4j.exceptions.ClientError as e:
+        pytest.skip(f"the test user may not create users: {e.message}")
+    try:
+        for _ in range(4):
+            with neo4j.GraphDatabase.driver(target.uri, auth=(user, "wrong")) as drv:
+                with pytest.raises(neo4j.exceptions.Neo4jError):
+                    drv.verify_connectivity()
+        with closing(Neo4jBackend(target.uri, auth=(user, password),
+                                  database=target.database)) as locked:
+            with pytest.raises(BackendUnavailable, match="too many"):
+                locked.count(Filter())
+    finally:
+        target.driver.execute_query(f"DROP USER {user} IF EXISTS", database_="system")
+
+
 def test_crafted_tags_namespaces_and_ids_change_nothing_else(neo: Neo4jBackend) -> None:
     bystander = Memory(content="bystander", agent_id="b")
     neo.upsert([bystander])
