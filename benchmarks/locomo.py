@@ -44,7 +44,6 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from graphmem.embeddings import make_embedder  # noqa: E402
-from graphmem.knowledge import KnowledgeIndexer  # noqa: E402
 from graphmem.memory import GraphMemory  # noqa: E402
 from graphmem.models import Filter, Memory, TextQuery, VectorQuery  # noqa: E402
 from graphmem.retrieval import RecallConfig, Retriever  # noqa: E402
@@ -429,12 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = plain
 
     def open_store(knowledge: bool) -> GraphMemory:
-        store = GraphMemory.open(args.store, embedder=embedder)
-        indexer = getattr(store, "knowledge", None)
-        # the store indexes entities itself once GraphMemory attaches the knowledge layer;
-        # "off" then only stops recall from using them (which is what the table compares)
-        if knowledge and indexer is None:
-            KnowledgeIndexer(store.backend).attach(store.writes)
+        store = GraphMemory.open(args.store, embedder=embedder, knowledge=knowledge)
         stores.append(store)
         return store
 
