@@ -9,9 +9,10 @@ which is the whole write-path budget. These rules cost tens of microseconds per 
 What they find (``extract``), case-sensitive English text:
 
 - a chat-transcript speaker (``"Melanie: ..."`` at the start) -> person, role ``speaker``;
-- capitalised spans (``Harry Potter``, ``Lord of the Rings``, ``Fort Wayne``), skipping the
-  first word of a sentence unless the store already knows it (``known``) or it starts a
-  multi-word span, and skipping greetings, pronouns, days and months;
+- capitalised spans (``Harry Potter``, ``Lord of the Rings``, ``Fort Wayne``); the first
+  word of a sentence counts when the store already knows it (``known``), when it starts a
+  multi-word span, or when a verb follows it (``Melanie went``, ``Caroline is``);
+  greetings, pronouns, days and months never count;
 - acronyms (``LGBTQ``, ``NYC``) and quoted titles (``"Charlotte's Web"``);
 - activities from verb patterns (``went camping``, ``love painting``, ``took up running``)
   and groups/events/classes (``pottery class``, ``support group``, ``charity race``);
@@ -25,7 +26,9 @@ What they find (``extract``), case-sensitive English text:
 What they miss: lower-case names and entities in all-lower-case text, common-noun things
 outside the patterns (``my necklace``, ``the dinosaur exhibit`` is found, ``dinosaurs`` is
 not), coreference (``she``, ``they``, ``the place``), sentence-initial names the store does
-not know yet, nested or overlapping names, and non-English text. Types are guesses from
+not know yet and no verb follows (``Melanie, Jon and I``), a capitalised common noun
+before ``is``/``was`` taken for a name (``Coffee is great``), nested or overlapping names,
+and non-English text. Types are guesses from
 cues; a capitalised word after ``in``/``to`` is taken for a place (``in Harry Potter``).
 """
 
@@ -199,6 +202,15 @@ _PLACE_SUFFIX = frozenset(
     city county island islands bay valley coast hills forest desert state country town
     village square station airport museum zoo""".split()
 )
+# after a sentence-initial capitalised word, verbs that say it is someone ("Melanie went")
+_PERSON_VERBS = frozenset(
+    """went goes said says told asked loves loved likes liked lives lived works worked wants
+    wanted thinks thought feels felt met called texted sent gave got moved plays played
+    bought joined visited started loves adopted married wrote writes reads read runs ran
+    cooks cooked paints painted mentioned shared says suggested recommended""".split()
+)
+# ... and verbs after which it is something or someone ("Caroline is", "Paris was")
+_OTHER_VERBS = frozenset("is was has had will would can could and 's".split())
 _THING_RE = re.compile(
     r"\b(?:[Mm]y|[Oo]ur|[Hh]is|[Hh]er|[Tt]heir|[Aa]n?|[Tt]he)\s+((?:[a-z]+\s+){0,2}[a-z]{3,})\b"
 )
@@ -348,8 +360,18 @@ def extract(
             name = " ".join(span)
             norm = normalise(name)
             if start and j - i == 1 and norm not in known:
+                # a capitalised first word is a name when the store says so, or when a verb
+                # follows it that names do ("Melanie went ...", "Caroline is ...")
+                nxt_word = sentence[words[i].end():].split(None, 1)
+                verb = nxt_word[0].lower().strip(",;:") if nxt_word else ""
+                word = span[0]
+                if (verb in _PERSON_VERBS or verb in _OTHER_VERBS) and len(word) > 2 \
+                        and not word.lower().endswith(("ing", "ed", "ly")) \
+                        and word.lower() not in _GENERIC_NOUNS \
+                        and "'" not in word and "’" not in word:
+                    add(name, EntityType.PERSON if verb in _PERSON_VERBS else EntityType.OTHER)
                 i = j
-                continue  # a capitalised first word is a name only when the store says so
+                continue
             before = sentence[max(0, words[i].start() - 24):words[i].start()]
             add(name, _span_type(span, before, known.get(norm)))
             i = j

@@ -36,11 +36,15 @@ def test_capitalised_spans_with_connectors_and_types_from_cues() -> None:
     assert found["anna"] is EntityType.PERSON
 
 
-def test_sentence_initial_word_is_a_name_only_when_the_store_knows_it() -> None:
-    assert "caroline" not in names("Caroline loves hiking.")
-    assert names("Caroline loves hiking.", {"caroline": EntityType.PERSON})["caroline"] is (
-        EntityType.PERSON
+def test_sentence_initial_word_is_a_name_when_known_or_followed_by_a_verb() -> None:
+    assert "honesty" not in names("Honesty matters most.")
+    assert names("Honesty matters most.", {"honesty": EntityType.OTHER})["honesty"] is (
+        EntityType.OTHER
     )
+    assert names("Melanie went camping.")["melanie"] is EntityType.PERSON
+    assert "caroline" in names("Caroline is going to the group.")
+    # gerunds, general nouns and contractions are not names
+    assert names("Painting is fun. Life is good. Work was busy.") == {}
     # greetings, pronouns and weekdays are never names
     assert names("Thanks, Mel! See you on Friday. Wow.") == {"mel": EntityType.PERSON}
 
