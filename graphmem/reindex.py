@@ -54,8 +54,15 @@ class ReindexReport(BaseModel):
 
 
 def store_dim(backend: GraphBackend) -> int | None:
-    """The dimension the store's vectors have (None: no vector yet)."""
+    """The dimension the store's vectors have (None: no vector yet): a backend's cheap
+    ``embedding_dim`` attribute when it has one, else its statistics (a full count)."""
+    known = getattr(backend, "embedding_dim", _UNKNOWN)
+    if known is None or isinstance(known, int):
+        return known
     return backend.stats().embedding_dim
+
+
+_UNKNOWN = object()
 
 
 def _name(embedder: Any) -> str:
