@@ -21,6 +21,7 @@ from typing import IO, Any, Protocol, runtime_checkable
 import networkx as nx
 from pydantic import BaseModel, ConfigDict
 
+from graphmem import knowledge
 from graphmem.backends import open_backend
 from graphmem.backends.base import Expect, GraphBackend
 from graphmem.consolidation import (
@@ -39,6 +40,7 @@ from graphmem.consolidation import consolidate as consolidate_memories
 from graphmem.consolidation import unmerge as unmerge_memories
 from graphmem.errors import Conflict, InvalidInput, NotFound
 from graphmem.eventlog import EventLog, LogRecord
+from graphmem.knowledge import KnowledgeIndexer
 from graphmem.lifecycle import (
     Lifecycle,
     LifecycleConfig,
@@ -54,6 +56,7 @@ from graphmem.models import (
     Category,
     Edge,
     EdgeType,
+    Entity,
     Filter,
     GraphNode,
     LogEntry,
@@ -136,6 +139,7 @@ class GraphMemory:
         clock: Callable[[], datetime] = utcnow,
         owns_backend: bool = True,
         vectors: str = "auto",
+        knowledge: bool = True,
     ) -> None:
         if vectors not in ("auto", "background", "inline"):
             raise InvalidInput(f"vectors must be auto, background or inline, not {vectors!r}")
@@ -160,6 +164,12 @@ class GraphMemory:
         self.eventlog = EventLog(backend, self.writes, clock=clock)
         self.runs = Runs(self)
         self.writes.add_hook(self._after_write)
+        #: the knowledge layer: entities and relations of every memory written, extracted
+        #: with no model and no LLM after each commit (see graphmem.knowledge)
+        self.knowledge: KnowledgeIndexer | None = None
+        if knowledge:
+            self.knowledge = KnowledgeIndexer(backend)
+            self.knowledge.attach(self.writes)
         self._vectorizer: Vectorizer | None = None
         self._wrote_unvectored = False
         if embedder is not None and _background_vectors(vectors, embedder, backend):
@@ -184,6 +194,7 @@ class GraphMemory:
         settings: Any | None = None,
         clock: Callable[[], datetime] = utcnow,
         vectors: str = "auto",
+        knowledge: bool = True,
         **backend_options: Any,
     ) -> GraphMemory:
         """Open a memory store by URL (default: the embedded store ``./graphmem.db``).
@@ -200,6 +211,10 @@ class GraphMemory:
         ``"auto"`` (default) is background for a model and inline for the hash embedder.
         Memories left without a vector (a crash, a store written with no embedder) are
         embedded in the background after opening.
+
+        ``knowledge``: extract entities and relations from every memory written (the
+        knowledge layer, no model and no LLM; on by default). ``mem.knowledge.backfill``
+        indexes memories written before.
         """
         if auth is not None:
             backend_options["auth"] = auth
@@ -212,7 +227,7 @@ class GraphMemory:
             embedder = make_embedder(embedder)
         try:
             mem = cls(backend, embedder=embedder, llm=llm, settings=settings, clock=clock,
-                      vectors=vectors)
+                      vectors=vectors, knowledge=knowledge)
             backend.ensure_schema()
             if embedder is not None:  # a model of another dimension: say what to run
                 check_embedder(backend, embedder)
@@ -1188,6 +1203,22 @@ class GraphMemory:
             run_id=run_id, speaker=speaker, source_ids=source_ids, dry_run=dry_run,
             now=self._clock(),
         )
+
+    def entities(
+        self, *, type: str | None = None, limit: int = 100, **filters: Any
+    ) -> builtins.list[Entity]:
+        """The entities mentioned by the memories the filters (those of :meth:`recall`,
+        ``scope`` included) admit, most mentioned first; ``type`` narrows to person,
+        place, organisation, event, object or other."""
+        return knowledge.entities(self._backend, self._recall_filter(**filters), type=type,
+                                  limit=limit)
+
+    def about(self, name: str, *, limit: int = 200, **filters: Any) -> knowledge.About:
+        """What the store says about an entity (by name or alias): the memories that
+        mention it, oldest first, and the relations they record. NotFound when no memory
+        the filters admit mentions it."""
+        return knowledge.about(self._backend, name, self._recall_filter(**filters),
+                               limit=limit)
 
     def reflect(
         self, question: str, *, k: int = 10, llm: LLM | None = None, **recall_filters: Any
