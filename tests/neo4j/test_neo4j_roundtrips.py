@@ -153,7 +153,8 @@ def test_remember_is_one_statement_in_one_transaction(neo: Neo4jBackend,
 
 def test_remember_through_graphmemory_is_one_round_trip(neo: Neo4jBackend,
                                                         fake: FakeDriver) -> None:
-    mem = GraphMemory(neo, embedder=None, owns_backend=False)
+    # the memory's own write; the knowledge layer's entity write is measured below
+    mem = GraphMemory(neo, embedder=None, owns_backend=False, knowledge=False)
     # reconciling with similar memories reads the store first (its own budget); the write
     # itself is one statement
     options = ({"reconcile": "off"}
@@ -191,9 +192,21 @@ def test_a_batch_is_at_most_ceil_n_over_batch_plus_one_statements(n: int, batch_
 def test_remember_many_through_graphmemory_keeps_the_batch_budget() -> None:
     fake = FakeDriver()
     neo = _backend(fake, batch_rows=1000)
-    mem = GraphMemory(neo, embedder=None, owns_backend=False)
+    mem = GraphMemory(neo, embedder=None, owns_backend=False, knowledge=False)
     mem.remember_many([{"content": f"memory {i}", "agent_id": f"a{i % 3}"} for i in range(3000)])
     assert len(fake.recorder.statements) <= math.ceil(3000 / 1000) + 1, fake.recorder.names()
+
+
+def test_the_knowledge_layer_writes_entities_in_one_more_transaction(
+        neo: Neo4jBackend, fake: FakeDriver) -> None:
+    """With the knowledge layer on (the default), a remember that names an entity costs the
+    memory's write, the entity write after it (a second transaction), and the reads that
+    resolve the name against the store (the scope's entities once per process, then the
+    named ones)."""
+    mem = GraphMemory(neo, embedder=None, owns_backend=False)
+    mem.remember("Yesterday I met Alice in Paris", agent_id="a", reconcile="off")
+    assert len(fake.recorder.writes()) == 2, fake.recorder.names()
+    assert len(fake.recorder.statements) <= 4, fake.recorder.names()
 
 
 def test_statements_carry_values_only_as_parameters() -> None:
