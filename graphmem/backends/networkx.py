@@ -545,9 +545,11 @@ class NetworkXBackend:
             version = db.execute("PRAGMA data_version").fetchone()[0]
             lo, hi = db.execute("SELECT min(seq), max(seq) FROM changes").fetchone()
             dim_row = db.execute("SELECT value FROM meta WHERE key='embedding_dim'").fetchone()
-            if dim_row is not None and self._dim is None:
+            if dim_row is not None and int(dim_row[0]) != self._dim:
+                if self._dim is not None:
+                    full = True  # another process moved the store to a new model
                 self._set_dim(int(dim_row[0]))
-            if hi is not None and hi > self._seen_seq:
+            if not full and hi is not None and hi > self._seen_seq:
                 if lo is not None and lo > self._seen_seq + 1:
                     full = True  # the log was pruned past what this process saw
                 else:
@@ -677,13 +679,18 @@ class NetworkXBackend:
                 "INSERT INTO meta(key, value) VALUES ('embedding_dim', ?)", (str(dim),)
             )
         elif self._dim != dim:
-            raise DimensionMismatch(
-                f"embedding has {dim} dimensions; this store was created with {self._dim}"
-            )
+            # a store whose vectors were all cleared (reindex --all) takes a new model
+            if db.execute("SELECT 1 FROM vectors LIMIT 1").fetchone() is not None:
+                raise DimensionMismatch(
+                    f"embedding has {dim} dimensions; this store holds {self._dim}-dimension "
+                    "vectors (re-embed everything with `graphmem reindex --all`)"
+                )
+            db.execute("UPDATE meta SET value = ? WHERE key = 'embedding_dim'", (str(dim),))
 
     def _set_dim(self, dim: int) -> None:
-        """After a commit that fixed the dimension: make the in-memory index."""
-        if self._dim is None:
+        """After a commit that fixed (or, with no vector stored, changed) the dimension:
+        make the in-memory index."""
+        if self._dim != dim:
             self._dim = dim
             self._vindex = VectorIndex(dim)
 

@@ -89,3 +89,17 @@ def test_recall_right_after_remember_sees_the_new_vector(tmp_path: Path) -> None
         m = mem.remember("Alice prefers green tea", agent_id="a")
         [hit] = mem.recall("prefers green tea", agent_id="a", touch=False)
         assert hit.memory.id == m.id and "vector" in hit.breakdown
+
+
+def test_a_store_moves_to_a_model_of_another_dimension(tmp_path: Path) -> None:
+    p = str(tmp_path / "s.db")
+    with GraphMemory.open(p, embedder=HashEmbedder(64)) as mem:
+        ids = [m.id for m in mem.remember_many([{"content": f"note {i} on tea"}
+                                                 for i in range(30)])]
+    with GraphMemory.open(p, embedder=None) as mem:
+        report = mem.reindex(embedder=HashEmbedder(32), all=True)
+        assert report.embedded == 30
+        assert {len(m.embedding or ()) for m in mem.get_many(ids)} == {32}
+    with GraphMemory.open(p, embedder=HashEmbedder(32)) as mem:   # the new model opens
+        assert mem.recall("tea", k=3, touch=False)[0].breakdown.get("vector") is not None
+        assert mem.backend.stats().embedding_dim == 32
