@@ -12,8 +12,9 @@ another dimension than the store's is refused at once, with the command that fix
 instead of a :class:`~graphmem.errors.DimensionMismatch` at the first write.
 
 Changing the dimension needs a backend that lets a store with no vector left take a new
-one; the embedded store and Neo4j raise DimensionMismatch otherwise (the vectors are
-cleared by then, and recall is lexical until the store is re-embedded with the old model).
+one: the embedded store does; Neo4j raises DimensionMismatch (its vector index is created
+for one dimension), so there the vectors are cleared and recall is lexical until the store
+is re-embedded with the old model.
 """
 
 from __future__ import annotations
