@@ -629,6 +629,25 @@ def _compile_vector_plan(flt: Filter) -> tuple[str, dict[str, Any]]:
     return text, params
 
 
+@lru_cache(maxsize=1024)
+def _composed_part(text: str, i: int) -> tuple[str, bool, bool]:
+    """Part ``i`` of a composed statement: its text with parameters renamed ``$p<i>_<name>``,
+    and whether it has a ``RETURN`` / a ``WITH`` outside literals and comments. Cached: the
+    parts are the same few statements on every write, and scanning them is not free."""
+    structure = strip_literals(text)
+    pieces: list[str] = []
+    last = 0
+    for m in _PARAM_USE.finditer(structure):
+        pieces.append(text[last : m.start()] + f"$p{i}_{m.group(1)}")
+        last = m.end()
+    pieces.append(text[last:])
+    return (
+        "".join(pieces),
+        re.search(r"\bRETURN\b", structure, re.IGNORECASE) is not None,
+        re.search(r"\bWITH\b", structure, re.IGNORECASE) is not None,
+    )
+
+
 def compose(
     parts: Sequence[tuple[str, Mapping[str, Any]]], *, counted: Sequence[int] = ()
 ) -> tuple[str, dict[str, Any]]:
@@ -648,18 +667,12 @@ def compose(
     params: dict[str, Any] = {}
     carried: list[str] = []
     for i, (text, part_params) in enumerate(parts):
-        structure = strip_literals(text)
-        if re.search(r"\bRETURN\b", structure, re.IGNORECASE):
+        renamed, has_return, has_with = _composed_part(text, i)
+        if has_return:
             raise QueryFailed("internal error: a composed part must not RETURN")
-        if carried and re.search(r"\bWITH\b", structure, re.IGNORECASE):
+        if carried and has_with:
             raise QueryFailed("internal error: a part with WITH follows a counted part")
-        pieces: list[str] = []
-        last = 0
-        for m in _PARAM_USE.finditer(structure):
-            pieces.append(text[last : m.start()] + f"$p{i}_{m.group(1)}")
-            last = m.end()
-        pieces.append(text[last:])
-        texts.append("".join(pieces))
+        texts.append(renamed)
         params.update({f"p{i}_{k}": v for k, v in part_params.items()})
         texts.append("WITH " + "".join(f"{c}, " for c in carried) + f"count(*) AS c{i}")
         if i in counted:
