@@ -583,7 +583,8 @@ def compile_text_search(flt: Filter, query: str, k: int) -> tuple[str, dict[str,
     text = (
         f"CALL db.index.fulltext.queryNodes('{FULLTEXT_INDEX}', $query) YIELD node AS n, score"
         f"{_where(['n:Memory', *clauses])}\n"
-        "RETURN properties(n) AS props, score\nORDER BY score DESC, props.id\nLIMIT $k"
+        "WITH n, score ORDER BY score DESC, n.id LIMIT $k\n"
+        "RETURN properties(n) AS props, score"
     )
     return text, {**params, "query": query, "k": k}
 
