@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -241,8 +242,10 @@ class KnowledgeIndexer:
             self.prune()
 
     def prune(self) -> int:
-        """Delete the entities (of the audiences this indexer has loaded) that no memory
-        mentions any more — what a forget leaves behind — and return how many."""
+        """After memories were deleted: delete the entities (of the audiences this indexer
+        has loaded) that no memory mentions any more — a forget leaves no names behind — and
+        set the others' ``mention_count`` to what the MENTIONS edges say. Returns how many
+        entities were deleted."""
         writes = self._writes
         with self._lock:
             known = [e for g in self._gaz.values() for e in g.entities()]
@@ -250,12 +253,16 @@ class KnowledgeIndexer:
             return 0
         sub = self.backend.expand([e.ref for e in known], [EdgeType.MENTIONS],
                                   direction="in", depth=1, limit=1 << 30)
-        mentioned = {edge.dst.id for edge in sub.edges}
-        orphans = [e for e in known if e.id not in mentioned]
-        if orphans:
-            writes.delete_nodes([e.ref for e in orphans])
-            self.forget_cache()
-            log.info("pruned %d entities no memory mentions", len(orphans))
+        counts = Counter(edge.dst.id for edge in sub.edges)
+        orphans = [e.ref for e in known if not counts[e.id]]
+        recounted = [e.model_copy(update={"mention_count": counts[e.id]}) for e in known
+                     if counts[e.id] and counts[e.id] != e.mention_count]
+        if orphans or recounted:
+            with self._hook_lock:
+                writes.put(recounted, delete=orphans)
+                self.forget_cache()
+            log.info("pruned %d entities no memory mentions, recounted %d",
+                     len(orphans), len(recounted))
         return len(orphans)
 
     def confirm(self, batch: KnowledgeBatch) -> None:

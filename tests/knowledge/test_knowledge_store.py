@@ -179,3 +179,13 @@ def test_two_handles_on_one_file_count_from_the_store(tmp_path: Path) -> None:
         m2.remember("Jon: Paris in July.", agent_id="a", created_at=T0)  # m2 cached 2
         assert all_entities(m1)["paris"].mention_count == 4
         assert all_entities(m2)["jon"].mention_count == 4
+
+
+def test_forget_recounts_the_entities_that_stay(kmem: GraphMemory) -> None:
+    kmem.remember("Jon: We loved Paris.", agent_id="a", created_at=T0)
+    gone = kmem.remember("Jon: Paris again in May.", agent_id="a", created_at=T0)
+    assert all_entities(kmem)["paris"].mention_count == 2
+    kmem.forget(gone.id)
+    assert all_entities(kmem)["paris"].mention_count == 1
+    kmem.remember("Jon: Paris in June.", agent_id="a", created_at=T0)
+    assert all_entities(kmem)["paris"].mention_count == 2
