@@ -1164,6 +1164,9 @@ class Neo4jBackend:
         self._driver_options = {
             "connection_timeout": float(connect_timeout_s),
             "max_transaction_retry_time": float(retry_s),
+            # the statements are fixed and linted; the server's notes about them (e.g. a
+            # relationship type no edge has yet) would be logged as a warning per call
+            "notifications_min_severity": "OFF",
             **driver_options,
         }
         self._driver: Any = driver

@@ -141,6 +141,24 @@ def test_wrong_password_is_a_clear_backend_unavailable(target: Neo4jTarget) -> N
         assert bad.health()["ok"] is False
 
 
+def test_recall_on_a_young_store_logs_no_server_notifications(
+    neo: Neo4jBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A store without some relationship type yet (no DERIVED_FROM edge) makes the server
+    warn about the type on every statement naming it; the driver logs each warning, so a
+    user would see one per recall."""
+    import logging
+
+    from graphmem.memory import GraphMemory
+
+    mem = GraphMemory(neo, embedder=None, owns_backend=False)
+    mem.remember_many([{"content": f"tea fact {i}", "tags": ["tea"]} for i in range(3)])
+    with caplog.at_level(logging.INFO, logger="neo4j.notifications"):
+        assert mem.recall("tea", k=3, touch=False)
+    assert [r.getMessage() for r in caplog.records if r.name == "neo4j.notifications"] == []
+    mem.close()
+
+
 def test_a_locked_user_is_a_clear_backend_unavailable(target: Neo4jTarget) -> None:
     """After repeated wrong passwords the server refuses even the right one for a while:
     that is the server being unavailable to this user, said as such, not a query error."""
