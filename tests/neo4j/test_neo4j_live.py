@@ -159,6 +159,28 @@ def test_recall_on_a_young_store_logs_no_server_notifications(
     mem.close()
 
 
+def _db_hits(plan: Any) -> int:
+    return int(plan.get("dbHits", 0)) + sum(_db_hits(c) for c in plan.get("children", []))
+
+
+@pytest.mark.parametrize("seeds", [1, 20])
+def test_the_tag_hop_of_recall_expansion_reads_a_bounded_share_of_a_hub(
+    target: Neo4jTarget, neo: Neo4jBackend, seeds: int
+) -> None:
+    """A Tag every memory has: expanding a few seeds through it reads about ``tag_limit``
+    memories per seed, whatever the store size (no plan that scans every active memory)."""
+    from graphmem.backends.neo4j import compile_neighbours
+
+    ms = [Memory(content=f"hub member {i}", tags=["hub"], agent_id=f"a{i % 4}")
+          for i in range(3000)]
+    neo.upsert(ms)
+    text, params = compile_neighbours(Filter.for_memories(), [m.id for m in ms[:seeds]],
+                                      link_types=[EdgeType.NEXT], tag_limit=8)
+    _records, summary, _keys = target.driver.execute_query(
+        "PROFILE " + text, params, database_=target.database)
+    assert _db_hits(summary.profile) < 400 * seeds
+
+
 def test_a_locked_user_is_a_clear_backend_unavailable(target: Neo4jTarget) -> None:
     """After repeated wrong passwords the server refuses even the right one for a while:
     that is the server being unavailable to this user, said as such, not a query error."""
