@@ -5,7 +5,8 @@
 Both systems store the same turns in one scope with the same bundled all-MiniLM-L6-v2 model
 (graphmem: its default embedder; Mem0: its ``huggingface`` embedder on the bundled model
 directory, ``infer=False`` so no LLM is called, its local Qdrant store on disk). Measured:
-``add`` one memory at a time (the first ``--adds`` turns), batch ingest of the rest until
+``add`` one memory at a time (the first ``--adds`` turns; background vectors are finished
+after each, outside the timings), batch ingest of the rest until
 every vector is stored (graphmem ``remember_many``, then ``wait_for_vectors`` where vectors
 are computed in the background; Mem0 has no batch call, so one ``add`` each), ``search`` with
 k=10 for LoCoMo questions whose evidence was stored, and LoCoMo recall@10 on those
@@ -136,7 +137,7 @@ class Mem0(System):
             "embedder": {"provider": "huggingface",
                          "config": {"model": str(bundled_model_path()), "embedding_dims": 384}},
             "vector_store": {"provider": "qdrant",
-                             "config": {"path": str(folder / "qdrant"), "on_disk": True,
+                             "config": {"path": str(folder / "qdrant"),
                                         "collection_name": SCOPE, "embedding_model_dims": 384}},
             "history_db_path": str(folder / "mem0-history.db"),
         })
@@ -170,6 +171,9 @@ def run(makers: dict[str, Callable[[Path], System]], items: list[Item],
                     t0 = time.perf_counter()
                     system.add(it)
                     results[name].add_ms.append(1000 * (time.perf_counter() - t0))
+                    # graphmem embeds behind the write: finish that before the other system's
+                    # timed add, not during it (paced single writes)
+                    system.settle()
             spent = dict.fromkeys(systems, 0.0)
             for system in systems.values():
                 system.settle()
