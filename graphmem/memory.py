@@ -911,8 +911,6 @@ class GraphMemory:
             Run, {"id": run_id, "agent_id": (events[0].get("agent_id") if events else None)
                   or "default", "started_at": now}
         )
-        expect = (Expect(run.ref, props={"event_count": run.event_count}) if found
-                  else Expect(run.ref, exists=False))
         memories: builtins.list[Memory] = []
         for i, ev in enumerate(events):
             if not isinstance(ev, Mapping):
@@ -923,30 +921,13 @@ class GraphMemory:
             data.setdefault("created_at", now)
             data.setdefault("category", Category.EPISODIC)
             data["run_id"] = run.id
-            data["seq"] = run.event_count + i
+            data.pop("seq", None)  # the write path gives each its place in the run
             try:
                 memories.append(validated(Memory, self.lifecycle.classify(data)))
             except InvalidInput as e:
                 raise InvalidInput(f"event {i}: {e}") from e
-        edges: builtins.list[Edge] = []
-        prev = run.last_event_id
-        if prev is not None and not self._backend.get(NodeLabel.MEMORY, [prev]):
-            # the last event was forgotten: chain on from the newest one that remains
-            latest = self._backend.match(
-                Filter.for_memories(run_id=run.id, status=None),
-                limit=1, order_by="seq", descending=True,
-            )
-            prev = latest[0].id if latest else None
-        prev_expect = [Expect(NodeRef(NodeLabel.MEMORY, prev))] if prev is not None else []
-        for m in memories:
-            if prev is not None:
-                edges.append(validated(Edge, {"type": EdgeType.NEXT,
-                                              "src": (NodeLabel.MEMORY, prev), "dst": m}))
-            prev = m.id
-        if memories:
-            run = run.evolve(event_count=run.event_count + len(memories), last_event_id=prev)
-        return self.writes.create(memories, nodes=[run], edges=edges,
-                                  expect=[expect, *prev_expect])
+        # the write path places them in the run (starting the run when it is new)
+        return self.writes.create(memories, chain="events")
 
     def events(
         self,

@@ -27,7 +27,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -36,10 +36,12 @@ from graphmem.errors import Conflict, InvalidInput, NotFound
 from graphmem.models import (
     Edge,
     EdgeType,
+    Filter,
     GraphNode,
     Memory,
     NodeLabel,
     NodeRef,
+    Run,
     Status,
     utcnow,
     validated,
@@ -51,6 +53,8 @@ log = logging.getLogger("graphmem.writes")
 
 #: how often a forget re-plans when a concurrent writer changed what it was deleting
 FORGET_ATTEMPTS = 8
+#: how often new memories of a run are ordered again after another writer appended to it
+CHAIN_ATTEMPTS = 32
 
 _VERSION_EDGES = (EdgeType.SUPERSEDES, EdgeType.DERIVED_FROM)
 
@@ -204,19 +208,88 @@ class Writes:
         nodes: Sequence[GraphNode] = (),
         expect: Sequence[Expect] = (),
         replace: bool = False,
+        chain: Literal["link", "events", "off"] = "link",
     ) -> list[Memory]:
-        """Write new memories (with extra nodes/edges, e.g. a run and its NEXT chain) in
-        one transaction. Each id must be new (Conflict otherwise) unless ``replace``."""
+        """Write new memories (with extra nodes/edges) in one transaction. Each id must be
+        new (Conflict otherwise) unless ``replace``.
+
+        A memory with a ``run_id`` and no ``seq`` takes its place in the run's order:
+        ``(previous)-[:NEXT]->(it)`` and the run's last memory updated in the same
+        transaction (the run is started when missing); with ``chain="events"`` it is also
+        an event of the run (the next ``seq``, counted in ``event_count``). A concurrent
+        append to the same run is detected and the order made again, so a run's chain
+        never forks. ``chain="off"``: written as given."""
         if len({m.id for m in memories}) != len(memories):
             raise InvalidInput("duplicate ids in one batch")
         self.authorise(memories)
         memories = self.embed(memories)
         fresh = () if replace else tuple(Expect(m.ref, exists=False) for m in memories)
-        self.commit(
-            WriteBatch(nodes=[*memories, *nodes], edges=edges, expect=(*fresh, *expect)),
-            created=memories,
-        )
-        return memories
+        for attempt in range(CHAIN_ATTEMPTS):
+            ordered, runs, links, run_expect = (
+                self._chain(memories, events=chain == "events") if chain != "off"
+                else (list(memories), [], [], []))
+            try:
+                self.commit(
+                    WriteBatch(nodes=[*ordered, *runs, *nodes], edges=[*links, *edges],
+                               expect=(*fresh, *run_expect, *expect)),
+                    created=ordered,
+                )
+                return ordered
+            except Conflict:
+                # another writer appended to one of these runs: order again; anything
+                # else (an id that exists, a caller's precondition) is the caller's conflict
+                if not runs or attempt == CHAIN_ATTEMPTS - 1 or (
+                        not replace and self._ids_taken(memories)):
+                    raise
+        raise Conflict("the run kept changing")  # pragma: no cover - the loop returns
+
+    def _chain(
+        self, memories: Sequence[Memory], *, events: bool
+    ) -> tuple[list[Memory], list[GraphNode], list[Edge], list[Expect]]:
+        """The memories with their place in their runs (see :meth:`create`), the runs'
+        new states, the NEXT edges and what the runs must still be when written."""
+        groups: dict[str, list[int]] = {}
+        for i, m in enumerate(memories):
+            if m.run_id and m.seq is None:
+                groups.setdefault(m.run_id, []).append(i)
+        out = list(memories)
+        runs: list[GraphNode] = []
+        edges: list[Edge] = []
+        expect: list[Expect] = []
+        for run_id, idxs in groups.items():
+            found = [r for r in self.backend.get(NodeLabel.RUN, [run_id]) if isinstance(r, Run)]
+            if found:
+                run = found[0]
+                expect.append(Expect(run.ref, props={"event_count": run.event_count,
+                                                     "last_event_id": run.last_event_id}))
+            else:
+                first = memories[idxs[0]]
+                run = Run(id=run_id, agent_id=first.agent_id, namespace=first.namespace,
+                          started_at=first.created_at)
+                expect.append(Expect(run.ref, exists=False))
+            prev = run.last_event_id
+            if prev is not None and not self.backend.get(NodeLabel.MEMORY, [prev]):
+                # the last one was forgotten: chain on from the newest that remains
+                latest = self.backend.match(
+                    Filter.for_memories(run_id=run_id, status=None),
+                    limit=1, order_by="created_at", descending=True)
+                prev = latest[0].id if latest else None
+            if prev is not None:
+                expect.append(Expect(NodeRef(NodeLabel.MEMORY, prev)))
+            count = run.event_count
+            for i in idxs:
+                m = out[i]
+                if events:
+                    m = out[i] = m.evolve(seq=count)
+                    count += 1
+                if prev is not None:
+                    edges.append(_edge(EdgeType.NEXT, NodeRef(NodeLabel.MEMORY, prev), m))
+                prev = m.id
+            runs.append(run.evolve(event_count=count, last_event_id=prev))
+        return out, runs, edges, expect
+
+    def _ids_taken(self, memories: Sequence[Memory]) -> bool:
+        return bool(self.backend.get(NodeLabel.MEMORY, [m.id for m in memories]))
 
     def supersede(
         self,
@@ -329,7 +402,8 @@ class Writes:
                                    **{"pass": pass_name}, at=now))
                 needed[s] = None
         expect = [Expect(NodeRef(NodeLabel.MEMORY, s)) for s in needed]
-        return self.create(derived, edges=edges, expect=expect)
+        # a summary or an extracted fact of a run is about the run, not a step of it
+        return self.create(derived, edges=edges, expect=expect, chain="off")
 
     def link(self, derived_id: str, source_ids: Sequence[str], *, pass_name: str) -> None:
         """Provenance between existing memories: ``derived_id`` DERIVED_FROM each source."""

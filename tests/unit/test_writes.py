@@ -270,3 +270,35 @@ def test_export_import_and_events_arguments_are_typed() -> None:
         with pytest.raises(InvalidInput):
             mem.import_("x.jsonl", batch_size=0)
         assert [e.content for e in mem.events("r1", limit=1)] == ["hello"]
+
+
+def test_memories_of_a_run_form_one_chain_across_handles_and_threads(tmp_path: Path) -> None:
+    p = tmp_path / "s.db"
+    a, b = _open(p), _open(p)
+    try:
+        first = a.remember("we met at the station", run_id="s1", reconcile="off")
+        a.add_event("s1", "user_message", "where are we going?")
+
+        def writer(mem: GraphMemory, tag: str) -> None:
+            for i in range(15):
+                mem.remember(f"{tag} note {i}", run_id="s1", reconcile="off")
+
+        threads = [threading.Thread(target=writer, args=(m, t))
+                   for m, t in ((a, "a1"), (a, "a2"), (b, "b1"), (b, "b2"))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        in_run = a.list(run_id="s1", status=None, limit=None)
+        assert len(in_run) == 62
+        g = a.graph
+        nxt = [(u, v) for u, v, k in g.edges(keys=True) if k == EdgeType.NEXT.value]
+        assert len(nxt) == 61                                  # one linear chain:
+        assert len({u for u, _ in nxt}) == 61 == len({v for _, v in nxt})
+        assert first.ref.key not in {v for _, v in nxt}        # it starts at the first
+        run = a.get_run("s1")
+        assert run.event_count == 1                            # only the event is an event
+        assert [e.seq for e in a.events("s1", event_types=["user_message"])] == [0]
+    finally:
+        a.close()
+        b.close()
