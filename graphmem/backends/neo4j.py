@@ -837,26 +837,32 @@ def compile_neighbours(
     _memory_filter(flt, "recall expansion")
     clauses, params = compile_where(flt)
     types = sorted({EdgeType(t).value for t in link_types})
-    link_where = _where(["type(r) IN $types", *clauses]).replace("\n", "\n    ")
-    tag_where = _where(["n <> s", *clauses]).replace("\n", "\n    ")
+    # every node the subqueries reach is label-checked with labels(), not with a label
+    # predicate: the planner then cannot start from an index seek over every memory that
+    # passes the filter and join (a plan it picks for a Tag hub, or for a relationship type
+    # no edge has yet); it walks from the seed and, where there is one, stops at the limit
+    is_memory = "'Memory' IN labels(n)"
+    link_where = _where([is_memory, "type(r) IN $types", *clauses]).replace("\n", "\n    ")
+    tag_where = _where([is_memory, "n <> s", *clauses]).replace("\n", "\n    ")
     entity_where = _where([
-        "e.mention_count > 1", "e.mention_count <= $entity_hub_limit", "n <> s", *clauses
+        "'Entity' IN labels(e)", "e.mention_count > 1", "e.mention_count <= $entity_hub_limit",
+        is_memory, "n <> s", *clauses
     ]).replace("\n", "\n    ")
     text = (
         "UNWIND $seeds AS seed\n"
         "MATCH (s:Memory {id: seed})\n"
         "RETURN seed,\n"
         "  COLLECT {\n"
-        f"    MATCH (s)-[r:NEXT|DERIVED_FROM]-(n:Memory){link_where}\n"
+        f"    MATCH (s)-[r:NEXT|DERIVED_FROM]-(n){link_where}\n"
         "    RETURN {type: type(r), props: properties(n)}\n"
         "  } AS linked,\n"
         "  COLLECT {\n"
-        f"    MATCH (s)-[:TAGGED]->(:Tag)<-[:TAGGED]-(n:Memory){tag_where}\n"
+        f"    MATCH (s)-[:TAGGED]->()<-[:TAGGED]-(n){tag_where}\n"
         "    WITH DISTINCT n LIMIT $tag_limit\n"
         "    RETURN properties(n)\n"
         "  } AS tagged,\n"
         "  COLLECT {\n"
-        f"    MATCH (s)-[:MENTIONS]->(e:Entity)<-[:MENTIONS]-(n:Memory){entity_where}\n"
+        f"    MATCH (s)-[:MENTIONS]->(e)<-[:MENTIONS]-(n){entity_where}\n"
         "    WITH n, e ORDER BY e.mention_count, e.id\n"
         "    WITH n, head(collect(e)) AS e\n"
         "    ORDER BY e.mention_count, n.id LIMIT $entity_limit\n"

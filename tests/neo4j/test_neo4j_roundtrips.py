@@ -477,7 +477,7 @@ def test_neighbours_limit_each_seed_inside_the_query(neo: Neo4jBackend,
     fake.recorder.reset()
     neo.neighbours(["m1"], Filter.for_memories(agent_id="a"), tag_limit=8, entity_hub_limit=25)
     (st,) = fake.recorder.statements
-    entities = st.text[st.text.index("MATCH (s)-[:MENTIONS]->(e:Entity)"):]
+    entities = st.text[st.text.index("MATCH (s)-[:MENTIONS]->(e)"):]
     assert "e.mention_count <= $entity_hub_limit" in entities
     assert "LIMIT $entity_limit" in entities and "n.agent_id = $f" in entities
     assert st.params["entity_hub_limit"] == 25 and st.params["entity_limit"] == 8
