@@ -316,7 +316,13 @@ def recall_table(rows: list[dict[str, Any]]) -> str:
 
 def recall_main(args: argparse.Namespace, argv: list[str] | None) -> None:
     rows = []
+    server = bool(args.url) and args.url.split("://")[0] in SERVER_SCHEMES
     for n in (int(s) for s in args.recall_sizes.split(",")):
+        if server:
+            options = server_options(args)
+            empty_server(args.url, options, args.wipe)
+            rows.append(bench_recall(args.url, n, **options))
+            continue
         with tempfile.TemporaryDirectory() as d:
             rows.append(bench_recall(args.url or os.path.join(d, "recall.db"), n))
         print(recall_table(rows[-1:]), flush=True)
