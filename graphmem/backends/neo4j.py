@@ -893,9 +893,17 @@ def lucene_query(text: str) -> str | None:
 # values
 
 
+_PLAIN = frozenset({str, float, int, bool, type(None)})
+
+
 def _from_db(value: Any) -> Any:
     """A value read from Neo4j as graphmem stores it (temporal values -> aware UTC)."""
+    if type(value) in _PLAIN:
+        return value
     if isinstance(value, list):
+        # a stored list is homogeneous: an embedding is hundreds of floats, none to convert
+        if value and type(value[0]) in _PLAIN:
+            return value
         return [_from_db(v) for v in value]
     to_native = getattr(value, "to_native", None)
     if to_native is not None and type(value).__module__.startswith("neo4j"):
