@@ -361,13 +361,21 @@ def server_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def empty_server(url: str, options: dict[str, Any], wipe: bool) -> None:
     """Make sure the server store starts empty (deleting its graphmem data with ``wipe``)."""
-    from graphmem.backends.neo4j import Neo4jBackend
+    import neo4j
+
+    from graphmem.backends.neo4j import VECTOR_INDEX, Neo4jBackend
 
     with Neo4jBackend(url, **options) as store:
         if wipe:
             store.clear()
         elif store.stats().nodes:
             sys.exit(f"{url} already holds graphmem data; pass --wipe to delete it")
+    if wipe:
+        # an empty store keeps its vector index, and with it the dimension of its last
+        # vectors: drop it so that the run's embedder sets its own
+        with neo4j.GraphDatabase.driver(url, auth=options.get("auth")) as driver:
+            driver.execute_query(f"DROP INDEX {VECTOR_INDEX} IF EXISTS",
+                                 database_=options.get("database"))
 
 
 def side_by_side(
