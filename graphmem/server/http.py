@@ -50,10 +50,11 @@ from graphmem.errors import (
     LLMUnavailable,
     NotFound,
 )
+from graphmem.knowledge import About
 from graphmem.lifecycle import MaintenanceReport
 from graphmem.llm import Reflection
 from graphmem.memory import ForgetReport, GraphMemory
-from graphmem.models import Memory, OrgFact, OrgOperation, RecallResult, Run
+from graphmem.models import Entity, EntityType, Memory, OrgFact, OrgOperation, RecallResult, Run
 from graphmem.server.schemas import (
     ContextRequest,
     ContextResponse,
@@ -284,6 +285,38 @@ def list_memories(
         status=None if status == "all" else status, tags=tag, limit=limit, offset=offset,
         scope=who.read_scope,
     )
+
+
+@router.get("/entities", response_model=list[Entity], tags=["knowledge"])
+def list_entities(
+    mem: Mem,
+    who: Who,
+    agent_id: str | None = None,
+    namespace: str | None = None,
+    type: EntityType | None = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+) -> list[Entity]:
+    """The entities (people, places, organisations, events, things) that memories the
+    caller may read mention, most mentioned first."""
+    return mem.entities(type=type, limit=limit, agent_id=who.writer(agent_id),
+                        namespace=who.namespace_filter(namespace), scope=who.read_scope)
+
+
+@router.get("/entities/{name}", response_model=About,
+            response_model_exclude={"memories": {"__all__": {"embedding"}}},
+            tags=["knowledge"])
+def about_entity(
+    name: str,
+    mem: Mem,
+    who: Who,
+    agent_id: str | None = None,
+    namespace: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 200,
+) -> About:
+    """What the caller's memories say about an entity (by name or alias): the memories that
+    mention it, oldest first, and the relations they record; 404 when none does."""
+    return mem.about(name, limit=limit, agent_id=who.writer(agent_id),
+                     namespace=who.namespace_filter(namespace), scope=who.read_scope)
 
 
 @router.get("/memories/{memory_id}", response_model=Memory,

@@ -134,6 +134,24 @@ def create_mcp_server(
             # left out
             return [_view(v) for v in mem.history(memory_id, scope=agent)]
 
+    @server.tool(description="The people, places, organisations, events and things your "
+                             "memories mention, most mentioned first.")
+    def entities(limit: Annotated[int, Field(ge=1, le=1000)] = 50) -> list[dict[str, Any]]:
+        with _tool_errors():
+            found = mem.entities(limit=limit, scope=agent)
+        return [{"name": e.name, "type": e.type.value, "mentions": e.mention_count,
+                 "aliases": list(e.aliases)} for e in found]
+
+    @server.tool(description="What your memories say about one entity (a person, place, "
+                             "thing ...): the memories that mention it, oldest first, and "
+                             "the relations they record.")
+    def about(name: Query, limit: Annotated[int, Field(ge=1, le=500)] = 50) -> dict[str, Any]:
+        with _tool_errors():
+            found = mem.about(name, limit=limit, scope=agent)
+        return {"entity": {"name": found.entity.name, "type": found.entity.type.value},
+                "memories": [_view(m) for m in found.memories],
+                "relations": [r.model_dump(mode="json") for r in found.relations]}
+
     @server.tool(description="Answer a question from your memories, citing memory ids.")
     def reflect(question: Query, k: Annotated[int, Field(ge=1, le=50)] = 10) -> dict[str, Any]:
         with _tool_errors():

@@ -489,3 +489,28 @@ def test_forget_report_names_only_what_the_key_may_read() -> None:
         assert r.status_code == 200, r.text
         assert r.json()["deleted"] == [mine.id]       # alice's summary went, unnamed
     assert mem.get_many([mine.id, theirs.id]) == []
+
+
+def test_entities_over_http_follow_the_key(store: GraphMemory) -> None:
+    from fastapi.testclient import TestClient
+
+    from graphmem.config import ApiKey, ServerSettings, Settings
+    from graphmem.server.http import create_app
+
+    store.remember("Yesterday I walked with Jon around Lisbon", agent_id="alice")
+    store.remember("Meeting Carla in Oslo next week about the secret deal", agent_id="bob")
+    key = ApiKey(key="k-alice-secret", agent_id="alice", namespaces=["*"])
+    settings = Settings(embedder="none", server=ServerSettings(api_keys=(key,)))
+    with TestClient(create_app(store, settings=settings)) as client:
+        h = {"Authorization": "Bearer k-alice-secret"}
+        r = client.get("/entities", headers=h)
+        assert r.status_code == 200, r.text
+        names = {e["name"] for e in r.json()}
+        assert {"Jon", "Lisbon"} <= names and not names & {"Carla", "Oslo"}
+        r = client.get("/entities/lisbon", headers=h)
+        assert r.status_code == 200 and r.json()["entity"]["name"] == "Lisbon"
+        assert [m["content"] for m in r.json()["memories"]] == [
+            "Yesterday I walked with Jon around Lisbon"]
+        assert "embedding" not in r.json()["memories"][0]
+        assert client.get("/entities/Oslo", headers=h).status_code == 404
+        assert client.get("/entities?type=bogus", headers=h).status_code == 422

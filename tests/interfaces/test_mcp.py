@@ -168,3 +168,15 @@ def test_history_tool_leaves_out_versions_the_agent_may_not_read(shared: GraphMe
     assert _call(bob, "history", {"memory_id": v1.id}).is_error
     alice = _call(create_mcp_server(shared, agent_id="alice"), "history", {"memory_id": v2.id})
     assert [v["id"] for v in alice.structured_content["result"]] == [v1.id, v2.id]
+
+
+def test_entity_tools_show_only_what_the_agent_may_read(shared: GraphMemory) -> None:
+    shared.remember("Yesterday I walked with Jon around Lisbon", agent_id="alice")
+    shared.remember("Meeting Carla in Oslo next week about the secret deal", agent_id="bob")
+    server = create_mcp_server(shared, agent_id="alice")
+    names = {e["name"] for e in _call(server, "entities", {}).structured_content["result"]}
+    assert {"Jon", "Lisbon"} <= names and not names & {"Carla", "Oslo"}
+    about = _call(server, "about", {"name": "lisbon"}).structured_content
+    assert about["entity"]["name"] == "Lisbon" and len(about["memories"]) == 1
+    denied = _call(server, "about", {"name": "Oslo"})            # bob's, not alice's
+    assert denied.is_error and "NotFound" in _text(denied)
