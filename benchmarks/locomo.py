@@ -439,18 +439,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         umem = open_store(args.knowledge != "off")
         t0 = time.perf_counter()
         turns = sum(ingest_user(umem, c) for c in convs)
+        umem.wait_for_vectors()  # vectors are computed behind remember(); count them in
         timings.append(f"user path {time.perf_counter() - t0:.1f} s")
         systems["user path"] = user_system(umem, config)
         if args.knowledge == "both":
             pmem = open_store(False)
             t0 = time.perf_counter()
             sum(ingest_user(pmem, c) for c in convs)
+            pmem.wait_for_vectors()
             timings.append(f"user path without entities {time.perf_counter() - t0:.1f} s")
             systems["user path, no entities"] = user_system(pmem, plain)
     if args.path in ("events", "both"):
         mem = open_store(args.knowledge != "off")
         t0 = time.perf_counter()
         turns = sum(ingest(mem, c) for c in convs)
+        mem.wait_for_vectors()
         timings.append(f"event path {time.perf_counter() - t0:.1f} s")
         built = build_systems(mem, config)
         systems["event path"] = built.pop("event path")
