@@ -578,9 +578,18 @@ class Writes:
                 continue  # deleted, or changed: fetched again with its new content
             todo[i] = tuple(vec.tolist())
             expect.append(Expect(m.ref, props={"content_hash": m.content_hash}))
-        if todo:
-            self.backend.ensure_schema(embedding_dim=int(vecs.shape[1]))
+        if not todo:
+            return
+        self.backend.ensure_schema(embedding_dim=int(vecs.shape[1]))
+        try:
             self.commit(WriteBatch(vectors=todo, expect=expect))
+        except Conflict:
+            # one memory changed or went since it was read: keep the others' vectors
+            for (i, vec), ex in zip(todo.items(), expect, strict=True):
+                try:
+                    self.commit(WriteBatch(vectors={i: vec}, expect=[ex]))
+                except Conflict:
+                    continue  # fetched again with its new content, or gone
 
     # -- import ------------------------------------------------------------------------
 

@@ -103,3 +103,23 @@ def test_a_store_moves_to_a_model_of_another_dimension(tmp_path: Path) -> None:
     with GraphMemory.open(p, embedder=HashEmbedder(32)) as mem:   # the new model opens
         assert mem.recall("tea", k=3, touch=False)[0].breakdown.get("vector") is not None
         assert mem.backend.stats().embedding_dim == 32
+
+
+def test_one_changed_memory_does_not_cost_the_batch_its_vectors() -> None:
+    with GraphMemory.open("memory://", embedder=None) as mem:
+        a, b = mem.remember_many([{"content": "first"}, {"content": "second"}])
+        real = mem.writes.commit
+        raced = False
+
+        def commit_after_a_forget(batch, **kw):  # type: ignore[no-untyped-def]
+            nonlocal raced
+            if batch.vectors and not raced:  # b goes between the read and the write
+                raced = True
+                mem.forget(b.id)
+            return real(batch, **kw)
+
+        mem.writes.commit = commit_after_a_forget  # type: ignore[method-assign]
+        mem.writes.store_vectors([(a.id, "first"), (b.id, "second")],
+                                 np.ones((2, 8), dtype=np.float32))
+        assert raced and mem.get(a.id).embedding is not None
+        assert mem.get_many([b.id]) == []
