@@ -349,6 +349,50 @@ def history(
 
 
 @app.command()
+def entities(
+    agent: Annotated[str | None, typer.Option(help="Only this agent's memories.")] = None,
+    namespace: Annotated[str | None, typer.Option(help="Only this namespace.")] = None,
+    scope: ScopeOpt = None,
+    type: Annotated[
+        str | None,
+        typer.Option(help="person|place|organisation|event|object|other"),
+    ] = None,
+    limit: LimitOpt = 20,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the entities (people, places, organisations, events, things) that memories
+    mention, most mentioned first."""
+    with _open(db, "none") as mem:
+        found = mem.entities(type=type, limit=limit,
+                             **_recall_filters(agent, namespace, scope, None, None))
+        text = "\n".join(f"{e.mention_count:5d}  {e.type.value:<12} {e.name}" for e in found)
+        _emit(as_json, found, text or "(none)")
+
+
+@app.command()
+def about(
+    name: Annotated[str, typer.Argument(help="An entity's name or alias.")],
+    agent: Annotated[str | None, typer.Option(help="Only this agent's memories.")] = None,
+    namespace: Annotated[str | None, typer.Option(help="Only this namespace.")] = None,
+    scope: ScopeOpt = None,
+    limit: LimitOpt = 50,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """What the memories say about an entity: the memories that mention it, oldest first,
+    and the relations they record."""
+    with _open(db, "none") as mem:
+        found = mem.about(name, limit=limit,
+                          **_recall_filters(agent, namespace, scope, None, None))
+        e = found.entity
+        lines = [f"{e.name} ({e.type.value}), {len(found.memories)} memories"]
+        lines += [f"{m.created_at:%Y-%m-%d}  {m.id}  {m.content}" for m in found.memories]
+        lines += [f"{r.subject} -[{r.predicate}]-> {r.object}" for r in found.relations]
+        _emit(as_json, found, "\n".join(lines))
+
+
+@app.command()
 def forget(
     memory_id: Annotated[str, typer.Argument(help="Memory id.")],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only report.")] = False,

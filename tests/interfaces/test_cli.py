@@ -273,3 +273,13 @@ def test_mcp_starts_on_the_embedded_default(tmp_path: Path) -> None:
     names, is_error = asyncio.run(session())
     assert {"remember", "recall", "forget", "reflect", "context", "history"} <= names
     assert is_error and (tmp_path / "graphmem.db").exists()
+
+
+def test_entities_and_about(db: str) -> None:
+    for text in ("Yesterday I walked with Jon around Lisbon", "We met Jon at the market"):
+        run("remember", text, "--db", db)
+    out = run("entities", "--db", db).stdout
+    assert "Jon" in out and "Lisbon" in out
+    assert run("about", "jon", "--db", db).stdout.splitlines()[0] == "Jon (person), 2 memories"
+    assert run_json("about", "jon", "--db", db)["entity"]["name"] == "Jon"
+    run("about", "nobody", "--db", db, code=1)
