@@ -256,10 +256,17 @@ class Writes:
         runs: list[GraphNode] = []
         edges: list[Edge] = []
         expect: list[Expect] = []
+        if not groups:
+            return out, runs, edges, expect
+        # one read for every run of the batch and one for their last memories (a server
+        # backend pays a round trip per read)
+        stored = {r.id: r for r in self.backend.get(NodeLabel.RUN, list(groups))
+                  if isinstance(r, Run)}
+        lasts = [r.last_event_id for r in stored.values() if r.last_event_id]
+        alive = {m.id for m in self.backend.get(NodeLabel.MEMORY, lasts)} if lasts else set()
         for run_id, idxs in groups.items():
-            found = [r for r in self.backend.get(NodeLabel.RUN, [run_id]) if isinstance(r, Run)]
-            if found:
-                run = found[0]
+            run = stored.get(run_id)
+            if run is not None:
                 expect.append(Expect(run.ref, props={"event_count": run.event_count,
                                                      "last_event_id": run.last_event_id}))
             else:
@@ -268,7 +275,7 @@ class Writes:
                           started_at=first.created_at)
                 expect.append(Expect(run.ref, exists=False))
             prev = run.last_event_id
-            if prev is not None and not self.backend.get(NodeLabel.MEMORY, [prev]):
+            if prev is not None and prev not in alive:
                 # the last one was forgotten: chain on from the newest that remains
                 latest = self.backend.match(
                     Filter.for_memories(run_id=run_id, status=None),

@@ -615,3 +615,14 @@ def test_recall_search_redoes_the_vector_search_only_when_the_index_had_more(
         None, VectorQuery(vector=(1.0, 0.0), k=5, filter=Filter.for_memories(agent_id="a")))
     assert fake.recorder.names() == expected
     assert [h.node.id for h in near] == ([m.id] if len(expected) > 1 else [])
+
+
+def test_a_batch_over_many_runs_reads_its_runs_once() -> None:
+    fake = FakeDriver()
+    neo = _backend(fake, batch_rows=1000)
+    mem = GraphMemory(neo, embedder=None, owns_backend=False, knowledge=False)
+    mem.remember_many([{"content": f"turn {i}", "agent_id": "a", "run_id": f"s{i % 50}"}
+                       for i in range(1000)])
+    reads = [t for t in fake.recorder.transactions if t.mode == "read"]
+    assert len(reads) <= 2, fake.recorder.names()   # the runs, then their last memories
+    assert len(fake.recorder.writes()) == 1
