@@ -39,7 +39,7 @@ import threading
 import warnings
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -627,7 +627,9 @@ def _export_onnx(source: Path, layout: _Layout, target: Path) -> None:
     if takes_types:
         sample.append(torch.zeros_like(sample[0]))
     dynamic = {n: {0: "batch", 1: "tokens"} for n in [*names, "token_embeddings"]}
-    log.info("exporting embedding model %s to ONNX at %s (once)", source.name, target)
+    # a first use pays this once (seconds): say so, rather than seem to hang
+    log.warning("preparing embedding model %s for ONNX Runtime at %s (once, a few seconds)",
+                source.name, target)
     with _temp_beside(target) as tmp:
         with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # tracer and exporter notes, not errors
@@ -708,6 +710,7 @@ class OnnxEmbedder(_CachedEmbedder):
         batch_size: int = 32,
         threads: int | None = None,
         cache_size: int = 32_768,
+        fallback: Callable[[], Embedder] | None = None,
     ) -> None:
         if model is None:
             path = _bundled_model()
@@ -738,6 +741,10 @@ class OnnxEmbedder(_CachedEmbedder):
         self._lock = threading.Lock()
         self._runtime: tuple[Any, Any, set[str]] | None = None
         self._pool: ThreadPoolExecutor | None = None
+        #: the embedder to use when the ONNX file cannot be made here (``auto``: the same
+        #: model through sentence-transformers), and the one in use once that happened
+        self._fallback = fallback
+        self._replacement: Embedder | None = None
         super().__init__(cache_size)
 
     @property
@@ -785,7 +792,19 @@ class OnnxEmbedder(_CachedEmbedder):
         return _pool(_run(session, inputs, ids, mask), mask, self._layout.pooling)
 
     def _compute(self, texts: list[str]) -> np.ndarray:
-        self._loaded()
+        if self._replacement is not None:
+            return self._replacement.embed(texts)
+        try:
+            self._loaded()
+        except Exception as e:  # the export needs torch, onnx and a writable cache
+            if self._fallback is None:
+                raise
+            log.warning("could not prepare the ONNX model (%s); embedding with the same model "
+                        "through sentence-transformers instead", e)
+            with self._lock:
+                if self._replacement is None:
+                    self._replacement = self._fallback()
+            return self._replacement.embed(texts)
         if len(texts) <= SMALL_BATCH:
             return _normalise_rows(self._embed_batch(texts))
         # Sorted by length, batches pad little; the rows are put back in order after.
@@ -823,7 +842,8 @@ def _bundled_default(strict: bool) -> Embedder | None:
             )
         return None
     if onnx_runtime_available():
-        onnx = OnnxEmbedder()
+        onnx = OnnxEmbedder(
+            fallback=SentenceTransformerEmbedder if _sentence_transformers_available() else None)
         if onnx.is_exported() or _onnx_export_available():
             return onnx
     if _sentence_transformers_available():

@@ -263,3 +263,18 @@ def test_cli_recall_on_an_existing_store_needs_no_torch(onnx_cache: Path, tmp_pa
                           text=True)
     assert done.returncode == 0, done.stderr
     assert "Alice drinks tea" in done.stdout and done.stderr == ""
+
+
+def test_onnx_falls_back_to_the_given_embedder_when_it_cannot_export(tmp_path: Path) -> None:
+    if not emb_mod.onnx_runtime_available():
+        pytest.skip("onnxruntime is not installed")
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder would go")
+    backup = HashEmbedder(384)
+    onnx = emb_mod.OnnxEmbedder(cache_dir=blocker, fallback=lambda: backup)
+    out = onnx.embed(["Alice prefers green tea", "the bus was late"])
+    assert np.allclose(out, backup.embed(["Alice prefers green tea", "the bus was late"]))
+    again = onnx.embed(["something new"])  # stays on the fallback, no second attempt
+    assert np.allclose(again, backup.embed(["something new"]))
+    with pytest.raises(Exception):  # noqa: B017 - without a fallback the failure surfaces
+        emb_mod.OnnxEmbedder(cache_dir=blocker).embed(["x"])
