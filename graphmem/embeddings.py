@@ -628,8 +628,8 @@ def _export_onnx(source: Path, layout: _Layout, target: Path) -> None:
         sample.append(torch.zeros_like(sample[0]))
     dynamic = {n: {0: "batch", 1: "tokens"} for n in [*names, "token_embeddings"]}
     # a first use pays this once (seconds): say so, rather than seem to hang
-    log.warning("preparing embedding model %s for ONNX Runtime at %s (once, a few seconds)",
-                source.name, target)
+    log.warning("preparing the embedding model for ONNX Runtime, once (a few seconds): %s",
+                target)
     with _temp_beside(target) as tmp:
         with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # tracer and exporter notes, not errors
