@@ -11,21 +11,15 @@ import pytest
 
 from graphmem.backends.networkx import NetworkXBackend
 from graphmem.errors import NotFound
-from graphmem.knowledge import KnowledgeIndexer, about, entities
+from graphmem.knowledge import about, entities
 from graphmem.memory import GraphMemory
 from graphmem.models import EdgeType, Entity, EntityType, Filter, Memory, NodeLabel
 from graphmem.writes import Writes
+from tests.knowledge import indexed
 
 T0 = datetime(2024, 5, 1, 12, tzinfo=UTC)
 
 
-def indexed(m: GraphMemory) -> KnowledgeIndexer:
-    """The store's knowledge indexer (attached here when GraphMemory does not attach one)."""
-    ix = getattr(m, "knowledge", None)
-    if ix is None:
-        ix = KnowledgeIndexer(m.backend)
-        ix.attach(m.writes)
-    return ix
 
 
 @pytest.fixture

@@ -9,21 +9,15 @@ from pathlib import Path
 import pytest
 
 from graphmem.backends.networkx import NetworkXBackend
-from graphmem.knowledge import KnowledgeIndexer, entity_channel
+from graphmem.knowledge import entity_channel
 from graphmem.memory import GraphMemory
 from graphmem.models import Filter
 from graphmem.retrieval import RecallConfig, Retriever
+from tests.knowledge import indexed
 
 T0 = datetime(2024, 5, 1, 12, tzinfo=UTC)
 
 
-def indexed(m: GraphMemory) -> KnowledgeIndexer:
-    """The store's knowledge indexer (attached here when GraphMemory does not attach one)."""
-    ix = getattr(m, "knowledge", None)
-    if ix is None:
-        ix = KnowledgeIndexer(m.backend)
-        ix.attach(m.writes)
-    return ix
 FILLER = [
     "the weather was grey and wet all week", "we cooked pasta with tomato sauce",
     "the printer jammed again this morning", "a new season of the show started",
