@@ -45,8 +45,10 @@ from graphmem.models import Memory  # noqa: E402
 
 STOP = "the a of to in is and for on with at by it this that was be as are from".split()
 PEOPLE = "Alice Bob Carol Dave Erin Frank Grace Heidi Ivan Judy Mallory Niaj Olivia".split()
-THINGS = ("tea coffee python rust postgres redis kafka vim emacs linux mac the dashboard "
-          "the billing service the api gateway the nightly job the data warehouse").split()
+THINGS = (
+    "tea coffee python rust postgres redis kafka vim emacs linux mac the dashboard "
+    "the billing service the api gateway the nightly job the data warehouse"
+).split()
 
 
 def corpus(n: int, dup_share: float, seed: int = 0) -> list[str]:
@@ -67,8 +69,9 @@ def corpus(n: int, dup_share: float, seed: int = 0) -> list[str]:
                 if op < 0.4:
                     base[rng.randrange(len(base))] = rng.choices(words, cum_weights=cum)[0]
                 elif op < 0.7:
-                    base.insert(rng.randrange(len(base) + 1),
-                                rng.choices(words, cum_weights=cum)[0])
+                    base.insert(
+                        rng.randrange(len(base) + 1), rng.choices(words, cum_weights=cum)[0]
+                    )
                 elif len(base) > 3:
                     base.pop(rng.randrange(len(base)))
             text = " ".join(base)
@@ -95,12 +98,13 @@ def exact_partners(texts: list[str], sample: list[int], threshold: float) -> set
         for tok in s:
             rows.append(i)
             cols.append(vocab.setdefault(tok, len(vocab)))
-    m = sparse.csr_matrix((np.ones(len(rows), dtype=np.int32), (rows, cols)),
-                          shape=(len(sets), len(vocab)))
+    m = sparse.csr_matrix(
+        (np.ones(len(rows), dtype=np.int32), (rows, cols)), shape=(len(sets), len(vocab))
+    )
     sizes = np.asarray([len(s) for s in sets], dtype=np.int64)
     out: set[tuple[int, int]] = set()
     for lo in range(0, len(sample), 200):
-        block = sample[lo: lo + 200]
+        block = sample[lo : lo + 200]
         inter = (m[block] @ m.T).toarray().astype(np.int64)
         for r, i in enumerate(block):
             union = sizes[i] + sizes - inter[r]
@@ -120,8 +124,10 @@ def bench_size(n: int, args: argparse.Namespace) -> dict[str, object]:
     if n <= args.brute_max:
         t0 = time.perf_counter()
         exact = brute_force_pairs(texts, 0.6) == pairs
-        check = f"brute force over all {n * (n - 1) // 2:,} pairs: identical={exact} " \
-                f"({time.perf_counter() - t0:.0f} s)"
+        check = (
+            f"brute force over all {n * (n - 1) // 2:,} pairs: identical={exact} "
+            f"({time.perf_counter() - t0:.0f} s)"
+        )
     else:
         rng = random.Random(1)
         sample = rng.sample(range(n), args.sample)
@@ -129,14 +135,16 @@ def bench_size(n: int, args: argparse.Namespace) -> dict[str, object]:
         sset = set(sample)
         got = {(i, j) for i, j, _ in pairs if i in sset or j in sset}
         exact = want == got
-        check = (f"exact partners of {args.sample} random memories (sparse product over all "
-                 f"{n:,}): {len(want)} pairs, identical={exact}")
+        check = (
+            f"exact partners of {args.sample} random memories (sparse product over all "
+            f"{n:,}): {len(want)} pairs, identical={exact}"
+        )
 
     backend = NetworkXBackend(None)
     memories = [Memory(content=t, agent_id="bench") for t in texts]
     t0 = time.perf_counter()
     for lo in range(0, n, 5000):
-        backend.upsert(memories[lo: lo + 5000])
+        backend.upsert(memories[lo : lo + 5000])
     t_ingest = time.perf_counter() - t0
     t0 = time.perf_counter()
     plan = consolidate(backend, dry_run=True)
@@ -147,10 +155,18 @@ def bench_size(n: int, args: argparse.Namespace) -> dict[str, object]:
     merged_sources = sum(len(g.source_ids) for g in done.groups if g.merged_id)
     backend.close()
     return {
-        "n": n, "pairs": len(pairs), "t_pairs": t_pairs, "c_pairs": c_pairs,
-        "c_apply": c_apply, "exact": exact, "check": check,
-        "t_ingest": t_ingest, "t_dry": t_dry, "t_apply": t_apply,
-        "groups": len(done.groups), "superseded": merged_sources,
+        "n": n,
+        "pairs": len(pairs),
+        "t_pairs": t_pairs,
+        "c_pairs": c_pairs,
+        "c_apply": c_apply,
+        "exact": exact,
+        "check": check,
+        "t_ingest": t_ingest,
+        "t_dry": t_dry,
+        "t_apply": t_apply,
+        "groups": len(done.groups),
+        "superseded": merged_sources,
         "dry_groups": len(plan.groups),
     }
 
@@ -162,8 +178,9 @@ def bench_llm(args: argparse.Namespace) -> dict[str, object]:
     with StubAnthropic() as stub:
         llm = AnthropicLLM(base_url=stub.url, api_key="bench", max_retries=0)
         backend = NetworkXBackend(None)
-        mems = [Memory(content=t, agent_id="bench", run_id=f"r{i % 20}")
-                for i, t in enumerate(texts)]
+        mems = [
+            Memory(content=t, agent_id="bench", run_id=f"r{i % 20}") for i, t in enumerate(texts)
+        ]
         backend.upsert(mems)
         report = consolidate(backend, llm=llm)
         llm_groups = sum(1 for g in report.groups if g.content_source == "llm")
@@ -171,7 +188,7 @@ def bench_llm(args: argparse.Namespace) -> dict[str, object]:
             run = [m for m in mems if m.run_id == f"r{r}"][:50]
             summarize_into_memory(backend, llm, run, purpose="run")
         for lo in range(0, 200, 50):
-            improve_memories(backend, llm, mems[lo: lo + 50])
+            improve_memories(backend, llm, mems[lo : lo + 50])
         for t in texts[:100]:
             store_facts(backend, llm, t, agent_id="bench")
         for t in texts[100:150]:
@@ -179,8 +196,12 @@ def bench_llm(args: argparse.Namespace) -> dict[str, object]:
         usage = llm.usage
         backend.close()
         llm.close()
-    return {"usage": usage, "groups": len(report.groups), "llm_groups": llm_groups,
-            "requests": len(stub.requests)}
+    return {
+        "usage": usage,
+        "groups": len(report.groups),
+        "llm_groups": llm_groups,
+        "requests": len(stub.requests),
+    }
 
 
 def main() -> None:
@@ -191,31 +212,44 @@ def main() -> None:
     ap.add_argument("--sample", type=int, default=2000)
     ap.add_argument("--no-llm", action="store_true")
     args = ap.parse_args()
-    print(f"machine: {platform.processor() or platform.machine()}, python "
-          f"{platform.python_version()}; dup share {args.dup_share}\n")
-    print(f"load average at start: {os.getloadavg()[0]:.1f} (wall times include waiting "
-          "for the CPU; CPU = this process's CPU time)\n")
-    print("| memories | pairs >= 0.6 | pair finding wall / CPU | exactness | "
-          "ingest (not counted) | consolidate dry run | consolidate apply wall / CPU | "
-          "groups merged | superseded |")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, python "
+        f"{platform.python_version()}; dup share {args.dup_share}\n"
+    )
+    print(
+        f"load average at start: {os.getloadavg()[0]:.1f} (wall times include waiting "
+        "for the CPU; CPU = this process's CPU time)\n"
+    )
+    print(
+        "| memories | pairs >= 0.6 | pair finding wall / CPU | exactness | "
+        "ingest (not counted) | consolidate dry run | consolidate apply wall / CPU | "
+        "groups merged | superseded |"
+    )
     print("|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     for n in args.sizes:
         r = bench_size(n, args)
-        print(f"| {n:,} | {r['pairs']:,} | {r['t_pairs']:.1f} s / {r['c_pairs']:.1f} s | "
-              f"{r['check']} | {r['t_ingest']:.1f} s | {r['t_dry']:.1f} s | "
-              f"{r['t_apply']:.1f} s / {r['c_apply']:.1f} s | "
-              f"{r['groups']:,} | {r['superseded']:,} |", flush=True)
+        print(
+            f"| {n:,} | {r['pairs']:,} | {r['t_pairs']:.1f} s / {r['c_pairs']:.1f} s | "
+            f"{r['check']} | {r['t_ingest']:.1f} s | {r['t_dry']:.1f} s | "
+            f"{r['t_apply']:.1f} s / {r['c_apply']:.1f} s | "
+            f"{r['groups']:,} | {r['superseded']:,} |",
+            flush=True,
+        )
     if not args.no_llm:
         r = bench_llm(args)
-        print(f"\nLLM passes against the local stub ({r['requests']} HTTP requests; "
-              f"consolidation: {r['groups']} groups, {r['llm_groups']} synthesised by the LLM, "
-              "the rest duplicates merged deterministically). Token counts are the stub's "
-              "estimate (request/answer characters / 4), not a real model's.\n")
+        print(
+            f"\nLLM passes against the local stub ({r['requests']} HTTP requests; "
+            f"consolidation: {r['groups']} groups, {r['llm_groups']} synthesised by the LLM, "
+            "the rest duplicates merged deterministically). Token counts are the stub's "
+            "estimate (request/answer characters / 4), not a real model's.\n"
+        )
         print("| pass | calls | input tokens | output tokens | input tokens / call |")
         print("|---|---:|---:|---:|---:|")
         for name, u in sorted(r["usage"].items()):  # type: ignore[attr-defined]
-            print(f"| {name} | {u.calls} | {u.input_tokens:,} | {u.output_tokens:,} | "
-                  f"{u.input_tokens // max(u.calls, 1):,} |")
+            print(
+                f"| {name} | {u.calls} | {u.input_tokens:,} | {u.output_tokens:,} | "
+                f"{u.input_tokens // max(u.calls, 1):,} |"
+            )
 
 
 if __name__ == "__main__":

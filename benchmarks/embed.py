@@ -105,8 +105,9 @@ def measure(e: Embedder, single: list[str], batch: list[str]) -> dict[str, float
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--runtime", nargs="+",
-                    default=["onnx", "onnx:int8", "torch", "torch-unpinned"])
+    ap.add_argument(
+        "--runtime", nargs="+", default=["onnx", "onnx:int8", "torch", "torch-unpinned"]
+    )
     ap.add_argument("--single", type=int, default=300, help="texts embedded one at a time")
     ap.add_argument("--batch", type=int, default=1024, help="texts in the one batch call")
     ap.add_argument("--busy", type=int, default=0, help="CPU-bound processes to run beside")
@@ -135,9 +136,11 @@ def main() -> None:
             p.kill()
             p.wait()
 
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
-          f"busy processes beside: {args.busy}; load average (1 min) "
-          f"{load_before[0]:.2f} at start, {load_after[0]:.2f} at end")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
+        f"busy processes beside: {args.busy}; load average (1 min) "
+        f"{load_before[0]:.2f} at start, {load_after[0]:.2f} at end"
+    )
     print(f"texts: {len(single)} single, batch of {len(batch)} (LoCoMo turns)\n")
     print("| runtime | single p50 ms | single p95 ms | batch texts/s | min cos vs torch |")
     print("|---|---:|---:|---:|---:|")

@@ -47,22 +47,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         t0 = time.perf_counter()
         extract(text)
         times.append(time.perf_counter() - t0)
-    print(f"extract: {len(texts)} turns, p50 {1e6 * _pct(times, 0.5):.0f} us, "
-          f"p95 {1e6 * _pct(times, 0.95):.0f} us, mean {1e6 * statistics.fmean(times):.0f} us")
+    print(
+        f"extract: {len(texts)} turns, p50 {1e6 * _pct(times, 0.5):.0f} us, "
+        f"p95 {1e6 * _pct(times, 0.95):.0f} us, mean {1e6 * statistics.fmean(times):.0f} us"
+    )
     for knowledge in (False, True):
         with tempfile.TemporaryDirectory() as tmp:
             mem = GraphMemory.open(f"{tmp}/k.db", embedder="none", knowledge=knowledge)
             times = []
             for t in turns:
                 t0 = time.perf_counter()
-                mem.remember(turn_content(t), agent_id=conv.sample_id,
-                             run_id=f"{conv.sample_id}/session-{t.session}", created_at=t.at)
+                mem.remember(
+                    turn_content(t),
+                    agent_id=conv.sample_id,
+                    run_id=f"{conv.sample_id}/session-{t.session}",
+                    created_at=t.at,
+                )
                 times.append(time.perf_counter() - t0)
             n_entities = mem.stats()["nodes"].get("Entity", 0)
             mem.close()
-        print(f"remember, knowledge={'on' if knowledge else 'off'}: p50 "
-              f"{1e3 * _pct(times, 0.5):.2f} ms, p95 {1e3 * _pct(times, 0.95):.2f} ms "
-              f"({len(turns)} turns, {n_entities} entities)")
+        print(
+            f"remember, knowledge={'on' if knowledge else 'off'}: p50 "
+            f"{1e3 * _pct(times, 0.5):.2f} ms, p95 {1e3 * _pct(times, 0.95):.2f} ms "
+            f"({len(turns)} turns, {n_entities} entities)"
+        )
     return 0
 
 

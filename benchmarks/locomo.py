@@ -147,8 +147,11 @@ def ingest_user(mem: GraphMemory, conv: Conversation) -> int:
     for s in sorted(conv.sessions):
         for t in conv.sessions[s]:
             mem.remember(
-                turn_content(t), agent_id=conv.sample_id, run_id=f"{conv.sample_id}/session-{s}",
-                category="episodic", created_at=t.at,
+                turn_content(t),
+                agent_id=conv.sample_id,
+                run_id=f"{conv.sample_id}/session-{s}",
+                category="episodic",
+                created_at=t.at,
                 metadata={"dia_id": t.dia_id, "speaker": t.speaker, "session": s},
             )
             n += 1
@@ -160,22 +163,29 @@ def ingest(mem: GraphMemory, conv: Conversation) -> int:
     for s in sorted(conv.sessions):
         turns = conv.sessions[s]
         run_id = f"{conv.sample_id}/session-{s}"
-        mem.start_run(agent_id=conv.speakers[0] or "speaker", run_id=run_id,
-                      namespace=conv.sample_id, started_at=turns[0].at,
-                      metadata={"session": s})
-        mem.add_events(run_id, [
-            {
-                "event_type": "message",
-                "content": turn_content(t),
-                "agent_id": t.speaker,
-                "namespace": conv.sample_id,
-                "category": "episodic",
-                "tier": "long_term",
-                "created_at": t.at,
-                "metadata": {"dia_id": t.dia_id, "speaker": t.speaker, "session": s},
-            }
-            for t in turns
-        ])
+        mem.start_run(
+            agent_id=conv.speakers[0] or "speaker",
+            run_id=run_id,
+            namespace=conv.sample_id,
+            started_at=turns[0].at,
+            metadata={"session": s},
+        )
+        mem.add_events(
+            run_id,
+            [
+                {
+                    "event_type": "message",
+                    "content": turn_content(t),
+                    "agent_id": t.speaker,
+                    "namespace": conv.sample_id,
+                    "category": "episodic",
+                    "tier": "long_term",
+                    "created_at": t.at,
+                    "metadata": {"dia_id": t.dia_id, "speaker": t.speaker, "session": s},
+                }
+                for t in turns
+            ],
+        )
         n += len(turns)
     return n
 
@@ -321,8 +331,12 @@ def user_system(mem: GraphMemory, config: RecallConfig) -> System:
 # report
 
 
-def report(scores: dict[str, Scores], convs: list[Conversation], args: argparse.Namespace,
-           extra: dict[str, Any]) -> str:
+def report(
+    scores: dict[str, Scores],
+    convs: list[Conversation],
+    args: argparse.Namespace,
+    extra: dict[str, Any],
+) -> str:
     n_q = sum(1 for c in convs for q in c.questions if q.gold)
     n_all = sum(len(c.questions) for c in convs)
     lines = [
@@ -331,10 +345,13 @@ def report(scores: dict[str, Scores], convs: list[Conversation], args: argparse.
         f"({extra['dropped']} evidence ids naming no turn dropped). "
         f"Embedder: {extra['embedder']}. Knowledge layer: {args.knowledge}. "
         f"Ingest: {extra['ingest_s']}. "
-        + ("Embeddings (turns and questions) came from the cache file "
-           f"`{args.embed_cache}`, so ingest and latency exclude the model. "
-           if args.embed_cache else "Hybrid latency includes embedding the question (the "
-           "baselines, run after it, reuse that cached embedding). ")
+        + (
+            "Embeddings (turns and questions) came from the cache file "
+            f"`{args.embed_cache}`, so ingest and latency exclude the model. "
+            if args.embed_cache
+            else "Hybrid latency includes embedding the question (the "
+            "baselines, run after it, reuse that cached embedding). "
+        )
         + f"Load average {os.getloadavg()[0]:.1f} at the end of the run.",
         "",
         "| system | R@5 | R@10 | R@25 | R@50 | session R@5 | session R@10 | p50 ms | p95 ms |",
@@ -342,14 +359,19 @@ def report(scores: dict[str, Scores], convs: list[Conversation], args: argparse.
     ]
     for s in scores.values():
         lines.append(
-            f"| {s.name} | " + " | ".join(f"{s.recall(k):.1f}" for k in KS)
+            f"| {s.name} | "
+            + " | ".join(f"{s.recall(k):.1f}" for k in KS)
             + f" | {s.session_recall(5):.1f} | {s.session_recall(10):.1f}"
             + f" | {s.latency_ms(0.5):.1f} | {s.latency_ms(0.95):.1f} |"
         )
     names = " / ".join(scores)
-    lines += ["", f"Per category ({names}):", "",
-              "| category | n | " + " | ".join(f"R@{k}" for k in KS) + " |",
-              "|---|---|" + "---|" * len(KS)]
+    lines += [
+        "",
+        f"Per category ({names}):",
+        "",
+        "| category | n | " + " | ".join(f"R@{k}" for k in KS) + " |",
+        "|---|---|" + "---|" * len(KS),
+    ]
     for cat, label in CATEGORIES.items():
         n = len(next(iter(scores.values())).by_cat.get((cat, 10), []))
         if not n:
@@ -358,9 +380,9 @@ def report(scores: dict[str, Scores], convs: list[Conversation], args: argparse.
         lines.append(f"| {cat} {label} | {n} | " + " | ".join(cells) + " |")
     notes = {
         "user path": "`remember` per turn (agent = conversation, run = session, created_at = "
-                     "session date), `recall(question, agent_id=..., k=50)` with touching on",
+        "session date), `recall(question, agent_id=..., k=50)` with touching on",
         "user path, no entities": "the same without the knowledge layer (no entity "
-                                  "indexing, no entity hops)",
+        "indexing, no entity hops)",
         "event path": "`add_events` per session (NEXT chain), Retriever with touch=False",
     }
     lines += [""] + [f"- {name}: {notes[name]}." for name in scores if name in notes]
@@ -397,16 +419,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--store", default="memory://", help="graphmem URL to ingest into")
     ap.add_argument("--embedder", default="auto")
     ap.add_argument("--preset", default="balanced")
-    ap.add_argument("--embed-cache", type=Path, default=None,
-                    help="reuse embeddings from this .npz file (tuning runs)")
-    ap.add_argument("--path", choices=("user", "events", "both"), default="both",
-                    help="the user path (remember/recall), the event path, or both")
-    ap.add_argument("--knowledge", choices=("on", "off", "both"), default="on",
-                    help="off: no entity indexing and no entity hops (the layer's baseline); "
-                         "both: the user path twice, with and without")
+    ap.add_argument(
+        "--embed-cache",
+        type=Path,
+        default=None,
+        help="reuse embeddings from this .npz file (tuning runs)",
+    )
+    ap.add_argument(
+        "--path",
+        choices=("user", "events", "both"),
+        default="both",
+        help="the user path (remember/recall), the event path, or both",
+    )
+    ap.add_argument(
+        "--knowledge",
+        choices=("on", "off", "both"),
+        default="on",
+        help="off: no entity indexing and no entity hops (the layer's baseline); "
+        "both: the user path twice, with and without",
+    )
     ap.add_argument("--no-baselines", action="store_true")
-    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                    help="override a RecallConfig field (repeatable), e.g. --set rrf_k=20")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a RecallConfig field (repeatable), e.g. --set rrf_k=20",
+    )
     ap.add_argument("--limit", type=int, default=0, help="only the first N conversations")
     ap.add_argument("--write", action="store_true", help="write the section of RESULTS.md")
     args = ap.parse_args(argv)

@@ -74,8 +74,9 @@ def dataset(path: Path, turns: int, queries: int) -> tuple[list[Item], list[Quer
     qs: list[Query] = []
     for conv in load(path):
         for s in sorted(conv.sessions):
-            items += [Item(f"{conv.sample_id}/{t.dia_id}", turn_content(t))
-                      for t in conv.sessions[s]]
+            items += [
+                Item(f"{conv.sample_id}/{t.dia_id}", turn_content(t)) for t in conv.sessions[s]
+            ]
         stored = {i.key for i in items[:turns]}
         for q in conv.questions:
             gold = {f"{conv.sample_id}/{g}" for g in q.gold}
@@ -103,19 +104,28 @@ class Graphmem(System):
         self.mem = GraphMemory.open(str(folder / "graphmem.db"))
 
     def add(self, item: Item) -> None:
-        self.mem.remember(item.text, agent_id=SCOPE, category="episodic",
-                          metadata={"key": item.key})
+        self.mem.remember(
+            item.text, agent_id=SCOPE, category="episodic", metadata={"key": item.key}
+        )
 
     def add_many(self, items: Sequence[Item]) -> None:
         for i in range(0, len(items), 256):
-            self.mem.remember_many([
-                {"content": it.text, "agent_id": SCOPE, "category": "episodic",
-                 "metadata": {"key": it.key}} for it in items[i : i + 256]
-            ])
+            self.mem.remember_many(
+                [
+                    {
+                        "content": it.text,
+                        "agent_id": SCOPE,
+                        "category": "episodic",
+                        "metadata": {"key": it.key},
+                    }
+                    for it in items[i : i + 256]
+                ]
+            )
 
     def search(self, text: str) -> list[str]:
-        return [str(r.memory.metadata.get("key")) for r in self.mem.recall(text, k=K,
-                                                                          agent_id=SCOPE)]
+        return [
+            str(r.memory.metadata.get("key")) for r in self.mem.recall(text, k=K, agent_id=SCOPE)
+        ]
 
     def settle(self) -> None:
         wait = getattr(self.mem, "wait_for_vectors", None)  # background vectors
@@ -133,14 +143,23 @@ class Mem0(System):
         from mem0 import Memory
 
         os.environ.setdefault("OPENAI_API_KEY", "unused")  # infer=False never calls the LLM
-        self.mem = Memory.from_config({
-            "embedder": {"provider": "huggingface",
-                         "config": {"model": str(bundled_model_path()), "embedding_dims": 384}},
-            "vector_store": {"provider": "qdrant",
-                             "config": {"path": str(folder / "qdrant"),
-                                        "collection_name": SCOPE, "embedding_model_dims": 384}},
-            "history_db_path": str(folder / "mem0-history.db"),
-        })
+        self.mem = Memory.from_config(
+            {
+                "embedder": {
+                    "provider": "huggingface",
+                    "config": {"model": str(bundled_model_path()), "embedding_dims": 384},
+                },
+                "vector_store": {
+                    "provider": "qdrant",
+                    "config": {
+                        "path": str(folder / "qdrant"),
+                        "collection_name": SCOPE,
+                        "embedding_model_dims": 384,
+                    },
+                },
+                "history_db_path": str(folder / "mem0-history.db"),
+            }
+        )
 
     def add(self, item: Item) -> None:
         self.mem.add(item.text, user_id=SCOPE, metadata={"key": item.key}, infer=False)
@@ -154,8 +173,13 @@ class Mem0(System):
         return [str((r.get("metadata") or {}).get("key")) for r in found["results"]]
 
 
-def run(makers: dict[str, Callable[[Path], System]], items: list[Item],
-        queries: list[Query], adds: int, chunk: int = 50) -> dict[str, Result]:
+def run(
+    makers: dict[str, Callable[[Path], System]],
+    items: list[Item],
+    queries: list[Query],
+    adds: int,
+    chunk: int = 50,
+) -> dict[str, Result]:
     """Every step runs on each system in turn, so both see the same machine load."""
     results = {name: Result() for name in makers}
     with tempfile.TemporaryDirectory(prefix="graphmem-peers-") as tmp:
@@ -218,9 +242,11 @@ def main() -> None:
     results = run(makers, items, queries, args.adds)
     load_after = os.getloadavg()[0]
 
-    print(f"{len(items)} LoCoMo turns in one scope, {len(queries)} questions, k={K}; "
-          f"{os.cpu_count()} cores, load average {load_before:.2f} at start, "
-          f"{load_after:.2f} at end\n")
+    print(
+        f"{len(items)} LoCoMo turns in one scope, {len(queries)} questions, k={K}; "
+        f"{os.cpu_count()} cores, load average {load_before:.2f} at start, "
+        f"{load_after:.2f} at end\n"
+    )
     names = list(results)
     rows: list[tuple[str, Callable[[Result], float], str, bool]] = [
         ("add p50 ms", lambda r: r.pct(r.add_ms, 0.5), "{:.1f}", True),

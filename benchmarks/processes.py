@@ -43,24 +43,33 @@ def main() -> None:
         path = str(Path(d) / "shared.db")
         with GraphMemory.open(path, embedder=None) as mem:
             for s in range(0, args.size, 5000):
-                mem.remember_many([{"content": f"seed memory {i} on topic {i % 101}",
-                                    "agent_id": f"seed{i % 7}"}
-                                   for i in range(s, min(s + 5000, args.size))])
+                mem.remember_many(
+                    [
+                        {
+                            "content": f"seed memory {i} on topic {i % 101}",
+                            "agent_id": f"seed{i % 7}",
+                        }
+                        for i in range(s, min(s + 5000, args.size))
+                    ]
+                )
         ctx = mp.get_context("spawn")
         start = time.time() + 3.0
         t0 = time.perf_counter()
         with ctx.Pool(args.procs) as pool:
-            lats = pool.starmap(_writer, [(path, f"p{i}", args.writes, start)
-                                          for i in range(args.procs)])
+            lats = pool.starmap(
+                _writer, [(path, f"p{i}", args.writes, start) for i in range(args.procs)]
+            )
         wall = time.perf_counter() - t0 - 3.0
         flat = sorted(x for lat in lats for x in lat)
         with GraphMemory.open(path, embedder=None) as mem:
             total = mem.count()
     n = args.procs * args.writes
-    print(f"{args.procs} processes x {args.writes} remember+count on a {args.size:,} store: "
-          f"{n / wall:,.0f} writes/s overall, p50 {statistics.median(flat):.2f} ms, "
-          f"p95 {flat[int(len(flat) * 0.95)]:.2f} ms; final count {total:,} "
-          f"(expected {args.size + n:,})")
+    print(
+        f"{args.procs} processes x {args.writes} remember+count on a {args.size:,} store: "
+        f"{n / wall:,.0f} writes/s overall, p50 {statistics.median(flat):.2f} ms, "
+        f"p95 {flat[int(len(flat) * 0.95)]:.2f} ms; final count {total:,} "
+        f"(expected {args.size + n:,})"
+    )
 
 
 if __name__ == "__main__":

@@ -145,9 +145,9 @@ def bench(url: str, n: int, *, reopen: bool, **open_options: Any) -> dict[str, A
         again.count()
         out["reopen_s"] = time.perf_counter() - t
         again.close()
-        out["file_mb"] = sum(
-            p.stat().st_size for p in Path(url).parent.glob(Path(url).name + "*")
-        ) / 1e6
+        out["file_mb"] = (
+            sum(p.stat().st_size for p in Path(url).parent.glob(Path(url).name + "*")) / 1e6
+        )
     else:
         out["file_mb"] = (stats.file_bytes or 0) / 1e6
     return out
@@ -173,8 +173,7 @@ def table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]] = COLU
     head = "| " + " | ".join(c[1] for c in columns) + " |"
     sep = "|" + "|".join("---:" for _ in columns) + "|"
     body = [
-        "| " + " | ".join(
-            (fmt.format(r[k]) if k in r else "–") for k, _, fmt in columns) + " |"
+        "| " + " | ".join((fmt.format(r[k]) if k in r else "–") for k, _, fmt in columns) + " |"
         for r in rows
     ]
     return "\n".join([head, sep, *body])
@@ -374,25 +373,35 @@ def empty_server(url: str, options: dict[str, Any], wipe: bool) -> None:
         # an empty store keeps its vector index, and with it the dimension of its last
         # vectors: drop it so that the run's embedder sets its own
         with neo4j.GraphDatabase.driver(url, auth=options.get("auth")) as driver:
-            driver.execute_query(f"DROP INDEX {VECTOR_INDEX} IF EXISTS",
-                                 database_=options.get("database"))
+            driver.execute_query(
+                f"DROP INDEX {VECTOR_INDEX} IF EXISTS", database_=options.get("database")
+            )
 
 
 def side_by_side(
-    left: dict[str, Any], right: dict[str, Any], columns: list[tuple[str, str, str]],
+    left: dict[str, Any],
+    right: dict[str, Any],
+    columns: list[tuple[str, str, str]],
     names: tuple[str, str] = ("embedded", "neo4j"),
 ) -> str:
     """A Markdown table with one row per measure: both stores and right / left."""
-    lines = [f"| {left['n']:,} memories | {names[0]} | {names[1]} | {names[1]} / {names[0]} |",
-             "|---|---:|---:|---:|"]
+    lines = [
+        f"| {left['n']:,} memories | {names[0]} | {names[1]} | {names[1]} / {names[0]} |",
+        "|---|---:|---:|---:|",
+    ]
     for key, label, fmt in columns:
         if key == "n" or (key not in left and key not in right):
             continue
         a, b = left.get(key), right.get(key)
-        ratio = f"{b / a:.1f}x" if isinstance(a, int | float) and isinstance(b, int | float) \
-            and a else "–"
-        lines.append(f"| {label} | {fmt.format(a) if a is not None else '–'} | "
-                     f"{fmt.format(b) if b is not None else '–'} | {ratio} |")
+        ratio = (
+            f"{b / a:.1f}x"
+            if isinstance(a, int | float) and isinstance(b, int | float) and a
+            else "–"
+        )
+        lines.append(
+            f"| {label} | {fmt.format(a) if a is not None else '–'} | "
+            f"{fmt.format(b) if b is not None else '–'} | {ratio} |"
+        )
     return "\n".join(lines)
 
 
@@ -407,11 +416,17 @@ def compare_main(args: argparse.Namespace, argv: list[str] | None) -> None:
     for n in (int(s) for s in sizes.split(",")):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "compare.db")
-            embedded = (bench_recall(path, n) if args.recall
-                        else bench(path, n, reopen=False, durability=args.durability))
+            embedded = (
+                bench_recall(path, n)
+                if args.recall
+                else bench(path, n, reopen=False, durability=args.durability)
+            )
         empty_server(args.url, options, args.wipe)
-        server = (bench_recall(args.url, n, **options) if args.recall
-                  else bench(args.url, n, reopen=False, **options))
+        server = (
+            bench_recall(args.url, n, **options)
+            if args.recall
+            else bench(args.url, n, reopen=False, **options)
+        )
         tables.append(side_by_side(embedded, server, columns))
         print(tables[-1], flush=True)
     cmd = "python benchmarks/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
@@ -438,15 +453,28 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--user", default=None, help="server user (default: $NEO4J_USER)")
     ap.add_argument("--password", default=None, help="server password (default: $NEO4J_PASSWORD)")
     ap.add_argument("--database", default=None, help="server database (default: server's)")
-    ap.add_argument("--durability", choices=("normal", "full"), default="normal",
-                    help="embedded store: normal survives a process crash, full a power loss")
-    ap.add_argument("--wipe", action="store_true",
-                    help="delete the graphmem data of a server store before each size")
-    ap.add_argument("--recall", action="store_true",
-                    help="measure hybrid recall latency with synthetic embeddings instead")
+    ap.add_argument(
+        "--durability",
+        choices=("normal", "full"),
+        default="normal",
+        help="embedded store: normal survives a process crash, full a power loss",
+    )
+    ap.add_argument(
+        "--wipe",
+        action="store_true",
+        help="delete the graphmem data of a server store before each size",
+    )
+    ap.add_argument(
+        "--recall",
+        action="store_true",
+        help="measure hybrid recall latency with synthetic embeddings instead",
+    )
     ap.add_argument("--recall-sizes", default="100000,1000000")
-    ap.add_argument("--compare", action="store_true",
-                    help="run on a temporary embedded store and on --url, side by side")
+    ap.add_argument(
+        "--compare",
+        action="store_true",
+        help="run on a temporary embedded store and on --url, side by side",
+    )
     args = ap.parse_args(argv)
     if args.compare:
         compare_main(args, argv)
@@ -465,8 +493,9 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(bench(args.url, n, reopen=False))
         else:
             with tempfile.TemporaryDirectory() as d:
-                rows.append(bench(os.path.join(d, "scale.db"), n, reopen=True,
-                                  durability=args.durability))
+                rows.append(
+                    bench(os.path.join(d, "scale.db"), n, reopen=True, durability=args.durability)
+                )
         print(table(rows[-1:]), flush=True)
     cmd = "python benchmarks/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
     machine = f"{os.cpu_count()} cores, Python {platform.python_version()}"
@@ -478,8 +507,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(text)
     if args.write:
-        title = (f"Scale (storage, durability={args.durability})" if not args.url
-                 else f"Scale (storage, {args.url.split(':')[0]})")
+        title = (
+            f"Scale (storage, durability={args.durability})"
+            if not args.url
+            else f"Scale (storage, {args.url.split(':')[0]})"
+        )
         write_section(title, text, Path(__file__).with_name("RESULTS.md"))
 
 

@@ -37,8 +37,13 @@ DATA = ROOT.parent / "shared" / "data" / "locomo_dev.json"
 
 def _turns() -> tuple[list[str], list[str]]:
     data = json.loads(DATA.read_text())
-    turns = [t["text"] for s in data for k, v in s["conversation"].items()
-             if k.startswith("session_") and isinstance(v, list) for t in v]
+    turns = [
+        t["text"]
+        for s in data
+        for k, v in s["conversation"].items()
+        if k.startswith("session_") and isinstance(v, list)
+        for t in v
+    ]
     questions = [q["question"] for s in data for q in s["qa"]]
     return turns, questions
 
@@ -81,19 +86,29 @@ def main() -> None:
                 t = time.perf_counter()
                 n = 0
                 for s in range(0, args.size, 256):
-                    batch = turns[s:min(s + 256, args.size)]
+                    batch = turns[s : min(s + 256, args.size)]
                     mem.remember_many([{"content": x, "agent_id": "a"} for x in batch])
                     n += len(batch)
                 mem.wait_for_vectors()
-                rows.append(("ingest with embeddings (remember_many 256 + vectors) /s",
-                             f"{n / (time.perf_counter() - t):,.0f}"))
-                it = iter(turns[args.size:args.size + args.calls])
-                lat = _timed(lambda: mem.remember(next(it), agent_id="a", reconcile="off"),
-                             min(args.calls, len(turns) - args.size))
-                rows.append(("remember p50 / p95 ms (default embedder, background vectors)",
-                             f"{statistics.median(lat):.2f} / {_pct(lat, 0.95):.2f}"))
+                rows.append(
+                    (
+                        "ingest with embeddings (remember_many 256 + vectors) /s",
+                        f"{n / (time.perf_counter() - t):,.0f}",
+                    )
+                )
+                it = iter(turns[args.size : args.size + args.calls])
+                lat = _timed(
+                    lambda: mem.remember(next(it), agent_id="a", reconcile="off"),
+                    min(args.calls, len(turns) - args.size),
+                )
+                rows.append(
+                    (
+                        "remember p50 / p95 ms (default embedder, background vectors)",
+                        f"{statistics.median(lat):.2f} / {_pct(lat, 0.95):.2f}",
+                    )
+                )
                 mem.wait_for_vectors()
-                qs = questions[:args.calls]
+                qs = questions[: args.calls]
                 mem.embedder.embed(qs)  # type: ignore[union-attr]  # cache the questions
                 for q in qs[:50]:  # warm-up: caches, index planning
                     mem.recall(q, agent_id="a", k=10, touch=False)
@@ -104,23 +119,34 @@ def main() -> None:
                     mem.recall(q, agent_id="a", k=10, touch=touch)
                     lats[touch].append((time.perf_counter() - t) * 1000)
                 for touch, lat in lats.items():
-                    rows.append((f"recall k=10 p50 / p95 ms, touch={touch} (question cached)",
-                                 f"{statistics.median(lat):.2f} / {_pct(lat, 0.95):.2f}"))
+                    rows.append(
+                        (
+                            f"recall k=10 p50 / p95 ms, touch={touch} (question cached)",
+                            f"{statistics.median(lat):.2f} / {_pct(lat, 0.95):.2f}",
+                        )
+                    )
             for knowledge in (True, False):
-                with GraphMemory.open(str(Path(d) / f"b{knowledge}.db"), embedder=None,
-                                      knowledge=knowledge) as mem:
+                with GraphMemory.open(
+                    str(Path(d) / f"b{knowledge}.db"), embedder=None, knowledge=knowledge
+                ) as mem:
                     items = [{"content": x, "agent_id": "a"} for x in turns]
                     t = time.perf_counter()
                     for s in range(0, len(items), 1000):
-                        mem.remember_many(items[s:s + 1000])
-                    rows.append((f"batch ingest without embeddings, knowledge={knowledge} /s",
-                                 f"{len(items) / (time.perf_counter() - t):,.0f}"))
+                        mem.remember_many(items[s : s + 1000])
+                    rows.append(
+                        (
+                            f"batch ingest without embeddings, knowledge={knowledge} /s",
+                            f"{len(items) / (time.perf_counter() - t):,.0f}",
+                        )
+                    )
     finally:
         for p in spinners:
             p.terminate()
-    print(f"`python benchmarks/writes.py --busy {args.busy} --size {args.size}`; "
-          f"2 cores, 24 GiB; load {load0:.1f} -> {os.getloadavg()[0]:.1f}; "
-          f"{args.busy} spinner(s)")
+    print(
+        f"`python benchmarks/writes.py --busy {args.busy} --size {args.size}`; "
+        f"2 cores, 24 GiB; load {load0:.1f} -> {os.getloadavg()[0]:.1f}; "
+        f"{args.busy} spinner(s)"
+    )
     print("| measure | value |\n|---|---:|")
     for k, v in rows:
         print(f"| {k} | {v} |")

@@ -172,4 +172,3 @@ class AsyncGraphMemory:
     async def import_(self, src: Any, **kwargs: Any) -> ImportReport:
         """See :meth:`GraphMemory.import_`."""
         return await self.run(self._mem.import_, src, **kwargs)
-

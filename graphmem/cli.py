@@ -35,8 +35,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-org_app = typer.Typer(help="Organisational facts: versioned, write-controlled.",
-                      no_args_is_help=True)
+org_app = typer.Typer(
+    help="Organisational facts: versioned, write-controlled.", no_args_is_help=True
+)
 runs_app = typer.Typer(help="Runs (agent sessions) and their events.", no_args_is_help=True)
 config_app = typer.Typer(help="Effective settings.", no_args_is_help=True)
 app.add_typer(org_app, name="org")
@@ -50,8 +51,11 @@ DbOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 EmbedOpt = Annotated[
     str | None,
-    typer.Option("--embedder", help="auto | onnx | onnx:int8 | torch | none | hash | a "
-                                    "sentence-transformers model (default: settings, else auto)."),
+    typer.Option(
+        "--embedder",
+        help="auto | onnx | onnx:int8 | torch | none | hash | a "
+        "sentence-transformers model (default: settings, else auto).",
+    ),
 ]
 LlmOpt = Annotated[
     str | None, typer.Option("--llm", help="offline | anthropic | none (default: settings).")
@@ -153,8 +157,14 @@ def _progress(description: str) -> Iterator[Callable[[str, int, int], None]]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     console = Console(stderr=True)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  console=console, transient=True, disable=not console.is_terminal) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    ) as bar:
         task = bar.add_task(description, total=None)
 
         def update(stage: str, done: int, total: int) -> None:
@@ -201,12 +211,15 @@ def remember(
     agent: Annotated[str, typer.Option(help="Agent id.")] = "default",
     run: Annotated[str | None, typer.Option(help="Run id.")] = None,
     namespace: Annotated[str, typer.Option(help="Namespace.")] = "default",
-    category: Annotated[str, typer.Option(help="episodic|semantic|procedural|summary")]
-    = "semantic",
-    tier: Annotated[str | None, typer.Option(
-        help="short_term|long_term (default: the lifecycle rules)")] = None,
-    importance: Annotated[float | None, typer.Option(
-        help="0..1 (default: the lifecycle's scorer)")] = None,
+    category: Annotated[
+        str, typer.Option(help="episodic|semantic|procedural|summary")
+    ] = "semantic",
+    tier: Annotated[
+        str | None, typer.Option(help="short_term|long_term (default: the lifecycle rules)")
+    ] = None,
+    importance: Annotated[
+        float | None, typer.Option(help="0..1 (default: the lifecycle's scorer)")
+    ] = None,
     visibility: Annotated[str, typer.Option(help="private|shared|org")] = "private",
     tag: TagOpt = None,
     metadata: Annotated[str | None, typer.Option(help="A JSON object.")] = None,
@@ -217,16 +230,35 @@ def remember(
     """Store one memory; prints its id."""
     meta = _metadata(metadata)
     with _open(db, embedder) as mem:
-        m = mem.remember(content, agent_id=agent, run_id=run, namespace=namespace,
-                         category=category, tier=tier, importance=importance,
-                         visibility=visibility, tags=tag or [], metadata=meta)
+        m = mem.remember(
+            content,
+            agent_id=agent,
+            run_id=run,
+            namespace=namespace,
+            category=category,
+            tier=tier,
+            importance=importance,
+            visibility=visibility,
+            tags=tag or [],
+            metadata=meta,
+        )
         _emit(as_json, m, m.id)
 
 
-def _recall_filters(agent: str | None, namespace: str | None, scope: str | None,
-                    tag: list[str] | None, category: str | None) -> dict[str, Any]:
-    return {"agent_id": agent, "namespace": namespace, "scope": scope, "tags": tag or None,
-            "category": category}
+def _recall_filters(
+    agent: str | None,
+    namespace: str | None,
+    scope: str | None,
+    tag: list[str] | None,
+    category: str | None,
+) -> dict[str, Any]:
+    return {
+        "agent_id": agent,
+        "namespace": namespace,
+        "scope": scope,
+        "tags": tag or None,
+        "category": category,
+    }
 
 
 ScopeOpt = Annotated[
@@ -235,8 +267,10 @@ ScopeOpt = Annotated[
 CategoryOpt = Annotated[str | None, typer.Option("--category", help="Only this category.")]
 PresetOpt = Annotated[
     str | None,
-    typer.Option("--preset", help="Recall preset: balanced, lexical, semantic, linear, "
-                 "diverse, precise, recent."),
+    typer.Option(
+        "--preset",
+        help="Recall preset: balanced, lexical, semantic, linear, diverse, precise, recent.",
+    ),
 ]
 
 
@@ -256,8 +290,9 @@ def recall(
 ) -> None:
     """Recall the memories most relevant to a query, with scores."""
     with _open(db, embedder) as mem:
-        results = mem.recall(query, k=k, config=preset,
-                             **_recall_filters(agent, namespace, scope, tag, category))
+        results = mem.recall(
+            query, k=k, config=preset, **_recall_filters(agent, namespace, scope, tag, category)
+        )
         text = "\n".join(f"{r.score:7.3f}  {r.memory.id}  {r.memory.content}" for r in results)
         _emit(as_json, results, text or "(nothing relevant)")
 
@@ -276,8 +311,12 @@ def context(
 ) -> None:
     """Print the memory block for a prompt, packed within a token budget."""
     with _open(db, embedder) as mem:
-        block = mem.context(query, max_tokens=max_tokens, config=preset,
-                            **_recall_filters(agent, namespace, scope, None, None))
+        block = mem.context(
+            query,
+            max_tokens=max_tokens,
+            config=preset,
+            **_recall_filters(agent, namespace, scope, None, None),
+        )
         _emit(as_json, {"context": block}, block)
 
 
@@ -296,9 +335,16 @@ def list_cmd(
 ) -> None:
     """List memories matching filters, newest first."""
     with _open(db, "none") as mem:
-        found = mem.list(agent_id=agent, namespace=namespace, run_id=run, category=category,
-                         tier=tier, status=None if status == "all" else status, tags=tag,
-                         limit=limit)
+        found = mem.list(
+            agent_id=agent,
+            namespace=namespace,
+            run_id=run,
+            category=category,
+            tier=tier,
+            status=None if status == "all" else status,
+            tags=tag,
+            limit=limit,
+        )
         _emit(as_json, found, "\n".join(_memory_line(m) for m in found) or "(none)")
 
 
@@ -342,8 +388,8 @@ def history(
     with _open(db, "none") as mem:
         versions = mem.history(memory_id)
         text = "\n".join(
-            f"{v.valid_from or v.created_at:%Y-%m-%d %H:%M} [{v.status.value}] {v.id}  "
-            f"{v.content}" for v in versions
+            f"{v.valid_from or v.created_at:%Y-%m-%d %H:%M} [{v.status.value}] {v.id}  {v.content}"
+            for v in versions
         )
         _emit(as_json, versions, text)
 
@@ -364,8 +410,9 @@ def entities(
     """List the entities (people, places, organisations, events, things) that memories
     mention, most mentioned first."""
     with _open(db, "none") as mem:
-        found = mem.entities(type=type, limit=limit,
-                             **_recall_filters(agent, namespace, scope, None, None))
+        found = mem.entities(
+            type=type, limit=limit, **_recall_filters(agent, namespace, scope, None, None)
+        )
         text = "\n".join(f"{e.mention_count:5d}  {e.type.value:<12} {e.name}" for e in found)
         _emit(as_json, found, text or "(none)")
 
@@ -383,8 +430,7 @@ def about(
     """What the memories say about an entity: the memories that mention it, oldest first,
     and the relations they record."""
     with _open(db, "none") as mem:
-        found = mem.about(name, limit=limit,
-                          **_recall_filters(agent, namespace, scope, None, None))
+        found = mem.about(name, limit=limit, **_recall_filters(agent, namespace, scope, None, None))
         e = found.entity
         lines = [f"{e.name} ({e.type.value}), {len(found.memories)} memories"]
         lines += [f"{m.created_at:%Y-%m-%d}  {m.id}  {m.content}" for m in found.memories]
@@ -404,8 +450,11 @@ def forget(
     with _open(db, "none") as mem:
         report = mem.forget(memory_id, cascade=cascade, dry_run=dry_run)
         verb = "would delete" if dry_run else "deleted"
-        _emit(as_json, report,
-              f"{verb} {len(report.deleted)} memories, restored {len(report.restored)}")
+        _emit(
+            as_json,
+            report,
+            f"{verb} {len(report.deleted)} memories, restored {len(report.restored)}",
+        )
 
 
 # ---------------------------------------------------------------------------------------
@@ -428,13 +477,18 @@ def consolidate(
 ) -> None:
     """Merge near-duplicate memories with provenance (a dry run unless --apply)."""
     with _open(db, embedder, llm) as mem:
-        report = _with_progress(mem.consolidate, "consolidating", dry_run=not apply,
-                                agent_id=agent, namespace=namespace)
+        report = _with_progress(
+            mem.consolidate, "consolidating", dry_run=not apply, agent_id=agent, namespace=namespace
+        )
         verb = "merged" if apply else "would merge"
-        lines = [f"{verb} {len(report.groups)} groups ({report.pairs} similar pairs among "
-                 f"{report.scanned} memories)"]
-        lines += [f"  {g.kind}: {', '.join(g.source_ids)}"
-                  + (f" -> {g.merged_id}" if g.merged_id else "") for g in report.groups]
+        lines = [
+            f"{verb} {len(report.groups)} groups ({report.pairs} similar pairs among "
+            f"{report.scanned} memories)"
+        ]
+        lines += [
+            f"  {g.kind}: {', '.join(g.source_ids)}" + (f" -> {g.merged_id}" if g.merged_id else "")
+            for g in report.groups
+        ]
         _emit(as_json, report, "\n".join(lines))
 
 
@@ -454,19 +508,24 @@ def unmerge(
 @app.command()
 def maintain(
     apply: ApplyOpt = False,
-    hard_delete: Annotated[bool, typer.Option("--hard-delete",
-                                              help="Delete instead of archiving.")] = False,
+    hard_delete: Annotated[
+        bool, typer.Option("--hard-delete", help="Delete instead of archiving.")
+    ] = False,
     agent: AgentOpt = None,
     namespace: NamespaceOpt = None,
     db: DbOpt = None,
     embedder: EmbedOpt = None,
     llm: LlmOpt = None,
     as_json: JsonOpt = False,
-    every: Annotated[str | None, typer.Option(
-        "--every", help="Run again every interval (90, 45s, 30m, 1h, 1d) until interrupted."
-    )] = None,
-    count: Annotated[int | None, typer.Option(
-        "--count", min=1, help="With --every: stop after this many runs.")] = None,
+    every: Annotated[
+        str | None,
+        typer.Option(
+            "--every", help="Run again every interval (90, 45s, 30m, 1h, 1d) until interrupted."
+        ),
+    ] = None,
+    count: Annotated[
+        int | None, typer.Option("--count", min=1, help="With --every: stop after this many runs.")
+    ] = None,
 ) -> None:
     """Expiry, retention, decay, staleness, limits, improve and consolidation (dry run
     unless --apply); with --every, on an interval, for a store without a server."""
@@ -482,13 +541,16 @@ def maintain(
         runs = 0
         try:
             while True:
-                report = mem.maintain(dry_run=not apply, hard_delete=hard_delete,
-                                      agent_id=agent, namespace=namespace)
-                lines = [f"{a.step}: {a.action} {a.memory_id or ''}".rstrip()
-                         for a in report.actions]
+                report = mem.maintain(
+                    dry_run=not apply, hard_delete=hard_delete, agent_id=agent, namespace=namespace
+                )
+                lines = [
+                    f"{a.step}: {a.action} {a.memory_id or ''}".rstrip() for a in report.actions
+                ]
                 head = "planned" if report.dry_run else "done"
-                _emit(as_json, report,
-                      "\n".join([f"{head}: {len(report.actions)} actions", *lines]))
+                _emit(
+                    as_json, report, "\n".join([f"{head}: {len(report.actions)} actions", *lines])
+                )
                 runs += 1
                 if seconds is None or (count is not None and runs >= count):
                     break
@@ -499,10 +561,13 @@ def maintain(
 
 @app.command()
 def reindex(
-    everything: Annotated[bool, typer.Option(
-        "--all", help="Clear every vector and re-embed everything (a new model).")] = False,
-    batch_size: Annotated[int, typer.Option("--batch-size", min=1,
-                                            help="Memories embedded at a time.")] = 256,
+    everything: Annotated[
+        bool,
+        typer.Option("--all", help="Clear every vector and re-embed everything (a new model)."),
+    ] = False,
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", min=1, help="Memories embedded at a time.")
+    ] = 256,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only count.")] = False,
     db: DbOpt = None,
     embedder: EmbedOpt = None,
@@ -519,21 +584,32 @@ def reindex(
     # opened without an embedder: a store built with another model must open to be fixed
     with _open(db, "none", "none") as mem:
         model = make_embedder(settings.embedder)
-        with typer.progressbar(length=1, label="embedding", file=sys.stderr,
-                               hidden=as_json or dry_run) as bar:
+        with typer.progressbar(
+            length=1, label="embedding", file=sys.stderr, hidden=as_json or dry_run
+        ) as bar:
+
             def progress(done: int, total: int) -> None:
                 bar.length = max(total, 1)
                 bar.update(done - bar.pos)
 
-            report = mem.reindex(embedder=model, all=everything, batch_size=batch_size,
-                                 dry_run=dry_run, progress=progress)
+            report = mem.reindex(
+                embedder=model,
+                all=everything,
+                batch_size=batch_size,
+                dry_run=dry_run,
+                progress=progress,
+            )
         if dry_run:
-            text = (f"would clear {report.cleared} vectors and embed {report.missing} "
-                    f"memories with {report.model}")
+            text = (
+                f"would clear {report.cleared} vectors and embed {report.missing} "
+                f"memories with {report.model}"
+            )
         else:
-            text = (f"embedded {report.embedded} memories with {report.model} in "
-                    f"{report.batches} batches" + (f" (cleared {report.cleared} vectors)"
-                                                   if everything else ""))
+            text = (
+                f"embedded {report.embedded} memories with {report.model} in "
+                f"{report.batches} batches"
+                + (f" (cleared {report.cleared} vectors)" if everything else "")
+            )
         _emit(as_json, report, text)
 
 
@@ -565,8 +641,10 @@ def restore(
 
 @app.command()
 def improve(
-    memory_ids: Annotated[list[str] | None, typer.Argument(
-        help="Memory ids (default: the newest memories of the scope).")] = None,
+    memory_ids: Annotated[
+        list[str] | None,
+        typer.Argument(help="Memory ids (default: the newest memories of the scope)."),
+    ] = None,
     apply: ApplyOpt = False,
     agent: AgentOpt = None,
     namespace: NamespaceOpt = None,
@@ -577,11 +655,11 @@ def improve(
 ) -> None:
     """Rewrite memories for precision and resolve contradictions (new versions)."""
     with _open(db, embedder, llm) as mem:
-        report = mem.improve(memory_ids or None, agent_id=agent, namespace=namespace,
-                             dry_run=not apply)
+        report = mem.improve(
+            memory_ids or None, agent_id=agent, namespace=namespace, dry_run=not apply
+        )
         verb = "rewrote" if apply else "would rewrite"
-        lines = [f"{verb} {len(report.created)} memories, superseding "
-                 f"{len(report.superseded_ids)}"]
+        lines = [f"{verb} {len(report.created)} memories, superseding {len(report.superseded_ids)}"]
         lines += [f"  {m.id}  {m.content}" for m in report.created]
         _emit(as_json, report, "\n".join(lines))
 
@@ -589,8 +667,7 @@ def improve(
 @app.command()
 def summarize(
     run_id: Annotated[str | None, typer.Option("--run", help="Summarise this run.")] = None,
-    memory_ids: Annotated[list[str] | None, typer.Argument(
-        help="Or these memories.")] = None,
+    memory_ids: Annotated[list[str] | None, typer.Argument(help="Or these memories.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only show the summary.")] = False,
     db: DbOpt = None,
     embedder: EmbedOpt = None,
@@ -617,8 +694,9 @@ def extract_facts(
 ) -> None:
     """Store the durable facts of a conversation turn as long-term memories."""
     with _open(db, embedder, llm) as mem:
-        report = mem.extract_facts(turn, agent_id=agent, run_id=run, speaker=speaker,
-                                   dry_run=dry_run)
+        report = mem.extract_facts(
+            turn, agent_id=agent, run_id=run, speaker=speaker, dry_run=dry_run
+        )
         text = "\n".join(f"{m.id}  {m.content}" for m in report.created)
         _emit(as_json, report, text or "(no durable facts)")
 
@@ -644,8 +722,7 @@ def reflect(
 def share(
     namespace: Annotated[str, typer.Argument(help="Namespace to share.")],
     owner: Annotated[str, typer.Option(help="Owning agent.")],
-    member: Annotated[list[str] | None, typer.Option(help="A member agent (repeatable).")]
-    = None,
+    member: Annotated[list[str] | None, typer.Option(help="A member agent (repeatable).")] = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -666,10 +743,8 @@ AuthorOpt = Annotated[str, typer.Option("--author", help="Agent id or human auth
 def org_publish(
     content: Annotated[str, typer.Argument(help="The fact's text.")],
     author: AuthorOpt,
-    fact_id: Annotated[str | None, typer.Option(help="Publish a new version of this fact.")]
-    = None,
-    category: Annotated[str | None, typer.Option(help="policy|adr|procedure|convention…")]
-    = None,
+    fact_id: Annotated[str | None, typer.Option(help="Publish a new version of this fact.")] = None,
+    category: Annotated[str | None, typer.Option(help="policy|adr|procedure|convention…")] = None,
     tag: TagOpt = None,
     core: Annotated[bool | None, typer.Option(help="Lead every context() block.")] = None,
     reason: Annotated[str | None, typer.Option(help="Why (for the history).")] = None,
@@ -678,8 +753,15 @@ def org_publish(
 ) -> None:
     """Publish an org fact, or a new version of one; prints fact id and version."""
     with _open(db, "none") as mem:
-        fact = mem.org.publish(content, author=author, fact_id=fact_id, category=category,
-                               tags=tag, core=core, reason=reason)
+        fact = mem.org.publish(
+            content,
+            author=author,
+            fact_id=fact_id,
+            category=category,
+            tags=tag,
+            core=core,
+            reason=reason,
+        )
         _emit(as_json, fact, f"{fact.fact_id} v{fact.version}")
 
 
@@ -699,8 +781,9 @@ def org_retract(
 
 @org_app.command("list")
 def org_list(
-    query: Annotated[str | None, typer.Option("--query", help="Best matches for this text.")]
-    = None,
+    query: Annotated[
+        str | None, typer.Option("--query", help="Best matches for this text.")
+    ] = None,
     category: Annotated[list[str] | None, typer.Option(help="Only these categories.")] = None,
     include_retracted: Annotated[bool, typer.Option(help="Also retracted facts.")] = False,
     limit: LimitOpt = 100,
@@ -710,11 +793,13 @@ def org_list(
     """List current org facts (or search them with --query)."""
     with _open(db, "none") as mem:
         if query is not None:
-            facts = mem.org.query(query, categories=category,
-                                  include_retracted=include_retracted, limit=limit)
+            facts = mem.org.query(
+                query, categories=category, include_retracted=include_retracted, limit=limit
+            )
         else:
-            facts = mem.org.list(categories=category, include_retracted=include_retracted,
-                                 limit=limit)
+            facts = mem.org.list(
+                categories=category, include_retracted=include_retracted, limit=limit
+            )
         text = "\n".join(f"{f.fact_id} v{f.version} [{f.category}] {f.content}" for f in facts)
         _emit(as_json, facts, text or "(none)")
 
@@ -728,8 +813,9 @@ def org_history(
     """Show the publish/retract operations on an org fact."""
     with _open(db, "none") as mem:
         ops = mem.org.history(fact_id)
-        text = "\n".join(f"{o.at:%Y-%m-%d %H:%M} {o.operation} v{o.version} by {o.author}"
-                         for o in ops)
+        text = "\n".join(
+            f"{o.at:%Y-%m-%d %H:%M} {o.operation} v{o.version} by {o.author}" for o in ops
+        )
         _emit(as_json, ops, text)
 
 
@@ -741,8 +827,7 @@ def org_history(
 def runs_list(
     agent: AgentOpt = None,
     user: Annotated[str | None, typer.Option(help="Only this user's runs.")] = None,
-    status: Annotated[str | None, typer.Option(help="running|completed|failed|archived")]
-    = None,
+    status: Annotated[str | None, typer.Option(help="running|completed|failed|archived")] = None,
     limit: LimitOpt = 20,
     db: DbOpt = None,
     as_json: JsonOpt = False,
@@ -750,8 +835,11 @@ def runs_list(
     """List runs, newest first."""
     with _open(db, "none") as mem:
         runs = mem.list_runs(agent_id=agent, user_id=user, status=status, limit=limit)
-        text = "\n".join(f"{r.id}  {r.agent_id}  {r.status.value}  {r.event_count} events  "
-                         f"{r.started_at:%Y-%m-%d %H:%M}" for r in runs)
+        text = "\n".join(
+            f"{r.id}  {r.agent_id}  {r.status.value}  {r.event_count} events  "
+            f"{r.started_at:%Y-%m-%d %H:%M}"
+            for r in runs
+        )
         _emit(as_json, runs, text or "(none)")
 
 
@@ -770,8 +858,7 @@ def runs_show(
 @runs_app.command("events")
 def runs_events(
     run_id: Annotated[str, typer.Argument(help="Run id.")],
-    event_type: Annotated[list[str] | None, typer.Option("--type", help="Only this type.")]
-    = None,
+    event_type: Annotated[list[str] | None, typer.Option("--type", help="Only this type.")] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Only the last N.")] = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
@@ -878,14 +965,25 @@ def migrate(
 
     auth = _settings().auth
     try:
-        report = _with_progress(run_migration, "migrating", src=src, dst=dst,
-                                batch_size=batch_size, dry_run=dry_run, auth=auth)
+        report = _with_progress(
+            run_migration,
+            "migrating",
+            src=src,
+            dst=dst,
+            batch_size=batch_size,
+            dry_run=dry_run,
+            auth=auth,
+        )
     except GraphMemError as e:
         typer.echo(f"error: {type(e).__name__}: {e}", err=True)
         raise typer.Exit(1) from e
     state = "verified" if report.verified else f"MISMATCH {report.mismatches}"
-    _emit(as_json, report, f"copied {report.nodes_copied} nodes and {report.edges_copied} "
-                           f"edges in {report.batches} batches: {state}")
+    _emit(
+        as_json,
+        report,
+        f"copied {report.nodes_copied} nodes and {report.edges_copied} "
+        f"edges in {report.batches} batches: {state}",
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -914,8 +1012,11 @@ def _server_extras() -> Iterator[None]:
     except ModuleNotFoundError as e:
         if (e.name or "graphmem").partition(".")[0] == "graphmem":
             raise
-        typer.echo(f"error: the servers need {e.name}, which is not installed: "
-                   "pip install 'graphmem[server]'", err=True)
+        typer.echo(
+            f"error: the servers need {e.name}, which is not installed: "
+            "pip install 'graphmem[server]'",
+            err=True,
+        )
         raise typer.Exit(2) from e
 
 
@@ -926,12 +1027,10 @@ class Transport(StrEnum):
 
 @app.command()
 def mcp(
-    transport: Annotated[Transport, typer.Option(help="How clients connect.")]
-    = Transport.STDIO,
+    transport: Annotated[Transport, typer.Option(help="How clients connect.")] = Transport.STDIO,
     agent: Annotated[str | None, typer.Option(help="Agent the tools act for.")] = None,
     host: Annotated[str | None, typer.Option(help="Bind address (streamable-http).")] = None,
-    port: Annotated[int | None, typer.Option(help="Port (streamable-http, default 8766).")]
-    = None,
+    port: Annotated[int | None, typer.Option(help="Port (streamable-http, default 8766).")] = None,
     db: DbOpt = None,
     embedder: EmbedOpt = None,
 ) -> None:
@@ -940,8 +1039,13 @@ def mcp(
     with _server_extras():
         from graphmem.server.mcp import run_mcp
 
-    run_mcp(_settings(url=db, embedder=embedder), transport=transport.value,
-            host=host, port=port, agent_id=agent)
+    run_mcp(
+        _settings(url=db, embedder=embedder),
+        transport=transport.value,
+        host=host,
+        port=port,
+        agent_id=agent,
+    )
 
 
 @config_app.command("show")

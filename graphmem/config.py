@@ -134,8 +134,9 @@ def parse_interval(value: str | float | int) -> float:
     else:
         match = _INTERVAL_RE.match(str(value))
         if match is None:
-            raise ValueError(f"cannot read interval {value!r}; write e.g. 90, '45s', '30m', "
-                             "'1h' or '1d'")
+            raise ValueError(
+                f"cannot read interval {value!r}; write e.g. 90, '45s', '30m', '1h' or '1d'"
+            )
         seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2) or "s"]
     if not seconds > 0:
         raise ValueError("an interval must be positive")
@@ -294,7 +295,9 @@ class Settings(_Frozen):
 
         key = self.anthropic_api_key.get_secret_value() if self.anthropic_api_key else None
         return AnthropicLLM(
-            model=self.llm_model, max_tokens=self.llm_max_tokens, api_key=key,
+            model=self.llm_model,
+            max_tokens=self.llm_max_tokens,
+            api_key=key,
             base_url=self.anthropic_base_url,
         )
 
@@ -336,9 +339,15 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 def _section_fields() -> dict[str, type[BaseModel]]:
-    return {"lifecycle": LifecycleSettings, "recall": RecallConfig, "org": OrgConfig,
-            "reconcile": ReconcileConfig,
-            "runs": RunLimits, "maintenance": MaintenanceSettings, "server": ServerSettings}
+    return {
+        "lifecycle": LifecycleSettings,
+        "recall": RecallConfig,
+        "org": OrgConfig,
+        "reconcile": ReconcileConfig,
+        "runs": RunLimits,
+        "maintenance": MaintenanceSettings,
+        "server": ServerSettings,
+    }
 
 
 def _env_value(raw: str) -> Any:
@@ -364,7 +373,7 @@ def _env_layer(env: Mapping[str, str]) -> dict[str, Any]:
     for name, raw in env.items():
         if not name.startswith(ENV_PREFIX) or name in (CONFIG_ENV, CACHE_DIR_ENV):
             continue
-        key = name[len(ENV_PREFIX):].lower()
+        key = name[len(ENV_PREFIX) :].lower()
         section, sep, field = key.partition("__")
         if sep:
             model = sections.get(section)

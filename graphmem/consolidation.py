@@ -263,7 +263,7 @@ def embedding_pairs(
     v = raw / np.where(norms == 0, 1, norms)
     out: list[tuple[int, int, float]] = []
     for lo in range(0, len(v), block):
-        sims = v[lo: lo + block] @ v.T
+        sims = v[lo : lo + block] @ v.T
         ii, jj = np.nonzero(sims >= threshold)
         for i, j in zip(ii.tolist(), jj.tolist(), strict=True):
             gi = lo + i
@@ -398,7 +398,8 @@ def _merged_fields(sources: Sequence[Memory]) -> dict[str, Any]:
     events = {m.event_type for m in chrono}
     return {
         "category": category,
-        "tier": Tier.LONG_TERM if any(m.tier is Tier.LONG_TERM for m in chrono)
+        "tier": Tier.LONG_TERM
+        if any(m.tier is Tier.LONG_TERM for m in chrono)
         else Tier.SHORT_TERM,
         "importance": max(m.importance for m in chrono),
         "confidence": max(m.confidence for m in chrono),
@@ -445,7 +446,8 @@ def consolidate(
     flt = Filter.for_memories(agent_id=agent_id, namespace=namespace, status="active")
     excluded = set(exclude_ids)
     memories = [
-        m for m in iter_memories(backend, flt)
+        m
+        for m in iter_memories(backend, flt)
         if m.category.value not in cfg.exclude_categories and m.id not in excluded
     ]
     if progress:
@@ -458,45 +460,61 @@ def consolidate(
     for key, members in sorted(scopes.items(), key=lambda kv: str(kv[0])):
         groups, count = _plan_scope(members, cfg)
         npairs += count
-        scope = {f: (v.value if hasattr(v, "value") else v) for f, v in zip(cfg.scope, key,
-                                                                           strict=True)}
+        scope = {
+            f: (v.value if hasattr(v, "value") else v) for f, v in zip(cfg.scope, key, strict=True)
+        }
         for idxs, pairs in groups:
             sources = [members[i] for i in idxs]
             fields = _merged_fields(sources)
             kind: Literal["duplicate", "similar"] = (
                 "duplicate" if all(p.kind == "duplicate" for p in pairs) else "similar"
             )
-            use_llm = llm is not None and kind == "similar" and not any(
-                is_dense(m.content) for m in sources
+            use_llm = (
+                llm is not None
+                and kind == "similar"
+                and not any(is_dense(m.content) for m in sources)
             )
-            plans.append(MergeGroup(
-                scope=scope,
-                source_ids=tuple(m.id for m in sources),
-                pairs=tuple(pairs),
-                kind=kind,
-                content=None if use_llm else merge_sentences(sources),
-                content_source="llm" if use_llm else "deterministic",
-                category=fields["category"],
-                tier=fields["tier"].value,
-                importance=fields["importance"],
-                access_count=fields["access_count"],
-                tags=fields["tags"],
-                valid_from=fields["valid_from"],
-            ))
-    log.info("consolidate: %d memories, %d pairs, %d groups, dry_run=%s",
-             len(memories), npairs, len(plans), dry_run)
+            plans.append(
+                MergeGroup(
+                    scope=scope,
+                    source_ids=tuple(m.id for m in sources),
+                    pairs=tuple(pairs),
+                    kind=kind,
+                    content=None if use_llm else merge_sentences(sources),
+                    content_source="llm" if use_llm else "deterministic",
+                    category=fields["category"],
+                    tier=fields["tier"].value,
+                    importance=fields["importance"],
+                    access_count=fields["access_count"],
+                    tags=fields["tags"],
+                    valid_from=fields["valid_from"],
+                )
+            )
+    log.info(
+        "consolidate: %d memories, %d pairs, %d groups, dry_run=%s",
+        len(memories),
+        npairs,
+        len(plans),
+        dry_run,
+    )
     if dry_run:
-        return ConsolidationReport(dry_run=True, scanned=len(memories), pairs=npairs,
-                                   groups=tuple(plans))
+        return ConsolidationReport(
+            dry_run=True, scanned=len(memories), pairs=npairs, groups=tuple(plans)
+        )
     applied: list[MergeGroup] = []
     for start in range(0, len(plans), cfg.batch_groups):
-        batch = plans[start: start + cfg.batch_groups]
+        batch = plans[start : start + cfg.batch_groups]
         applied.extend(_apply_merges(writes, batch, llm, now))
         if progress:
             progress("merged", min(start + cfg.batch_groups, len(plans)), len(plans))
     failures = sum(g.content_source == "fallback" for g in applied)
-    return ConsolidationReport(dry_run=False, scanned=len(memories), pairs=npairs,
-                               groups=tuple(applied), llm_failures=failures)
+    return ConsolidationReport(
+        dry_run=False,
+        scanned=len(memories),
+        pairs=npairs,
+        groups=tuple(applied),
+        llm_failures=failures,
+    )
 
 
 def _plan_scope(
@@ -539,15 +557,23 @@ def _plan_scope(
     groups = group_pairs(len(members), [(i, j, s) for i, j, s, _ in typed])
     owner = {i: g[0] for g in groups for i in g}
     for i, j, s, kind in typed:
-        by_root[owner[i]].append(SimilarPair(
-            a=members[i].id, b=members[j].id, similarity=round(s, 6), kind=kind,
-        ))
+        by_root[owner[i]].append(
+            SimilarPair(
+                a=members[i].id,
+                b=members[j].id,
+                similarity=round(s, 6),
+                kind=kind,
+            )
+        )
     out = []
     for g in groups:
         if len(g) > cfg.max_group_size:
             # a huge transitive chain is almost never one fact; leave it for a human
-            log.warning("consolidate: skipped a group of %d memories (max_group_size=%d)",
-                        len(g), cfg.max_group_size)
+            log.warning(
+                "consolidate: skipped a group of %d memories (max_group_size=%d)",
+                len(g),
+                cfg.max_group_size,
+            )
             continue
         out.append((g, by_root[g[0]]))
     return out, len(typed)
@@ -560,8 +586,7 @@ def _apply_merges(
     now: datetime,
 ) -> list[MergeGroup]:
     ids = [i for p in plans for i in p.source_ids]
-    current = {n.id: n for n in writes.backend.get(NodeLabel.MEMORY, ids)
-               if isinstance(n, Memory)}
+    current = {n.id: n for n in writes.backend.get(NodeLabel.MEMORY, ids) if isinstance(n, Memory)}
     todo: list[tuple[MergeGroup, Replacement]] = []
     out: dict[int, MergeGroup] = {}
     for k, plan in enumerate(plans):
@@ -579,24 +604,32 @@ def _apply_merges(
                 content = llm.summarize(srcs, purpose="merge").content
             except LLMError as e:
                 # one failed call (overload, truncation ...) must not stop the pass
-                log.warning("consolidate: LLM merge failed (%s); deterministic merge",
-                            type(e).__name__)
+                log.warning(
+                    "consolidate: LLM merge failed (%s); deterministic merge", type(e).__name__
+                )
                 content, source = merge_sentences(srcs), "fallback"
         reason = (
             f"consolidated {plan.kind} (token jaccard >= "
             f"{min(p.similarity for p in plan.pairs):.2f})"
         )
-        memory = validated(Memory, {
-            **fields,
-            "id": new_id(),
-            "content": content,
-            "created_at": now,
-            "updated_at": now,
-            "metadata": {"pass": CONSOLIDATE_PASS, "merge_kind": plan.kind,
-                         "merged_count": len(srcs)},
-        })
-        out[k] = plan.model_copy(update={"merged_id": memory.id, "content": content,
-                                         "content_source": source})
+        memory = validated(
+            Memory,
+            {
+                **fields,
+                "id": new_id(),
+                "content": content,
+                "created_at": now,
+                "updated_at": now,
+                "metadata": {
+                    "pass": CONSOLIDATE_PASS,
+                    "merge_kind": plan.kind,
+                    "merged_count": len(srcs),
+                },
+            },
+        )
+        out[k] = plan.model_copy(
+            update={"merged_id": memory.id, "content": content, "content_source": source}
+        )
         todo.append((out[k], Replacement(tuple(srcs), memory, reason, CONSOLIDATE_PASS)))
     if todo:
         try:
@@ -610,8 +643,9 @@ def _apply_merges(
                 try:
                     writes.replace([rep], create=[rep.new])
                 except Conflict:
-                    out[k] = plan.model_copy(update={
-                        "merged_id": None, "skipped": "a source changed since planning"})
+                    out[k] = plan.model_copy(
+                        update={"merged_id": None, "skipped": "a source changed since planning"}
+                    )
     return [out[k] for k in sorted(out)]
 
 
@@ -651,14 +685,22 @@ def unmerge(
     if dry_run:
         return report
     # one transaction, valid only if nothing replaced, or was derived from, the merge since
-    incoming = backend.expand([merged.ref], [EdgeType.SUPERSEDES, EdgeType.DERIVED_FROM],
-                              direction="in", depth=1)
-    writes.delete_nodes([merged.ref], nodes=restore, expect=[
-        Expect(merged.ref, props={"status": Status.ACTIVE},
-               incoming=(EdgeType.SUPERSEDES, EdgeType.DERIVED_FROM),
-               sources=frozenset(e.src.id for e in incoming.edges if e.dst.id == merged_id)),
-        *(Expect(m.ref, props={"status": Status.SUPERSEDED}) for m in restore),
-    ])
+    incoming = backend.expand(
+        [merged.ref], [EdgeType.SUPERSEDES, EdgeType.DERIVED_FROM], direction="in", depth=1
+    )
+    writes.delete_nodes(
+        [merged.ref],
+        nodes=restore,
+        expect=[
+            Expect(
+                merged.ref,
+                props={"status": Status.ACTIVE},
+                incoming=(EdgeType.SUPERSEDES, EdgeType.DERIVED_FROM),
+                sources=frozenset(e.src.id for e in incoming.edges if e.dst.id == merged_id),
+            ),
+            *(Expect(m.ref, props={"status": Status.SUPERSEDED}) for m in restore),
+        ],
+    )
     log.info("unmerge: restored %d memories", len(restore))
     return report
 
@@ -700,43 +742,56 @@ def summarize_into_memory(
         parts = []
         for batch in batches:
             part = _summarize_or_fallback(llm, batch, purpose, failures)
-            parts.append(batch[-1].evolve(id=new_id(), content=part.content, content_hash="",
-                                          embedding=None, metadata={}))
+            parts.append(
+                batch[-1].evolve(
+                    id=new_id(), content=part.content, content_hash="", embedding=None, metadata={}
+                )
+            )
         final = _summarize_or_fallback(llm, parts, purpose, failures)
         summary = final.model_copy(update={"source_ids": tuple(m.id for m in ordered)})
     failed = failures[0] if failures else None
     fields = _merged_fields(sources)
-    memory: Memory = validated(Memory, {
-        "content": summary.content,
-        "category": Category.SUMMARY,
-        "tier": tier,
-        "importance": fields["importance"],
-        "tags": fields["tags"],
-        "agent_id": fields["agent_id"],
-        "namespace": fields["namespace"],
-        "run_id": run_id if run_id is not None else fields["run_id"],
-        "valid_from": fields["valid_from"],
-        "created_at": now,
-        "metadata": {"pass": pass_name, "source_count": len(summary.source_ids),
-                     "preserved_count": len(summary.preserved_ids),
-                     **({"llm_fallback": failed} if failed else {})},
-    })
+    memory: Memory = validated(
+        Memory,
+        {
+            "content": summary.content,
+            "category": Category.SUMMARY,
+            "tier": tier,
+            "importance": fields["importance"],
+            "tags": fields["tags"],
+            "agent_id": fields["agent_id"],
+            "namespace": fields["namespace"],
+            "run_id": run_id if run_id is not None else fields["run_id"],
+            "valid_from": fields["valid_from"],
+            "created_at": now,
+            "metadata": {
+                "pass": pass_name,
+                "source_count": len(summary.source_ids),
+                "preserved_count": len(summary.preserved_ids),
+                **({"llm_fallback": failed} if failed else {}),
+            },
+        },
+    )
     if dry_run:
         return memory
-    [memory] = writes.derive([memory], {memory.id: [s.id for s in sources]},
-                             pass_name=pass_name)
+    [memory] = writes.derive([memory], {memory.id: [s.id for s in sources]}, pass_name=pass_name)
     return memory
 
 
 def _summarize_or_fallback(
-    llm: LLM, memories: Sequence[Memory], purpose: Literal["run", "memories", "merge"],
+    llm: LLM,
+    memories: Sequence[Memory],
+    purpose: Literal["run", "memories", "merge"],
     failures: list[str],
 ) -> Summary:
     try:
         return llm.summarize(memories, purpose=purpose)
     except LLMError as e:
-        log.warning("summarize: LLM call failed (%s); extractive summary of %d memories",
-                    type(e).__name__, len(memories))
+        log.warning(
+            "summarize: LLM call failed (%s); extractive summary of %d memories",
+            type(e).__name__,
+            len(memories),
+        )
         failures.append(type(e).__name__)
         return OfflineLLM().summarize(memories, purpose=purpose)
 
@@ -763,8 +818,9 @@ def estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-def token_batches(memories: Sequence[Memory], budget: int = TOKEN_BUDGET,
-                  per_item: int = 20) -> list[list[Memory]]:
+def token_batches(
+    memories: Sequence[Memory], budget: int = TOKEN_BUDGET, per_item: int = 20
+) -> list[list[Memory]]:
     """``memories`` in order, cut into batches whose estimated size (content plus
     ``per_item`` tokens of fencing each) stays within ``budget``; a memory larger than the
     budget is a batch of its own."""
@@ -804,8 +860,10 @@ def improve_memories(
     memory becomes ``superseded`` with ``valid_to``.
     """
     now = now or utcnow()
-    active = sorted((m for m in memories if m.status is Status.ACTIVE),
-                    key=lambda m: (m.valid_from or m.created_at, m.created_at, m.id))
+    active = sorted(
+        (m for m in memories if m.status is Status.ACTIVE),
+        key=lambda m: (m.valid_from or m.created_at, m.created_at, m.id),
+    )
     found_rewrites: list[Any] = []
     contradictions: list[Any] = []
     failures = 0
@@ -814,14 +872,18 @@ def improve_memories(
         try:
             part = llm.improve(batch)
         except LLMError as e:
-            log.warning("improve: LLM call failed (%s); offline pass for %d memories",
-                        type(e).__name__, len(batch))
+            log.warning(
+                "improve: LLM call failed (%s); offline pass for %d memories",
+                type(e).__name__,
+                len(batch),
+            )
             failures += 1
             part = OfflineLLM().improve(batch)
         found_rewrites.extend(part.rewrites)
         contradictions.extend(part.contradictions)
-    imp = Improvement(rewrites=tuple(found_rewrites) if rewrites else (),
-                      contradictions=tuple(contradictions))
+    imp = Improvement(
+        rewrites=tuple(found_rewrites) if rewrites else (), contradictions=tuple(contradictions)
+    )
     by_id = {m.id: m for m in active}
     created: dict[str, Memory] = {}
     groups: list[Replacement] = []
@@ -829,8 +891,14 @@ def improve_memories(
     for r in imp.rewrites:
         old = by_id[r.id]
         new = old.evolve(
-            id=new_id(), content=r.content, content_hash="", embedding=None, created_at=now,
-            updated_at=now, valid_from=max(now, old.valid_from or now), valid_to=None,
+            id=new_id(),
+            content=r.content,
+            content_hash="",
+            embedding=None,
+            created_at=now,
+            updated_at=now,
+            valid_from=max(now, old.valid_from or now),
+            valid_to=None,
             metadata={**old.metadata, "pass": "improve"},
         )
         created[old.id] = new
@@ -843,8 +911,12 @@ def improve_memories(
         groups.append(Replacement(losers, winner, c.reason))
     news = list(created.values())
     report = ImproveReport(
-        dry_run=dry_run, improvement=imp, created=tuple(news), superseded_ids=tuple(retired),
-        batches=len(batches), llm_failures=failures,
+        dry_run=dry_run,
+        improvement=imp,
+        created=tuple(news),
+        superseded_ids=tuple(retired),
+        batches=len(batches),
+        llm_failures=failures,
     )
     if dry_run or not groups:
         return report
@@ -894,25 +966,47 @@ def store_facts(
     skipped = 0
     for f in facts:
         h = content_hash(f.content)
-        existing = backend.count(validated(Filter, {"equals": {
-            "agent_id": agent_id, "namespace": namespace, "status": "active",
-            "content_hash": h,
-        }}))
+        existing = backend.count(
+            validated(
+                Filter,
+                {
+                    "equals": {
+                        "agent_id": agent_id,
+                        "namespace": namespace,
+                        "status": "active",
+                        "content_hash": h,
+                    }
+                },
+            )
+        )
         if existing:
             skipped += 1
             continue
-        created.append(validated(Memory, {
-            "content": f.content, "category": f.category, "tier": Tier.LONG_TERM,
-            "importance": f.importance, "tags": f.tags, "agent_id": agent_id,
-            "namespace": namespace, "run_id": run_id, "created_at": now,
-            "metadata": {"pass": "extract_facts", "speaker": speaker},
-        }))
-    report = FactsReport(dry_run=dry_run, facts=tuple(facts), created=tuple(created),
-                         skipped_existing=skipped)
+        created.append(
+            validated(
+                Memory,
+                {
+                    "content": f.content,
+                    "category": f.category,
+                    "tier": Tier.LONG_TERM,
+                    "importance": f.importance,
+                    "tags": f.tags,
+                    "agent_id": agent_id,
+                    "namespace": namespace,
+                    "run_id": run_id,
+                    "created_at": now,
+                    "metadata": {"pass": "extract_facts", "speaker": speaker},
+                },
+            )
+        )
+    report = FactsReport(
+        dry_run=dry_run, facts=tuple(facts), created=tuple(created), skipped_existing=skipped
+    )
     if dry_run or not created:
         return report
-    created = writes.derive(created, {m.id: list(source_ids) for m in created},
-                            pass_name="extract_facts")
+    created = writes.derive(
+        created, {m.id: list(source_ids) for m in created}, pass_name="extract_facts"
+    )
     return report.model_copy(update={"created": tuple(created)})
 
 

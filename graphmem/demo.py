@@ -68,52 +68,90 @@ def run_demo(mem: GraphMemory, out: Callable[[str], Any] = print) -> dict[str, A
             if existing.id == run_id:
                 break
         else:
-            mem.start_run(agent, run_id=run_id, user_id="alice", app_name="demo",
-                          namespace=DEMO_NAMESPACE, started_at=start)
+            mem.start_run(
+                agent,
+                run_id=run_id,
+                user_id="alice",
+                app_name="demo",
+                namespace=DEMO_NAMESPACE,
+                started_at=start,
+            )
         turns = [t for t in CONVERSATION if t[0] == session]
-        mem.add_events(run_id, [
-            {"event_type": "user_message" if who == "user" else "agent_response",
-             "content": text, "agent_id": agent, "namespace": DEMO_NAMESPACE,
-             "created_at": start + timedelta(minutes=i), "metadata": {"speaker": who}}
-            for i, (_s, who, text) in enumerate(turns)
-        ])
+        mem.add_events(
+            run_id,
+            [
+                {
+                    "event_type": "user_message" if who == "user" else "agent_response",
+                    "content": text,
+                    "agent_id": agent,
+                    "namespace": DEMO_NAMESPACE,
+                    "created_at": start + timedelta(minutes=i),
+                    "metadata": {"speaker": who},
+                }
+                for i, (_s, who, text) in enumerate(turns)
+            ],
+        )
         mem.end_run(run_id)
     out(f"Ingested {len(CONVERSATION)} turns in 3 sessions (runs) for agent {agent!r}.")
 
-    facts = mem.remember_many([
-        {"content": text, "agent_id": agent, "namespace": DEMO_NAMESPACE, "tags": tags,
-         "importance": imp, "category": "semantic", "created_at": _T0 + timedelta(hours=1)}
-        for text, tags, imp in FACTS
-    ])
+    facts = mem.remember_many(
+        [
+            {
+                "content": text,
+                "agent_id": agent,
+                "namespace": DEMO_NAMESPACE,
+                "tags": tags,
+                "importance": imp,
+                "category": "semantic",
+                "created_at": _T0 + timedelta(hours=1),
+            }
+            for text, tags, imp in FACTS
+        ]
+    )
     by_text = {m.content: m for m in facts}
     out(f"Stored {len(facts)} long-term facts.")
 
     # the changes hold from session 3 of the demo's own timeline, not from today
     session_3 = _T0 + timedelta(days=14)
-    moved = mem.update(by_text["Alice is travelling to Lisbon in May."].id,
-                       "Alice is travelling to Lisbon in June (moved from May for work).",
-                       reason="user changed the travel month in session 3",
-                       valid_from=session_3)
-    coffee = mem.update(by_text["Alice drinks tea and never coffee."].id,
-                        "Alice drinks coffee again: a flat white in the morning.",
-                        reason="user said so in session 3",
-                        valid_from=session_3 + timedelta(minutes=2))
+    moved = mem.update(
+        by_text["Alice is travelling to Lisbon in May."].id,
+        "Alice is travelling to Lisbon in June (moved from May for work).",
+        reason="user changed the travel month in session 3",
+        valid_from=session_3,
+    )
+    coffee = mem.update(
+        by_text["Alice drinks tea and never coffee."].id,
+        "Alice drinks coffee again: a flat white in the morning.",
+        reason="user said so in session 3",
+        valid_from=session_3 + timedelta(minutes=2),
+    )
     out("Updated 2 facts as new versions (the old ones stay, superseded).")
 
     # reconcile on write, offline: a repeat is not stored twice, a contradiction of the
     # same subject and attribute becomes a new version of the old statement
-    mem.remember("Alice is vegetarian.", agent_id=agent, namespace=DEMO_NAMESPACE,
-                 created_at=session_3)
+    mem.remember(
+        "Alice is vegetarian.", agent_id=agent, namespace=DEMO_NAMESPACE, created_at=session_3
+    )
     repeat = mem.last_reconcile
-    mem.remember("Alice lives in Porto.", agent_id=agent, namespace=DEMO_NAMESPACE,
-                 created_at=_T0 + timedelta(hours=2))
-    mem.remember("Alice lives in Lisbon.", agent_id=agent, namespace=DEMO_NAMESPACE,
-                 created_at=session_3 + timedelta(minutes=5))
+    mem.remember(
+        "Alice lives in Porto.",
+        agent_id=agent,
+        namespace=DEMO_NAMESPACE,
+        created_at=_T0 + timedelta(hours=2),
+    )
+    mem.remember(
+        "Alice lives in Lisbon.",
+        agent_id=agent,
+        namespace=DEMO_NAMESPACE,
+        created_at=session_3 + timedelta(minutes=5),
+    )
     moved_home = mem.last_reconcile
     if repeat is not None and moved_home is not None:
         out(f"Remembered 'Alice is vegetarian.' again: {repeat.action} (not stored twice).")
-        out(f"Remembered 'Alice lives in Lisbon.': {moved_home.action} 'Alice lives in "
-            f"Porto.' ({moved_home.reason}).")
+        out(
+            f"Remembered 'Alice lives in Lisbon.': {moved_home.action} 'Alice lives in "
+            f"Porto.' ({moved_home.reason})."
+        )
 
     out("")
     for q in QUESTIONS:

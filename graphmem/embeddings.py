@@ -194,7 +194,6 @@ class _CachedEmbedder:
 # dependency-free fallback
 
 
-
 class HashEmbedder(_CachedEmbedder):
     """Hashed bag of words, word bigrams and character trigrams, signed, log-scaled.
 
@@ -455,13 +454,15 @@ class SentenceTransformerEmbedder(_CachedEmbedder):
         parts = []
         for i in range(0, len(order), self.batch_size):
             with _torch_threads(threads):
-                parts.append(model.encode(
-                    [texts[j] for j in order[i : i + self.batch_size]],
-                    batch_size=self.batch_size,
-                    convert_to_numpy=True,
-                    normalize_embeddings=True,
-                    show_progress_bar=False,
-                ))
+                parts.append(
+                    model.encode(
+                        [texts[j] for j in order[i : i + self.batch_size]],
+                        batch_size=self.batch_size,
+                        convert_to_numpy=True,
+                        normalize_embeddings=True,
+                        show_progress_bar=False,
+                    )
+                )
         vecs = np.concatenate([np.asarray(v, dtype=np.float32) for v in parts])
         mat = np.empty_like(vecs)
         mat[order] = vecs
@@ -628,24 +629,38 @@ def _export_onnx(source: Path, layout: _Layout, target: Path) -> None:
         sample.append(torch.zeros_like(sample[0]))
     dynamic = {n: {0: "batch", 1: "tokens"} for n in [*names, "token_embeddings"]}
     # a first use pays this once (seconds): say so, rather than seem to hang
-    log.warning("preparing the embedding model for ONNX Runtime, once (a few seconds): %s",
-                target)
+    log.warning("preparing the embedding model for ONNX Runtime, once (a few seconds): %s", target)
     with _temp_beside(target) as tmp:
         with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # tracer and exporter notes, not errors
             torch.onnx.export(
-                TokenEmbeddings().eval(), tuple(sample), str(tmp), dynamo=False,
-                input_names=names, output_names=["token_embeddings"], dynamic_axes=dynamic,
-                opset_version=17, do_constant_folding=True,
+                TokenEmbeddings().eval(),
+                tuple(sample),
+                str(tmp),
+                dynamo=False,
+                input_names=names,
+                output_names=["token_embeddings"],
+                dynamic_axes=dynamic,
+                opset_version=17,
+                do_constant_folding=True,
             )
-        want = np.asarray(st.encode(list(_SAMPLE_TEXTS), normalize_embeddings=True,
-                                    convert_to_numpy=True, show_progress_bar=False))
-        got = _normalise_rows(_pool(_run(_session(tmp), set(names), ids, mask), mask,
-                                    layout.pooling))
+        want = np.asarray(
+            st.encode(
+                list(_SAMPLE_TEXTS),
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        )
+        got = _normalise_rows(
+            _pool(_run(_session(tmp), set(names), ids, mask), mask, layout.pooling)
+        )
         worst = float((got * want).sum(axis=1).min())
         if worst < 0.999:
-            raise ConfigError(f"the ONNX export of {source.name} disagrees with the model "
-                              f"(cosine {worst:.4f}); use embedder 'torch'")
+            raise ConfigError(
+                f"the ONNX export of {source.name} disagrees with the model "
+                f"(cosine {worst:.4f}); use embedder 'torch'"
+            )
 
 
 class _DropQuantizerNotes(logging.Filter):
@@ -666,8 +681,13 @@ def _quantize_int8(fp32: Path, target: Path) -> None:
     root.addFilter(notes)
     try:
         with _temp_beside(target) as tmp:
-            quantize_dynamic(fp32, tmp, weight_type=QuantType.QInt8,
-                             op_types_to_quantize=["MatMul"], per_channel=True)
+            quantize_dynamic(
+                fp32,
+                tmp,
+                weight_type=QuantType.QInt8,
+                op_types_to_quantize=["MatMul"],
+                per_channel=True,
+            )
     finally:
         root.removeFilter(notes)
 
@@ -799,8 +819,11 @@ class OnnxEmbedder(_CachedEmbedder):
         except Exception as e:  # the export needs torch, onnx and a writable cache
             if self._fallback is None:
                 raise
-            log.warning("could not prepare the ONNX model (%s); embedding with the same model "
-                        "through sentence-transformers instead", e)
+            log.warning(
+                "could not prepare the ONNX model (%s); embedding with the same model "
+                "through sentence-transformers instead",
+                e,
+            )
             with self._lock:
                 if self._replacement is None:
                     self._replacement = self._fallback()
@@ -843,7 +866,8 @@ def _bundled_default(strict: bool) -> Embedder | None:
         return None
     if onnx_runtime_available():
         onnx = OnnxEmbedder(
-            fallback=SentenceTransformerEmbedder if _sentence_transformers_available() else None)
+            fallback=SentenceTransformerEmbedder if _sentence_transformers_available() else None
+        )
         if onnx.is_exported() or _onnx_export_available():
             return onnx
     if _sentence_transformers_available():

@@ -105,8 +105,9 @@ def canonical_json(payload: Any) -> str:
     """The canonical JSON text of a payload (sorted keys, no spaces); InvalidInput when it
     is not JSON-serialisable."""
     try:
-        text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                          allow_nan=False)
+        text = json.dumps(
+            payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
         text.encode("utf-8")  # a lone surrogate cannot be stored
         return text
     except (TypeError, ValueError, RecursionError) as e:
@@ -163,11 +164,20 @@ class EventLog:
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest() if shared and text else None
         if digest is not None and text is not None:
             blobs[digest] = text
-        entry: LogEntry = validated(LogEntry, {
-            "agent_id": agent_id, "event_type": event_type, "run_id": run_id, "step": step,
-            "parent_id": parent, "at": at or self._clock(),
-            "payload": None if shared else text, "payload_ref": digest, "payload_size": size,
-        })
+        entry: LogEntry = validated(
+            LogEntry,
+            {
+                "agent_id": agent_id,
+                "event_type": event_type,
+                "run_id": run_id,
+                "step": step,
+                "parent_id": parent,
+                "at": at or self._clock(),
+                "payload": None if shared else text,
+                "payload_ref": digest,
+                "payload_size": size,
+            },
+        )
         with self._lock:
             for attempt in range(32):
                 nodes: list[GraphNode] = [entry]
@@ -180,8 +190,7 @@ class EventLog:
                     edges.append(_edge(EdgeType.CHILD_OF, entry.ref, parent_ref))
                     expect.append(Expect(parent_ref))
                 # (the backend links the entry IN_RUN to its run, creating a missing run)
-                found_blobs = {p.id: p for p in self._backend.get(NodeLabel.PAYLOAD,
-                                                                  sorted(blobs))}
+                found_blobs = {p.id: p for p in self._backend.get(NodeLabel.PAYLOAD, sorted(blobs))}
                 for h, blob_text in sorted(blobs.items()):
                     old = found_blobs.get(h)
                     if old is not None:
@@ -189,8 +198,9 @@ class EventLog:
                         blob = old.evolve(refcount=count + 1)
                         expect.append(Expect(blob.ref, props={"refcount": count}))
                     else:
-                        blob = Payload(id=h, text=blob_text,
-                                       size=len(blob_text.encode("utf-8")), refcount=1)
+                        blob = Payload(
+                            id=h, text=blob_text, size=len(blob_text.encode("utf-8")), refcount=1
+                        )
                         expect.append(Expect(blob.ref, exists=False))
                     nodes.append(blob)
                     edges.append(_edge(EdgeType.REFERENCES, entry.ref, blob.ref))
@@ -199,12 +209,13 @@ class EventLog:
                     break
                 except Conflict:
                     # another handle changed the shared payload's count: count again
-                    if attempt == 31 or (parent is not None
-                                         and not self._backend.get(NodeLabel.LOG_ENTRY,
-                                                                   [parent])):
+                    if attempt == 31 or (
+                        parent is not None and not self._backend.get(NodeLabel.LOG_ENTRY, [parent])
+                    ):
                         raise
-        log.debug("logged %s entry (%d payload bytes, %d blobs)", entry.event_type, size,
-                  len(blobs))
+        log.debug(
+            "logged %s entry (%d payload bytes, %d blobs)", entry.event_type, size, len(blobs)
+        )
         return entry
 
     def _extract(self, value: Any, blobs: dict[str, str], *, under_key: bool) -> Any:
@@ -217,8 +228,9 @@ class EventLog:
                 blobs[h] = text
                 return {BLOB_KEY: h}
         if isinstance(value, dict):
-            return {k: self._extract(v, blobs, under_key=k in self.dedup_keys)
-                    for k, v in value.items()}
+            return {
+                k: self._extract(v, blobs, under_key=k in self.dedup_keys) for k, v in value.items()
+            }
         if isinstance(value, list | tuple):
             return [self._extract(v, blobs, under_key=False) for v in value]
         return value
@@ -233,40 +245,51 @@ class EventLog:
             if not entries:
                 return 0
             doomed = {e.id for e in entries}
-            used = self._backend.expand([e.ref for e in entries], [EdgeType.REFERENCES],
-                                        direction="out", depth=1, limit=10_000_000)
-            refs = sorted({n.id for n in used.nodes if isinstance(n, Payload)}
-                          | {e.payload_ref for e in entries if e.payload_ref})
+            used = self._backend.expand(
+                [e.ref for e in entries],
+                [EdgeType.REFERENCES],
+                direction="out",
+                depth=1,
+                limit=10_000_000,
+            )
+            refs = sorted(
+                {n.id for n in used.nodes if isinstance(n, Payload)}
+                | {e.payload_ref for e in entries if e.payload_ref}
+            )
             drop: list[NodeRef] = []
             keep: list[GraphNode] = []
             expect: list[Expect] = []
             for blob in self._backend.get(NodeLabel.PAYLOAD, refs):
                 expect.append(Expect(blob.ref, props={"refcount": blob.refcount}))  # type: ignore[attr-defined]
-                users = self._backend.expand([blob.ref], [EdgeType.REFERENCES], direction="in",
-                                             depth=1, limit=10_000_000)
-                left = sum(1 for n in users.nodes
-                           if isinstance(n, LogEntry) and n.id not in doomed)
+                users = self._backend.expand(
+                    [blob.ref], [EdgeType.REFERENCES], direction="in", depth=1, limit=10_000_000
+                )
+                left = sum(1 for n in users.nodes if isinstance(n, LogEntry) and n.id not in doomed)
                 if left == 0:
                     drop.append(blob.ref)
                 else:
                     keep.append(blob.evolve(refcount=left))
             # counts and deletes in one transaction that expects the counts it computed from
-            self._writes.delete_nodes([e.ref for e in entries] + drop, nodes=keep,
-                                      expect=expect)
+            self._writes.delete_nodes([e.ref for e in entries] + drop, nodes=keep, expect=expect)
         log.info("deleted %d log entries and %d payloads", len(entries), len(drop))
         return len(entries)
 
     def delete_run(self, run_id: str) -> int:
         """Delete every entry of a run (see :meth:`delete`)."""
-        ids = [e.id for e in self._backend.match(
-            validated(Filter, {"label": NodeLabel.LOG_ENTRY, "equals": {"run_id": run_id}}))]
+        ids = [
+            e.id
+            for e in self._backend.match(
+                validated(Filter, {"label": NodeLabel.LOG_ENTRY, "equals": {"run_id": run_id}})
+            )
+        ]
         return self.delete(ids)
 
     def expired(self, *, older_than: timedelta, now: datetime | None = None) -> list[str]:
         """Ids of the entries logged before ``now - older_than``, oldest first."""
         cutoff = (now or self._clock()) - older_than
-        flt = validated(Filter, {"label": NodeLabel.LOG_ENTRY,
-                                 "ranges": (Range(field="at", lt=cutoff),)})
+        flt = validated(
+            Filter, {"label": NodeLabel.LOG_ENTRY, "ranges": (Range(field="at", lt=cutoff),)}
+        )
         return [e.id for e in self._backend.match(flt, order_by="at")]
 
     def prune(self, *, older_than: timedelta, now: datetime | None = None) -> int:
@@ -275,11 +298,12 @@ class EventLog:
 
     # -- reading ----------------------------------------------------------------------
 
-    def _filter(
-        self, run_id: str | None, agent_id: str | None, event_type: str | None
-    ) -> Filter:
-        equals = {k: v for k, v in (("run_id", run_id), ("agent_id", agent_id),
-                                    ("event_type", event_type)) if v is not None}
+    def _filter(self, run_id: str | None, agent_id: str | None, event_type: str | None) -> Filter:
+        equals = {
+            k: v
+            for k, v in (("run_id", run_id), ("agent_id", agent_id), ("event_type", event_type))
+            if v is not None
+        }
         flt: Filter = validated(Filter, {"label": NodeLabel.LOG_ENTRY, "equals": equals})
         return flt
 
@@ -298,7 +322,9 @@ class EventLog:
         if n == 0:
             return []
         newest: list[LogEntry] = self._backend.match(  # type: ignore[assignment]
-            self._filter(run_id, agent_id, event_type), order_by="at", descending=True,
+            self._filter(run_id, agent_id, event_type),
+            order_by="at",
+            descending=True,
             limit=n,
         )
         return self._records(list(reversed(newest)))
@@ -306,15 +332,17 @@ class EventLog:
     def get(self, entry_id: str) -> LogRecord:
         """One entry with its payload; NotFound if there is none."""
         found: list[LogEntry] = self._backend.get(  # type: ignore[assignment]
-            NodeLabel.LOG_ENTRY, [entry_id])
+            NodeLabel.LOG_ENTRY, [entry_id]
+        )
         if not found:
             raise NotFound(f"no log entry {entry_id!r}")
         return self._records(found)[0]
 
     def children(self, entry_id: str) -> list[LogRecord]:
         """The entries logged with ``parent=entry_id``, in log order."""
-        sub = self._backend.expand([NodeRef(NodeLabel.LOG_ENTRY, entry_id)], [EdgeType.CHILD_OF],
-                                   direction="in", depth=1)
+        sub = self._backend.expand(
+            [NodeRef(NodeLabel.LOG_ENTRY, entry_id)], [EdgeType.CHILD_OF], direction="in", depth=1
+        )
         kids = [n for n in sub.nodes if isinstance(n, LogEntry) and n.id != entry_id]
         return self._records(sorted(kids, key=lambda e: (e.at, e.id)))
 
@@ -324,8 +352,12 @@ class EventLog:
         def fetch(ids: set[str]) -> None:
             todo = sorted(ids - texts.keys())
             if todo:
-                texts.update({p.id: p.text  # type: ignore[attr-defined]
-                              for p in self._backend.get(NodeLabel.PAYLOAD, todo)})
+                texts.update(
+                    {
+                        p.id: p.text  # type: ignore[attr-defined]
+                        for p in self._backend.get(NodeLabel.PAYLOAD, todo)
+                    }
+                )
 
         fetch({e.payload_ref for e in entries if e.payload_ref})
         skeletons = []
@@ -333,8 +365,10 @@ class EventLog:
             text = texts.get(e.payload_ref) if e.payload_ref else e.payload
             skeletons.append(None if text is None else json.loads(text))
         fetch({h for sk in skeletons for h in _blob_ids(sk)})
-        return [LogRecord(entry=e, payload=_restore(sk, texts))
-                for e, sk in zip(entries, skeletons, strict=True)]
+        return [
+            LogRecord(entry=e, payload=_restore(sk, texts))
+            for e, sk in zip(entries, skeletons, strict=True)
+        ]
 
     def count(self, *, run_id: str | None = None, agent_id: str | None = None) -> int:
         return self._backend.count(self._filter(run_id, agent_id, None))
@@ -343,19 +377,28 @@ class EventLog:
         """Entry and payload counts, and the bytes that content addressing saved."""
         entries = self._backend.count(self._filter(None, None, None))
         referencing: list[LogEntry] = self._backend.match(  # type: ignore[assignment]
-            validated(Filter, {"label": NodeLabel.LOG_ENTRY,
-                               "ranges": (Range(field="payload_ref", gte=""),)})
+            validated(
+                Filter,
+                {"label": NodeLabel.LOG_ENTRY, "ranges": (Range(field="payload_ref", gte=""),)},
+            )
         )
         payloads: list[Payload] = self._backend.match(  # type: ignore[assignment]
             Filter(label=NodeLabel.PAYLOAD)
         )
         stored = sum(p.size for p in payloads)
         logical = sum(p.size * max(p.refcount, 1) for p in payloads)
-        inline = self._backend.count(validated(Filter, {
-            "label": NodeLabel.LOG_ENTRY, "ranges": (Range(field="payload", gte=""),)}))
+        inline = self._backend.count(
+            validated(
+                Filter, {"label": NodeLabel.LOG_ENTRY, "ranges": (Range(field="payload", gte=""),)}
+            )
+        )
         return LogStats(
-            entries=entries, inline_entries=inline, referencing_entries=len(referencing),
-            payloads=len(payloads), stored_payload_bytes=stored, logical_payload_bytes=logical,
+            entries=entries,
+            inline_entries=inline,
+            referencing_entries=len(referencing),
+            payloads=len(payloads),
+            stored_payload_bytes=stored,
+            logical_payload_bytes=logical,
             bytes_saved=logical - stored,
         )
 

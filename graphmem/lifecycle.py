@@ -107,9 +107,15 @@ class ImportanceScorer(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     base: float = Field(default=0.5, ge=0.0, le=1.0)
-    event_boosts: dict[str, float] = Field(default_factory=lambda: {
-        "write": 0.3, "success": 0.2, "completion": 0.2, "result": 0.1, "error": -0.1,
-    })
+    event_boosts: dict[str, float] = Field(
+        default_factory=lambda: {
+            "write": 0.3,
+            "success": 0.2,
+            "completion": 0.2,
+            "result": 0.1,
+            "error": -0.1,
+        }
+    )
     agent_boosts: dict[str, float] = Field(default_factory=dict)
     signal_boosts: dict[str, float] = Field(default_factory=dict)
     keyword_boosts: dict[str, float] = Field(default_factory=dict)
@@ -297,7 +303,8 @@ def config_from_settings(settings: Any) -> LifecycleConfig:
     base = LifecycleConfig()
     fields: dict[str, Any] = {}
     for ours, theirs in (
-        ("short_term_max", "short_term_max"), ("refresh_every", "refresh_every"),
+        ("short_term_max", "short_term_max"),
+        ("refresh_every", "refresh_every"),
         ("refresh_min_relevance", "refresh_threshold"),
         ("promote_importance", "promote_importance"),
         ("promote_access_count", "promote_access_count"),
@@ -305,14 +312,23 @@ def config_from_settings(settings: Any) -> LifecycleConfig:
         if getattr(ls, theirs, None) is not None:
             fields[ours] = getattr(ls, theirs)
     if getattr(ls, "decay_half_life_days", None) is not None:
-        fields["decay"] = base.decay.model_copy(
-            update={"half_life_days": ls.decay_half_life_days})
+        fields["decay"] = base.decay.model_copy(update={"half_life_days": ls.decay_half_life_days})
     if getattr(ls, "max_memories_per_agent", None) is not None:
         fields["retention"] = base.retention.model_copy(
-            update={"max_per_agent": ls.max_memories_per_agent})
-    for name in ("prune_below", "stale_max_importance", "protect_importance",
-                 "summarize_on_run_end", "archive_unpromoted_on_run_end", "improve_limit",
-                 "improve_rewrites", "llm_token_budget", "scorer", "rules"):
+            update={"max_per_agent": ls.max_memories_per_agent}
+        )
+    for name in (
+        "prune_below",
+        "stale_max_importance",
+        "protect_importance",
+        "summarize_on_run_end",
+        "archive_unpromoted_on_run_end",
+        "improve_limit",
+        "improve_rewrites",
+        "llm_token_budget",
+        "scorer",
+        "rules",
+    ):
         if hasattr(ls, name):
             fields[name] = getattr(ls, name)
     if hasattr(ls, "stale_after_days"):
@@ -321,11 +337,13 @@ def config_from_settings(settings: Any) -> LifecycleConfig:
     if hasattr(ls, "retention"):
         retention = ls.retention
         if getattr(ls, "max_memories_per_agent", None) is not None:
-            retention = retention.model_copy(update={"max_per_agent":
-                                                     ls.max_memories_per_agent})
+            retention = retention.model_copy(update={"max_per_agent": ls.max_memories_per_agent})
         fields["retention"] = retention
-    cons = {k: getattr(ls, k) for k in ("merge_threshold", "duplicate_threshold")
-            if getattr(ls, k, None) is not None}
+    cons = {
+        k: getattr(ls, k)
+        for k in ("merge_threshold", "duplicate_threshold")
+        if getattr(ls, k, None) is not None
+    }
     if cons:
         fields["consolidation"] = ConsolidationConfig(**cons)
     return validated(LifecycleConfig, fields)
@@ -365,15 +383,16 @@ class MaintenanceReport(BaseModel):
     @property
     def llm_failures(self) -> int:
         """LLM calls that failed and were replaced by the offline pass."""
-        return sum(r.llm_failures for r in (self.consolidation, self.improvement)
-                   if r is not None)
+        return sum(r.llm_failures for r in (self.consolidation, self.improvement) if r is not None)
 
     def ids(self, action: ActionKind | None = None, step: str | None = None) -> list[str]:
         """Memory ids of the actions of one kind and/or step."""
         return [
-            a.memory_id for a in self.actions
+            a.memory_id
+            for a in self.actions
             if a.memory_id is not None
-            and (action is None or a.action == action) and (step is None or a.step == step)
+            and (action is None or a.action == action)
+            and (step is None or a.step == step)
         ]
 
     def counts(self) -> dict[str, int]:
@@ -560,12 +579,13 @@ class Lifecycle:
             scorer = self.config.scorer
             kind = None
             if scorer.agent_boosts:  # the agent's type is read only when it can matter
-                found = self.backend.get(NodeLabel.AGENT, [str(data.get("agent_id")
-                                                                or "default")])
+                found = self.backend.get(NodeLabel.AGENT, [str(data.get("agent_id") or "default")])
                 kind = getattr(found[0], "kind", None) if found else None
             data["importance"] = scorer.score(
-                content=str(data.get("content") or ""), event_type=event_type,
-                agent_kind=kind, payload=meta if isinstance(meta, Mapping) else None,
+                content=str(data.get("content") or ""),
+                event_type=event_type,
+                agent_kind=kind,
+                payload=meta if isinstance(meta, Mapping) else None,
             )
         if data.get("tier") is None:
             importance = data["importance"]
@@ -622,9 +642,16 @@ class Lifecycle:
         facts = None
         if extract_facts and turn:
             facts = store_facts(
-                self.writes, self._pass_llm, turn, agent_id=agent_id, namespace=namespace,
-                run_id=run_id, speaker=speaker, source_ids=source_ids,
-                dry_run=dry_run, now=self._clock(),
+                self.writes,
+                self._pass_llm,
+                turn,
+                agent_id=agent_id,
+                namespace=namespace,
+                run_id=run_id,
+                speaker=speaker,
+                source_ids=source_ids,
+                dry_run=dry_run,
+                now=self._clock(),
             )
         cleared = len(self.scratchpad(run_id)) if dry_run else self.scratchpad(run_id).clear()
         return TurnReport(cleared=cleared, facts=facts)
@@ -643,35 +670,56 @@ class Lifecycle:
         archived: list[Memory] = []
         for m in members:
             if m.importance >= cfg.promote_importance or m.access_count >= cfg.promote_access_count:
-                plan.add("promote", "promote", m.id,
-                         f"importance {m.importance:.2f}, accessed {m.access_count}x")
+                plan.add(
+                    "promote",
+                    "promote",
+                    m.id,
+                    f"importance {m.importance:.2f}, accessed {m.access_count}x",
+                )
                 promoted.append(m.evolve(tier=Tier.LONG_TERM, updated_at=now))
             elif cfg.archive_unpromoted_on_run_end and not _pinned(m):
                 plan.add("run_end", "archive", m.id, "short-term memory not promoted at run end")
                 archived.append(m)
         summarize = cfg.summarize_on_run_end and len(members) >= cfg.min_summary_sources
         if summarize and dry_run:
-            plan.add("summarize", "create", None,
-                     f"summary of {len(members)} short-term memories of the run")
+            plan.add(
+                "summarize",
+                "create",
+                None,
+                f"summary of {len(members)} short-term memories of the run",
+            )
         if not dry_run:
             if promoted or archived:
                 self.writes.set_status(
-                    archived, Status.ARCHIVED, reason="run_end", nodes=promoted,
+                    archived,
+                    Status.ARCHIVED,
+                    reason="run_end",
+                    nodes=promoted,
                     expect=[Expect(m.ref, props={"status": Status.ACTIVE}) for m in promoted],
                 )
             if summarize:
                 summary = summarize_into_memory(
-                    self.writes, self._pass_llm, members, purpose="run",
-                    pass_name="run_summary", run_id=run_id, now=now,
+                    self.writes,
+                    self._pass_llm,
+                    members,
+                    purpose="run",
+                    pass_name="run_summary",
+                    run_id=run_id,
+                    now=now,
                     token_budget=cfg.llm_token_budget,
                 )
-                plan.add("summarize", "create", summary.id,
-                         f"summary of {len(members)} short-term memories of the run")
+                plan.add(
+                    "summarize",
+                    "create",
+                    summary.id,
+                    f"summary of {len(members)} short-term memories of the run",
+                )
             with self._lock:
                 self._pads.pop(run_id, None)
                 self._writes.pop(run_id, None)
-        log.info("run end: %d promoted, %d summarised", len(promoted),
-                 len(members) if summarize else 0)
+        log.info(
+            "run end: %d promoted, %d summarised", len(promoted), len(members) if summarize else 0
+        )
         return MaintenanceReport(dry_run=dry_run, at=now, actions=tuple(plan.actions))
 
     def on_idle(self, *, dry_run: bool = False, **options: Any) -> MaintenanceReport:
@@ -699,13 +747,21 @@ class Lifecycle:
         keep = []
         for rel, m in scored:
             if rel < cfg.refresh_min_relevance:
-                plan.add("refresh", "archive", m.id, f"relevance {rel:.3f} below "
-                         f"{cfg.refresh_min_relevance}")
+                plan.add(
+                    "refresh",
+                    "archive",
+                    m.id,
+                    f"relevance {rel:.3f} below {cfg.refresh_min_relevance}",
+                )
             else:
                 keep.append((rel, m))
         for rel, m in keep[: max(0, len(keep) - cfg.short_term_max)]:
-            plan.add("refresh", "archive", m.id,
-                     f"short-term tier over {cfg.short_term_max} (relevance {rel:.3f})")
+            plan.add(
+                "refresh",
+                "archive",
+                m.id,
+                f"short-term tier over {cfg.short_term_max} (relevance {rel:.3f})",
+            )
         return self._finish(plan, now, dry_run, hard_delete=False)
 
     def expire(self, *, dry_run: bool = False, hard_delete: bool = False) -> MaintenanceReport:
@@ -717,19 +773,14 @@ class Lifecycle:
     ) -> MaintenanceReport:
         """Archive (or delete) memories older than their retention period, then the least
         relevant memories of agents over their maximum."""
-        return self.maintain(
-            dry_run=dry_run, hard_delete=hard_delete, steps=("retention", "limit")
-        )
+        return self.maintain(dry_run=dry_run, hard_delete=hard_delete, steps=("retention", "limit"))
 
     def decay(self, *, dry_run: bool = False, hard_delete: bool = False) -> MaintenanceReport:
         """Prune by relevance (decayed below ``prune_below``) and by staleness (not
         accessed for ``stale_after`` and importance <= ``stale_max_importance``)."""
-        return self.maintain(
-            dry_run=dry_run, hard_delete=hard_delete, steps=("decay", "stale")
-        )
+        return self.maintain(dry_run=dry_run, hard_delete=hard_delete, steps=("decay", "stale"))
 
-    STEPS = ("expire", "retention", "logs", "decay", "stale", "limit", "improve",
-             "consolidate")
+    STEPS = ("expire", "retention", "logs", "decay", "stale", "limit", "improve", "consolidate")
 
     def maintain(
         self,
@@ -782,30 +833,43 @@ class Lifecycle:
             if step == "expire":
                 for m in memories:
                     if m.expires_at is not None and m.expires_at <= now and open_(m):
-                        plan.add("expire", "archive", m.id,
-                                 f"expired at {m.expires_at.isoformat()}")
+                        plan.add(
+                            "expire", "archive", m.id, f"expired at {m.expires_at.isoformat()}"
+                        )
             elif step == "retention":
                 for m in memories:
                     period = cfg.retention.period_for(m.agent_id, m.category.value)
                     if period is not None and m.created_at + period <= now and open_(m):
-                        plan.add("retention", "archive", m.id,
-                                 f"older than the {m.category.value} retention of {period}")
+                        plan.add(
+                            "retention",
+                            "archive",
+                            m.id,
+                            f"older than the {m.category.value} retention of {period}",
+                        )
             elif step == "decay" and cfg.prune_below is not None:
                 for m in memories:
                     if m.importance >= cfg.protect_importance or not open_(m):
                         continue
                     r = relevance_of(m)
                     if r < cfg.prune_below:
-                        plan.add("decay", "archive", m.id,
-                                 f"relevance {r:.4f} below {cfg.prune_below}")
+                        plan.add(
+                            "decay", "archive", m.id, f"relevance {r:.4f} below {cfg.prune_below}"
+                        )
             elif step == "stale" and cfg.stale_after is not None:
                 for m in memories:
                     last = m.last_accessed or m.created_at
-                    if (last + cfg.stale_after <= now and open_(m)
-                            and m.importance <= cfg.stale_max_importance
-                            and m.importance < cfg.protect_importance):
-                        plan.add("stale", "archive", m.id,
-                                 f"not accessed since {last.date().isoformat()}")
+                    if (
+                        last + cfg.stale_after <= now
+                        and open_(m)
+                        and m.importance <= cfg.stale_max_importance
+                        and m.importance < cfg.protect_importance
+                    ):
+                        plan.add(
+                            "stale",
+                            "archive",
+                            m.id,
+                            f"not accessed since {last.date().isoformat()}",
+                        )
             elif step == "limit":
                 by_agent: dict[str, list[Memory]] = defaultdict(list)
                 for m in memories:
@@ -816,8 +880,18 @@ class Lifecycle:
                     # count this agent's pinned memories against the cap too
                     if cap is None:
                         continue
-                    pinned = self.backend.count(validated(Filter, {"equals": {
-                        "agent_id": aid, "status": "active", "metadata.pinned": True}}))
+                    pinned = self.backend.count(
+                        validated(
+                            Filter,
+                            {
+                                "equals": {
+                                    "agent_id": aid,
+                                    "status": "active",
+                                    "metadata.pinned": True,
+                                }
+                            },
+                        )
+                    )
                     excess = len(ms) + pinned - cap
                     if excess <= 0:
                         continue
@@ -826,8 +900,12 @@ class Lifecycle:
                         key=lambda m: (relevance_of(m), m.created_at, m.id),
                     )[:excess]
                     for m in victims:
-                        plan.add("limit", "archive", m.id,
-                                 f"agent {aid} over its maximum of {cap} memories")
+                        plan.add(
+                            "limit",
+                            "archive",
+                            m.id,
+                            f"agent {aid} over its maximum of {cap} memories",
+                        )
         report = self._finish(plan, now, dry_run, hard_delete)
         period = cfg.retention.log_period
         if "logs" in steps and period is not None and agent_id is None and namespace is None:
@@ -835,43 +913,75 @@ class Lifecycle:
             old_entries = elog.expired(older_than=period, now=now)
             if old_entries and not dry_run:
                 for start in range(0, len(old_entries), 2000):
-                    elog.delete(old_entries[start: start + 2000])
+                    elog.delete(old_entries[start : start + 2000])
             report = report.model_copy(update={"log_entries": tuple(old_entries)})
         improvement = None
         if "improve" in steps and cfg.improve_limit:
             # only what was written since the last improve pass of this handle: an idle
             # cycle must not send the same memories to the LLM every time
             since = self._improved_until if agent_id is None and namespace is None else None
-            recent_flt = flt if since is None else flt.model_copy(update={"ranges": (
-                *flt.ranges, Range(field="created_at", gt=since))})
-            recent = [m for m in self.backend.match(
-                recent_flt, limit=cfg.improve_limit + len(plan.claimed), order_by="created_at",
-                descending=True) if isinstance(m, Memory) and m.id not in plan.claimed
-                and not _pinned(m)][: cfg.improve_limit]
+            recent_flt = (
+                flt
+                if since is None
+                else flt.model_copy(
+                    update={"ranges": (*flt.ranges, Range(field="created_at", gt=since))}
+                )
+            )
+            recent = [
+                m
+                for m in self.backend.match(
+                    recent_flt,
+                    limit=cfg.improve_limit + len(plan.claimed),
+                    order_by="created_at",
+                    descending=True,
+                )
+                if isinstance(m, Memory) and m.id not in plan.claimed and not _pinned(m)
+            ][: cfg.improve_limit]
             improvement = improve_memories(
-                self.writes, self._offline if dry_run else self._pass_llm, recent,
-                dry_run=dry_run, now=now, token_budget=cfg.llm_token_budget,
+                self.writes,
+                self._offline if dry_run else self._pass_llm,
+                recent,
+                dry_run=dry_run,
+                now=now,
+                token_budget=cfg.llm_token_budget,
                 rewrites=cfg.improve_rewrites,
             )
             actions = list(report.actions)
             for new in improvement.created:
-                actions.append(Action(step="improve", action="create", memory_id=new.id,
-                                      reason="rewritten for precision"))
-            actions.extend(Action(step="improve", action="archive", memory_id=i,
-                                  reason="superseded: improved or contradicted")
-                           for i in improvement.superseded_ids)
+                actions.append(
+                    Action(
+                        step="improve",
+                        action="create",
+                        memory_id=new.id,
+                        reason="rewritten for precision",
+                    )
+                )
+            actions.extend(
+                Action(
+                    step="improve",
+                    action="archive",
+                    memory_id=i,
+                    reason="superseded: improved or contradicted",
+                )
+                for i in improvement.superseded_ids
+            )
             plan.claimed.update(improvement.superseded_ids)
             if not dry_run and agent_id is None and namespace is None:
                 self._improved_until = now
-            report = report.model_copy(update={"actions": tuple(actions),
-                                               "improvement": improvement})
+            report = report.model_copy(
+                update={"actions": tuple(actions), "improvement": improvement}
+            )
         consolidation = None
         if "consolidate" in steps:
             consolidation = consolidate(
-                self.writes, agent_id=agent_id, namespace=namespace,
+                self.writes,
+                agent_id=agent_id,
+                namespace=namespace,
                 config=cfg.consolidation,
                 llm=consolidate_llm if consolidate_llm is not None else self.llm,
-                dry_run=dry_run, now=now, exclude_ids=set(plan.claimed),
+                dry_run=dry_run,
+                now=now,
+                exclude_ids=set(plan.claimed),
             )
         if consolidation is not None:
             actions = list(report.actions)
@@ -880,11 +990,19 @@ class Lifecycle:
                     continue
                 reason = f"merged into one {g.kind} memory"
                 actions.extend(
-                    Action(step="consolidate", action="archive", memory_id=i,
-                           reason=f"superseded: {reason}") for i in g.source_ids
+                    Action(
+                        step="consolidate",
+                        action="archive",
+                        memory_id=i,
+                        reason=f"superseded: {reason}",
+                    )
+                    for i in g.source_ids
                 )
-                actions.append(Action(step="consolidate", action="create",
-                                      memory_id=g.merged_id, reason=reason))
+                actions.append(
+                    Action(
+                        step="consolidate", action="create", memory_id=g.merged_id, reason=reason
+                    )
+                )
             report = report.model_copy(
                 update={"actions": tuple(actions), "consolidation": consolidation}
             )
@@ -951,26 +1069,30 @@ class Lifecycle:
         reason_step: str | None = None,
     ) -> MaintenanceReport:
         actions = [
-            a.model_copy(update={"action": "delete"}) if hard_delete and a.action == "archive"
+            a.model_copy(update={"action": "delete"})
+            if hard_delete and a.action == "archive"
             else a
             for a in plan.actions
         ]
         if not dry_run:
-            ids = [a.memory_id for a in actions if a.memory_id and a.action in ("archive",
-                                                                               "delete")]
+            ids = [
+                a.memory_id for a in actions if a.memory_id and a.action in ("archive", "delete")
+            ]
             if hard_delete and ids:
                 self.writes.delete_nodes([NodeRef(NodeLabel.MEMORY, i) for i in ids])
             elif ids:
                 step_of = {a.memory_id: a.step for a in actions}
-                current = [n for n in self.backend.get(NodeLabel.MEMORY, ids)
-                           if isinstance(n, Memory)]
+                current = [
+                    n for n in self.backend.get(NodeLabel.MEMORY, ids) if isinstance(n, Memory)
+                ]
                 by_reason: dict[str, list[Memory]] = defaultdict(list)
                 for m in current:
                     by_reason[reason_step or step_of[m.id]].append(m)
                 for reason, group in by_reason.items():
                     for start in range(0, len(group), 2000):
-                        self.writes.set_status(group[start: start + 2000], Status.ARCHIVED,
-                                               reason=reason)
+                        self.writes.set_status(
+                            group[start : start + 2000], Status.ARCHIVED, reason=reason
+                        )
         return MaintenanceReport(dry_run=dry_run, at=now, actions=tuple(actions))
 
     # -- scheduler --------------------------------------------------------------------
@@ -991,8 +1113,11 @@ class Lifecycle:
 
         def job() -> MaintenanceReport:
             report = self.on_idle(dry_run=dry_run, hard_delete=hard_delete)
-            log.info("scheduled maintenance%s: %s", " (dry run, nothing changed)"
-                     if dry_run else "", report.counts() or "nothing to do")
+            log.info(
+                "scheduled maintenance%s: %s",
+                " (dry run, nothing changed)" if dry_run else "",
+                report.counts() or "nothing to do",
+            )
             return report
 
         return MaintenanceScheduler(job, ms.seconds, **options)

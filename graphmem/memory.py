@@ -154,13 +154,16 @@ class GraphMemory:
         self._closed = False
         self._local = threading.local()  # per-thread outcome of remember()
         #: the one write path: every state change of this store goes through it
-        self.writes = Writes(backend, embed=self._embed_texts if embedder else None,
-                             clock=clock)
+        self.writes = Writes(backend, embed=self._embed_texts if embedder else None, clock=clock)
         self.namespaces = Namespaces(backend, self.writes, clock=clock)
         self.writes.check_shared = self.namespaces.check_writes
         org_config = getattr(settings, "org", None)
-        self.org = OrgMemory(backend, self.writes, clock=clock,
-                             config=org_config if isinstance(org_config, OrgConfig) else None)
+        self.org = OrgMemory(
+            backend,
+            self.writes,
+            clock=clock,
+            config=org_config if isinstance(org_config, OrgConfig) else None,
+        )
         self.eventlog = EventLog(backend, self.writes, clock=clock)
         self.runs = Runs(self)
         self.writes.add_hook(self._after_write)
@@ -226,8 +229,15 @@ class GraphMemory:
 
             embedder = make_embedder(embedder)
         try:
-            mem = cls(backend, embedder=embedder, llm=llm, settings=settings, clock=clock,
-                      vectors=vectors, knowledge=knowledge)
+            mem = cls(
+                backend,
+                embedder=embedder,
+                llm=llm,
+                settings=settings,
+                clock=clock,
+                vectors=vectors,
+                knowledge=knowledge,
+            )
             backend.ensure_schema()
             if embedder is not None:  # a model of another dimension: say what to run
                 check_embedder(backend, embedder)
@@ -258,9 +268,14 @@ class GraphMemory:
         """Embed the memories that have no vector, in batches (resumable: run it again);
         with ``all=True`` clear every vector first and re-embed everything — for a new
         model (``embedder``, default this handle's). See :mod:`graphmem.reindex`."""
-        return reindex_store(self.writes, embedder if embedder is not None else self._embedder,
-                             all=all, batch_size=batch_size, dry_run=dry_run,
-                             progress=progress)
+        return reindex_store(
+            self.writes,
+            embedder if embedder is not None else self._embedder,
+            all=all,
+            batch_size=batch_size,
+            dry_run=dry_run,
+            progress=progress,
+        )
 
     def wait_for_vectors(self, timeout: float | None = None) -> None:
         """Return once every memory written so far has its vector (background vectors);
@@ -335,12 +350,21 @@ class GraphMemory:
         always writes. :attr:`last_reconcile` says what happened (see
         :mod:`graphmem.reconcile`)."""
         data: dict[str, Any] = {
-            "content": content, "agent_id": agent_id, "run_id": run_id,
-            "namespace": namespace, "category": category, "tier": tier,
-            "importance": importance, "confidence": confidence, "tags": tags,
-            "metadata": metadata, "event_type": event_type,
-            "created_at": created_at or self._clock(), "valid_from": valid_from,
-            "expires_at": expires_at, "visibility": visibility,
+            "content": content,
+            "agent_id": agent_id,
+            "run_id": run_id,
+            "namespace": namespace,
+            "category": category,
+            "tier": tier,
+            "importance": importance,
+            "confidence": confidence,
+            "tags": tags,
+            "metadata": metadata,
+            "event_type": event_type,
+            "created_at": created_at or self._clock(),
+            "valid_from": valid_from,
+            "expires_at": expires_at,
+            "visibility": visibility,
         }
         if user_id is not None:
             data["metadata"] = {**(metadata or {}), "user_id": user_id}
@@ -349,13 +373,13 @@ class GraphMemory:
             result = ReconcileResult(action="created", memory=self.remember_many([data])[0])
         else:
             [memory] = self._validate_many([data])
-            result = reconcile_write(self.writes, memory, config=cfg, llm=self.llm,
-                                     now=self._clock())
+            result = reconcile_write(
+                self.writes, memory, config=cfg, llm=self.llm, now=self._clock()
+            )
         self._local.reconcile = result
         return result.memory
 
-    def reconcile(self, content: str, *, mode: str | None = None,
-                  **fields: Any) -> ReconcileResult:
+    def reconcile(self, content: str, *, mode: str | None = None, **fields: Any) -> ReconcileResult:
         """:meth:`remember` (same keyword arguments; ``mode`` is its ``reconcile``),
         returning what reconciliation did: ``action`` (created, duplicate, superseded,
         linked), the memory now holding the content, the related ids and the reason.
@@ -391,9 +415,7 @@ class GraphMemory:
         log.debug("remembered %d memories", len(memories))
         return memories
 
-    def _validate_many(
-        self, items: Iterable[Memory | Mapping[str, Any]]
-    ) -> builtins.list[Memory]:
+    def _validate_many(self, items: Iterable[Memory | Mapping[str, Any]]) -> builtins.list[Memory]:
         # importance and tier not given are scored and classified by the lifecycle rules
         now = self._clock()
         memories: builtins.list[Memory] = []
@@ -406,8 +428,7 @@ class GraphMemory:
             data = {k: v for k, v in item.items() if v is not None}
             data.setdefault("created_at", now)
             if "user_id" in data:  # an end user's memory: kept as metadata.user_id
-                data["metadata"] = {**(data.get("metadata") or {}),
-                                    "user_id": data.pop("user_id")}
+                data["metadata"] = {**(data.get("metadata") or {}), "user_id": data.pop("user_id")}
             try:
                 memories.append(validated(Memory, self.lifecycle.classify(data)))
             except InvalidInput as e:
@@ -429,7 +450,8 @@ class GraphMemory:
         if isinstance(memory_ids, str):
             raise InvalidInput("memory_ids must be a list of ids, not one string")
         found: builtins.list[Memory] = self._backend.get(  # type: ignore[assignment]
-            NodeLabel.MEMORY, memory_ids)
+            NodeLabel.MEMORY, memory_ids
+        )
         return self._readable(found, scope)
 
     def _readable(
@@ -456,8 +478,19 @@ class GraphMemory:
         otherwise). ``changes`` may set importance, confidence, tags, metadata, category,
         tier, expires_at, valid_from, namespace.
         """
-        allowed = {"importance", "confidence", "tags", "metadata", "category", "tier",
-                   "expires_at", "valid_from", "namespace", "event_type", "visibility"}
+        allowed = {
+            "importance",
+            "confidence",
+            "tags",
+            "metadata",
+            "category",
+            "tier",
+            "expires_at",
+            "valid_from",
+            "namespace",
+            "event_type",
+            "visibility",
+        }
         unknown = set(changes) - allowed
         if unknown:
             raise InvalidInput(
@@ -512,8 +545,9 @@ class GraphMemory:
         derived nodes keep their content (their provenance edge to it is gone).
         """
         plan = self.writes.forget(memory_id, cascade=cascade, dry_run=dry_run)
-        return ForgetReport(deleted=plan.deleted,
-                            restored=tuple(m.id for m in plan.restored), dry_run=dry_run)
+        return ForgetReport(
+            deleted=plan.deleted, restored=tuple(m.id for m in plan.restored), dry_run=dry_run
+        )
 
     # -- reading ---------------------------------------------------------------------
 
@@ -541,9 +575,19 @@ class GraphMemory:
         """Memories matching the filters (``status=None`` for every status), newest first;
         with ``scope``, only those it may read; with ``user_id``, only that user's."""
         flt = self._recall_filter(
-            agent_id=agent_id, run_id=run_id, namespace=namespace, category=category,
-            tier=tier, event_type=event_type, status=status, tags=tags, since=since,
-            until=until, metadata=metadata, scope=scope, user_id=user_id,
+            agent_id=agent_id,
+            run_id=run_id,
+            namespace=namespace,
+            category=category,
+            tier=tier,
+            event_type=event_type,
+            status=status,
+            tags=tags,
+            since=since,
+            until=until,
+            metadata=metadata,
+            scope=scope,
+            user_id=user_id,
         )
         return self._backend.match(  # type: ignore[return-value]
             flt, limit=limit, offset=offset, order_by=order_by, descending=descending
@@ -554,24 +598,24 @@ class GraphMemory:
         status = filters.pop("status", "active")
         return self._backend.count(self._recall_filter(scope=scope, status=status, **filters))
 
-    def history(
-        self, memory_id: str, *, scope: Scope | str | None = None
-    ) -> builtins.list[Memory]:
+    def history(self, memory_id: str, *, scope: Scope | str | None = None) -> builtins.list[Memory]:
         """Every version connected to this memory by SUPERSEDES, oldest first. With
         ``scope``, versions it may not read are left out (a version moved into another
         namespace keeps its old content there)."""
         self.get(memory_id, scope=scope)
         sub = self._backend.expand(
-            [NodeRef(NodeLabel.MEMORY, memory_id)], [EdgeType.SUPERSEDES],
-            direction="both", depth=10_000, limit=100_000,
+            [NodeRef(NodeLabel.MEMORY, memory_id)],
+            [EdgeType.SUPERSEDES],
+            direction="both",
+            depth=10_000,
+            limit=100_000,
         )
         versions = self._readable([n for n in sub.nodes if isinstance(n, Memory)], scope)
         return sorted(versions, key=lambda m: (m.valid_from or m.created_at, m.created_at, m.id))
 
     def current(self, memory_id: str, *, scope: Scope | str | None = None) -> Memory:
         """The newest active version in this memory's history."""
-        versions = [m for m in self.history(memory_id, scope=scope)
-                    if m.status is Status.ACTIVE]
+        versions = [m for m in self.history(memory_id, scope=scope) if m.status is Status.ACTIVE]
         if not versions:
             raise NotFound(f"memory {memory_id!r} has no active version")
         return versions[-1]
@@ -585,12 +629,15 @@ class GraphMemory:
         sub = self._backend.expand(
             [NodeRef(NodeLabel.MEMORY, memory_id)],
             [EdgeType.DERIVED_FROM, EdgeType.SUPERSEDES],
-            direction="out", depth=depth,
+            direction="out",
+            depth=depth,
         )
         if scope is None:
             return sub
-        keep = {m.ref.key for m in self._readable(
-            [n for n in sub.nodes if isinstance(n, Memory)], scope)}
+        keep = {
+            m.ref.key
+            for m in self._readable([n for n in sub.nodes if isinstance(n, Memory)], scope)
+        }
         return Subgraph(
             nodes=tuple(n for n in sub.nodes if n.ref.key in keep),
             edges=tuple(e for e in sub.edges if e.src.key in keep and e.dst.key in keep),
@@ -625,10 +672,20 @@ class GraphMemory:
         default scope) limits recall to what that agent may read; without it recall is
         unscoped. ``config`` is a :class:`~graphmem.retrieval.RecallConfig` or preset name.
         """
-        flt = self._recall_filter(agent_id=agent_id, run_id=run_id, namespace=namespace,
-                                  category=category, tier=tier, tags=tags, since=since,
-                                  until=until, as_of=as_of, status=status, scope=scope,
-                                  user_id=user_id)
+        flt = self._recall_filter(
+            agent_id=agent_id,
+            run_id=run_id,
+            namespace=namespace,
+            category=category,
+            tier=tier,
+            tags=tags,
+            since=since,
+            until=until,
+            as_of=as_of,
+            status=status,
+            scope=scope,
+            user_id=user_id,
+        )
         return self._retriever().recall(query, k=k, filter=flt, config=config, touch=touch)
 
     def context(
@@ -650,14 +707,18 @@ class GraphMemory:
         ``query`` gives the query-less :meth:`context_window`.
         """
         if isinstance(query, str) and not query.strip():
-            return self.context_window(max_tokens, k=k, policies=policies, touch=touch,
-                                       **filters)
+            return self.context_window(max_tokens, k=k, policies=policies, touch=touch, **filters)
         flt = self._recall_filter(**filters)
         if policies is None:
             policies = self.org.core_policies()
         window = self._retriever().context_window(
-            query, max_tokens=max_tokens, k=k, filter=flt, policies=policies,
-            config=config, touch=touch,
+            query,
+            max_tokens=max_tokens,
+            k=k,
+            filter=flt,
+            policies=policies,
+            config=config,
+            touch=touch,
         )
         return window.text
 
@@ -682,13 +743,21 @@ class GraphMemory:
         now = self._clock()
         decay = self.lifecycle.config.decay
         pool: builtins.list[Memory] = self._backend.match(  # type: ignore[assignment]
-            flt, limit=max(10 * k, 500), order_by="created_at", descending=True)
-        scored = sorted(((relevance(m, now, decay), m) for m in pool),
-                        key=lambda sm: (-sm[0], sm[1].id))[:k]
-        results = [RecallResult(memory=m, score=s, breakdown={"relevance": s, "score": s})
-                   for s, m in scored]
+            flt, limit=max(10 * k, 500), order_by="created_at", descending=True
+        )
+        scored = sorted(
+            ((relevance(m, now, decay), m) for m in pool), key=lambda sm: (-sm[0], sm[1].id)
+        )[:k]
+        results = [
+            RecallResult(memory=m, score=s, breakdown={"relevance": s, "score": s})
+            for s, m in scored
+        ]
         window = self._retriever().context_window(
-            "", max_tokens=max_tokens, filter=flt, policies=policies, touch=touch,
+            "",
+            max_tokens=max_tokens,
+            filter=flt,
+            policies=policies,
+            touch=touch,
             results=results,
         )
         return window.text
@@ -714,10 +783,13 @@ class GraphMemory:
         if run_id is not None and max_events > 0:
             roles = {"user_message": "user", "agent_response": "assistant"}
             events = self.events(run_id, event_types=builtins.list(roles), status="active")
-            messages += [{"role": roles[e.event_type or ""], "content": e.content}
-                         for e in events[-max_events:]]
-        if query.strip() and (len(messages) < 2 or messages[-1] != {"role": "user",
-                                                                     "content": query}):
+            messages += [
+                {"role": roles[e.event_type or ""], "content": e.content}
+                for e in events[-max_events:]
+            ]
+        if query.strip() and (
+            len(messages) < 2 or messages[-1] != {"role": "user", "content": query}
+        ):
             messages.append({"role": "user", "content": query})
         return messages
 
@@ -729,9 +801,12 @@ class GraphMemory:
     def _retriever(self) -> Retriever:
         self._settle_vectors()
         recall_config = getattr(self.settings, "recall", None)
-        return Retriever(self._backend, self._embedder, clock=self._clock,
-                         config=recall_config if isinstance(recall_config, RecallConfig)
-                         else None)
+        return Retriever(
+            self._backend,
+            self._embedder,
+            clock=self._clock,
+            config=recall_config if isinstance(recall_config, RecallConfig) else None,
+        )
 
     def _settle_vectors(self) -> None:
         """Read your own writes, within reason: before a recall, wait briefly for the
@@ -749,8 +824,12 @@ class GraphMemory:
                 log.debug("recall without waiting for pending vectors: %s", e)
 
     def _recall_filter(
-        self, *, scope: Scope | str | None = None, status: str | Sequence[str] | None = "active",
-        user_id: str | None = None, **kw: Any,
+        self,
+        *,
+        scope: Scope | str | None = None,
+        status: str | Sequence[str] | None = "active",
+        user_id: str | None = None,
+        **kw: Any,
     ) -> Filter:
         if user_id is not None:
             kw["metadata"] = {**(kw.get("metadata") or {}), "user_id": user_id}
@@ -772,8 +851,13 @@ class GraphMemory:
         """Create or update an agent (fields not given keep their stored values)."""
         found = self._backend.get(NodeLabel.AGENT, [agent_id])
         base: dict[str, Any] = found[0].model_dump() if found else {"id": agent_id}
-        for k, v in (("name", name), ("seniority", seniority), ("autonomy", autonomy),
-                     ("kind", kind), ("metadata", metadata)):
+        for k, v in (
+            ("name", name),
+            ("seniority", seniority),
+            ("autonomy", autonomy),
+            ("kind", kind),
+            ("metadata", metadata),
+        ):
             if v is not None:
                 base[k] = v
         agent: Agent = validated(Agent, base)
@@ -804,8 +888,11 @@ class GraphMemory:
     ) -> Run:
         """Start a run (an agent session). Conflict if ``run_id`` already exists."""
         data: dict[str, Any] = {
-            "agent_id": agent_id, "user_id": user_id, "app_name": app_name,
-            "namespace": namespace, "started_at": started_at or self._clock(),
+            "agent_id": agent_id,
+            "user_id": user_id,
+            "app_name": app_name,
+            "namespace": namespace,
+            "started_at": started_at or self._clock(),
             "metadata": metadata,
         }
         if run_id is not None:
@@ -824,9 +911,7 @@ class GraphMemory:
             raise NotFound(f"no run {run_id!r}")
         return found[0]  # type: ignore[return-value]
 
-    def end_run(
-        self, run_id: str, *, status: RunStatus | str = RunStatus.COMPLETED
-    ) -> Run:
+    def end_run(self, run_id: str, *, status: RunStatus | str = RunStatus.COMPLETED) -> Run:
         """Mark a run ended (completed by default)."""
         try:
             status = RunStatus(status)
@@ -838,8 +923,14 @@ class GraphMemory:
             old = self.get_run(run_id)
             run = old.evolve(status=status, ended_at=self._clock())
             try:
-                self.writes.put([run], expect=[Expect(old.ref, props={
-                    "status": old.status, "event_count": old.event_count})])
+                self.writes.put(
+                    [run],
+                    expect=[
+                        Expect(
+                            old.ref, props={"status": old.status, "event_count": old.event_count}
+                        )
+                    ],
+                )
                 return run
             except Conflict:
                 continue  # an event was appended meanwhile: end the run as it is now
@@ -855,8 +946,11 @@ class GraphMemory:
         offset: int = 0,
     ) -> builtins.list[Run]:
         """Runs, newest first."""
-        equals = {k: v for k, v in (("agent_id", agent_id), ("user_id", user_id),
-                                    ("status", status)) if v is not None}
+        equals = {
+            k: v
+            for k, v in (("agent_id", agent_id), ("user_id", user_id), ("status", status))
+            if v is not None
+        }
         flt = validated(Filter, {"label": NodeLabel.RUN, "equals": equals})
         return self._backend.match(  # type: ignore[return-value]
             flt, limit=limit, offset=offset, order_by="started_at", descending=True
@@ -883,9 +977,18 @@ class GraphMemory:
         """
         return self.add_events(
             run_id,
-            [{"event_type": event_type, "content": content, "agent_id": agent_id,
-              "importance": importance, "tier": tier, "tags": tags, "metadata": metadata,
-              "created_at": created_at}],
+            [
+                {
+                    "event_type": event_type,
+                    "content": content,
+                    "agent_id": agent_id,
+                    "importance": importance,
+                    "tier": tier,
+                    "tags": tags,
+                    "metadata": metadata,
+                    "created_at": created_at,
+                }
+            ],
         )[0]
 
     def add_events(self, run_id: str, events: Sequence[Mapping[str, Any]]) -> builtins.list[Memory]:
@@ -907,9 +1010,17 @@ class GraphMemory:
         self, run_id: str, events: Sequence[Mapping[str, Any]], now: datetime
     ) -> builtins.list[Memory]:
         found = self._backend.get(NodeLabel.RUN, [run_id])
-        run: Run = found[0] if found else validated(  # type: ignore[assignment]
-            Run, {"id": run_id, "agent_id": (events[0].get("agent_id") if events else None)
-                  or "default", "started_at": now}
+        run: Run = (
+            found[0]
+            if found
+            else validated(  # type: ignore[assignment]
+                Run,
+                {
+                    "id": run_id,
+                    "agent_id": (events[0].get("agent_id") if events else None) or "default",
+                    "started_at": now,
+                },
+            )
         )
         memories: builtins.list[Memory] = []
         for i, ev in enumerate(events):
@@ -940,8 +1051,7 @@ class GraphMemory:
     ) -> builtins.list[Memory]:
         """A run's events in order (optionally only some types; with ``scope``, only
         those it may read)."""
-        flt = self._recall_filter(run_id=run_id, event_type=event_types, status=status,
-                                  scope=scope)
+        flt = self._recall_filter(run_id=run_id, event_type=event_types, status=status, scope=scope)
         events: builtins.list[Memory] = self._backend.match(flt, order_by="seq")  # type: ignore[assignment]
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)):
             raise InvalidInput(f"limit must be an int or None, got {type(limit).__name__}")
@@ -972,9 +1082,14 @@ class GraphMemory:
         by_status = {st.value: self.count(status=st.value) for st in Status}
         by_tier = {t.value: self.count(tier=t.value, status=None) for t in Tier}
         return {
-            "backend": s.backend, "location": s.location, "file_bytes": s.file_bytes,
-            "nodes": s.nodes, "edges": s.edges, "memories_by_status": by_status,
-            "memories_by_tier": by_tier, "embedding_dim": s.embedding_dim,
+            "backend": s.backend,
+            "location": s.location,
+            "file_bytes": s.file_bytes,
+            "nodes": s.nodes,
+            "edges": s.edges,
+            "memories_by_status": by_status,
+            "memories_by_tier": by_tier,
+            "embedding_dim": s.embedding_dim,
         }
 
     def export(self, dest: str | Path | IO[str]) -> ImportReport:
@@ -984,7 +1099,8 @@ class GraphMemory:
                 return self._export(f)
         if not callable(getattr(dest, "write", None)):
             raise InvalidInput(
-                f"export writes to a path or a text file object, not {type(dest).__name__}")
+                f"export writes to a path or a text file object, not {type(dest).__name__}"
+            )
         return self._export(dest)
 
     def _export(self, f: IO[str]) -> ImportReport:
@@ -992,12 +1108,24 @@ class GraphMemory:
         n_nodes = n_edges = 0
         for nodes, edges in self._backend.scan():
             for n in nodes:
-                f.write(json.dumps({"node": n.label.value, "props": n.to_props()},
-                                   default=_jsonable) + "\n")
+                f.write(
+                    json.dumps({"node": n.label.value, "props": n.to_props()}, default=_jsonable)
+                    + "\n"
+                )
                 n_nodes += 1
             for e in edges:
-                f.write(json.dumps({"edge": e.type.value, "src": list(e.src), "dst": list(e.dst),
-                                    "props": e.props}, default=_jsonable) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "edge": e.type.value,
+                            "src": list(e.src),
+                            "dst": list(e.dst),
+                            "props": e.props,
+                        },
+                        default=_jsonable,
+                    )
+                    + "\n"
+                )
                 n_edges += 1
         return ImportReport(nodes=n_nodes, edges=n_edges)
 
@@ -1011,7 +1139,8 @@ class GraphMemory:
                 return self._import(f, batch_size)
         if not hasattr(src, "__iter__"):
             raise InvalidInput(
-                f"import reads a path or a text file object, not {type(src).__name__}")
+                f"import reads a path or a text file object, not {type(src).__name__}"
+            )
         return self._import(src, batch_size)
 
     def _import(self, f: IO[str], batch_size: int) -> ImportReport:
@@ -1031,11 +1160,18 @@ class GraphMemory:
                 if "node" in rec:
                     nodes.append(node_model(rec["node"]).from_props(_revive(rec["props"])))
                 elif "edge" in rec:
-                    edges.append(Edge.from_row({
-                        "type": rec["edge"], "src_label": rec["src"][0], "src": rec["src"][1],
-                        "dst_label": rec["dst"][0], "dst": rec["dst"][1],
-                        "props": _revive(rec.get("props") or {}),
-                    }))
+                    edges.append(
+                        Edge.from_row(
+                            {
+                                "type": rec["edge"],
+                                "src_label": rec["src"][0],
+                                "src": rec["src"][1],
+                                "dst_label": rec["dst"][0],
+                                "dst": rec["dst"][1],
+                                "props": _revive(rec.get("props") or {}),
+                            }
+                        )
+                    )
                 else:
                     raise InvalidInput("line is neither a node nor an edge")
             except (ValueError, KeyError, TypeError, IndexError) as e:
@@ -1067,8 +1203,12 @@ class GraphMemory:
             with self._lifecycle_lock:
                 lc = getattr(self, "_lifecycle_obj", None)
                 if lc is None:
-                    lc = Lifecycle(self.writes, config=config_from_settings(self.settings),
-                                   llm=self.llm, clock=self._clock)
+                    lc = Lifecycle(
+                        self.writes,
+                        config=config_from_settings(self.settings),
+                        llm=self.llm,
+                        clock=self._clock,
+                    )
                     self._lifecycle_obj = lc
         return lc
 
@@ -1107,10 +1247,14 @@ class GraphMemory:
         Merged content comes from ``llm`` (or the configured LLM) for similar groups, else
         from a deterministic merge. See :func:`graphmem.consolidation.consolidate`."""
         return consolidate_memories(
-            self.writes, agent_id=agent_id, namespace=namespace,
+            self.writes,
+            agent_id=agent_id,
+            namespace=namespace,
             config=config or self.lifecycle.config.consolidation,
             llm=llm if llm is not None else self.llm,
-            dry_run=dry_run, now=self._clock(), progress=progress,
+            dry_run=dry_run,
+            now=self._clock(),
+            progress=progress,
         )
 
     def unmerge(self, merged_id: str, *, dry_run: bool = False) -> UnmergeReport:
@@ -1134,14 +1278,23 @@ class GraphMemory:
             if len(sources) != len(set(memory_ids)):
                 raise NotFound("some memories to summarise do not exist")
         else:
-            sources = [m for m in iter_memories(self._backend, Filter.for_memories(
-                run_id=run_id, status="active")) if m.category is not Category.SUMMARY]
+            sources = [
+                m
+                for m in iter_memories(
+                    self._backend, Filter.for_memories(run_id=run_id, status="active")
+                )
+                if m.category is not Category.SUMMARY
+            ]
             if not sources:
                 raise NotFound(f"run {run_id!r} has no active memories to summarise")
         return summarize_into_memory(
-            self.writes, self._pass_llm(llm), sources,
-            purpose="run" if run_id is not None else "memories", run_id=run_id,
-            dry_run=dry_run, now=self._clock(),
+            self.writes,
+            self._pass_llm(llm),
+            sources,
+            purpose="run" if run_id is not None else "memories",
+            run_id=run_id,
+            dry_run=dry_run,
+            now=self._clock(),
         )
 
     def improve(
@@ -1162,7 +1315,11 @@ class GraphMemory:
         else:
             memories = self.list(agent_id=agent_id, namespace=namespace, limit=limit)
         return improve_memories(
-            self.writes, self._pass_llm(llm), memories, dry_run=dry_run, now=self._clock(),
+            self.writes,
+            self._pass_llm(llm),
+            memories,
+            dry_run=dry_run,
+            now=self._clock(),
         )
 
     def extract_facts(
@@ -1180,8 +1337,15 @@ class GraphMemory:
         """Store the durable facts of a conversation turn as long-term memories
         DERIVED_FROM ``source_ids`` (nothing when the turn has none)."""
         return store_facts(
-            self.writes, self._pass_llm(llm), turn, agent_id=agent_id, namespace=namespace,
-            run_id=run_id, speaker=speaker, source_ids=source_ids, dry_run=dry_run,
+            self.writes,
+            self._pass_llm(llm),
+            turn,
+            agent_id=agent_id,
+            namespace=namespace,
+            run_id=run_id,
+            speaker=speaker,
+            source_ids=source_ids,
+            dry_run=dry_run,
             now=self._clock(),
         )
 
@@ -1191,15 +1355,15 @@ class GraphMemory:
         """The entities mentioned by the memories the filters (those of :meth:`recall`,
         ``scope`` included) admit, most mentioned first; ``type`` narrows to person,
         place, organisation, event, object or other."""
-        return knowledge.entities(self._backend, self._recall_filter(**filters), type=type,
-                                  limit=limit)
+        return knowledge.entities(
+            self._backend, self._recall_filter(**filters), type=type, limit=limit
+        )
 
     def about(self, name: str, *, limit: int = 200, **filters: Any) -> knowledge.About:
         """What the store says about an entity (by name or alias): the memories that
         mention it, oldest first, and the relations they record. NotFound when no memory
         the filters admit mentions it."""
-        return knowledge.about(self._backend, name, self._recall_filter(**filters),
-                               limit=limit)
+        return knowledge.about(self._backend, name, self._recall_filter(**filters), limit=limit)
 
     def reflect(
         self, question: str, *, k: int = 10, llm: LLM | None = None, **recall_filters: Any
@@ -1220,7 +1384,10 @@ class GraphMemory:
         """Expiry, retention, decay, staleness, per-agent limits and consolidation; removal
         is archival unless ``hard_delete``. See :meth:`Lifecycle.maintain`."""
         return self.lifecycle.maintain(
-            dry_run=dry_run, hard_delete=hard_delete, agent_id=agent_id, namespace=namespace,
+            dry_run=dry_run,
+            hard_delete=hard_delete,
+            agent_id=agent_id,
+            namespace=namespace,
             steps=steps,
         )
 
@@ -1233,8 +1400,9 @@ class GraphMemory:
         hard_delete: bool = False,
     ) -> MaintenanceReport:
         """Take memories out of recall (status archived; ``restore`` brings them back)."""
-        return self.lifecycle.archive(memory_ids, reason=reason, dry_run=dry_run,
-                                      hard_delete=hard_delete)
+        return self.lifecycle.archive(
+            memory_ids, reason=reason, dry_run=dry_run, hard_delete=hard_delete
+        )
 
     def restore(
         self, memory_ids: Sequence[str], *, pin: bool = False, dry_run: bool = False
@@ -1274,9 +1442,14 @@ class GraphMemory:
         metadata: Mapping[str, Any] | None = None,
     ) -> tuple[Run, bool]:
         """The run ``run_id`` (and False), or a new one started now (and True)."""
-        return self.runs.get_or_create(run_id, agent_id=agent_id, user_id=user_id,
-                                       app_name=app_name, namespace=namespace,
-                                       metadata=metadata)
+        return self.runs.get_or_create(
+            run_id,
+            agent_id=agent_id,
+            user_id=user_id,
+            app_name=app_name,
+            namespace=namespace,
+            metadata=metadata,
+        )
 
     def delete_run(self, run_id: str, *, cascade: bool = True) -> DeleteRunReport:
         """Delete a run, its memories (and, with ``cascade``, what was derived from them)
@@ -1308,8 +1481,9 @@ class GraphMemory:
         parent: str | None = None,
     ) -> LogEntry:
         """Append to the orchestration log (large payloads are stored once, by SHA-256)."""
-        return self.eventlog.log(agent_id, event_type, payload, run_id=run_id, step=step,
-                                 parent=parent)
+        return self.eventlog.log(
+            agent_id, event_type, payload, run_id=run_id, step=step, parent=parent
+        )
 
     def tail(
         self,
@@ -1347,4 +1521,3 @@ def _revive(props: dict[str, Any]) -> dict[str, Any]:
         k: datetime.fromisoformat(v["$dt"]) if isinstance(v, dict) and "$dt" in v else v
         for k, v in props.items()
     }
-

@@ -143,7 +143,11 @@ def migrate(
         nodes_done = edges_done = batches = 0
         log.info(
             "migrating %d nodes and %d edges from %s to %s%s",
-            total_nodes, total_edges, src_loc, dst_loc, " (dry run)" if dry_run else "",
+            total_nodes,
+            total_edges,
+            src_loc,
+            dst_loc,
+            " (dry run)" if dry_run else "",
         )
         for nodes, edges in source.scan(batch_size=batch_size):
             batch_nodes: list[GraphNode] = list(nodes)
@@ -187,8 +191,11 @@ def migrate(
         )
         log.info(
             "migration %s: %d nodes, %d edges in %d batches, %.1fs",
-            "verified" if report.verified else "done", report.nodes_copied,
-            report.edges_copied, batches, report.seconds,
+            "verified" if report.verified else "done",
+            report.nodes_copied,
+            report.edges_copied,
+            batches,
+            report.seconds,
         )
         if mismatches and strict:
             detail = ", ".join(f"{k} {s} -> {d}" for k, (s, d) in mismatches.items())

@@ -315,9 +315,11 @@ def _flat_metadata(meta: Mapping[str, Any] | None) -> dict[str, Any]:
             raise ValueError(f"{where} does not fit in a 64-bit integer")
         if isinstance(value, bool | int | str | float):
             out[key] = value
-        elif isinstance(value, list | tuple) and all(
-            isinstance(v, str | int | float) and not isinstance(v, bool) for v in value
-        ) and len({type(v) for v in value}) <= 1:
+        elif (
+            isinstance(value, list | tuple)
+            and all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in value)
+            and len({type(v) for v in value}) <= 1
+        ):
             if any(isinstance(v, int) and v not in _INT64 for v in value):
                 raise ValueError(f"{where} holds an integer that does not fit in 64 bits")
             out[key] = list(value)
@@ -325,9 +327,7 @@ def _flat_metadata(meta: Mapping[str, Any] | None) -> dict[str, Any]:
             try:
                 out[key] = json.dumps(value, sort_keys=True, allow_nan=False)
             except (TypeError, ValueError) as e:
-                raise ValueError(
-                    f"{where} is not JSON-serialisable: {type(value).__name__}"
-                ) from e
+                raise ValueError(f"{where} is not JSON-serialisable: {type(value).__name__}") from e
     return out
 
 
@@ -384,7 +384,7 @@ class GraphNode(BaseModel):
         meta: dict[str, Any] = {}
         for k, v in props.items():
             if k.startswith(METADATA_PREFIX):
-                meta[k[len(METADATA_PREFIX):]] = v
+                meta[k[len(METADATA_PREFIX) :]] = v
             elif k in cls.model_fields:
                 data[k] = v
         if meta or "metadata" in cls.model_fields:
@@ -405,7 +405,7 @@ class GraphNode(BaseModel):
                 c = conv.get(k)
                 data[k] = c(v) if c is not None and v is not None else v
             elif k.startswith(METADATA_PREFIX):
-                meta[k[len(METADATA_PREFIX):]] = v
+                meta[k[len(METADATA_PREFIX) :]] = v
         if "metadata" in data:
             data["metadata"] = meta
         # what model_construct does, without its per-field default resolution
@@ -1047,9 +1047,7 @@ class Filter(BaseModel):
         for name, values in self.any_of.items():
             if not all(isinstance(v, _FILTERABLE_TYPES) for v in values):
                 raise ValueError(f"filter values for {name!r} must be scalars")
-            self.any_of[name] = tuple(
-                v.value if isinstance(v, StrEnum) else v for v in values
-            )
+            self.any_of[name] = tuple(v.value if isinstance(v, StrEnum) else v for v in values)
             if name in enums:
                 for v in values:
                     _check_enum(name, v, enums[name])
@@ -1085,8 +1083,12 @@ class Filter(BaseModel):
         equals: dict[str, Any] = {}
         any_of: dict[str, tuple[Any, ...]] = {}
         for name, value in (
-            ("agent_id", agent_id), ("run_id", run_id), ("namespace", namespace),
-            ("category", category), ("tier", tier), ("event_type", event_type),
+            ("agent_id", agent_id),
+            ("run_id", run_id),
+            ("namespace", namespace),
+            ("category", category),
+            ("tier", tier),
+            ("event_type", event_type),
             ("status", status),
         ):
             if value is None:

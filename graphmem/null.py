@@ -124,12 +124,21 @@ class NullMemory:
         visibility: Visibility | str = Visibility.PRIVATE,
     ) -> Memory:
         data = {
-            "content": content, "agent_id": agent_id, "run_id": run_id,
-            "namespace": namespace, "category": category, "tier": tier,
-            "importance": importance, "confidence": confidence, "tags": tags,
-            "metadata": metadata, "event_type": event_type,
-            "created_at": created_at or self._clock(), "valid_from": valid_from,
-            "expires_at": expires_at, "visibility": visibility,
+            "content": content,
+            "agent_id": agent_id,
+            "run_id": run_id,
+            "namespace": namespace,
+            "category": category,
+            "tier": tier,
+            "importance": importance,
+            "confidence": confidence,
+            "tags": tags,
+            "metadata": metadata,
+            "event_type": event_type,
+            "created_at": created_at or self._clock(),
+            "valid_from": valid_from,
+            "expires_at": expires_at,
+            "visibility": visibility,
         }
         return self.remember_many([data])[0]
 
@@ -161,33 +170,58 @@ class NullMemory:
             out.append(validated(Memory, data))
         return out
 
-    def start_run(self, agent_id: str = "default", *, run_id: str | None = None,
-                  **kw: Any) -> Run:
-        data: dict[str, Any] = {"agent_id": agent_id, "started_at": self._clock(),
-                                **{k: v for k, v in kw.items() if v is not None}}
+    def start_run(self, agent_id: str = "default", *, run_id: str | None = None, **kw: Any) -> Run:
+        data: dict[str, Any] = {
+            "agent_id": agent_id,
+            "started_at": self._clock(),
+            **{k: v for k, v in kw.items() if v is not None},
+        }
         if run_id is not None:
             data["id"] = run_id
         run: Run = validated(Run, data)
         return run
 
-    def get_or_create_run(self, run_id: str, *, agent_id: str = "default",
-                          **kw: Any) -> tuple[Run, bool]:
+    def get_or_create_run(
+        self, run_id: str, *, agent_id: str = "default", **kw: Any
+    ) -> tuple[Run, bool]:
         return self.start_run(agent_id, run_id=run_id, **kw), True
 
     def end_run(self, run_id: str, *, status: RunStatus | str = RunStatus.COMPLETED) -> Run:
-        run: Run = validated(Run, {"id": run_id, "status": status,
-                                   "started_at": self._clock(), "ended_at": self._clock()})
+        run: Run = validated(
+            Run,
+            {
+                "id": run_id,
+                "status": status,
+                "started_at": self._clock(),
+                "ended_at": self._clock(),
+            },
+        )
         return run
 
-    def log(self, agent_id: str, event_type: str, payload: Any = None, *,
-            run_id: str | None = None, step: int | None = None,
-            parent: str | None = None) -> LogEntry:
+    def log(
+        self,
+        agent_id: str,
+        event_type: str,
+        payload: Any = None,
+        *,
+        run_id: str | None = None,
+        step: int | None = None,
+        parent: str | None = None,
+    ) -> LogEntry:
         text = None if payload is None else canonical_json(payload)
-        entry: LogEntry = validated(LogEntry, {
-            "agent_id": agent_id, "event_type": event_type, "run_id": run_id, "step": step,
-            "parent_id": parent, "at": self._clock(), "payload": text,
-            "payload_size": 0 if text is None else len(text.encode("utf-8")),
-        })
+        entry: LogEntry = validated(
+            LogEntry,
+            {
+                "agent_id": agent_id,
+                "event_type": event_type,
+                "run_id": run_id,
+                "step": step,
+                "parent_id": parent,
+                "at": self._clock(),
+                "payload": text,
+                "payload_size": 0 if text is None else len(text.encode("utf-8")),
+            },
+        )
         return entry
 
     def forget(self, memory_id: str, **_kw: Any) -> Any:
@@ -198,10 +232,10 @@ class NullMemory:
     def delete_run(self, run_id: str, **_kw: Any) -> DeleteRunReport:
         return DeleteRunReport(run_id=run_id, memories=0, derived=0, log_entries=0)
 
-    def cleanup_runs(self, older_than_hours: float, *, archive: bool = False,
-                     dry_run: bool = False) -> CleanupReport:
-        return CleanupReport(runs=(), memories=0, log_entries=0, archived=archive,
-                             dry_run=dry_run)
+    def cleanup_runs(
+        self, older_than_hours: float, *, archive: bool = False, dry_run: bool = False
+    ) -> CleanupReport:
+        return CleanupReport(runs=(), memories=0, log_entries=0, archived=archive, dry_run=dry_run)
 
     # -- reads: nothing there -----------------------------------------------------------
 
@@ -248,13 +282,25 @@ class NullMemory:
         return []
 
     def run_stats(self, **_kw: Any) -> RunStats:
-        return RunStats(runs=0, runs_by_status={s.value: 0 for s in RunStatus}, events=0,
-                        active_events=0, average_events_per_run=0.0)
+        return RunStats(
+            runs=0,
+            runs_by_status={s.value: 0 for s in RunStatus},
+            events=0,
+            active_events=0,
+            average_events_per_run=0.0,
+        )
 
     def stats(self) -> dict[str, Any]:
-        return {"backend": "null", "location": None, "file_bytes": None, "nodes": {},
-                "edges": {}, "memories_by_status": {}, "memories_by_tier": {},
-                "embedding_dim": None}
+        return {
+            "backend": "null",
+            "location": None,
+            "file_bytes": None,
+            "nodes": {},
+            "edges": {},
+            "memories_by_status": {},
+            "memories_by_tier": {},
+            "embedding_dim": None,
+        }
 
     def __repr__(self) -> str:
         return "NullMemory()"

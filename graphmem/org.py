@@ -134,9 +134,7 @@ class OrgConfig(BaseModel):
     def _policies(cls, v: object) -> tuple[str, ...]:
         if isinstance(v, str):
             v = [v]
-        if not isinstance(v, list | tuple) or not all(
-            isinstance(p, str) and p.strip() for p in v
-        ):
+        if not isinstance(v, list | tuple) or not all(isinstance(p, str) and p.strip() for p in v):
             raise ValueError("core policies must be a list of non-empty strings")
         return tuple(v)
 
@@ -219,8 +217,10 @@ class OrgMemory:
             rules.append(("core", self._config.core_rule))
         for what, rule in rules:
             if not self._allowed(agent, rule):
-                who = HUMAN if self.is_human(agent) else (
-                    f"{agent.seniority} agent (autonomy {agent.autonomy})"
+                who = (
+                    HUMAN
+                    if self.is_human(agent)
+                    else (f"{agent.seniority} agent (autonomy {agent.autonomy})")
                 )
                 log.info("org write denied: category=%s rule=%s", category, what)
                 raise AccessDenied(f"{author!r}, a {who}, may not write {what} org facts")
@@ -253,30 +253,38 @@ class OrgMemory:
             prev = self._current(fact_id) if fact_id is not None else None
             have = prev.version if prev is not None else 0
             if expected_version is not None and expected_version != have:
-                raise Conflict(
-                    f"fact {fact_id!r} is at version {have}, not {expected_version}"
-                )
+                raise Conflict(f"fact {fact_id!r} is at version {have}, not {expected_version}")
             cat = category if category is not None else (prev.category if prev else "policy")
             is_core = core if core is not None else (prev.core if prev else False)
             now = self._clock()
-            new: OrgFact = validated(OrgFact, {
-                "fact_id": fact_id if fact_id is not None else new_id(),
-                "version": have + 1,
-                "content": content,
-                "category": cat,
-                "tags": tags if tags is not None else (prev.tags if prev else ()),
-                "author": author,
-                "created_at": now,
-                "core": is_core,
-            })
+            new: OrgFact = validated(
+                OrgFact,
+                {
+                    "fact_id": fact_id if fact_id is not None else new_id(),
+                    "version": have + 1,
+                    "content": content,
+                    "category": cat,
+                    "tags": tags if tags is not None else (prev.tags if prev else ()),
+                    "author": author,
+                    "created_at": now,
+                    "core": is_core,
+                },
+            )
             agent = self.check_write(author, cat, core=is_core)
             if prev is not None and prev.category != cat:
                 self.check_write(author, prev.category, core=prev.core)
             new = new.evolve(author_seniority=HUMAN if self.is_human(agent) else agent.seniority)
-            op: OrgOperation = validated(OrgOperation, {
-                "fact_id": new.fact_id, "operation": "publish", "version": new.version,
-                "author": author, "at": now, "reason": reason,
-            })
+            op: OrgOperation = validated(
+                OrgOperation,
+                {
+                    "fact_id": new.fact_id,
+                    "operation": "publish",
+                    "version": new.version,
+                    "author": author,
+                    "at": now,
+                    "reason": reason,
+                },
+            )
             nodes: list[GraphNode] = [new, op]
             # (AUTHORED_BY -> the author is structural: the backend maintains it)
             edges = [_edge(EdgeType.RECORDS, op, new)]
@@ -286,8 +294,11 @@ class OrgMemory:
                 expect.append(Expect(prev.ref, props={"status": prev.status}))
                 if prev.status is Status.ACTIVE:
                     nodes.append(prev.evolve(status=Status.SUPERSEDED))
-                edges.append(_edge(EdgeType.SUPERSEDES, new, prev,
-                                   {"reason": reason or "publish", "at": now}))
+                edges.append(
+                    _edge(
+                        EdgeType.SUPERSEDES, new, prev, {"reason": reason or "publish", "at": now}
+                    )
+                )
             self._writes.put(nodes, edges, expect=expect)
         log.info("org fact published: category=%s version=%d", new.category, new.version)
         return new
@@ -301,12 +312,22 @@ class OrgMemory:
             self.check_write(author, cur.category, core=cur.core)
             now = self._clock()
             retracted = cur.evolve(status=Status.ARCHIVED, retracted_at=now)
-            op: OrgOperation = validated(OrgOperation, {
-                "fact_id": fact_id, "operation": "retract", "version": cur.version,
-                "author": author, "at": now, "reason": reason,
-            })
-            self._writes.put([retracted, op], [_edge(EdgeType.RECORDS, op, retracted)],
-                             expect=[Expect(cur.ref, props={"status": Status.ACTIVE})])
+            op: OrgOperation = validated(
+                OrgOperation,
+                {
+                    "fact_id": fact_id,
+                    "operation": "retract",
+                    "version": cur.version,
+                    "author": author,
+                    "at": now,
+                    "reason": reason,
+                },
+            )
+            self._writes.put(
+                [retracted, op],
+                [_edge(EdgeType.RECORDS, op, retracted)],
+                expect=[Expect(cur.ref, props={"status": Status.ACTIVE})],
+            )
         log.info("org fact retracted: category=%s version=%d", cur.category, cur.version)
         return retracted
 
@@ -315,7 +336,9 @@ class OrgMemory:
     def _current(self, fact_id: str) -> OrgFact | None:
         found = self._backend.match(
             validated(Filter, {"label": NodeLabel.ORG_FACT, "equals": {"fact_id": fact_id}}),
-            order_by="version", descending=True, limit=1,
+            order_by="version",
+            descending=True,
+            limit=1,
         )
         return found[0] if found else None  # type: ignore[return-value]
 
@@ -360,8 +383,15 @@ class OrgMemory:
             any_of["status"] = (Status.ACTIVE.value, Status.ARCHIVED.value)
         else:
             equals["status"] = Status.ACTIVE.value
-        flt: Filter = validated(Filter, {"label": NodeLabel.ORG_FACT, "equals": equals,
-                                         "any_of": any_of, "tags_all": tuple(tags or ())})
+        flt: Filter = validated(
+            Filter,
+            {
+                "label": NodeLabel.ORG_FACT,
+                "equals": equals,
+                "any_of": any_of,
+                "tags_all": tuple(tags or ()),
+            },
+        )
         return flt
 
     def query(
@@ -394,16 +424,19 @@ class OrgMemory:
     def _configured(self) -> list[OrgFact]:
         return [
             OrgFact(
-                id=f"config-{i}", fact_id=f"{CONFIG_PREFIX}{i}", content=text,
-                category="policy", author="config", author_seniority="config",
-                created_at=self._configured_at, core=True,
+                id=f"config-{i}",
+                fact_id=f"{CONFIG_PREFIX}{i}",
+                content=text,
+                category="policy",
+                author="config",
+                author_seniority="config",
+                created_at=self._configured_at,
+                core=True,
             )
             for i, text in enumerate(self._config.core_policies, 1)
         ]
 
-    def list_policies(
-        self, *, limit: int | None = None, offset: int = 0
-    ) -> list[OrgFact]:
+    def list_policies(self, *, limit: int | None = None, offset: int = 0) -> list[OrgFact]:
         """Current policies in a stable order: the configured core policies (config order),
         then written core policies, then the other written ones (each by fact id; generated
         fact ids sort by creation time). Paged with ``limit``/``offset``."""
@@ -432,9 +465,7 @@ class OrgMemory:
 
     def count_policies(self) -> int:
         """How many policies :meth:`list_policies` lists in all."""
-        return len(self._config.core_policies) + self._backend.count(
-            self._filter("policy", False)
-        )
+        return len(self._config.core_policies) + self._backend.count(self._filter("policy", False))
 
     def core_policies(self) -> list[str]:
         """The texts that head every ``context()``: configured core policies, then written
@@ -455,8 +486,10 @@ class OrgMemory:
     ) -> list[OrgFact]:
         """Current versions of facts (ordered by fact id), optionally of some categories."""
         return self._backend.match(  # type: ignore[return-value]
-            self._filter(categories, include_retracted), order_by="fact_id",
-            limit=limit, offset=offset,
+            self._filter(categories, include_retracted),
+            order_by="fact_id",
+            limit=limit,
+            offset=offset,
         )
 
 

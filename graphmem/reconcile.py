@@ -89,15 +89,24 @@ def contradicts(a: Claim | None, b: Claim | None) -> bool:
     """Whether two claims give different values to the same attribute of the same subject
     (subjects compared as the knowledge layer matches entity names: ``The user`` is
     ``user``, ``Alice's`` is ``alice``)."""
-    return (a is not None and b is not None and a.attribute == b.attribute
-            and a.value != b.value and normalise(a.subject) == normalise(b.subject))
+    return (
+        a is not None
+        and b is not None
+        and a.attribute == b.attribute
+        and a.value != b.value
+        and normalise(a.subject) == normalise(b.subject)
+    )
 
 
 def _same_scope(a: Memory, b: Memory) -> bool:
-    return (a.category is not Category.EPISODIC and b.category is not Category.EPISODIC
-            and a.agent_id == b.agent_id and a.namespace == b.namespace
-            and a.visibility is b.visibility
-            and a.metadata.get("user_id") == b.metadata.get("user_id"))
+    return (
+        a.category is not Category.EPISODIC
+        and b.category is not Category.EPISODIC
+        and a.agent_id == b.agent_id
+        and a.namespace == b.namespace
+        and a.visibility is b.visibility
+        and a.metadata.get("user_id") == b.metadata.get("user_id")
+    )
 
 
 def _jaccard(a: str, b: str) -> float:
@@ -130,21 +139,33 @@ def reconcile(
 
 
 def _reconcile(
-    writes: Writes, memory: Memory, cfg: ReconcileConfig, llm: LLM | None, now: datetime,
+    writes: Writes,
+    memory: Memory,
+    cfg: ReconcileConfig,
+    llm: LLM | None,
+    now: datetime,
 ) -> ReconcileResult:
     backend = writes.backend
     scope = {"agent_id": memory.agent_id, "namespace": memory.namespace, "status": "active"}
-    exact = [m for m in backend.match(
-        validated(Filter, {"equals": {**scope, "content_hash": memory.content_hash}}), limit=20)
-        if isinstance(m, Memory) and _same_scope(m, memory)]
+    exact = [
+        m
+        for m in backend.match(
+            validated(Filter, {"equals": {**scope, "content_hash": memory.content_hash}}), limit=20
+        )
+        if isinstance(m, Memory) and _same_scope(m, memory)
+    ]
     if exact:
         found = exact[0]
         backend.touch([found.id], now)
         fresh = backend.get(NodeLabel.MEMORY, [found.id])
         current = fresh[0] if fresh and isinstance(fresh[0], Memory) else found
         log.debug("reconcile: exact duplicate of %s", found.id)
-        return ReconcileResult(action="duplicate", memory=current, related_ids=(found.id,),
-                               reason="exact duplicate in the same scope")
+        return ReconcileResult(
+            action="duplicate",
+            memory=current,
+            related_ids=(found.id,),
+            reason="exact duplicate in the same scope",
+        )
     claim = claim_of(memory.content)
     wide = cfg.near_duplicates != "keep" or (cfg.mode == "llm" and llm is not None)
     if claim is None and not wide:
@@ -154,8 +175,9 @@ def _reconcile(
     else:  # a claim alone only needs memories naming its subject and attribute
         assert claim is not None
         query = f"{claim.subject} {claim.attribute}"
-    hits = backend.search_text(TextQuery(
-        text=query, filter=validated(Filter, {"equals": scope}), k=cfg.candidates))
+    hits = backend.search_text(
+        TextQuery(text=query, filter=validated(Filter, {"equals": scope}), k=cfg.candidates)
+    )
     candidates = [h.node for h in hits if h.node.id != memory.id and _same_scope(h.node, memory)]
     if claim is not None:
         olds: list[Memory] = []
@@ -164,13 +186,18 @@ def _reconcile(
         for c in candidates:
             other = claim_of(c.content)
             # a statement dated before the one it disagrees with is history, not news
-            if (other is not None and (c.valid_from or c.created_at) <= since
-                    and contradicts(claim, other)):
+            if (
+                other is not None
+                and (c.valid_from or c.created_at) <= since
+                and contradicts(claim, other)
+            ):
                 olds.append(c)
                 values.append(other.value)
         if olds:
-            reason = (f"contradiction: {claim.subject!r} {claim.attribute} {claim.value!r}, "
-                      f"not {', '.join(repr(v) for v in dict.fromkeys(values))}")
+            reason = (
+                f"contradiction: {claim.subject!r} {claim.attribute} {claim.value!r}, "
+                f"not {', '.join(repr(v) for v in dict.fromkeys(values))}"
+            )
             return _supersede(writes, olds, memory, reason)
     if cfg.mode == "llm" and llm is not None and candidates:
         losers = _llm_contradictions(llm, candidates, memory)
@@ -184,13 +211,23 @@ def _reconcile(
     if best is not None and cfg.near_duplicates != "keep":
         sim, near = best
         if cfg.near_duplicates == "supersede":
-            return _supersede(writes, [near], memory,
-                              f"near-duplicate restated (token jaccard {sim:.2f})")
-        linked = memory.evolve(metadata={**memory.metadata, "near_duplicate_of": near.id,
-                                         "near_duplicate_similarity": round(sim, 4)})
+            return _supersede(
+                writes, [near], memory, f"near-duplicate restated (token jaccard {sim:.2f})"
+            )
+        linked = memory.evolve(
+            metadata={
+                **memory.metadata,
+                "near_duplicate_of": near.id,
+                "near_duplicate_similarity": round(sim, 4),
+            }
+        )
         [written] = writes.create([linked])
-        return ReconcileResult(action="linked", memory=written, related_ids=(near.id,),
-                               reason=f"near-duplicate (token jaccard {sim:.2f})")
+        return ReconcileResult(
+            action="linked",
+            memory=written,
+            related_ids=(near.id,),
+            reason=f"near-duplicate (token jaccard {sim:.2f})",
+        )
     return ReconcileResult(action="created", memory=writes.create([memory])[0])
 
 
@@ -199,8 +236,9 @@ def _supersede(
 ) -> ReconcileResult:
     written = writes.supersede(olds, memory, reason=reason, pass_name=None)
     log.debug("reconcile: %s supersedes %d memories", written.id, len(olds))
-    return ReconcileResult(action="superseded", memory=written,
-                           related_ids=tuple(m.id for m in olds), reason=reason)
+    return ReconcileResult(
+        action="superseded", memory=written, related_ids=tuple(m.id for m in olds), reason=reason
+    )
 
 
 def _llm_contradictions(
@@ -212,8 +250,7 @@ def _llm_contradictions(
     try:
         imp = llm.improve([*ordered, memory])
     except LLMError as e:
-        log.warning("reconcile: LLM contradiction check failed (%s); rules only",
-                    type(e).__name__)
+        log.warning("reconcile: LLM contradiction check failed (%s); rules only", type(e).__name__)
         return None
     by_id = {m.id: m for m in ordered}
     for c in imp.contradictions:

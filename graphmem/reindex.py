@@ -89,8 +89,9 @@ def check_embedder(backend: GraphBackend, embedder: Any) -> None:
 def _missing(backend: GraphBackend, limit: int) -> list[tuple[str, str]]:
     fetch = getattr(backend, "missing_vectors", None)
     if fetch is None:
-        raise InvalidInput(f"the {type(backend).__name__} backend cannot list memories "
-                           "without a vector")
+        raise InvalidInput(
+            f"the {type(backend).__name__} backend cannot list memories without a vector"
+        )
     found: list[tuple[str, str]] = fetch(limit)
     return found
 
@@ -115,15 +116,23 @@ def reindex(
     before = store_dim(backend)
     if not all and before is not None and isinstance(dim, int) and dim != before:
         check_embedder(backend, embedder)
-    report = ReindexReport(dry_run=dry_run, model=_name(embedder),
-                           dim=dim if isinstance(dim, int) else None, store_dim=before)
+    report = ReindexReport(
+        dry_run=dry_run,
+        model=_name(embedder),
+        dim=dim if isinstance(dim, int) else None,
+        store_dim=before,
+    )
     everything = Filter.for_memories(status=None)
     if dry_run:
-        with_vectors = sum(1 for m in iter_memories(backend, everything)
-                           if m.embedding is not None) if all else 0
+        with_vectors = (
+            sum(1 for m in iter_memories(backend, everything) if m.embedding is not None)
+            if all
+            else 0
+        )
         missing = len(_missing(backend, 10**9))
-        return report.model_copy(update={"cleared": with_vectors,
-                                         "missing": missing + with_vectors})
+        return report.model_copy(
+            update={"cleared": with_vectors, "missing": missing + with_vectors}
+        )
     cleared = 0
     if all:
         batch: list[Memory] = []
@@ -151,5 +160,6 @@ def reindex(
         if progress is not None:
             progress(min(done, total), total)
     log.info("reindex: embedded %d memories in %d batches", done, batches)
-    return report.model_copy(update={"cleared": cleared, "missing": total, "embedded": done,
-                                     "batches": batches})
+    return report.model_copy(
+        update={"cleared": cleared, "missing": total, "embedded": done, "batches": batches}
+    )

@@ -164,17 +164,19 @@ PRESETS: dict[str, RecallConfig] = {
     "semantic": RecallConfig(lexical_weight=0.0),
     "linear": RecallConfig(fusion="linear"),
     "diverse": RecallConfig(mmr=True, mmr_lambda=0.6),
-    "precise": RecallConfig(min_similarity=0.4, min_coverage=0.75, graph_weight=0.25,
-                            run_weight=0.25),
+    "precise": RecallConfig(
+        min_similarity=0.4, min_coverage=0.75, graph_weight=0.25, run_weight=0.25
+    ),
     "recent": RecallConfig(
-        signal_weight=0.6, weights=RankWeights(recency=0.6, frequency=0.1, importance=0.2,
-                                               decay=0.1),
+        signal_weight=0.6,
+        weights=RankWeights(recency=0.6, frequency=0.1, importance=0.2, decay=0.1),
     ),
 }
 
 
 # ---------------------------------------------------------------------------------------
 # lexical evidence (for the floor): coverage of the query's content terms
+
 
 def _terms(text: str) -> set[str]:
     words = [w.lower() for w in _TOKEN_RE.findall(text)]
@@ -217,9 +219,7 @@ _HOMOGLYPHS = str.maketrans(
     "\u0430\u0435\u043e\u0440\u0441\u0443\u0445\u0456\u0455\u04cf\u043c\u0442\u043a"
     "\u0410\u0415\u041e\u0420\u0421\u0423\u0425\u0406\u0405\u041c\u0422\u041a\u041d"
     "\u03bf\u03c1\u03b9\u03c5\u03b5\u039f\u03a1\u0399\u039c\u0395\u03a4\u039a\u03a5",
-    "aeopcyxislmtk"
-    "AEOPCYXISMTKH"
-    "opiueOPIMETKY",
+    "aeopcyxislmtkAEOPCYXISMTKHopiueOPIMETKY",
 )
 _FENCE_NAME_RE = re.compile(r"<[\s\\/]*(?:memor(?:y|ies)|polic(?:y|ies))", re.IGNORECASE)
 _NAME_CHARS = 8  # letters after an opener that can spell a fence name ("memories")
@@ -234,7 +234,7 @@ def _skeleton(text: str, start: int) -> str:
     fence name needs: invisible format characters and combining marks dropped,
     compatibility forms and look-alike letters folded, every opener made ``<``. Stops
     as soon as the letters cannot spell a fence name (most ``<`` in code or HTML)."""
-    ascii_window = text[start:start + 64]
+    ascii_window = text[start : start + 64]
     if ascii_window.isascii():  # the usual case: only entities and escapes to fold
         return _OPENER_RE.sub("<", ascii_window)
     out: list[str] = []
@@ -274,7 +274,7 @@ def neutralise(content: str) -> str:
     done = 0
     for m in starts:
         if _FENCE_NAME_RE.match(_skeleton(content, m.start())):
-            parts += [content[done:m.start()], "["]
+            parts += [content[done : m.start()], "["]
             done = m.end()
     parts.append(content[done:])
     return "".join(parts)
@@ -290,8 +290,7 @@ def _attr(value: str) -> str:
     markup: brackets and their look-alikes, quotes, ampersands and invisible characters
     become numeric character references, so ``html.unescape`` gives back the exact value."""
     return "".join(
-        f"&#x{ord(c):x};" if c in _ATTR_ESCAPED or unicodedata.category(c) in _ATTR_HIDDEN
-        else c
+        f"&#x{ord(c):x};" if c in _ATTR_ESCAPED or unicodedata.category(c) in _ATTR_HIDDEN else c
         for c in value
     )
 
@@ -341,12 +340,14 @@ class ContextWindow(BaseModel):
 
 def _fmt_memory(r: RecallResult, boundary: str) -> str:
     m = r.memory
-    attrs = [f'id="{_attr(m.id)}"', f'created="{_attr(m.created_at.date().isoformat())}"',
-             f'category="{_attr(m.category.value)}"']
+    attrs = [
+        f'id="{_attr(m.id)}"',
+        f'created="{_attr(m.created_at.date().isoformat())}"',
+        f'category="{_attr(m.category.value)}"',
+    ]
     if m.run_id:
         attrs.append(f'run="{_attr(m.run_id)}"')
-    return (f"<memory-{boundary} {' '.join(attrs)}>\n{neutralise(m.content)}\n"
-            f"</memory-{boundary}>")
+    return f"<memory-{boundary} {' '.join(attrs)}>\n{neutralise(m.content)}\n</memory-{boundary}>"
 
 
 def _fence_texts(r: RecallResult) -> tuple[str, ...]:
@@ -458,10 +459,16 @@ class Retriever:
         cands: dict[str, _Cand] = {}
         lexical: list[Hit] = []
         vector: list[Hit] = []
-        text_q = (TextQuery(text=query, filter=flt, k=fetch)
-                  if cfg.lexical_weight > 0 or qvec is None else None)
-        vector_q = (VectorQuery(vector=tuple(qvec.tolist()), filter=flt, k=fetch)
-                    if qvec is not None and cfg.vector_weight > 0 else None)
+        text_q = (
+            TextQuery(text=query, filter=flt, k=fetch)
+            if cfg.lexical_weight > 0 or qvec is None
+            else None
+        )
+        vector_q = (
+            VectorQuery(vector=tuple(qvec.tolist()), filter=flt, k=fetch)
+            if qvec is not None and cfg.vector_weight > 0
+            else None
+        )
         if isinstance(self.backend, RecallSearch):
             # a server backend sends both searches as one round trip
             lexical, vector = self.backend.search_both(text_q, vector_q)
@@ -487,7 +494,10 @@ class Retriever:
             self.backend.touch([r.memory.id for r in results], now)
         log.debug(
             "recall: %d lexical, %d vector, %d candidates, %d results",
-            len(lexical), len(vector), len(cands), len(results),
+            len(lexical),
+            len(vector),
+            len(cands),
+            len(results),
         )
         return results
 
@@ -521,16 +531,16 @@ class Retriever:
                 if cfg.fusion == "rrf":
                     c.fused += weight / (cfg.rrf_k + rank) / top
                 else:
-                    norm = hit.score / top_lex if channel == "lexical" and top_lex > 0 else (
-                        max(hit.score, 0.0)
+                    norm = (
+                        hit.score / top_lex
+                        if channel == "lexical" and top_lex > 0
+                        else (max(hit.score, 0.0))
                     )
                     c.fused += weight * norm / top
                 c.breakdown["fused"] = c.fused
 
     @staticmethod
-    def _score_evidence(
-        cands: Any, qvec: np.ndarray | None, qterms: set[str]
-    ) -> None:
+    def _score_evidence(cands: Any, qvec: np.ndarray | None, qterms: set[str]) -> None:
         cands = list(cands)
         if qvec is not None:
             with_vec = [c for c in cands if c.memory.embedding is not None]
@@ -576,8 +586,14 @@ class Retriever:
                 found[mem.id] = (mem, rank, via)
 
         refs = [NodeRef(NodeLabel.MEMORY, c.memory.id) for c in seeds]
-        types = [t for t, on in ((EdgeType.NEXT, cfg.expand_next),
-                                 (EdgeType.DERIVED_FROM, cfg.expand_derived)) if on]
+        types = [
+            t
+            for t, on in (
+                (EdgeType.NEXT, cfg.expand_next),
+                (EdgeType.DERIVED_FROM, cfg.expand_derived),
+            )
+            if on
+        ]
         via_entity: dict[str, str] = {}  # memory id -> the shared entity that brought it
         if isinstance(self.backend, RecallNeighbours):
             # a server backend expands every seed in one round trip (links, tags and
@@ -585,7 +601,10 @@ class Retriever:
             tag_limit = cfg.expand_tag_limit if cfg.expand_tags else 0
             hub_limit = cfg.entity_hub_limit if cfg.expand_entities else 0
             for seed_id, via, nb in self.backend.neighbours(
-                [c.memory.id for c in seeds], flt, link_types=types, tag_limit=tag_limit,
+                [c.memory.id for c in seeds],
+                flt,
+                link_types=types,
+                tag_limit=tag_limit,
                 entity_hub_limit=hub_limit,
             ):
                 if via == EdgeType.NEXT.value and nb.run_id != by_id[seed_id].run_id:
@@ -598,8 +617,9 @@ class Retriever:
                 offer(nb, seed_id, via)
             types = []
         elif types:
-            sub = self.backend.expand(refs, types, direction="both", depth=1,
-                                      limit=len(refs) * 8 + 16)
+            sub = self.backend.expand(
+                refs, types, direction="both", depth=1, limit=len(refs) * 8 + 16
+            )
             nodes = {n.id: n for n in sub.nodes if isinstance(n, Memory)}
             for e in sub.edges:
                 for a, b in ((e.src.id, e.dst.id), (e.dst.id, e.src.id)):
@@ -613,7 +633,9 @@ class Retriever:
             if tagged:
                 sub = self.backend.expand(
                     [NodeRef(NodeLabel.MEMORY, c.memory.id) for c in tagged],
-                    [EdgeType.TAGGED], direction="both", depth=2,
+                    [EdgeType.TAGGED],
+                    direction="both",
+                    depth=2,
                     limit=len(tagged) + cfg.expand_tag_limit,
                 )
                 for n in sub.nodes:
@@ -621,11 +643,11 @@ class Retriever:
                         continue
                     shared = [c for c in tagged if set(c.memory.tags) & set(n.tags)]
                     if shared:
-                        offer(n, min(shared, key=lambda c: seed_rank[c.memory.id]).memory.id,
-                              "tag")
+                        offer(n, min(shared, key=lambda c: seed_rank[c.memory.id]).memory.id, "tag")
         if cfg.expand_entities and seeds and not isinstance(self.backend, RecallNeighbours):
-            for hop in shared_entity_neighbours(self.backend, [c.memory for c in seeds],
-                                                hub_limit=cfg.entity_hub_limit):
+            for hop in shared_entity_neighbours(
+                self.backend, [c.memory for c in seeds], hub_limit=cfg.entity_hub_limit
+            ):
                 via_entity[hop.memory.id] = hop.entity
                 offer(hop.memory, hop.seed_id, "entity")
         fresh = [i for i in found if i not in cands]
@@ -650,8 +672,15 @@ class Retriever:
             self._score_evidence(new_cands, qvec, qterms)
 
     def _fuse_entities(
-        self, cands: dict[str, _Cand], query: str, flt: Filter, qvec: np.ndarray | None,
-        fetch: int, lexical: list[Hit], vector: list[Hit], cfg: RecallConfig,
+        self,
+        cands: dict[str, _Cand],
+        query: str,
+        flt: Filter,
+        qvec: np.ndarray | None,
+        fetch: int,
+        lexical: list[Hit],
+        vector: list[Hit],
+        cfg: RecallConfig,
     ) -> None:
         """The entity channel (graphmem.knowledge.channel): memories mentioning the
         entities the query names, fused by rank like the other channels."""
@@ -732,15 +761,26 @@ class Retriever:
         for c in cands:
             sig = self._signals(c.memory, cfg, now)
             signal = (
-                (w.recency * sig["recency"] + w.frequency * sig["frequency"]
-                 + w.importance * sig["importance"] + w.decay * sig["decay"]
-                 + w.trust * sig["trust"]) / total
-                if total > 0 else 0.0
+                (
+                    w.recency * sig["recency"]
+                    + w.frequency * sig["frequency"]
+                    + w.importance * sig["importance"]
+                    + w.decay * sig["decay"]
+                    + w.trust * sig["trust"]
+                )
+                / total
+                if total > 0
+                else 0.0
             )
             relevance = c.fused
             score = relevance * ((1.0 - cfg.signal_weight) + cfg.signal_weight * signal)
-            breakdown = {**c.breakdown, **sig, "signals": signal, "relevance": relevance,
-                         "score": score}
+            breakdown = {
+                **c.breakdown,
+                **sig,
+                "signals": signal,
+                "relevance": relevance,
+                "score": score,
+            }
             out.append(RecallResult(memory=c.memory, score=score, breakdown=breakdown))
         out.sort(key=lambda r: (-r.score, r.memory.id))
         return out
@@ -834,11 +874,22 @@ class Retriever:
             used += c
         parts.append(footer)
         if used > max_tokens:  # not even the header fits: return nothing rather than overflow
-            return ContextWindow(text="", memories=(), tokens=0, max_tokens=max_tokens,
-                                 dropped=len(results), boundary=boundary)
+            return ContextWindow(
+                text="",
+                memories=(),
+                tokens=0,
+                max_tokens=max_tokens,
+                dropped=len(results),
+                boundary=boundary,
+            )
         if touch and packed:
             self.backend.touch([r.memory.id for r in packed], self._clock())
         return ContextWindow(
-            text="\n".join(parts), memories=tuple(packed), policies=tuple(kept_policies),
-            tokens=used, max_tokens=max_tokens, dropped=dropped, boundary=boundary,
+            text="\n".join(parts),
+            memories=tuple(packed),
+            policies=tuple(kept_policies),
+            tokens=used,
+            max_tokens=max_tokens,
+            dropped=dropped,
+            boundary=boundary,
         )

@@ -117,8 +117,7 @@ class Runs:
     def __init__(self, mem: GraphMemory, *, limits: RunLimits | None = None) -> None:
         self._mem = mem
         configured = getattr(mem.settings, "runs", None)
-        self.limits = limits or (configured if isinstance(configured, RunLimits)
-                                 else RunLimits())
+        self.limits = limits or (configured if isinstance(configured, RunLimits) else RunLimits())
 
     @property
     def _backend(self) -> Any:
@@ -141,8 +140,14 @@ class Runs:
         if found:
             return found[0], False
         try:
-            run = self._mem.start_run(agent_id, run_id=run_id, user_id=user_id,
-                                      app_name=app_name, namespace=namespace, metadata=metadata)
+            run = self._mem.start_run(
+                agent_id,
+                run_id=run_id,
+                user_id=user_id,
+                app_name=app_name,
+                namespace=namespace,
+                metadata=metadata,
+            )
         except Conflict:  # created concurrently: that one wins
             return self._mem.get_run(run_id), False
         return run, True
@@ -158,7 +163,9 @@ class Runs:
             sub = self._backend.expand(
                 [NodeRef(NodeLabel.MEMORY, i) for i in own],
                 [EdgeType.DERIVED_FROM, EdgeType.SUPERSEDES],
-                direction="in", depth=10_000, limit=10_000_000,
+                direction="in",
+                depth=10_000,
+                limit=10_000_000,
             )
             mine = set(own)
             derived = [n.id for n in sub.nodes if isinstance(n, Memory) and n.id not in mine]
@@ -169,10 +176,15 @@ class Runs:
             [NodeRef(NodeLabel.MEMORY, i) for i in own + derived] + [run.ref],
             expect=[Expect(run.ref, props={"event_count": run.event_count})],
         )
-        log.info("deleted a run: %d memories, %d derived, %d log entries",
-                 len(own), len(derived), entries)
-        return DeleteRunReport(run_id=run_id, memories=len(own), derived=len(derived),
-                               log_entries=entries)
+        log.info(
+            "deleted a run: %d memories, %d derived, %d log entries",
+            len(own),
+            len(derived),
+            entries,
+        )
+        return DeleteRunReport(
+            run_id=run_id, memories=len(own), derived=len(derived), log_entries=entries
+        )
 
     def archive(self, run_ids: Sequence[str]) -> list[Run]:
         """Archive runs and their active memories (kept, but out of recall/context)."""
@@ -183,7 +195,10 @@ class Runs:
                 active = self._backend.match(Filter.for_memories(run_id=run.id))
                 archived = run.evolve(status=RunStatus.ARCHIVED, ended_at=run.ended_at or now)
                 self._mem.writes.set_status(
-                    active, Status.ARCHIVED, reason="run archived", nodes=[archived],
+                    active,
+                    Status.ARCHIVED,
+                    reason="run archived",
+                    nodes=[archived],
                     expect=[Expect(run.ref, props={"event_count": run.event_count})],
                 )
                 out.append(archived)
@@ -226,13 +241,16 @@ class Runs:
     ) -> CleanupReport:
         """Delete (or, with ``archive``, archive) runs whose last activity — the newest of
         start, end and last event — is more than ``older_than_hours`` ago."""
-        if not isinstance(older_than_hours, int | float) or older_than_hours < 0 or (
-            isinstance(older_than_hours, float) and not math.isfinite(older_than_hours)
+        if (
+            not isinstance(older_than_hours, int | float)
+            or older_than_hours < 0
+            or (isinstance(older_than_hours, float) and not math.isfinite(older_than_hours))
         ):
             raise InvalidInput("older_than_hours must be a non-negative number")
         cutoff = (now or self._mem.now()) - timedelta(hours=older_than_hours)
-        flt = validated(Filter, {"label": NodeLabel.RUN,
-                                 "ranges": (Range(field="started_at", lt=cutoff),)})
+        flt = validated(
+            Filter, {"label": NodeLabel.RUN, "ranges": (Range(field="started_at", lt=cutoff),)}
+        )
         if archive:
             flt = flt.model_copy(update={"any_of": {"status": _LIVE}})
         candidates: list[Run] = self._backend.match(flt, order_by="started_at")
@@ -244,8 +262,7 @@ class Runs:
             if max(t for t in times if t is not None) < cutoff:
                 stale.append(r)
         ids = tuple(r.id for r in stale)
-        memories = sum(self._backend.count(Filter.for_memories(run_id=i, status=None))
-                       for i in ids)
+        memories = sum(self._backend.count(Filter.for_memories(run_id=i, status=None)) for i in ids)
         entries = sum(self._mem.eventlog.count(run_id=i) for i in ids)
         if not dry_run:
             if archive:
@@ -253,10 +270,10 @@ class Runs:
             else:
                 for i in ids:
                     self.delete(i)
-        log.info("run cleanup: %d stale runs (archive=%s, dry_run=%s)", len(ids), archive,
-                 dry_run)
-        return CleanupReport(runs=ids, memories=memories, log_entries=entries,
-                             archived=archive, dry_run=dry_run)
+        log.info("run cleanup: %d stale runs (archive=%s, dry_run=%s)", len(ids), archive, dry_run)
+        return CleanupReport(
+            runs=ids, memories=memories, log_entries=entries, archived=archive, dry_run=dry_run
+        )
 
     # -- reading ----------------------------------------------------------------------
 
@@ -265,22 +282,32 @@ class Runs:
         equals = {k: v for k, v in (("agent_id", agent_id), ("user_id", user_id)) if v}
         by_status: dict[str, int] = {}
         for st in RunStatus:
-            flt = validated(Filter, {"label": NodeLabel.RUN,
-                                     "equals": {**equals, "status": st.value}})
+            flt = validated(
+                Filter, {"label": NodeLabel.RUN, "equals": {**equals, "status": st.value}}
+            )
             by_status[st.value] = self._backend.count(flt)
         runs = sum(by_status.values())
         if equals:
-            ids = [r.id for r in self._backend.match(
-                validated(Filter, {"label": NodeLabel.RUN, "equals": equals}))]
-            ev_all = validated(Filter, {"any_of": {"run_id": tuple(ids)},
-                                        "ranges": (Range(field="seq", gte=0),)})
+            ids = [
+                r.id
+                for r in self._backend.match(
+                    validated(Filter, {"label": NodeLabel.RUN, "equals": equals})
+                )
+            ]
+            ev_all = validated(
+                Filter, {"any_of": {"run_id": tuple(ids)}, "ranges": (Range(field="seq", gte=0),)}
+            )
         else:
             ev_all = validated(Filter, {"ranges": (Range(field="seq", gte=0),)})
         events = self._backend.count(ev_all)
         active = self._backend.count(ev_all.model_copy(update={"equals": {"status": "active"}}))
-        return RunStats(runs=runs, runs_by_status=by_status, events=events,
-                        active_events=active,
-                        average_events_per_run=round(events / runs, 3) if runs else 0.0)
+        return RunStats(
+            runs=runs,
+            runs_by_status=by_status,
+            events=events,
+            active_events=active,
+            average_events_per_run=round(events / runs, 3) if runs else 0.0,
+        )
 
     def conversation_context(
         self,
@@ -302,9 +329,11 @@ class Runs:
         if max_events == 0 or not labels:
             return ""
         flt = _events_filter(run_id, Status.ACTIVE.value).model_copy(
-            update={"any_of": {"event_type": tuple(labels)}})
-        newest: list[Memory] = self._backend.match(flt, order_by="seq", descending=True,
-                                                   limit=max_events)
+            update={"any_of": {"event_type": tuple(labels)}}
+        )
+        newest: list[Memory] = self._backend.match(
+            flt, order_by="seq", descending=True, limit=max_events
+        )
         lines = []
         for m in reversed(newest):
             text = " ".join(m.content.split())

@@ -112,14 +112,11 @@ class Namespaces:
 
     # -- membership -------------------------------------------------------------------
 
-    def create(
-        self, name: str, *, owner: str, members: Iterable[str] = ()
-    ) -> Namespace:
+    def create(self, name: str, *, owner: str, members: Iterable[str] = ()) -> Namespace:
         """Create a shared namespace owned (and joined) by ``owner``; Conflict if it exists."""
         ns: Namespace = validated(
             Namespace,
-            {"id": name, "owner": owner, "members": [owner, *members],
-             "created_at": self._clock()},
+            {"id": name, "owner": owner, "members": [owner, *members], "created_at": self._clock()},
         )
         try:
             self._writes.put([ns], expect=[Expect(ns.ref, exists=False)])
@@ -255,7 +252,13 @@ def scope_filter(audiences: Sequence[str], base: Filter | None = None) -> Filter
     any_of[_AUDIENCE] = tuple(allowed)
     flt: Filter = validated(
         Filter,
-        {"label": base.label, "ids": base.ids, "equals": equals, "any_of": any_of,
-         "ranges": base.ranges, "tags_all": base.tags_all},
+        {
+            "label": base.label,
+            "ids": base.ids,
+            "equals": equals,
+            "any_of": any_of,
+            "ranges": base.ranges,
+            "tags_all": base.tags_all,
+        },
     )
     return flt

@@ -190,8 +190,12 @@ class VectorIndex:
     def _new_ann(self, lib: Any, n: int) -> Any:
         """An empty HNSW index (inner product over unit vectors) with room for 2n."""
         ann = lib.Index(space="ip", dim=self.dim)
-        ann.init_index(max_elements=max(2 * n, 1024), M=self.hnsw_m,
-                       ef_construction=self.hnsw_ef_construction, allow_replace_deleted=True)
+        ann.init_index(
+            max_elements=max(2 * n, 1024),
+            M=self.hnsw_m,
+            ef_construction=self.hnsw_ef_construction,
+            allow_replace_deleted=True,
+        )
         return ann
 
     def start_background_build(self) -> bool:
@@ -208,8 +212,10 @@ class VectorIndex:
             snapshot = (list(self._keys), self._mat[:n].copy(), self._norm[:n].copy())
             self._dirty = set()
             self._building = threading.Thread(
-                target=self._build_in_background, args=(lib, *snapshot),
-                name="graphmem-hnsw-build", daemon=True,
+                target=self._build_in_background,
+                args=(lib, *snapshot),
+                name="graphmem-hnsw-build",
+                daemon=True,
             )
             self._building.start()
             log.info("building HNSW index over %d vectors in the background", n)
@@ -275,9 +281,11 @@ class VectorIndex:
         keys = self._label_keys
         flt: Callable[[int], bool] | None = None
         if accept is not None:
+
             def flt(label: int) -> bool:
                 key = keys[label]
                 return key is not None and accept(key)
+
         ann.set_ef(max(self.hnsw_ef_search, 2 * k))
         try:
             labels, _ = ann.knn_query(q, k=k, num_threads=1, filter=flt)
@@ -354,8 +362,10 @@ class VectorIndex:
             use_ann = n >= self.ann_threshold and self._ann is not None
             if candidates is not None:
                 if use_ann and len(candidates) > self.exact_candidates_limit:
-                    cand = candidates if isinstance(candidates, set | frozenset | dict) else set(
+                    cand = (
                         candidates
+                        if isinstance(candidates, set | frozenset | dict)
+                        else set(candidates)
                     )
 
                     def accept(key: str) -> bool:

@@ -168,8 +168,9 @@ class Vectorizer:
         if thread is not None:
             thread.join(timeout)
             if thread.is_alive():
-                log.warning("vectorizer %s still busy after %s s; left to finish", self.name,
-                            timeout)
+                log.warning(
+                    "vectorizer %s still busy after %s s; left to finish", self.name, timeout
+                )
 
     # -- work ------------------------------------------------------------------------
 
@@ -185,8 +186,9 @@ class Vectorizer:
             if stored.issuperset(ids):
                 # store() kept none of them (e.g. their content keeps changing): stop here
                 # rather than spin; the next notify or start tries again.
-                log.warning("vectorizer: %d memories still lack a vector after being stored",
-                            len(batch))
+                log.warning(
+                    "vectorizer: %d memories still lack a vector after being stored", len(batch)
+                )
                 return done
             vectors = self._embed([content for _, content in batch])
             if len(vectors) != len(batch):

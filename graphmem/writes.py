@@ -63,10 +63,10 @@ _VERSION_EDGES = (EdgeType.SUPERSEDES, EdgeType.DERIVED_FROM)
 class Committed:
     """What one committed write did, as the hooks see it."""
 
-    created: tuple[Memory, ...] = ()     # new memories (new versions, merges, summaries ...)
-    changed: tuple[Memory, ...] = ()     # existing memories with new properties
-    deleted: tuple[str, ...] = ()        # ids of deleted memories
-    nodes: tuple[GraphNode, ...] = ()    # every other node written
+    created: tuple[Memory, ...] = ()  # new memories (new versions, merges, summaries ...)
+    changed: tuple[Memory, ...] = ()  # existing memories with new properties
+    deleted: tuple[str, ...] = ()  # ids of deleted memories
+    nodes: tuple[GraphNode, ...] = ()  # every other node written
 
 
 @dataclass(frozen=True)
@@ -131,8 +131,12 @@ class Writes:
         self._hooks.append(hook)
 
     def commit(
-        self, batch: WriteBatch, *, created: Sequence[Memory] = (),
-        changed: Sequence[Memory] = (), deleted: Sequence[str] = (),
+        self,
+        batch: WriteBatch,
+        *,
+        created: Sequence[Memory] = (),
+        changed: Sequence[Memory] = (),
+        deleted: Sequence[str] = (),
     ) -> None:
         """Apply one batch (one transaction) and run the hooks."""
         if not batch and not batch.expect:
@@ -179,8 +183,12 @@ class Writes:
     # -- generic nodes (agents, runs, org facts, log entries, namespaces) ---------------
 
     def put(
-        self, nodes: Sequence[GraphNode], edges: Sequence[Edge] = (), *,
-        expect: Sequence[Expect] = (), delete: Sequence[NodeRef] = (),
+        self,
+        nodes: Sequence[GraphNode],
+        edges: Sequence[Edge] = (),
+        *,
+        expect: Sequence[Expect] = (),
+        delete: Sequence[NodeRef] = (),
     ) -> None:
         """Write non-memory nodes (and their edges) in one transaction."""
         if any(isinstance(n, Memory) for n in nodes):
@@ -188,15 +196,21 @@ class Writes:
         self.commit(WriteBatch(nodes=nodes, edges=edges, delete_nodes=delete, expect=expect))
 
     def delete_nodes(
-        self, refs: Sequence[NodeRef], *, expect: Sequence[Expect] = (),
+        self,
+        refs: Sequence[NodeRef],
+        *,
+        expect: Sequence[Expect] = (),
         nodes: Sequence[GraphNode] = (),
     ) -> None:
         """Delete nodes (detach) — runs, log entries, an undone merge — optionally writing
         ``nodes`` (restored sources) in the same transaction."""
         deleted = tuple(r[1] for r in refs if NodeLabel(r[0]) is NodeLabel.MEMORY)
         changed = tuple(n for n in nodes if isinstance(n, Memory))
-        self.commit(WriteBatch(nodes=nodes, delete_nodes=refs, expect=expect),
-                    changed=changed, deleted=deleted)
+        self.commit(
+            WriteBatch(nodes=nodes, delete_nodes=refs, expect=expect),
+            changed=changed,
+            deleted=deleted,
+        )
 
     # -- memories ------------------------------------------------------------------------
 
@@ -226,20 +240,28 @@ class Writes:
         fresh = () if replace else tuple(Expect(m.ref, exists=False) for m in memories)
         for attempt in range(CHAIN_ATTEMPTS):
             ordered, runs, links, run_expect = (
-                self._chain(memories, events=chain == "events") if chain != "off"
-                else (list(memories), [], [], []))
+                self._chain(memories, events=chain == "events")
+                if chain != "off"
+                else (list(memories), [], [], [])
+            )
             try:
                 self.commit(
-                    WriteBatch(nodes=[*ordered, *runs, *nodes], edges=[*links, *edges],
-                               expect=(*fresh, *run_expect, *expect)),
+                    WriteBatch(
+                        nodes=[*ordered, *runs, *nodes],
+                        edges=[*links, *edges],
+                        expect=(*fresh, *run_expect, *expect),
+                    ),
                     created=ordered,
                 )
                 return ordered
             except Conflict:
                 # another writer appended to one of these runs: order again; anything
                 # else (an id that exists, a caller's precondition) is the caller's conflict
-                if not runs or attempt == CHAIN_ATTEMPTS - 1 or (
-                        not replace and self._ids_taken(memories)):
+                if (
+                    not runs
+                    or attempt == CHAIN_ATTEMPTS - 1
+                    or (not replace and self._ids_taken(memories))
+                ):
                     raise
         raise Conflict("the run kept changing")  # pragma: no cover - the loop returns
 
@@ -260,26 +282,38 @@ class Writes:
             return out, runs, edges, expect
         # one read for every run of the batch and one for their last memories (a server
         # backend pays a round trip per read)
-        stored = {r.id: r for r in self.backend.get(NodeLabel.RUN, list(groups))
-                  if isinstance(r, Run)}
+        stored = {
+            r.id: r for r in self.backend.get(NodeLabel.RUN, list(groups)) if isinstance(r, Run)
+        }
         lasts = [r.last_event_id for r in stored.values() if r.last_event_id]
         alive = {m.id for m in self.backend.get(NodeLabel.MEMORY, lasts)} if lasts else set()
         for run_id, idxs in groups.items():
             run = stored.get(run_id)
             if run is not None:
-                expect.append(Expect(run.ref, props={"event_count": run.event_count,
-                                                     "last_event_id": run.last_event_id}))
+                expect.append(
+                    Expect(
+                        run.ref,
+                        props={"event_count": run.event_count, "last_event_id": run.last_event_id},
+                    )
+                )
             else:
                 first = memories[idxs[0]]
-                run = Run(id=run_id, agent_id=first.agent_id, namespace=first.namespace,
-                          started_at=first.created_at)
+                run = Run(
+                    id=run_id,
+                    agent_id=first.agent_id,
+                    namespace=first.namespace,
+                    started_at=first.created_at,
+                )
                 expect.append(Expect(run.ref, exists=False))
             prev = run.last_event_id
             if prev is not None and prev not in alive:
                 # the last one was forgotten: chain on from the newest that remains
                 latest = self.backend.match(
                     Filter.for_memories(run_id=run_id, status=None),
-                    limit=1, order_by="created_at", descending=True)
+                    limit=1,
+                    order_by="created_at",
+                    descending=True,
+                )
                 prev = latest[0].id if latest else None
             if prev is not None:
                 expect.append(Expect(NodeRef(NodeLabel.MEMORY, prev)))
@@ -310,8 +344,9 @@ class Writes:
         """``new`` replaces ``olds``: each old version becomes superseded (the one rule of
         :func:`retire_time`), with SUPERSEDES (and DERIVED_FROM when ``pass_name``) edges.
         Every old must still be active when the transaction runs (Conflict otherwise)."""
-        created = self.replace([Replacement(tuple(olds), new, reason, pass_name)],
-                               create=[new] if create_new else [])
+        created = self.replace(
+            [Replacement(tuple(olds), new, reason, pass_name)], create=[new] if create_new else []
+        )
         return created[0] if created else new
 
     def replace(
@@ -341,14 +376,16 @@ class Writes:
                             f"memory {old.id} is {old.status.value}; replace its current version"
                         )
                     retired[old.id] = old.evolve(
-                        status=Status.SUPERSEDED, valid_to=retire_time(old, g.new, now),
+                        status=Status.SUPERSEDED,
+                        valid_to=retire_time(old, g.new, now),
                         updated_at=now,
                     )
                     expect.append(Expect(old.ref, props={"status": Status.ACTIVE}))
                 edges.append(_edge(EdgeType.SUPERSEDES, g.new, old, reason=g.reason, at=now))
                 if g.pass_name:
-                    edges.append(_edge(EdgeType.DERIVED_FROM, g.new, old,
-                                       **{"pass": g.pass_name}, at=now))
+                    edges.append(
+                        _edge(EdgeType.DERIVED_FROM, g.new, old, **{"pass": g.pass_name}, at=now)
+                    )
         if set(keepers) & set(retired):
             raise InvalidInput("a memory cannot both replace and be replaced in one write")
         self.authorise([*create, *retired.values()])
@@ -357,7 +394,8 @@ class Writes:
         expect.extend(Expect(m.ref, props={"status": Status.ACTIVE}) for m in keepers.values())
         self.commit(
             WriteBatch(nodes=[*created, *retired.values()], edges=edges, expect=expect),
-            created=created, changed=tuple(retired.values()),
+            created=created,
+            changed=tuple(retired.values()),
         )
         return created
 
@@ -379,8 +417,13 @@ class Writes:
         valid_from = fields.pop("valid_from", None) or now
         try:
             new = old.evolve(
-                id=new_id(), created_at=now, updated_at=now, valid_from=valid_from,
-                valid_to=None, content_hash="", status=Status.ACTIVE,
+                id=new_id(),
+                created_at=now,
+                updated_at=now,
+                valid_from=valid_from,
+                valid_to=None,
+                content_hash="",
+                status=Status.ACTIVE,
                 embedding=old.embedding if content is None or content == old.content else None,
                 **fields,
             )
@@ -405,8 +448,15 @@ class Writes:
         needed: dict[str, None] = {}
         for m in derived:
             for s in sources.get(m.id, ()):
-                edges.append(_edge(EdgeType.DERIVED_FROM, m, NodeRef(NodeLabel.MEMORY, s),
-                                   **{"pass": pass_name}, at=now))
+                edges.append(
+                    _edge(
+                        EdgeType.DERIVED_FROM,
+                        m,
+                        NodeRef(NodeLabel.MEMORY, s),
+                        **{"pass": pass_name},
+                        at=now,
+                    )
+                )
                 needed[s] = None
         expect = [Expect(NodeRef(NodeLabel.MEMORY, s)) for s in needed]
         # a summary or an extracted fact of a run is about the run, not a step of it
@@ -416,9 +466,16 @@ class Writes:
         """Provenance between existing memories: ``derived_id`` DERIVED_FROM each source."""
         now = self._clock()
         ids = [derived_id, *source_ids]
-        edges = [_edge(EdgeType.DERIVED_FROM, NodeRef(NodeLabel.MEMORY, derived_id),
-                       NodeRef(NodeLabel.MEMORY, s), **{"pass": pass_name}, at=now)
-                 for s in source_ids]
+        edges = [
+            _edge(
+                EdgeType.DERIVED_FROM,
+                NodeRef(NodeLabel.MEMORY, derived_id),
+                NodeRef(NodeLabel.MEMORY, s),
+                **{"pass": pass_name},
+                at=now,
+            )
+            for s in source_ids
+        ]
         expect = [Expect(NodeRef(NodeLabel.MEMORY, i)) for i in dict.fromkeys(ids)]
         self.commit(WriteBatch(edges=edges, expect=expect))
 
@@ -461,7 +518,8 @@ class Writes:
             elif m.status is Status.SUPERSEDED:
                 raise Conflict(
                     f"memory {m.id} is superseded: it comes back when what replaced it is "
-                    "forgotten or unmerged")
+                    "forgotten or unmerged"
+                )
             elif m.status is Status.ARCHIVED:
                 target = Status(meta.pop("archived_from", Status.ACTIVE.value))
                 meta.pop("archived_reason", None)
@@ -472,18 +530,25 @@ class Writes:
                 meta.update(extra)
             active = target is Status.ACTIVE
             expired = m.expires_at is not None and m.expires_at <= now
-            changed.append(m.evolve(
-                status=target, updated_at=now, metadata=meta,
-                valid_to=None if active else m.valid_to,
-                expires_at=None if active and expired else m.expires_at,
-            ))
+            changed.append(
+                m.evolve(
+                    status=target,
+                    updated_at=now,
+                    metadata=meta,
+                    valid_to=None if active else m.valid_to,
+                    expires_at=None if active and expired else m.expires_at,
+                )
+            )
             expect.append(Expect(m.ref, props={"status": m.status}))
         self.authorise(memories)
         self.commit(WriteBatch(nodes=[*changed, *nodes], expect=expect), changed=changed)
         return changed
 
     def change(
-        self, memories: Sequence[Memory], *, expect_status: Status | None = Status.ACTIVE,
+        self,
+        memories: Sequence[Memory],
+        *,
+        expect_status: Status | None = Status.ACTIVE,
     ) -> list[Memory]:
         """Write new properties of existing memories in place (tier promotion, decayed
         importance, a vector); each must still have ``expect_status`` (or just exist)."""
@@ -503,19 +568,34 @@ class Writes:
             raise NotFound(f"no memory {memory_id!r}")
         doomed: list[str] = [memory_id]
         if cascade:
-            older = b.expand([NodeRef(NodeLabel.MEMORY, memory_id)], [EdgeType.SUPERSEDES],
-                             direction="out", depth=10_000, limit=1_000_000)
+            older = b.expand(
+                [NodeRef(NodeLabel.MEMORY, memory_id)],
+                [EdgeType.SUPERSEDES],
+                direction="out",
+                depth=10_000,
+                limit=1_000_000,
+            )
             doomed = [n.id for n in older.nodes if isinstance(n, Memory)]
-            derived = b.expand([NodeRef(NodeLabel.MEMORY, i) for i in doomed],
-                               list(_VERSION_EDGES), direction="in", depth=10_000,
-                               limit=1_000_000)
-            doomed = list(dict.fromkeys(
-                doomed + [n.id for n in derived.nodes if isinstance(n, Memory)]))
+            derived = b.expand(
+                [NodeRef(NodeLabel.MEMORY, i) for i in doomed],
+                list(_VERSION_EDGES),
+                direction="in",
+                depth=10_000,
+                limit=1_000_000,
+            )
+            doomed = list(
+                dict.fromkeys(doomed + [n.id for n in derived.nodes if isinstance(n, Memory)])
+            )
         doomed_set = set(doomed)
         # every doomed node, and every node next to one over version edges, with its
         # incoming version edges as seen now: the transaction re-checks all of them
-        around = b.expand([NodeRef(NodeLabel.MEMORY, i) for i in doomed], list(_VERSION_EDGES),
-                          direction="both", depth=1, limit=1_000_000)
+        around = b.expand(
+            [NodeRef(NodeLabel.MEMORY, i) for i in doomed],
+            list(_VERSION_EDGES),
+            direction="both",
+            depth=1,
+            limit=1_000_000,
+        )
         near = [n.ref for n in around.nodes if isinstance(n, Memory)]
         into = b.expand(near, list(_VERSION_EDGES), direction="in", depth=1, limit=1_000_000)
         keys = {r.key for r in near}
@@ -530,19 +610,17 @@ class Writes:
             if not isinstance(n, Memory):
                 continue
             srcs = frozenset(incoming.get(n.id, ()))
-            expect.append(Expect(n.ref, props={"status": n.status},
-                                 incoming=_VERSION_EDGES, sources=srcs))
+            expect.append(
+                Expect(n.ref, props={"status": n.status}, incoming=_VERSION_EDGES, sources=srcs)
+            )
             if n.id in doomed_set:
                 continue
-            sup = [e for e in into.edges
-                   if e.dst.id == n.id and e.type is EdgeType.SUPERSEDES]
-            if (sup and n.status is Status.SUPERSEDED
-                    and all(e.src.id in doomed_set for e in sup)):
+            sup = [e for e in into.edges if e.dst.id == n.id and e.type is EdgeType.SUPERSEDES]
+            if sup and n.status is Status.SUPERSEDED and all(e.src.id in doomed_set for e in sup):
                 restored.append(n.evolve(status=Status.ACTIVE, valid_to=None, updated_at=now))
         return ForgetPlan(tuple(doomed), tuple(restored), tuple(expect))
 
-    def forget(self, memory_id: str, *, cascade: bool = True,
-               dry_run: bool = False) -> ForgetPlan:
+    def forget(self, memory_id: str, *, cascade: bool = True, dry_run: bool = False) -> ForgetPlan:
         """Delete a memory (and, with ``cascade``, its versions and what was derived from
         them), restoring memories superseded only by deleted ones. The plan is checked in
         the deleting transaction; when a concurrent write changed it, it is made again."""
@@ -552,10 +630,13 @@ class Writes:
                 return plan
             try:
                 self.commit(
-                    WriteBatch(nodes=plan.restored,
-                               delete_nodes=[NodeRef(NodeLabel.MEMORY, i) for i in plan.deleted],
-                               expect=plan.expect),
-                    changed=plan.restored, deleted=plan.deleted,
+                    WriteBatch(
+                        nodes=plan.restored,
+                        delete_nodes=[NodeRef(NodeLabel.MEMORY, i) for i in plan.deleted],
+                        expect=plan.expect,
+                    ),
+                    changed=plan.restored,
+                    deleted=plan.deleted,
                 )
             except Conflict:
                 if attempt == FORGET_ATTEMPTS - 1:
@@ -575,8 +656,11 @@ class Writes:
         if not len(items):
             return
         vecs = np.asarray(vectors, dtype=np.float32)
-        current = {m.id: m for m in self.backend.get(NodeLabel.MEMORY, [i for i, _c in items])
-                   if isinstance(m, Memory)}
+        current = {
+            m.id: m
+            for m in self.backend.get(NodeLabel.MEMORY, [i for i, _c in items])
+            if isinstance(m, Memory)
+        }
         todo: dict[str, tuple[float, ...]] = {}
         expect: list[Expect] = []
         for (i, content), vec in zip(items, vecs, strict=True):
@@ -603,12 +687,14 @@ class Writes:
     def load(self, nodes: Sequence[GraphNode], edges: Sequence[Edge] = ()) -> None:
         """Write exported nodes/edges as they are (import/migration): existing ids are
         replaced, no precondition, no embedding."""
-        self.commit(WriteBatch(nodes=nodes, edges=edges),
-                    created=[n for n in nodes if isinstance(n, Memory)])
+        self.commit(
+            WriteBatch(nodes=nodes, edges=edges),
+            created=[n for n in nodes if isinstance(n, Memory)],
+        )
 
 
-def _edge(etype: EdgeType, src: GraphNode | NodeRef, dst: GraphNode | NodeRef,
-          **props: Any) -> Edge:
+def _edge(
+    etype: EdgeType, src: GraphNode | NodeRef, dst: GraphNode | NodeRef, **props: Any
+) -> Edge:
     edge: Edge = validated(Edge, {"type": etype, "src": src, "dst": dst, "props": props})
     return edge
-

@@ -53,9 +53,7 @@ class Neo4jTarget:
     def wipe(self) -> None:
         """Empty the database and drop the vector index (its dimension is per test)."""
         self.driver.execute_query("MATCH (n) DETACH DELETE n", database_=self.database)
-        self.driver.execute_query(
-            f"DROP INDEX {VECTOR_INDEX} IF EXISTS", database_=self.database
-        )
+        self.driver.execute_query(f"DROP INDEX {VECTOR_INDEX} IF EXISTS", database_=self.database)
 
     def node_count(self) -> int:
         records, _summary, _keys = self.driver.execute_query(

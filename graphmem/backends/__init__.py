@@ -38,7 +38,7 @@ def _embedded(url: str, **options: Any) -> GraphBackend:
         path = url
         for prefix in ("sqlite:///", "networkx:///", "file:"):
             if url.startswith(prefix):
-                path = url[len(prefix):]
+                path = url[len(prefix) :]
                 break
         if not path:
             raise InvalidInput(f"no file path in {url!r}")
@@ -46,7 +46,8 @@ def _embedded(url: str, **options: Any) -> GraphBackend:
     unknown = sorted(set(options) - allowed)
     if unknown:  # a misspelled option must not silently fall back to a default
         raise InvalidInput(
-            f"unknown option(s) {unknown} for the embedded store; it takes {sorted(allowed)}")
+            f"unknown option(s) {unknown} for the embedded store; it takes {sorted(allowed)}"
+        )
     return NetworkXBackend(path, **options)
 
 

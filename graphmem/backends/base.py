@@ -85,8 +85,10 @@ class Expect:
         if self.props:
             parts.append("with " + ", ".join(f"{k}={_plain(v)!r}" for k, v in self.props.items()))
         if self.sources is not None:
-            parts.append(f"and exactly {len(self.sources)} incoming "
-                         + "/".join(t.value for t in self.incoming))
+            parts.append(
+                f"and exactly {len(self.sources)} incoming "
+                + "/".join(t.value for t in self.incoming)
+            )
         return " ".join(parts)
 
 
@@ -107,8 +109,9 @@ class WriteBatch:
     vectors: Mapping[str, Sequence[float]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.nodes or self.edges or self.delete_nodes or self.delete_edges
-                    or self.vectors)
+        return bool(
+            self.nodes or self.edges or self.delete_nodes or self.delete_edges or self.vectors
+        )
 
 
 def _plain(v: Any) -> Any:
@@ -213,9 +216,7 @@ class GraphBackend(Protocol):
         """Record an access of these memories: access_count += 1, last_accessed = at."""
         ...
 
-    def scan(
-        self, *, batch_size: int = 1000
-    ) -> Iterator[tuple[list[GraphNode], list[Edge]]]:
+    def scan(self, *, batch_size: int = 1000) -> Iterator[tuple[list[GraphNode], list[Edge]]]:
         """Every node, then every edge, in batches (export and migration)."""
         ...
 
@@ -229,15 +230,17 @@ class GraphBackend(Protocol):
 
 
 #: (source label, edge type) pairs that backends derive from node properties
-STRUCTURAL: frozenset[tuple[NodeLabel, EdgeType]] = frozenset({
-    (NodeLabel.MEMORY, EdgeType.AUTHORED_BY),
-    (NodeLabel.MEMORY, EdgeType.IN_RUN),
-    (NodeLabel.MEMORY, EdgeType.TAGGED),
-    (NodeLabel.RUN, EdgeType.RUN_BY),
-    (NodeLabel.ORG_FACT, EdgeType.TAGGED),
-    (NodeLabel.ORG_FACT, EdgeType.AUTHORED_BY),
-    (NodeLabel.LOG_ENTRY, EdgeType.IN_RUN),
-})
+STRUCTURAL: frozenset[tuple[NodeLabel, EdgeType]] = frozenset(
+    {
+        (NodeLabel.MEMORY, EdgeType.AUTHORED_BY),
+        (NodeLabel.MEMORY, EdgeType.IN_RUN),
+        (NodeLabel.MEMORY, EdgeType.TAGGED),
+        (NodeLabel.RUN, EdgeType.RUN_BY),
+        (NodeLabel.ORG_FACT, EdgeType.TAGGED),
+        (NodeLabel.ORG_FACT, EdgeType.AUTHORED_BY),
+        (NodeLabel.LOG_ENTRY, EdgeType.IN_RUN),
+    }
+)
 
 
 def structural_targets(
@@ -251,14 +254,21 @@ def structural_targets(
         out.append((EdgeType.AUTHORED_BY, NodeLabel.AGENT, props["agent_id"], {}))
         run_id = props.get("run_id")
         if run_id:
-            out.append((EdgeType.IN_RUN, NodeLabel.RUN, run_id, {
-                "agent_id": props["agent_id"], "namespace": props.get("namespace", "default")}))
+            out.append(
+                (
+                    EdgeType.IN_RUN,
+                    NodeLabel.RUN,
+                    run_id,
+                    {"agent_id": props["agent_id"], "namespace": props.get("namespace", "default")},
+                )
+            )
     elif label is NodeLabel.RUN:
         out.append((EdgeType.RUN_BY, NodeLabel.AGENT, props["agent_id"], {}))
     elif label is NodeLabel.LOG_ENTRY:
         if props.get("run_id"):
-            out.append((EdgeType.IN_RUN, NodeLabel.RUN, props["run_id"],
-                        {"agent_id": props["agent_id"]}))
+            out.append(
+                (EdgeType.IN_RUN, NodeLabel.RUN, props["run_id"], {"agent_id": props["agent_id"]})
+            )
     elif label is NodeLabel.ORG_FACT:
         out.append((EdgeType.AUTHORED_BY, NodeLabel.AGENT, props["author"], {}))
     if label in (NodeLabel.MEMORY, NodeLabel.ORG_FACT):

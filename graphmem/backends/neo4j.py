@@ -192,16 +192,20 @@ GET_QUERIES: dict[NodeLabel, str] = {
     NodeLabel.ENTITY: "nodes/entity_get",
 }
 STRUCTURAL_SHAPES: dict[NodeLabel, frozenset[tuple[EdgeType, NodeLabel]]] = {
-    NodeLabel.MEMORY: frozenset({
-        (EdgeType.AUTHORED_BY, NodeLabel.AGENT),
-        (EdgeType.IN_RUN, NodeLabel.RUN),
-        (EdgeType.TAGGED, NodeLabel.TAG),
-    }),
+    NodeLabel.MEMORY: frozenset(
+        {
+            (EdgeType.AUTHORED_BY, NodeLabel.AGENT),
+            (EdgeType.IN_RUN, NodeLabel.RUN),
+            (EdgeType.TAGGED, NodeLabel.TAG),
+        }
+    ),
     NodeLabel.RUN: frozenset({(EdgeType.RUN_BY, NodeLabel.AGENT)}),
-    NodeLabel.ORG_FACT: frozenset({
-        (EdgeType.AUTHORED_BY, NodeLabel.AGENT),
-        (EdgeType.TAGGED, NodeLabel.TAG),
-    }),
+    NodeLabel.ORG_FACT: frozenset(
+        {
+            (EdgeType.AUTHORED_BY, NodeLabel.AGENT),
+            (EdgeType.TAGGED, NodeLabel.TAG),
+        }
+    ),
     NodeLabel.LOG_ENTRY: frozenset({(EdgeType.IN_RUN, NodeLabel.RUN)}),
 }
 """The structural edges each node upsert file maintains (row keys: ``agent`` for an Agent
@@ -210,20 +214,28 @@ target, ``run`` for a Run target, ``tags`` for Tag targets). Must describe exact
 
 EDGE_UPSERT_QUERIES: dict[tuple[EdgeType, NodeLabel, NodeLabel], str] = {
     (EdgeType.SUPERSEDES, NodeLabel.MEMORY, NodeLabel.MEMORY): "edges/supersedes_upsert",
-    (EdgeType.SUPERSEDES, NodeLabel.ORG_FACT, NodeLabel.ORG_FACT):
-        "edges/org_fact_supersedes_upsert",
+    (
+        EdgeType.SUPERSEDES,
+        NodeLabel.ORG_FACT,
+        NodeLabel.ORG_FACT,
+    ): "edges/org_fact_supersedes_upsert",
     (EdgeType.DERIVED_FROM, NodeLabel.MEMORY, NodeLabel.MEMORY): "edges/derived_from_upsert",
-    (EdgeType.DERIVED_FROM, NodeLabel.ORG_FACT, NodeLabel.MEMORY):
-        "edges/org_fact_derived_from_upsert",
-    (EdgeType.DERIVED_FROM, NodeLabel.MEMORY, NodeLabel.ORG_FACT):
-        "edges/derived_from_org_fact_upsert",
+    (
+        EdgeType.DERIVED_FROM,
+        NodeLabel.ORG_FACT,
+        NodeLabel.MEMORY,
+    ): "edges/org_fact_derived_from_upsert",
+    (
+        EdgeType.DERIVED_FROM,
+        NodeLabel.MEMORY,
+        NodeLabel.ORG_FACT,
+    ): "edges/derived_from_org_fact_upsert",
     (EdgeType.NEXT, NodeLabel.MEMORY, NodeLabel.MEMORY): "edges/next_upsert",
     (EdgeType.NEXT, NodeLabel.LOG_ENTRY, NodeLabel.LOG_ENTRY): "edges/log_entry_next_upsert",
     (EdgeType.RECORDS, NodeLabel.ORG_OPERATION, NodeLabel.ORG_FACT): "edges/records_upsert",
     (EdgeType.REFERENCES, NodeLabel.LOG_ENTRY, NodeLabel.PAYLOAD): "edges/references_upsert",
     (EdgeType.CHILD_OF, NodeLabel.LOG_ENTRY, NodeLabel.LOG_ENTRY): "edges/child_of_upsert",
-    (EdgeType.MENTIONS, NodeLabel.MEMORY, NodeLabel.ENTITY):
-        "edges/memory_mentions_entity_upsert",
+    (EdgeType.MENTIONS, NodeLabel.MEMORY, NodeLabel.ENTITY): "edges/memory_mentions_entity_upsert",
     (EdgeType.RELATES, NodeLabel.ENTITY, NodeLabel.ENTITY): "edges/entity_relates_upsert",
 }
 """The upsert file of each (edge type, source label, target label) that callers write (the
@@ -389,8 +401,7 @@ def parse_cypher(source: str, name: str = "<text>") -> CypherQuery:
     used = set(_PARAM_USE.findall(structure))
     if used != set(examples):
         raise ConfigError(
-            f"{name}: :param lines declare {sorted(examples)} but the statement uses "
-            f"{sorted(used)}"
+            f"{name}: :param lines declare {sorted(examples)} but the statement uses {sorted(used)}"
         )
     if not examples and not no_params:
         raise ConfigError(f"{name}: a statement without parameters says '// :param none'")
@@ -539,8 +550,9 @@ def compile_match(
     same direction; paged with ``SKIP $skip LIMIT $limit``.
     """
     label = _label(flt.label)
-    check_page(node_model(flt.label), limit=limit, offset=offset, order_by=order_by,
-               descending=descending)
+    check_page(
+        node_model(flt.label), limit=limit, offset=offset, order_by=order_by, descending=descending
+    )
     clauses, params = compile_where(flt)
     direction = "DESC" if descending else "ASC"
     if order_by == "id":
@@ -751,16 +763,17 @@ def guard_rows(expects: Sequence[Any]) -> dict[NodeLabel, list[dict[str, Any]]]:
     """The rows of :func:`compile_guard` per label for these ``Expect`` values."""
     out: dict[NodeLabel, list[dict[str, Any]]] = defaultdict(list)
     for ex in expects:
-        props = {k: _check_value(k, _param_value(v)) for k, v in ex.props.items()
-                 if v is not None}
-        out[ex.ref.label].append({
-            "id": ex.ref.id,
-            "exists": bool(ex.exists),
-            "props": props,
-            "nulls": sorted(k for k, v in ex.props.items() if v is None),
-            "types": sorted({EdgeType(t).value for t in ex.incoming}),
-            "sources": None if ex.sources is None else sorted(ex.sources),
-        })
+        props = {k: _check_value(k, _param_value(v)) for k, v in ex.props.items() if v is not None}
+        out[ex.ref.label].append(
+            {
+                "id": ex.ref.id,
+                "exists": bool(ex.exists),
+                "props": props,
+                "nulls": sorted(k for k, v in ex.props.items() if v is None),
+                "types": sorted({EdgeType(t).value for t in ex.incoming}),
+                "sources": None if ex.sources is None else sorted(ex.sources),
+            }
+        )
     return out
 
 
@@ -844,10 +857,16 @@ def compile_neighbours(
     is_memory = "'Memory' IN labels(n)"
     link_where = _where([is_memory, "type(r) IN $types", *clauses]).replace("\n", "\n    ")
     tag_where = _where([is_memory, "n <> s", *clauses]).replace("\n", "\n    ")
-    entity_where = _where([
-        "'Entity' IN labels(e)", "e.mention_count > 1", "e.mention_count <= $entity_hub_limit",
-        is_memory, "n <> s", *clauses
-    ]).replace("\n", "\n    ")
+    entity_where = _where(
+        [
+            "'Entity' IN labels(e)",
+            "e.mention_count > 1",
+            "e.mention_count <= $entity_hub_limit",
+            is_memory,
+            "n <> s",
+            *clauses,
+        ]
+    ).replace("\n", "\n    ")
     text = (
         "UNWIND $seeds AS seed\n"
         "MATCH (s:Memory {id: seed})\n"
@@ -869,11 +888,14 @@ def compile_neighbours(
         "    RETURN {entity: e.name, props: properties(n)}\n"
         "  } AS entities"
     )
-    return text, {**params, "seeds": list(seeds), "types": types, "tag_limit": tag_limit,
-                  "entity_hub_limit": entity_hub_limit,
-                  "entity_limit": entity_limit if entity_hub_limit > 1 else 0}
-
-
+    return text, {
+        **params,
+        "seeds": list(seeds),
+        "types": types,
+        "tag_limit": tag_limit,
+        "entity_hub_limit": entity_hub_limit,
+        "entity_limit": entity_limit if entity_hub_limit > 1 else 0,
+    }
 
 
 def lucene_query(text: str) -> str | None:
@@ -884,9 +906,7 @@ def lucene_query(text: str) -> str | None:
     terms = query_terms(text)
     if not terms:
         return None
-    return " OR ".join(
-        '"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"' for t in terms
-    )
+    return " OR ".join('"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"' for t in terms)
 
 
 # ---------------------------------------------------------------------------------------
@@ -946,8 +966,12 @@ class _Hubs:
         self.runs: dict[str, dict[str, Any]] = {}
 
     def params(self, agent_defaults: Mapping[str, Any]) -> dict[str, Any]:
-        return {"agent_defaults": dict(agent_defaults), "agents": list(self.agents),
-                "tags": list(self.tags), "runs": list(self.runs.values())}
+        return {
+            "agent_defaults": dict(agent_defaults),
+            "agents": list(self.agents),
+            "tags": list(self.tags),
+            "runs": list(self.runs.values()),
+        }
 
     def __bool__(self) -> bool:
         return bool(self.agents or self.tags or self.runs)
@@ -1036,8 +1060,13 @@ _HUB_LABELS = frozenset({NodeLabel.AGENT, NodeLabel.TAG, NodeLabel.RUN})
 
 def _create_variant(text: str, label: NodeLabel) -> str:
     """An upsert file's statement with its node MERGE made a CREATE."""
-    new, n = re.subn(rf"^MERGE (\(\w+:{_label(label)} \{{id: row\.id\}}\))$", r"CREATE \1",
-                     text, count=1, flags=re.MULTILINE)
+    new, n = re.subn(
+        rf"^MERGE (\(\w+:{_label(label)} \{{id: row\.id\}}\))$",
+        r"CREATE \1",
+        text,
+        count=1,
+        flags=re.MULTILINE,
+    )
     if n != 1:
         raise QueryFailed(f"internal error: no node MERGE in the {label.value} upsert")
     return new
@@ -1054,8 +1083,17 @@ def _cosine(score: Any, probe: Any) -> float:
 
 
 _BACKEND_OPTIONS = (
-    "auth", "database", "cypher_dir", "batch_rows", "exact_search_max", "index_timeout_s",
-    "connect_timeout_s", "retry_s", "vector_overfetch", "touch_flush_s", "touch_flush_rows",
+    "auth",
+    "database",
+    "cypher_dir",
+    "batch_rows",
+    "exact_search_max",
+    "index_timeout_s",
+    "connect_timeout_s",
+    "retry_s",
+    "vector_overfetch",
+    "touch_flush_s",
+    "touch_flush_rows",
     "driver",
 )
 
@@ -1069,15 +1107,33 @@ def _version_tuple(version: str) -> tuple[int, ...]:
 # the backend
 
 
-DRIVER_OPTIONS = frozenset({
-    "connection_timeout", "connection_acquisition_timeout", "max_connection_lifetime",
-    "max_connection_pool_size", "max_transaction_retry_time", "keep_alive",
-    "liveness_check_timeout", "encrypted", "trust", "trusted_certificates", "ssl_context",
-    "client_certificate", "user_agent", "resolver", "fetch_size", "telemetry_disabled",
-    "notifications_min_severity", "notifications_disabled_categories",
-    "notifications_disabled_classifications", "warn_notification_severity",
-    "initial_retry_delay", "retry_delay_multiplier", "retry_delay_jitter_factor",
-})
+DRIVER_OPTIONS = frozenset(
+    {
+        "connection_timeout",
+        "connection_acquisition_timeout",
+        "max_connection_lifetime",
+        "max_connection_pool_size",
+        "max_transaction_retry_time",
+        "keep_alive",
+        "liveness_check_timeout",
+        "encrypted",
+        "trust",
+        "trusted_certificates",
+        "ssl_context",
+        "client_certificate",
+        "user_agent",
+        "resolver",
+        "fetch_size",
+        "telemetry_disabled",
+        "notifications_min_severity",
+        "notifications_disabled_categories",
+        "notifications_disabled_classifications",
+        "warn_notification_severity",
+        "initial_retry_delay",
+        "retry_delay_multiplier",
+        "retry_delay_jitter_factor",
+    }
+)
 """Options of ``neo4j.GraphDatabase.driver`` a backend passes on; any other keyword is a
 misspelling and raises InvalidInput when the backend is made."""
 
@@ -1131,7 +1187,8 @@ class Neo4jBackend:
 
             known = sorted(DRIVER_OPTIONS | set(_BACKEND_OPTIONS))
             hints = [
-                f"{u!r} (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(u, known, 1))
+                f"{u!r} (did you mean {m[0]!r}?)"
+                if (m := difflib.get_close_matches(u, known, 1))
                 else repr(u)
                 for u in unknown
             ]
@@ -1159,16 +1216,24 @@ class Neo4jBackend:
         self._user = auth[0] if isinstance(auth, tuple) and auth else None
         self._database = database or None
         self._cypher_dir = Path(cypher_dir) if cypher_dir is not None else CYPHER_DIR
-        numbers = {"batch_rows": batch_rows, "exact_search_max": exact_search_max,
-                   "index_timeout_s": index_timeout_s, "connect_timeout_s": connect_timeout_s,
-                   "retry_s": retry_s, "vector_overfetch": vector_overfetch,
-                   "touch_flush_s": touch_flush_s, "touch_flush_rows": touch_flush_rows}
+        numbers = {
+            "batch_rows": batch_rows,
+            "exact_search_max": exact_search_max,
+            "index_timeout_s": index_timeout_s,
+            "connect_timeout_s": connect_timeout_s,
+            "retry_s": retry_s,
+            "vector_overfetch": vector_overfetch,
+            "touch_flush_s": touch_flush_s,
+            "touch_flush_rows": touch_flush_rows,
+        }
         for key, value in numbers.items():
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise InvalidInput(f"{key} must be a non-negative number, got {value!r}")
         if batch_rows < 1 or index_timeout_s < 1 or connect_timeout_s <= 0 or vector_overfetch < 1:
-            raise InvalidInput("batch_rows, index_timeout_s, connect_timeout_s and "
-                               "vector_overfetch must be positive")
+            raise InvalidInput(
+                "batch_rows, index_timeout_s, connect_timeout_s and "
+                "vector_overfetch must be positive"
+            )
         self._batch_rows = int(batch_rows)
         self._exact_search_max = int(exact_search_max)
         self._index_timeout_s = int(index_timeout_s)
@@ -1377,7 +1442,8 @@ class Neo4jBackend:
         index with that dimension the first time; a different one later is a
         DimensionMismatch."""
         if embedding_dim is not None and (
-            isinstance(embedding_dim, bool) or not isinstance(embedding_dim, int)
+            isinstance(embedding_dim, bool)
+            or not isinstance(embedding_dim, int)
             or embedding_dim <= 0
         ):
             raise InvalidInput("embedding_dim must be a positive integer")
@@ -1426,7 +1492,8 @@ class Neo4jBackend:
 
     def _await_indexes(self) -> None:
         self._execute(
-            "await indexes", Q_AWAIT_INDEXES,
+            "await indexes",
+            Q_AWAIT_INDEXES,
             *self._bind(Q_AWAIT_INDEXES, timeout=self._index_timeout_s),
         )
 
@@ -1485,9 +1552,7 @@ class Neo4jBackend:
                 hubs.runs.pop(ref.id, None)
         parts: list[WritePart] = []
         if hubs:
-            agent_defaults = {
-                k: v for k, v in Agent(id="default").to_props().items() if k != "id"
-            }
+            agent_defaults = {k: v for k, v in Agent(id="default").to_props().items() if k != "id"}
             parts.append(WritePart(Q_HUBS, *self._bind(Q_HUBS, **hubs.params(agent_defaults))))
         for label in _UPSERT_ORDER:
             name = UPSERT_QUERIES[label]
@@ -1496,12 +1561,13 @@ class Neo4jBackend:
             old = [r for r in rows if NodeRef(label, r["id"]) not in create]
             for chunk in _chunks(new, self._batch_rows):
                 text, params = self._bind(name, rows=list(chunk))
-                parts.append(WritePart(f"{name} (create)", _create_variant(text, label), params,
-                                       rows=len(chunk)))
-            for chunk in _chunks(old, self._batch_rows):
                 parts.append(
-                    WritePart(name, *self._bind(name, rows=list(chunk)), rows=len(chunk))
+                    WritePart(
+                        f"{name} (create)", _create_variant(text, label), params, rows=len(chunk)
+                    )
                 )
+            for chunk in _chunks(old, self._batch_rows):
+                parts.append(WritePart(name, *self._bind(name, rows=list(chunk)), rows=len(chunk)))
         return parts
 
     def _edge_parts(self, edges: Sequence[Edge]) -> list[WritePart]:
@@ -1524,10 +1590,14 @@ class Neo4jBackend:
         parts: list[WritePart] = []
         for key, name in EDGE_UPSERT_QUERIES.items():
             for chunk in _chunks(list(groups.get(key, {}).values()), self._batch_rows):
-                parts.append(WritePart(
-                    name, *self._bind(name, rows=[row for _e, row in chunk]), rows=len(chunk),
-                    edges=tuple(e for e, _row in chunk),
-                ))
+                parts.append(
+                    WritePart(
+                        name,
+                        *self._bind(name, rows=[row for _e, row in chunk]),
+                        rows=len(chunk),
+                        edges=tuple(e for e, _row in chunk),
+                    )
+                )
         return parts
 
     def _pack(self, parts: Sequence[WritePart]) -> list[WriteStatement]:
@@ -1542,10 +1612,13 @@ class Neo4jBackend:
             groups[-1].append(part)
             rows += part.rows
         return [
-            WriteStatement(tuple(g), *compose(
-                [(p.text, p.params) for p in g],
-                counted=[i for i, p in enumerate(g) if p.edges],
-            ))
+            WriteStatement(
+                tuple(g),
+                *compose(
+                    [(p.text, p.params) for p in g],
+                    counted=[i for i, p in enumerate(g) if p.edges],
+                ),
+            )
             for g in groups
         ]
 
@@ -1585,9 +1658,9 @@ class Neo4jBackend:
         for ex in batch.expect:
             if not isinstance(ex, Expect):
                 raise InvalidInput(f"preconditions are Expect values, got {type(ex).__name__}")
-        doomed = list(dict.fromkeys(
-            NodeRef(NodeLabel(_label(r[0])), r[1]) for r in batch.delete_nodes
-        ))
+        doomed = list(
+            dict.fromkeys(NodeRef(NodeLabel(_label(r[0])), r[1]) for r in batch.delete_nodes)
+        )
         if {n.ref for n in nodes if isinstance(n, GraphNode)} & set(doomed):
             raise InvalidInput("one write cannot both upsert and delete the same node")
         vectors = _vector_rows(getattr(batch, "vectors", None) or {})
@@ -1606,15 +1679,15 @@ class Neo4jBackend:
         # uniqueness constraint (hub labels, MERGEd by other writes too, use the guard)
         upserted = {n.ref for n in nodes if isinstance(n, GraphNode)}
         create = frozenset(
-            ex.ref for ex in batch.expect
+            ex.ref
+            for ex in batch.expect
             if not ex.exists and ex.ref in upserted and ex.ref.label not in _HUB_LABELS
         )
         guarded = [ex for ex in batch.expect if ex.exists or ex.ref not in create]
         parts = [*self._node_parts(nodes, create), *self._edge_parts(plain)]
         # only an import or a migration passes structural edges: check those against the
         # nodes (an ordinary write does not pay for it)
-        implied_here = ({n.ref: _implied(n.label, n.to_props()) for n in nodes}
-                        if structural else {})
+        implied_here = {n.ref: _implied(n.label, n.to_props()) for n in nodes} if structural else {}
         dims = {
             len(n.embedding) for n in nodes if isinstance(n, Memory | OrgFact) and n.embedding
         } | {len(r["embedding"]) for r in vectors}
@@ -1628,11 +1701,13 @@ class Neo4jBackend:
         if touches:
             # before the node upserts: a node written back by the caller carries the counts
             # it read (touches included) and must not be counted twice
-            parts.insert(0, WritePart(Q_TOUCH, *self._bind(Q_TOUCH, rows=touches),
-                                      rows=len(touches)))
+            parts.insert(
+                0, WritePart(Q_TOUCH, *self._bind(Q_TOUCH, rows=touches), rows=len(touches))
+            )
         for chunk in _chunks(vectors, self._batch_rows):
-            parts.append(WritePart(Q_VECTORS, *self._bind(Q_VECTORS, rows=list(chunk)),
-                                   rows=len(chunk)))
+            parts.append(
+                WritePart(Q_VECTORS, *self._bind(Q_VECTORS, rows=list(chunk)), rows=len(chunk))
+            )
         # preconditions first, in the same statement: a failing one stops the transaction
         guards = [
             WritePart(f"guard {label.value}", *compile_guard(label, rows), rows=len(rows))
@@ -1658,8 +1733,9 @@ class Neo4jBackend:
                 try:
                     record = self._run(tx, st.name, st.text, st.params).single()
                 except ClientError as e:
-                    if guards and (GUARD_ERROR in str(getattr(e, "code", ""))
-                                   or "/ by zero" in str(e)):
+                    if guards and (
+                        GUARD_ERROR in str(getattr(e, "code", "")) or "/ by zero" in str(e)
+                    ):
                         raise _GuardFailed(str(e)) from e
                     raise
                 for i, part in enumerate(st.parts):
@@ -1675,15 +1751,18 @@ class Neo4jBackend:
             self._restore_touches(touches)
             # name the precondition that failed (a read of the locked state; writes nothing)
             self._write("check", lambda tx: self._check(tx, batch.expect))
-            raise Conflict(
-                "precondition failed: the nodes it names changed concurrently"
-            ) from None
+            raise Conflict("precondition failed: the nodes it names changed concurrently") from None
         except BaseException:
             self._restore_touches(touches)
             raise
-        log.debug("write: %d nodes, %d edges, %d deletes, %d preconditions in %d statements",
-                  len(nodes), len(edges), len(doomed) + len(batch.delete_edges),
-                  len(batch.expect), len(statements))
+        log.debug(
+            "write: %d nodes, %d edges, %d deletes, %d preconditions in %d statements",
+            len(nodes),
+            len(edges),
+            len(doomed) + len(batch.delete_edges),
+            len(batch.expect),
+            len(statements),
+        )
         return deleted
 
     def _check(self, tx: Any, expects: Sequence[Expect]) -> None:
@@ -1724,8 +1803,9 @@ class Neo4jBackend:
         node_eids = [found[r][0] for r in refs if r in found]
         deleted = 0
         for eid_chunk in _chunks(node_eids, self._batch_rows):
-            deleted += int(self._run_file(tx, Q_DELETE_NODES, eids=list(eid_chunk)).single()[
-                "deleted"])
+            deleted += int(
+                self._run_file(tx, Q_DELETE_NODES, eids=list(eid_chunk)).single()["deleted"]
+            )
         return deleted
 
     def _lookup(
@@ -1784,8 +1864,9 @@ class Neo4jBackend:
         if limit == 0:
             return []
         self._ready()
-        rows = self._read("missing vectors",
-                          lambda tx: self._run_all(tx, Q_MISSING_VECTORS, limit=limit))
+        rows = self._read(
+            "missing vectors", lambda tx: self._run_all(tx, Q_MISSING_VECTORS, limit=limit)
+        )
         return [(str(r["id"]), str(r["content"])) for r in rows]
 
     def pending_touches(self) -> int:
@@ -1799,10 +1880,13 @@ class Neo4jBackend:
             return
         try:
             self._ready()
-            self._write("touch", lambda tx: [
-                self._run_file(tx, Q_TOUCH, rows=list(chunk)).consume()
-                for chunk in _chunks(rows, self._batch_rows)
-            ])
+            self._write(
+                "touch",
+                lambda tx: [
+                    self._run_file(tx, Q_TOUCH, rows=list(chunk)).consume()
+                    for chunk in _chunks(rows, self._batch_rows)
+                ],
+            )
         except BaseException:
             self._restore_touches(rows)
             raise
@@ -1832,9 +1916,12 @@ class Neo4jBackend:
         if self._touches and isinstance(node, Memory):
             entry = self._touches.get(node.id)
             if entry is not None:
-                node = node.model_copy(update={
-                    "access_count": node.access_count + entry[0], "last_accessed": entry[1],
-                })
+                node = node.model_copy(
+                    update={
+                        "access_count": node.access_count + entry[0],
+                        "last_accessed": entry[1],
+                    }
+                )
         return node
 
     def _memory(self, props: Mapping[str, Any]) -> Memory:
@@ -1881,9 +1968,9 @@ class Neo4jBackend:
         """How many nodes match the filter."""
         text, params = compile_count(flt)
         self._ready()
-        return int(self._read(
-            "count", lambda tx: self._run(tx, "count", text, params).single()["count"]
-        ))
+        return int(
+            self._read("count", lambda tx: self._run(tx, "count", text, params).single()["count"])
+        )
 
     def search_text(self, query: TextQuery) -> list[Hit]:
         """Full-text search over Memory content (Lucene score), filter before the top-k."""
@@ -1932,8 +2019,7 @@ class Neo4jBackend:
 
         def work(tx: Any) -> list[Any]:
             if not has_conditions(flt):
-                return list(self._run_file(tx, Q_SEARCH_VECTOR, fetch=fetch0, k=k,
-                                           vector=vector))
+                return list(self._run_file(tx, Q_SEARCH_VECTOR, fetch=fetch0, k=k, vector=vector))
             text, params = _compile_vector_plan(flt)
             plan = self._run(tx, "vector plan", text, params).single()
             matched, total = int(plan["matched"]), int(plan["total"])
@@ -1956,8 +2042,7 @@ class Neo4jBackend:
 
         rows = self._read("vector search", work)
         return [
-            Hit(node=self._memory(r["props"]), score=_cosine(r["score"], r["probe"]))
-            for r in rows
+            Hit(node=self._memory(r["props"]), score=_cosine(r["score"], r["probe"])) for r in rows
         ]
 
     def search_both(
@@ -1982,18 +2067,26 @@ class Neo4jBackend:
         vector_k = vector.k if vector is not None else 0
         fetch = max(vector_k * self._vector_overfetch, 100)
         stmt = compile_recall_search(
-            flt, lucene=lucene, text_k=text.k if text is not None else 0,
-            vector=qvec, vector_fetch=fetch, vector_k=vector_k,
+            flt,
+            lucene=lucene,
+            text_k=text.k if text is not None else 0,
+            vector=qvec,
+            vector_fetch=fetch,
+            vector_k=vector_k,
         )
-        rows = self._read("recall search",
-                          lambda tx: list(self._run(tx, "recall search", *stmt)))
-        lexical = [Hit(node=self._memory(r["props"]), score=float(r["score"]))
-                   for r in rows if r["channel"] == "lexical"]
-        near = [Hit(node=self._memory(r["props"]), score=_cosine(r["score"], r["probe"]))
-                for r in rows if r["channel"] == "vector" and r["props"] is not None]
+        rows = self._read("recall search", lambda tx: list(self._run(tx, "recall search", *stmt)))
+        lexical = [
+            Hit(node=self._memory(r["props"]), score=float(r["score"]))
+            for r in rows
+            if r["channel"] == "lexical"
+        ]
+        near = [
+            Hit(node=self._memory(r["props"]), score=_cosine(r["score"], r["probe"]))
+            for r in rows
+            if r["channel"] == "vector" and r["props"] is not None
+        ]
         if vector is not None and qvec is not None and len(near) < vector.k and has_conditions(flt):
-            fetched = max((int(r["fetched"]) for r in rows if r["channel"] == "vector"),
-                          default=0)
+            fetched = max((int(r["fetched"]) for r in rows if r["channel"] == "vector"), default=0)
             if fetched >= fetch:  # the filter passed too few of all the index returned
                 near = self.search_vector(vector)
         return lexical, near
@@ -2019,12 +2112,17 @@ class Neo4jBackend:
         if not seeds:
             return []
         text, params = compile_neighbours(
-            flt, seeds, link_types=link_types, tag_limit=tag_limit,
-            entity_hub_limit=entity_hub_limit, entity_limit=entity_limit,
+            flt,
+            seeds,
+            link_types=link_types,
+            tag_limit=tag_limit,
+            entity_hub_limit=entity_hub_limit,
+            entity_limit=entity_limit,
         )
         self._ready()
-        rows = self._read("recall expansion",
-                          lambda tx: list(self._run(tx, "recall expansion", text, params)))
+        rows = self._read(
+            "recall expansion", lambda tx: list(self._run(tx, "recall expansion", text, params))
+        )
         rank = {s: i for i, s in enumerate(seeds)}
         out: list[tuple[str, str, Memory]] = []
         credited: set[Any] = set(seeds)
@@ -2079,14 +2177,19 @@ class Neo4jBackend:
                 if not frontier or not types:
                     break
                 text, params = self._bind(
-                    Q_EXPAND, eids=frontier, types=types, direction=direction,
+                    Q_EXPAND,
+                    eids=frontier,
+                    types=types,
+                    direction=direction,
                     labels=_ALL_LABELS,
                 )
                 rank = {eid: i for i, eid in enumerate(frontier)}
                 records = sorted(
                     self._run(tx, Q_EXPAND, text, params),
                     key=lambda r: (
-                        rank[r["from_eid"]], r["type"], r["other_label"],
+                        rank[r["from_eid"]],
+                        r["type"],
+                        r["other_label"],
                         str(r["other_props"].get("id")),
                     ),
                 )
@@ -2098,7 +2201,9 @@ class Neo4jBackend:
                     here, there = ref_of[r["from_eid"]], ref_of[other]
                     src, dst = (here, there) if r["outgoing"] else (there, here)
                     edge = Edge(
-                        type=EdgeType(r["type"]), src=src, dst=dst,
+                        type=EdgeType(r["type"]),
+                        src=src,
+                        dst=dst,
                         props=_props_from_db(r["props"]),
                     )
                     edges[edge.key] = edge
@@ -2118,9 +2223,7 @@ class Neo4jBackend:
             edges=tuple(edge_list),
         )
 
-    def scan(
-        self, *, batch_size: int = 1000
-    ) -> Iterator[tuple[list[GraphNode], list[Edge]]]:
+    def scan(self, *, batch_size: int = 1000) -> Iterator[tuple[list[GraphNode], list[Edge]]]:
         """Every node, then every edge, in batches (streamed from the server)."""
         if batch_size < 1:
             raise InvalidInput("batch_size must be >= 1")
@@ -2133,16 +2236,19 @@ class Neo4jBackend:
             text, params = self._bind(Q_SCAN_EDGES, types=_ALL_TYPES, labels=_ALL_LABELS)
             result = self._run(session, Q_SCAN_EDGES, text, params)
             while batch := result.fetch(batch_size):
-                yield [], [
-                    Edge(
-                        type=EdgeType(r["type"]),
-                        src=NodeRef(NodeLabel(r["src_label"]), r["src"]),
-                        dst=NodeRef(NodeLabel(r["dst_label"]), r["dst"]),
-                        props=_props_from_db(r["props"]),
-                    )
-                    for r in batch
-                    if r["src_label"] and r["dst_label"] and r["src"] and r["dst"]
-                ]
+                yield (
+                    [],
+                    [
+                        Edge(
+                            type=EdgeType(r["type"]),
+                            src=NodeRef(NodeLabel(r["src_label"]), r["src"]),
+                            dst=NodeRef(NodeLabel(r["dst_label"]), r["dst"]),
+                            props=_props_from_db(r["props"]),
+                        )
+                        for r in batch
+                        if r["src_label"] and r["dst_label"] and r["src"] and r["dst"]
+                    ],
+                )
 
     def stats(self) -> BackendStats:
         """Node counts per label and edge counts per type (non-zero ones), the location and
@@ -2169,9 +2275,9 @@ class Neo4jBackend:
         text, params = self._bind(Q_CLEAR, labels=_ALL_LABELS, batch=batch)
         total = 0
         while True:
-            deleted = int(self._write(
-                "clear", lambda tx: self._run(tx, Q_CLEAR, text, params).single()[0]
-            ))
+            deleted = int(
+                self._write("clear", lambda tx: self._run(tx, Q_CLEAR, text, params).single()[0])
+            )
             total += deleted
             if deleted == 0:
                 log.info("cleared %d nodes from %s", total, self.location)
@@ -2187,8 +2293,11 @@ class Neo4jBackend:
             try:
                 self.flush()
             except GraphMemError as e:  # closing must not raise over a lost connection
-                log.warning("%d access records not written at close: %s",
-                            len(self._touches), type(e).__name__)
+                log.warning(
+                    "%d access records not written at close: %s",
+                    len(self._touches),
+                    type(e).__name__,
+                )
         with self._lock:
             if self._closed:
                 return

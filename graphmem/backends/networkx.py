@@ -117,8 +117,16 @@ _SCHEMA_VERSION = "2"  # 2: structural edges are no longer stored
 # fields indexed in memory for fast filtering (value -> set of node keys)
 _INDEXED: dict[NodeLabel, tuple[str, ...]] = {
     NodeLabel.MEMORY: (
-        "agent_id", "namespace", "run_id", "status", "category", "tier", "event_type",
-        "content_hash", "tags", "audience",
+        "agent_id",
+        "namespace",
+        "run_id",
+        "status",
+        "category",
+        "tier",
+        "event_type",
+        "content_hash",
+        "tags",
+        "audience",
     ),
     NodeLabel.RUN: ("agent_id", "user_id", "status"),
     NodeLabel.ORG_FACT: ("fact_id", "category", "status"),
@@ -135,9 +143,7 @@ def _datetime_fields(label: NodeLabel) -> frozenset[str]:
     if fields is None:
         model = node_model(label)
         fields = frozenset(
-            name
-            for name, f in model.model_fields.items()
-            if "datetime" in str(f.annotation)
+            name for name, f in model.model_fields.items() if "datetime" in str(f.annotation)
         )
         _DT_FIELDS[label] = fields
     return fields
@@ -280,8 +286,7 @@ class NetworkXBackend:
                 self._path.parent.mkdir(parents=True, exist_ok=True)
             if self._path is not None and fcntl is not None:
                 try:
-                    self._lock_fd = os.open(f"{self._path}.lock", os.O_RDWR | os.O_CREAT,
-                                            0o644)
+                    self._lock_fd = os.open(f"{self._path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
                 except OSError as e:  # a read-only folder: SQLite's locking alone
                     log.debug("no writer lock file beside %s: %s", self._path, e)
             self._db = sqlite3.connect(
@@ -365,8 +370,9 @@ class NetworkXBackend:
         succ: dict[str, dict[str, dict[str, Any]]] = g._succ
         pred: dict[str, dict[str, dict[str, Any]]] = g._pred
         dt_fields = {lab.value: tuple(_datetime_fields(lab)) for lab in NodeLabel}
-        indexed = {lab.value: [(f, index[(lab, f)]) for f in _INDEXED.get(lab, ())]
-                   for lab in NodeLabel}
+        indexed = {
+            lab.value: [(f, index[(lab, f)]) for f in _INDEXED.get(lab, ())] for lab in NodeLabel
+        }
         labels = {lab.value: lab for lab in NodeLabel}
         fromiso = datetime.fromisoformat
         loads = orjson.loads
@@ -427,8 +433,9 @@ class NetworkXBackend:
             lab: [(f, index[(lab, f)]) for f in _INDEXED.get(lab, ())] for lab in NodeLabel
         }
         self._vindex = vindex
-        self._unvectored = {k for k in by_label.get(NodeLabel.MEMORY, ())
-                            if vindex is None or k not in vindex}
+        self._unvectored = {
+            k for k in by_label.get(NodeLabel.MEMORY, ()) if vindex is None or k not in vindex
+        }
         self._next_rid = max(key_of, default=0) + 1
         self._df_cache: dict[str, int] = {}
         self._df_cache_n = len(by_label.get(NodeLabel.MEMORY, ()))
@@ -553,8 +560,12 @@ class NetworkXBackend:
                 if lo is not None and lo > self._seen_seq + 1:
                     full = True  # the log was pruned past what this process saw
                 else:
-                    keys = {k for (k,) in db.execute(
-                        "SELECT key FROM changes WHERE seq > ?", (self._seen_seq,))}
+                    keys = {
+                        k
+                        for (k,) in db.execute(
+                            "SELECT key FROM changes WHERE seq > ?", (self._seen_seq,)
+                        )
+                    }
                     if len(keys) > max(2000, self._g.number_of_nodes() // 4):
                         full = True
                     else:
@@ -576,8 +587,9 @@ class NetworkXBackend:
         present: list[str] = []
         for key in keys:
             label_s, _, ident = key.partition(":")
-            row = db.execute("SELECT rid, props FROM nodes WHERE label = ? AND id = ?",
-                             (label_s, ident)).fetchone()
+            row = db.execute(
+                "SELECT rid, props FROM nodes WHERE label = ? AND id = ?", (label_s, ident)
+            ).fetchone()
             label = labels.get(label_s)
             if label is None:
                 continue
@@ -621,11 +633,12 @@ class NetworkXBackend:
                 if tkey in succ:
                     _link(succ, pred, key, tkey, etype_.value, shared[etype_.value])
             for src, etype, dst, props_s in db.execute(
-                    "SELECT src, type, dst, props FROM edges WHERE src = ? OR dst = ?",
-                    (key, key)):
+                "SELECT src, type, dst, props FROM edges WHERE src = ? OR dst = ?", (key, key)
+            ):
                 if src in nodes and dst in nodes and etype not in succ[src].get(dst, ()):
-                    _link(succ, pred, src, dst, etype,
-                          {**_decode_edge_props(props_s), "type": etype})
+                    _link(
+                        succ, pred, src, dst, etype, {**_decode_edge_props(props_s), "type": etype}
+                    )
         self._df_cache = {}
         self._df_cache_n = len(self._by_label.get(NodeLabel.MEMORY, ()))
 
@@ -675,9 +688,7 @@ class NetworkXBackend:
 
     def _fix_dim(self, db: sqlite3.Connection, dim: int) -> None:
         if self._dim is None:
-            db.execute(
-                "INSERT INTO meta(key, value) VALUES ('embedding_dim', ?)", (str(dim),)
-            )
+            db.execute("INSERT INTO meta(key, value) VALUES ('embedding_dim', ?)", (str(dim),))
         elif self._dim != dim:
             # a store whose vectors were all cleared (reindex --all) takes a new model
             if db.execute("SELECT 1 FROM vectors LIMIT 1").fetchone() is not None:
@@ -732,8 +743,11 @@ class NetworkXBackend:
             self._write_plan(db, plan)
             dplan = self._plan_delete(doomed, batch.delete_edges, plan)
             self._write_delete(db, dplan)
-            vec_keys = [k for i in batch.vectors if (k := "Memory:" + i) in self._rid_of
-                        and k not in dplan["keys"]]
+            vec_keys = [
+                k
+                for i in batch.vectors
+                if (k := "Memory:" + i) in self._rid_of and k not in dplan["keys"]
+            ]
             changed = self._changed
             changed.update(plan["nodes"])
             changed.update(k for src, _t, dst, _p in plan["edges"] for k in (src, dst))
@@ -744,15 +758,22 @@ class NetworkXBackend:
             if vec_keys:
                 db.executemany(
                     "INSERT OR REPLACE INTO vectors(rid, vec) VALUES (?, ?)",
-                    [(self._rid_of[k], np.asarray(batch.vectors[k[7:]], dtype=np.float32)
-                      .tobytes()) for k in vec_keys])
+                    [
+                        (
+                            self._rid_of[k],
+                            np.asarray(batch.vectors[k[7:]], dtype=np.float32).tobytes(),
+                        )
+                        for k in vec_keys
+                    ],
+                )
         if dim is not None:
             self._set_dim(dim)
         self._apply_plan(plan)
         self._apply_delete(dplan)
         if vec_keys and self._vindex is not None:
-            self._vindex.add(vec_keys, np.asarray([batch.vectors[k[7:]] for k in vec_keys],
-                                                  dtype=np.float32))
+            self._vindex.add(
+                vec_keys, np.asarray([batch.vectors[k[7:]] for k in vec_keys], dtype=np.float32)
+            )
             self._unvectored.difference_update(vec_keys)
         return len(dplan["keys"])
 
@@ -772,9 +793,7 @@ class NetworkXBackend:
             sources: list[str] = []
             if props is not None and ex.sources is not None:
                 types = {t.value for t in ex.incoming}
-                sources = [
-                    _ref_of(s).id for s, _d, t in g.in_edges(key, keys=True) if t in types
-                ]
+                sources = [_ref_of(s).id for s, _d, t in g.in_edges(key, keys=True) if t in types]
             why = expect_failure(ex, props, sources)
             if why is not None:
                 raise Conflict(f"precondition failed: {why}")
@@ -990,8 +1009,11 @@ class NetworkXBackend:
         g = self._g
         keys = [r.key for r in refs if r.key in g]
         node_rids = [(self._rid_of[k],) for k in keys]
-        fts = [(self._rid_of[k], g._node[k]["content"]) for k in keys
-               if g._node[k]["label"] == NodeLabel.MEMORY.value]
+        fts = [
+            (self._rid_of[k], g._node[k]["content"])
+            for k in keys
+            if g._node[k]["label"] == NodeLabel.MEMORY.value
+        ]
         edge_rows: set[tuple[str, str, str]] = set()
         for k in keys:
             for s_, d, t in g.out_edges(k, keys=True):
@@ -1005,8 +1027,9 @@ class NetworkXBackend:
 
     def _write_delete(self, db: sqlite3.Connection, plan: dict[str, Any]) -> None:
         if plan["edges"]:
-            db.executemany("DELETE FROM edges WHERE src=? AND type=? AND dst=?",
-                           list(plan["edges"]))
+            db.executemany(
+                "DELETE FROM edges WHERE src=? AND type=? AND dst=?", list(plan["edges"])
+            )
         if plan["fts"]:
             db.executemany(
                 "INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', ?, ?)",
@@ -1123,8 +1146,13 @@ class NetworkXBackend:
         order_by: str = "id",
         descending: bool = False,
     ) -> list[GraphNode]:
-        check_page(node_model(flt.label), limit=limit, offset=offset, order_by=order_by,
-                   descending=descending)
+        check_page(
+            node_model(flt.label),
+            limit=limit,
+            offset=offset,
+            order_by=order_by,
+            descending=descending,
+        )
         with self._fresh():
             nodes = self._g.nodes
             keys = list(self._matching_keys(flt))
@@ -1192,8 +1220,9 @@ class NetworkXBackend:
         (see _COMMON_SHARE); when every term is common, the two rarest."""
         db = self._db
         try:
-            db.executemany("INSERT INTO temp.query_tokens(rowid, t) VALUES (?, ?)",
-                           list(enumerate(terms)))
+            db.executemany(
+                "INSERT INTO temp.query_tokens(rowid, t) VALUES (?, ?)", list(enumerate(terms))
+            )
             stems = db.execute("SELECT doc, term FROM temp.query_tokens_vocab").fetchall()
             db.execute("DELETE FROM temp.query_tokens")
             # document frequencies only steer which terms to match, so a cached value is
@@ -1206,9 +1235,11 @@ class NetworkXBackend:
             missing = list({t for _d, t in stems if t not in cache})
             if missing:
                 marks = ",".join("?" * len(missing))
-                found = dict(db.execute(
-                    f"SELECT term, doc FROM temp.memory_vocab WHERE term IN ({marks})", missing
-                ).fetchall())
+                found = dict(
+                    db.execute(
+                        f"SELECT term, doc FROM temp.memory_vocab WHERE term IN ({marks})", missing
+                    ).fetchall()
+                )
                 cache.update(found)  # absent terms are not cached: they may appear any time
             df = {t: cache.get(t, 0) for _d, t in stems}
         except sqlite3.Error as e:
@@ -1323,8 +1354,10 @@ class NetworkXBackend:
                 pending[key] = (n + 1, at if seen < at else seen)
             if self._touch_since is None:
                 self._touch_since = time.monotonic()
-            due = (len(pending) >= TOUCH_FLUSH_COUNT
-                   or time.monotonic() - self._touch_since >= TOUCH_FLUSH_SECONDS)
+            due = (
+                len(pending) >= TOUCH_FLUSH_COUNT
+                or time.monotonic() - self._touch_since >= TOUCH_FLUSH_SECONDS
+            )
         if due:
             self.flush()
 
@@ -1352,9 +1385,7 @@ class NetworkXBackend:
             rows,
         )
 
-    def scan(
-        self, *, batch_size: int = 1000
-    ) -> Iterator[tuple[list[GraphNode], list[Edge]]]:
+    def scan(self, *, batch_size: int = 1000) -> Iterator[tuple[list[GraphNode], list[Edge]]]:
         if batch_size < 1:
             raise InvalidInput("batch_size must be >= 1")
         with self._fresh():
@@ -1378,9 +1409,7 @@ class NetworkXBackend:
             size = None
             if self._path is not None:
                 size = sum(
-                    p.stat().st_size
-                    for p in (self._path, Path(f"{self._path}-wal"))
-                    if p.exists()
+                    p.stat().st_size for p in (self._path, Path(f"{self._path}-wal")) if p.exists()
                 )
             return BackendStats(
                 backend=self.name,

@@ -84,18 +84,27 @@ def entities(
         raise InvalidInput("limit must be in 1..10000")
     equals = {"type": EntityType(type).value} if type is not None else {}
     # over-fetch: some entities may be mentioned only by memories the filter refuses
-    found = [e for e in backend.match(_entity_filter(flt, **equals), limit=limit * 4,
-                                      order_by="mention_count", descending=True)
-             if isinstance(e, Entity)]
+    found = [
+        e
+        for e in backend.match(
+            _entity_filter(flt, **equals),
+            limit=limit * 4,
+            order_by="mention_count",
+            descending=True,
+        )
+        if isinstance(e, Entity)
+    ]
     if not found:
         return []
-    sub = backend.expand([e.ref for e in found], [EdgeType.MENTIONS], direction="in",
-                         depth=1, limit=1 << 30)
+    sub = backend.expand(
+        [e.ref for e in found], [EdgeType.MENTIONS], direction="in", depth=1, limit=1 << 30
+    )
     mentioned_by: dict[str, set[str]] = {}
     for edge in sub.edges:
         mentioned_by.setdefault(edge.dst.id, set()).add(edge.src.id)
-    readable = {m.id for m in _readable(backend, flt, sorted(set().union(*mentioned_by.values(),
-                                                                        set())))}
+    readable = {
+        m.id for m in _readable(backend, flt, sorted(set().union(*mentioned_by.values(), set())))
+    }
     return [e for e in found if mentioned_by.get(e.id, set()) & readable][:limit]
 
 
@@ -106,16 +115,23 @@ def about(backend: GraphBackend, name: str, flt: Filter, *, limit: int = 200) ->
     norm = normalise(name)
     if not norm:
         raise InvalidInput("an entity name is required")
-    candidates = [e for e in backend.match(_entity_filter(flt, norm=norm), limit=100)
-                  if isinstance(e, Entity)]
+    candidates = [
+        e for e in backend.match(_entity_filter(flt, norm=norm), limit=100) if isinstance(e, Entity)
+    ]
     if not candidates:
         candidates = [
-            e for e in backend.match(_entity_filter(flt), limit=100_000)
+            e
+            for e in backend.match(_entity_filter(flt), limit=100_000)
             if isinstance(e, Entity) and norm in {normalise(a) for a in e.aliases}
         ]
     for entity in sorted(candidates, key=lambda e: -e.mention_count):
-        sub = backend.expand([entity.ref], [EdgeType.MENTIONS, EdgeType.RELATES],
-                             direction="both", depth=1, limit=100_000)
+        sub = backend.expand(
+            [entity.ref],
+            [EdgeType.MENTIONS, EdgeType.RELATES],
+            direction="both",
+            depth=1,
+            limit=100_000,
+        )
         mem_ids = [e.src.id for e in sub.edges if e.type is EdgeType.MENTIONS]
         memories = sorted(_readable(backend, flt, mem_ids), key=lambda m: m.created_at)
         if not memories:
@@ -124,14 +140,16 @@ def about(backend: GraphBackend, name: str, flt: Filter, *, limit: int = 200) ->
         names = {n.id: n.name for n in sub.nodes if isinstance(n, Entity)}
         relations = [
             RelationView(
-                subject=names.get(e.src.id, e.src.id), predicate=str(e.props.get("predicate")),
-                object=names.get(e.dst.id, e.dst.id), memory_id=e.props.get("memory_id"),
-                valid_from=e.props.get("valid_from"), valid_to=e.props.get("valid_to"),
+                subject=names.get(e.src.id, e.src.id),
+                predicate=str(e.props.get("predicate")),
+                object=names.get(e.dst.id, e.dst.id),
+                memory_id=e.props.get("memory_id"),
+                valid_from=e.props.get("valid_from"),
+                valid_to=e.props.get("valid_to"),
             )
             for e in sub.edges
             if e.type is EdgeType.RELATES and e.props.get("memory_id") in seen
         ]
         relations.sort(key=lambda r: (r.valid_from is None, r.valid_from or datetime.min))
-        return About(entity=entity, memories=tuple(memories[:limit]),
-                     relations=tuple(relations))
+        return About(entity=entity, memories=tuple(memories[:limit]), relations=tuple(relations))
     raise NotFound(f"no entity {name!r} in this scope")

@@ -91,7 +91,7 @@ def _names_in(query: str) -> list[str]:
     out: dict[str, None] = {}
     for n in range(1, MAX_NAME_WORDS + 1):
         for i in range(len(words) - n + 1):
-            gram = words[i:i + n]
+            gram = words[i : i + n]
             if gram[0] in _NOT_NAMES or gram[-1] in _NOT_NAMES:
                 continue
             out[" ".join(gram)] = None
@@ -146,7 +146,10 @@ def entity_channel(
         return []
     by_id = {e.id: e for e in entities}
     sub = backend.expand(
-        [e.ref for e in entities], [EdgeType.MENTIONS], direction="in", depth=1,
+        [e.ref for e in entities],
+        [EdgeType.MENTIONS],
+        direction="in",
+        depth=1,
         limit=len(entities) * (per_entity + 1),
     )
     memories = {n.id: n for n in sub.nodes if isinstance(n, Memory)}
@@ -175,8 +178,7 @@ def entity_channel(
         score = score + similarity_weight * sims
     order = np.argsort(-score, kind="stable")[:k]
     return [
-        EntityHit(memories[ids[j]], float(score[j]),
-                  tuple(sorted(e.name for e in named[ids[j]])))
+        EntityHit(memories[ids[j]], float(score[j]), tuple(sorted(e.name for e in named[ids[j]])))
         for j in order
     ]
 
@@ -196,12 +198,17 @@ def shared_entity_neighbours(
         return []
     rank = {m.id: i for i, m in enumerate(seeds)}
     sub = backend.expand(
-        [NodeRef(NodeLabel.MEMORY, m.id) for m in seeds], [EdgeType.MENTIONS],
-        direction="out", depth=1, limit=len(seeds) * 32 + 1,
+        [NodeRef(NodeLabel.MEMORY, m.id) for m in seeds],
+        [EdgeType.MENTIONS],
+        direction="out",
+        depth=1,
+        limit=len(seeds) * 32 + 1,
     )
-    ents = {n.id: n for n in sub.nodes
-            if isinstance(n, Entity) and 1 < n.mention_count <= hub_limit
-            and n.id not in exclude}
+    ents = {
+        n.id: n
+        for n in sub.nodes
+        if isinstance(n, Entity) and 1 < n.mention_count <= hub_limit and n.id not in exclude
+    }
     if not ents:
         return []
     best_seed: dict[str, str] = {}
@@ -211,15 +218,19 @@ def shared_entity_neighbours(
             if cur is None or rank[edge.src.id] < rank[cur]:
                 best_seed[edge.dst.id] = edge.src.id
     hop = backend.expand(
-        [ents[i].ref for i in best_seed], [EdgeType.MENTIONS], direction="in", depth=1,
+        [ents[i].ref for i in best_seed],
+        [EdgeType.MENTIONS],
+        direction="in",
+        depth=1,
         limit=len(best_seed) * (hub_limit + 1) + 1,
     )
     mems = {n.id: n for n in hop.nodes if isinstance(n, Memory)}
     out: dict[str, Neighbour] = {}
     taken: dict[str, int] = {}
     # rarest entity first, so a memory is credited to the most specific link
-    for edge in sorted(hop.edges, key=lambda e: ents[e.dst.id].mention_count
-                       if e.dst.id in ents else 1 << 30):
+    for edge in sorted(
+        hop.edges, key=lambda e: ents[e.dst.id].mention_count if e.dst.id in ents else 1 << 30
+    ):
         m = mems.get(edge.src.id)
         e = ents.get(edge.dst.id)
         if m is None or e is None or m.id in rank or m.id in out:

@@ -94,7 +94,7 @@ def normalise(name: str) -> str:
     text = " ".join(_NON_WORD_RE.sub(" ", text).split())
     for article in _LEADING_ARTICLE:
         if text.startswith(article) and len(text) > len(article):
-            text = text[len(article):]
+            text = text[len(article) :]
             break
     return text
 
@@ -124,13 +124,65 @@ _NOT_NAMES = frozenset(
 )
 _CONNECTORS = frozenset({"of", "the", "de", "del", "la", "le", "van", "von", "da", "di", "&"})
 _ACRONYM_STOP = frozenset(
-    {"OK", "LOL", "OMG", "BTW", "AM", "PM", "FYI", "IMO", "TBH", "TV", "ID", "OMW", "BRB",
-     "ASAP", "DIY", "AKA", "ETA", "RIP", "PS", "USB", "PC", "I", "A"}
+    {
+        "OK",
+        "LOL",
+        "OMG",
+        "BTW",
+        "AM",
+        "PM",
+        "FYI",
+        "IMO",
+        "TBH",
+        "TV",
+        "ID",
+        "OMW",
+        "BRB",
+        "ASAP",
+        "DIY",
+        "AKA",
+        "ETA",
+        "RIP",
+        "PS",
+        "USB",
+        "PC",
+        "I",
+        "A",
+    }
 )
 _SPEAKER_STOP = frozenset(
-    {"note", "notes", "update", "summary", "todo", "error", "warning", "question", "answer",
-     "q", "a", "re", "fyi", "ps", "tip", "step", "example", "http", "https", "edit", "info",
-     "subject", "date", "time", "status", "result", "reason", "fact", "task", "goal"}
+    {
+        "note",
+        "notes",
+        "update",
+        "summary",
+        "todo",
+        "error",
+        "warning",
+        "question",
+        "answer",
+        "q",
+        "a",
+        "re",
+        "fyi",
+        "ps",
+        "tip",
+        "step",
+        "example",
+        "http",
+        "https",
+        "edit",
+        "info",
+        "subject",
+        "date",
+        "time",
+        "status",
+        "result",
+        "reason",
+        "fact",
+        "task",
+        "goal",
+    }
 )
 _GENERIC_GERUNDS = frozenset(
     """something anything nothing everything being having doing going getting making taking
@@ -148,18 +200,33 @@ _ACTIVITY_VERB = (
     r"did|do|does|doing|practice|practise|practicing|practising|learning|learn|learned|"
     r"teach|teaches|taught|teaching|passion\s+for|hobby\s+is|hobbies\s+are)"
 )
-_ACTIVITY_RE = re.compile(rf"\b{_ACTIVITY_VERB}\s+((?:[a-z]+\s+)?[a-z]{{3,}}ing)\b",
-                          re.IGNORECASE)
+_ACTIVITY_RE = re.compile(rf"\b{_ACTIVITY_VERB}\s+((?:[a-z]+\s+)?[a-z]{{3,}}ing)\b", re.IGNORECASE)
 _GROUP_NOUNS: dict[str, EntityType] = {
-    "class": EntityType.EVENT, "classes": EntityType.EVENT, "lesson": EntityType.EVENT,
-    "lessons": EntityType.EVENT, "course": EntityType.EVENT, "workshop": EntityType.EVENT,
-    "trip": EntityType.EVENT, "festival": EntityType.EVENT, "concert": EntityType.EVENT,
-    "tournament": EntityType.EVENT, "race": EntityType.EVENT, "marathon": EntityType.EVENT,
-    "exhibit": EntityType.EVENT, "exhibition": EntityType.EVENT, "parade": EntityType.EVENT,
-    "conference": EntityType.EVENT, "wedding": EntityType.EVENT, "party": EntityType.EVENT,
-    "club": EntityType.ORGANISATION, "group": EntityType.ORGANISATION,
-    "team": EntityType.ORGANISATION, "league": EntityType.ORGANISATION,
-    "studio": EntityType.PLACE, "shelter": EntityType.PLACE, "center": EntityType.PLACE,
+    "class": EntityType.EVENT,
+    "classes": EntityType.EVENT,
+    "lesson": EntityType.EVENT,
+    "lessons": EntityType.EVENT,
+    "course": EntityType.EVENT,
+    "workshop": EntityType.EVENT,
+    "trip": EntityType.EVENT,
+    "festival": EntityType.EVENT,
+    "concert": EntityType.EVENT,
+    "tournament": EntityType.EVENT,
+    "race": EntityType.EVENT,
+    "marathon": EntityType.EVENT,
+    "exhibit": EntityType.EVENT,
+    "exhibition": EntityType.EVENT,
+    "parade": EntityType.EVENT,
+    "conference": EntityType.EVENT,
+    "wedding": EntityType.EVENT,
+    "party": EntityType.EVENT,
+    "club": EntityType.ORGANISATION,
+    "group": EntityType.ORGANISATION,
+    "team": EntityType.ORGANISATION,
+    "league": EntityType.ORGANISATION,
+    "studio": EntityType.PLACE,
+    "shelter": EntityType.PLACE,
+    "center": EntityType.PLACE,
     "centre": EntityType.PLACE,
 }
 _GROUP_RE = re.compile(
@@ -229,11 +296,13 @@ _GENERIC_NOUNS = frozenset(
 _HONORIFIC_RE = re.compile(r"\b(?:Mr|Mrs|Ms|Dr|Prof|Aunt|Uncle|Grandma|Grandpa)\.?\s+$")
 _PLACE_CUE_RE = re.compile(
     r"\b(?:in|at|to|from|near|visit|visited|visiting|moved\s+to|move\s+to|around|across|"
-    r"toward|towards)\s+$", re.IGNORECASE
+    r"toward|towards)\s+$",
+    re.IGNORECASE,
 )
 _PERSON_CUE_RE = re.compile(
     r"\b(?:with|met|meet|meeting|told|tell|asked|ask|called|named|thanks|thank\s+you|"
-    r"hey|hi|hello|dear|bye)\s*,?\s+$", re.IGNORECASE
+    r"hey|hi|hello|dear|bye)\s*,?\s+$",
+    re.IGNORECASE,
 )
 
 _SPEAKER_RE = re.compile(r"^\s*([A-Z][\w'’.-]*(?:\s[A-Z][\w'’.-]*){0,2}):\s")
@@ -268,8 +337,9 @@ def _clean(span: str) -> str:
 
 
 def _is_cap(word: str) -> bool:
-    return (word[:1].isupper() and not word.isupper()) or (len(word) == 1 and word != "I"
-                                                         and word.isupper())
+    return (word[:1].isupper() and not word.isupper()) or (
+        len(word) == 1 and word != "I" and word.isupper()
+    )
 
 
 def _span_type(words: list[str], before: str, known: EntityType | None) -> EntityType:
@@ -327,7 +397,7 @@ def extract(
     m = _SPEAKER_RE.match(text)
     if m and normalise(m.group(1)) not in _SPEAKER_STOP:
         speaker = add(m.group(1), EntityType.PERSON, "speaker")
-        body = text[m.end():]
+        body = text[m.end() :]
 
     # capitalised spans, sentence by sentence
     for sm in _SENTENCE_RE.finditer(body):
@@ -342,7 +412,7 @@ def extract(
             j = i + 1
             while j < len(words):
                 nxt = words[j].group().rstrip(".")
-                gap = sentence[words[j - 1].end():words[j].start()]
+                gap = sentence[words[j - 1].end() : words[j].start()]
                 if gap.strip() not in ("", "-"):
                     break
                 if _is_cap(nxt) and nxt.lower() not in _NOT_NAMES:
@@ -356,23 +426,27 @@ def extract(
                 else:
                     break
             span = [wm.group().rstrip(".") for wm in words[i:j]]
-            start = i == 0 or sentence[:words[i].start()].strip() in ('"', "“", "(", "-")
+            start = i == 0 or sentence[: words[i].start()].strip() in ('"', "“", "(", "-")
             name = " ".join(span)
             norm = normalise(name)
             if start and j - i == 1 and norm not in known:
                 # a capitalised first word is a name when the store says so, or when a verb
                 # follows it that names do ("Melanie went ...", "Caroline is ...")
-                nxt_word = sentence[words[i].end():].split(None, 1)
+                nxt_word = sentence[words[i].end() :].split(None, 1)
                 verb = nxt_word[0].lower().strip(",;:") if nxt_word else ""
                 word = span[0]
-                if (verb in _PERSON_VERBS or verb in _OTHER_VERBS) and len(word) > 2 \
-                        and not word.lower().endswith(("ing", "ed", "ly")) \
-                        and word.lower() not in _GENERIC_NOUNS \
-                        and "'" not in word and "’" not in word:
+                if (
+                    (verb in _PERSON_VERBS or verb in _OTHER_VERBS)
+                    and len(word) > 2
+                    and not word.lower().endswith(("ing", "ed", "ly"))
+                    and word.lower() not in _GENERIC_NOUNS
+                    and "'" not in word
+                    and "’" not in word
+                ):
                     add(name, EntityType.PERSON if verb in _PERSON_VERBS else EntityType.OTHER)
                 i = j
                 continue
-            before = sentence[max(0, words[i].start() - 24):words[i].start()]
+            before = sentence[max(0, words[i].start() - 24) : words[i].start()]
             add(name, _span_type(span, before, known.get(norm)))
             i = j
 
@@ -390,8 +464,13 @@ def extract(
         # the modifier: the words right before the group noun that say which one it is
         words_: list[str] = []
         for w in reversed(gm.group(1).lower().split()):
-            if (w in _VAGUE or w in _VERBS or w in _GENERIC_GERUNDS
-                    or _singular(w) in _GROUP_NOUNS or w.endswith(("ed", "ly"))):
+            if (
+                w in _VAGUE
+                or w in _VERBS
+                or w in _GENERIC_GERUNDS
+                or _singular(w) in _GROUP_NOUNS
+                or w.endswith(("ed", "ly"))
+            ):
                 break
             words_.insert(0, w)
         if words_:

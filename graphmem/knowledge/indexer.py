@@ -124,8 +124,11 @@ class KnowledgeIndexer:
                 if eid not in read and eid not in want:
                     want.append(eid)
             if want:
-                stored = {e.id: e for e in self.backend.get(NodeLabel.ENTITY, want)
-                          if isinstance(e, Entity)}
+                stored = {
+                    e.id: e
+                    for e in self.backend.get(NodeLabel.ENTITY, want)
+                    if isinstance(e, Entity)
+                }
                 for eid in want:
                     e = stored.get(eid)
                     read[eid] = e.mention_count if e is not None else None
@@ -139,10 +142,16 @@ class KnowledgeIndexer:
                 if old is None:
                     try:
                         ent = Entity(
-                            id=entity_id(m.audience, mention.norm), name=mention.name,
-                            norm=mention.norm, type=mention.type, first_seen=seen_at,
-                            last_seen=seen_at, mention_count=1, agent_id=m.agent_id,
-                            namespace=m.namespace, visibility=m.visibility,
+                            id=entity_id(m.audience, mention.norm),
+                            name=mention.name,
+                            norm=mention.norm,
+                            type=mention.type,
+                            first_seen=seen_at,
+                            last_seen=seen_at,
+                            mention_count=1,
+                            agent_id=m.agent_id,
+                            namespace=m.namespace,
+                            visibility=m.visibility,
                         )
                     except ValueError:  # a name the model refuses: skip it, not the memory
                         log.debug("skipped an entity name of memory %s", m.id)
@@ -154,35 +163,51 @@ class KnowledgeIndexer:
                     etype = old.type
                     if etype is EntityType.OTHER and mention.type is not EntityType.OTHER:
                         etype = mention.type
-                    ent = old.model_copy(update={
-                        "aliases": aliases, "type": etype,
-                        "first_seen": min(old.first_seen, seen_at),
-                        "last_seen": max(old.last_seen, seen_at),
-                        "mention_count": old.mention_count + 1,
-                    })
+                    ent = old.model_copy(
+                        update={
+                            "aliases": aliases,
+                            "type": etype,
+                            "first_seen": min(old.first_seen, seen_at),
+                            "last_seen": max(old.last_seen, seen_at),
+                            "mention_count": old.mention_count + 1,
+                        }
+                    )
                 g.put(ent)
                 touched[ent.id] = ent
                 if ent.id not in ids.values():
-                    batch.edges.append(Edge(
-                        type=EdgeType.MENTIONS, src=m.ref, dst=ent.ref,
-                        props={"role": mention.role},
-                    ))
+                    batch.edges.append(
+                        Edge(
+                            type=EdgeType.MENTIONS,
+                            src=m.ref,
+                            dst=ent.ref,
+                            props={"role": mention.role},
+                        )
+                    )
                 ids[mention.norm] = ent.id
             for rel in ex.relations:
                 src, dst = ids.get(rel.subject), ids.get(rel.object)
                 if src is None or dst is None or src == dst:
                     continue
-                batch.edges.append(Edge(
-                    type=EdgeType.RELATES, src=(NodeLabel.ENTITY, src),
-                    dst=(NodeLabel.ENTITY, dst),
-                    props={"predicate": rel.predicate, "memory_id": m.id,
-                           "valid_from": seen_at, "valid_to": m.valid_to},
-                ))
+                batch.edges.append(
+                    Edge(
+                        type=EdgeType.RELATES,
+                        src=(NodeLabel.ENTITY, src),
+                        dst=(NodeLabel.ENTITY, dst),
+                        props={
+                            "predicate": rel.predicate,
+                            "memory_id": m.id,
+                            "valid_from": seen_at,
+                            "valid_to": m.valid_to,
+                        },
+                    )
+                )
         batch.nodes = list(touched.values())
         batch.expect = [
-            Expect(e.ref, exists=False) if read.get(e.id) is None
+            Expect(e.ref, exists=False)
+            if read.get(e.id) is None
             else Expect(e.ref, props={"mention_count": read[e.id]})
-            for e in batch.nodes if e.id in read
+            for e in batch.nodes
+            if e.id in read
         ]
         return batch
 
@@ -219,7 +244,7 @@ class KnowledgeIndexer:
         written = 0
         for i in range(0, len(memories), batch_size):
             with self._hook_lock:
-                written += self._write(memories[i:i + batch_size], self._writes)
+                written += self._write(memories[i : i + batch_size], self._writes)
         return written
 
     def on_commit(self, done: Committed) -> None:
@@ -251,18 +276,23 @@ class KnowledgeIndexer:
             known = [e for g in self._gaz.values() for e in g.entities()]
         if not known or writes is None:
             return 0
-        sub = self.backend.expand([e.ref for e in known], [EdgeType.MENTIONS],
-                                  direction="in", depth=1, limit=1 << 30)
+        sub = self.backend.expand(
+            [e.ref for e in known], [EdgeType.MENTIONS], direction="in", depth=1, limit=1 << 30
+        )
         counts = Counter(edge.dst.id for edge in sub.edges)
         orphans = [e.ref for e in known if not counts[e.id]]
-        recounted = [e.model_copy(update={"mention_count": counts[e.id]}) for e in known
-                     if counts[e.id] and counts[e.id] != e.mention_count]
+        recounted = [
+            e.model_copy(update={"mention_count": counts[e.id]})
+            for e in known
+            if counts[e.id] and counts[e.id] != e.mention_count
+        ]
         if orphans or recounted:
             with self._hook_lock:
                 writes.put(recounted, delete=orphans)
                 self.forget_cache()
-            log.info("pruned %d entities no memory mentions, recounted %d",
-                     len(orphans), len(recounted))
+            log.info(
+                "pruned %d entities no memory mentions, recounted %d", len(orphans), len(recounted)
+            )
         return len(orphans)
 
     def confirm(self, batch: KnowledgeBatch) -> None:

@@ -94,8 +94,7 @@ class Gazetteer:
 
     def _people_starting(self, prefix: str) -> set[str]:
         """Norms of the known people whose first name starts with ``prefix``."""
-        out = {n for name, norms in self._first.items() if name.startswith(prefix)
-               for n in norms}
+        out = {n for name, norms in self._first.items() if name.startswith(prefix) for n in norms}
         return out | self.parent._people_starting(prefix) if self.parent is not None else out
 
     def __len__(self) -> int:

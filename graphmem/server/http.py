@@ -239,8 +239,13 @@ def stats(mem: Mem, who: Who) -> dict[str, Any]:
     return mem.stats()
 
 
-@router.post("/memories", response_model=Memory, status_code=201,
-             response_model_exclude=_NO_EMBEDDING, tags=["memories"])
+@router.post(
+    "/memories",
+    response_model=Memory,
+    status_code=201,
+    response_model_exclude=_NO_EMBEDDING,
+    tags=["memories"],
+)
 def create_memory(body: MemoryIn, mem: Mem, who: Who) -> Memory:
     """Store one memory."""
     data = body.model_dump(exclude_none=True)
@@ -249,21 +254,33 @@ def create_memory(body: MemoryIn, mem: Mem, who: Who) -> Memory:
     return mem.remember(data.pop("content"), **data)
 
 
-@router.post("/memories/batch", response_model=list[Memory], status_code=201,
-             response_model_exclude=_LIST_NO_EMBEDDING, tags=["memories"])
+@router.post(
+    "/memories/batch",
+    response_model=list[Memory],
+    status_code=201,
+    response_model_exclude=_LIST_NO_EMBEDDING,
+    tags=["memories"],
+)
 def create_memories(body: MemoryBatch, request: Request, mem: Mem, who: Who) -> list[Memory]:
     """Store many memories atomically: one invalid item and nothing is written."""
     _check_batch(request, len(body.items))
     items = [
-        {**m.model_dump(exclude_none=True), "agent_id": who.agent(m.agent_id),
-         "namespace": who.namespace(m.namespace)}
+        {
+            **m.model_dump(exclude_none=True),
+            "agent_id": who.agent(m.agent_id),
+            "namespace": who.namespace(m.namespace),
+        }
         for m in body.items
     ]
     return mem.remember_many(items)
 
 
-@router.get("/memories", response_model=list[Memory],
-            response_model_exclude=_LIST_NO_EMBEDDING, tags=["memories"])
+@router.get(
+    "/memories",
+    response_model=list[Memory],
+    response_model_exclude=_LIST_NO_EMBEDDING,
+    tags=["memories"],
+)
 def list_memories(
     mem: Mem,
     who: Who,
@@ -280,9 +297,15 @@ def list_memories(
     """Memories matching the filters, newest first (``status=all``: every version; under
     auth: the key's own)."""
     return mem.list(
-        agent_id=who.writer(agent_id), run_id=run_id,
-        namespace=who.namespace_filter(namespace), category=category, tier=tier,
-        status=None if status == "all" else status, tags=tag, limit=limit, offset=offset,
+        agent_id=who.writer(agent_id),
+        run_id=run_id,
+        namespace=who.namespace_filter(namespace),
+        category=category,
+        tier=tier,
+        status=None if status == "all" else status,
+        tags=tag,
+        limit=limit,
+        offset=offset,
         scope=who.read_scope,
     )
 
@@ -298,13 +321,21 @@ def list_entities(
 ) -> list[Entity]:
     """The entities (people, places, organisations, events, things) that memories the
     caller may read mention, most mentioned first."""
-    return mem.entities(type=type, limit=limit, agent_id=who.writer(agent_id),
-                        namespace=who.namespace_filter(namespace), scope=who.read_scope)
+    return mem.entities(
+        type=type,
+        limit=limit,
+        agent_id=who.writer(agent_id),
+        namespace=who.namespace_filter(namespace),
+        scope=who.read_scope,
+    )
 
 
-@router.get("/entities/{name}", response_model=About,
-            response_model_exclude={"memories": {"__all__": {"embedding"}}},
-            tags=["knowledge"])
+@router.get(
+    "/entities/{name}",
+    response_model=About,
+    response_model_exclude={"memories": {"__all__": {"embedding"}}},
+    tags=["knowledge"],
+)
 def about_entity(
     name: str,
     mem: Mem,
@@ -315,19 +346,32 @@ def about_entity(
 ) -> About:
     """What the caller's memories say about an entity (by name or alias): the memories that
     mention it, oldest first, and the relations they record; 404 when none does."""
-    return mem.about(name, limit=limit, agent_id=who.writer(agent_id),
-                     namespace=who.namespace_filter(namespace), scope=who.read_scope)
+    return mem.about(
+        name,
+        limit=limit,
+        agent_id=who.writer(agent_id),
+        namespace=who.namespace_filter(namespace),
+        scope=who.read_scope,
+    )
 
 
-@router.get("/memories/{memory_id}", response_model=Memory,
-            response_model_exclude=_NO_EMBEDDING, tags=["memories"])
+@router.get(
+    "/memories/{memory_id}",
+    response_model=Memory,
+    response_model_exclude=_NO_EMBEDDING,
+    tags=["memories"],
+)
 def get_memory(memory_id: str, mem: Mem, who: Who) -> Memory:
     """One memory (any status)."""
     return who.check_read(mem, mem.get(memory_id))
 
 
-@router.patch("/memories/{memory_id}", response_model=Memory,
-              response_model_exclude=_NO_EMBEDDING, tags=["memories"])
+@router.patch(
+    "/memories/{memory_id}",
+    response_model=Memory,
+    response_model_exclude=_NO_EMBEDDING,
+    tags=["memories"],
+)
 def update_memory(memory_id: str, body: MemoryPatch, mem: Mem, who: Who) -> Memory:
     """Write a new version that SUPERSEDES this one; returns the new version."""
     who.check_write(mem.get(memory_id))
@@ -348,18 +392,29 @@ def delete_memory(
     who.check_write(mem.get(memory_id))
     plan = mem.forget(memory_id, cascade=cascade, dry_run=True)
     if who.restricted:
-        visible = {m.id for m in who.readable(mem.get_many(
-            [*plan.deleted, *plan.restored], scope=who.read_scope))}
+        visible = {
+            m.id
+            for m in who.readable(
+                mem.get_many([*plan.deleted, *plan.restored], scope=who.read_scope)
+            )
+        }
     report = plan if dry_run else mem.forget(memory_id, cascade=cascade)
     if not who.restricted:
         return report
-    return report.model_copy(update={
-        "deleted": tuple(i for i in report.deleted if i in visible),
-        "restored": tuple(i for i in report.restored if i in visible)})
+    return report.model_copy(
+        update={
+            "deleted": tuple(i for i in report.deleted if i in visible),
+            "restored": tuple(i for i in report.restored if i in visible),
+        }
+    )
 
 
-@router.get("/memories/{memory_id}/history", response_model=list[Memory],
-            response_model_exclude=_LIST_NO_EMBEDDING, tags=["memories"])
+@router.get(
+    "/memories/{memory_id}/history",
+    response_model=list[Memory],
+    response_model_exclude=_LIST_NO_EMBEDDING,
+    tags=["memories"],
+)
 def memory_history(memory_id: str, mem: Mem, who: Who) -> list[Memory]:
     """Every version of a memory, oldest first. Under auth: 403 when the key may not read
     this version; versions it may not read (e.g. from before a move out of another
@@ -369,8 +424,9 @@ def memory_history(memory_id: str, mem: Mem, who: Who) -> list[Memory]:
 
 
 def _recall_args(body: RecallRequest | ReflectRequest, who: Who) -> dict[str, Any]:
-    args = body.model_dump(exclude_none=True,
-                           exclude={"query", "question", "scope", "max_tokens", "preset"})
+    args = body.model_dump(
+        exclude_none=True, exclude={"query", "question", "scope", "max_tokens", "preset"}
+    )
     if getattr(body, "preset", None) is not None:
         args["config"] = body.preset  # type: ignore[union-attr]
     args["namespace"] = who.namespace_filter(body.namespace)
@@ -378,8 +434,12 @@ def _recall_args(body: RecallRequest | ReflectRequest, who: Who) -> dict[str, An
     return args
 
 
-@router.post("/recall", response_model=list[RecallResult],
-             response_model_exclude={"__all__": {"memory": _NO_EMBEDDING}}, tags=["recall"])
+@router.post(
+    "/recall",
+    response_model=list[RecallResult],
+    response_model_exclude={"__all__": {"memory": _NO_EMBEDDING}},
+    tags=["recall"],
+)
 def recall(body: RecallRequest, mem: Mem, who: Who) -> list[RecallResult]:
     """The memories most relevant to a query, with score breakdowns."""
     return mem.recall(body.query, **_recall_args(body, who))
@@ -399,8 +459,7 @@ def context(body: ContextRequest, mem: Mem, who: Who) -> ContextResponse:
 def start_run(body: RunIn, mem: Mem, who: Who) -> Run:
     """Start a run (an agent session)."""
     data = body.model_dump(exclude_none=True, exclude={"agent_id", "namespace"})
-    return mem.start_run(who.agent(body.agent_id), namespace=who.namespace(body.namespace),
-                         **data)
+    return mem.start_run(who.agent(body.agent_id), namespace=who.namespace(body.namespace), **data)
 
 
 @router.get("/runs", response_model=list[Run], tags=["runs"])
@@ -415,8 +474,7 @@ def list_runs(
 ) -> list[Run]:
     """Runs, newest first."""
     agent = who.writer(agent_id)
-    return mem.list_runs(agent_id=agent, user_id=user_id, status=status, limit=limit,
-                         offset=offset)
+    return mem.list_runs(agent_id=agent, user_id=user_id, status=status, limit=limit, offset=offset)
 
 
 @router.get("/runs/{run_id}", response_model=Run, tags=["runs"])
@@ -438,8 +496,13 @@ def delete_run(run_id: str, mem: Mem, who: Who) -> Any:
     return mem.delete_run(run_id)
 
 
-@router.post("/runs/{run_id}/events", response_model=list[Memory], status_code=201,
-             response_model_exclude=_LIST_NO_EMBEDDING, tags=["runs"])
+@router.post(
+    "/runs/{run_id}/events",
+    response_model=list[Memory],
+    status_code=201,
+    response_model_exclude=_LIST_NO_EMBEDDING,
+    tags=["runs"],
+)
 def add_events(
     run_id: str, body: EventsAppend, request: Request, mem: Mem, who: Who
 ) -> list[Memory]:
@@ -450,13 +513,18 @@ def add_events(
             who.check_run(mem.get_run(run_id))
         except NotFound:
             pass  # started on the fly, by the key's agent
-    events = [{**e.model_dump(exclude_none=True), "agent_id": who.writer(e.agent_id)}
-              for e in body.events]
+    events = [
+        {**e.model_dump(exclude_none=True), "agent_id": who.writer(e.agent_id)} for e in body.events
+    ]
     return mem.add_events(run_id, events)
 
 
-@router.get("/runs/{run_id}/events", response_model=list[Memory],
-            response_model_exclude=_LIST_NO_EMBEDDING, tags=["runs"])
+@router.get(
+    "/runs/{run_id}/events",
+    response_model=list[Memory],
+    response_model_exclude=_LIST_NO_EMBEDDING,
+    tags=["runs"],
+)
 def run_events(
     run_id: str,
     mem: Mem,
@@ -472,8 +540,12 @@ def run_events(
     return events if limit is None else events[-limit:]
 
 
-@router.get("/memory/events", response_model=EventsPage,
-            response_model_exclude={"events": _LIST_NO_EMBEDDING}, tags=["runs"])
+@router.get(
+    "/memory/events",
+    response_model=EventsPage,
+    response_model_exclude={"events": _LIST_NO_EMBEDDING},
+    tags=["runs"],
+)
 def agent_events(
     mem: Mem,
     who: Who,
@@ -483,8 +555,12 @@ def agent_events(
 ) -> EventsPage:
     """An agent's latest events (of one session, or of all), oldest first, and the total."""
     agent = who.agent(agent_id)
-    filters: dict[str, Any] = {"agent_id": agent, "run_id": session_id, "category": "episodic",
-                               "scope": who.read_scope}
+    filters: dict[str, Any] = {
+        "agent_id": agent,
+        "run_id": session_id,
+        "category": "episodic",
+        "scope": who.read_scope,
+    }
     newest = mem.list(**filters, limit=limit, order_by="created_at", descending=True)
     return EventsPage(agent=agent, events=newest[::-1], total=mem.count(**filters))
 
@@ -502,8 +578,12 @@ def agent_sessions(
 # -- org facts ----------------------------------------------------------------------------
 
 
-@router.get("/org/facts", response_model=list[OrgFact],
-            response_model_exclude=_LIST_NO_EMBEDDING, tags=["org"])
+@router.get(
+    "/org/facts",
+    response_model=list[OrgFact],
+    response_model_exclude=_LIST_NO_EMBEDDING,
+    tags=["org"],
+)
 def list_facts(
     mem: Mem,
     who: Who,
@@ -516,35 +596,54 @@ def list_facts(
 ) -> list[OrgFact]:
     """Current org facts; with ``q``, the best matches first."""
     if q is not None or tag:
-        return mem.org.query(q, categories=category, tags=tag,
-                             include_retracted=include_retracted, limit=limit)
-    return mem.org.list(categories=category, include_retracted=include_retracted,
-                        limit=limit, offset=offset)
+        return mem.org.query(
+            q, categories=category, tags=tag, include_retracted=include_retracted, limit=limit
+        )
+    return mem.org.list(
+        categories=category, include_retracted=include_retracted, limit=limit, offset=offset
+    )
 
 
-@router.get("/org/policies", response_model=list[OrgFact],
-            response_model_exclude=_LIST_NO_EMBEDDING, tags=["org"])
+@router.get(
+    "/org/policies",
+    response_model=list[OrgFact],
+    response_model_exclude=_LIST_NO_EMBEDDING,
+    tags=["org"],
+)
 def list_policies(mem: Mem, who: Who, limit: Limit = 100, offset: Offset = 0) -> list[OrgFact]:
     """Current policies: core ones first, in a stable order."""
     return mem.org.list_policies(limit=limit, offset=offset)
 
 
-@router.post("/org/facts", response_model=OrgFact, status_code=201,
-             response_model_exclude=_NO_EMBEDDING, tags=["org"])
+@router.post(
+    "/org/facts",
+    response_model=OrgFact,
+    status_code=201,
+    response_model_exclude=_NO_EMBEDDING,
+    tags=["org"],
+)
 def publish_fact(body: PublishRequest, mem: Mem, who: Who) -> OrgFact:
     """Publish a fact or a new version of one (write access by the author's seniority)."""
     data = body.model_dump(exclude_none=True, exclude={"content", "author"})
     return mem.org.publish(body.content, author=who.agent(body.author), **data)
 
 
-@router.get("/org/facts/{fact_id}", response_model=OrgFact,
-            response_model_exclude=_NO_EMBEDDING, tags=["org"])
+@router.get(
+    "/org/facts/{fact_id}",
+    response_model=OrgFact,
+    response_model_exclude=_NO_EMBEDDING,
+    tags=["org"],
+)
 def get_fact(fact_id: str, mem: Mem, who: Who) -> OrgFact:
     return mem.org.get(fact_id)
 
 
-@router.get("/org/facts/{fact_id}/versions", response_model=list[OrgFact],
-            response_model_exclude=_LIST_NO_EMBEDDING, tags=["org"])
+@router.get(
+    "/org/facts/{fact_id}/versions",
+    response_model=list[OrgFact],
+    response_model_exclude=_LIST_NO_EMBEDDING,
+    tags=["org"],
+)
 def fact_versions(fact_id: str, mem: Mem, who: Who) -> list[OrgFact]:
     return mem.org.versions(fact_id)
 
@@ -555,8 +654,12 @@ def fact_history(fact_id: str, mem: Mem, who: Who) -> list[OrgOperation]:
     return mem.org.history(fact_id)
 
 
-@router.post("/org/facts/{fact_id}/retract", response_model=OrgFact,
-             response_model_exclude=_NO_EMBEDDING, tags=["org"])
+@router.post(
+    "/org/facts/{fact_id}/retract",
+    response_model=OrgFact,
+    response_model_exclude=_NO_EMBEDDING,
+    tags=["org"],
+)
 def retract_fact(fact_id: str, body: RetractRequest, mem: Mem, who: Who) -> OrgFact:
     return mem.org.retract(fact_id, author=who.agent(body.author), reason=body.reason)
 
@@ -564,13 +667,11 @@ def retract_fact(fact_id: str, body: RetractRequest, mem: Mem, who: Who) -> OrgF
 # -- maintenance ----------------------------------------------------------------------------
 
 
-@router.post("/maintenance/consolidate", response_model=ConsolidationReport,
-             tags=["maintenance"])
+@router.post("/maintenance/consolidate", response_model=ConsolidationReport, tags=["maintenance"])
 def consolidate(body: MaintenanceRequest, mem: Mem, who: Who) -> ConsolidationReport:
     """Merge near-duplicate memories with provenance; a dry run (the plan) by default."""
     who.check_admin()
-    return mem.consolidate(dry_run=body.dry_run, agent_id=body.agent_id,
-                           namespace=body.namespace)
+    return mem.consolidate(dry_run=body.dry_run, agent_id=body.agent_id, namespace=body.namespace)
 
 
 @router.post("/maintenance/run", response_model=MaintenanceReport, tags=["maintenance"])
@@ -578,8 +679,12 @@ def maintain(body: MaintenanceRequest, mem: Mem, who: Who) -> MaintenanceReport:
     """Expiry, retention, decay, staleness, limits and consolidation; a dry run by default.
     Removal archives (restorable) unless ``hard_delete``."""
     who.check_admin()
-    return mem.maintain(dry_run=body.dry_run, hard_delete=body.hard_delete,
-                        agent_id=body.agent_id, namespace=body.namespace)
+    return mem.maintain(
+        dry_run=body.dry_run,
+        hard_delete=body.hard_delete,
+        agent_id=body.agent_id,
+        namespace=body.namespace,
+    )
 
 
 @router.post("/reflect", response_model=Reflection, tags=["recall"])
@@ -606,25 +711,30 @@ def _error(status_code: int, error: str, detail: str, **extra: Any) -> JSONRespo
 async def _on_graphmem_error(request: Request, exc: Exception) -> JSONResponse:
     code = next((c for t, c in _STATUS if isinstance(exc, t)), 500)
     if code >= 500:
-        log.warning("request failed: %s %s -> %s", request.method, request.url.path,
-                    type(exc).__name__)
+        log.warning(
+            "request failed: %s %s -> %s", request.method, request.url.path, type(exc).__name__
+        )
     return _error(code, type(exc).__name__, str(exc))
 
 
 async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
-    summary = "; ".join(
-        f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors[:5]
+    summary = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors[:5])
+    return _error(
+        422, "InvalidInput", summary or "invalid request", errors=jsonable_encoder(errors)
     )
-    return _error(422, "InvalidInput", summary or "invalid request",
-                  errors=jsonable_encoder(errors))
 
 
 async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
-    names = {401: "Unauthorized", 404: "NotFound", 405: "MethodNotAllowed",
-             413: "ContentTooLarge", 501: "NotImplemented"}
+    names = {
+        401: "Unauthorized",
+        404: "NotFound",
+        405: "MethodNotAllowed",
+        413: "ContentTooLarge",
+        501: "NotImplemented",
+    }
     resp = _error(exc.status_code, names.get(exc.status_code, "HTTPError"), str(exc.detail))
     for k, v in (exc.headers or {}).items():
         resp.headers[k] = v
@@ -679,10 +789,17 @@ class _BodyLimit:
 
 async def _send_too_large(send: Send, limit: int) -> None:
     response = _error(413, "ContentTooLarge", _TooLarge(limit).detail)
-    await send({"type": "http.response.start", "status": 413,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(response.body)).encode()),
-                            (b"connection", b"close")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(response.body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": response.body})
 
 
@@ -739,8 +856,13 @@ def create_app(
     return app
 
 
-def serve(settings: Settings | None = None, *, host: str | None = None,
-          port: int | None = None, log_level: str = "info") -> None:
+def serve(
+    settings: Settings | None = None,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    log_level: str = "info",
+) -> None:
     """Run the HTTP API with uvicorn until interrupted (``graphmem serve``)."""
     import copy
 
@@ -751,8 +873,15 @@ def serve(settings: Settings | None = None, *, host: str | None = None,
     # graphmem's own records (what scheduled maintenance did or, dry, would do) go to the
     # server's log next to uvicorn's
     log_config = copy.deepcopy(LOGGING_CONFIG)
-    log_config["loggers"]["graphmem"] = {"handlers": ["default"], "level": log_level.upper(),
-                                         "propagate": False}
-    uvicorn.run(create_app(cfg), host=host or cfg.server.host, port=port or cfg.server.port,
-                log_level=log_level, log_config=log_config)
-
+    log_config["loggers"]["graphmem"] = {
+        "handlers": ["default"],
+        "level": log_level.upper(),
+        "propagate": False,
+    }
+    uvicorn.run(
+        create_app(cfg),
+        host=host or cfg.server.host,
+        port=port or cfg.server.port,
+        log_level=log_level,
+        log_config=log_config,
+    )

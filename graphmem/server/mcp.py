@@ -46,8 +46,12 @@ Unit = Annotated[float, Field(ge=0.0, le=1.0)]
 def _view(m: Memory) -> dict[str, Any]:
     """What a model needs to see of a memory (no embedding, no bookkeeping)."""
     return {
-        "id": m.id, "content": m.content, "category": m.category.value,
-        "tags": list(m.tags), "importance": m.importance, "status": m.status.value,
+        "id": m.id,
+        "content": m.content,
+        "category": m.category.value,
+        "tags": list(m.tags),
+        "importance": m.importance,
+        "status": m.status.value,
         "created_at": m.created_at.isoformat(),
         "valid_from": m.valid_from.isoformat() if m.valid_from else None,
         "valid_to": m.valid_to.isoformat() if m.valid_to else None,
@@ -100,8 +104,14 @@ def create_mcp_server(
         category: Literal["semantic", "episodic", "procedural"] = "semantic",
     ) -> dict[str, Any]:
         with _tool_errors():
-            m = mem.remember(content, agent_id=agent, namespace=ns, tags=tags or [],
-                             importance=importance, category=category)
+            m = mem.remember(
+                content,
+                agent_id=agent,
+                namespace=ns,
+                tags=tags or [],
+                importance=importance,
+                category=category,
+            )
         return _view(m)
 
     @server.tool(description="Recall the memories most relevant to a query, best first.")
@@ -110,14 +120,17 @@ def create_mcp_server(
             results = mem.recall(query, k=k, scope=agent)
         return [{**_view(r.memory), "score": r.score} for r in results]
 
-    @server.tool(description="Recalled memories as one text block for a prompt, within a "
-                             "token budget.")
+    @server.tool(
+        description="Recalled memories as one text block for a prompt, within a token budget."
+    )
     def context(query: Query, max_tokens: Annotated[int, Field(ge=50, le=100_000)] = 2000) -> str:
         with _tool_errors():
             return mem.context(query, max_tokens=max_tokens, scope=agent)
 
-    @server.tool(description="Delete one of your memories for good (with its older versions "
-                             "and what was derived from them). dry_run only reports.")
+    @server.tool(
+        description="Delete one of your memories for good (with its older versions "
+        "and what was derived from them). dry_run only reports."
+    )
     def forget(memory_id: MemoryId, dry_run: bool = False) -> dict[str, Any]:
         with _tool_errors():
             own(memory_id)
@@ -134,23 +147,36 @@ def create_mcp_server(
             # left out
             return [_view(v) for v in mem.history(memory_id, scope=agent)]
 
-    @server.tool(description="The people, places, organisations, events and things your "
-                             "memories mention, most mentioned first.")
+    @server.tool(
+        description="The people, places, organisations, events and things your "
+        "memories mention, most mentioned first."
+    )
     def entities(limit: Annotated[int, Field(ge=1, le=1000)] = 50) -> list[dict[str, Any]]:
         with _tool_errors():
             found = mem.entities(limit=limit, scope=agent)
-        return [{"name": e.name, "type": e.type.value, "mentions": e.mention_count,
-                 "aliases": list(e.aliases)} for e in found]
+        return [
+            {
+                "name": e.name,
+                "type": e.type.value,
+                "mentions": e.mention_count,
+                "aliases": list(e.aliases),
+            }
+            for e in found
+        ]
 
-    @server.tool(description="What your memories say about one entity (a person, place, "
-                             "thing ...): the memories that mention it, oldest first, and "
-                             "the relations they record.")
+    @server.tool(
+        description="What your memories say about one entity (a person, place, "
+        "thing ...): the memories that mention it, oldest first, and "
+        "the relations they record."
+    )
     def about(name: Query, limit: Annotated[int, Field(ge=1, le=500)] = 50) -> dict[str, Any]:
         with _tool_errors():
             found = mem.about(name, limit=limit, scope=agent)
-        return {"entity": {"name": found.entity.name, "type": found.entity.type.value},
-                "memories": [_view(m) for m in found.memories],
-                "relations": [r.model_dump(mode="json") for r in found.relations]}
+        return {
+            "entity": {"name": found.entity.name, "type": found.entity.type.value},
+            "memories": [_view(m) for m in found.memories],
+            "relations": [r.model_dump(mode="json") for r in found.relations],
+        }
 
     @server.tool(description="Answer a question from your memories, citing memory ids.")
     def reflect(question: Query, k: Annotated[int, Field(ge=1, le=50)] = 10) -> dict[str, Any]:
@@ -177,5 +203,6 @@ def run_mcp(
         if transport == "stdio":
             server.run("stdio")
         else:
-            server.run("streamable-http", host=host or cfg.server.host,
-                       port=port or cfg.server.mcp_port)
+            server.run(
+                "streamable-http", host=host or cfg.server.host, port=port or cfg.server.mcp_port
+            )

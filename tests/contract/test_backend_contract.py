@@ -46,8 +46,14 @@ def test_every_node_type_round_trips_exactly(backend: GraphBackend) -> None:
         run_id="r1",
         namespace="ns",
         tags=["prefs", "drinks"],
-        metadata={"source": "chat", "n": 3, "ratio": 0.25, "ok": True, "list": [1, 2],
-                  "nested": {"a": [1, {"b": 2}]}},
+        metadata={
+            "source": "chat",
+            "n": 3,
+            "ratio": 0.25,
+            "ok": True,
+            "list": [1, 2],
+            "nested": {"a": [1, {"b": 2}]},
+        },
         embedding=[0.1, 0.2, 0.3],
         importance=0.7,
         confidence=0.9,
@@ -112,8 +118,9 @@ def test_edge_to_missing_node_is_rejected_and_nothing_written(backend: GraphBack
 def test_edges_upsert_replaces_props_and_delete_detaches(backend: GraphBackend) -> None:
     a, b = mem("source"), mem("derived")
     backend.upsert([a, b], [Edge(type=EdgeType.DERIVED_FROM, src=b, dst=a, props={"pass": "x"})])
-    backend.upsert([], [Edge(type=EdgeType.DERIVED_FROM, src=b, dst=a,
-                             props={"pass": "y", "at": T0})])
+    backend.upsert(
+        [], [Edge(type=EdgeType.DERIVED_FROM, src=b, dst=a, props={"pass": "y", "at": T0})]
+    )
     sub = backend.expand([b.ref], [EdgeType.DERIVED_FROM], direction="out")
     assert [e.props for e in sub.edges] == [{"pass": "y", "at": T0}]
     assert backend.delete([a.ref]) == 1
@@ -134,16 +141,23 @@ def test_delete_single_edge(backend: GraphBackend) -> None:
 
 def test_match_filters_order_and_pages(backend: GraphBackend) -> None:
     ms = [
-        mem(f"memory {i}", agent_id=f"a{i % 3}", namespace="even" if i % 2 == 0 else "odd",
-            tags=["t"] + (["special"] if i % 4 == 0 else []), importance=i / 10,
-            created_at=T0 + timedelta(days=i), metadata={"k": i % 2})
+        mem(
+            f"memory {i}",
+            agent_id=f"a{i % 3}",
+            namespace="even" if i % 2 == 0 else "odd",
+            tags=["t"] + (["special"] if i % 4 == 0 else []),
+            importance=i / 10,
+            created_at=T0 + timedelta(days=i),
+            metadata={"k": i % 2},
+        )
         for i in range(10)
     ]
     backend.upsert(ms)
     by = lambda **kw: {m.id for m in backend.match(Filter.for_memories(**kw))}  # noqa: E731
     assert by(agent_id="a1") == {m.id for m in ms if m.agent_id == "a1"}
     assert by(agent_id=["a1", "a2"], namespace="even") == {
-        m.id for m in ms if m.agent_id in ("a1", "a2") and m.namespace == "even"}
+        m.id for m in ms if m.agent_id in ("a1", "a2") and m.namespace == "even"
+    }
     assert by(tags=["t", "special"]) == {m.id for m in ms if "special" in m.tags}
     assert by(since=T0 + timedelta(days=7)) == {m.id for m in ms[7:]}
     assert by(until=T0 + timedelta(days=1)) == {m.id for m in ms[:2]}
@@ -225,12 +239,16 @@ def test_vector_removed_when_node_deleted(backend: GraphBackend) -> None:
 
 def test_expand_directions_and_depth(backend: GraphBackend) -> None:
     a, b, c = mem("a"), mem("b"), mem("c")
-    backend.upsert([a, b, c], [Edge(type=EdgeType.NEXT, src=a, dst=b),
-                               Edge(type=EdgeType.NEXT, src=b, dst=c)])
+    backend.upsert(
+        [a, b, c], [Edge(type=EdgeType.NEXT, src=a, dst=b), Edge(type=EdgeType.NEXT, src=b, dst=c)]
+    )
     ids = lambda sub: {n.id for n in sub.nodes}  # noqa: E731
     assert ids(backend.expand([a.ref], [EdgeType.NEXT], direction="out", depth=1)) == {a.id, b.id}
     assert ids(backend.expand([a.ref], [EdgeType.NEXT], direction="out", depth=2)) == {
-        a.id, b.id, c.id}
+        a.id,
+        b.id,
+        c.id,
+    }
     assert ids(backend.expand([a.ref], [EdgeType.NEXT], direction="in", depth=2)) == {a.id}
     both = backend.expand([b.ref], [EdgeType.NEXT], direction="both")
     assert ids(both) == {a.id, b.id, c.id} and len(both.edges) == 2
@@ -276,8 +294,13 @@ CRAFTED = [
 def test_crafted_strings_are_stored_verbatim(backend: GraphBackend, text: str) -> None:
     bystander = mem("bystander")
     backend.upsert([bystander])
-    m = Memory(content=text, agent_id=text.strip()[:200] or "x", tags=["ok"],
-               metadata={text: text}, created_at=T0)
+    m = Memory(
+        content=text,
+        agent_id=text.strip()[:200] or "x",
+        tags=["ok"],
+        metadata={text: text},
+        created_at=T0,
+    )
     backend.upsert([m])
     [got] = backend.get(NodeLabel.MEMORY, [m.id])
     assert got == m

@@ -95,17 +95,22 @@ def test_runs_and_events_keep_order(mem: GraphMemory) -> None:
     with pytest.raises(Conflict):
         mem.start_run("bot", run_id="s1")
     e1 = mem.add_event("s1", "user_message", "hello", created_at=T0)
-    more = mem.add_events("s1", [
-        {"event_type": "agent_response", "content": "hi there", "created_at": T0},
-        {"event_type": "tool_call", "content": "search(weather)", "created_at": T0},
-    ])
+    more = mem.add_events(
+        "s1",
+        [
+            {"event_type": "agent_response", "content": "hi there", "created_at": T0},
+            {"event_type": "tool_call", "content": "search(weather)", "created_at": T0},
+        ],
+    )
     events = mem.events("s1")
     assert [e.id for e in events] == [e1.id] + [m.id for m in more]
     assert [e.seq for e in events] == [0, 1, 2]
     assert all(e.category is Category.EPISODIC and e.agent_id == "bot" for e in events)
     chain = mem.backend.expand([e1.ref], [EdgeType.NEXT], direction="out", depth=5)
     assert {(e.src.id, e.dst.id) for e in chain.edges} == {
-        (e1.id, more[0].id), (more[0].id, more[1].id)}
+        (e1.id, more[0].id),
+        (more[0].id, more[1].id),
+    }
     assert [e.content for e in mem.events("s1", event_types=["tool_call"])] == ["search(weather)"]
     ended = mem.end_run(run.id)
     assert ended.ended_at is not None and ended.status.value == "completed"
@@ -127,8 +132,16 @@ def test_agents(mem: GraphMemory) -> None:
 
 
 def test_export_import_round_trip(mem: GraphMemory) -> None:
-    [a] = mem.remember_many([{"content": "alpha", "tags": ["x"], "metadata": {"k": {"n": True}},
-                              "embedding": [0.5, 0.25, 0.125]}])
+    [a] = mem.remember_many(
+        [
+            {
+                "content": "alpha",
+                "tags": ["x"],
+                "metadata": {"k": {"n": True}},
+                "embedding": [0.5, 0.25, 0.125],
+            }
+        ]
+    )
     b = mem.update(a.id, "alpha 2")
     mem.add_event("r1", "user_message", "hi")
     buf = io.StringIO()

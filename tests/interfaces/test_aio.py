@@ -17,7 +17,8 @@ from graphmem.memory import GraphMemory
 
 def _public_methods(obj: object) -> set[str]:
     return {
-        name for name, value in inspect.getmembers(type(obj))
+        name
+        for name, value in inspect.getmembers(type(obj))
         if not name.startswith("_") and inspect.isfunction(value)
     }
 
@@ -81,8 +82,7 @@ def test_work_runs_in_worker_threads_and_concurrently(tmp_path: Path) -> None:
 
     async def scenario() -> tuple[set[int], int, int]:
         async with await AsyncGraphMemory.open(str(tmp_path / "d.db"), embedder=None) as amem:
-            threads = set(await asyncio.gather(*(amem.run(threading.get_ident)
-                                                 for _ in range(8))))
+            threads = set(await asyncio.gather(*(amem.run(threading.get_ident) for _ in range(8))))
             memories = await asyncio.gather(
                 *(amem.remember(f"fact number {i}", agent_id="a") for i in range(50))
             )

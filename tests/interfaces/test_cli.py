@@ -42,8 +42,18 @@ def run_json(*args: str, env: dict[str, str] | None = None) -> Any:
 
 
 def test_memory_commands(db: str) -> None:
-    mid = run("remember", "Alice prefers tea", "--db", db, "--tag", "prefs",
-              "--agent", "bot", "--metadata", '{"source": "chat"}').stdout.strip()
+    mid = run(
+        "remember",
+        "Alice prefers tea",
+        "--db",
+        db,
+        "--tag",
+        "prefs",
+        "--agent",
+        "bot",
+        "--metadata",
+        '{"source": "chat"}',
+    ).stdout.strip()
     shown = run_json("show", mid, "--db", db)
     assert shown["content"] == "Alice prefers tea" and shown["metadata"] == {"source": "chat"}
     assert "embedding" not in shown
@@ -54,8 +64,10 @@ def test_memory_commands(db: str) -> None:
     assert run("recall", "zebra", "--db", db).stdout.strip() == "(nothing relevant)"
     lexical = run_json("recall", "tea", "--db", db, "--preset", "lexical")
     assert [h["memory"]["id"] for h in lexical] == [mid]
-    assert "unknown recall preset" in run("recall", "tea", "--db", db, "--preset", "nope",
-                                          code=1).stderr
+    assert (
+        "unknown recall preset"
+        in run("recall", "tea", "--db", db, "--preset", "nope", code=1).stderr
+    )
     assert "Alice prefers tea" in run_json("context", "tea", "--db", db)["context"]
 
     new = run_json("update", mid, "Alice prefers green tea", "--db", db, "--reason", "fix")
@@ -87,23 +99,26 @@ def test_errors_are_helpful_and_change_nothing(db: str) -> None:
 
 def test_settings_file_and_config_show(tmp_path: Path) -> None:
     conf = tmp_path / "g.toml"
-    conf.write_text(f'url = "{tmp_path / "fromfile.db"}"\npassword = "s3cret-pw"\n'
-                    '[server]\nport = 9999\n')
+    conf.write_text(
+        f'url = "{tmp_path / "fromfile.db"}"\npassword = "s3cret-pw"\n[server]\nport = 9999\n'
+    )
     mid = run("--config", str(conf), "remember", "configured").stdout.strip()
     with GraphMemory.open(str(tmp_path / "fromfile.db"), embedder=None) as mem:
         assert mem.get(mid).content == "configured"
-    shown = run("--config", str(conf), "config", "show",
-                env={"GRAPHMEM_ANTHROPIC_API_KEY": "sk-ant-xyz"}).stdout
+    shown = run(
+        "--config", str(conf), "config", "show", env={"GRAPHMEM_ANTHROPIC_API_KEY": "sk-ant-xyz"}
+    ).stdout
     assert "port = 9999" in shown and "s3cret-pw" not in shown and "sk-ant-xyz" not in shown
     as_json = run_json("--config", str(conf), "config", "show", "--db", "memory://")
     assert as_json["url"] == "memory://" and as_json["password"] == "**********"
-    assert "does not exist" in run("--config", str(tmp_path / "none.toml"), "stats",
-                                   code=2).stderr
+    assert "does not exist" in run("--config", str(tmp_path / "none.toml"), "stats", code=2).stderr
 
 
 def test_maintenance_and_llm_commands(db: str) -> None:
-    for text in ("Alice drinks tea with milk every morning",  # an exact repeat would be
-                 "Alice drinks tea with milk each morning"):  # reconciled, not stored twice
+    for text in (
+        "Alice drinks tea with milk every morning",  # an exact repeat would be
+        "Alice drinks tea with milk each morning",
+    ):  # reconciled, not stored twice
         run("remember", text, "--db", db)
     plan = run_json("consolidate", "--db", db)
     assert plan["dry_run"] and len(plan["groups"]) == 1
@@ -117,8 +132,9 @@ def test_maintenance_and_llm_commands(db: str) -> None:
     answer = run_json("reflect", "What does Alice drink?", "--db", db, "--llm", "offline")
     assert "tea" in answer["answer"] and answer["cited_ids"]
     assert run_json("improve", "--db", db)["dry_run"] is True
-    facts = run_json("extract-facts", "I am vegetarian and I live in Lisbon", "--db", db,
-                     "--dry-run")
+    facts = run_json(
+        "extract-facts", "I am vegetarian and I live in Lisbon", "--db", db, "--dry-run"
+    )
     assert facts["dry_run"] and facts["facts"]
 
     ids = [m["id"] for m in run_json("list", "--db", db)]
@@ -151,21 +167,51 @@ def test_org_and_sharing_commands(db: str) -> None:
     with GraphMemory.open(db, embedder=None) as mem:
         mem.register_agent("cto", seniority="lead")
         mem.register_agent("intern", seniority="junior")
-    fact = run_json("org", "publish", "Two reviewers per deploy", "--author", "cto",
-                    "--fact-id", "deploys", "--db", db)
+    fact = run_json(
+        "org",
+        "publish",
+        "Two reviewers per deploy",
+        "--author",
+        "cto",
+        "--fact-id",
+        "deploys",
+        "--db",
+        db,
+    )
     assert fact["version"] == 1
-    denied = run("org", "publish", "No reviews", "--author", "intern", "--fact-id", "deploys",
-                 "--db", db, code=1)
+    denied = run(
+        "org",
+        "publish",
+        "No reviews",
+        "--author",
+        "intern",
+        "--fact-id",
+        "deploys",
+        "--db",
+        db,
+        code=1,
+    )
     assert "AccessDenied" in denied.stderr
-    run("org", "publish", "One reviewer per deploy", "--author", "cto", "--fact-id",
-        "deploys", "--db", db)
+    run(
+        "org",
+        "publish",
+        "One reviewer per deploy",
+        "--author",
+        "cto",
+        "--fact-id",
+        "deploys",
+        "--db",
+        db,
+    )
     assert "deploys v2" in run("org", "list", "--db", db).stdout
     assert run_json("org", "list", "--query", "reviewer", "--db", db)[0]["version"] == 2
     run("org", "retract", "deploys", "--author", "cto", "--db", db)
     ops = run_json("org", "history", "deploys", "--db", db)
     assert [o["operation"] for o in ops] == ["publish", "publish", "retract"]
-    assert run_json("share", "team", "--owner", "a", "--member", "b", "--db", db)["members"] \
-        == ["a", "b"]
+    assert run_json("share", "team", "--owner", "a", "--member", "b", "--db", db)["members"] == [
+        "a",
+        "b",
+    ]
 
 
 def test_export_import_and_migrate(db: str, tmp_path: Path) -> None:
@@ -205,12 +251,16 @@ def test_every_command_is_documented_in_the_readme() -> None:
     group = typer.main.get_command(app)
     commands = set(_command_paths(group))
     assert len(commands) > 20
-    missing = sorted(c for c in commands if not any(d == c or d.startswith(c + " ")
-                                                    for d in documented))
+    missing = sorted(
+        c for c in commands if not any(d == c or d.startswith(c + " ") for d in documented)
+    )
     assert not missing, f"undocumented commands: {missing}"
-    stale = sorted(d for d in documented
-                   if not any(d == c or d.startswith(c + " ") for c in commands)
-                   and d.split()[1] not in {"--config", "--json"})
+    stale = sorted(
+        d
+        for d in documented
+        if not any(d == c or d.startswith(c + " ") for c in commands)
+        and d.split()[1] not in {"--config", "--json"}
+    )
     assert not stale, f"README documents commands that do not exist: {stale}"
 
 
@@ -230,7 +280,10 @@ def test_serve_starts_on_the_embedded_default(tmp_path: Path) -> None:
     env["HF_HUB_OFFLINE"] = "1"
     proc = subprocess.Popen(
         [sys.executable, "-m", "graphmem.cli", "serve", "--port", str(port)],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
         health = None
@@ -261,8 +314,12 @@ def test_mcp_starts_on_the_embedded_default(tmp_path: Path) -> None:
     from mcp import Client, StdioServerParameters
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHMEM_")}
-    params = StdioServerParameters(command=sys.executable, args=["-m", "graphmem.cli", "mcp"],
-                                   cwd=str(tmp_path), env={**env, "HF_HUB_OFFLINE": "1"})
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "graphmem.cli", "mcp"],
+        cwd=str(tmp_path),
+        env={**env, "HF_HUB_OFFLINE": "1"},
+    )
 
     async def session() -> tuple[set[str], bool]:
         async with Client(params, read_timeout_seconds=60) as client:

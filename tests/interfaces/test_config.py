@@ -55,8 +55,11 @@ def test_the_constructor_never_reads_the_environment(monkeypatch: pytest.MonkeyP
 
 def test_importing_graphmem_reads_no_settings() -> None:
     # a malformed environment would raise if anything parsed it at import
-    env = {"GRAPHMEM_SERVER__PORT": "not-a-port", "GRAPHMEM_CONFIG": "/nonexistent.toml",
-           "PATH": "/usr/bin:/bin"}
+    env = {
+        "GRAPHMEM_SERVER__PORT": "not-a-port",
+        "GRAPHMEM_CONFIG": "/nonexistent.toml",
+        "PATH": "/usr/bin:/bin",
+    }
     code = "import graphmem, graphmem.config, graphmem.cli, graphmem.aio, graphmem.server.http"
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -64,8 +67,12 @@ def test_importing_graphmem_reads_no_settings() -> None:
 
 def test_file_layer(toml_file: Path) -> None:
     s = Settings.from_toml(toml_file)
-    assert (s.url, s.embedder, s.server.port, s.server.max_batch) == ("from-file.db", "hash",
-                                                                       9100, 10)
+    assert (s.url, s.embedder, s.server.port, s.server.max_batch) == (
+        "from-file.db",
+        "hash",
+        9100,
+        10,
+    )
     assert s.auth == ("neo4j", "file-secret")
     assert s.lifecycle.promote_importance == 0.7
     assert s.lifecycle.promote_access_count == 3  # untouched fields keep their defaults
@@ -92,8 +99,11 @@ def test_precedence_defaults_file_env_arguments(toml_file: Path) -> None:
 
 
 def test_env_lists_are_json() -> None:
-    env = {"GRAPHMEM_SERVER__API_KEYS":
-           '[{"key": "env-key-1234", "agent_id": "a", "namespaces": ["*"]}]'}
+    env = {
+        "GRAPHMEM_SERVER__API_KEYS": (
+            '[{"key": "env-key-1234", "agent_id": "a", "namespaces": ["*"]}]'
+        )
+    }
     s = Settings.from_env(env)
     assert s.server.api_keys[0].key.get_secret_value() == "env-key-1234"
     assert s.server.key_for("env-key-1234") is s.server.api_keys[0]
@@ -141,8 +151,12 @@ def test_settings_are_frozen() -> None:
 
 
 def test_secrets_are_masked_everywhere(toml_file: Path) -> None:
-    s = Settings.load(toml_file, environ={}, anthropic_api_key="sk-ant-very-secret",
-                      url="neo4j://neo4j:url-secret@db.example:7687")
+    s = Settings.load(
+        toml_file,
+        environ={},
+        anthropic_api_key="sk-ant-very-secret",
+        url="neo4j://neo4j:url-secret@db.example:7687",
+    )
     shown = repr(s) + str(s) + repr(s.masked())
     for secret in ("file-secret", "file-key-123456", "sk-ant-very-secret", "url-secret"):
         assert secret not in shown
@@ -167,8 +181,14 @@ def test_lifecycle_defaults_match_the_lifecycle_module() -> None:
     from graphmem.lifecycle import LifecycleConfig, config_from_settings
 
     assert config_from_settings(Settings()) == LifecycleConfig()
-    tuned = config_from_settings(Settings(lifecycle={"merge_threshold": 0.5,  # type: ignore[arg-type]
-                                                     "promote_access_count": 5}))
+    tuned = config_from_settings(
+        Settings(
+            lifecycle={
+                "merge_threshold": 0.5,  # type: ignore[arg-type]
+                "promote_access_count": 5,
+            }
+        )
+    )
     assert tuned.consolidation.merge_threshold == 0.5 and tuned.promote_access_count == 5
 
 
@@ -219,9 +239,14 @@ dry_run = true
 def test_every_section_reaches_the_store(tmp_path: Path) -> None:
     path = tmp_path / "sections.toml"
     path.write_text(SECTIONS_TOML, encoding="utf-8")
-    s = Settings.load(path, environ={"GRAPHMEM_RUNS__MAX_RUNS": "25",
-                                     "GRAPHMEM_RECALL__WEIGHTS": '{"trust": 0.3}',
-                                     "GRAPHMEM_LIFECYCLE__IMPROVE_LIMIT": "60"})
+    s = Settings.load(
+        path,
+        environ={
+            "GRAPHMEM_RUNS__MAX_RUNS": "25",
+            "GRAPHMEM_RECALL__WEIGHTS": '{"trust": 0.3}',
+            "GRAPHMEM_LIFECYCLE__IMPROVE_LIMIT": "60",
+        },
+    )
     assert (s.runs.max_runs, s.runs.max_events_per_run) == (25, 100)  # env over file
     assert s.recall.weights.trust == 0.3 and s.recall.candidates == 40
     with s.open_memory() as mem:
@@ -230,7 +255,10 @@ def test_every_section_reaches_the_store(tmp_path: Path) -> None:
         assert lc.retention.period_for("a", "episodic") is not None
         assert lc.stale_after is not None and lc.stale_after.days == 30
         assert (lc.improve_limit, lc.scorer.base, lc.rules.long_term_events) == (
-            60, 0.4, ("deploy",))
+            60,
+            0.4,
+            ("deploy",),
+        )
         assert mem.runs.limits.max_runs == 25
         assert mem._retriever().config.candidates == 40
         assert mem.org.config.rule_for("policy").min_seniority == "lead"
@@ -254,12 +282,18 @@ def test_readme_lists_every_knob_with_its_variable_and_its_example_loads(
     assert match, "README.md has no '## Configuration' section"
     section = match.group(1)
     sections = _section_fields()
-    missing = [name for name in Settings.model_fields if name not in sections
-               and f"| `{name}` |" not in section]
+    missing = [
+        name
+        for name in Settings.model_fields
+        if name not in sections and f"| `{name}` |" not in section
+    ]
     for sec, model in sections.items():
-        missing += [f"{sec}.{f}" for f in model.model_fields
-                    if f"| `{sec}.{f}` |" not in section
-                    or f"`GRAPHMEM_{sec.upper()}__{f.upper()}`" not in section]
+        missing += [
+            f"{sec}.{f}"
+            for f in model.model_fields
+            if f"| `{sec}.{f}` |" not in section
+            or f"`GRAPHMEM_{sec.upper()}__{f.upper()}`" not in section
+        ]
     assert not missing, f"README's configuration section misses {missing}"
     example = re.search(r"```toml\n(.*?)```", section, re.S)
     assert example

@@ -26,24 +26,37 @@ from graphmem.server.mcp import create_mcp_server
 from tests.interfaces.conftest import auth, keyed_settings, snapshot
 
 FUZZ = settings(
-    max_examples=120, deadline=None,
+    max_examples=120,
+    deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
 scalars = (
-    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=40)
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=40)
 )
 any_json = st.recursive(
-    scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-        st.text(max_size=10), inner, max_size=4),
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
     max_leaves=10,
 )
-stamps = st.sampled_from([
-    "2024-05-01T10:00:00Z", "2024-05-01T10:00:00", "2024-13-01T00:00:00Z", "yesterday",
-    "9999-12-31T23:59:59+14:00", "0001-01-01T00:00:00-12:00",
-    "9999-12-31T23:59:59-05:00", "0001-01-01T00:00:00+05:00",  # out of range once in UTC
-])
+stamps = st.sampled_from(
+    [
+        "2024-05-01T10:00:00Z",
+        "2024-05-01T10:00:00",
+        "2024-13-01T00:00:00Z",
+        "yesterday",
+        "9999-12-31T23:59:59+14:00",
+        "0001-01-01T00:00:00-12:00",
+        "9999-12-31T23:59:59-05:00",
+        "0001-01-01T00:00:00+05:00",  # out of range once in UTC
+    ]
+)
 plausible: dict[str, st.SearchStrategy[Any]] = {
     "content": st.text(max_size=60) | st.just("   ") | st.just("a\x00b"),
     "query": st.text(max_size=30),
@@ -54,19 +67,27 @@ plausible: dict[str, st.SearchStrategy[Any]] = {
     "tier": st.sampled_from(["short_term", "long_term", "fleeting"]),
     "importance": st.floats(allow_nan=True, allow_infinity=True) | st.integers(-2, 3),
     "confidence": st.floats(-1, 2),
-    "tags": st.lists(st.text(max_size=12) | st.sampled_from(["ok", "Fine", "no spaces"]),
-                     max_size=5),
+    "tags": st.lists(
+        st.text(max_size=12) | st.sampled_from(["ok", "Fine", "no spaces"]), max_size=5
+    ),
     "metadata": st.dictionaries(st.text(max_size=6), any_json, max_size=4),
     "event_type": st.sampled_from(["user_message", "Tool Call", "x" * 70, ""]),
     "visibility": st.sampled_from(["private", "shared", "org", "public"]),
-    "created_at": stamps, "valid_from": stamps, "expires_at": stamps, "since": stamps,
+    "created_at": stamps,
+    "valid_from": stamps,
+    "expires_at": stamps,
+    "since": stamps,
     "as_of": stamps,
-    "k": st.integers(-5, 2000), "max_tokens": st.integers(-5, 300_000),
+    "k": st.integers(-5, 2000),
+    "max_tokens": st.integers(-5, 300_000),
     "reason": st.text(max_size=20),
     "scope": st.text(max_size=8),
-    "fact_id": st.text(max_size=8), "author": st.sampled_from(["cto", "nobody", ""]),
-    "expected_version": st.integers(-2, 5), "core": st.booleans(),
-    "question": st.text(max_size=30), "dry_run": st.just(True) | any_json,
+    "fact_id": st.text(max_size=8),
+    "author": st.sampled_from(["cto", "nobody", ""]),
+    "expected_version": st.integers(-2, 5),
+    "core": st.booleans(),
+    "question": st.text(max_size=30),
+    "dry_run": st.just(True) | any_json,
 }
 
 
@@ -84,17 +105,57 @@ def body(draw: st.DrawFn, fields: tuple[str, ...]) -> Any:
     return {k: draw(field_value(k)) for k in keys}
 
 
-MEMORY_FIELDS = ("content", "agent_id", "namespace", "run_id", "category", "tier",
-                 "importance", "confidence", "tags", "metadata", "event_type", "visibility",
-                 "created_at", "valid_from", "expires_at")
-RECALL_FIELDS = ("query", "k", "agent_id", "namespace", "category", "tier", "tags", "since",
-                 "as_of", "scope", "max_tokens")
+MEMORY_FIELDS = (
+    "content",
+    "agent_id",
+    "namespace",
+    "run_id",
+    "category",
+    "tier",
+    "importance",
+    "confidence",
+    "tags",
+    "metadata",
+    "event_type",
+    "visibility",
+    "created_at",
+    "valid_from",
+    "expires_at",
+)
+RECALL_FIELDS = (
+    "query",
+    "k",
+    "agent_id",
+    "namespace",
+    "category",
+    "tier",
+    "tags",
+    "since",
+    "as_of",
+    "scope",
+    "max_tokens",
+)
 
 
 @st.composite
 def request(draw: st.DrawFn) -> tuple[str, str, Any]:
-    kind = draw(st.sampled_from(["create", "batch", "patch", "recall", "context", "events",
-                                 "publish", "runs", "list", "reflect", "maintenance"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "create",
+                "batch",
+                "patch",
+                "recall",
+                "context",
+                "events",
+                "publish",
+                "runs",
+                "list",
+                "reflect",
+                "maintenance",
+            ]
+        )
+    )
     if kind == "create":
         return "POST", "/memories", draw(body(MEMORY_FIELDS))
     if kind == "batch":
@@ -102,17 +163,48 @@ def request(draw: st.DrawFn) -> tuple[str, str, Any]:
         return "POST", "/memories/batch", {"items": items}
     if kind == "patch":
         target = draw(st.sampled_from(["{existing}", "missing", "%00", "a" * 300]))
-        return "PATCH", f"/memories/{target}", draw(body(
-            ("content", "reason", "importance", "tags", "metadata", "category", "namespace",
-             "valid_from", "expires_at")))
+        return (
+            "PATCH",
+            f"/memories/{target}",
+            draw(
+                body(
+                    (
+                        "content",
+                        "reason",
+                        "importance",
+                        "tags",
+                        "metadata",
+                        "category",
+                        "namespace",
+                        "valid_from",
+                        "expires_at",
+                    )
+                )
+            ),
+        )
     if kind == "recall":
         return "POST", "/recall", draw(body(RECALL_FIELDS))
     if kind == "context":
         return "POST", "/context", draw(body(RECALL_FIELDS))
     if kind == "events":
         run = draw(st.sampled_from(["r1", "r 2", "x" * 300]))
-        evs = draw(st.lists(body(("event_type", "content", "agent_id", "importance", "tier",
-                                  "tags", "metadata", "created_at")), max_size=3))
+        evs = draw(
+            st.lists(
+                body(
+                    (
+                        "event_type",
+                        "content",
+                        "agent_id",
+                        "importance",
+                        "tier",
+                        "tags",
+                        "metadata",
+                        "created_at",
+                    )
+                ),
+                max_size=3,
+            )
+        )
         return "POST", f"/runs/{run}/events", {"events": evs}
     if kind == "reflect":
         return "POST", "/reflect", draw(body(("question", "k", "agent_id", "scope")))
@@ -120,12 +212,23 @@ def request(draw: st.DrawFn) -> tuple[str, str, Any]:
         path = draw(st.sampled_from(["/maintenance/consolidate", "/maintenance/run"]))
         return "POST", path, draw(body(("dry_run", "agent_id", "namespace")))
     if kind == "publish":
-        return "POST", "/org/facts", draw(body(("content", "fact_id", "author", "category",
-                                                "tags", "core", "expected_version")))
+        return (
+            "POST",
+            "/org/facts",
+            draw(
+                body(
+                    ("content", "fact_id", "author", "category", "tags", "core", "expected_version")
+                )
+            ),
+        )
     if kind == "runs":
         return "POST", "/runs", draw(body(("run_id", "agent_id", "namespace", "metadata")))
-    params = draw(st.dictionaries(st.sampled_from(["limit", "session_id", "agent_id"]),
-                                  st.text(max_size=6) | st.integers(-3, 3000).map(str)))
+    params = draw(
+        st.dictionaries(
+            st.sampled_from(["limit", "session_id", "agent_id"]),
+            st.text(max_size=6) | st.integers(-3, 3000).map(str),
+        )
+    )
     return "GET", "/memory/events", params
 
 
@@ -151,15 +254,23 @@ def keyed_client(fuzz_store: GraphMemory) -> Iterator[TestClient]:
         yield client
 
 
-def _send(client: TestClient, req: tuple[str, str, Any], existing: str,
-          headers: dict[str, str] | None = None) -> int:
+def _send(
+    client: TestClient,
+    req: tuple[str, str, Any],
+    existing: str,
+    headers: dict[str, str] | None = None,
+) -> int:
     method, path, payload = req
     path = path.replace("{existing}", existing)
     if method == "GET":
         return client.get(path, params=payload, headers=headers).status_code
     raw = json.dumps(payload)  # allow_nan: NaN / Infinity tokens reach the server
-    return client.request(method, path, content=raw.encode(), headers={
-        "content-type": "application/json", **(headers or {})}).status_code
+    return client.request(
+        method,
+        path,
+        content=raw.encode(),
+        headers={"content-type": "application/json", **(headers or {})},
+    ).status_code
 
 
 @FUZZ
@@ -194,11 +305,16 @@ mcp_calls = st.one_of(
     st.tuples(st.just("remember"), body(("content", "tags", "importance", "category"))),
     st.tuples(st.just("recall"), body(("query", "k"))),
     st.tuples(st.just("context"), body(("query", "max_tokens"))),
-    st.tuples(st.just("forget"), st.fixed_dictionaries(
-        {"memory_id": st.text(max_size=10) | st.just("{existing}")},
-        optional={"dry_run": any_json})),
-    st.tuples(st.just("history"), st.fixed_dictionaries(
-        {"memory_id": st.text(max_size=10) | any_json})),
+    st.tuples(
+        st.just("forget"),
+        st.fixed_dictionaries(
+            {"memory_id": st.text(max_size=10) | st.just("{existing}")},
+            optional={"dry_run": any_json},
+        ),
+    ),
+    st.tuples(
+        st.just("history"), st.fixed_dictionaries({"memory_id": st.text(max_size=10) | any_json})
+    ),
     st.tuples(st.just("reflect"), body(("question",))),
 )
 
@@ -231,17 +347,31 @@ def test_mcp_tools_never_crash_and_errors_change_nothing(
 
 # values that once reached a handler and broke it: out-of-range datetimes once in UTC,
 # integers past 64 bits, lone surrogates (sent as JSON escapes), unknown enum values
-hostile_text = st.sampled_from([
-    "", " ", "a\ud800", "x" * 300, "a\x00b", "bogus", "ok", "completed", "active", "all",
-    "9999-12-31T23:59:59-05:00", "0001-01-01T00:00:00+05:00", "NaN", "{existing}",
-]) | st.text(max_size=12)
+hostile_text = st.sampled_from(
+    [
+        "",
+        " ",
+        "a\ud800",
+        "x" * 300,
+        "a\x00b",
+        "bogus",
+        "ok",
+        "completed",
+        "active",
+        "all",
+        "9999-12-31T23:59:59-05:00",
+        "0001-01-01T00:00:00+05:00",
+        "NaN",
+        "{existing}",
+    ]
+) | st.text(max_size=12)
 hostile_int = st.sampled_from([0, 1, -1, 2**63, 2**64, -(2**63) - 1]) | st.integers(-10, 5000)
 hostile_json = any_json | st.lists(hostile_int | hostile_text | st.floats(), max_size=3)
 odd_path_values = st.sampled_from(["missing", "a" * 300, "%2e%2e", "x y", "%00"])
 good_path_values = {"memory_id": "{existing}", "run_id": "r1"}
-query_values = st.sampled_from(["", "bogus", "all", "active", "-1", "2.5", "99999999999999999999",
-                                "true", "{existing}"]) | st.text(
-    st.characters(blacklist_categories=("Cs",)), max_size=8)
+query_values = st.sampled_from(
+    ["", "bogus", "all", "active", "-1", "2.5", "99999999999999999999", "true", "{existing}"]
+) | st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
 
 
 def _from_schema(schema: dict[str, Any], spec: dict[str, Any], depth: int = 0) -> Any:
@@ -261,9 +391,10 @@ def _from_schema(schema: dict[str, Any], spec: dict[str, Any], depth: int = 0) -
     if kind == "object":
         props = {k: _from_schema(v, spec, depth + 1) for k, v in schema["properties"].items()}
         required = set(schema.get("required", ()))
-        return st.fixed_dictionaries({k: v for k, v in props.items() if k in required},
-                                      optional={k: v for k, v in props.items()
-                                                if k not in required})
+        return st.fixed_dictionaries(
+            {k: v for k, v in props.items() if k in required},
+            optional={k: v for k, v in props.items() if k not in required},
+        )
     if kind == "array":
         return st.lists(_from_schema(schema.get("items", {}), spec, depth + 1), max_size=3)
     if kind == "string" and schema.get("format") == "date-time":
@@ -282,8 +413,11 @@ def _from_schema(schema: dict[str, Any], spec: dict[str, Any], depth: int = 0) -
 
 
 def _operations(spec: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
-    return [(method.upper(), path, op) for path, ops in spec["paths"].items()
-            for method, op in ops.items()]
+    return [
+        (method.upper(), path, op)
+        for path, ops in spec["paths"].items()
+        for method, op in ops.items()
+    ]
 
 
 @st.composite
@@ -300,8 +434,11 @@ def documented_request(draw: st.DrawFn, spec: dict[str, Any]) -> tuple[str, str,
     schema = op.get("requestBody", {}).get("content", {}).get("application/json", {})
     body = None
     if schema:
-        body = draw(any_json) if draw(st.integers(0, 9)) == 0 else draw(
-            _from_schema(schema["schema"], spec))
+        body = (
+            draw(any_json)
+            if draw(st.integers(0, 9)) == 0
+            else draw(_from_schema(schema["schema"], spec))
+        )
     return method, path, params, body
 
 
@@ -313,13 +450,21 @@ def _openapi() -> dict[str, Any]:
 _SPEC = _openapi()
 
 
-@settings(max_examples=150, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(req=documented_request(_SPEC),
-       key=st.sampled_from([None, "alice-key-123", "bob-key-4567", "admin-key-89"]))
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    req=documented_request(_SPEC),
+    key=st.sampled_from([None, "alice-key-123", "bob-key-4567", "admin-key-89"]),
+)
 def test_every_documented_operation_never_5xx(
-    fuzz_store: GraphMemory, keyed_client: TestClient, open_client: TestClient,
-    req: tuple[str, str, Any, Any], key: str | None,
+    fuzz_store: GraphMemory,
+    keyed_client: TestClient,
+    open_client: TestClient,
+    req: tuple[str, str, Any, Any],
+    key: str | None,
 ) -> None:
     method, path, params, body = req
     if not fuzz_store.list_runs():
@@ -328,8 +473,13 @@ def test_every_documented_operation_never_5xx(
     mid = existing[0].id if existing else "missing"
     client, headers = (open_client, {}) if key is None else (keyed_client, auth(key))
     raw = None if body is None else json.dumps(body).replace("{existing}", mid).encode()
-    r = client.request(method, path.replace("{existing}", mid), params=params, content=raw,
-                       headers={**headers, "content-type": "application/json"})
+    r = client.request(
+        method,
+        path.replace("{existing}", mid),
+        params=params,
+        content=raw,
+        headers={**headers, "content-type": "application/json"},
+    )
     assert r.status_code < 500, (r.status_code, r.text, req)
     if r.status_code >= 400:
         assert r.headers["content-type"].startswith("application/json"), (r.text, req)

@@ -25,14 +25,20 @@ def _create(client: TestClient, **body: Any) -> dict[str, Any]:
 
 
 def test_memory_lifecycle(client: TestClient, store: GraphMemory) -> None:
-    m = _create(client, agent_id="assistant", tags=["Prefs"], importance=0.7,
-                metadata={"source": {"kind": "chat"}})
+    m = _create(
+        client,
+        agent_id="assistant",
+        tags=["Prefs"],
+        importance=0.7,
+        metadata={"source": {"kind": "chat"}},
+    )
     assert m["agent_id"] == "assistant" and m["tags"] == ["prefs"] and "embedding" not in m
     assert store.get(m["id"]).importance == 0.7
     assert client.get(f"/memories/{m['id']}").json()["content"] == "Alice prefers tea"
 
-    r = client.patch(f"/memories/{m['id']}", json={"content": "Alice prefers green tea",
-                                                   "reason": "correction"})
+    r = client.patch(
+        f"/memories/{m['id']}", json={"content": "Alice prefers green tea", "reason": "correction"}
+    )
     assert r.status_code == 200
     new = r.json()
     assert new["id"] != m["id"] and new["importance"] == 0.7
@@ -111,8 +117,11 @@ def test_body_size_limit(store: GraphMemory) -> None:
         r = c.post("/memories", json=big)
         assert r.status_code == 413
         # without a content-length header too (chunked upload)
-        r = c.post("/memories", content=iter([b'{"content": "', b"x" * 5000, b'"}']),
-                   headers={"content-type": "application/json"})
+        r = c.post(
+            "/memories",
+            content=iter([b'{"content": "', b"x" * 5000, b'"}']),
+            headers={"content-type": "application/json"},
+        )
         assert r.status_code == 413
         assert c.post("/memories", json={"content": "small"}).status_code == 201
     assert store.count() == 1
@@ -133,7 +142,9 @@ def test_recall_and_context(client: TestClient) -> None:
     assert "Alice prefers tea" in ctx
     bad = client.post("/recall", json={"query": "", "k": 0})
     assert bad.status_code == 422 and {tuple(e["loc"]) for e in bad.json()["errors"]} == {
-        ("body", "query"), ("body", "k")}
+        ("body", "query"),
+        ("body", "k"),
+    }
     lexical = client.post("/recall", json={"query": "tea", "preset": "lexical"}).json()
     assert [h["memory"]["content"] for h in lexical] == ["Alice prefers tea"]
     assert lexical[0]["breakdown"].get("vector", 0) == 0
@@ -152,12 +163,13 @@ def test_runs_and_events(client: TestClient) -> None:
     r = client.post("/runs/s1/events", json={"events": events})
     assert r.status_code == 201 and [e["seq"] for e in r.json()] == [0, 1, 2, 3]
     assert all(e["agent_id"] == "bot" for e in r.json())
-    client.post("/runs/s2/events", json={"events": [{"event_type": "tool_call",
-                                                     "content": "ls", "agent_id": "bot"}]})
+    client.post(
+        "/runs/s2/events",
+        json={"events": [{"event_type": "tool_call", "content": "ls", "agent_id": "bot"}]},
+    )
     got = client.get("/runs/s1/events", params={"limit": 2}).json()
     assert [e["content"] for e in got] == ["turn 2", "turn 3"]
-    assert [r["id"] for r in client.get("/runs", params={"agent_id": "bot"}).json()] == [
-        "s2", "s1"]
+    assert [r["id"] for r in client.get("/runs", params={"agent_id": "bot"}).json()] == ["s2", "s1"]
 
     page = client.get("/memory/events", params={"agent_id": "bot", "limit": 3}).json()
     assert page["agent"] == "bot" and page["total"] == 5
@@ -181,18 +193,29 @@ def test_runs_and_events(client: TestClient) -> None:
 def test_org_facts(client: TestClient, store: GraphMemory) -> None:
     store.register_agent("cto", seniority="lead")
     store.register_agent("intern", seniority="junior")
-    r = client.post("/org/facts", json={"content": "Deploys need two reviewers",
-                                        "fact_id": "deploys", "author": "cto"})
+    r = client.post(
+        "/org/facts",
+        json={"content": "Deploys need two reviewers", "fact_id": "deploys", "author": "cto"},
+    )
     assert r.status_code == 201 and r.json()["version"] == 1
-    denied = client.post("/org/facts", json={"content": "Deploy whenever", "fact_id": "deploys",
-                                             "author": "intern"})
+    denied = client.post(
+        "/org/facts", json={"content": "Deploy whenever", "fact_id": "deploys", "author": "intern"}
+    )
     assert denied.status_code == 403 and denied.json()["error"] == "AccessDenied"
-    v2 = client.post("/org/facts", json={"content": "Deploys need one reviewer",
-                                         "fact_id": "deploys", "author": "cto",
-                                         "expected_version": 1})
+    v2 = client.post(
+        "/org/facts",
+        json={
+            "content": "Deploys need one reviewer",
+            "fact_id": "deploys",
+            "author": "cto",
+            "expected_version": 1,
+        },
+    )
     assert v2.json()["version"] == 2
-    stale = client.post("/org/facts", json={"content": "x", "fact_id": "deploys",
-                                            "author": "cto", "expected_version": 1})
+    stale = client.post(
+        "/org/facts",
+        json={"content": "x", "fact_id": "deploys", "author": "cto", "expected_version": 1},
+    )
     assert stale.status_code == 409
     assert [f["content"] for f in client.get("/org/facts").json()] == ["Deploys need one reviewer"]
     assert client.get("/org/facts", params={"q": "reviewer"}).json()[0]["fact_id"] == "deploys"
@@ -205,8 +228,10 @@ def test_org_facts(client: TestClient, store: GraphMemory) -> None:
 
 
 def test_maintenance_is_a_dry_run_by_default(client: TestClient, store: GraphMemory) -> None:
-    for text in ("Alice prefers tea with milk in the morning",  # an exact repeat would be
-                 "Alice prefers tea with milk each morning"):  # reconciled, not stored twice
+    for text in (
+        "Alice prefers tea with milk in the morning",  # an exact repeat would be
+        "Alice prefers tea with milk each morning",
+    ):  # reconciled, not stored twice
         _create(client, content=text)
     before = snapshot(store)
     plan = client.post("/maintenance/consolidate", json={})
@@ -235,10 +260,23 @@ def test_health_stats_and_openapi(client: TestClient) -> None:
     assert client.get("/stats").json()["nodes"]["Memory"] == 1
     spec = client.get("/openapi.json").json()
     paths = set(spec["paths"])
-    for p in ("/memories", "/memories/batch", "/memories/{memory_id}", "/recall", "/context",
-              "/runs", "/runs/{run_id}/events", "/memory/events", "/memory/sessions",
-              "/org/facts", "/maintenance/consolidate", "/maintenance/run", "/reflect",
-              "/stats", "/health"):
+    for p in (
+        "/memories",
+        "/memories/batch",
+        "/memories/{memory_id}",
+        "/recall",
+        "/context",
+        "/runs",
+        "/runs/{run_id}/events",
+        "/memory/events",
+        "/memory/sessions",
+        "/org/facts",
+        "/maintenance/consolidate",
+        "/maintenance/run",
+        "/reflect",
+        "/stats",
+        "/health",
+    ):
         assert p in paths, p
     assert "MemoryIn" in spec["components"]["schemas"]
 
@@ -263,8 +301,9 @@ def test_missing_or_unknown_key_is_401(keyed: TestClient, store: GraphMemory) ->
 
 
 def test_a_key_acts_as_its_agent(keyed: TestClient, store: GraphMemory) -> None:
-    m = keyed.post("/memories", json={"content": "alice's secret"},
-                   headers={"X-API-Key": "alice-key-123"}).json()
+    m = keyed.post(
+        "/memories", json={"content": "alice's secret"}, headers={"X-API-Key": "alice-key-123"}
+    ).json()
     assert m["agent_id"] == "alice" and m["namespace"] == "default"
     before = snapshot(store)
     for body in ({"content": "x", "agent_id": "bob"}, {"content": "x", "namespace": "team"}):
@@ -275,12 +314,15 @@ def test_a_key_acts_as_its_agent(keyed: TestClient, store: GraphMemory) -> None:
     # bob may not read, change or delete alice's private memory, nor recall it
     bob = auth("bob-key-4567")
     assert keyed.get(f"/memories/{m['id']}", headers=bob).status_code == 403
-    assert keyed.patch(f"/memories/{m['id']}", json={"content": "y"}, headers=bob).status_code \
-        == 403
+    assert (
+        keyed.patch(f"/memories/{m['id']}", json={"content": "y"}, headers=bob).status_code == 403
+    )
     assert keyed.delete(f"/memories/{m['id']}", headers=bob).status_code == 403
     assert keyed.post("/recall", json={"query": "secret"}, headers=bob).json() == []
-    assert keyed.post("/recall", json={"query": "secret", "scope": "alice"},
-                      headers=bob).status_code == 403
+    assert (
+        keyed.post("/recall", json={"query": "secret", "scope": "alice"}, headers=bob).status_code
+        == 403
+    )
     assert keyed.get("/memories", headers=bob).json() == []
     assert snapshot(store) == before
 
@@ -288,31 +330,44 @@ def test_a_key_acts_as_its_agent(keyed: TestClient, store: GraphMemory) -> None:
     alice = auth("alice-key-123")
     hits = keyed.post("/recall", json={"query": "secret"}, headers=alice).json()
     assert [h["memory"]["id"] for h in hits] == [m["id"]]
-    assert keyed.post("/memories", json={"content": "team note", "namespace": "team"},
-                      headers=bob).status_code == 201
+    assert (
+        keyed.post(
+            "/memories", json={"content": "team note", "namespace": "team"}, headers=bob
+        ).status_code
+        == 201
+    )
     assert keyed.get("/stats", headers=alice).status_code == 403
     assert keyed.get("/stats", headers=auth("admin-key-89")).status_code == 200
     assert keyed.get("/memory/events", headers=alice).json()["agent"] == "alice"
-    assert keyed.get("/memory/events", params={"agent_id": "bob"},
-                     headers=alice).status_code == 403
+    assert keyed.get("/memory/events", params={"agent_id": "bob"}, headers=alice).status_code == 403
 
 
 def test_runs_are_private_to_their_agent_under_auth(keyed: TestClient) -> None:
     alice, bob = auth("alice-key-123"), auth("bob-key-4567")
-    keyed.post("/runs/r1/events", json={"events": [{"event_type": "user_message",
-                                                    "content": "hi"}]}, headers=alice)
+    keyed.post(
+        "/runs/r1/events",
+        json={"events": [{"event_type": "user_message", "content": "hi"}]},
+        headers=alice,
+    )
     assert keyed.get("/runs/r1", headers=alice).json()["agent_id"] == "alice"
     assert keyed.get("/runs/r1/events", headers=bob).status_code == 403
-    assert keyed.post("/runs/r1/events", json={"events": [{"event_type": "user_message",
-                                                           "content": "intrude"}]},
-                      headers=bob).status_code == 403
+    assert (
+        keyed.post(
+            "/runs/r1/events",
+            json={"events": [{"event_type": "user_message", "content": "intrude"}]},
+            headers=bob,
+        ).status_code
+        == 403
+    )
     assert keyed.get("/memory/sessions", headers=bob).json()["total"] == 0
 
 
 def test_keys_come_from_settings_of_the_memory(tmp_path: Any) -> None:
     settings = keyed_settings()
-    with settings.replace(url=str(tmp_path / "k.db")).open_memory() as mem, \
-            TestClient(create_app(mem)) as c:
+    with (
+        settings.replace(url=str(tmp_path / "k.db")).open_memory() as mem,
+        TestClient(create_app(mem)) as c,
+    ):
         assert c.get("/memories").status_code == 401
         assert c.get("/memories", headers=auth("alice-key-123")).status_code == 200
 
@@ -322,8 +377,10 @@ def test_padded_agent_id_of_a_run_is_422_not_500(client: TestClient, store: Grap
     before = snapshot(store)
     r = client.post("/runs", json={"agent_id": " padded "})
     assert r.status_code == 422 and "agent_id" in r.json()["detail"]
-    r = client.post("/runs/r9/events", json={"events": [{"event_type": "user_message",
-                                                         "content": "x", "agent_id": "a\n"}]})
+    r = client.post(
+        "/runs/r9/events",
+        json={"events": [{"event_type": "user_message", "content": "x", "agent_id": "a\n"}]},
+    )
     assert r.status_code == 422
     assert snapshot(store) == before
 
@@ -364,15 +421,14 @@ EARLY = "0001-01-01T00:00:00+05:00"  # before year 1 once in UTC
         ("/runs", {"run_id": "r9", "metadata": {"k": [2**64]}}),
     ],
 )
-def test_bad_values_are_422_not_500(
-    store: GraphMemory, path: str, body: dict[str, Any]
-) -> None:
+def test_bad_values_are_422_not_500(store: GraphMemory, path: str, body: dict[str, Any]) -> None:
     store.remember("tea at noon")
     before = snapshot(store)
     with TestClient(create_app(store), raise_server_exceptions=False) as c:
         # json.dumps as a client would send it: NaN tokens, surrogates as \ud800 escapes
-        r = c.post(path, content=json.dumps(body).encode(),
-                   headers={"content-type": "application/json"})
+        r = c.post(
+            path, content=json.dumps(body).encode(), headers={"content-type": "application/json"}
+        )
     assert r.status_code == 422, r.text
     assert r.json()["error"] == "InvalidInput" and r.json()["detail"]
     assert snapshot(store) == before
@@ -399,8 +455,11 @@ def test_too_large_body_answers_the_documented_json_error(store: GraphMemory) ->
     with TestClient(create_app(store, settings=settings)) as c:
         for r in (
             c.post("/memories", json={"content": "x" * 5000}),
-            c.post("/memories", content=iter([b'{"content": "', b"x" * 5000, b'"}']),
-                   headers={"content-type": "application/json"}),
+            c.post(
+                "/memories",
+                content=iter([b'{"content": "', b"x" * 5000, b'"}']),
+                headers={"content-type": "application/json"},
+            ),
         ):
             assert r.status_code == 413
             assert r.headers["content-type"].startswith("application/json"), r.text
@@ -415,17 +474,28 @@ def _moved_secret(store: GraphMemory) -> tuple[TestClient, str, str]:
     into ``team``; bob is a member of ``team`` only. Returns a client and both versions."""
     store.namespaces.create("secret", owner="alice")
     store.namespaces.create("team", owner="alice", members=["bob"])
-    settings = Settings(embedder="none", server={"api_keys": [  # type: ignore[arg-type]
-        {"key": "alice-key-123", "agent_id": "alice", "namespaces": ["secret", "team"]},
-        {"key": "bob-key-4567", "agent_id": "bob", "namespaces": ["team"]},
-    ]})
+    settings = Settings(
+        embedder="none",
+        server={
+            "api_keys": [  # type: ignore[arg-type]
+                {"key": "alice-key-123", "agent_id": "alice", "namespaces": ["secret", "team"]},
+                {"key": "bob-key-4567", "agent_id": "bob", "namespaces": ["team"]},
+            ]
+        },
+    )
     c = TestClient(create_app(store, settings=settings))
     alice = auth("alice-key-123")
-    v1 = c.post("/memories", headers=alice, json={
-        "content": "the launch code is 0451", "namespace": "secret", "visibility": "shared"})
+    v1 = c.post(
+        "/memories",
+        headers=alice,
+        json={"content": "the launch code is 0451", "namespace": "secret", "visibility": "shared"},
+    )
     assert v1.status_code == 201, v1.text
-    v2 = c.patch(f"/memories/{v1.json()['id']}", headers=alice, json={
-        "content": "launch moved to May", "namespace": "team"})
+    v2 = c.patch(
+        f"/memories/{v1.json()['id']}",
+        headers=alice,
+        json={"content": "launch moved to May", "namespace": "team"},
+    )
     assert v2.status_code == 200, v2.text
     return c, v1.json()["id"], v2.json()["id"]
 
@@ -484,10 +554,11 @@ def test_forget_report_names_only_what_the_key_may_read() -> None:
     key = ApiKey(key="k-bob-secret-1", agent_id="bob", namespaces=["*"])
     settings = Settings(embedder="none", server=ServerSettings(api_keys=(key,)))
     with TestClient(create_app(mem, settings=settings)) as client:
-        r = client.delete(f"/memories/{mine.id}",
-                          headers={"Authorization": "Bearer k-bob-secret-1"})
+        r = client.delete(
+            f"/memories/{mine.id}", headers={"Authorization": "Bearer k-bob-secret-1"}
+        )
         assert r.status_code == 200, r.text
-        assert r.json()["deleted"] == [mine.id]       # alice's summary went, unnamed
+        assert r.json()["deleted"] == [mine.id]  # alice's summary went, unnamed
     assert mem.get_many([mine.id, theirs.id]) == []
 
 
@@ -510,7 +581,8 @@ def test_entities_over_http_follow_the_key(store: GraphMemory) -> None:
         r = client.get("/entities/lisbon", headers=h)
         assert r.status_code == 200 and r.json()["entity"]["name"] == "Lisbon"
         assert [m["content"] for m in r.json()["memories"]] == [
-            "Yesterday I walked with Jon around Lisbon"]
+            "Yesterday I walked with Jon around Lisbon"
+        ]
         assert "embedding" not in r.json()["memories"][0]
         assert client.get("/entities/Oslo", headers=h).status_code == 404
         assert client.get("/entities?type=bogus", headers=h).status_code == 422

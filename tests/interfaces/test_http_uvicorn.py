@@ -20,8 +20,9 @@ from graphmem.server.http import create_app
 
 @pytest.fixture
 def base_url(tmp_path: Path) -> Iterator[str]:
-    settings = Settings(url=str(tmp_path / "served.db"), embedder="none",
-                        server={"max_body_bytes": 65536})  # type: ignore[arg-type]
+    settings = Settings(
+        url=str(tmp_path / "served.db"), embedder="none", server={"max_body_bytes": 65536}
+    )  # type: ignore[arg-type]
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -45,15 +46,17 @@ def base_url(tmp_path: Path) -> Iterator[str]:
 def test_real_server_round_trip(base_url: str, tmp_path: Path) -> None:
     with httpx.Client(base_url=base_url, timeout=30) as http:
         assert http.get("/health").json()["backend"] == "networkx"
-        created = http.post("/memories", json={"content": "served over real HTTP",
-                                               "agent_id": "web"})
+        created = http.post(
+            "/memories", json={"content": "served over real HTTP", "agent_id": "web"}
+        )
         assert created.status_code == 201
         mid = created.json()["id"]
 
         # concurrent clients over real connections
         def write(i: int) -> int:
-            return http.post("/memories", json={"content": f"parallel {i}",
-                                                "agent_id": "web"}).status_code
+            return http.post(
+                "/memories", json={"content": f"parallel {i}", "agent_id": "web"}
+            ).status_code
 
         with ThreadPoolExecutor(8) as pool:
             assert set(pool.map(write, range(40))) == {201}
@@ -63,8 +66,12 @@ def test_real_server_round_trip(base_url: str, tmp_path: Path) -> None:
         listed = http.get("/memories", params={"agent_id": "web", "limit": 1000}).json()
         assert len(listed) == 41
         assert http.post("/memories", json={"content": ""}).status_code == 422
-        assert http.post("/memories", content=b"x" * 70_000,
-                         headers={"content-type": "application/json"}).status_code == 413
+        assert (
+            http.post(
+                "/memories", content=b"x" * 70_000, headers={"content-type": "application/json"}
+            ).status_code
+            == 413
+        )
         assert http.get(f"/memories/{mid}").json()["content"] == "served over real HTTP"
         assert "paths" in http.get("/openapi.json").json()
 

@@ -39,8 +39,9 @@ def test_stdio_server_end_to_end(tmp_path: Path) -> None:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             assert set(TOOLS) <= set(tools)
             assert tools["remember"].input_schema["required"] == ["content"]
-            stored = await client.call_tool("remember", {"content": "Alice prefers tea",
-                                                         "tags": ["prefs"]})
+            stored = await client.call_tool(
+                "remember", {"content": "Alice prefers tea", "tags": ["prefs"]}
+            )
             assert not stored.is_error
             mid = stored.structured_content["id"]  # type: ignore[index]
             hits = await client.call_tool("recall", {"query": "tea"})
@@ -107,8 +108,11 @@ def test_history_shows_versions(shared: GraphMemory) -> None:
 def test_reflect_cites_the_agents_memories(shared: GraphMemory) -> None:
     mine = shared.remember("Carla is allergic to peanuts", agent_id="alice")
     shared.remember("Carla is allergic to cats", agent_id="bob")
-    out = _call(create_mcp_server(shared, agent_id="alice"), "reflect",
-                {"question": "What is Carla allergic to?"})
+    out = _call(
+        create_mcp_server(shared, agent_id="alice"),
+        "reflect",
+        {"question": "What is Carla allergic to?"},
+    )
     assert not out.is_error
     assert "peanuts" in out.structured_content["answer"]
     assert out.structured_content["cited_ids"] == [mine.id]  # never bob's private memory
@@ -121,9 +125,26 @@ def test_streamable_http_transport(tmp_path: Path) -> None:
     db = str(tmp_path / "http-mcp.db")
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHMEM_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "graphmem.cli", "mcp", "--transport", "streamable-http",
-         "--port", str(port), "--db", db, "--embedder", "none", "--agent", "web"],
-        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "graphmem.cli",
+            "mcp",
+            "--transport",
+            "streamable-http",
+            "--port",
+            str(port),
+            "--db",
+            db,
+            "--embedder",
+            "none",
+            "--agent",
+            "web",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
@@ -158,8 +179,9 @@ def test_streamable_http_transport(tmp_path: Path) -> None:
 def test_history_tool_leaves_out_versions_the_agent_may_not_read(shared: GraphMemory) -> None:
     shared.namespaces.create("secret", owner="alice")
     shared.namespaces.create("team", owner="alice", members=["bob"])
-    v1 = shared.remember("the launch code is 0451", agent_id="alice", namespace="secret",
-                         visibility="shared")
+    v1 = shared.remember(
+        "the launch code is 0451", agent_id="alice", namespace="secret", visibility="shared"
+    )
     v2 = shared.update(v1.id, "launch moved to May", namespace="team")
     bob = create_mcp_server(shared, agent_id="bob")
     out = _call(bob, "history", {"memory_id": v2.id})
@@ -178,5 +200,5 @@ def test_entity_tools_show_only_what_the_agent_may_read(shared: GraphMemory) -> 
     assert {"Jon", "Lisbon"} <= names and not names & {"Carla", "Oslo"}
     about = _call(server, "about", {"name": "lisbon"}).structured_content
     assert about["entity"]["name"] == "Lisbon" and len(about["memories"]) == 1
-    denied = _call(server, "about", {"name": "Oslo"})            # bob's, not alice's
+    denied = _call(server, "about", {"name": "Oslo"})  # bob's, not alice's
     assert denied.is_error and "NotFound" in _text(denied)

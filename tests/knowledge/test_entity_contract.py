@@ -32,20 +32,36 @@ def mem(backend: GraphBackend) -> Iterator[GraphMemory]:
 
 
 def _entity(norm: str, etype: EntityType, **kw: object) -> Entity:
-    return Entity(id=f"e-{norm}", name=norm.title(), norm=norm, type=etype, first_seen=T0,
-                  last_seen=T0, mention_count=1, agent_id="a", **kw)  # type: ignore[arg-type]
+    return Entity(
+        id=f"e-{norm}",
+        name=norm.title(),
+        norm=norm,
+        type=etype,
+        first_seen=T0,
+        last_seen=T0,
+        mention_count=1,
+        agent_id="a",
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def test_entities_mentions_and_relations_round_trip(mem: GraphMemory) -> None:
     m = mem.remember("she moved from there last year", agent_id="a", created_at=T0)
     caro = _entity("caroline", EntityType.PERSON, aliases=("Caro",))
     sweden = _entity("sweden", EntityType.PLACE)
-    mem.writes.put([caro, sweden], [
-        Edge(type=EdgeType.MENTIONS, src=m.ref, dst=caro.ref, props={"role": "speaker"}),
-        Edge(type=EdgeType.MENTIONS, src=m.ref, dst=sweden.ref, props={"role": "mention"}),
-        Edge(type=EdgeType.RELATES, src=caro.ref, dst=sweden.ref,
-             props={"predicate": "moved_from", "memory_id": m.id, "valid_from": T0}),
-    ])
+    mem.writes.put(
+        [caro, sweden],
+        [
+            Edge(type=EdgeType.MENTIONS, src=m.ref, dst=caro.ref, props={"role": "speaker"}),
+            Edge(type=EdgeType.MENTIONS, src=m.ref, dst=sweden.ref, props={"role": "mention"}),
+            Edge(
+                type=EdgeType.RELATES,
+                src=caro.ref,
+                dst=sweden.ref,
+                props={"predicate": "moved_from", "memory_id": m.id, "valid_from": T0},
+            ),
+        ],
+    )
     assert mem.backend.get(NodeLabel.ENTITY, [caro.id, sweden.id]) == [caro, sweden]
     found = mem.backend.match(Filter(label=NodeLabel.ENTITY, equals={"norm": "sweden"}))
     assert found == [sweden]
@@ -71,16 +87,19 @@ def test_entities_mentions_and_relations_round_trip(mem: GraphMemory) -> None:
 def test_forgetting_a_memory_removes_its_mentions(mem: GraphMemory) -> None:
     m = mem.remember("she moved from there last year", agent_id="a", created_at=T0)
     sweden = _entity("sweden", EntityType.PLACE)
-    mem.writes.put([sweden], [Edge(type=EdgeType.MENTIONS, src=m.ref, dst=sweden.ref,
-                                   props={"role": "mention"})])
+    mem.writes.put(
+        [sweden],
+        [Edge(type=EdgeType.MENTIONS, src=m.ref, dst=sweden.ref, props={"role": "mention"})],
+    )
     mem.forget(m.id)
     sub = mem.backend.expand([sweden.ref], [EdgeType.MENTIONS], direction="in")
     assert sub.edges == ()
 
 
 def test_entity_scope_follows_visibility() -> None:
-    shared = Entity(name="Team", norm="team", agent_id="a", namespace="ops",
-                    visibility=Visibility.SHARED)
+    shared = Entity(
+        name="Team", norm="team", agent_id="a", namespace="ops", visibility=Visibility.SHARED
+    )
     assert shared.audience == "ns:ops"
     org = Entity(name="Acme", norm="acme", agent_id="a", visibility=Visibility.ORG)
     assert org.audience == "org"

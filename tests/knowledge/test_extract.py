@@ -51,7 +51,7 @@ def test_sentence_initial_word_is_a_name_when_known_or_followed_by_a_verb() -> N
 
 def test_acronyms_quoted_titles_activities_and_groups() -> None:
     found = names(
-        'Jon: I went camping, joined an LGBTQ support group and loved reading "Charlotte\'s '
+        "Jon: I went camping, joined an LGBTQ support group and loved reading \"Charlotte's "
         'Web" at the book club.'
     )
     assert {"camping", "lgbtq", "charlotte web", "book club"} <= set(found)
@@ -65,16 +65,19 @@ def test_generic_gerunds_and_vague_groups_are_not_entities() -> None:
 
 
 def test_organisation_event_and_place_suffixes() -> None:
-    found = names("Ann: Later the Oakland Jazz Festival, then Stanford University, "
-                  "then Golden Gate Park.")
+    found = names(
+        "Ann: Later the Oakland Jazz Festival, then Stanford University, then Golden Gate Park."
+    )
     assert found["oakland jazz festival"] is EntityType.EVENT
     assert found["stanford university"] is EntityType.ORGANISATION
     assert found["golden gate park"] is EntityType.PLACE
 
 
 def test_relations_resolve_first_person_to_the_speaker() -> None:
-    ex = extract("Caroline: I moved from Sweden four years ago. My sister Anna lives here. "
-                 "I work at Acme Labs.")
+    ex = extract(
+        "Caroline: I moved from Sweden four years ago. My sister Anna lives here. "
+        "I work at Acme Labs."
+    )
     rels = {(r.subject, r.predicate, r.object) for r in ex.relations}
     assert ("caroline", "moved_from", "sweden") in rels
     assert ("caroline", "sister", "anna") in rels

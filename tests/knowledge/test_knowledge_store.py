@@ -20,8 +20,6 @@ from tests.knowledge import indexed
 T0 = datetime(2024, 5, 1, 12, tzinfo=UTC)
 
 
-
-
 @pytest.fixture
 def kmem(tmp_path: Path) -> Iterator[GraphMemory]:
     m = GraphMemory(NetworkXBackend(tmp_path / "k.db"), embedder=None)
@@ -36,8 +34,9 @@ def all_entities(m: GraphMemory) -> dict[str, Entity]:
 
 
 def test_remember_writes_entities_and_mentions(kmem: GraphMemory) -> None:
-    mm = kmem.remember("Melanie: I went camping in Oregon with Caroline.", agent_id="a",
-                       created_at=T0)
+    mm = kmem.remember(
+        "Melanie: I went camping in Oregon with Caroline.", agent_id="a", created_at=T0
+    )
     ents = all_entities(kmem)
     assert set(ents) == {"melanie", "camping", "oregon", "caroline"}
     assert ents["oregon"].type is EntityType.PLACE
@@ -50,8 +49,11 @@ def test_remember_writes_entities_and_mentions(kmem: GraphMemory) -> None:
 
 def test_later_memories_resolve_to_known_entities_and_count(kmem: GraphMemory) -> None:
     kmem.remember("Caroline: Thanks, Melanie! See you soon.", agent_id="a", created_at=T0)
-    kmem.remember("Caroline: Mel, your pottery class looks fun.", agent_id="a",
-                  created_at=T0 + timedelta(days=3))
+    kmem.remember(
+        "Caroline: Mel, your pottery class looks fun.",
+        agent_id="a",
+        created_at=T0 + timedelta(days=3),
+    )
     ents = all_entities(kmem)
     assert "mel" not in ents  # resolved to the person the store knows
     mel = ents["melanie"]
@@ -88,8 +90,11 @@ def test_entities_are_scoped_like_memories(kmem: GraphMemory) -> None:
 
 
 def test_about_lists_memories_over_time_and_relations(kmem: GraphMemory) -> None:
-    kmem.remember("Caroline: I moved from Sweden four years ago.", agent_id="a",
-                  created_at=T0 + timedelta(days=1))
+    kmem.remember(
+        "Caroline: I moved from Sweden four years ago.",
+        agent_id="a",
+        created_at=T0 + timedelta(days=1),
+    )
     kmem.remember("Caroline: my grandma still lives in Sweden.", agent_id="a", created_at=T0)
     view = about(kmem.backend, "sweden", Filter.for_memories(agent_id="a"))
     assert view.entity.type is EntityType.PLACE
@@ -121,8 +126,7 @@ def test_superseded_and_archived_memories_are_not_indexed_again(kmem: GraphMemor
 def test_backfill_indexes_memories_written_before_the_layer(tmp_path: Path) -> None:
     backend = NetworkXBackend(tmp_path / "b.db")
     # written by a write path without the knowledge layer
-    Writes(backend).create([Memory(content="Jon: We loved Paris.", agent_id="a",
-                                   created_at=T0)])
+    Writes(backend).create([Memory(content="Jon: We loved Paris.", agent_id="a", created_at=T0)])
     with GraphMemory(backend, embedder=None) as m:
         assert all_entities(m) == {}
         assert indexed(m).backfill(m.list(limit=None)) == 2
@@ -163,8 +167,10 @@ def test_concurrent_writers_count_every_mention(kmem: GraphMemory) -> None:
 
 def test_two_handles_on_one_file_count_from_the_store(tmp_path: Path) -> None:
     path = tmp_path / "shared.db"
-    with GraphMemory(NetworkXBackend(path), embedder=None) as m1, \
-            GraphMemory(NetworkXBackend(path), embedder=None) as m2:
+    with (
+        GraphMemory(NetworkXBackend(path), embedder=None) as m1,
+        GraphMemory(NetworkXBackend(path), embedder=None) as m2,
+    ):
         indexed(m1)
         indexed(m2)
         m1.remember("Jon: We loved Paris.", agent_id="a", created_at=T0)

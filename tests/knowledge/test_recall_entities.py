@@ -19,12 +19,18 @@ T0 = datetime(2024, 5, 1, 12, tzinfo=UTC)
 
 
 FILLER = [
-    "the weather was grey and wet all week", "we cooked pasta with tomato sauce",
-    "the printer jammed again this morning", "a new season of the show started",
-    "the bus was late because of roadworks", "my plants need more light in winter",
-    "the football match ended in a draw", "we painted the fence green on sunday",
-    "the library closes early on fridays", "coffee prices went up again",
-    "the cat knocked a glass off the table", "the train to the coast was packed",
+    "the weather was grey and wet all week",
+    "we cooked pasta with tomato sauce",
+    "the printer jammed again this morning",
+    "a new season of the show started",
+    "the bus was late because of roadworks",
+    "my plants need more light in winter",
+    "the football match ended in a draw",
+    "we painted the fence green on sunday",
+    "the library closes early on fridays",
+    "coffee prices went up again",
+    "the cat knocked a glass off the table",
+    "the train to the coast was packed",
 ]
 
 
@@ -39,26 +45,34 @@ def kmem(tmp_path: Path) -> Iterator[GraphMemory]:
 
 
 def test_a_seed_brings_memories_that_share_a_rare_entity(kmem: GraphMemory) -> None:
-    seed = kmem.remember("Jon: my best holiday ever was the week in Lisbon", agent_id="a",
-                         created_at=T0)
-    hop = kmem.remember("Jon: the trams of Lisbon are yellow and loud", agent_id="a",
-                        created_at=T0 + timedelta(days=40))
+    seed = kmem.remember(
+        "Jon: my best holiday ever was the week in Lisbon", agent_id="a", created_at=T0
+    )
+    hop = kmem.remember(
+        "Jon: the trams of Lisbon are yellow and loud",
+        agent_id="a",
+        created_at=T0 + timedelta(days=40),
+    )
     r = Retriever(kmem.backend, None)
-    results = {x.memory.id: x for x in r.recall("best holiday", k=5, touch=False,
-                                                 filter=Filter.for_memories(agent_id="a"))}
+    results = {
+        x.memory.id: x
+        for x in r.recall(
+            "best holiday", k=5, touch=False, filter=Filter.for_memories(agent_id="a")
+        )
+    }
     assert seed.id in results
     assert hop.id in results
     assert results[hop.id].breakdown["entity:Lisbon"] == 1.0
     assert results[hop.id].breakdown["graph_via_entity"] == 1.0
     off = RecallConfig(expand_entities=False)
-    plain = r.recall("best holiday", k=5, touch=False, config=off,
-                     filter=Filter.for_memories(agent_id="a"))
+    plain = r.recall(
+        "best holiday", k=5, touch=False, config=off, filter=Filter.for_memories(agent_id="a")
+    )
     assert hop.id not in {x.memory.id for x in plain}
 
 
 def test_entity_hops_never_cross_scopes(kmem: GraphMemory) -> None:
-    kmem.remember("Jon: my best holiday ever was the week in Lisbon", agent_id="a",
-                  created_at=T0)
+    kmem.remember("Jon: my best holiday ever was the week in Lisbon", agent_id="a", created_at=T0)
     kmem.remember("Jon: Lisbon again next year", agent_id="a", created_at=T0)
     other = kmem.remember("Eve: the trams of Lisbon are yellow", agent_id="b", created_at=T0)
     r = Retriever(kmem.backend, None)
@@ -72,19 +86,29 @@ def test_hub_entities_are_not_followed(kmem: GraphMemory) -> None:
     # "Jon" is mentioned by every memory: sharing him says nothing
     kmem.remember("Jon: my best holiday ever was in the hills", agent_id="a", created_at=T0)
     r = Retriever(kmem.backend, None)
-    results = r.recall("best holiday", k=10, touch=False, config=RecallConfig(
-        entity_hub_limit=5, expand_tags=False, expand_next=False, run_weight=0.0))
+    results = r.recall(
+        "best holiday",
+        k=10,
+        touch=False,
+        config=RecallConfig(
+            entity_hub_limit=5, expand_tags=False, expand_next=False, run_weight=0.0
+        ),
+    )
     assert [x.memory.content for x in results] == ["Jon: my best holiday ever was in the hills"]
 
 
 def test_entity_channel_finds_memories_by_a_short_form(kmem: GraphMemory) -> None:
     kmem.remember("Caroline: Thanks, Melanie!", agent_id="a", created_at=T0)
-    short = kmem.remember("Caroline: Mel, your pottery is lovely", agent_id="a",
-                          created_at=T0)
-    hits = entity_channel(kmem.backend, "what does Melanie make?",
-                          Filter.for_memories(agent_id="a"), None, k=10)
+    short = kmem.remember("Caroline: Mel, your pottery is lovely", agent_id="a", created_at=T0)
+    hits = entity_channel(
+        kmem.backend, "what does Melanie make?", Filter.for_memories(agent_id="a"), None, k=10
+    )
     assert short.id in {h.memory.id for h in hits}
     assert all(h.entities == ("Melanie",) for h in hits)
     # the scope decides which entities exist: agent b has no Melanie
-    assert entity_channel(kmem.backend, "what does Melanie make?",
-                          Filter.for_memories(agent_id="b"), None, k=10) == []
+    assert (
+        entity_channel(
+            kmem.backend, "what does Melanie make?", Filter.for_memories(agent_id="b"), None, k=10
+        )
+        == []
+    )

@@ -40,8 +40,9 @@ def _message(content: list[dict[str, Any]], usage: tuple[int, int], stop: str) -
     }
 
 
-def tool_reply(name: str, data: Any, usage: tuple[int, int] = (100, 20),
-               stop: str = "tool_use") -> Reply:
+def tool_reply(
+    name: str, data: Any, usage: tuple[int, int] = (100, 20), stop: str = "tool_use"
+) -> Reply:
     """A successful answer that calls tool ``name`` with ``data`` as its input."""
     block = {"type": "tool_use", "id": "toolu_stub", "name": name, "input": data}
     return Reply(200, _message([block], usage, stop))
@@ -52,12 +53,12 @@ def text_reply(text: str, usage: tuple[int, int] = (100, 20), stop: str = "end_t
     return Reply(200, _message([{"type": "text", "text": text}], usage, stop))
 
 
-def error_reply(status: int, etype: str, message: str = "stub error",
-                retry_after_ms: str | None = "1") -> Reply:
+def error_reply(
+    status: int, etype: str, message: str = "stub error", retry_after_ms: str | None = "1"
+) -> Reply:
     """An API error in the Messages API error shape (retry-after-ms keeps retries fast)."""
     headers = {"retry-after-ms": retry_after_ms} if retry_after_ms is not None else {}
-    return Reply(status, {"type": "error", "error": {"type": etype, "message": message}},
-                 headers)
+    return Reply(status, {"type": "error", "error": {"type": etype, "message": message}}, headers)
 
 
 _ID_RE = re.compile(r'<memory id="([^"]+)"')
@@ -111,15 +112,23 @@ class StubAnthropic:
                     body = {}
                 with stub.lock:
                     stub.requests.append(
-                        {"path": self.path, "json": body,
-                         "headers": {k.lower(): v for k, v in self.headers.items()}}
+                        {
+                            "path": self.path,
+                            "json": body,
+                            "headers": {k.lower(): v for k, v in self.headers.items()},
+                        }
                     )
                     reply = stub.script.popleft() if stub.script else None
                 if reply is None:
                     reply = stub.responder(body)
                 payload = reply.body
-                data = (json.dumps(payload).encode() if isinstance(payload, dict | list)
-                        else payload.encode() if isinstance(payload, str) else payload or b"")
+                data = (
+                    json.dumps(payload).encode()
+                    if isinstance(payload, dict | list)
+                    else payload.encode()
+                    if isinstance(payload, str)
+                    else payload or b""
+                )
                 self.send_response(reply.status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))

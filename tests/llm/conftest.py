@@ -16,7 +16,8 @@ def stub() -> Iterator[StubAnthropic]:
 
 @pytest.fixture
 def claude(stub: StubAnthropic) -> Iterator[AnthropicLLM]:
-    llm = AnthropicLLM(base_url=stub.url, api_key="sk-test-key", model="claude-test",
-                       max_tokens=512, max_retries=3)
+    llm = AnthropicLLM(
+        base_url=stub.url, api_key="sk-test-key", model="claude-test", max_tokens=512, max_retries=3
+    )
     yield llm
     llm.close()

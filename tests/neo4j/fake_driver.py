@@ -98,8 +98,9 @@ def guard_failure() -> Exception:
     """What a server raises when a write's guard finds a precondition broken (its 1 / 0)."""
     from neo4j.exceptions import Neo4jError
 
-    return Neo4jError._hydrate_neo4j(code="Neo.ClientError.Statement.ArithmeticError",
-                                     message="/ by zero")
+    return Neo4jError._hydrate_neo4j(
+        code="Neo.ClientError.Statement.ArithmeticError", message="/ by zero"
+    )
 
 
 def statement_name(text: str) -> str:
@@ -113,13 +114,19 @@ def schema_rows(dim: int | None) -> dict[str, list[dict[str, Any]]]:
     constraints = [{"name": n, "type": "UNIQUENESS"} for n in names if n.endswith("_unique")]
     indexes = [
         {"name": n, "type": "RANGE", "state": "ONLINE", "options": {}}
-        for n in names if n != FULLTEXT_INDEX
+        for n in names
+        if n != FULLTEXT_INDEX
     ]
-    indexes.append({"name": FULLTEXT_INDEX, "type": "FULLTEXT", "state": "ONLINE",
-                    "options": {}})
+    indexes.append({"name": FULLTEXT_INDEX, "type": "FULLTEXT", "state": "ONLINE", "options": {}})
     if dim is not None:
-        indexes.append({"name": VECTOR_INDEX, "type": "VECTOR", "state": "ONLINE",
-                        "options": {"indexConfig": {"vector.dimensions": dim}}})
+        indexes.append(
+            {
+                "name": VECTOR_INDEX,
+                "type": "VECTOR",
+                "state": "ONLINE",
+                "options": {"indexConfig": {"vector.dimensions": dim}},
+            }
+        )
     return {"admin/show_indexes": indexes, "admin/show_constraints": constraints}
 
 
@@ -195,8 +202,9 @@ class FakeTransaction:
         self._driver = driver
         self._index = index
 
-    def run(self, query: str, parameters: dict[str, Any] | None = None,
-            **kwparameters: Any) -> FakeResult:
+    def run(
+        self, query: str, parameters: dict[str, Any] | None = None, **kwparameters: Any
+    ) -> FakeResult:
         params = {**(parameters or {}), **kwparameters}
         rec = self._driver.recorder
         statement = Statement(statement_name(query), query, params, self._index)
@@ -222,30 +230,35 @@ class FakeSession:
     def close(self) -> None:
         pass
 
-    def _managed(self, mode: str, transaction_function: Callable[..., Any],
-                 *args: Any, **kwargs: Any) -> Any:
+    def _managed(
+        self, mode: str, transaction_function: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> Any:
         rec = self._driver.recorder
         rec.transactions.append(Transaction(mode))
         tx = rec.transactions[-1]
         try:
-            out = transaction_function(FakeTransaction(self._driver, len(rec.transactions) - 1),
-                                       *args, **kwargs)
+            out = transaction_function(
+                FakeTransaction(self._driver, len(rec.transactions) - 1), *args, **kwargs
+            )
         except BaseException:
             tx.outcome = "rolled back"
             raise
         tx.outcome = "committed"
         return out
 
-    def execute_read(self, transaction_function: Callable[..., Any],
-                     *args: Any, **kwargs: Any) -> Any:
+    def execute_read(
+        self, transaction_function: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> Any:
         return self._managed("read", transaction_function, *args, **kwargs)
 
-    def execute_write(self, transaction_function: Callable[..., Any],
-                      *args: Any, **kwargs: Any) -> Any:
+    def execute_write(
+        self, transaction_function: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> Any:
         return self._managed("write", transaction_function, *args, **kwargs)
 
-    def run(self, query: str, parameters: dict[str, Any] | None = None,
-            **kwargs: Any) -> FakeResult:
+    def run(
+        self, query: str, parameters: dict[str, Any] | None = None, **kwargs: Any
+    ) -> FakeResult:
         rec = self._driver.recorder
         rec.transactions.append(Transaction("auto", outcome="committed"))
         return FakeTransaction(self._driver, len(rec.transactions) - 1).run(query, parameters)

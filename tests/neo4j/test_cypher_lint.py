@@ -61,8 +61,10 @@ console.log(JSON.stringify(out));
 def _checker() -> Path:
     folder = os.environ.get("GRAPHMEM_CYPHER_LINT")
     if not folder or shutil.which("node") is None:
-        pytest.skip("set GRAPHMEM_CYPHER_LINT to a folder where @neo4j-cypher/language-support "
-                    "is installed with npm (and have node) to lint every statement offline")
+        pytest.skip(
+            "set GRAPHMEM_CYPHER_LINT to a folder where @neo4j-cypher/language-support "
+            "is installed with npm (and have node) to lint every statement offline"
+        )
     path = Path(folder)
     if not (path / "node_modules" / "@neo4j-cypher" / "language-support").is_dir():
         pytest.skip(f"no @neo4j-cypher/language-support under {path}/node_modules")
@@ -79,46 +81,79 @@ def _sent_statements() -> list[dict[str, str]]:
     le, le2 = (LogEntry(agent_id="a", event_type=t, run_id="r1", at=T0) for t in ("x", "y"))
     e1, e2 = Entity(name="Alice", norm="alice"), Entity(name="Oslo", norm="oslo")
     b.touch([m.id], T0)
-    b.write(WriteBatch(
-        nodes=[m, m2, le, le2, e1, e2, Run(id="r2", agent_id="q", started_at=T0),
-               OrgFact(fact_id="f", content="c", author="boss", tags=["t"], created_at=T0)],
-        edges=[Edge(type=EdgeType.NEXT, src=m, dst=m2),
-               Edge(type=EdgeType.SUPERSEDES, src=m2, dst=m),
-               Edge(type=EdgeType.CHILD_OF, src=le2, dst=le),
-               Edge(type=EdgeType.MENTIONS, src=m, dst=e1),
-               Edge(type=EdgeType.RELATES, src=e1, dst=e2, props={"predicate": "in"})],
-        expect=[Expect(ref=m2.ref, exists=False),
+    b.write(
+        WriteBatch(
+            nodes=[
+                m,
+                m2,
+                le,
+                le2,
+                e1,
+                e2,
+                Run(id="r2", agent_id="q", started_at=T0),
+                OrgFact(fact_id="f", content="c", author="boss", tags=["t"], created_at=T0),
+            ],
+            edges=[
+                Edge(type=EdgeType.NEXT, src=m, dst=m2),
+                Edge(type=EdgeType.SUPERSEDES, src=m2, dst=m),
+                Edge(type=EdgeType.CHILD_OF, src=le2, dst=le),
+                Edge(type=EdgeType.MENTIONS, src=m, dst=e1),
+                Edge(type=EdgeType.RELATES, src=e1, dst=e2, props={"predicate": "in"}),
+            ],
+            expect=[
+                Expect(ref=m2.ref, exists=False),
                 Expect(ref=NodeRef(NodeLabel.RUN, "r2"), exists=False),
-                Expect(ref=NodeRef(NodeLabel.MEMORY, "old"), props={"valid_to": None},
-                       incoming=(EdgeType.SUPERSEDES,), sources=frozenset()),
-                Expect(ref=NodeRef(NodeLabel.AGENT, "boss"))],
-        vectors={"m9": [0.5, 0.5]},  # type: ignore[call-arg]
-    ))
+                Expect(
+                    ref=NodeRef(NodeLabel.MEMORY, "old"),
+                    props={"valid_to": None},
+                    incoming=(EdgeType.SUPERSEDES,),
+                    sources=frozenset(),
+                ),
+                Expect(ref=NodeRef(NodeLabel.AGENT, "boss")),
+            ],
+            vectors={"m9": [0.5, 0.5]},  # type: ignore[call-arg]
+        )
+    )
     scope = Filter.for_memories(agent_id="a", tags=["t"])
     b.neighbours(["m1"], scope, tag_limit=8, entity_hub_limit=25)
-    b.search_both(TextQuery(text="tea", filter=scope), VectorQuery(vector=(1.0, 0.0),
-                                                                     filter=scope))
+    b.search_both(TextQuery(text="tea", filter=scope), VectorQuery(vector=(1.0, 0.0), filter=scope))
     b.search_text(TextQuery(text="tea", filter=scope))
     b.missing_vectors(3)
     b.stats()
     b.count(scope)
     b.match(scope, limit=3, order_by="created_at", descending=True)
     b.close()
-    return [{"name": s.name, "text": re.sub(r"^// graphmem: .*\n", "", s.text)}
-            for s in fake.recorder.statements]
+    return [
+        {"name": s.name, "text": re.sub(r"^// graphmem: .*\n", "", s.text)}
+        for s in fake.recorder.statements
+    ]
 
 
 def test_every_statement_passes_neo4j_s_front_end() -> None:
     folder = _checker()
-    items = [{"name": str(p.relative_to(CYPHER_DIR)),
-              "text": parse_cypher(p.read_text(encoding="utf-8"), p.name).text}
-             for p in sorted(CYPHER_DIR.rglob("*.cypher"))]
+    items = [
+        {
+            "name": str(p.relative_to(CYPHER_DIR)),
+            "text": parse_cypher(p.read_text(encoding="utf-8"), p.name).text,
+        }
+        for p in sorted(CYPHER_DIR.rglob("*.cypher"))
+    ]
     items += _sent_statements()
-    done = subprocess.run(["node", "-e", _LINT_JS], input=json.dumps(items), text=True,
-                          capture_output=True, cwd=folder, timeout=300, check=True)
+    done = subprocess.run(
+        ["node", "-e", _LINT_JS],
+        input=json.dumps(items),
+        text=True,
+        capture_output=True,
+        cwd=folder,
+        timeout=300,
+        check=True,
+    )
     found: list[dict[str, Any]] = json.loads(done.stdout)
     # parameters are declared by the caller, not in the text
-    problems = [f"{d['name']}: {d['message']}" for d in found
-                if not re.match(r"Parameter \$\S+ is not defined", d["message"])]
+    problems = [
+        f"{d['name']}: {d['message']}"
+        for d in found
+        if not re.match(r"Parameter \$\S+ is not defined", d["message"])
+    ]
     assert not problems, "\n".join(problems)
     assert len(items) > 80

@@ -34,8 +34,8 @@ from graphmem.models import (
     TextQuery,
     VectorQuery,
 )
+from tests.contract.test_migrate import populate, snapshot
 from tests.neo4j_support import Neo4jTarget, neo4j_target
-from tests.test_migrate import populate, snapshot
 
 pytestmark = pytest.mark.neo4j
 
@@ -67,8 +67,9 @@ def _evaluate_params(target: Neo4jTarget, examples: dict[str, str]) -> dict[str,
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(CYPHER_DIR)))
-def test_every_query_file_runs_or_explains(target: Neo4jTarget, neo: Neo4jBackend,
-                                           path: Path) -> None:
+def test_every_query_file_runs_or_explains(
+    target: Neo4jTarget, neo: Neo4jBackend, path: Path
+) -> None:
     neo.ensure_schema(embedding_dim=384)
     q = parse_cypher(path.read_text(encoding="utf-8"), path.name)
     params = _evaluate_params(target, dict(q.examples))
@@ -89,12 +90,16 @@ def _deprecations(summary: Any) -> list[str]:
     statuses = getattr(summary, "gql_status_objects", None)
     if statuses is None:
         return [str(n) for n in (summary.notifications or []) if "Deprecat" in str(n.get("code"))]
-    return [s.status_description for s in statuses
-            if s.is_notification and "DEPRECATION" in str(s.classification)]
+    return [
+        s.status_description
+        for s in statuses
+        if s.is_notification and "DEPRECATION" in str(s.classification)
+    ]
 
 
-def test_schema_is_created_once_and_the_dimension_is_fixed(target: Neo4jTarget,
-                                                           neo: Neo4jBackend) -> None:
+def test_schema_is_created_once_and_the_dimension_is_fixed(
+    target: Neo4jTarget, neo: Neo4jBackend
+) -> None:
     neo.ensure_schema(embedding_dim=8)
     neo.ensure_schema(embedding_dim=8)  # idempotent
     records, _s, _k = target.driver.execute_query(
@@ -142,8 +147,9 @@ def _server_checks_passwords(target: Neo4jTarget) -> bool:
 def test_wrong_password_is_a_clear_backend_unavailable(target: Neo4jTarget) -> None:
     if not _server_checks_passwords(target):
         pytest.skip("the server runs with authentication disabled: any password is accepted")
-    with closing(Neo4jBackend(target.uri, auth=(NO_SUCH_USER, "not-the-password"),
-                              database=target.database)) as bad:
+    with closing(
+        Neo4jBackend(target.uri, auth=(NO_SUCH_USER, "not-the-password"), database=target.database)
+    ) as bad:
         with pytest.raises(BackendUnavailable, match="rejected the credentials"):
             bad.count(Filter())
         assert bad.health()["ok"] is False
@@ -179,16 +185,19 @@ def test_the_tag_hop_of_recall_expansion_reads_a_bounded_share_of_a_hub(
     memories per seed, whatever the store size (no plan that scans every active memory)."""
     from graphmem.backends.neo4j import compile_neighbours
 
-    ms = [Memory(content=f"hub member {i}", tags=["hub"], agent_id=f"a{i % 4}")
-          for i in range(3000)]
-    text, params = compile_neighbours(Filter.for_memories(), [m.id for m in ms[:seeds]],
-                                      link_types=[EdgeType.NEXT], tag_limit=8)
+    ms = [
+        Memory(content=f"hub member {i}", tags=["hub"], agent_id=f"a{i % 4}") for i in range(3000)
+    ]
+    text, params = compile_neighbours(
+        Filter.for_memories(), [m.id for m in ms[:seeds]], link_types=[EdgeType.NEXT], tag_limit=8
+    )
     # the server caches the plan made while the store is young (as in a new deployment)
     neo.upsert(ms[:seeds])
     target.driver.execute_query(text, params, database_=target.database)
     neo.upsert(ms)
     _records, summary, _keys = target.driver.execute_query(
-        "PROFILE " + text, params, database_=target.database)
+        "PROFILE " + text, params, database_=target.database
+    )
     assert _db_hits(summary.profile) < 400 * seeds
 
 
@@ -205,7 +214,9 @@ def test_a_locked_user_is_a_clear_backend_unavailable(target: Neo4jTarget) -> No
     try:
         target.driver.execute_query(
             f"CREATE USER {user} SET PASSWORD $pw CHANGE NOT REQUIRED",
-            pw=password, database_="system")
+            pw=password,
+            database_="system",
+        )
     except neo4j.exceptions.ClientError as e:
         pytest.skip(f"the test user may not create users: {e.message}")
     try:
@@ -213,8 +224,9 @@ def test_a_locked_user_is_a_clear_backend_unavailable(target: Neo4jTarget) -> No
             with neo4j.GraphDatabase.driver(target.uri, auth=(user, "wrong")) as drv:
                 with pytest.raises(neo4j.exceptions.Neo4jError):
                     drv.verify_connectivity()
-        with closing(Neo4jBackend(target.uri, auth=(user, password),
-                                  database=target.database)) as locked:
+        with closing(
+            Neo4jBackend(target.uri, auth=(user, password), database=target.database)
+        ) as locked:
             with pytest.raises(BackendUnavailable, match="too many"):
                 locked.count(Filter())
     finally:
@@ -225,8 +237,14 @@ def test_crafted_tags_namespaces_and_ids_change_nothing_else(neo: Neo4jBackend) 
     bystander = Memory(content="bystander", agent_id="b")
     neo.upsert([bystander])
     crafted = "'}) MATCH (n) DETACH DELETE n //"
-    m = Memory(content="x `y` 'z' \"w\" })", agent_id=crafted, namespace=crafted, run_id=crafted,
-               tags=["a//b", "c++", "x:y", "c#", "q.e.d"], metadata={"`k`})": crafted})
+    m = Memory(
+        content="x `y` 'z' \"w\" })",
+        agent_id=crafted,
+        namespace=crafted,
+        run_id=crafted,
+        tags=["a//b", "c++", "x:y", "c#", "q.e.d"],
+        metadata={"`k`})": crafted},
+    )
     neo.upsert([m])
     assert neo.get(NodeLabel.MEMORY, [m.id]) == [m]
     assert neo.get(NodeLabel.MEMORY, [bystander.id]) == [bystander]
@@ -252,20 +270,25 @@ def test_a_failing_batch_spanning_several_statements_writes_nothing(target: Neo4
 
 
 @pytest.mark.parametrize("exact_search_max", [0, 100_000])
-def test_filtered_vector_search_equals_brute_force(target: Neo4jTarget,
-                                                   exact_search_max: int) -> None:
+def test_filtered_vector_search_equals_brute_force(
+    target: Neo4jTarget, exact_search_max: int
+) -> None:
     """Both plans (index over-fetch and exact scan) return the true top-k of the filter."""
     rng = random.Random(7)
     ms = [
-        Memory(content=f"m{i}", agent_id="rare" if i % 25 == 0 else "common",
-               embedding=[rng.uniform(-1, 1) for _ in range(8)])
+        Memory(
+            content=f"m{i}",
+            agent_id="rare" if i % 25 == 0 else "common",
+            embedding=[rng.uniform(-1, 1) for _ in range(8)],
+        )
         for i in range(500)
     ]
     q = [rng.uniform(-1, 1) for _ in range(8)]
     with target.backend(exact_search_max=exact_search_max) as neo:
         neo.upsert(ms)
-        hits = neo.search_vector(VectorQuery(vector=q, k=5,
-                                             filter=Filter.for_memories(agent_id="rare")))
+        hits = neo.search_vector(
+            VectorQuery(vector=q, k=5, filter=Filter.for_memories(agent_id="rare"))
+        )
     rare = [m for m in ms if m.agent_id == "rare"]
     qv = np.asarray(q, dtype=np.float32)
     vecs = {m.id: np.asarray(m.embedding, dtype=np.float32) for m in rare}
@@ -275,8 +298,7 @@ def test_filtered_vector_search_equals_brute_force(target: Neo4jTarget,
     assert [h.score for h in hits] == pytest.approx([cos[i] for i in expected], abs=1e-5)
 
 
-def test_migration_round_trip_networkx_neo4j_networkx(target: Neo4jTarget,
-                                                      tmp_path: Path) -> None:
+def test_migration_round_trip_networkx_neo4j_networkx(target: Neo4jTarget, tmp_path: Path) -> None:
     with closing(NetworkXBackend(tmp_path / "src.db")) as src:
         populate(src)
         with target.backend() as neo:
@@ -300,39 +322,55 @@ def test_preconditions_hold_or_nothing_is_written(neo: Neo4jBackend) -> None:
     old = Memory(content="Alice lives in Oslo", agent_id="a")
     neo.upsert([old])
     new = Memory(content="Alice lives in Paris", agent_id="a")
-    fresh = Expect(ref=old.ref, props={"status": Status.ACTIVE, "valid_to": None},
-                   incoming=(EdgeType.SUPERSEDES,), sources=frozenset())
-    batch = WriteBatch(nodes=[old.evolve(status=Status.SUPERSEDED), new],
-                       edges=[Edge(type=EdgeType.SUPERSEDES, src=new, dst=old)], expect=[fresh])
+    fresh = Expect(
+        ref=old.ref,
+        props={"status": Status.ACTIVE, "valid_to": None},
+        incoming=(EdgeType.SUPERSEDES,),
+        sources=frozenset(),
+    )
+    batch = WriteBatch(
+        nodes=[old.evolve(status=Status.SUPERSEDED), new],
+        edges=[Edge(type=EdgeType.SUPERSEDES, src=new, dst=old)],
+        expect=[fresh],
+    )
     neo.write(batch)
     assert neo.get(NodeLabel.MEMORY, [old.id])[0].status is Status.SUPERSEDED
     later = Memory(content="Alice lives in Rome", agent_id="a")
-    stale = WriteBatch(nodes=[later], edges=[Edge(type=EdgeType.SUPERSEDES, src=later, dst=old)],
-                       expect=[fresh])
+    stale = WriteBatch(
+        nodes=[later], edges=[Edge(type=EdgeType.SUPERSEDES, src=later, dst=old)], expect=[fresh]
+    )
     with pytest.raises(Conflict, match="status"):
         neo.write(stale)
     assert neo.get(NodeLabel.MEMORY, [later.id]) == []
     with pytest.raises(Conflict, match="must not exist"):
         neo.write(WriteBatch(nodes=[later], expect=[Expect(ref=old.ref, exists=False)]))
     with pytest.raises(Conflict, match="does not exist"):
-        neo.write(WriteBatch(nodes=[later],
-                             expect=[Expect(ref=NodeRef(NodeLabel.MEMORY, "gone"))]))
+        neo.write(WriteBatch(nodes=[later], expect=[Expect(ref=NodeRef(NodeLabel.MEMORY, "gone"))]))
     assert neo.get(NodeLabel.MEMORY, [later.id]) == []
     stored = neo.get(NodeLabel.MEMORY, [old.id])[0]
     assert "_graphmem_lock" not in stored.to_props()
     neo.write(WriteBatch(nodes=[later], expect=[Expect(ref=later.ref, exists=False)]))
     assert neo.get(NodeLabel.MEMORY, [later.id]) == [later]
     with pytest.raises(Conflict):  # created already: the uniqueness constraint says so
-        neo.write(WriteBatch(nodes=[later.evolve(content="again")],
-                             expect=[Expect(ref=later.ref, exists=False)]))
+        neo.write(
+            WriteBatch(
+                nodes=[later.evolve(content="again")], expect=[Expect(ref=later.ref, exists=False)]
+            )
+        )
     assert neo.get(NodeLabel.MEMORY, [later.id]) == [later]
 
 
 def test_recall_statements_agree_with_the_separate_searches(target: Neo4jTarget) -> None:
     rng = random.Random(3)
-    ms = [Memory(content=f"tea note {i} " + ("green" if i % 3 else "black"),
-                 agent_id="a" if i % 2 else "b", tags=["tea"] if i % 4 else ["other"],
-                 embedding=[rng.uniform(-1, 1) for _ in range(8)]) for i in range(200)]
+    ms = [
+        Memory(
+            content=f"tea note {i} " + ("green" if i % 3 else "black"),
+            agent_id="a" if i % 2 else "b",
+            tags=["tea"] if i % 4 else ["other"],
+            embedding=[rng.uniform(-1, 1) for _ in range(8)],
+        )
+        for i in range(200)
+    ]
     with target.backend(touch_flush_s=3600) as neo:
         neo.upsert(ms)
         flt = Filter.for_memories(agent_id="a")

@@ -97,8 +97,14 @@ def test_compiled_filter_shape() -> None:
         "LIMIT $limit"
     )
     assert params == {
-        "f0": ["m1", "m2"], "f1": "a", "f2": ["semantic", "episodic"], "f3": 0.2, "f4": 0.9,
-        "f5": T0, "f6": ["x", "y"], "limit": 3,
+        "f0": ["m1", "m2"],
+        "f1": "a",
+        "f2": ["semantic", "episodic"],
+        "f3": 0.2,
+        "f4": 0.9,
+        "f5": T0,
+        "f6": ["x", "y"],
+        "limit": 3,
     }
     text, params = compile_match(Filter(label=NodeLabel.AGENT))
     assert text == "MATCH (n:Agent)\nRETURN properties(n) AS props\nORDER BY n.id ASC"
@@ -108,14 +114,22 @@ def test_compiled_filter_shape() -> None:
 def test_filters_that_bypass_validation_are_still_refused() -> None:
     """Field names reach the Cypher text only after the compiler re-checks them."""
     sneaky = Filter.model_construct(
-        label=NodeLabel.MEMORY, ids=None, equals={"agent_id = 1 DETACH DELETE n //": 1},
-        any_of={}, ranges=(), tags_all=(),
+        label=NodeLabel.MEMORY,
+        ids=None,
+        equals={"agent_id = 1 DETACH DELETE n //": 1},
+        any_of={},
+        ranges=(),
+        tags_all=(),
     )
     with pytest.raises(InvalidInput):
         compile_match(sneaky)
     bad_label = Filter.model_construct(
         label="Memory) DETACH DELETE n //",  # type: ignore[arg-type]
-        ids=None, equals={}, any_of={}, ranges=(), tags_all=(),
+        ids=None,
+        equals={},
+        any_of={},
+        ranges=(),
+        tags_all=(),
     )
     with pytest.raises(InvalidInput):
         compile_count(bad_label)
@@ -166,16 +180,35 @@ def test_lucene_query_caps_terms() -> None:
 def test_upsert_plan_sends_values_as_parameters_and_maintains_structure() -> None:
     backend = Neo4jBackend("bolt://localhost:7687")
     text = CRAFTED[2]
-    m = Memory(content=text, agent_id=text, run_id="r1", tags=["a//b", "c++"],
-               metadata={text: text}, created_at=T0, embedding=[0.5, 0.25])
+    m = Memory(
+        content=text,
+        agent_id=text,
+        run_id="r1",
+        tags=["a//b", "c++"],
+        metadata={text: text},
+        created_at=T0,
+        embedding=[0.5, 0.25],
+    )
     fact = OrgFact(fact_id="f", content="c", author="boss", tags=["t"], created_at=T0)
     log_entry = LogEntry(agent_id="a", event_type="tool_call", run_id="r2", at=T0)
-    (st,) = backend.plan_writes([m, Agent(id="a", created_at=T0), fact, log_entry,
-                                 Run(id="r3", agent_id="z", started_at=T0), m])
+    (st,) = backend.plan_writes(
+        [
+            m,
+            Agent(id="a", created_at=T0),
+            fact,
+            log_entry,
+            Run(id="r3", agent_id="z", started_at=T0),
+            m,
+        ]
+    )
     # hubs once, then explicit Agents and Runs before the nodes that point to them
     assert [p.name for p in st.parts] == [
-        "nodes/hubs", "nodes/agent_upsert", "nodes/run_upsert", "nodes/memory_upsert",
-        "nodes/org_fact_upsert", "nodes/log_entry_upsert",
+        "nodes/hubs",
+        "nodes/agent_upsert",
+        "nodes/run_upsert",
+        "nodes/memory_upsert",
+        "nodes/org_fact_upsert",
+        "nodes/log_entry_upsert",
     ]
     assert text not in st.text
     assert _params_used(st.text) == set(st.params)
@@ -201,8 +234,10 @@ def test_edge_plan_and_refusals() -> None:
     e2 = Edge(type=EdgeType.NEXT, src=a, dst=b)
     (st,) = backend.plan_writes(edges=[e1, e2, e1])
     assert [(p.name, p.params["rows"]) for p in st.parts] == [
-        ("edges/supersedes_upsert",
-         [{"src": b.id, "dst": a.id, "props": {"reason": "x", "at": T0}}]),
+        (
+            "edges/supersedes_upsert",
+            [{"src": b.id, "dst": a.id, "props": {"reason": "x", "at": T0}}],
+        ),
         ("edges/next_upsert", [{"src": a.id, "dst": b.id, "props": {}}]),
     ]
     assert st.text.endswith("RETURN c0, c1")  # both counted: a missing end is noticed
@@ -242,7 +277,9 @@ def test_open_backend_selects_neo4j_for_every_scheme() -> None:
 def test_unreachable_server_is_backend_unavailable_and_health_says_so() -> None:
     """A real driver against a closed local port (nothing listens on port 1)."""
     backend = Neo4jBackend(
-        "bolt://127.0.0.1:1", auth=("neo4j", "pw"), connection_timeout=2,
+        "bolt://127.0.0.1:1",
+        auth=("neo4j", "pw"),
+        connection_timeout=2,
         max_transaction_retry_time=0.5,
     )
     health = backend.health()
@@ -271,10 +308,17 @@ def test_bad_input_is_refused_before_any_connection() -> None:
     assert backend._driver is None  # none of these reached the network
 
 
-@pytest.mark.parametrize("paging", [
-    {"order_by": None}, {"offset": None}, {"limit": 2.5}, {"descending": "yes"},
-    {"limit": True}, {"offset": -1},
-])
+@pytest.mark.parametrize(
+    "paging",
+    [
+        {"order_by": None},
+        {"offset": None},
+        {"limit": 2.5},
+        {"descending": "yes"},
+        {"limit": True},
+        {"offset": -1},
+    ],
+)
 def test_paging_arguments_are_checked_before_any_cypher(paging: dict[str, object]) -> None:
     with pytest.raises(InvalidInput):
         compile_match(Filter(), **paging)  # type: ignore[arg-type]

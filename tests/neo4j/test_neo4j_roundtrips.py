@@ -94,8 +94,10 @@ def test_first_use_connects_once_before_any_transaction() -> None:
 
 
 def test_a_vector_index_without_quantization_where_the_server_has_the_option() -> None:
-    for version, expected in (("5.26.0", "schema/memory_embedding_vector_exact"),
-                              ("5.18.1", "schema/memory_embedding_vector")):
+    for version, expected in (
+        ("5.26.0", "schema/memory_embedding_vector_exact"),
+        ("5.18.1", "schema/memory_embedding_vector"),
+    ):
         fake = FakeDriver(version=version)
         b = _backend(fake)
         b.ensure_schema(embedding_dim=4)
@@ -115,8 +117,9 @@ def test_misspelled_options_are_refused_with_a_hint() -> None:
     with pytest.raises(InvalidInput):
         Neo4jBackend("bolt://localhost:7687", retry_s=-1)
     # real driver options and the backend's own are accepted, and nothing connects
-    b = Neo4jBackend("bolt://localhost:7687", max_connection_pool_size=5, retry_s=0.5,
-                     connect_timeout_s=1)
+    b = Neo4jBackend(
+        "bolt://localhost:7687", max_connection_pool_size=5, retry_s=0.5, connect_timeout_s=1
+    )
     assert b._driver is None
     b.close()
 
@@ -135,10 +138,10 @@ def test_an_unreachable_server_is_one_bounded_attempt_with_a_typed_error() -> No
 # -- writes -----------------------------------------------------------------------------
 
 
-def test_remember_is_one_statement_in_one_transaction(neo: Neo4jBackend,
-                                                      fake: FakeDriver) -> None:
-    neo.upsert([Memory(content="Alice prefers tea", agent_id="a", run_id="r1",
-                       tags=["drinks", "prefs"])])
+def test_remember_is_one_statement_in_one_transaction(neo: Neo4jBackend, fake: FakeDriver) -> None:
+    neo.upsert(
+        [Memory(content="Alice prefers tea", agent_id="a", run_id="r1", tags=["drinks", "prefs"])]
+    )
     assert len(fake.recorder.statements) == 1
     (tx,) = fake.recorder.transactions
     assert tx.mode == "write" and tx.outcome == "committed"
@@ -151,14 +154,16 @@ def test_remember_is_one_statement_in_one_transaction(neo: Neo4jBackend,
     assert row["agent"] == "a" and row["run"] == "r1" and row["tags"] == ["drinks", "prefs"]
 
 
-def test_remember_through_graphmemory_is_one_round_trip(neo: Neo4jBackend,
-                                                        fake: FakeDriver) -> None:
+def test_remember_through_graphmemory_is_one_round_trip(
+    neo: Neo4jBackend, fake: FakeDriver
+) -> None:
     # the memory's own write; the knowledge layer's entity write is measured below
     mem = GraphMemory(neo, embedder=None, owns_backend=False, knowledge=False)
     # reconciling with similar memories reads the store first (its own budget); the write
     # itself is one statement
-    options = ({"reconcile": "off"}
-               if "reconcile" in inspect.signature(mem.remember).parameters else {})
+    options = (
+        {"reconcile": "off"} if "reconcile" in inspect.signature(mem.remember).parameters else {}
+    )
     mem.remember("Alice prefers tea", agent_id="a", **options)
     assert len(fake.recorder.statements) == 1, fake.recorder.names()
     assert len(fake.recorder.writes()) == 1
@@ -168,25 +173,39 @@ def test_remember_through_graphmemory_is_one_round_trip(neo: Neo4jBackend,
 def test_a_batch_is_at_most_ceil_n_over_batch_plus_one_statements(n: int, batch_rows: int) -> None:
     fake = FakeDriver()
     neo = _backend(fake, batch_rows=batch_rows)
-    ms = [Memory(content=f"m{i}", agent_id=f"a{i % 20}", run_id=f"r{i % 7}",
-                 tags=[f"t{i % 50}"], created_at=T0 + timedelta(seconds=i)) for i in range(n)]
+    ms = [
+        Memory(
+            content=f"m{i}",
+            agent_id=f"a{i % 20}",
+            run_id=f"r{i % 7}",
+            tags=[f"t{i % 50}"],
+            created_at=T0 + timedelta(seconds=i),
+        )
+        for i in range(n)
+    ]
     edges = [Edge(type=EdgeType.NEXT, src=ms[i], dst=ms[i + 1]) for i in range(n - 1)]
     neo.upsert(ms)
     assert len(fake.recorder.statements) == math.ceil(n / batch_rows)
     assert len(fake.recorder.transactions) == 1
     hubs = fake.recorder.statements[0].params
     assert len(hubs["p0_agents"]) == 20 and len(hubs["p0_tags"]) == 50  # once, not per row
-    sent = [r["id"] for s in fake.recorder.statements for k, v in s.params.items()
-            if k.endswith("_rows") for r in v]
+    sent = [
+        r["id"]
+        for s in fake.recorder.statements
+        for k, v in s.params.items()
+        if k.endswith("_rows")
+        for r in v
+    ]
     assert sorted(sent) == sorted(m.id for m in ms)
     fake.recorder.reset()
     neo.upsert(ms, edges)  # relationships after the nodes, in the same transaction
     assert len(fake.recorder.statements) <= math.ceil(n / batch_rows) + math.ceil(
-        (n - 1) / batch_rows)
+        (n - 1) / batch_rows
+    )
     assert len(fake.recorder.transactions) == 1
     names = [s.name for s in fake.recorder.statements]
     first_edge = next(i for i, nm in enumerate(names) if "next_upsert" in nm)
-    assert all("memory_upsert" not in nm for nm in names[first_edge + 1:])
+    assert all("memory_upsert" not in nm for nm in names[first_edge + 1 :])
 
 
 def test_remember_many_through_graphmemory_keeps_the_batch_budget() -> None:
@@ -198,7 +217,8 @@ def test_remember_many_through_graphmemory_keeps_the_batch_budget() -> None:
 
 
 def test_the_knowledge_layer_writes_entities_in_one_more_transaction(
-        neo: Neo4jBackend, fake: FakeDriver) -> None:
+    neo: Neo4jBackend, fake: FakeDriver
+) -> None:
     """With the knowledge layer on (the default), a remember that names an entity costs the
     memory's write, the entity write after it (a second transaction), and the reads that
     resolve the name against the store (the scope's entities once per process, then the
@@ -212,8 +232,13 @@ def test_the_knowledge_layer_writes_entities_in_one_more_transaction(
 def test_statements_carry_values_only_as_parameters() -> None:
     crafted = "'}) MATCH (n) DETACH DELETE n //"
     neo = Neo4jBackend("bolt://localhost:7687")
-    m = Memory(content=crafted, agent_id=crafted, run_id=crafted, tags=["a//b"],
-               metadata={crafted: crafted})
+    m = Memory(
+        content=crafted,
+        agent_id=crafted,
+        run_id=crafted,
+        tags=["a//b"],
+        metadata={crafted: crafted},
+    )
     other = Memory(content="x")
     for st in neo.plan_writes([m, other], [Edge(type=EdgeType.NEXT, src=m, dst=other)]):
         assert crafted not in st.text
@@ -223,9 +248,15 @@ def test_statements_carry_values_only_as_parameters() -> None:
 
 def test_compose_keeps_parts_in_order_and_counts_edges() -> None:
     text, params = compose(
-        [("UNWIND $rows AS row\nMERGE (n:Agent {id: row})", {"rows": ["a"]}),
-         ("UNWIND $rows AS row\nMATCH (a:Memory {id: row.src})\nMATCH (b:Memory {id: row.dst})\n"
-          "MERGE (a)-[r:NEXT]->(b)", {"rows": [{"src": "x", "dst": "y"}]})],
+        [
+            ("UNWIND $rows AS row\nMERGE (n:Agent {id: row})", {"rows": ["a"]}),
+            (
+                "UNWIND $rows AS row\nMATCH (a:Memory {id: row.src})\n"
+                "MATCH (b:Memory {id: row.dst})\n"
+                "MERGE (a)-[r:NEXT]->(b)",
+                {"rows": [{"src": "x", "dst": "y"}]},
+            ),
+        ],
         counted=[1],
     )
     assert params == {"p0_rows": ["a"], "p1_rows": [{"src": "x", "dst": "y"}]}
@@ -252,8 +283,12 @@ def test_preconditions_travel_in_the_write_statement_and_a_broken_one_is_named(
 ) -> None:
     old = Memory(content="Alice lives in Oslo", agent_id="a")
     new = Memory(content="Alice lives in Paris", agent_id="a")
-    expect = Expect(ref=old.ref, props={"status": Status.ACTIVE, "valid_to": None},
-                    incoming=(EdgeType.SUPERSEDES,), sources=frozenset())
+    expect = Expect(
+        ref=old.ref,
+        props={"status": Status.ACTIVE, "valid_to": None},
+        incoming=(EdgeType.SUPERSEDES,),
+        sources=frozenset(),
+    )
     batch = WriteBatch(
         nodes=[old.evolve(status=Status.SUPERSEDED), new],
         edges=[Edge(type=EdgeType.SUPERSEDES, src=new, dst=old)],
@@ -263,11 +298,21 @@ def test_preconditions_travel_in_the_write_statement_and_a_broken_one_is_named(
     (tx,) = fake.recorder.transactions
     (st,) = tx.statements
     assert st.name.startswith("write guard Memory + nodes/hubs + nodes/memory_upsert")
-    assert st.text.index("SET x._graphmem_lock") < st.text.index("1 / CASE") < st.text.index(
-        "MERGE (m:Memory")  # locked, then checked, then written
-    assert st.params["p0_rows"] == [{"id": old.id, "exists": True,
-                                     "props": {"status": "active"}, "nulls": ["valid_to"],
-                                     "types": ["SUPERSEDES"], "sources": []}]
+    assert (
+        st.text.index("SET x._graphmem_lock")
+        < st.text.index("1 / CASE")
+        < st.text.index("MERGE (m:Memory")
+    )  # locked, then checked, then written
+    assert st.params["p0_rows"] == [
+        {
+            "id": old.id,
+            "exists": True,
+            "props": {"status": "active"},
+            "nulls": ["valid_to"],
+            "types": ["SUPERSEDES"],
+            "sources": [],
+        }
+    ]
 
     stored = {**old.to_props(), "status": "superseded"}  # another writer got there first
 
@@ -293,8 +338,14 @@ def test_preconditions_travel_in_the_write_statement_and_a_broken_one_is_named(
         if name.startswith("write guard"):
             raise guard_failure()
         if name == "check":
-            return [{"label": "Memory", "id": old.id, "props": stored,
-                     "sources": [{"type": "SUPERSEDES", "id": "someone-else"}]}]
+            return [
+                {
+                    "label": "Memory",
+                    "id": old.id,
+                    "props": stored,
+                    "sources": [{"type": "SUPERSEDES", "id": "someone-else"}],
+                }
+            ]
         return None
 
     fake.respond = derived
@@ -317,8 +368,8 @@ def test_a_new_node_is_created_so_that_a_concurrent_creator_conflicts(
 
             raise Neo4jError._hydrate_neo4j(
                 code="Neo.ClientError.Schema.ConstraintValidationFailed",
-                message=f"Node(1) already exists with label `Memory` and property `id` = "
-                        f"'{m.id}'")
+                message=f"Node(1) already exists with label `Memory` and property `id` = '{m.id}'",
+            )
         return None
 
     fake.respond = respond
@@ -352,21 +403,26 @@ def test_one_write_cannot_upsert_and_delete_a_node(neo: Neo4jBackend, fake: Fake
     with pytest.raises(InvalidInput):
         neo.write(WriteBatch(nodes=[m], delete_nodes=[m.ref]))
     with pytest.raises(InvalidInput, match="missing node"):
-        neo.write(WriteBatch(nodes=[m], edges=[Edge(type=EdgeType.NEXT, src=m,
-                                                    dst=(NodeLabel.MEMORY, "d"))],
-                             delete_nodes=[NodeRef(NodeLabel.MEMORY, "d")]))
+        neo.write(
+            WriteBatch(
+                nodes=[m],
+                edges=[Edge(type=EdgeType.NEXT, src=m, dst=(NodeLabel.MEMORY, "d"))],
+                delete_nodes=[NodeRef(NodeLabel.MEMORY, "d")],
+            )
+        )
     assert fake.recorder.statements == []
 
 
 # -- deferred access records ------------------------------------------------------------
 
 
-def test_touch_is_deferred_and_rides_on_the_next_write(neo: Neo4jBackend,
-                                                       fake: FakeDriver) -> None:
+def test_touch_is_deferred_and_rides_on_the_next_write(neo: Neo4jBackend, fake: FakeDriver) -> None:
     m = Memory(content="x", created_at=T0)
     fake.respond = lambda name, text, params: (
-        [{"id": m.id, "eid": "4:x:1", "props": m.to_props()}] if name == "nodes/memory_get"
-        else None)
+        [{"id": m.id, "eid": "4:x:1", "props": m.to_props()}]
+        if name == "nodes/memory_get"
+        else None
+    )
     neo.touch([m.id], T0 + timedelta(days=1))
     neo.touch([m.id, m.id], T0 + timedelta(days=2))
     assert fake.recorder.statements == [] and neo.pending_touches() == 1
@@ -408,28 +464,51 @@ def test_touch_flushes_once_enough_are_pending(fake: FakeDriver) -> None:
 # -- recall -----------------------------------------------------------------------------
 
 
-def _recall_server(memories: list[Memory], tagged: list[Memory],
-                   about: tuple[Memory, ...] = ()) -> Any:
+def _recall_server(
+    memories: list[Memory], tagged: list[Memory], about: tuple[Memory, ...] = ()
+) -> Any:
     def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
         if name == "recall search":
-            rows = [{"channel": "lexical", "props": m.to_props(), "score": 2.0 - i / 10,
-                     "fetched": None, "probe": None} for i, m in enumerate(memories)]
+            rows = [
+                {
+                    "channel": "lexical",
+                    "props": m.to_props(),
+                    "score": 2.0 - i / 10,
+                    "fetched": None,
+                    "probe": None,
+                }
+                for i, m in enumerate(memories)
+            ]
             if "vector" in params:
-                rows += [{"channel": "vector", "props": m.to_props(), "score": 0.9 - i / 100,
-                          "fetched": params["fetch"], "probe": 0.0}
-                         for i, m in enumerate(memories)]
+                rows += [
+                    {
+                        "channel": "vector",
+                        "props": m.to_props(),
+                        "score": 0.9 - i / 100,
+                        "fetched": params["fetch"],
+                        "probe": 0.0,
+                    }
+                    for i, m in enumerate(memories)
+                ]
             return rows
         if name == "recall expansion":
-            return [{"seed": s, "linked": [], "tagged": [t.to_props() for t in tagged],
-                     "entities": [{"entity": "Alice", "props": m.to_props()} for m in about]}
-                    for s in params["seeds"][:1]]
+            return [
+                {
+                    "seed": s,
+                    "linked": [],
+                    "tagged": [t.to_props() for t in tagged],
+                    "entities": [{"entity": "Alice", "props": m.to_props()} for m in about],
+                }
+                for s in params["seeds"][:1]
+            ]
         return None
 
     return respond
 
 
-def test_recall_is_at_most_two_round_trips_and_writes_nothing(neo: Neo4jBackend,
-                                                              fake: FakeDriver) -> None:
+def test_recall_is_at_most_two_round_trips_and_writes_nothing(
+    neo: Neo4jBackend, fake: FakeDriver
+) -> None:
     hits = [Memory(content=f"alice drinks tea {i}", agent_id="a", tags=["tea"]) for i in range(5)]
     neighbour = Memory(content="the kettle is blue", agent_id="a", tags=["tea"])
     sister = Memory(content="Alice's sister visits on Sundays", agent_id="a")
@@ -457,8 +536,9 @@ def test_recall_search_runs_both_channels_in_one_statement(fake: FakeDriver) -> 
     m = Memory(content="tea", embedding=[1.0, 0.0])
     fake.respond = _recall_server([m], [])
     flt = Filter.for_memories(agent_id="a")
-    lexical, vector = neo.search_both(TextQuery(text="tea", filter=flt, k=5),
-                                      VectorQuery(vector=(1.0, 0.0), filter=flt, k=1))
+    lexical, vector = neo.search_both(
+        TextQuery(text="tea", filter=flt, k=5), VectorQuery(vector=(1.0, 0.0), filter=flt, k=1)
+    )
     (st,) = fake.recorder.statements
     assert "db.index.fulltext.queryNodes" in st.text and "db.index.vector.queryNodes" in st.text
     assert "vector.similarity.cosine(n.embedding, $vector)" in st.text  # exact re-scoring
@@ -467,17 +547,16 @@ def test_recall_search_runs_both_channels_in_one_statement(fake: FakeDriver) -> 
     assert vector[0].score == pytest.approx(0.8)  # (1 + cos) / 2 = 0.9 -> cos 0.8
 
 
-def test_neighbours_limit_each_seed_inside_the_query(neo: Neo4jBackend,
-                                                     fake: FakeDriver) -> None:
+def test_neighbours_limit_each_seed_inside_the_query(neo: Neo4jBackend, fake: FakeDriver) -> None:
     neo.neighbours(["m1", "m2"], Filter.for_memories(agent_id="a"), tag_limit=8)
     (st,) = fake.recorder.statements
-    collect = st.text[st.text.index("COLLECT {\n    MATCH (s)-[:TAGGED]"):]
+    collect = st.text[st.text.index("COLLECT {\n    MATCH (s)-[:TAGGED]") :]
     assert "LIMIT $tag_limit" in collect and st.params["tag_limit"] == 8
     assert "n.agent_id = $f" in collect  # the caller's scope applies inside the query
     fake.recorder.reset()
     neo.neighbours(["m1"], Filter.for_memories(agent_id="a"), tag_limit=8, entity_hub_limit=25)
     (st,) = fake.recorder.statements
-    entities = st.text[st.text.index("MATCH (s)-[:MENTIONS]->(e)"):]
+    entities = st.text[st.text.index("MATCH (s)-[:MENTIONS]->(e)") :]
     assert "e.mention_count <= $entity_hub_limit" in entities
     assert "LIMIT $entity_limit" in entities and "n.agent_id = $f" in entities
     assert st.params["entity_hub_limit"] == 25 and st.params["entity_limit"] == 8
@@ -494,8 +573,10 @@ def test_vectors_alone_are_one_statement_that_keeps_other_properties(
     (st,) = [s for s in fake.recorder.statements if s.name.startswith("write")]
     assert st.name == "write nodes/memory_vectors"
     assert "SET m.embedding = row.embedding" in st.text and "SET m = " not in st.text
-    assert st.params["p0_rows"] == [{"id": "m1", "embedding": [0.6, 0.8]},
-                                    {"id": "m2", "embedding": [1.0, 0.0]}]
+    assert st.params["p0_rows"] == [
+        {"id": "m1", "embedding": [0.6, 0.8]},
+        {"id": "m2", "embedding": [1.0, 0.0]},
+    ]
     with pytest.raises(InvalidInput):
         neo.write(WriteBatch(vectors={"m1": [float("nan"), 1.0]}))  # type: ignore[call-arg]
 
@@ -513,8 +594,9 @@ def test_every_vector_statement_rescores_exactly_and_reports_the_score_rule() ->
     texts = [
         compile_vector_index_search(flt, [1.0, 0.0], 40, 5)[0],
         compile_vector_exact_search(flt, [1.0, 0.0], 5)[0],
-        compile_recall_search(flt, lucene=None, text_k=0, vector=[1.0, 0.0], vector_fetch=100,
-                              vector_k=5)[0],
+        compile_recall_search(
+            flt, lucene=None, text_k=0, vector=[1.0, 0.0], vector_fetch=100, vector_k=5
+        )[0],
         parse_cypher((CYPHER_DIR / "search" / "vector.cypher").read_text()).text,
     ]
     for text in texts:
@@ -526,17 +608,25 @@ def test_recall_search_branches_are_independent_with_the_same_columns() -> None:
     from graphmem.backends.neo4j import compile_recall_search
 
     text, params = compile_recall_search(
-        Filter.for_memories(agent_id="a"), lucene='"tea"', text_k=5, vector=[1.0, 0.0],
-        vector_fetch=100, vector_k=5)
+        Filter.for_memories(agent_id="a"),
+        lucene='"tea"',
+        text_k=5,
+        vector=[1.0, 0.0],
+        vector_fetch=100,
+        vector_k=5,
+    )
     branches = text.split("\nUNION ALL\n")
     assert len(branches) == 2  # an empty channel cannot empty the other
 
     def columns(branch: str) -> list[str]:
-        items = re.sub(r"\([^()]*\)", "", branch[branch.rindex("RETURN") + 6:]).split(",")
+        items = re.sub(r"\([^()]*\)", "", branch[branch.rindex("RETURN") + 6 :]).split(",")
         return [item.split(" AS ")[-1].strip() for item in items]
 
-    assert columns(branches[0]) == columns(branches[1]) == [
-        "channel", "props", "score", "fetched", "probe"]
+    assert (
+        columns(branches[0])
+        == columns(branches[1])
+        == ["channel", "props", "score", "fetched", "probe"]
+    )
     assert set(re.findall(r"\$(\w+)", text)) == set(params)
 
 
@@ -553,8 +643,9 @@ def test_a_filtered_vector_search_reads_the_server_scores(fake: FakeDriver) -> N
         return None
 
     fake.respond = respond
-    (hit,) = neo.search_vector(VectorQuery(vector=(1.0, 0.0), k=5,
-                                           filter=Filter.for_memories(agent_id="a")))
+    (hit,) = neo.search_vector(
+        VectorQuery(vector=(1.0, 0.0), k=5, filter=Filter.for_memories(agent_id="a"))
+    )
     assert fake.recorder.names() == ["vector plan", "vector exact"]
     assert hit.score == pytest.approx(0.9)  # no cosine recomputed here
 
@@ -563,21 +654,25 @@ def test_the_check_statement_returns_what_the_check_reads() -> None:
     from graphmem.backends.neo4j import compile_check
 
     m = Memory(content="x")
-    text, params = compile_check([Expect(ref=m.ref, incoming=(EdgeType.SUPERSEDES,),
-                                         sources=frozenset())])
+    text, params = compile_check(
+        [Expect(ref=m.ref, incoming=(EdgeType.SUPERSEDES,), sources=frozenset())]
+    )
     assert "RETURN 'Memory' AS label, n.id AS id, properties(n) AS props," in text
     assert "| {type: type(r), id: s.id}] AS sources" in text  # _check reads both keys
     assert text.index("SET n._graphmem_lock") < text.index("properties(n)")
     assert params == {"ids0": [m.id], "types0": ["SUPERSEDES"]}
 
 
-def test_memories_without_a_vector_are_queued_by_a_label(neo: Neo4jBackend,
-                                                          fake: FakeDriver) -> None:
+def test_memories_without_a_vector_are_queued_by_a_label(
+    neo: Neo4jBackend, fake: FakeDriver
+) -> None:
     from graphmem.backends.neo4j import UNVECTORED
 
     fake.respond = lambda name, text, params: (
         [{"id": "m1", "content": "Alice prefers tea"}][: params["limit"]]
-        if name == "nodes/memory_missing_vectors" else None)
+        if name == "nodes/memory_missing_vectors"
+        else None
+    )
     assert neo.missing_vectors(5) == [("m1", "Alice prefers tea")]
     (st,) = fake.recorder.statements
     assert f"MATCH (m:{UNVECTORED})" in st.text and "LIMIT $limit" in st.text  # no scan
@@ -588,11 +683,14 @@ def test_memories_without_a_vector_are_queued_by_a_label(neo: Neo4jBackend,
     assert f"REMOVE m:{UNVECTORED}" in vectors
 
 
-@pytest.mark.parametrize(("fetched", "expected"), [
-    (0, ["recall search"]),  # nothing embedded: nothing more to look for
-    (40, ["recall search"]),  # the index returned all it had
-    (100, ["recall search", "vector plan", "vector exact"]),  # more beyond: search exactly
-])
+@pytest.mark.parametrize(
+    ("fetched", "expected"),
+    [
+        (0, ["recall search"]),  # nothing embedded: nothing more to look for
+        (40, ["recall search"]),  # the index returned all it had
+        (100, ["recall search", "vector plan", "vector exact"]),  # more beyond: search exactly
+    ],
+)
 def test_recall_search_redoes_the_vector_search_only_when_the_index_had_more(
     fake: FakeDriver, fetched: int, expected: list[str]
 ) -> None:
@@ -602,8 +700,15 @@ def test_recall_search_redoes_the_vector_search_only_when_the_index_had_more(
 
     def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
         if name == "recall search":  # the filter passed none of the neighbours read
-            return [{"channel": "vector", "props": None, "score": None, "fetched": fetched,
-                     "probe": 0.0}]
+            return [
+                {
+                    "channel": "vector",
+                    "props": None,
+                    "score": None,
+                    "fetched": fetched,
+                    "probe": 0.0,
+                }
+            ]
         if name == "vector plan":
             return [{"matched": 1, "total": 1000}]
         if name == "vector exact":
@@ -612,7 +717,8 @@ def test_recall_search_redoes_the_vector_search_only_when_the_index_had_more(
 
     fake.respond = respond
     _lexical, near = neo.search_both(
-        None, VectorQuery(vector=(1.0, 0.0), k=5, filter=Filter.for_memories(agent_id="a")))
+        None, VectorQuery(vector=(1.0, 0.0), k=5, filter=Filter.for_memories(agent_id="a"))
+    )
     assert fake.recorder.names() == expected
     assert [h.node.id for h in near] == ([m.id] if len(expected) > 1 else [])
 
@@ -621,8 +727,9 @@ def test_a_batch_over_many_runs_reads_its_runs_once() -> None:
     fake = FakeDriver()
     neo = _backend(fake, batch_rows=1000)
     mem = GraphMemory(neo, embedder=None, owns_backend=False, knowledge=False)
-    mem.remember_many([{"content": f"turn {i}", "agent_id": "a", "run_id": f"s{i % 50}"}
-                       for i in range(1000)])
+    mem.remember_many(
+        [{"content": f"turn {i}", "agent_id": "a", "run_id": f"s{i % 50}"} for i in range(1000)]
+    )
     reads = [t for t in fake.recorder.transactions if t.mode == "read"]
-    assert len(reads) <= 2, fake.recorder.names()   # the runs, then their last memories
+    assert len(reads) <= 2, fake.recorder.names()  # the runs, then their last memories
     assert len(fake.recorder.writes()) == 1

@@ -10,11 +10,17 @@ from graphmem import GraphMemory
 from graphmem.errors import Conflict, NotFound
 
 
-def work(path: str, name: str, roots: list[str], doomed_root: str, ops: int, threads: int,
-         seed: int) -> dict[str, Any]:
+def work(
+    path: str, name: str, roots: list[str], doomed_root: str, ops: int, threads: int, seed: int
+) -> dict[str, Any]:
     """Mixed remember / update / forget on a shared store; returns what was acknowledged."""
-    out: dict[str, Any] = {"acked": [], "forgotten": [], "refused": [], "conflicts": 0,
-                           "versions": 0}
+    out: dict[str, Any] = {
+        "acked": [],
+        "forgotten": [],
+        "refused": [],
+        "conflicts": 0,
+        "versions": 0,
+    }
     lock = threading.Lock()
     mem = GraphMemory.open(path, embedder=None)
 
@@ -54,13 +60,16 @@ def work(path: str, name: str, roots: list[str], doomed_root: str, ops: int, thr
                 with lock:
                     out["forgotten"].append(victim)
 
-    workers = [threading.Thread(target=loop, args=(f"{name}t{t}", random.Random(seed * 100 + t)))
-               for t in range(threads)]
+    workers = [
+        threading.Thread(target=loop, args=(f"{name}t{t}", random.Random(seed * 100 + t)))
+        for t in range(threads)
+    ]
     for w in workers:
         w.start()
     for w in workers:
         w.join()
-    out["view"] = sorted((m.id, m.status.value, m.content) for m in mem.list(status=None,
-                                                                             limit=None))
+    out["view"] = sorted(
+        (m.id, m.status.value, m.content) for m in mem.list(status=None, limit=None)
+    )
     mem.close()
     return out

@@ -26,9 +26,19 @@ def test_three_processes_and_eight_threads_keep_every_promise(tmp_path: Path) ->
     plans = [("p0", 8, 12), ("p1", 1, 60), ("p2", 1, 60)]
     ctx = mp.get_context("spawn")
     with ProcessPoolExecutor(max_workers=3, mp_context=ctx) as pool:
-        futures = [pool.submit(work, path, name, [*roots, doomed], doomed if name == "p1" else "",
-                               ops, threads, seed)
-                   for seed, (name, threads, ops) in enumerate(plans)]
+        futures = [
+            pool.submit(
+                work,
+                path,
+                name,
+                [*roots, doomed],
+                doomed if name == "p1" else "",
+                ops,
+                threads,
+                seed,
+            )
+            for seed, (name, threads, ops) in enumerate(plans)
+        ]
         results = [f.result(timeout=240) for f in futures]
 
     assert [r["refused"] for r in results] == [[], [], []]
@@ -45,7 +55,7 @@ def test_three_processes_and_eight_threads_keep_every_promise(tmp_path: Path) ->
         acked = {i for r in results for i in r["acked"]}
         forgotten = {i for r in results for i in r["forgotten"]}
         present = {m.id for m in everything}
-        assert acked - forgotten <= present          # no acknowledged write lost
+        assert acked - forgotten <= present  # no acknowledged write lost
         assert not (forgotten - {"doomed"}) & present  # no forget undone
         assert sum(r["versions"] for r in results) > 0
     # every process ended with the same view as a fresh reader (the last writer's view is

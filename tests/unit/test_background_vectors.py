@@ -32,12 +32,11 @@ class GatedEmbedder:
         return self.inner.embed(texts)
 
 
-def test_remember_returns_before_the_vector_and_recall_finds_it_lexically(
-        tmp_path: Path) -> None:
+def test_remember_returns_before_the_vector_and_recall_finds_it_lexically(tmp_path: Path) -> None:
     emb = GatedEmbedder()
     with GraphMemory.open(str(tmp_path / "s.db"), embedder=emb) as mem:
         m = mem.remember("Alice prefers green tea", agent_id="a")
-        assert mem.get(m.id).embedding is None          # acknowledged, durable, no vector yet
+        assert mem.get(m.id).embedding is None  # acknowledged, durable, no vector yet
         # recall does not wait for the background work: the memory is found lexically
         [hit] = mem.recall("green tea", agent_id="a", touch=False)
         assert hit.memory.id == m.id
@@ -50,14 +49,14 @@ def test_remember_returns_before_the_vector_and_recall_finds_it_lexically(
 
 def test_memories_without_vectors_are_embedded_after_reopening(tmp_path: Path) -> None:
     p = str(tmp_path / "s.db")
-    with GraphMemory.open(p, embedder=None) as mem:   # written with no embedder at all
+    with GraphMemory.open(p, embedder=None) as mem:  # written with no embedder at all
         ids = [m.id for m in mem.remember_many([{"content": f"note {i}"} for i in range(70)])]
     emb = GatedEmbedder()
     emb.gate.set()
     with GraphMemory.open(p, embedder=emb, vectors="background") as mem:
         mem.wait_for_vectors(timeout=30)
         assert all(m.embedding is not None for m in mem.get_many(ids))
-    with GraphMemory.open(p, embedder=None) as mem:   # and they were stored durably
+    with GraphMemory.open(p, embedder=None) as mem:  # and they were stored durably
         assert all(m.embedding is not None for m in mem.get_many(ids))
 
 
@@ -65,13 +64,14 @@ def test_a_vector_is_never_attached_to_changed_content(tmp_path: Path) -> None:
     emb = GatedEmbedder()
     with GraphMemory.open(str(tmp_path / "s.db"), embedder=emb) as mem:
         m = mem.remember("first text", agent_id="a")
-        mem.forget(m.id)                                # gone before its vector was computed
+        mem.forget(m.id)  # gone before its vector was computed
         m2 = mem.remember("second text", agent_id="a")
         emb.gate.set()
         mem.wait_for_vectors(timeout=30)
         assert mem.get_many([m.id]) == []
-        assert np.allclose(mem.get(m2.id).embedding or (),
-                           emb.inner.embed(["second text"])[0], atol=1e-6)
+        assert np.allclose(
+            mem.get(m2.id).embedding or (), emb.inner.embed(["second text"])[0], atol=1e-6
+        )
 
 
 def test_inline_mode_embeds_before_acknowledging(tmp_path: Path) -> None:
@@ -94,13 +94,14 @@ def test_recall_right_after_remember_sees_the_new_vector(tmp_path: Path) -> None
 def test_a_store_moves_to_a_model_of_another_dimension(tmp_path: Path) -> None:
     p = str(tmp_path / "s.db")
     with GraphMemory.open(p, embedder=HashEmbedder(64)) as mem:
-        ids = [m.id for m in mem.remember_many([{"content": f"note {i} on tea"}
-                                                 for i in range(30)])]
+        ids = [
+            m.id for m in mem.remember_many([{"content": f"note {i} on tea"} for i in range(30)])
+        ]
     with GraphMemory.open(p, embedder=None) as mem:
         report = mem.reindex(embedder=HashEmbedder(32), all=True)
         assert report.embedded == 30
         assert {len(m.embedding or ()) for m in mem.get_many(ids)} == {32}
-    with GraphMemory.open(p, embedder=HashEmbedder(32)) as mem:   # the new model opens
+    with GraphMemory.open(p, embedder=HashEmbedder(32)) as mem:  # the new model opens
         assert mem.recall("tea", k=3, touch=False)[0].breakdown.get("vector") is not None
         assert mem.backend.stats().embedding_dim == 32
 
@@ -119,7 +120,8 @@ def test_one_changed_memory_does_not_cost_the_batch_its_vectors() -> None:
             return real(batch, **kw)
 
         mem.writes.commit = commit_after_a_forget  # type: ignore[method-assign]
-        mem.writes.store_vectors([(a.id, "first"), (b.id, "second")],
-                                 np.ones((2, 8), dtype=np.float32))
+        mem.writes.store_vectors(
+            [(a.id, "first"), (b.id, "second")], np.ones((2, 8), dtype=np.float32)
+        )
         assert raced and mem.get(a.id).embedding is not None
         assert mem.get_many([b.id]) == []

@@ -49,6 +49,6 @@ def test_demo_history_follows_its_own_timeline(tmp_path: Path) -> None:
     session_3 = "2026-03-16"  # the third weekly session of the demo's conversation
     assert old.valid_to is not None and old.valid_to.date().isoformat() == session_3
     assert new.valid_from is not None and new.valid_from.date().isoformat() == session_3
-    history = "\n".join(lines[lines.index(next(x for x in lines if x.startswith("History"))):])
+    history = "\n".join(lines[lines.index(next(x for x in lines if x.startswith("History"))) :])
     assert f".. {session_3}: Alice is travelling to Lisbon in May." in history
     assert f"valid {session_3} .. now: Alice is travelling to Lisbon in June" in history

@@ -33,7 +33,8 @@ def test_sigkill_during_10k_writes_loses_no_acknowledged_write(tmp_path: Path) -
     db = tmp_path / "crash.db"
     proc = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(db), "10000"],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     acked: list[str] = []
     assert proc.stdout is not None

@@ -30,9 +30,12 @@ def test_incremental_refresh_matches_a_fresh_load(tmp_path: Path) -> None:
         for step in range(120):
             r = rng.random()
             if r < 0.45 or not ids:
-                m = writer.remember(f"note {step} about tea", agent_id=rng.choice("ab"),
-                                    tags=[rng.choice(["x", "y", "z"])],
-                                    run_id=rng.choice([None, "r1", "r2"]))
+                m = writer.remember(
+                    f"note {step} about tea",
+                    agent_id=rng.choice("ab"),
+                    tags=[rng.choice(["x", "y", "z"])],
+                    run_id=rng.choice([None, "r1", "r2"]),
+                )
                 ids.append(m.id)
             elif r < 0.65:
                 try:
@@ -68,8 +71,10 @@ def test_a_reader_sees_vectors_and_deletes_of_another_handle(tmp_path: Path) -> 
     from graphmem.embeddings import HashEmbedder
 
     p = str(tmp_path / "s.db")
-    with GraphMemory.open(p, embedder=HashEmbedder(32)) as a, \
-            GraphMemory.open(p, embedder=HashEmbedder(32)) as b:
+    with (
+        GraphMemory.open(p, embedder=HashEmbedder(32)) as a,
+        GraphMemory.open(p, embedder=HashEmbedder(32)) as b,
+    ):
         m = a.remember("Alice prefers green tea")
         assert b.get(m.id).embedding is not None
         [hit] = b.recall("green tea", touch=False)

@@ -48,9 +48,14 @@ BAD_MEMORIES: list[tuple[str, dict[str, Any]]] = [
     ("bad event type", {"content": "x", "event_type": "Not An Identifier"}),
     ("NaN embedding", {"content": "x", "embedding": [0.1, float("nan")]}),
     ("empty embedding", {"content": "x", "embedding": []}),
-    ("valid_to before valid_from", {
-        "content": "x", "valid_from": datetime(2025, 2, 1, tzinfo=UTC),
-        "valid_to": datetime(2025, 1, 1, tzinfo=UTC)}),
+    (
+        "valid_to before valid_from",
+        {
+            "content": "x",
+            "valid_from": datetime(2025, 2, 1, tzinfo=UTC),
+            "valid_to": datetime(2025, 1, 1, tzinfo=UTC),
+        },
+    ),
 ]
 
 
@@ -89,8 +94,12 @@ def test_bad_edges_and_filters() -> None:
     with pytest.raises(ValueError):
         Edge(type=EdgeType.NEXT, src=("Evil", "a"), dst=(NodeLabel.MEMORY, "b"))
     with pytest.raises(ValueError):
-        Edge(type=EdgeType.NEXT, src=(NodeLabel.MEMORY, "a"), dst=(NodeLabel.MEMORY, "b"),
-             props={"bad key": 1})
+        Edge(
+            type=EdgeType.NEXT,
+            src=(NodeLabel.MEMORY, "a"),
+            dst=(NodeLabel.MEMORY, "b"),
+            props={"bad key": 1},
+        )
     with pytest.raises(ValueError):
         Filter(equals={"content) DETACH DELETE n //": 1})
     with pytest.raises(ValueError):
@@ -151,8 +160,10 @@ UNTYPED: list[tuple[str, Call]] = [
     ("list until before year 1", lambda m: m.list(until=TOO_EARLY)),
     ("count since past 9999", lambda m: m.count(since=TOO_LATE)),
     ("metadata int over 64 bits in a list", lambda m: m.remember("x", metadata={"k": [2**64]})),
-    ("metadata int under 64 bits in a list",
-     lambda m: m.remember("x", metadata={"k": [1, -(2**63) - 1]})),
+    (
+        "metadata int under 64 bits in a list",
+        lambda m: m.remember("x", metadata={"k": [1, -(2**63) - 1]}),
+    ),
     ("NaN in a metadata list", lambda m: m.remember("x", metadata={"k": [float("nan")]})),
     ("inf in a metadata list", lambda m: m.remember("x", metadata={"k": [1.0, float("inf")]})),
     ("lone surrogate in agent_id", lambda m: m.remember("x", agent_id="a\ud800")),
@@ -160,8 +171,10 @@ UNTYPED: list[tuple[str, Call]] = [
     ("lone surrogate in run_id", lambda m: m.remember("x", run_id="a\ud800")),
     ("lone surrogate in metadata", lambda m: m.remember("x", metadata={"k": "a\udfff"})),
     ("lone surrogate in a metadata key", lambda m: m.remember("x", metadata={"k\ud800": 1})),
-    ("lone surrogate in nested metadata",
-     lambda m: m.remember("x", metadata={"k": {"a": ["\ud800"]}})),
+    (
+        "lone surrogate in nested metadata",
+        lambda m: m.remember("x", metadata={"k": {"a": ["\ud800"]}}),
+    ),
     ("lone surrogate in a metadata list", lambda m: m.remember("x", metadata={"k": ["\ud800"]})),
     ("metadata nested 5000 deep", lambda m: m.remember("x", metadata={"k": _nested(5000)})),
     ("lone surrogate in a query", lambda m: m.recall("tea \ud800")),
@@ -181,14 +194,16 @@ UNTYPED: list[tuple[str, Call]] = [
     ("count tier bogus among good", lambda m: m.count(tier=["long_term", "bogus"])),
     ("recall category bogus", lambda m: m.recall("tea", category="bogus")),
     ("log payload nested 5000 deep", lambda m: m.eventlog.log("a", "tool_call", _nested(5000))),
-    ("lone surrogate in a log payload",
-     lambda m: m.eventlog.log("a", "tool_call", {"x": "\ud800"})),
+    (
+        "lone surrogate in a log payload",
+        lambda m: m.eventlog.log("a", "tool_call", {"x": "\ud800"}),
+    ),
 ]
 
 
-@pytest.mark.parametrize(("why", "call"), [
-    pytest.param(why, call, id=why) for why, call in UNTYPED
-])
+@pytest.mark.parametrize(
+    ("why", "call"), [pytest.param(why, call, id=why) for why, call in UNTYPED]
+)
 def test_bad_arguments_raise_invalid_input(nxmem: GraphMemory, why: str, call: Call) -> None:
     nxmem.remember("tea at noon")
     before = nxmem.backend.stats()
@@ -209,20 +224,35 @@ def test_errors_name_the_argument(nxmem: GraphMemory) -> None:
 
 def test_extreme_but_valid_values_are_kept(nxmem: GraphMemory) -> None:
     edge = datetime.max.replace(tzinfo=UTC)
-    m = nxmem.remember("x", created_at=edge, metadata={"k": [2**63 - 1, -(2**63)],
-                                                       "deep": _nested(60)})
+    m = nxmem.remember(
+        "x", created_at=edge, metadata={"k": [2**63 - 1, -(2**63)], "deep": _nested(60)}
+    )
     got = nxmem.get(m.id)
     assert got.created_at == edge and got.metadata["k"] == [2**63 - 1, -(2**63)]
     assert nxmem.list(category=["semantic", "episodic"], status=None, limit=None) == [got]
 
 
-@pytest.mark.parametrize("page", [
-    {"order_by": None}, {"offset": None}, {"limit": 2.5}, {"descending": "yes"},
-    {"limit": True}, {"offset": -1}, {"order_by": "bogus"}, {"order_by": "embedding"},
-])
+@pytest.mark.parametrize(
+    "page",
+    [
+        {"order_by": None},
+        {"offset": None},
+        {"limit": 2.5},
+        {"descending": "yes"},
+        {"limit": True},
+        {"offset": -1},
+        {"order_by": "bogus"},
+        {"order_by": "embedding"},
+    ],
+)
 def test_check_page_refuses_bad_paging(page: dict[str, Any]) -> None:
-    args: dict[str, Any] = {"limit": 10, "offset": 0, "order_by": "created_at",
-                            "descending": True, **page}
+    args: dict[str, Any] = {
+        "limit": 10,
+        "offset": 0,
+        "order_by": "created_at",
+        "descending": True,
+        **page,
+    }
     with pytest.raises(InvalidInput):
         check_page(Memory, **args)
     check_page(Memory, limit=None, offset=5, order_by="id", descending=False)

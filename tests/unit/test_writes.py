@@ -30,23 +30,40 @@ def test_failed_precondition_writes_nothing(tmp_path: Path) -> None:
         other = m.evolve(id="other", content="something else", content_hash="")
         before = mem.backend.stats()
         with pytest.raises(Conflict, match="precondition"):
-            mem.backend.write(WriteBatch(
-                nodes=[other], expect=[Expect(m.ref, props={"status": Status.ARCHIVED})]))
+            mem.backend.write(
+                WriteBatch(nodes=[other], expect=[Expect(m.ref, props={"status": Status.ARCHIVED})])
+            )
         with pytest.raises(Conflict):
             mem.backend.write(WriteBatch(nodes=[other], expect=[Expect(m.ref, exists=False)]))
         with pytest.raises(Conflict):
-            mem.backend.write(WriteBatch(
-                nodes=[other], expect=[Expect(NodeRef(NodeLabel.MEMORY, "nope"))]))
+            mem.backend.write(
+                WriteBatch(nodes=[other], expect=[Expect(NodeRef(NodeLabel.MEMORY, "nope"))])
+            )
         with pytest.raises(Conflict):
-            mem.backend.write(WriteBatch(
-                nodes=[other], expect=[Expect(m.ref, incoming=(EdgeType.SUPERSEDES,),
-                                              sources=frozenset({"x"}))]))
+            mem.backend.write(
+                WriteBatch(
+                    nodes=[other],
+                    expect=[
+                        Expect(m.ref, incoming=(EdgeType.SUPERSEDES,), sources=frozenset({"x"}))
+                    ],
+                )
+            )
         assert mem.backend.stats() == before
         assert mem.get_many(["other"]) == []
-        mem.backend.write(WriteBatch(nodes=[other], expect=[
-            Expect(m.ref, props={"status": Status.ACTIVE, "content": m.content},
-                   incoming=(EdgeType.SUPERSEDES,), sources=frozenset()),
-            Expect(other.ref, exists=False)]))
+        mem.backend.write(
+            WriteBatch(
+                nodes=[other],
+                expect=[
+                    Expect(
+                        m.ref,
+                        props={"status": Status.ACTIVE, "content": m.content},
+                        incoming=(EdgeType.SUPERSEDES,),
+                        sources=frozenset(),
+                    ),
+                    Expect(other.ref, exists=False),
+                ],
+            )
+        )
         assert mem.get("other").content == "something else"
 
 
@@ -123,8 +140,9 @@ def test_eight_threads_updating_one_chain_leave_one_active_version() -> None:
         # a linear chain: every version but the newest is superseded by exactly one
         g = mem.graph
         for h in history[:-1]:
-            incoming = [u for u, _v, k in g.in_edges(h.ref.key, keys=True)
-                        if k == EdgeType.SUPERSEDES.value]
+            incoming = [
+                u for u, _v, k in g.in_edges(h.ref.key, keys=True) if k == EdgeType.SUPERSEDES.value
+            ]
             assert len(incoming) == 1, h.content
 
 
@@ -197,8 +215,9 @@ def test_history_provenance_and_get_never_leak_another_namespace() -> None:
     with GraphMemory.open("memory://", embedder=None) as mem:
         mem.share_namespace("secret", owner="alice")
         mem.share_namespace("team", owner="alice", members=["bob"])
-        v1 = mem.remember("launch code 1234", agent_id="alice", namespace="secret",
-                          visibility="shared")
+        v1 = mem.remember(
+            "launch code 1234", agent_id="alice", namespace="secret", visibility="shared"
+        )
         v2 = mem.update(v1.id, "we launch on Friday", namespace="team")
         assert [m.content for m in mem.history(v2.id, scope="bob")] == ["we launch on Friday"]
         assert mem.current(v2.id, scope="bob").id == v2.id
@@ -208,7 +227,9 @@ def test_history_provenance_and_get_never_leak_another_namespace() -> None:
         prov = mem.provenance(v2.id, scope="bob")
         assert [n.id for n in prov.nodes] == [v2.id] and prov.edges == ()
         assert [m.content for m in mem.history(v2.id, scope="alice")] == [
-            "launch code 1234", "we launch on Friday"]
+            "launch code 1234",
+            "we launch on Friday",
+        ]
         assert mem.count(scope="bob") == 1 and mem.count(scope="bob", status=None) == 1
         assert [m.id for m in mem.list(scope="bob", status=None)] == [v2.id]
 
@@ -228,9 +249,17 @@ def test_forget_restores_only_what_no_surviving_memory_supersedes() -> None:
         b = mem.remember("a third, independent rewrite")
         mem.supersede(a.id, [old.id], reason="moved")
         mem.writes.link(b.id, [old.id], pass_name="manual")
-        mem.backend.write(WriteBatch(edges=[mem.writes.backend.expand(  # b supersedes old too
-            [a.ref], [EdgeType.SUPERSEDES], direction="out").edges[0].model_copy(
-                update={"src": b.ref})]))
+        mem.backend.write(
+            WriteBatch(
+                edges=[
+                    mem.writes.backend.expand(  # b supersedes old too
+                        [a.ref], [EdgeType.SUPERSEDES], direction="out"
+                    )
+                    .edges[0]
+                    .model_copy(update={"src": b.ref})
+                ]
+            )
+        )
         report = mem.forget(a.id, cascade=False)
         assert report.deleted == (a.id,) and report.restored == ()
         assert mem.get(old.id).status is Status.SUPERSEDED  # b still supersedes it
@@ -243,13 +272,13 @@ def test_archive_then_restore_of_an_old_version_never_forks_the_chain() -> None:
     with GraphMemory.open("memory://", embedder=None) as mem:
         v1 = mem.remember("the plan is A")
         v2 = mem.update(v1.id, "the plan is B")
-        mem.archive([v1.id])                       # archiving an old version is allowed
+        mem.archive([v1.id])  # archiving an old version is allowed
         assert mem.get(v1.id).status is Status.ARCHIVED
-        mem.restore([v1.id])                       # it comes back as what it was
+        mem.restore([v1.id])  # it comes back as what it was
         assert mem.get(v1.id).status is Status.SUPERSEDED
         assert [m.id for m in mem.history(v2.id) if m.status is Status.ACTIVE] == [v2.id]
         with pytest.raises(Conflict):
-            mem.set_status([v1.id], "active")      # a superseded version is not restorable
+            mem.set_status([v1.id], "active")  # a superseded version is not restorable
         with pytest.raises(InvalidInput):
             mem.set_status([v2.id], "superseded")  # only a new version supersedes
         assert [m.id for m in mem.history(v2.id) if m.status is Status.ACTIVE] == [v2.id]
@@ -283,8 +312,10 @@ def test_memories_of_a_run_form_one_chain_across_handles_and_threads(tmp_path: P
             for i in range(15):
                 mem.remember(f"{tag} note {i}", run_id="s1", reconcile="off")
 
-        threads = [threading.Thread(target=writer, args=(m, t))
-                   for m, t in ((a, "a1"), (a, "a2"), (b, "b1"), (b, "b2"))]
+        threads = [
+            threading.Thread(target=writer, args=(m, t))
+            for m, t in ((a, "a1"), (a, "a2"), (b, "b1"), (b, "b2"))
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -293,11 +324,11 @@ def test_memories_of_a_run_form_one_chain_across_handles_and_threads(tmp_path: P
         assert len(in_run) == 62
         g = a.graph
         nxt = [(u, v) for u, v, k in g.edges(keys=True) if k == EdgeType.NEXT.value]
-        assert len(nxt) == 61                                  # one linear chain:
+        assert len(nxt) == 61  # one linear chain:
         assert len({u for u, _ in nxt}) == 61 == len({v for _, v in nxt})
-        assert first.ref.key not in {v for _, v in nxt}        # it starts at the first
+        assert first.ref.key not in {v for _, v in nxt}  # it starts at the first
         run = a.get_run("s1")
-        assert run.event_count == 1                            # only the event is an event
+        assert run.event_count == 1  # only the event is an event
         assert [e.seq for e in a.events("s1", event_types=["user_message"])] == [0]
     finally:
         a.close()

@@ -38,7 +38,8 @@ DAY = timedelta(days=1)
 
 def test_importance_scorer_boosts_and_clamps() -> None:
     s = ImportanceScorer(
-        base=0.3, event_boosts={"error": 0.3, "tool_result": 0.1},
+        base=0.3,
+        event_boosts={"error": 0.3, "tool_result": 0.1},
         signal_boosts={"error": 0.25, "result": 0.15},
         keyword_boosts={"remember": 0.2, "important": 0.15},
     )
@@ -80,8 +81,9 @@ def test_retention_precedence() -> None:
         default=timedelta(days=365),
         by_category={"episodic": timedelta(days=30)},
         agents={
-            "a1": AgentRetention(default=timedelta(days=7),
-                                 by_category={"episodic": timedelta(days=1)}),
+            "a1": AgentRetention(
+                default=timedelta(days=7), by_category={"episodic": timedelta(days=1)}
+            ),
             "a2": AgentRetention(default=timedelta(days=7)),
             "a3": AgentRetention(max_memories=5),
         },
@@ -115,8 +117,7 @@ def clock() -> Clock:
 @pytest.fixture
 def mem(backend: GraphBackend, clock: Clock) -> Iterator[GraphMemory]:
     # these tests build duplicates and contradictions on purpose
-    m = GraphMemory(backend, embedder=None, owns_backend=False,
-                    settings=NO_RECONCILE, clock=clock)
+    m = GraphMemory(backend, embedder=None, owns_backend=False, settings=NO_RECONCILE, clock=clock)
     yield m
     m.close()
 
@@ -126,8 +127,9 @@ def lifecycle(mem: GraphMemory, clock: Clock, **config: object) -> Lifecycle:
 
 
 def snapshot(backend: GraphBackend) -> list[dict[str, object]]:
-    return sorted((n.to_props() for ns, _ in backend.scan() for n in ns),
-                  key=lambda p: str(p["id"]))
+    return sorted(
+        (n.to_props() for ns, _ in backend.scan() for n in ns), key=lambda p: str(p["id"])
+    )
 
 
 def status(mem: GraphMemory, m: Memory) -> Status:
@@ -153,10 +155,22 @@ def test_scratchpad_is_fleeting(mem: GraphMemory, clock: Clock) -> None:
 
 def test_turn_end_can_store_durable_facts(mem: GraphMemory, clock: Clock) -> None:
     lc = lifecycle(mem, clock)
-    turn = mem.remember("I'm allergic to peanuts. Thanks!", run_id="r1", agent_id="ann",
-                        event_type="user_message", tier="short_term", category="episodic")
-    report = lc.on_turn_end("r1", turn=turn.content, speaker="Ann", agent_id="ann",
-                            source_ids=[turn.id], extract_facts=True)
+    turn = mem.remember(
+        "I'm allergic to peanuts. Thanks!",
+        run_id="r1",
+        agent_id="ann",
+        event_type="user_message",
+        tier="short_term",
+        category="episodic",
+    )
+    report = lc.on_turn_end(
+        "r1",
+        turn=turn.content,
+        speaker="Ann",
+        agent_id="ann",
+        source_ids=[turn.id],
+        extract_facts=True,
+    )
     assert report.facts is not None
     [fact] = report.facts.created
     assert mem.get(fact.id).content == "Ann is allergic to peanuts."
@@ -164,22 +178,24 @@ def test_turn_end_can_store_durable_facts(mem: GraphMemory, clock: Clock) -> Non
 
 def test_run_end_promotes_and_summarises(mem: GraphMemory, clock: Clock) -> None:
     lc = lifecycle(mem, clock)
-    keep = mem.remember("The customer wants invoices in EUR.", run_id="r1",
-                        tier="short_term", importance=0.6)
-    used = mem.remember("Searched the wiki for invoice templates.", run_id="r1",
-                        tier="short_term", importance=0.2)
+    keep = mem.remember(
+        "The customer wants invoices in EUR.", run_id="r1", tier="short_term", importance=0.6
+    )
+    used = mem.remember(
+        "Searched the wiki for invoice templates.", run_id="r1", tier="short_term", importance=0.2
+    )
     for _ in range(3):
         mem.backend.touch([used.id], NOW)
-    low = mem.remember("Opened the invoices page.", run_id="r1", tier="short_term",
-                       importance=0.1)
+    low = mem.remember("Opened the invoices page.", run_id="r1", tier="short_term", importance=0.1)
     mem.remember("Unrelated run memory.", run_id="r2", tier="short_term", importance=0.9)
 
     before = snapshot(mem.backend)
     dry = lc.on_run_end("r1", dry_run=True)
     assert snapshot(mem.backend) == before
     report = lc.on_run_end("r1")
-    strip = [(a.step, a.action, a.memory_id if a.action != "create" else None)
-             for a in report.actions]
+    strip = [
+        (a.step, a.action, a.memory_id if a.action != "create" else None) for a in report.actions
+    ]
     assert strip == [(a.step, a.action, a.memory_id) for a in dry.actions]
     assert set(report.ids("promote")) == {keep.id, used.id}
     assert mem.get(keep.id).tier is Tier.LONG_TERM
@@ -188,8 +204,9 @@ def test_run_end_promotes_and_summarises(mem: GraphMemory, clock: Clock) -> None
     [summary_id] = report.ids("create")
     summary = mem.get(summary_id)
     assert summary.category.value == "summary" and summary.run_id == "r1"
-    sub = mem.backend.expand([NodeRef(NodeLabel.MEMORY, summary_id)], [EdgeType.DERIVED_FROM],
-                             direction="out")
+    sub = mem.backend.expand(
+        [NodeRef(NodeLabel.MEMORY, summary_id)], [EdgeType.DERIVED_FROM], direction="out"
+    )
     assert {e.dst.id for e in sub.edges} == {keep.id, used.id, low.id}
     assert "EUR" in summary.content
 
@@ -220,28 +237,47 @@ def test_short_term_refresh_every_n_writes(mem: GraphMemory, clock: Clock) -> No
 def build_store(mem: GraphMemory, clock: Clock) -> dict[str, Memory]:
     old = NOW - 400 * DAY
     return {
-        "expired": mem.remember("Temporary code 1234 for login.", expires_at=NOW - DAY,
-                                created_at=NOW - 2 * DAY, importance=0.9),
+        "expired": mem.remember(
+            "Temporary code 1234 for login.",
+            expires_at=NOW - DAY,
+            created_at=NOW - 2 * DAY,
+            importance=0.9,
+        ),
         "future": mem.remember("Valid coupon SPRING.", expires_at=NOW + DAY, created_at=NOW),
-        "old_episode": mem.remember("Chatted about the weather.", category="episodic",
-                                    agent_id="a1", created_at=NOW - 3 * DAY, importance=0.6),
-        "old_fact": mem.remember("Alice has a dog named Rex.", agent_id="a1",
-                                 created_at=NOW - 20 * DAY, importance=0.6),
-        "kept_fact": mem.remember("Bob's birthday is in May.", agent_id="a2",
-                                  created_at=NOW - 20 * DAY, importance=0.6),
+        "old_episode": mem.remember(
+            "Chatted about the weather.",
+            category="episodic",
+            agent_id="a1",
+            created_at=NOW - 3 * DAY,
+            importance=0.6,
+        ),
+        "old_fact": mem.remember(
+            "Alice has a dog named Rex.", agent_id="a1", created_at=NOW - 20 * DAY, importance=0.6
+        ),
+        "kept_fact": mem.remember(
+            "Bob's birthday is in May.", agent_id="a2", created_at=NOW - 20 * DAY, importance=0.6
+        ),
         "faded": mem.remember("Saw a blue car.", agent_id="a2", created_at=old, importance=0.1),
-        "stale": mem.remember("The office plant was watered.", agent_id="a2",
-                              created_at=NOW - 190 * DAY, importance=0.3),
-        "vip": mem.remember("The CEO's name is Dana.", agent_id="a2", created_at=old,
-                            importance=0.95),
+        "stale": mem.remember(
+            "The office plant was watered.",
+            agent_id="a2",
+            created_at=NOW - 190 * DAY,
+            importance=0.3,
+        ),
+        "vip": mem.remember(
+            "The CEO's name is Dana.", agent_id="a2", created_at=old, importance=0.95
+        ),
     }
 
 
 CONFIG = {
     "retention": RetentionPolicy(
         by_category={"episodic": timedelta(days=30)},
-        agents={"a1": AgentRetention(default=timedelta(days=10),
-                                     by_category={"episodic": timedelta(days=2)})},
+        agents={
+            "a1": AgentRetention(
+                default=timedelta(days=10), by_category={"episodic": timedelta(days=2)}
+            )
+        },
     ),
     "decay": DecayConfig(half_life_days=60),
     "prune_below": 0.01,
@@ -277,8 +313,7 @@ def test_single_steps_and_hard_delete_only_when_asked(mem: GraphMemory, clock: C
     s = build_store(mem, clock)
     lc = lifecycle(mem, clock, **CONFIG)
     assert lc.expire(dry_run=True).ids() == [s["expired"].id]
-    assert set(lc.enforce_retention(dry_run=True).ids()) == {s["old_episode"].id,
-                                                             s["old_fact"].id}
+    assert set(lc.enforce_retention(dry_run=True).ids()) == {s["old_episode"].id, s["old_fact"].id}
     assert set(lc.decay(dry_run=True).ids()) == {s["faded"].id, s["stale"].id}
     report = lc.expire(hard_delete=True)
     assert report.ids("delete") == [s["expired"].id]
@@ -289,11 +324,15 @@ def test_single_steps_and_hard_delete_only_when_asked(mem: GraphMemory, clock: C
 
 
 def test_max_memories_per_agent_archives_least_relevant(mem: GraphMemory, clock: Clock) -> None:
-    ms = [mem.remember(f"memory number {i}", agent_id="a", importance=0.1 * (i + 1))
-          for i in range(5)]
+    ms = [
+        mem.remember(f"memory number {i}", agent_id="a", importance=0.1 * (i + 1)) for i in range(5)
+    ]
     mem.remember("another agent", agent_id="b", importance=0.1)
-    lc = lifecycle(mem, clock, retention=RetentionPolicy(
-        max_per_agent=10, agents={"a": AgentRetention(max_memories=3)}))
+    lc = lifecycle(
+        mem,
+        clock,
+        retention=RetentionPolicy(max_per_agent=10, agents={"a": AgentRetention(max_memories=3)}),
+    )
     report = lc.maintain(steps=("limit",))
     assert report.ids("archive") == [ms[0].id, ms[1].id]
     assert mem.count(agent_id="a") == 3 and mem.count(agent_id="b") == 1

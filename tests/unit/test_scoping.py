@@ -28,8 +28,20 @@ N_NAMESPACES = 4
 N_MEMORIES = 300
 N_QUERIES = 150
 DIM = 8
-WORDS = ["apple", "river", "castle", "engine", "forest", "garden", "harbor", "island",
-         "jungle", "kettle", "ladder", "mirror"]
+WORDS = [
+    "apple",
+    "river",
+    "castle",
+    "engine",
+    "forest",
+    "garden",
+    "harbor",
+    "island",
+    "jungle",
+    "kettle",
+    "ladder",
+    "mirror",
+]
 
 
 @dataclass
@@ -66,11 +78,20 @@ def build_world(mem: GraphMemory, rng: random.Random) -> World:
             vis, ns = Visibility.ORG, rng.choice(["default", *members])
         content = " ".join(rng.sample(WORDS, 3)) + f" note {i}"
         vec = np.asarray([rng.gauss(0, 1) for _ in range(DIM)], dtype=np.float32)
-        items.append(Memory(content=content, agent_id=author, namespace=ns, visibility=vis,
-                            embedding=vec.tolist(), tags=[rng.choice(["x", "y"])]))
+        items.append(
+            Memory(
+                content=content,
+                agent_id=author,
+                namespace=ns,
+                visibility=vis,
+                embedding=vec.tolist(),
+                tags=[rng.choice(["x", "y"])],
+            )
+        )
     stored = mem.remember_many(items)
-    world = World(members, owner, {m.id: (m.agent_id, m.visibility, m.namespace, m.content)
-                                   for m in stored})
+    world = World(
+        members, owner, {m.id: (m.agent_id, m.visibility, m.namespace, m.content) for m in stored}
+    )
     # membership changes after the writes: revocation must take effect at once
     for name in list(members)[:2]:
         leavers = sorted(members[name] - {owner[name]})
@@ -87,16 +108,16 @@ def build_world(mem: GraphMemory, rng: random.Random) -> World:
 def allowed_ids(world: World, agent: str, own: bool, shared: set[str], org: bool) -> set[str]:
     out = set()
     for mid, (author, vis, ns, _c) in world.memories.items():
-        if (vis is Visibility.PRIVATE and own and author == agent) or (
-            vis is Visibility.SHARED and ns in shared
-        ) or (vis is Visibility.ORG and org):
+        if (
+            (vis is Visibility.PRIVATE and own and author == agent)
+            or (vis is Visibility.SHARED and ns in shared)
+            or (vis is Visibility.ORG and org)
+        ):
             out.add(mid)
     return out
 
 
-def random_scope(
-    rng: random.Random, world: World, agent: str
-) -> tuple[Scope, set[str] | None]:
+def random_scope(rng: random.Random, world: World, agent: str) -> tuple[Scope, set[str] | None]:
     """A random scope and the namespaces it reads (None: the scope must be refused)."""
     mine = sorted(n for n, m in world.members.items() if agent in m)
     own, org = rng.random() < 0.8, rng.random() < 0.6
@@ -121,8 +142,11 @@ def test_scoped_queries_never_leak_private_memories(mem: GraphMemory, seed: int)
     checked = refused = 0
     for _ in range(N_QUERIES):
         agent = rng.choice(agents)
-        scope, shared = random_scope(rng, world, agent) if agent != "outsider" else (
-            Scope(agent_id=agent), set())
+        scope, shared = (
+            random_scope(rng, world, agent)
+            if agent != "outsider"
+            else (Scope(agent_id=agent), set())
+        )
         if shared is None:
             with pytest.raises(AccessDenied):
                 mem.recall(rng.choice(WORDS), scope=scope)
@@ -135,20 +159,23 @@ def test_scoped_queries_never_leak_private_memories(mem: GraphMemory, seed: int)
         assert b.count(flt) == len(allowed)
         # lexical search over everything the scope admits, for one word: exact too
         word = rng.choice(WORDS)
-        text_ids = {h.node.id for h in b.search_text(TextQuery(text=word, filter=flt,
-                                                               k=N_MEMORIES))}
+        text_ids = {
+            h.node.id for h in b.search_text(TextQuery(text=word, filter=flt, k=N_MEMORIES))
+        }
         assert text_ids == {i for i in allowed if word in world.memories[i][3].split()}
         # vector search: exhaustive k returns exactly the allowed set; small k a subset
         vec = tuple(rng.gauss(0, 1) for _ in range(DIM))
         k = rng.randint(1, 40)
-        assert {h.node.id for h in b.search_vector(VectorQuery(vector=vec, filter=flt,
-                                                               k=N_MEMORIES))} == allowed
+        assert {
+            h.node.id for h in b.search_vector(VectorQuery(vector=vec, filter=flt, k=N_MEMORIES))
+        } == allowed
         small = b.search_vector(VectorQuery(vector=vec, filter=flt, k=k))
         assert len(small) == min(k, len(allowed))  # the filter ran before the top-k cut
         # recall, with an extra caller filter ANDed in: never outside the scope
         extra = rng.choice([None, rng.choice(agents)])
-        got = mem.recall(" ".join(rng.sample(WORDS, 2)), scope=scope, k=k, agent_id=extra,
-                         touch=False)
+        got = mem.recall(
+            " ".join(rng.sample(WORDS, 2)), scope=scope, k=k, agent_id=extra, touch=False
+        )
         for r in got:
             assert r.memory.id in allowed
             author, vis, _ns, _c = world.memories[r.memory.id]
@@ -177,13 +204,14 @@ def test_sharing_requires_a_shared_namespace_and_membership(mem: GraphMemory) ->
     with pytest.raises(AccessDenied, match="not a member"):
         mem.remember("plan", agent_id="c", namespace="team", visibility="shared")
     with pytest.raises(AccessDenied):  # one bad item denies the whole batch
-        mem.remember_many([
-            {"content": "ok", "agent_id": "b", "namespace": "team", "visibility": "shared"},
-            {"content": "no", "agent_id": "c", "namespace": "team", "visibility": "shared"},
-        ])
+        mem.remember_many(
+            [
+                {"content": "ok", "agent_id": "b", "namespace": "team", "visibility": "shared"},
+                {"content": "no", "agent_id": "c", "namespace": "team", "visibility": "shared"},
+            ]
+        )
     assert mem.count(status=None) == 0
-    shared = mem.remember("plan the launch", agent_id="b", namespace="team",
-                          visibility="shared")
+    shared = mem.remember("plan the launch", agent_id="b", namespace="team", visibility="shared")
     assert {r.memory.id for r in mem.recall("launch", scope="a")} == {shared.id}
     assert mem.recall("launch", scope="c") == []
     with pytest.raises(AccessDenied):
@@ -231,8 +259,18 @@ def test_update_can_share_but_only_into_a_namespace_of_the_author(mem: GraphMemo
 
 def test_shared_events_are_checked_too(mem: GraphMemory) -> None:
     with pytest.raises(AccessDenied):
-        mem.add_events("r1", [{"event_type": "user_message", "content": "hi",
-                               "agent_id": "a", "namespace": "team", "visibility": "shared"}])
+        mem.add_events(
+            "r1",
+            [
+                {
+                    "event_type": "user_message",
+                    "content": "hi",
+                    "agent_id": "a",
+                    "namespace": "team",
+                    "visibility": "shared",
+                }
+            ],
+        )
     assert mem.count(status=None) == 0
 
 

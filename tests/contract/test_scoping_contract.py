@@ -37,17 +37,26 @@ def test_audience_filter_in_every_search(backend: GraphBackend) -> None:
     mems = [
         Memory(content="blue whale", agent_id="a", embedding=[1, 0], created_at=T0),
         Memory(content="blue sky", agent_id="b", embedding=[1, 0.1], created_at=T0),
-        Memory(content="blue team", agent_id="b", namespace="t", visibility="shared",
-               embedding=[1, 0.2], created_at=T0),
-        Memory(content="blue note", agent_id="c", visibility="org", embedding=[1, 0.3],
-               created_at=T0),
+        Memory(
+            content="blue team",
+            agent_id="b",
+            namespace="t",
+            visibility="shared",
+            embedding=[1, 0.2],
+            created_at=T0,
+        ),
+        Memory(
+            content="blue note", agent_id="c", visibility="org", embedding=[1, 0.3], created_at=T0
+        ),
     ]
     backend.upsert(mems)
     assert [m.audience for m in mems] == ["agent:a", "agent:b", "ns:t", "org"]
     flt = Filter(any_of={"audience": ("agent:a", "ns:t")})
     assert {m.id for m in backend.match(flt)} == {mems[0].id, mems[2].id}
     assert {h.node.id for h in backend.search_text(TextQuery(text="blue", filter=flt))} == {
-        mems[0].id, mems[2].id}
+        mems[0].id,
+        mems[2].id,
+    }
     none = Filter(any_of={"audience": ()})
     assert backend.match(none) == [] and backend.count(none) == 0
     assert backend.search_text(TextQuery(text="blue", filter=none)) == []

@@ -113,8 +113,11 @@ def test_schema_files_create_objects_named_like_the_file() -> None:
     for name in (*SCHEMA_QUERIES, VECTOR_INDEX_QUERY):
         text = load_queries([name])[name].text
         stem = name.split("/", 1)[1]
-        assert re.match(rf"CREATE (CONSTRAINT|INDEX|FULLTEXT INDEX|VECTOR INDEX) {stem} "
-                        r"IF NOT EXISTS\b", text), name
+        assert re.match(
+            rf"CREATE (CONSTRAINT|INDEX|FULLTEXT INDEX|VECTOR INDEX) {stem} "
+            r"IF NOT EXISTS\b",
+            text,
+        ), name
 
 
 def test_stats_counts_every_label_and_edge_type() -> None:
@@ -142,7 +145,10 @@ def test_node_upsert_files_maintain_exactly_the_structural_edges() -> None:
             else:
                 # only the auto-created Run may get RUN_BY from another label's upsert
                 assert all(v == "r" and etype is EdgeType.RUN_BY for v in owned), (
-                    label, etype, owned)
+                    label,
+                    etype,
+                    owned,
+                )
     # the sample nodes of the contract yield only shapes the files handle
     from graphmem.models import Agent, LogEntry, Memory, OrgFact, Run
 

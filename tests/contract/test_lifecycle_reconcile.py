@@ -61,8 +61,10 @@ def test_contradiction_supersedes_the_old_version_offline(mem: GraphMemory) -> N
     result = mem.last_reconcile
     assert result is not None and result.action == "superseded"
     assert result.related_ids == (oslo.id,) and "oslo" in (result.reason or "")
-    assert statuses(mem) == [("Alice lives in Bergen", "active"),
-                             ("Alice lives in Oslo", "superseded")]
+    assert statuses(mem) == [
+        ("Alice lives in Bergen", "active"),
+        ("Alice lives in Oslo", "superseded"),
+    ]
     assert [m.id for m in mem.history(bergen.id)] == [oslo.id, bergen.id]
     # reversible: forgetting only the new version brings the old one back
     mem.forget(bergen.id, cascade=False)
@@ -77,15 +79,21 @@ def test_same_value_or_other_subject_is_no_contradiction(mem: GraphMemory) -> No
 
 
 def test_near_duplicate_is_left_to_consolidation_by_default_or_linked(
-    mem: GraphMemory, backend: GraphBackend,
+    mem: GraphMemory,
+    backend: GraphBackend,
 ) -> None:
     mem.remember("The nightly backup runs at two in the morning", agent_id="a")
     kept = mem.remember("The nightly backup runs at two in the morning UTC", agent_id="a")
     assert mem.last_reconcile is not None and mem.last_reconcile.action == "created"
     assert "near_duplicate_of" not in kept.metadata
     assert len(mem.consolidate(dry_run=True).groups) == 1  # merged by maintenance
-    linking = GraphMemory(backend, embedder=None, owns_backend=False, clock=lambda: NOW,
-                          settings=Settings(reconcile={"near_duplicates": "link"}))  # type: ignore[arg-type]
+    linking = GraphMemory(
+        backend,
+        embedder=None,
+        owns_backend=False,
+        clock=lambda: NOW,
+        settings=Settings(reconcile={"near_duplicates": "link"}),
+    )  # type: ignore[arg-type]
     old = linking.remember("The weekly report goes out on Monday morning", agent_id="b")
     new = linking.remember("The weekly report goes out on Monday morning early", agent_id="b")
     assert linking.last_reconcile is not None and linking.last_reconcile.action == "linked"
@@ -95,8 +103,9 @@ def test_near_duplicate_is_left_to_consolidation_by_default_or_linked(
 
 def test_near_duplicate_supersede_policy(backend: GraphBackend) -> None:
     settings = Settings(reconcile={"near_duplicates": "supersede"})  # type: ignore[arg-type]
-    mem = GraphMemory(backend, embedder=None, owns_backend=False, clock=lambda: NOW,
-                      settings=settings)
+    mem = GraphMemory(
+        backend, embedder=None, owns_backend=False, clock=lambda: NOW, settings=settings
+    )
     old = mem.remember("The nightly backup runs at two in the morning", agent_id="a")
     mem.remember("The nightly backup runs at two in the morning UTC", agent_id="a")
     assert mem.last_reconcile is not None and mem.last_reconcile.action == "superseded"
@@ -104,8 +113,7 @@ def test_near_duplicate_supersede_policy(backend: GraphBackend) -> None:
 
 
 def test_episodic_memories_are_never_reconciled(mem: GraphMemory) -> None:
-    turns = ["Melanie: thanks!", "Melanie: thanks!", "Alice lives in Oslo",
-             "Alice lives in Bergen"]
+    turns = ["Melanie: thanks!", "Melanie: thanks!", "Alice lives in Oslo", "Alice lives in Bergen"]
     for t in turns:
         mem.remember(t, run_id="s1", category="episodic")
         assert mem.last_reconcile is not None and mem.last_reconcile.action == "created"
@@ -128,8 +136,7 @@ def test_consolidation_does_not_merge_a_contradiction(mem: GraphMemory) -> None:
     mem.remember("Alice lives in Bergen", reconcile="off")
     report = mem.consolidate()
     assert report.groups == ()
-    assert statuses(mem) == [("Alice lives in Bergen", "active"),
-                             ("Alice lives in Oslo", "active")]
+    assert statuses(mem) == [("Alice lives in Bergen", "active"), ("Alice lives in Oslo", "active")]
 
 
 def test_claims() -> None:
@@ -146,8 +153,7 @@ def test_claims() -> None:
 def test_user_id_is_a_filter_and_recall_scope(mem: GraphMemory) -> None:
     mem.remember("prefers window seats", user_id="u1")
     mem.remember("prefers aisle seats", user_id="u2")
-    assert [r.memory.content for r in mem.recall("seats", user_id="u1")] == [
-        "prefers window seats"]
+    assert [r.memory.content for r in mem.recall("seats", user_id="u1")] == ["prefers window seats"]
     assert mem.count(metadata={"user_id": "u2"}) == 1
     assert [m.content for m in mem.list(user_id="u2")] == ["prefers aisle seats"]
 
@@ -159,8 +165,10 @@ def test_user_id_is_a_filter_and_recall_scope(mem: GraphMemory) -> None:
 def test_seed_importance_and_tiers() -> None:
     s = ImportanceScorer()
     assert s.score() == 0.5
-    assert [s.score(event_type=e) for e in ("write", "success", "completion", "result",
-                                             "error", "debug")] == [0.8, 0.7, 0.7, 0.6, 0.4, 0.5]
+    assert [
+        s.score(event_type=e)
+        for e in ("write", "success", "completion", "result", "error", "debug")
+    ] == [0.8, 0.7, 0.7, 0.6, 0.4, 0.5]
     r = ClassificationRules()
     assert r.tier_for(kind="log", importance=1.0) is Tier.SHORT_TERM
     assert r.tier_for(event_type="result", importance=0.0) is Tier.LONG_TERM
@@ -182,10 +190,12 @@ def test_events_are_scored_and_classified_on_write(mem: GraphMemory) -> None:
 
 
 def test_configured_scorer_and_rules_are_used(mem: GraphMemory) -> None:
-    mem.configure_lifecycle(LifecycleConfig(
-        scorer=ImportanceScorer(base=0.2, event_boosts={"alert": 0.6}),
-        rules=ClassificationRules(long_term_events=("alert",)),
-    ))
+    mem.configure_lifecycle(
+        LifecycleConfig(
+            scorer=ImportanceScorer(base=0.2, event_boosts={"alert": 0.6}),
+            rules=ClassificationRules(long_term_events=("alert",)),
+        )
+    )
     e = mem.add_event("r1", "alert", "pager fired")
     assert (e.importance, e.tier) == (0.8, Tier.LONG_TERM)
     m = mem.remember("a note")
@@ -204,9 +214,15 @@ def test_http_writes_are_reconciled_and_classified(mem: GraphMemory) -> None:
         moved = client.post("/memories", json={"content": "Alice lives in Bergen"}).json()
         assert mem.get(first["id"]).status is Status.SUPERSEDED
         assert mem.get(moved["id"]).status is Status.ACTIVE
-        [wrote, failed] = client.post("/runs/r1/events", json={"events": [
-            {"event_type": "write", "content": "wrote report.pdf"},
-            {"event_type": "error", "content": "upload failed"}]}).json()
+        [wrote, failed] = client.post(
+            "/runs/r1/events",
+            json={
+                "events": [
+                    {"event_type": "write", "content": "wrote report.pdf"},
+                    {"event_type": "error", "content": "upload failed"},
+                ]
+            },
+        ).json()
         assert (wrote["importance"], wrote["tier"]) == (0.8, "long_term")
         assert (failed["importance"], failed["tier"]) == (0.4, "short_term")
 
@@ -228,9 +244,15 @@ def test_reconcile_returns_the_outcome_also_through_aio() -> None:
 
 def test_agent_kind_signal_and_keyword_boosts_apply_on_write(mem: GraphMemory) -> None:
     mem.register_agent("planner", kind="planner")
-    mem.configure_lifecycle(LifecycleConfig(scorer=ImportanceScorer(
-        agent_boosts={"planner": 0.2}, signal_boosts={"decision": 0.1},
-        keyword_boosts={"deadline": 0.1})))
+    mem.configure_lifecycle(
+        LifecycleConfig(
+            scorer=ImportanceScorer(
+                agent_boosts={"planner": 0.2},
+                signal_boosts={"decision": 0.1},
+                keyword_boosts={"deadline": 0.1},
+            )
+        )
+    )
     assert mem.remember("plan the sprint", agent_id="planner").importance == 0.7
     assert mem.remember("plan the sprint", agent_id="worker").importance == 0.5
     assert mem.remember("ship it", metadata={"decision": "go"}).importance == 0.6
@@ -244,8 +266,9 @@ def test_user_id_over_http_and_in_batches(mem: GraphMemory) -> None:
 
     with TestClient(create_app(mem, settings=Settings())) as client:
         client.post("/memories", json={"content": "prefers window seats", "user_id": "u1"})
-        client.post("/memories/batch", json={"items": [
-            {"content": "prefers aisle seats", "user_id": "u2"}]})
+        client.post(
+            "/memories/batch", json={"items": [{"content": "prefers aisle seats", "user_id": "u2"}]}
+        )
         hits = client.post("/recall", json={"query": "seats", "user_id": "u2"}).json()
         assert [h["memory"]["content"] for h in hits] == ["prefers aisle seats"]
     [batch] = mem.remember_many([{"content": "likes jazz", "user_id": "u3"}])

@@ -33,18 +33,19 @@ def stub() -> Iterator[StubAnthropic]:
 
 def store(stub: StubAnthropic, **config: object) -> GraphMemory:
     llm = AnthropicLLM(base_url=stub.url, api_key="k", max_retries=0)
-    mem = GraphMemory(open_backend("memory://"), embedder=None, llm=llm, clock=lambda: NOW,
-                      settings=NO_RECONCILE)
+    mem = GraphMemory(
+        open_backend("memory://"), embedder=None, llm=llm, clock=lambda: NOW, settings=NO_RECONCILE
+    )
     if config:
         mem.configure_lifecycle(LifecycleConfig(**config))  # type: ignore[arg-type]
     return mem
 
 
 def similar_pair(mem: GraphMemory, agent: str) -> None:
-    mem.remember("backups run nightly at two in the morning on the main server",
-                 agent_id=agent)
-    mem.remember("backups run nightly at two in the morning on the main host machine",
-                 agent_id=agent)
+    mem.remember("backups run nightly at two in the morning on the main server", agent_id=agent)
+    mem.remember(
+        "backups run nightly at two in the morning on the main host machine", agent_id=agent
+    )
 
 
 CFG = ConsolidationConfig(merge_threshold=0.6, duplicate_threshold=0.95)
@@ -73,13 +74,24 @@ def test_a_failed_merge_falls_back_per_group(stub: StubAnthropic) -> None:
 
 def test_improve_batches_within_the_budget_and_falls_back(stub: StubAnthropic) -> None:
     mem = store(stub)
-    ms = [mem.remember(f"basically note number {i} about the {'x' * 200} project",
-                       created_at=NOW + timedelta(seconds=i)) for i in range(6)]
+    ms = [
+        mem.remember(
+            f"basically note number {i} about the {'x' * 200} project",
+            created_at=NOW + timedelta(seconds=i),
+        )
+        for i in range(6)
+    ]
     assert [len(b) for b in token_batches(ms, budget=170)] == [2, 2, 2]
-    stub.push(tool_reply("record_improve", {"rewrites": [], "contradictions": []},
-                         stop="max_tokens"))
-    report = improve_memories(mem.writes, mem.llm, ms, now=NOW,  # type: ignore[arg-type]
-                              token_budget=170)
+    stub.push(
+        tool_reply("record_improve", {"rewrites": [], "contradictions": []}, stop="max_tokens")
+    )
+    report = improve_memories(
+        mem.writes,
+        mem.llm,
+        ms,
+        now=NOW,  # type: ignore[arg-type]
+        token_budget=170,
+    )
     assert (report.batches, len(stub.requests), report.llm_failures) == (3, 3, 1)
     # the failed batch (the two oldest) was improved offline: filler words removed
     rewritten = {m.content for m in report.created}
@@ -110,8 +122,10 @@ def test_idle_maintenance_improves_and_consolidates_with_the_llm(stub: StubAnthr
     assert report.llm_failures == 1
     oslo = mem.list(status=None, metadata=None)
     states = {m.content: m.status for m in oslo if m.content.startswith("Alice")}
-    assert states == {"Alice lives in Oslo": Status.SUPERSEDED,
-                      "Alice lives in Bergen": Status.ACTIVE}
+    assert states == {
+        "Alice lives in Oslo": Status.SUPERSEDED,
+        "Alice lives in Bergen": Status.ACTIVE,
+    }
     dry = mem.on_idle(dry_run=True)
     assert len(stub.requests) == 2  # a dry run makes no LLM call
     assert dry.dry_run
@@ -130,16 +144,25 @@ def contradicting_improve(body: dict[str, Any]) -> Reply:
         return auto_reply(body)
     user = "".join(m["content"] for m in body["messages"] if isinstance(m["content"], str))
     ids = re.findall(r'<memory id="([^"]+)"', user)  # oldest first
-    data = {"rewrites": [], "contradictions": [
-        {"keep_id": ids[-1], "superseded_ids": ids[:-1], "reason": "diet changed"}]}
+    data = {
+        "rewrites": [],
+        "contradictions": [
+            {"keep_id": ids[-1], "superseded_ids": ids[:-1], "reason": "diet changed"}
+        ],
+    }
     return tool_reply("record_improve", data)
 
 
 def test_reconcile_llm_mode_asks_the_llm_and_survives_its_failure() -> None:
     with StubAnthropic(contradicting_improve) as stub:
         llm = AnthropicLLM(base_url=stub.url, api_key="k", max_retries=0)
-        mem = GraphMemory(open_backend("memory://"), embedder=None, llm=llm,
-                          clock=lambda: NOW, settings=Settings(reconcile={"mode": "llm"}))  # type: ignore[arg-type]
+        mem = GraphMemory(
+            open_backend("memory://"),
+            embedder=None,
+            llm=llm,
+            clock=lambda: NOW,
+            settings=Settings(reconcile={"mode": "llm"}),
+        )  # type: ignore[arg-type]
         old = mem.remember("Alice is vegetarian", created_at=NOW - timedelta(days=1))
         assert stub.requests == []  # nothing to compare with: no call
         new = mem.remember("Alice eats steak every day")
@@ -160,8 +183,13 @@ def test_reconcile_llm_mode_asks_the_llm_and_survives_its_failure() -> None:
 def test_idle_improve_sends_only_what_is_new(stub: StubAnthropic) -> None:
     clock = [NOW]
     llm = AnthropicLLM(base_url=stub.url, api_key="k", max_retries=0)
-    mem = GraphMemory(open_backend("memory://"), embedder=None, llm=llm,
-                      clock=lambda: clock[0], settings=NO_RECONCILE)
+    mem = GraphMemory(
+        open_backend("memory://"),
+        embedder=None,
+        llm=llm,
+        clock=lambda: clock[0],
+        settings=NO_RECONCILE,
+    )
     mem.remember("the build uses python 3.11")
     mem.on_idle(steps=("improve",))
     mem.on_idle(steps=("improve",))
@@ -176,8 +204,15 @@ def test_idle_improve_sends_only_what_is_new(stub: StubAnthropic) -> None:
 
 def test_a_long_summary_is_made_in_batches_within_the_budget(stub: StubAnthropic) -> None:
     mem = store(stub, llm_token_budget=200)
-    events = [mem.add_event("r1", "user_message", f"step {i}: " + "details of the work " * 8,
-                            created_at=NOW + timedelta(minutes=i)) for i in range(6)]
+    events = [
+        mem.add_event(
+            "r1",
+            "user_message",
+            f"step {i}: " + "details of the work " * 8,
+            created_at=NOW + timedelta(minutes=i),
+        )
+        for i in range(6)
+    ]
     batches = token_batches(events, 200)
     assert len(batches) == 2
     stub.push(error_reply(529, "overloaded_error"))  # the first batch falls back

@@ -22,8 +22,9 @@ NO_RECONCILE = Settings(reconcile={"mode": "off"})  # type: ignore[arg-type]
 @pytest.fixture
 def mem(backend: GraphBackend) -> Iterator[GraphMemory]:
     # these tests build duplicates and contradictions on purpose
-    m = GraphMemory(backend, embedder=None, owns_backend=False,
-                    settings=NO_RECONCILE, clock=lambda: NOW)
+    m = GraphMemory(
+        backend, embedder=None, owns_backend=False, settings=NO_RECONCILE, clock=lambda: NOW
+    )
     yield m
     m.close()
 
@@ -64,8 +65,11 @@ def test_summarize_run_improve_reflect_extract(mem: GraphMemory) -> None:
 
 
 def test_maintain_archive_restore_and_run_hooks(mem: GraphMemory) -> None:
-    m = mem.remember("Door code 4711.", expires_at=datetime(2024, 5, 1, tzinfo=UTC),
-                     created_at=datetime(2024, 4, 1, tzinfo=UTC))
+    m = mem.remember(
+        "Door code 4711.",
+        expires_at=datetime(2024, 5, 1, tzinfo=UTC),
+        created_at=datetime(2024, 4, 1, tzinfo=UTC),
+    )
     assert mem.maintain(dry_run=True).ids("archive") == [m.id]
     mem.maintain()
     assert mem.get(m.id).status is Status.ARCHIVED
@@ -74,8 +78,7 @@ def test_maintain_archive_restore_and_run_hooks(mem: GraphMemory) -> None:
     mem.archive([m.id], reason="user")
     assert mem.count(status="archived") == 1
 
-    st = mem.remember("User asked for a refund.", run_id="r9", tier="short_term",
-                      importance=0.7)
+    st = mem.remember("User asked for a refund.", run_id="r9", tier="short_term", importance=0.7)
     mem.lifecycle.scratchpad("r9").add("draft reply")
     assert mem.on_turn_end("r9").cleared == 1
     report = mem.on_run_end("r9")
@@ -85,13 +88,21 @@ def test_maintain_archive_restore_and_run_hooks(mem: GraphMemory) -> None:
 
 
 def test_write_path_refreshes_short_term_tier(mem: GraphMemory) -> None:
-    mem.configure_lifecycle(LifecycleConfig(refresh_every=4, short_term_max=2,
-                                            refresh_min_relevance=0.0))
-    ids = [mem.remember(f"step {i} of the plan", run_id="r1", tier="short_term",
-                        importance=0.1 * (i + 1)).id for i in range(4)]
+    mem.configure_lifecycle(
+        LifecycleConfig(refresh_every=4, short_term_max=2, refresh_min_relevance=0.0)
+    )
+    ids = [
+        mem.remember(
+            f"step {i} of the plan", run_id="r1", tier="short_term", importance=0.1 * (i + 1)
+        ).id
+        for i in range(4)
+    ]
     # the 4th write triggered a refresh: the two least relevant are archived
     assert [mem.get(i).status for i in ids] == [
-        Status.ARCHIVED, Status.ARCHIVED, Status.ACTIVE, Status.ACTIVE
+        Status.ARCHIVED,
+        Status.ARCHIVED,
+        Status.ACTIVE,
+        Status.ACTIVE,
     ]
 
 

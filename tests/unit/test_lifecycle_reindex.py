@@ -52,8 +52,9 @@ def test_reindex_embeds_what_has_no_vector(tmp_path: Path) -> None:
         dry = mem.reindex(embedder=HashEmbedder(32), dry_run=True)
         assert (dry.missing, dry.embedded, dry.store_dim) == (3, 0, None)
         seen: list[tuple[int, int]] = []
-        report = mem.reindex(embedder=HashEmbedder(32), batch_size=2,
-                             progress=lambda d, t: seen.append((d, t)))
+        report = mem.reindex(
+            embedder=HashEmbedder(32), batch_size=2, progress=lambda d, t: seen.append((d, t))
+        )
         assert (report.embedded, report.batches, report.dim) == (3, 2, 32)
         assert seen == [(2, 3), (3, 3)]
         assert mem.reindex(embedder=HashEmbedder(32)).embedded == 0  # nothing left
@@ -85,15 +86,12 @@ def test_opening_with_another_dimension_says_what_to_run(tmp_path: Path) -> None
 def test_cli_reindex(tmp_path: Path) -> None:
     db = unvectored(tmp_path)
     runner = CliRunner()
-    dry = runner.invoke(app, ["reindex", "--db", db, "--embedder", "hash:32", "--dry-run"],
-                        env=ENV)
+    dry = runner.invoke(app, ["reindex", "--db", db, "--embedder", "hash:32", "--dry-run"], env=ENV)
     assert dry.exit_code == 0 and "would clear 0 vectors and embed 3" in dry.stdout
-    done = runner.invoke(app, ["reindex", "--db", db, "--embedder", "hash:32", "--json"],
-                         env=ENV)
+    done = runner.invoke(app, ["reindex", "--db", db, "--embedder", "hash:32", "--json"], env=ENV)
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["embedded"] == 3
-    again = runner.invoke(app, ["reindex", "--db", db, "--embedder", "hash:32", "--all"],
-                          env=ENV)
+    again = runner.invoke(app, ["reindex", "--db", db, "--embedder", "hash:32", "--all"], env=ENV)
     assert again.exit_code == 0 and "embedded 3 memories" in again.stdout
     none = runner.invoke(app, ["reindex", "--db", db], env=ENV)
     assert none.exit_code == 2 and "needs an embedder" in none.output

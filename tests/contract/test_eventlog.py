@@ -107,14 +107,17 @@ def test_prune_by_age(mem: GraphMemory) -> None:
 
 def test_parent_and_children(mem: GraphMemory) -> None:
     root = mem.log("orchestrator", "delegation_request", {"task": "research"}, run_id="r")
-    kids = [mem.log(f"worker{i}", "delegation_response", {"i": i}, run_id="r",
-                    parent=root.id) for i in range(3)]
+    kids = [
+        mem.log(f"worker{i}", "delegation_response", {"i": i}, run_id="r", parent=root.id)
+        for i in range(3)
+    ]
     grandchild = mem.log("worker0", "tool_call", None, parent=kids[0].id)
     assert [r.entry.id for r in mem.eventlog.children(root.id)] == [k.id for k in kids]
     assert [r.entry.id for r in mem.eventlog.children(kids[0].id)] == [grandchild.id]
     assert mem.eventlog.get(grandchild.id).payload is None
-    sub = mem.backend.expand([NodeRef(NodeLabel.LOG_ENTRY, grandchild.id)],
-                             [EdgeType.CHILD_OF], direction="out", depth=5)
+    sub = mem.backend.expand(
+        [NodeRef(NodeLabel.LOG_ENTRY, grandchild.id)], [EdgeType.CHILD_OF], direction="out", depth=5
+    )
     assert {n.id for n in sub.nodes} == {grandchild.id, kids[0].id, root.id}
     before = mem.eventlog.count()
     with pytest.raises(NotFound):
@@ -122,16 +125,19 @@ def test_parent_and_children(mem: GraphMemory) -> None:
     assert mem.eventlog.count() == before
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"payload": {1, 2}},
-    {"payload": float("nan")},
-    {"payload": {"f": object()}},
-    {"event_type": "Tool Call"},
-    {"agent_id": ""},
-    {"step": -1},
-    {"step": True},
-    {"run_id": " padded "},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"payload": {1, 2}},
+        {"payload": float("nan")},
+        {"payload": {"f": object()}},
+        {"event_type": "Tool Call"},
+        {"agent_id": ""},
+        {"step": -1},
+        {"step": True},
+        {"run_id": " padded "},
+    ],
+)
 def test_bad_input_is_typed_and_writes_nothing(mem: GraphMemory, kwargs: dict) -> None:
     args = {"agent_id": "a", "event_type": "tool_call", "payload": BIG, **kwargs}
     with pytest.raises(InvalidInput):
@@ -159,8 +165,11 @@ def test_large_results_and_responses_are_stored_once_at_any_depth(
     mem = GraphMemory(backend, embedder=None, owns_backend=False)
     answer = "The quarterly numbers are in: " + "revenue up, costs flat. " * 10  # > 200
     small = {"response": "ok"}
-    a = mem.log("planner", "tool_result",
-                {"call": 1, "steps": [{"tool": "search", "result": answer}], "meta": small})
+    a = mem.log(
+        "planner",
+        "tool_result",
+        {"call": 1, "steps": [{"tool": "search", "result": answer}], "meta": small},
+    )
     b = mem.log("critic", "agent_response", {"response": answer, "call": 2})
     c = mem.log("critic", "agent_response", {"note": answer})  # not a result: inline
     blobs = backend.match(Filter(label=NodeLabel.PAYLOAD))
@@ -170,8 +179,11 @@ def test_large_results_and_responses_are_stored_once_at_any_depth(
     assert "$graphmem_blob" in (entries[b.id].payload or "")
     assert answer in (entries[c.id].payload or "")
     records = {r.entry.id: r.payload for r in mem.tail(3)}
-    assert records[a.id] == {"call": 1, "steps": [{"tool": "search", "result": answer}],
-                             "meta": small}
+    assert records[a.id] == {
+        "call": 1,
+        "steps": [{"tool": "search", "result": answer}],
+        "meta": small,
+    }
     assert records[b.id] == {"response": answer, "call": 2}
     stats = mem.eventlog.stats()
     assert stats.payloads == 1 and stats.bytes_saved > 200

@@ -29,7 +29,7 @@ nbclient = pytest.importorskip(
     "nbclient", reason="the notebook tests need the notebooks extra: pip install -e '.[notebooks]'"
 )
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 ALL = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -46,9 +46,7 @@ def _kernel_available() -> str | None:
     return None
 
 
-def run_notebook(
-    name: str, workdir: Path, monkeypatch: pytest.MonkeyPatch, **env: str
-) -> Any:
+def run_notebook(name: str, workdir: Path, monkeypatch: pytest.MonkeyPatch, **env: str) -> Any:
     """Execute a notebook in ``workdir`` and return the executed notebook."""
     reason = _kernel_available()
     if reason:
@@ -63,7 +61,9 @@ def run_notebook(
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     before = sorted(p.name for p in NOTEBOOKS.iterdir())
     client = nbclient.NotebookClient(
-        nb, timeout=600, kernel_name="python3",
+        nb,
+        timeout=600,
+        kernel_name="python3",
         resources={"metadata": {"path": str(workdir)}},
     )
     client.execute()
@@ -87,7 +87,8 @@ def pngs(nb: Any) -> list[bytes]:
     """The PNG pictures the notebook displayed."""
     return [
         base64.b64decode(out["data"]["image/png"])
-        for cell in nb.cells for out in cell.get("outputs", [])
+        for cell in nb.cells
+        for out in cell.get("outputs", [])
         if "data" in out and "image/png" in out["data"]
     ]
 
@@ -95,7 +96,8 @@ def pngs(nb: Any) -> list[bytes]:
 def errors(nb: Any) -> list[str]:
     return [
         f"{out['ename']}: {out['evalue']}"
-        for cell in nb.cells for out in cell.get("outputs", [])
+        for cell in nb.cells
+        for out in cell.get("outputs", [])
         if out.get("output_type") == "error"
     ]
 
@@ -149,8 +151,9 @@ def test_02_explore_memory_graph(
 ) -> None:
     """Runs on LoCoMo when ../shared/data/locomo_dev.json is there ("auto"), and on the
     generated team scenario (the fallback when the file is absent)."""
-    nb = run_notebook("02_explore_memory_graph.ipynb", tmp_path, monkeypatch,
-                      GRAPHMEM_NOTEBOOK_DATA=data)
+    nb = run_notebook(
+        "02_explore_memory_graph.ipynb", tmp_path, monkeypatch, GRAPHMEM_NOTEBOOK_DATA=data
+    )
     out = text_of(nb)
     assert not errors(nb)
     if data == "team":
@@ -181,8 +184,7 @@ def test_03_consolidation_and_lifecycle(tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_04_neo4j(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # with a live server the notebook removes what it migrated into an empty database
-    nb = run_notebook("04_neo4j.ipynb", tmp_path, monkeypatch,
-                      GRAPHMEM_NOTEBOOK_NEO4J_CLEANUP="1")
+    nb = run_notebook("04_neo4j.ipynb", tmp_path, monkeypatch, GRAPHMEM_NOTEBOOK_NEO4J_CLEANUP="1")
     out = text_of(nb)
     assert not errors(nb)
     assert "migration verified: True" in out  # embedded -> embedded always runs
@@ -199,7 +201,7 @@ def _section(title: str) -> str:
     text = README.read_text(encoding="utf-8")
     start = text.index(f"\n## {title}\n")
     end = text.find("\n## ", start + 1)
-    return text[start: end if end >= 0 else None]
+    return text[start : end if end >= 0 else None]
 
 
 def test_readme_lists_every_notebook() -> None:

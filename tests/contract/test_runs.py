@@ -99,7 +99,8 @@ def test_conversation_context_renders_the_latest_turns(tmem: GraphMemory, clock:
     assert tmem.conversation_context("c", max_events=2) == "User: What do I like?\nAssistant: Tea."
     assert tmem.conversation_context("c", max_events=0) == ""
     assert tmem.runs.conversation_context("c", 1, speakers={"tool_call": "Tool"}) == (
-        "Tool: lookup(alice)")
+        "Tool: lookup(alice)"
+    )
     with pytest.raises(NotFound):
         tmem.conversation_context("nope")
     with pytest.raises(InvalidInput):
@@ -127,8 +128,7 @@ def test_max_runs_archives_the_oldest_tenth(tmem: GraphMemory, clock: Clock) -> 
     for i in range(11, 13):
         clock.tick(minutes=1)
         tmem.start_run("bot", run_id=f"r{i}")
-    assert sorted(r.id for r in tmem.list_runs(status="archived")) == [
-        "r00", "r01", "r02", "r03"]
+    assert sorted(r.id for r in tmem.list_runs(status="archived")) == ["r00", "r01", "r02", "r03"]
     assert tmem.run_stats().runs == 13
 
 
@@ -152,13 +152,15 @@ def test_max_events_per_run_archives_the_oldest_events(tmem: GraphMemory, clock:
     chat(tmem, clock, "c", 3)  # 6 events
     active = tmem.events("c", status="active")
     assert [e.content for e in active] == ["question 1", "answer 1", "question 2", "answer 2"]
-    assert [e.content for e in tmem.events("c", status="archived")] == [
-        "question 0", "answer 0"]
+    assert [e.content for e in tmem.events("c", status="archived")] == ["question 0", "answer 0"]
     assert tmem.conversation_context("c").splitlines()[0] == "User: question 1"
-    tmem.add_events("c", [{"event_type": "user_message", "content": f"bulk {i}"}
-                          for i in range(5)])
+    tmem.add_events("c", [{"event_type": "user_message", "content": f"bulk {i}"} for i in range(5)])
     assert [e.content for e in tmem.events("c", status="active")] == [
-        "bulk 1", "bulk 2", "bulk 3", "bulk 4"]
+        "bulk 1",
+        "bulk 2",
+        "bulk 3",
+        "bulk 4",
+    ]
     assert len(tmem.events("c")) == 11  # nothing was deleted
 
 
@@ -291,14 +293,21 @@ def test_seed_limits_are_the_defaults_and_settable(backend: GraphBackend) -> Non
     assert RunLimits().archive_fraction == 0.1
     mem = GraphMemory(backend, embedder=None, owns_backend=False)
     assert mem.runs.limits == RunLimits()
-    mem.add_events("big", [{"event_type": "result", "content": f"step {i}"}  # long-term
-                           for i in range(501)])
+    mem.add_events(
+        "big",
+        [
+            {"event_type": "result", "content": f"step {i}"}  # long-term
+            for i in range(501)
+        ],
+    )
     # over 500: the oldest 10% go (51 of 501), not just the one in excess
     archived = mem.events("big", status="archived")
     assert len(archived) == 51 and archived[0].content == "step 0"
-    unlimited = Settings.load(environ={"GRAPHMEM_RUNS__MAX_EVENTS_PER_RUN": "null"},
-                              runs={"max_runs": None})
+    unlimited = Settings.load(
+        environ={"GRAPHMEM_RUNS__MAX_EVENTS_PER_RUN": "null"}, runs={"max_runs": None}
+    )
     assert unlimited.runs.max_runs is None and unlimited.runs.max_events_per_run is None
-    other = GraphMemory(backend, embedder=None, owns_backend=False,
-                        settings=Settings(runs={"max_runs": 7}))  # type: ignore[arg-type]
+    other = GraphMemory(
+        backend, embedder=None, owns_backend=False, settings=Settings(runs={"max_runs": 7})
+    )  # type: ignore[arg-type]
     assert other.runs.limits.max_runs == 7

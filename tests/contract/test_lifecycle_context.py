@@ -44,8 +44,9 @@ def test_fleeting_tier_has_keys_recall_and_forget(mem: GraphMemory) -> None:
 
 def test_context_without_a_query(mem: GraphMemory) -> None:
     low = mem.remember("the office plant needs water", importance=0.1)
-    high = mem.remember("Alice is allergic to peanuts", importance=0.9,
-                        created_at=NOW - timedelta(days=1))
+    high = mem.remember(
+        "Alice is allergic to peanuts", importance=0.9, created_at=NOW - timedelta(days=1)
+    )
     other = mem.remember("bob's secret", agent_id="bob", importance=1.0)
     window = mem.context_window(policies=[], agent_id="default", touch=False)
     text = mem.context("", policies=[], agent_id="default")  # the same, touching
@@ -64,8 +65,9 @@ def test_messages_form(mem: GraphMemory) -> None:
     mem.add_event("chat", "user_message", "Can you suggest a snack?")
     mem.add_event("chat", "agent_response", "How about trail mix?")
     mem.add_event("chat", "tool_call", "search(snacks)")
-    msgs = mem.context_messages("Is that safe for Alice?", run_id="chat",
-                                system="You are a helpful assistant.", policies=[])
+    msgs = mem.context_messages(
+        "Is that safe for Alice?", run_id="chat", system="You are a helpful assistant.", policies=[]
+    )
     assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user"]
     assert msgs[0]["content"].startswith("You are a helpful assistant.")
     assert "allergic to peanuts" in msgs[0]["content"]
@@ -92,8 +94,11 @@ def test_trust_rises_with_recall_and_can_rank(mem: GraphMemory) -> None:
     b = mem.remember("rotate the backup key weekly", agent_id="t")
     for _ in range(10):
         mem.recall("weekly", agent_id="t")
-    cfg = RecallConfig(weights=RankWeights(recency=0, frequency=0, importance=0, decay=0,
-                                           trust=1.0), signal_weight=1.0)
-    ranked = [r.memory.id for r in mem.recall("rotate backup key", agent_id="t",
-                                              config=cfg, touch=False)]
+    cfg = RecallConfig(
+        weights=RankWeights(recency=0, frequency=0, importance=0, decay=0, trust=1.0),
+        signal_weight=1.0,
+    )
+    ranked = [
+        r.memory.id for r in mem.recall("rotate backup key", agent_id="t", config=cfg, touch=False)
+    ]
     assert ranked == [b.id, a.id]

@@ -100,8 +100,13 @@ def test_bundled_model_offline_semantics() -> None:
     e = make_embedder("torch")
     assert isinstance(e, SentenceTransformerEmbedder)
     assert e.dim == 384  # read from the model config, before loading
-    m = e.embed(["Alice drinks tea every morning", "What beverage does Alice like?",
-                 "The server crashed with a segmentation fault"])
+    m = e.embed(
+        [
+            "Alice drinks tea every morning",
+            "What beverage does Alice like?",
+            "The server crashed with a segmentation fault",
+        ]
+    )
     assert m.shape == (3, 384) and m.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(m, axis=1), 1.0, rtol=1e-4)
     assert m[0] @ m[1] > m[0] @ m[2] + 0.2
@@ -246,8 +251,9 @@ def test_cli_recall_on_an_existing_store_needs_no_torch(onnx_cache: Path, tmp_pa
     env = {**os.environ, CACHE_DIR_ENV: str(onnx_cache), "HF_HUB_OFFLINE": "1"}
     cli = [sys.executable, "-m", "graphmem.cli"]
     for text in ("Alice drinks tea every morning", "The build server runs on Fridays"):
-        done = subprocess.run([*cli, "remember", text, "--db", db], env=env,
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [*cli, "remember", text, "--db", db], env=env, capture_output=True, text=True
+        )
         assert done.returncode == 0, done.stderr
     code = textwrap.dedent("""
         import sys
@@ -259,8 +265,7 @@ def test_cli_recall_on_an_existing_store_needs_no_torch(onnx_cache: Path, tmp_pa
             assert not e.code, e.code
         assert "torch" not in sys.modules, "torch was imported"
     """)
-    done = subprocess.run([sys.executable, "-c", code, db], env=env, capture_output=True,
-                          text=True)
+    done = subprocess.run([sys.executable, "-c", code, db], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "Alice drinks tea" in done.stdout and done.stderr == ""
 

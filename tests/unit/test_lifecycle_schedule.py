@@ -23,22 +23,33 @@ ENV = {"GRAPHMEM_EMBEDDER": "none", "GRAPHMEM_CONFIG": ""}
 
 def test_intervals() -> None:
     assert [parse_interval(v) for v in ("90", "45s", "30m", "1.5h", "1d", 20)] == [
-        90.0, 45.0, 1800.0, 5400.0, 86400.0, 20.0]
+        90.0,
+        45.0,
+        1800.0,
+        5400.0,
+        86400.0,
+        20.0,
+    ]
     for bad in ("soon", "-5m", "0", True):
         with pytest.raises(ValueError):
             parse_interval(bad)  # type: ignore[arg-type]
-    s = Settings.load(environ={"GRAPHMEM_MAINTENANCE__EVERY": "30m",
-                               "GRAPHMEM_MAINTENANCE__DRY_RUN": "true"})
+    s = Settings.load(
+        environ={"GRAPHMEM_MAINTENANCE__EVERY": "30m", "GRAPHMEM_MAINTENANCE__DRY_RUN": "true"}
+    )
     assert (s.maintenance.seconds, s.maintenance.dry_run, s.maintenance.enabled) == (
-        1800.0, True, True)
+        1800.0,
+        True,
+        True,
+    )
     assert MaintenanceSettings().every == "1h"
     with pytest.raises(ConfigError):
         Settings.load(environ={"GRAPHMEM_MAINTENANCE__EVERY": "whenever"})
 
 
 def expired(mem: GraphMemory) -> str:
-    return mem.remember("the temporary door code is 4711", expires_at=PAST + timedelta(days=1),
-                        created_at=PAST).id
+    return mem.remember(
+        "the temporary door code is 4711", expires_at=PAST + timedelta(days=1), created_at=PAST
+    ).id
 
 
 def test_scheduler_from_settings(caplog: pytest.LogCaptureFixture) -> None:
@@ -81,8 +92,11 @@ def test_cli_maintain_every(tmp_path: Path) -> None:
     db = str(tmp_path / "cli.db")
     with GraphMemory.open(db, embedder=None) as mem:
         gone = expired(mem)
-    result = CliRunner().invoke(app, ["maintain", "--db", db, "--every", "1ms", "--count",
-                                      "2", "--apply", "--json"], env=ENV)
+    result = CliRunner().invoke(
+        app,
+        ["maintain", "--db", db, "--every", "1ms", "--count", "2", "--apply", "--json"],
+        env=ENV,
+    )
     assert result.exit_code == 0, result.output
     docs = [json.loads(d) for d in result.stdout.replace("}\n{", "}\x00{").split("\x00")]
     assert len(docs) == 2  # two runs: the first archived, the second found nothing

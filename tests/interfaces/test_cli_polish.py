@@ -46,8 +46,13 @@ def test_servers_on_a_plain_install_name_the_extra(command: str) -> None:
         from graphmem.cli import main
         main()
     """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        timeout=120,
+    )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "pip install 'graphmem[server]'" in lines[0], done.stderr

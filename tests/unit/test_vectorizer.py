@@ -66,8 +66,7 @@ def make(store: FakeStore) -> Iterator[Callable[..., Vectorizer]]:
     made: list[Vectorizer] = []
 
     def build(embed: Embed | None = None, **kw: object) -> Vectorizer:
-        v = Vectorizer(embed or CountingEmbed(), store.fetch_missing, store.store,
-                       **kw)  # type: ignore[arg-type]
+        v = Vectorizer(embed or CountingEmbed(), store.fetch_missing, store.store, **kw)  # type: ignore[arg-type]
         made.append(v)
         return v
 

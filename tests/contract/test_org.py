@@ -30,8 +30,10 @@ def team(mem: GraphMemory) -> None:
 
 def org_nodes(mem: GraphMemory) -> tuple[int, int]:
     b = mem.backend
-    return (b.count(Filter(label=NodeLabel.ORG_FACT)),
-            b.count(Filter(label=NodeLabel.ORG_OPERATION)))
+    return (
+        b.count(Filter(label=NodeLabel.ORG_FACT)),
+        b.count(Filter(label=NodeLabel.ORG_OPERATION)),
+    )
 
 
 @pytest.mark.parametrize("category", sorted(DEFAULT_MATRIX))
@@ -81,8 +83,7 @@ def test_unknown_author_and_unknown_seniority_are_denied(mem: GraphMemory) -> No
 
 
 def test_custom_rules_with_autonomy_and_humans_excluded(mem: GraphMemory) -> None:
-    cfg = OrgConfig(rules={"runbook": WriteRule(min_seniority="mid", min_autonomy=3,
-                                                humans=False)})
+    cfg = OrgConfig(rules={"runbook": WriteRule(min_seniority="mid", min_autonomy=3, humans=False)})
     org = OrgMemory(mem.backend, mem.writes, config=cfg)
     mem.register_agent("m1", seniority="mid", autonomy=2)
     mem.register_agent("m2", seniority="mid", autonomy=3)
@@ -93,8 +94,9 @@ def test_custom_rules_with_autonomy_and_humans_excluded(mem: GraphMemory) -> Non
         org.publish("restart the pod", author="boss", category="runbook")
     assert org.publish("restart the pod", author="m2", category="runbook").version == 1
     # a rule that names no seniority admits no agent at all
-    strict = OrgMemory(mem.backend, mem.writes, config=OrgConfig(
-        rules={"legal": WriteRule(min_seniority=None)}))
+    strict = OrgMemory(
+        mem.backend, mem.writes, config=OrgConfig(rules={"legal": WriteRule(min_seniority=None)})
+    )
     mem.register_agent("l1", seniority="lead", autonomy=5)
     assert not strict.can_write("l1", "legal")
     assert strict.can_write("boss", "legal")
@@ -102,10 +104,12 @@ def test_custom_rules_with_autonomy_and_humans_excluded(mem: GraphMemory) -> Non
 
 def test_version_chain_supersedes_and_history_is_append_only(mem: GraphMemory) -> None:
     team(mem)
-    v1 = mem.org.publish("Deploys on Tuesdays", author="senior", fact_id="deploy-day",
-                         tags=["ops"], reason="initial")
-    v2 = mem.org.publish("Deploys on Wednesdays", author="lead", fact_id="deploy-day",
-                         reason="moved")
+    v1 = mem.org.publish(
+        "Deploys on Tuesdays", author="senior", fact_id="deploy-day", tags=["ops"], reason="initial"
+    )
+    v2 = mem.org.publish(
+        "Deploys on Wednesdays", author="lead", fact_id="deploy-day", reason="moved"
+    )
     v3 = mem.org.publish("Deploys on Thursdays", author="human", fact_id="deploy-day")
     versions = mem.org.versions("deploy-day")
     assert [v.version for v in versions] == [1, 2, 3]
@@ -125,7 +129,9 @@ def test_version_chain_supersedes_and_history_is_append_only(mem: GraphMemory) -
         mem.org.retract("deploy-day", author="senior")
     ops = mem.org.history("deploy-day")
     assert [(o.operation, o.version, o.author) for o in ops] == [
-        ("publish", 1, "senior"), ("publish", 2, "lead"), ("publish", 3, "human"),
+        ("publish", 1, "senior"),
+        ("publish", 2, "lead"),
+        ("publish", 3, "human"),
         ("retract", 3, "senior"),
     ]
     assert ops[0].reason == "initial" and ops[-1].reason == "no fixed day"
@@ -158,8 +164,12 @@ def test_moving_a_fact_to_another_category_needs_both_rights(mem: GraphMemory) -
     with pytest.raises(AccessDenied):
         mem.org.publish("use snake_case", author="mid", category="policy", fact_id="naming")
     # a senior may; and a senior may not move a security fact out of its category
-    assert mem.org.publish("use snake_case", author="senior", category="policy",
-                           fact_id="naming").category == "policy"
+    assert (
+        mem.org.publish(
+            "use snake_case", author="senior", category="policy", fact_id="naming"
+        ).category
+        == "policy"
+    )
     mem.org.publish("rotate keys", author="lead", category="security", fact_id="keys")
     with pytest.raises(AccessDenied):
         mem.org.publish("rotate keys", author="senior", category="policy", fact_id="keys")
@@ -188,26 +198,42 @@ def test_bad_input_is_typed_and_writes_nothing(mem: GraphMemory) -> None:
 
 def test_query_by_text_categories_and_tags(mem: GraphMemory) -> None:
     team(mem)
-    mem.org.publish("All services log in JSON format", author="lead", category="convention",
-                    fact_id="c-log", tags=["logging"])
-    mem.org.publish("Never log secrets or access tokens", author="lead", category="security",
-                    fact_id="s-secrets", tags=["logging", "secrets"])
-    mem.org.publish("We chose PostgreSQL for the billing service", author="lead",
-                    category="adr", fact_id="adr-1")
+    mem.org.publish(
+        "All services log in JSON format",
+        author="lead",
+        category="convention",
+        fact_id="c-log",
+        tags=["logging"],
+    )
+    mem.org.publish(
+        "Never log secrets or access tokens",
+        author="lead",
+        category="security",
+        fact_id="s-secrets",
+        tags=["logging", "secrets"],
+    )
+    mem.org.publish(
+        "We chose PostgreSQL for the billing service",
+        author="lead",
+        category="adr",
+        fact_id="adr-1",
+    )
     mem.org.publish("Old logging rule", author="lead", category="convention", fact_id="c-old")
     mem.org.retract("c-old", author="lead")
     hits = mem.org.query("log secrets")
     assert [f.fact_id for f in hits][:2] == ["s-secrets", "c-log"]
     assert "c-old" not in [f.fact_id for f in hits]
     assert {f.fact_id for f in mem.org.query("logging", include_retracted=True)} == {
-        "c-log", "s-secrets", "c-old"}
+        "c-log",
+        "s-secrets",
+        "c-old",
+    }
     assert "c-old" not in {f.fact_id for f in mem.org.query("logging")}
     assert [f.fact_id for f in mem.org.query("log", categories=["convention"])] == ["c-log"]
     assert [f.fact_id for f in mem.org.query(categories="adr")] == ["adr-1"]
     assert [f.fact_id for f in mem.org.query(tags=["secrets"])] == ["s-secrets"]
     assert mem.org.query("kubernetes") == []
-    assert [f.fact_id for f in mem.org.query("billing database postgresql", limit=1)] == [
-        "adr-1"]
+    assert [f.fact_id for f in mem.org.query("billing database postgresql", limit=1)] == ["adr-1"]
     with pytest.raises(InvalidInput):
         mem.org.query("?!")
     assert [f.fact_id for f in mem.org.list(categories=["convention"])] == ["c-log"]
@@ -215,16 +241,15 @@ def test_query_by_text_categories_and_tags(mem: GraphMemory) -> None:
 
 def test_list_policies_pages_in_a_stable_order(mem: GraphMemory) -> None:
     team(mem)
-    org = OrgMemory(mem.backend, mem.writes,
-                    config=OrgConfig(core_policies=["Be honest.", "Be safe."]))
-    written = [org.publish(f"policy {i}", author="senior", fact_id=f"p{i:02d}")
-               for i in range(7)]
+    org = OrgMemory(
+        mem.backend, mem.writes, config=OrgConfig(core_policies=["Be honest.", "Be safe."])
+    )
+    written = [org.publish(f"policy {i}", author="senior", fact_id=f"p{i:02d}") for i in range(7)]
     core = org.publish("Escalate outages to a human.", author="lead", core=True, fact_id="z-core")
     org.publish("not a policy", author="lead", category="adr")
     org.publish("policy 3, revised", author="senior", fact_id="p03")  # stays in its place
     org.retract("p05", author="senior")
-    expected = ["config:1", "config:2", "z-core"] + [
-        f"p{i:02d}" for i in range(7) if i != 5]
+    expected = ["config:1", "config:2", "z-core"] + [f"p{i:02d}" for i in range(7) if i != 5]
     assert org.count_policies() == len(expected) == 9
     assert [f.fact_id for f in org.list_policies()] == expected
     for size in (1, 2, 3, 4, 10):

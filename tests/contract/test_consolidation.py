@@ -73,8 +73,9 @@ def test_exactly_the_brute_force_pairs_on_thousands_of_memories() -> None:
     assert got == expected
     # 0.7 (duplicates) is the subset of the 0.6 pairs that reach 0.7, checked exactly
     sets = [token_set(t) for t in texts]
-    dup = [p for p in expected
-           if 10 * len(sets[p[0]] & sets[p[1]]) >= 7 * len(sets[p[0]] | sets[p[1]])]
+    dup = [
+        p for p in expected if 10 * len(sets[p[0]] & sets[p[1]]) >= 7 * len(sets[p[0]] | sets[p[1]])
+    ]
     assert find_similar_pairs(texts, 0.7) == dup
 
 
@@ -115,24 +116,41 @@ def test_groups_are_transitive() -> None:
 @pytest.fixture
 def store(backend: GraphBackend) -> Iterator[GraphMemory]:
     # these tests build duplicates and contradictions on purpose
-    m = GraphMemory(backend, embedder=None, owns_backend=False,
-                    settings=NO_RECONCILE, clock=lambda: NOW)
+    m = GraphMemory(
+        backend, embedder=None, owns_backend=False, settings=NO_RECONCILE, clock=lambda: NOW
+    )
     yield m
     m.close()
 
 
 def seed(mem: GraphMemory) -> dict[str, Memory]:
     out = {
-        "a": mem.remember("Alice prefers green tea in the morning.", agent_id="ann",
-                          importance=0.4, tags=["prefs"], created_at=T0),
-        "b": mem.remember("alice prefers green tea in the morning!", agent_id="ann",
-                          importance=0.8, tags=["drinks"], created_at=T0 + timedelta(days=2)),
-        "c": mem.remember("Alice prefers green tea in the morning. She hates coffee.",
-                          agent_id="ann", importance=0.5, created_at=T0 + timedelta(days=5)),
-        "other_agent": mem.remember("Alice prefers green tea in the morning.", agent_id="bob",
-                                    created_at=T0),
-        "unrelated": mem.remember("The build server runs on port 8080.", agent_id="ann",
-                                  created_at=T0),
+        "a": mem.remember(
+            "Alice prefers green tea in the morning.",
+            agent_id="ann",
+            importance=0.4,
+            tags=["prefs"],
+            created_at=T0,
+        ),
+        "b": mem.remember(
+            "alice prefers green tea in the morning!",
+            agent_id="ann",
+            importance=0.8,
+            tags=["drinks"],
+            created_at=T0 + timedelta(days=2),
+        ),
+        "c": mem.remember(
+            "Alice prefers green tea in the morning. She hates coffee.",
+            agent_id="ann",
+            importance=0.5,
+            created_at=T0 + timedelta(days=5),
+        ),
+        "other_agent": mem.remember(
+            "Alice prefers green tea in the morning.", agent_id="bob", created_at=T0
+        ),
+        "unrelated": mem.remember(
+            "The build server runs on port 8080.", agent_id="ann", created_at=T0
+        ),
     }
     mem.backend.touch([out["a"].id, out["c"].id], NOW)
     mem.backend.touch([out["a"].id], NOW)
@@ -191,8 +209,9 @@ def test_merge_provenance_and_field_rules(store: GraphMemory) -> None:
     assert {e.dst.id for e in derived} == {m.id for m in sources}
     assert {e.dst.id for e in supers} == {m.id for m in sources}
     assert all(e.props["pass"] == "consolidate" and e.props["at"] == NOW for e in derived)
-    assert all("consolidated duplicate" in e.props["reason"] and e.props["at"] == NOW
-               for e in supers)
+    assert all(
+        "consolidated duplicate" in e.props["reason"] and e.props["at"] == NOW for e in supers
+    )
     for m in store.get_many([m.id for m in sources]):
         assert m.status is Status.SUPERSEDED and m.valid_to == NOW
         assert m.content  # kept, not deleted
@@ -220,9 +239,7 @@ def test_unmerge_restores_sources_and_removes_the_merged_node(store: GraphMemory
         assert m.status is Status.ACTIVE and m.valid_to is None
         assert m.content == before[m.id].content and m.tags == before[m.id].tags
     # the same group is found again
-    assert [set(g.source_ids) for g in consolidate(store.writes, dry_run=True).groups] == [
-        sources
-    ]
+    assert [set(g.source_ids) for g in consolidate(store.writes, dry_run=True).groups] == [sources]
     with pytest.raises(NotFound):
         unmerge(store.writes, merged_id)
     with pytest.raises(InvalidInput):
@@ -301,16 +318,35 @@ def test_improve_writes_new_versions_and_contradictions(store: GraphMemory) -> N
 
 
 def test_extracted_facts_are_stored_once_with_provenance(store: GraphMemory) -> None:
-    turn = store.remember("I prefer aisle seats. Thanks!", agent_id="ann",
-                          event_type="user_message", category="episodic", tier="short_term")
-    r1 = store_facts(store.writes, OfflineLLM(), turn.content, agent_id="ann", speaker="Ann",
-                     source_ids=[turn.id], now=NOW)
+    turn = store.remember(
+        "I prefer aisle seats. Thanks!",
+        agent_id="ann",
+        event_type="user_message",
+        category="episodic",
+        tier="short_term",
+    )
+    r1 = store_facts(
+        store.writes,
+        OfflineLLM(),
+        turn.content,
+        agent_id="ann",
+        speaker="Ann",
+        source_ids=[turn.id],
+        now=NOW,
+    )
     [fact] = r1.created
     assert fact.content == "Ann prefers aisle seats." and fact.tier is Tier.LONG_TERM
     [df] = out_edges(store.backend, fact.id, EdgeType.DERIVED_FROM)
     assert df.dst.id == turn.id and df.props["pass"] == "extract_facts"
-    r2 = store_facts(store.writes, OfflineLLM(), turn.content, agent_id="ann", speaker="Ann",
-                     source_ids=[turn.id], now=NOW)
+    r2 = store_facts(
+        store.writes,
+        OfflineLLM(),
+        turn.content,
+        agent_id="ann",
+        speaker="Ann",
+        source_ids=[turn.id],
+        now=NOW,
+    )
     assert r2.created == () and r2.skipped_existing == 1
     assert store_facts(store.writes, OfflineLLM(), "hello!", agent_id="ann").created == ()
     with pytest.raises(NotFound):
@@ -323,6 +359,7 @@ def test_summary_memory_is_derived_from_its_sources(store: GraphMemory) -> None:
     summary = summarize_into_memory(store.writes, OfflineLLM(), [a, b], purpose="run", now=NOW)
     assert summary.category.value == "summary" and summary.run_id == "r1"
     assert {e.dst.id for e in out_edges(store.backend, summary.id, EdgeType.DERIVED_FROM)} == {
-        a.id, b.id
+        a.id,
+        b.id,
     }
     assert store.get(a.id).status is Status.ACTIVE  # sources are unchanged
