@@ -89,7 +89,7 @@ def main() -> None:
                     batch = turns[s : min(s + 256, args.size)]
                     mem.remember_many([{"content": x, "agent_id": "a"} for x in batch])
                     n += len(batch)
-                mem.wait_for_vectors()
+                mem.vectors.wait()
                 rows.append(
                     (
                         "ingest with embeddings (remember_many 256 + vectors) /s",
@@ -107,7 +107,7 @@ def main() -> None:
                         f"{statistics.median(lat):.2f} / {_pct(lat, 0.95):.2f}",
                     )
                 )
-                mem.wait_for_vectors()
+                mem.vectors.wait()
                 qs = questions[: args.calls]
                 mem.embedder.embed(qs)  # type: ignore[union-attr]  # cache the questions
                 for q in qs[:50]:  # warm-up: caches, index planning
