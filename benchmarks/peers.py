@@ -1,7 +1,7 @@
 """graphmem beside Mem0 OSS and Chroma, each at its best, on the same LoCoMo turns in one run.
 
     python benchmarks/peers.py [--turns 1000] [--adds 200] [--queries 300] [--threads 1]
-                               [--load 0] [--write]
+                               [--load 0] [--only graphmem,mem0,chroma]
 
 Fairness, so that the figures describe the systems and not their setup:
 
@@ -36,8 +36,8 @@ chunk's messages; Chroma one ``collection.add``); ``search`` k=10 scoped to the 
 p50/p95, with the query embedding; LoCoMo evidence recall@10 on those questions.
 
 ``--load N`` runs N CPU-bound processes beside the benchmark for the whole run (and stops
-them after); the load average is printed with the table. ``--write`` replaces the
-"Peers" section of benchmarks/RESULTS.md with this run (the label ``--label`` names it).
+them after); the load average is printed with the table (runs are kept in the "Peers at
+their best" section of benchmarks/RESULTS.md).
 
 The peers are optional (``pip install -e ".[peers]"``: mem0ai, fastembed, spaCy,
 spacy-lookups-data, chromadb; never test dependencies). A peer that is not installed is
@@ -510,8 +510,6 @@ def main() -> None:
         help="Chroma's embedder pads every text to 256 tokens, as it ships",
     )
     ap.add_argument("--data", type=Path, default=None)
-    ap.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
-    ap.add_argument("--label", default="", help="names the run in RESULTS.md")
     args = ap.parse_args()
     pin_threads(args.threads)
     Chroma.as_shipped = args.chroma_as_shipped
@@ -555,7 +553,7 @@ def main() -> None:
     )
     cmd = "python benchmarks/peers.py " + " ".join(sys.argv[1:])
     text = (
-        f"{args.label + ': ' if args.label else ''}`{cmd.strip()}`; {len(items)} LoCoMo turns "
+        f"`{cmd.strip()}`; {len(items)} LoCoMo turns "
         f"in one scope ({args.adds} added one at a time, the rest in chunks of 50), "
         f"{len(queries)} distinct questions, k={K}; all-MiniLM-L6-v2 on ONNX Runtime from one "
         f"local file for every system, {args.threads} thread(s) each; {args.load} CPU-bound "
@@ -569,14 +567,6 @@ def main() -> None:
         + "\n"
     )
     print(text)
-    if args.write:
-        from scale import write_section
-
-        write_section(
-            f"Peers{' (' + args.label + ')' if args.label else ''}",
-            text,
-            Path(__file__).with_name("RESULTS.md"),
-        )
 
 
 if __name__ == "__main__":
