@@ -7,7 +7,7 @@ On LoCoMo turns (../shared/data/locomo_dev.json), embedded store in a temp dir:
 
 - ``remember`` p50/p95 with the default embedder (background vectors: acknowledged once
   durable), one memory per call into a store of ``--size`` memories;
-- ingest with embeddings: ``remember_many`` in batches of 256, then ``wait_for_vectors``,
+- ingest with embeddings: ``remember_many`` in batches of 256, then ``mem.vectors.wait()``,
   memories/s;
 - ``recall(k=10)`` p50/p95 with touching on and off (question vectors cached, so the
   figure is the read path, not the model);
