@@ -30,6 +30,7 @@ from scipy import sparse
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from graphmem.backends.base import WriteBatch  # noqa: E402
 from graphmem.backends.embedded import NetworkXBackend  # noqa: E402
 from graphmem.consolidation import (  # noqa: E402
     brute_force_pairs,
@@ -144,7 +145,7 @@ def bench_size(n: int, args: argparse.Namespace) -> dict[str, object]:
     memories = [Memory(content=t, agent_id="bench") for t in texts]
     t0 = time.perf_counter()
     for lo in range(0, n, 5000):
-        backend.upsert(memories[lo : lo + 5000])
+        backend.write(WriteBatch(nodes=memories[lo : lo + 5000]))
     t_ingest = time.perf_counter() - t0
     t0 = time.perf_counter()
     plan = consolidate(backend, dry_run=True)
@@ -181,7 +182,7 @@ def bench_llm(args: argparse.Namespace) -> dict[str, object]:
         mems = [
             Memory(content=t, agent_id="bench", run_id=f"r{i % 20}") for i, t in enumerate(texts)
         ]
-        backend.upsert(mems)
+        backend.write(WriteBatch(nodes=mems))
         report = consolidate(backend, llm=llm)
         llm_groups = sum(1 for g in report.groups if g.content_source == "llm")
         for r in range(5):

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from graphmem.memory import GraphMemory
-from graphmem.models import Filter, TextQuery
+from graphmem.models import Filter, Memory, TextQuery
 
 
 def _vocabulary(size: int = 20_000, seed: int = 3) -> list[str]:
@@ -298,7 +298,7 @@ def bench_recall(url: str, n: int, *, queries: int = 200, **open_options: Any) -
     out["recall_p50_ms"], out["recall_p95_ms"] = run({})
     out["recall_agent_p50_ms"], out["recall_agent_p95_ms"] = run({"agent_id": "agent3"})
     out["recall_ns_tag_p50_ms"], _ = run({"namespace": "ns1", "tags": ["tag7"]})
-    rows = mem.backend.match(mem._recall_filter(), limit=1)
+    rows = mem.backend.match(Memory, mem._recall_filter(), limit=1)
     out["dim"] = len(rows[0].embedding or ()) if rows else 0  # type: ignore[attr-defined]
     mem.close()
     if os.path.isfile(url):  # embedded: reopen, and is the vector graph there at once?

@@ -39,7 +39,7 @@ class Agents:
         metadata: Mapping[str, Any] | None = None,
     ) -> Agent:
         """Create or update an agent (fields not given keep their stored values)."""
-        found = self._backend.get(NodeLabel.AGENT, [agent_id])
+        found = self._backend.get(Agent, [agent_id])
         base: dict[str, Any] = found[0].model_dump() if found else {"id": agent_id}
         for k, v in (
             ("name", name),
@@ -56,12 +56,14 @@ class Agents:
 
     def get(self, agent_id: str) -> Agent:
         """The agent ``agent_id``; NotFound if it was never registered."""
-        found = self._backend.get(NodeLabel.AGENT, [agent_id])
+        found = self._backend.get(Agent, [agent_id])
         if not found or not isinstance(found[0], Agent):
             raise NotFound(f"no agent {agent_id!r}")
         return found[0]
 
     def list(self, *, limit: int | None = None, offset: int = 0) -> builtins.list[Agent]:
         """The registered agents."""
-        found = self._backend.match(Filter(label=NodeLabel.AGENT), limit=limit, offset=offset)
+        found = self._backend.match(
+            Agent, Filter(label=NodeLabel.AGENT), limit=limit, offset=offset
+        )
         return [a for a in found if isinstance(a, Agent)]

@@ -51,7 +51,6 @@ from graphmem.models import (
     EdgeType,
     Filter,
     Memory,
-    NodeLabel,
     NodeRef,
     Status,
     Tier,
@@ -370,7 +369,7 @@ def iter_memories(backend: GraphBackend, flt: Filter, page: int = 50_000) -> Ite
     """Every memory matching ``flt``, fetched in pages of ``page`` (ordered by id)."""
     offset = 0
     while True:
-        batch = backend.match(flt, limit=page, offset=offset, order_by="id")
+        batch = backend.match(Memory, flt, limit=page, offset=offset, order_by="id")
         for n in batch:
             assert isinstance(n, Memory)
             yield n
@@ -586,7 +585,7 @@ def _apply_merges(
     now: datetime,
 ) -> list[MergeGroup]:
     ids = [i for p in plans for i in p.source_ids]
-    current = {n.id: n for n in writes.backend.get(NodeLabel.MEMORY, ids) if isinstance(n, Memory)}
+    current = {n.id: n for n in writes.backend.get(Memory, ids) if isinstance(n, Memory)}
     todo: list[tuple[MergeGroup, Replacement]] = []
     out: dict[int, MergeGroup] = {}
     for k, plan in enumerate(plans):
@@ -660,7 +659,7 @@ def unmerge(
     """
     now = now or utcnow()
     backend = writes.backend
-    found = backend.get(NodeLabel.MEMORY, [merged_id])
+    found = backend.get(Memory, [merged_id])
     if not found:
         raise NotFound(f"no memory {merged_id!r}")
     merged = found[0]
@@ -953,7 +952,7 @@ def store_facts(
     now = now or utcnow()
     backend = writes.backend
     if source_ids:
-        found = {n.id for n in backend.get(NodeLabel.MEMORY, list(source_ids))}
+        found = {n.id for n in backend.get(Memory, list(source_ids))}
         missing = [i for i in source_ids if i not in found]
         if missing:
             raise NotFound(f"no memory {missing[0]!r}")

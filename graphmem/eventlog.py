@@ -184,17 +184,17 @@ class EventLog:
                 edges: list[Edge] = []
                 expect = [Expect(entry.ref, exists=False)]
                 if parent is not None:
-                    if not self._backend.get(NodeLabel.LOG_ENTRY, [parent]):
+                    if not self._backend.get(LogEntry, [parent]):
                         raise NotFound(f"no log entry {parent!r} (parent)")
                     parent_ref = NodeRef(NodeLabel.LOG_ENTRY, parent)
                     edges.append(_edge(EdgeType.CHILD_OF, entry.ref, parent_ref))
                     expect.append(Expect(parent_ref))
                 # (the backend links the entry IN_RUN to its run, creating a missing run)
-                found_blobs = {p.id: p for p in self._backend.get(NodeLabel.PAYLOAD, sorted(blobs))}
+                found_blobs = {p.id: p for p in self._backend.get(Payload, sorted(blobs))}
                 for h, blob_text in sorted(blobs.items()):
                     old = found_blobs.get(h)
                     if old is not None:
-                        count = old.refcount  # type: ignore[attr-defined]
+                        count = old.refcount
                         blob = old.evolve(refcount=count + 1)
                         expect.append(Expect(blob.ref, props={"refcount": count}))
                     else:
@@ -210,7 +210,7 @@ class EventLog:
                 except Conflict:
                     # another handle changed the shared payload's count: count again
                     if attempt == 31 or (
-                        parent is not None and not self._backend.get(NodeLabel.LOG_ENTRY, [parent])
+                        parent is not None and not self._backend.get(LogEntry, [parent])
                     ):
                         raise
         log.debug(
@@ -239,9 +239,7 @@ class EventLog:
         """Delete entries; payloads nobody references any more are deleted with them, the
         others have their reference count recomputed. Returns how many entries went."""
         with self._lock:
-            entries: list[LogEntry] = self._backend.get(  # type: ignore[assignment]
-                NodeLabel.LOG_ENTRY, list(dict.fromkeys(entry_ids))
-            )
+            entries: list[LogEntry] = self._backend.get(LogEntry, list(dict.fromkeys(entry_ids)))
             if not entries:
                 return 0
             doomed = {e.id for e in entries}
@@ -259,8 +257,8 @@ class EventLog:
             drop: list[NodeRef] = []
             keep: list[GraphNode] = []
             expect: list[Expect] = []
-            for blob in self._backend.get(NodeLabel.PAYLOAD, refs):
-                expect.append(Expect(blob.ref, props={"refcount": blob.refcount}))  # type: ignore[attr-defined]
+            for blob in self._backend.get(Payload, refs):
+                expect.append(Expect(blob.ref, props={"refcount": blob.refcount}))
                 users = self._backend.expand(
                     [blob.ref], [EdgeType.REFERENCES], direction="in", depth=1, limit=10_000_000
                 )
@@ -279,7 +277,8 @@ class EventLog:
         ids = [
             e.id
             for e in self._backend.match(
-                validated(Filter, {"label": NodeLabel.LOG_ENTRY, "equals": {"run_id": run_id}})
+                LogEntry,
+                validated(Filter, {"label": NodeLabel.LOG_ENTRY, "equals": {"run_id": run_id}}),
             )
         ]
         return self.delete(ids)
@@ -290,7 +289,7 @@ class EventLog:
         flt = validated(
             Filter, {"label": NodeLabel.LOG_ENTRY, "ranges": (Range(field="at", lt=cutoff),)}
         )
-        return [e.id for e in self._backend.match(flt, order_by="at")]
+        return [e.id for e in self._backend.match(LogEntry, flt, order_by="at")]
 
     def prune(self, *, older_than: timedelta, now: datetime | None = None) -> int:
         """Delete entries logged before ``now - older_than``; returns how many."""
@@ -321,7 +320,8 @@ class EventLog:
             raise InvalidInput("n must not be negative")
         if n == 0:
             return []
-        newest: list[LogEntry] = self._backend.match(  # type: ignore[assignment]
+        newest: list[LogEntry] = self._backend.match(
+            LogEntry,
             self._filter(run_id, agent_id, event_type),
             order_by="at",
             descending=True,
@@ -331,9 +331,7 @@ class EventLog:
 
     def get(self, entry_id: str) -> LogRecord:
         """One entry with its payload; NotFound if there is none."""
-        found: list[LogEntry] = self._backend.get(  # type: ignore[assignment]
-            NodeLabel.LOG_ENTRY, [entry_id]
-        )
+        found: list[LogEntry] = self._backend.get(LogEntry, [entry_id])
         if not found:
             raise NotFound(f"no log entry {entry_id!r}")
         return self._records(found)[0]
@@ -352,12 +350,7 @@ class EventLog:
         def fetch(ids: set[str]) -> None:
             todo = sorted(ids - texts.keys())
             if todo:
-                texts.update(
-                    {
-                        p.id: p.text  # type: ignore[attr-defined]
-                        for p in self._backend.get(NodeLabel.PAYLOAD, todo)
-                    }
-                )
+                texts.update({p.id: p.text for p in self._backend.get(Payload, todo)})
 
         fetch({e.payload_ref for e in entries if e.payload_ref})
         skeletons = []
@@ -376,15 +369,14 @@ class EventLog:
     def stats(self) -> LogStats:
         """Entry and payload counts, and the bytes that content addressing saved."""
         entries = self._backend.count(self._filter(None, None, None))
-        referencing: list[LogEntry] = self._backend.match(  # type: ignore[assignment]
+        referencing: list[LogEntry] = self._backend.match(
+            LogEntry,
             validated(
                 Filter,
                 {"label": NodeLabel.LOG_ENTRY, "ranges": (Range(field="payload_ref", gte=""),)},
-            )
+            ),
         )
-        payloads: list[Payload] = self._backend.match(  # type: ignore[assignment]
-            Filter(label=NodeLabel.PAYLOAD)
-        )
+        payloads: list[Payload] = self._backend.match(Payload, Filter(label=NodeLabel.PAYLOAD))
         stored = sum(p.size for p in payloads)
         logical = sum(p.size * max(p.refcount, 1) for p in payloads)
         inline = self._backend.count(

@@ -57,6 +57,7 @@ from graphmem.errors import InvalidInput, NotFound
 from graphmem.eventlog import EventLog
 from graphmem.llm import LLM, OfflineLLM, Reflection, tokens
 from graphmem.models import (
+    Agent,
     Category,
     EdgeType,
     Filter,
@@ -594,7 +595,7 @@ class Lifecycle:
             scorer = self.config.scorer
             kind = None
             if scorer.agent_boosts:  # the agent's type is read only when it can matter
-                found = self.backend.get(NodeLabel.AGENT, [str(data.get("agent_id") or "default")])
+                found = self.backend.get(Agent, [str(data.get("agent_id") or "default")])
                 kind = getattr(found[0], "kind", None) if found else None
             data["importance"] = scorer.score(
                 content=str(data.get("content") or ""),
@@ -945,6 +946,7 @@ class Lifecycle:
             recent = [
                 m
                 for m in self.backend.match(
+                    Memory,
                     recent_flt,
                     limit=cfg.improve_limit + len(plan.claimed),
                     order_by="created_at",
@@ -1166,7 +1168,7 @@ class Lifecycle:
             memories = [
                 m
                 for m in self.backend.match(
-                    flt, limit=limit, order_by="created_at", descending=True
+                    Memory, flt, limit=limit, order_by="created_at", descending=True
                 )
                 if isinstance(m, Memory)
             ]
@@ -1243,9 +1245,7 @@ class Lifecycle:
         return set(self._namespaces.audiences(scope))
 
     def _memories(self, memory_ids: Sequence[str]) -> list[Memory]:
-        return [
-            n for n in self.backend.get(NodeLabel.MEMORY, list(memory_ids)) if isinstance(n, Memory)
-        ]
+        return [n for n in self.backend.get(Memory, list(memory_ids)) if isinstance(n, Memory)]
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -1253,7 +1253,7 @@ class Lifecycle:
         if isinstance(memory_ids, str):
             memory_ids = [memory_ids]
         ids = list(dict.fromkeys(memory_ids))
-        found = [n for n in self.backend.get(NodeLabel.MEMORY, ids) if isinstance(n, Memory)]
+        found = [n for n in self.backend.get(Memory, ids) if isinstance(n, Memory)]
         if len(found) != len(ids):
             have = {m.id for m in found}
             raise NotFound(f"no memory {next(i for i in ids if i not in have)!r}")
@@ -1281,9 +1281,7 @@ class Lifecycle:
                 self.writes.delete_nodes([NodeRef(NodeLabel.MEMORY, i) for i in ids])
             elif ids:
                 step_of = {a.memory_id: a.step for a in actions}
-                current = [
-                    n for n in self.backend.get(NodeLabel.MEMORY, ids) if isinstance(n, Memory)
-                ]
+                current = [n for n in self.backend.get(Memory, ids) if isinstance(n, Memory)]
                 by_reason: dict[str, list[Memory]] = defaultdict(list)
                 for m in current:
                     by_reason[reason_step or step_of[m.id]].append(m)

@@ -35,13 +35,13 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, Literal, Protocol, overload, runtime_checkable
+from typing import IO, Any, Literal, overload
 
 import networkx as nx
 
 from graphmem.agents import Agents
 from graphmem.backends import open_backend
-from graphmem.backends.base import GraphBackend
+from graphmem.backends.base import GraphBackend, GraphView
 from graphmem.config import Settings
 from graphmem.errors import Conflict, InvalidInput, NotFound
 from graphmem.eventlog import EventLog
@@ -81,12 +81,6 @@ EXPORT_FORMAT = "graphmem-jsonl"
 EXPORT_VERSION = 1
 
 _CHAT_ROLES = {"user_message": "user", "agent_response": "assistant"}
-
-
-@runtime_checkable
-class _HasGraphView(Protocol):
-    @property
-    def graph(self) -> nx.MultiDiGraph: ...
 
 
 class GraphMemory(MemoryAPI):
@@ -375,7 +369,7 @@ class GraphMemory(MemoryAPI):
         return [self._current(m, scope) for m in found] if current else found
 
     def _memories(self, ids: Sequence[str]) -> builtins.list[Memory]:
-        return [n for n in self._backend.get(NodeLabel.MEMORY, list(ids)) if isinstance(n, Memory)]
+        return [n for n in self._backend.get(Memory, list(ids)) if isinstance(n, Memory)]
 
     def _current(self, memory: Memory, scope: Scope | str | None) -> Memory:
         if memory.status is Status.ACTIVE:
@@ -490,8 +484,8 @@ class GraphMemory(MemoryAPI):
             scope=scope,
             user_id=user_id,
         )
-        return self._backend.match(  # type: ignore[return-value]
-            flt, limit=limit, offset=offset, order_by=order_by, descending=descending
+        return self._backend.match(
+            Memory, flt, limit=limit, offset=offset, order_by=order_by, descending=descending
         )
 
     def count(self, *, scope: Scope | str | None = None, **filters: Any) -> int:
@@ -675,7 +669,7 @@ class GraphMemory(MemoryAPI):
             pool = [
                 m
                 for m in self._backend.match(
-                    flt, limit=max(10 * k, 500), order_by="created_at", descending=True
+                    Memory, flt, limit=max(10 * k, 500), order_by="created_at", descending=True
                 )
                 if isinstance(m, Memory)
             ]
@@ -710,7 +704,7 @@ class GraphMemory(MemoryAPI):
     def graph(self) -> nx.MultiDiGraph:
         """The memory graph as networkx (read-only). Live for the embedded backend; a
         snapshot built from a full scan for server backends."""
-        if isinstance(self._backend, _HasGraphView):
+        if isinstance(self._backend, GraphView):
             return self._backend.graph
         g = nx.MultiDiGraph()
         for nodes, edges in self._backend.scan():
@@ -826,7 +820,9 @@ class GraphMemory(MemoryAPI):
         node_keys = {n.ref.key for n in nodes}
         for edge in edges:
             for end in (edge.src, edge.dst):
-                if end.key not in node_keys and not self._backend.get(end.label, [end.id]):
+                if end.key not in node_keys and not self._backend.get(
+                    node_model(end.label), [end.id]
+                ):
                     raise InvalidInput(f"edge {edge.type.value} refers to missing node {end.key}")
         dims = {len(n.embedding) for n in nodes if isinstance(n, Memory) and n.embedding}
         if len(dims) > 1:

@@ -1,7 +1,7 @@
 """Copy a whole memory graph from one backend to another (``graphmem migrate SRC DST``).
 
 The source is read with :meth:`GraphBackend.scan` (every node, then every edge, in batches)
-and each batch is written to the destination with one :meth:`GraphBackend.upsert`, so a
+and each batch is written to the destination with one :meth:`GraphBackend.write`, so a
 batch is one transaction (one round trip on Neo4j). Structural edges (AUTHORED_BY, IN_RUN,
 RUN_BY, TAGGED) are not copied as such: the destination derives them from the node
 properties, exactly as it does for any write. Upserts replace by id, so running the same
@@ -25,11 +25,17 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from graphmem.backends import open_backend
-from graphmem.backends.base import GraphBackend
+from graphmem.backends.base import GraphBackend, WriteBatch
 from graphmem.errors import Conflict, InvalidInput
 from graphmem.models import Edge, EdgeType, GraphNode
 
-__all__ = ["STRUCTURAL_EDGE_TYPES", "MigrationReport", "ProgressCallback", "migrate"]
+__all__ = [
+    "STRUCTURAL_EDGE_TYPES",
+    "MigrationMismatch",
+    "MigrationReport",
+    "ProgressCallback",
+    "migrate",
+]
 
 log = logging.getLogger("graphmem.migrate")
 
@@ -95,6 +101,15 @@ def _compare(
     }
 
 
+class MigrationMismatch(Conflict):
+    """A migration that finished with counts that differ between source and destination;
+    ``report`` says what was copied and counted."""
+
+    def __init__(self, message: str, report: MigrationReport) -> None:
+        super().__init__(message)
+        self.report = report
+
+
 def migrate(
     src: str | GraphBackend,
     dst: str | GraphBackend,
@@ -155,7 +170,7 @@ def migrate(
             if not batch_nodes and not batch_edges:
                 continue
             if not dry_run:
-                destination.upsert(batch_nodes, batch_edges)
+                destination.write(WriteBatch(nodes=batch_nodes, edges=batch_edges))
             batches += 1
             nodes_done += len(batch_nodes)
             edges_done += len(batch_edges)
@@ -199,12 +214,11 @@ def migrate(
         )
         if mismatches and strict:
             detail = ", ".join(f"{k} {s} -> {d}" for k, (s, d) in mismatches.items())
-            err = Conflict(
+            raise MigrationMismatch(
                 f"migration finished but the counts differ ({detail}); the destination held "
-                "other data, or the source changed during the migration"
+                "other data, or the source changed during the migration",
+                report,
             )
-            err.report = report  # type: ignore[attr-defined]
-            raise err
         return report
     finally:
         if own_dst:

@@ -336,7 +336,8 @@ def _to_prop(value: Any) -> PropValue:
         return value.value
     if isinstance(value, tuple):
         return list(value)
-    return value  # type: ignore[no-any-return]
+    plain: PropValue = value  # validated by the model's fields: a JSON-like value
+    return plain
 
 
 # ---------------------------------------------------------------------------------------

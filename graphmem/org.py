@@ -175,13 +175,13 @@ class OrgMemory:
     # -- access control ---------------------------------------------------------------
 
     def _author(self, author: str) -> Agent:
-        found = self._backend.get(NodeLabel.AGENT, [author]) if isinstance(author, str) else []
+        found = self._backend.get(Agent, [author]) if isinstance(author, str) else []
         if not found:
             raise AccessDenied(
                 f"unknown author {author!r}: register the agent (or human) before it writes "
                 "org facts"
             )
-        return found[0]  # type: ignore[return-value]
+        return found[0]
 
     @staticmethod
     def is_human(agent: Agent) -> bool:
@@ -335,12 +335,13 @@ class OrgMemory:
 
     def _current(self, fact_id: str) -> OrgFact | None:
         found = self._backend.match(
+            OrgFact,
             validated(Filter, {"label": NodeLabel.ORG_FACT, "equals": {"fact_id": fact_id}}),
             order_by="version",
             descending=True,
             limit=1,
         )
-        return found[0] if found else None  # type: ignore[return-value]
+        return found[0] if found else None
 
     def get(self, fact_id: str) -> OrgFact:
         """The newest version of a fact (it may be retracted); NotFound if there is none."""
@@ -351,7 +352,8 @@ class OrgMemory:
 
     def versions(self, fact_id: str) -> list[OrgFact]:
         """Every version of a fact, oldest first."""
-        found: list[OrgFact] = self._backend.match(  # type: ignore[assignment]
+        found: list[OrgFact] = self._backend.match(
+            OrgFact,
             validated(Filter, {"label": NodeLabel.ORG_FACT, "equals": {"fact_id": fact_id}}),
             order_by="version",
         )
@@ -361,7 +363,8 @@ class OrgMemory:
 
     def history(self, fact_id: str) -> list[OrgOperation]:
         """The append-only operation log of a fact (publish/retract), oldest first."""
-        ops: list[OrgOperation] = self._backend.match(  # type: ignore[assignment]
+        ops: list[OrgOperation] = self._backend.match(
+            OrgOperation,
             validated(Filter, {"label": NodeLabel.ORG_OPERATION, "equals": {"fact_id": fact_id}}),
             order_by="at",
         )
@@ -412,11 +415,11 @@ class OrgMemory:
             raise InvalidInput("limit must be at least 1")
         flt = self._filter(categories, include_retracted, tags)
         if text is None:
-            return self._backend.match(flt, order_by="fact_id", limit=limit)  # type: ignore[return-value]
+            return self._backend.match(OrgFact, flt, order_by="fact_id", limit=limit)
         terms = set(_tokens(text))
         if not terms:
             raise InvalidInput("query text has no searchable words")
-        facts: list[OrgFact] = self._backend.match(flt, order_by="fact_id")  # type: ignore[assignment]
+        facts: list[OrgFact] = self._backend.match(OrgFact, flt, order_by="fact_id")
         return [f for _s, f in _bm25(terms, facts)[:limit]]
 
     # -- policies ---------------------------------------------------------------------
@@ -456,8 +459,8 @@ class OrgMemory:
             if skip >= seg_count:
                 skip -= seg_count
                 continue
-            page: list[OrgFact] = self._backend.match(  # type: ignore[assignment]
-                flt, order_by="fact_id", offset=skip, limit=left
+            page: list[OrgFact] = self._backend.match(
+                OrgFact, flt, order_by="fact_id", offset=skip, limit=left
             )
             out.extend(page)
             skip = 0
@@ -470,8 +473,8 @@ class OrgMemory:
     def core_policies(self) -> list[str]:
         """The texts that head every ``context()``: configured core policies, then written
         current policies marked core."""
-        written: list[OrgFact] = self._backend.match(  # type: ignore[assignment]
-            self._filter("policy", False, core=True), order_by="fact_id"
+        written: list[OrgFact] = self._backend.match(
+            OrgFact, self._filter("policy", False, core=True), order_by="fact_id"
         )
         return [*self._config.core_policies, *(f.content for f in written)]
 
@@ -485,7 +488,8 @@ class OrgMemory:
         offset: int = 0,
     ) -> list[OrgFact]:
         """Current versions of facts (ordered by fact id), optionally of some categories."""
-        return self._backend.match(  # type: ignore[return-value]
+        return self._backend.match(
+            OrgFact,
             self._filter(categories, include_retracted),
             order_by="fact_id",
             limit=limit,

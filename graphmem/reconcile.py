@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from graphmem.errors import Conflict, LLMError
 from graphmem.knowledge.extract import normalise
 from graphmem.llm import LLM, Claim, claim_of, tokens
-from graphmem.models import Category, Filter, Memory, NodeLabel, TextQuery, validated
+from graphmem.models import Category, Filter, Memory, TextQuery, validated
 from graphmem.writes import Writes
 
 __all__ = ["ReconcileAction", "ReconcileConfig", "ReconcileResult", "contradicts", "reconcile"]
@@ -150,14 +150,16 @@ def _reconcile(
     exact = [
         m
         for m in backend.match(
-            validated(Filter, {"equals": {**scope, "content_hash": memory.content_hash}}), limit=20
+            Memory,
+            validated(Filter, {"equals": {**scope, "content_hash": memory.content_hash}}),
+            limit=20,
         )
         if isinstance(m, Memory) and _same_scope(m, memory)
     ]
     if exact:
         found = exact[0]
         backend.touch([found.id], now)
-        fresh = backend.get(NodeLabel.MEMORY, [found.id])
+        fresh = backend.get(Memory, [found.id])
         current = fresh[0] if fresh and isinstance(fresh[0], Memory) else found
         log.debug("reconcile: exact duplicate of %s", found.id)
         return ReconcileResult(

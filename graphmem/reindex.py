@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from graphmem.backends.base import GraphBackend
+from graphmem.backends.base import GraphBackend, VectorQueue
 from graphmem.consolidation import iter_memories
 from graphmem.errors import DimensionMismatch, InvalidInput
 from graphmem.models import Filter, Memory
@@ -61,15 +61,8 @@ class ReindexReport(BaseModel):
 
 
 def store_dim(backend: GraphBackend) -> int | None:
-    """The dimension the store's vectors have (None: no vector yet): a backend's cheap
-    ``embedding_dim`` attribute when it has one, else its statistics (a full count)."""
-    known = getattr(backend, "embedding_dim", _UNKNOWN)
-    if known is None or isinstance(known, int):
-        return known
+    """The dimension the store's vectors have (None: no vector yet), from its statistics."""
     return backend.stats().embedding_dim
-
-
-_UNKNOWN = object()
 
 
 def _name(embedder: Any) -> str:
@@ -93,13 +86,11 @@ def check_embedder(backend: GraphBackend, embedder: Any) -> None:
 
 
 def _missing(backend: GraphBackend, limit: int) -> list[tuple[str, str]]:
-    fetch = getattr(backend, "missing_vectors", None)
-    if fetch is None:
+    if not isinstance(backend, VectorQueue):
         raise InvalidInput(
             f"the {type(backend).__name__} backend cannot list memories without a vector"
         )
-    found: list[tuple[str, str]] = fetch(limit)
-    return found
+    return backend.missing_vectors(limit)
 
 
 def reindex(
@@ -177,8 +168,8 @@ class Vectors:
 
     ``mode``: ``"background"`` acknowledges a write once it is durable and embeds it
     behind it; ``"inline"`` embeds before the write; ``"auto"`` is background for a model
-    and inline for the hash embedder. Background needs a backend listing ``vectors`` in
-    its capabilities (it can say which memories lack one).
+    and inline for the hash embedder. Background needs a :class:`VectorQueue` backend (it
+    can say which memories lack one).
     """
 
     def __init__(
@@ -191,11 +182,12 @@ class Vectors:
         self.embedder = embedder
         self._wrote_unvectored = False
         self._worker: Vectorizer | None = None
-        missing: Callable[[int], Sequence[tuple[str, str]]] | None = getattr(
-            backend, "missing_vectors", None
+        queue = backend if isinstance(backend, VectorQueue) else None
+        missing: Callable[[int], Sequence[tuple[str, str]]] | None = (
+            queue.missing_vectors if queue is not None else None
         )
         self._missing = missing
-        if embedder is not None and missing is not None and _background(mode, embedder, backend):
+        if embedder is not None and missing is not None and _background(mode, embedder):
             self._worker = Vectorizer(
                 embed=embedder.embed, fetch_missing=missing, store=writes.store_vectors
             )
@@ -269,9 +261,7 @@ class Vectors:
         self._worker.notify()
 
 
-def _background(mode: str, embedder: Any, backend: GraphBackend) -> bool:
-    if "vectors" not in getattr(backend, "capabilities", frozenset()):
-        return False
+def _background(mode: str, embedder: Any) -> bool:
     if mode == "auto":
         from graphmem.embeddings import HashEmbedder  # no model, microseconds per text
 

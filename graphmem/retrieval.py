@@ -35,12 +35,12 @@ import secrets
 import unicodedata
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from graphmem.backends.base import GraphBackend
+from graphmem.backends.base import GraphBackend, RecallNeighbours, RecallSearch
 from graphmem.embeddings import Embedder
 from graphmem.errors import ConfigError, InvalidInput
 from graphmem.knowledge.channel import entity_channel, shared_entity_neighbours
@@ -370,35 +370,6 @@ class _Cand:
         self.seed = False
 
 
-@runtime_checkable
-class RecallSearch(Protocol):
-    """A backend that runs recall's lexical and vector searches in one round trip, with the
-    same results as ``search_text`` and ``search_vector`` (the Neo4j backend)."""
-
-    def search_both(
-        self, text: TextQuery | None, vector: VectorQuery | None
-    ) -> tuple[list[Hit], list[Hit]]: ...
-
-
-@runtime_checkable
-class RecallNeighbours(Protocol):
-    """A backend that runs recall's graph expansion in one round trip: ``(seed id, via,
-    memory)`` for the memories one ``link_types`` edge from each seed (via = the edge type)
-    and up to ``tag_limit`` per seed sharing a tag (via = ``"tag"``) or a rare entity
-    (via = ``"entity:<name>"``, mentioned by at most ``entity_hub_limit`` memories; 0:
-    none), all passing ``flt``."""
-
-    def neighbours(
-        self,
-        seeds: Sequence[str],
-        flt: Filter,
-        *,
-        link_types: Sequence[EdgeType] = ...,
-        tag_limit: int = ...,
-        entity_hub_limit: int = ...,
-    ) -> list[tuple[str, str, Memory]]: ...
-
-
 class Retriever:
     """The hybrid recall pipeline over any backend. ``embedder`` None means lexical only."""
 
@@ -411,6 +382,9 @@ class Retriever:
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.backend = backend
+        # the backend's one-round-trip fast paths, asked for once
+        self._search_both = backend if isinstance(backend, RecallSearch) else None
+        self._neighbours = backend if isinstance(backend, RecallNeighbours) else None
         self.embedder = embedder
         self.config = config or RecallConfig()
         self._clock = clock
@@ -469,9 +443,9 @@ class Retriever:
             if qvec is not None and cfg.vector_weight > 0
             else None
         )
-        if isinstance(self.backend, RecallSearch):
+        if self._search_both is not None:
             # a server backend sends both searches as one round trip
-            lexical, vector = self.backend.search_both(text_q, vector_q)
+            lexical, vector = self._search_both.search_both(text_q, vector_q)
         else:
             lexical = self.backend.search_text(text_q) if text_q is not None else []
             vector = self.backend.search_vector(vector_q) if vector_q is not None else []
@@ -595,12 +569,12 @@ class Retriever:
             if on
         ]
         via_entity: dict[str, str] = {}  # memory id -> the shared entity that brought it
-        if isinstance(self.backend, RecallNeighbours):
+        if self._neighbours is not None:
             # a server backend expands every seed in one round trip (links, tags and
             # entities), scoped by the filter and bounded per seed inside the query
             tag_limit = cfg.expand_tag_limit if cfg.expand_tags else 0
             hub_limit = cfg.entity_hub_limit if cfg.expand_entities else 0
-            for seed_id, via, nb in self.backend.neighbours(
+            for seed_id, via, nb in self._neighbours.neighbours(
                 [c.memory.id for c in seeds],
                 flt,
                 link_types=types,
@@ -628,7 +602,7 @@ class Retriever:
                         if e.type is EdgeType.NEXT and nb.run_id != by_id[a].run_id:
                             continue
                         offer(nb, a, e.type.value)
-        if cfg.expand_tags and not isinstance(self.backend, RecallNeighbours):
+        if cfg.expand_tags and self._neighbours is None:
             tagged = [c for c in seeds if c.memory.tags]
             if tagged:
                 sub = self.backend.expand(
@@ -644,7 +618,7 @@ class Retriever:
                     shared = [c for c in tagged if set(c.memory.tags) & set(n.tags)]
                     if shared:
                         offer(n, min(shared, key=lambda c: seed_rank[c.memory.id]).memory.id, "tag")
-        if cfg.expand_entities and seeds and not isinstance(self.backend, RecallNeighbours):
+        if cfg.expand_entities and seeds and self._neighbours is None:
             for hop in shared_entity_neighbours(
                 self.backend, [c.memory for c in seeds], hub_limit=cfg.entity_hub_limit
             ):
@@ -652,7 +626,7 @@ class Retriever:
                 offer(hop.memory, hop.seed_id, "entity")
         fresh = [i for i in found if i not in cands]
         # expansion crosses scopes: keep only what the caller's filter admits
-        if isinstance(self.backend, RecallNeighbours):
+        if self._neighbours is not None:
             scoped = set(fresh)  # the backend applied the filter inside its query
         else:
             scoped = self._within(flt, fresh) if fresh else set()
@@ -713,7 +687,7 @@ class Retriever:
         data = flt.model_dump()
         data["ids"] = tuple(allowed)
         scoped = validated(Filter, data)
-        return {n.id for n in self.backend.match(scoped, limit=len(allowed))}
+        return {n.id for n in self.backend.match(Memory, scoped, limit=len(allowed))}
 
     @staticmethod
     def _add_graph(c: _Cand, seed_rank: int, seed_fused: float, cfg: RecallConfig) -> None:

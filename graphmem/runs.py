@@ -189,7 +189,7 @@ class Runs:
 
     def get(self, run_id: str) -> Run:
         """The run ``run_id``; NotFound if there is none."""
-        found = self._backend.get(NodeLabel.RUN, [run_id])
+        found = self._backend.get(Run, [run_id])
         if not found or not isinstance(found[0], Run):
             raise NotFound(f"no run {run_id!r}")
         return found[0]
@@ -236,7 +236,7 @@ class Runs:
         }
         flt = validated(Filter, {"label": NodeLabel.RUN, "equals": equals})
         found = self._backend.match(
-            flt, limit=limit, offset=offset, order_by="started_at", descending=True
+            Run, flt, limit=limit, offset=offset, order_by="started_at", descending=True
         )
         return [r for r in found if isinstance(r, Run)]
 
@@ -251,7 +251,7 @@ class Runs:
         metadata: Mapping[str, Any] | None = None,
     ) -> tuple[Run, bool]:
         """The run ``run_id`` and False, or a new run (started now) and True."""
-        found = self._backend.get(NodeLabel.RUN, [run_id])
+        found = self._backend.get(Run, [run_id])
         if found and isinstance(found[0], Run):
             return found[0], False
         try:
@@ -322,7 +322,7 @@ class Runs:
     def _append(
         self, run_id: str, events: Sequence[Mapping[str, Any]], now: datetime
     ) -> builtins.list[Memory]:
-        found = self._backend.get(NodeLabel.RUN, [run_id])
+        found = self._backend.get(Run, [run_id])
         run: Run = (
             found[0]
             if found and isinstance(found[0], Run)
@@ -369,7 +369,9 @@ class Runs:
         flt = Filter.for_memories(run_id=run_id, event_type=event_types, status=status)
         if scope is not None:
             flt = self._namespaces.filter(scope, flt)
-        events = [m for m in self._backend.match(flt, order_by="seq") if isinstance(m, Memory)]
+        events = [
+            m for m in self._backend.match(Memory, flt, order_by="seq") if isinstance(m, Memory)
+        ]
         return events if limit is None else events[-limit:] if limit > 0 else []
 
     def scratchpad(self, run_id: str | None = None) -> Scratchpad:
@@ -382,7 +384,10 @@ class Runs:
         memories derived from them (summaries, merges, newer versions — they carry the
         run's content), and its log entries (shared payloads are reference counted)."""
         self.get(run_id)
-        own = [m.id for m in self._backend.match(Filter.for_memories(run_id=run_id, status=None))]
+        own = [
+            m.id
+            for m in self._backend.match(Memory, Filter.for_memories(run_id=run_id, status=None))
+        ]
         derived: builtins.list[str] = []
         if cascade and own:
             sub = self._backend.expand(
@@ -416,8 +421,10 @@ class Runs:
         now = self._clock()
         out: builtins.list[Run] = []
         with self._lock:
-            for run in _only(Run, self._backend.get(NodeLabel.RUN, list(run_ids))):
-                active = _only(Memory, self._backend.match(Filter.for_memories(run_id=run.id)))
+            for run in _only(Run, self._backend.get(Run, list(run_ids))):
+                active = _only(
+                    Memory, self._backend.match(Memory, Filter.for_memories(run_id=run.id))
+                )
                 archived = run.evolve(status=RunStatus.ARCHIVED, ended_at=run.ended_at or now)
                 self._writes.set_status(
                     active,
@@ -443,14 +450,14 @@ class Runs:
             n = self._backend.count(live)
             if n > lim.max_runs:
                 k = max(n - lim.max_runs, math.ceil(n * lim.archive_fraction))
-                oldest = self._backend.match(live, order_by="started_at", limit=k)
+                oldest = self._backend.match(Run, live, order_by="started_at", limit=k)
                 done.extend(r.id for r in self.archive([r.id for r in oldest]))
         if lim.max_events_per_run is not None and run_id is not None:
             flt = _events_filter(run_id, Status.ACTIVE.value)
             n = self._backend.count(flt)
             if n > lim.max_events_per_run:
                 k = max(n - lim.max_events_per_run, math.ceil(n * lim.archive_fraction))
-                old = _only(Memory, self._backend.match(flt, order_by="seq", limit=k))
+                old = _only(Memory, self._backend.match(Memory, flt, order_by="seq", limit=k))
                 self._writes.set_status(old, Status.ARCHIVED, reason="run event limit")
                 done.extend(m.id for m in old)
                 log.info("archived %d events over the per-run limit", len(old))
@@ -478,11 +485,9 @@ class Runs:
         )
         if archive:
             flt = flt.model_copy(update={"any_of": {"status": _LIVE}})
-        candidates = _only(Run, self._backend.match(flt, order_by="started_at"))
+        candidates = _only(Run, self._backend.match(Run, flt, order_by="started_at"))
         last_ids = [r.last_event_id for r in candidates if r.last_event_id]
-        last_at = {
-            m.id: m.created_at for m in _only(Memory, self._backend.get(NodeLabel.MEMORY, last_ids))
-        }
+        last_at = {m.id: m.created_at for m in _only(Memory, self._backend.get(Memory, last_ids))}
         stale: builtins.list[Run] = []
         for r in candidates:
             times = [r.started_at, r.ended_at, last_at.get(r.last_event_id or "")]
@@ -518,7 +523,7 @@ class Runs:
             ids = [
                 r.id
                 for r in self._backend.match(
-                    validated(Filter, {"label": NodeLabel.RUN, "equals": equals})
+                    Run, validated(Filter, {"label": NodeLabel.RUN, "equals": equals})
                 )
             ]
             ev_all = validated(
@@ -559,7 +564,8 @@ class Runs:
             update={"any_of": {"event_type": tuple(labels)}}
         )
         newest = _only(
-            Memory, self._backend.match(flt, order_by="seq", descending=True, limit=max_events)
+            Memory,
+            self._backend.match(Memory, flt, order_by="seq", descending=True, limit=max_events),
         )
         lines = []
         for m in reversed(newest):

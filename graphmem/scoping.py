@@ -127,16 +127,14 @@ class Namespaces:
 
     def get(self, name: str) -> Namespace:
         """The shared namespace ``name``; NotFound if it was never created."""
-        found = self._backend.get(NodeLabel.NAMESPACE, [name])
+        found = self._backend.get(Namespace, [name])
         if not found:
             raise NotFound(f"no shared namespace {name!r}")
-        return found[0]  # type: ignore[return-value]
+        return found[0]
 
     def list(self, *, member: str | None = None) -> list[Namespace]:
         """Every shared namespace (or those ``member`` belongs to), by name."""
-        spaces: list[Namespace] = self._backend.match(  # type: ignore[assignment]
-            Filter(label=NodeLabel.NAMESPACE)
-        )
+        spaces: list[Namespace] = self._backend.match(Namespace, Filter(label=NodeLabel.NAMESPACE))
         if member is None:
             return spaces
         return [ns for ns in spaces if member in ns.members]
@@ -178,8 +176,8 @@ class Namespaces:
         raise Conflict(f"namespace {name!r} keeps changing; try again")
 
     def is_member(self, agent_id: str, name: str) -> bool:
-        found = self._backend.get(NodeLabel.NAMESPACE, [name])
-        return bool(found) and agent_id in found[0].members  # type: ignore[attr-defined]
+        found = self._backend.get(Namespace, [name])
+        return bool(found) and agent_id in found[0].members
 
     # -- reading and writing under a scope --------------------------------------------
 
@@ -193,10 +191,10 @@ class Namespaces:
             names = [ns.id for ns in self.list(member=sc.agent_id)]
         else:
             names = list(dict.fromkeys(sc.shared))
-            spaces = {ns.id: ns for ns in self._backend.get(NodeLabel.NAMESPACE, names)}
+            spaces = {ns.id: ns for ns in self._backend.get(Namespace, names)}
             for n in names:
                 ns = spaces.get(n)
-                if ns is None or sc.agent_id not in ns.members:  # type: ignore[attr-defined]
+                if ns is None or sc.agent_id not in ns.members:
                     raise AccessDenied(f"agent {sc.agent_id!r} is not a member of namespace {n!r}")
         keys.extend(audience_key(Visibility.SHARED, "", n) for n in names)
         if sc.org:
@@ -234,14 +232,14 @@ class Namespaces:
         if not shared:
             return
         names = list(dict.fromkeys(m.namespace for m in shared))
-        spaces = {ns.id: ns for ns in self._backend.get(NodeLabel.NAMESPACE, names)}
+        spaces = {ns.id: ns for ns in self._backend.get(Namespace, names)}
         for m in shared:
             ns = spaces.get(m.namespace)
             if ns is None:
                 raise AccessDenied(
                     f"namespace {m.namespace!r} is not shared; create it before sharing into it"
                 )
-            if m.agent_id not in ns.members:  # type: ignore[attr-defined]
+            if m.agent_id not in ns.members:
                 raise AccessDenied(
                     f"agent {m.agent_id!r} is not a member of namespace {m.namespace!r}"
                 )

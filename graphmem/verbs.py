@@ -27,7 +27,7 @@ from typing import Any
 from graphmem.backends.base import GraphBackend
 from graphmem.errors import InvalidInput, NotFound
 from graphmem.llm import LLM
-from graphmem.models import Memory, NodeLabel, Status, utcnow, validated
+from graphmem.models import Memory, Status, utcnow, validated
 from graphmem.reconcile import ReconcileConfig, ReconcileResult, reconcile
 from graphmem.writes import Embed, Writes
 
@@ -180,7 +180,7 @@ class MemoryWrites(Writes):
         ids = [i for i in items if isinstance(i, str)]
         if not ids:
             return [m for m in items if isinstance(m, Memory)]
-        found = {n.id: n for n in self.backend.get(NodeLabel.MEMORY, list(dict.fromkeys(ids)))}
+        found = {n.id: n for n in self.backend.get(Memory, list(dict.fromkeys(ids)))}
         missing = [i for i in ids if i not in found]
         if missing:
             raise NotFound(f"no memory {missing[0]!r}")

@@ -282,11 +282,9 @@ class Writes:
             return out, runs, edges, expect
         # one read for every run of the batch and one for their last memories (a server
         # backend pays a round trip per read)
-        stored = {
-            r.id: r for r in self.backend.get(NodeLabel.RUN, list(groups)) if isinstance(r, Run)
-        }
+        stored = {r.id: r for r in self.backend.get(Run, list(groups)) if isinstance(r, Run)}
         lasts = [r.last_event_id for r in stored.values() if r.last_event_id]
-        alive = {m.id for m in self.backend.get(NodeLabel.MEMORY, lasts)} if lasts else set()
+        alive = {m.id for m in self.backend.get(Memory, lasts)} if lasts else set()
         for run_id, idxs in groups.items():
             run = stored.get(run_id)
             if run is not None:
@@ -309,6 +307,7 @@ class Writes:
             if prev is not None and prev not in alive:
                 # the last one was forgotten: chain on from the newest that remains
                 latest = self.backend.match(
+                    Memory,
                     Filter.for_memories(run_id=run_id, status=None),
                     limit=1,
                     order_by="created_at",
@@ -330,7 +329,7 @@ class Writes:
         return out, runs, edges, expect
 
     def _ids_taken(self, memories: Sequence[Memory]) -> bool:
-        return bool(self.backend.get(NodeLabel.MEMORY, [m.id for m in memories]))
+        return bool(self.backend.get(Memory, [m.id for m in memories]))
 
     def supersede(
         self,
@@ -564,7 +563,7 @@ class Writes:
         """What forgetting ``memory_id`` deletes and restores, with the preconditions that
         make the plan still true when it is carried out."""
         b = self.backend
-        if not b.get(NodeLabel.MEMORY, [memory_id]):
+        if not b.get(Memory, [memory_id]):
             raise NotFound(f"no memory {memory_id!r}")
         doomed: list[str] = [memory_id]
         if cascade:
@@ -658,7 +657,7 @@ class Writes:
         vecs = np.asarray(vectors, dtype=np.float32)
         current = {
             m.id: m
-            for m in self.backend.get(NodeLabel.MEMORY, [i for i, _c in items])
+            for m in self.backend.get(Memory, [i for i, _c in items])
             if isinstance(m, Memory)
         }
         todo: dict[str, tuple[float, ...]] = {}

@@ -7,9 +7,10 @@ backend returns the same results for the same data.
 
 Contract (tested for every backend by ``tests/contract``):
 
-- ``upsert`` is atomic per call: either every node and edge is written or none is, and an
-  acknowledged call is durable. Upserting an existing node replaces its properties; an
-  edge is identified by (type, src, dst) and upserting it again replaces its properties.
+- ``write`` is the one write entry. A :class:`WriteBatch` is atomic: either every change
+  is made or none is, and an acknowledged call is durable. Upserting an existing node
+  replaces its properties; an edge is identified by (type, src, dst) and upserting it
+  again replaces its properties.
   Edges whose endpoints do not exist (in the call or in the store) raise ``InvalidInput``.
 - Structural edges are maintained by the backend from node properties, in the same
   transaction: a Memory has ``AUTHORED_BY`` -> Agent(agent_id), ``IN_RUN`` -> Run(run_id)
@@ -19,11 +20,18 @@ Contract (tested for every backend by ``tests/contract``):
   endpoints are created with defaults (an existing one is never overwritten). Re-upserting
   a node replaces its structural edges (a removed tag loses its TAGGED edge). Callers pass
   only the other edges (SUPERSEDES, DERIVED_FROM, NEXT, ...).
-- ``delete`` removes nodes with all their edges (detach) and the listed edges.
+- A batch's ``delete_nodes`` go with all their edges (detach); ``delete_edges`` are the
+  listed edges. Deleting what does not exist is not an error.
+- Reads are typed per node kind: ``get(Memory, ids) -> list[Memory]``; ``match(kind,
+  flt)`` returns ``list[kind]`` (``flt.label`` must be ``kind.label``).
 - ``match``/``count`` evaluate a :class:`~graphmem.models.Filter`; ``match`` orders by one
   field (ties broken by id) and pages with limit/offset.
 - ``search_text``/``search_vector`` apply the filter *before* the top-k cut.
 - ``expand`` returns the neighbourhood of seed nodes over the given edge types.
+
+Optional capabilities are Protocols below (:class:`RecallSearch`, :class:`RecallNeighbours`,
+:class:`VectorQueue`, :class:`GraphView`); business code asks for one with ``isinstance``
+once, where it keeps the backend, never with ``hasattr``.
 """
 
 from __future__ import annotations
@@ -32,8 +40,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
+from graphmem.errors import InvalidInput
 from graphmem.models import (
     BackendStats,
     Edge,
@@ -41,24 +50,36 @@ from graphmem.models import (
     Filter,
     GraphNode,
     Hit,
+    Memory,
     NodeLabel,
     NodeRef,
     Subgraph,
     TextQuery,
     VectorQuery,
+    node_model,
 )
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = [
     "STRUCTURAL",
     "Direction",
     "Expect",
     "GraphBackend",
+    "GraphView",
+    "RecallNeighbours",
+    "RecallSearch",
+    "VectorQueue",
     "WriteBatch",
+    "check_kind",
     "expect_failure",
     "structural_targets",
 ]
 
 Direction = Literal["out", "in", "both"]
+
+N = TypeVar("N", bound=GraphNode)
 
 
 @dataclass(frozen=True)
@@ -105,7 +126,7 @@ class WriteBatch:
     delete_edges: Sequence[Edge] = ()
     expect: Sequence[Expect] = ()
     #: memory id -> embedding, written without rewriting the memory's other properties
-    #: (the background vectorizer); backends list "vectors" in ``capabilities``
+    #: (the background vectorizer); only a :class:`VectorQueue` backend takes them
     vectors: Mapping[str, Sequence[float]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
@@ -149,9 +170,6 @@ class GraphBackend(Protocol):
     """Storage for graphmem's property graph. See the module docstring for the contract."""
 
     name: str
-    #: optional features beyond the protocol: "vectors" (WriteBatch.vectors and
-    #: ``missing_vectors(limit)``), "graph_view" (a live ``graph`` property)
-    capabilities: frozenset[str]
 
     def ensure_schema(self, *, embedding_dim: int | None = None) -> None:
         """Create constraints/indexes (idempotent). ``embedding_dim`` fixes the vector
@@ -163,28 +181,22 @@ class GraphBackend(Protocol):
         preconditions (Conflict, nothing written, when one fails), upsert, then delete."""
         ...
 
-    def upsert(self, nodes: Sequence[GraphNode] = (), edges: Sequence[Edge] = ()) -> None:
-        """Write nodes and edges atomically and durably (``write`` without deletes)."""
-        ...
-
-    def get(self, label: NodeLabel, ids: Sequence[str]) -> list[GraphNode]:
-        """The nodes with these ids that exist, in the order of ``ids``."""
-        ...
-
-    def delete(self, nodes: Sequence[NodeRef] = (), edges: Sequence[Edge] = ()) -> int:
-        """Delete nodes (with their edges) and edges; returns how many nodes were deleted."""
+    def get(self, kind: type[N], ids: Sequence[str]) -> list[N]:
+        """The ``kind`` nodes with these ids that exist, in the order of ``ids``."""
         ...
 
     def match(
         self,
+        kind: type[N],
         flt: Filter,
         *,
         limit: int | None = None,
         offset: int = 0,
         order_by: str = "id",
         descending: bool = False,
-    ) -> list[GraphNode]:
-        """Nodes of ``flt.label`` matching the filter, ordered and paged."""
+    ) -> list[N]:
+        """``kind`` nodes matching the filter (``flt.label`` is ``kind.label``), ordered and
+        paged."""
         ...
 
     def count(self, flt: Filter) -> int:
@@ -226,6 +238,71 @@ class GraphBackend(Protocol):
 
     def close(self) -> None:
         """Release what the backend opened (idempotent)."""
+        ...
+
+
+def check_kind(kind: type[GraphNode], flt: Filter | None = None) -> NodeLabel:
+    """The label of a node kind passed to a read (``Memory``, ``Run`` ...), checked to be one
+    of graphmem's node models and, with ``flt``, to be the label the filter is over."""
+    label = getattr(kind, "label", None)
+    if not isinstance(label, NodeLabel) or node_model(label) is not kind:
+        raise InvalidInput(f"{kind!r} is not a graphmem node kind")
+    if flt is not None and flt.label is not label:
+        raise InvalidInput(f"a filter over {flt.label.value} cannot read {label.value} nodes")
+    return label
+
+
+# -- optional capabilities -----------------------------------------------------------------
+
+
+@runtime_checkable
+class RecallSearch(Protocol):
+    """A backend that runs recall's lexical and vector searches in one round trip, with the
+    same results as ``search_text`` and ``search_vector`` (the Neo4j backend)."""
+
+    def search_both(
+        self, text: TextQuery | None, vector: VectorQuery | None
+    ) -> tuple[list[Hit], list[Hit]]: ...
+
+
+@runtime_checkable
+class RecallNeighbours(Protocol):
+    """A backend that runs recall's graph expansion in one round trip: ``(seed id, via,
+    memory)`` for the memories one ``link_types`` edge from each seed (via = the edge type)
+    and up to ``tag_limit`` per seed sharing a tag (via = ``"tag"``) or a rare entity
+    (via = ``"entity:<name>"``, mentioned by at most ``entity_hub_limit`` memories; 0:
+    none), all passing ``flt``."""
+
+    def neighbours(
+        self,
+        seeds: Sequence[str],
+        flt: Filter,
+        *,
+        link_types: Sequence[EdgeType] = ...,
+        tag_limit: int = ...,
+        entity_hub_limit: int = ...,
+    ) -> list[tuple[str, str, Memory]]: ...
+
+
+@runtime_checkable
+class VectorQueue(Protocol):
+    """A backend that stores memories without an embedding and embeds them later: it takes
+    :attr:`WriteBatch.vectors` and lists the memories still waiting (the background
+    vectorizer's queue)."""
+
+    def missing_vectors(self, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` memories ``(id, content)`` that have no embedding yet."""
+        ...
+
+
+@runtime_checkable
+class GraphView(Protocol):
+    """A backend that holds the graph in process and shows it read-only (the embedded
+    store's networkx ``MultiDiGraph``, for notebooks)."""
+
+    @property
+    def graph(self) -> nx.MultiDiGraph:
+        """A read-only live view of the graph (node keys are ``Label:id``)."""
         ...
 
 

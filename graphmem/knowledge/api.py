@@ -70,7 +70,7 @@ def _readable(backend: GraphBackend, flt: Filter, ids: list[str]) -> list[Memory
     allowed = set(ids) if flt.ids is None else set(ids) & set(flt.ids)
     data = flt.model_dump()
     data["ids"] = tuple(allowed)
-    found = backend.match(validated(Filter, data), limit=len(allowed))
+    found = backend.match(Memory, validated(Filter, data), limit=len(allowed))
     return [m for m in found if isinstance(m, Memory)]
 
 
@@ -89,6 +89,7 @@ def entities(
     found = [
         e
         for e in backend.match(
+            Entity,
             _entity_filter(flt, **equals),
             limit=limit * 4,
             order_by="mention_count",
@@ -118,12 +119,14 @@ def about(backend: GraphBackend, name: str, flt: Filter, *, limit: int = 200) ->
     if not norm:
         raise InvalidInput("an entity name is required")
     candidates = [
-        e for e in backend.match(_entity_filter(flt, norm=norm), limit=100) if isinstance(e, Entity)
+        e
+        for e in backend.match(Entity, _entity_filter(flt, norm=norm), limit=100)
+        if isinstance(e, Entity)
     ]
     if not candidates:
         candidates = [
             e
-            for e in backend.match(_entity_filter(flt), limit=100_000)
+            for e in backend.match(Entity, _entity_filter(flt), limit=100_000)
             if isinstance(e, Entity) and norm in {normalise(a) for a in e.aliases}
         ]
     for entity in sorted(candidates, key=lambda e: -e.mention_count):

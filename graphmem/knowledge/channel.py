@@ -106,10 +106,10 @@ def query_entities(backend: GraphBackend, query: str, flt: Filter) -> list[Entit
     audiences = audiences_of(flt)
     if audiences is not None:
         ids = [entity_id(a, n) for a in audiences for n in names]
-        found = backend.get(NodeLabel.ENTITY, ids)
+        found = backend.get(Entity, ids)
     else:
         found = backend.match(
-            Filter(label=NodeLabel.ENTITY, any_of={"norm": tuple(names)}), limit=1000
+            Entity, Filter(label=NodeLabel.ENTITY, any_of={"norm": tuple(names)}), limit=1000
         )
     return [e for e in found if isinstance(e, Entity)]
 

@@ -88,7 +88,7 @@ class KnowledgeIndexer:
             g = self._gaz.get(audience)
         if g is None:
             found = self.backend.match(
-                Filter(label=NodeLabel.ENTITY, equals={"audience": audience})
+                Entity, Filter(label=NodeLabel.ENTITY, equals={"audience": audience})
             )
             g = Gazetteer.of(audience, (e for e in found if isinstance(e, Entity)))
             with self._lock:
@@ -124,11 +124,7 @@ class KnowledgeIndexer:
                 if eid not in read and eid not in want:
                     want.append(eid)
             if want:
-                stored = {
-                    e.id: e
-                    for e in self.backend.get(NodeLabel.ENTITY, want)
-                    if isinstance(e, Entity)
-                }
+                stored = {e.id: e for e in self.backend.get(Entity, want) if isinstance(e, Entity)}
                 for eid in want:
                     e = stored.get(eid)
                     read[eid] = e.mention_count if e is not None else None

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from graphmem.backends.base import GraphBackend
+from graphmem.backends.base import GraphBackend, WriteBatch
 from graphmem.errors import DimensionMismatch, InvalidInput
 from graphmem.models import (
     Agent,
@@ -25,6 +25,7 @@ from graphmem.models import (
     Tag,
     TextQuery,
     VectorQuery,
+    node_model,
 )
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -69,11 +70,11 @@ def test_every_node_type_round_trips_exactly(backend: GraphBackend) -> None:
     log_entry = LogEntry(agent_id="a1", event_type="tool_call", at=T0, payload='{"x": 1}')
     payload = Payload(id="ab" * 32, text="big", size=3, refcount=2)
     backend.ensure_schema(embedding_dim=3)
-    backend.upsert([agent, run, m, fact, op, log_entry, payload])
+    backend.write(WriteBatch(nodes=[agent, run, m, fact, op, log_entry, payload]))
     for node in (m, agent, run, fact, op, log_entry, payload, Tag(id="prefs")):
-        [got] = backend.get(node.label, [node.id])
+        [got] = backend.get(node_model(node.label), [node.id])
         assert got == node, node.label
-    [got] = backend.get(NodeLabel.MEMORY, [m.id])
+    [got] = backend.get(Memory, [m.id])
     assert isinstance(got, Memory)
     assert got.metadata["nested"] == '{"a": [1, {"b": 2}]}'
     assert got.created_at.tzinfo is not None
@@ -81,21 +82,23 @@ def test_every_node_type_round_trips_exactly(backend: GraphBackend) -> None:
 
 def test_get_keeps_order_and_skips_missing(backend: GraphBackend) -> None:
     a, b = mem("one"), mem("two")
-    backend.upsert([a, b])
-    got = backend.get(NodeLabel.MEMORY, [b.id, "missing", a.id])
+    backend.write(WriteBatch(nodes=[a, b]))
+    got = backend.get(Memory, [b.id, "missing", a.id])
     assert [n.id for n in got] == [b.id, a.id]
 
 
 def test_structural_edges_are_maintained(backend: GraphBackend) -> None:
-    backend.upsert([Agent(id="a1", name="Keep me", seniority="lead", created_at=T0)])
+    backend.write(
+        WriteBatch(nodes=[Agent(id="a1", name="Keep me", seniority="lead", created_at=T0)])
+    )
     m = mem("tagged", agent_id="a1", run_id="r9", tags=["x", "y"])
-    backend.upsert([m])
+    backend.write(WriteBatch(nodes=[m]))
     st = backend.stats()
     assert st.nodes["Agent"] == 1 and st.nodes["Run"] == 1 and st.nodes["Tag"] == 2
     assert st.edges["AUTHORED_BY"] == 1 and st.edges["IN_RUN"] == 1 and st.edges["TAGGED"] == 2
-    [agent] = backend.get(NodeLabel.AGENT, ["a1"])
-    assert agent.name == "Keep me"  # type: ignore[attr-defined]  # not overwritten
-    backend.upsert([m.evolve(tags=["y"])])
+    [agent] = backend.get(Agent, ["a1"])
+    assert agent.name == "Keep me"  # not overwritten
+    backend.write(WriteBatch(nodes=[m.evolve(tags=["y"])]))
     sub = backend.expand([m.ref], [EdgeType.TAGGED], direction="out")
     assert {n.id for n in sub.nodes if n.label is NodeLabel.TAG} == {"y"}
     assert backend.stats().edges["TAGGED"] == 1
@@ -105,38 +108,48 @@ def test_structural_edges_are_maintained(backend: GraphBackend) -> None:
 
 def test_edge_to_missing_node_is_rejected_and_nothing_written(backend: GraphBackend) -> None:
     a = mem("exists")
-    backend.upsert([a])
+    backend.write(WriteBatch(nodes=[a]))
     before = backend.stats()
     b = mem("new in the failing batch")
     bad = Edge(type=EdgeType.DERIVED_FROM, src=b.ref, dst=(NodeLabel.MEMORY, "nope"))
     with pytest.raises(InvalidInput):
-        backend.upsert([b], [bad])
+        backend.write(WriteBatch(nodes=[b], edges=[bad]))
     assert backend.stats() == before
-    assert backend.get(NodeLabel.MEMORY, [b.id]) == []
+    assert backend.get(Memory, [b.id]) == []
 
 
 def test_edges_upsert_replaces_props_and_delete_detaches(backend: GraphBackend) -> None:
     a, b = mem("source"), mem("derived")
-    backend.upsert([a, b], [Edge(type=EdgeType.DERIVED_FROM, src=b, dst=a, props={"pass": "x"})])
-    backend.upsert(
-        [], [Edge(type=EdgeType.DERIVED_FROM, src=b, dst=a, props={"pass": "y", "at": T0})]
+    backend.write(
+        WriteBatch(
+            nodes=[a, b],
+            edges=[Edge(type=EdgeType.DERIVED_FROM, src=b, dst=a, props={"pass": "x"})],
+        )
+    )
+    backend.write(
+        WriteBatch(
+            nodes=[],
+            edges=[Edge(type=EdgeType.DERIVED_FROM, src=b, dst=a, props={"pass": "y", "at": T0})],
+        )
     )
     sub = backend.expand([b.ref], [EdgeType.DERIVED_FROM], direction="out")
     assert [e.props for e in sub.edges] == [{"pass": "y", "at": T0}]
-    assert backend.delete([a.ref]) == 1
-    assert backend.get(NodeLabel.MEMORY, [a.id]) == []
+    backend.write(WriteBatch(delete_nodes=[a.ref]))
+    assert backend.get(Memory, [a.id]) == []
     assert backend.stats().edges.get("DERIVED_FROM", 0) == 0
-    assert backend.delete([a.ref]) == 0
+    before = backend.stats()
+    backend.write(WriteBatch(delete_nodes=[a.ref]))  # already gone: a no-op, not an error
+    assert backend.stats() == before
     assert backend.search_text(TextQuery(text="source")) == []
 
 
 def test_delete_single_edge(backend: GraphBackend) -> None:
     a, b = mem("first"), mem("second")
     e = Edge(type=EdgeType.NEXT, src=a, dst=b)
-    backend.upsert([a, b], [e])
-    assert backend.delete(edges=[e]) == 0
+    backend.write(WriteBatch(nodes=[a, b], edges=[e]))
+    backend.write(WriteBatch(delete_edges=[e]))
     assert backend.stats().edges.get("NEXT", 0) == 0
-    assert len(backend.get(NodeLabel.MEMORY, [a.id, b.id])) == 2
+    assert len(backend.get(Memory, [a.id, b.id])) == 2
 
 
 def test_match_filters_order_and_pages(backend: GraphBackend) -> None:
@@ -152,8 +165,8 @@ def test_match_filters_order_and_pages(backend: GraphBackend) -> None:
         )
         for i in range(10)
     ]
-    backend.upsert(ms)
-    by = lambda **kw: {m.id for m in backend.match(Filter.for_memories(**kw))}  # noqa: E731
+    backend.write(WriteBatch(nodes=ms))
+    by = lambda **kw: {m.id for m in backend.match(Memory, Filter.for_memories(**kw))}  # noqa: E731
     assert by(agent_id="a1") == {m.id for m in ms if m.agent_id == "a1"}
     assert by(agent_id=["a1", "a2"], namespace="even") == {
         m.id for m in ms if m.agent_id in ("a1", "a2") and m.namespace == "even"
@@ -163,8 +176,10 @@ def test_match_filters_order_and_pages(backend: GraphBackend) -> None:
     assert by(until=T0 + timedelta(days=1)) == {m.id for m in ms[:2]}
     assert by(metadata={"k": 1}) == {m.id for m in ms if m.metadata["k"] == 1}
     imp = Filter(ranges=(Range(field="importance", gt=0.25, lte=0.5),))
-    assert {m.id for m in backend.match(imp)} == {m.id for m in ms[3:6]}
-    page = backend.match(Filter(), order_by="created_at", descending=True, limit=3, offset=2)
+    assert {m.id for m in backend.match(Memory, imp)} == {m.id for m in ms[3:6]}
+    page = backend.match(
+        Memory, Filter(), order_by="created_at", descending=True, limit=3, offset=2
+    )
     assert [m.id for m in page] == [m.id for m in ms[7:4:-1]]
     assert backend.count(Filter.for_memories(namespace="odd")) == 5
     missing = Filter(ranges=(Range(field="valid_to", gt=T0, or_missing=True),))
@@ -176,13 +191,13 @@ def test_match_rejects_unknown_fields(backend: GraphBackend) -> None:
     with pytest.raises(ValueError):
         Filter(equals={"no_such_field": 1})
     with pytest.raises(InvalidInput):
-        backend.match(Filter(), order_by="content) DETACH DELETE n //")
+        backend.match(Memory, Filter(), order_by="content) DETACH DELETE n //")
 
 
 def test_text_search_ranks_and_filters_before_top_k(backend: GraphBackend) -> None:
     noise = [mem(f"tea tea tea party number {i}", agent_id="other") for i in range(60)]
     mine = [mem(f"I sometimes drink tea ({i})", agent_id="me") for i in range(5)]
-    backend.upsert(noise + mine + [mem("coffee only", agent_id="me")])
+    backend.write(WriteBatch(nodes=noise + mine + [mem("coffee only", agent_id="me")]))
     scoped = Filter.for_memories(agent_id="me")
     hits = backend.search_text(TextQuery(text="tea", k=5, filter=scoped))
     assert {h.node.id for h in hits} == {m.id for m in mine}
@@ -195,16 +210,16 @@ def test_text_search_ranks_and_filters_before_top_k(backend: GraphBackend) -> No
 
 
 def test_text_search_sees_new_words_after_a_miss(backend: GraphBackend) -> None:
-    backend.upsert([mem("an ordinary memory")])
+    backend.write(WriteBatch(nodes=[mem("an ordinary memory")]))
     assert backend.search_text(TextQuery(text="zebra")) == []
     z = mem("a zebra crossed the road")
-    backend.upsert([z])
+    backend.write(WriteBatch(nodes=[z]))
     assert [h.node.id for h in backend.search_text(TextQuery(text="zebra"))] == [z.id]
 
 
 def test_text_search_stems_and_ignores_case(backend: GraphBackend) -> None:
     m = mem("Alice is Running marathons")
-    backend.upsert([m])
+    backend.write(WriteBatch(nodes=[m]))
     assert [h.node.id for h in backend.search_text(TextQuery(text="run marathon"))] == [m.id]
 
 
@@ -212,7 +227,7 @@ def test_vector_search_cosine_and_filters(backend: GraphBackend) -> None:
     backend.ensure_schema(embedding_dim=3)
     near = [mem(f"near {i}", agent_id="other", embedding=[1, 0.01 * i, 0]) for i in range(30)]
     far = [mem(f"far {i}", agent_id="me", embedding=[0, 1, 0.1 * i]) for i in range(4)]
-    backend.upsert(near + far)
+    backend.write(WriteBatch(nodes=near + far))
     hits = backend.search_vector(VectorQuery(vector=(1, 0, 0), k=3))
     assert [h.node.id for h in hits] == [m.id for m in near[:3]]
     assert hits[0].score == pytest.approx(1.0, abs=1e-5)
@@ -223,7 +238,7 @@ def test_vector_search_cosine_and_filters(backend: GraphBackend) -> None:
     with pytest.raises(DimensionMismatch):
         backend.search_vector(VectorQuery(vector=(1, 0), k=3))
     with pytest.raises(DimensionMismatch):
-        backend.upsert([mem("wrong dim", embedding=[1, 2])])
+        backend.write(WriteBatch(nodes=[mem("wrong dim", embedding=[1, 2])]))
     with pytest.raises(DimensionMismatch):
         backend.ensure_schema(embedding_dim=5)
 
@@ -231,16 +246,19 @@ def test_vector_search_cosine_and_filters(backend: GraphBackend) -> None:
 def test_vector_removed_when_node_deleted(backend: GraphBackend) -> None:
     a = mem("a", embedding=[1, 0])
     b = mem("b", embedding=[0.9, 0.1])
-    backend.upsert([a, b])
-    backend.delete([a.ref])
+    backend.write(WriteBatch(nodes=[a, b]))
+    backend.write(WriteBatch(delete_nodes=[a.ref]))
     hits = backend.search_vector(VectorQuery(vector=(1, 0), k=5))
     assert [h.node.id for h in hits] == [b.id]
 
 
 def test_expand_directions_and_depth(backend: GraphBackend) -> None:
     a, b, c = mem("a"), mem("b"), mem("c")
-    backend.upsert(
-        [a, b, c], [Edge(type=EdgeType.NEXT, src=a, dst=b), Edge(type=EdgeType.NEXT, src=b, dst=c)]
+    backend.write(
+        WriteBatch(
+            nodes=[a, b, c],
+            edges=[Edge(type=EdgeType.NEXT, src=a, dst=b), Edge(type=EdgeType.NEXT, src=b, dst=c)],
+        )
     )
     ids = lambda sub: {n.id for n in sub.nodes}  # noqa: E731
     assert ids(backend.expand([a.ref], [EdgeType.NEXT], direction="out", depth=1)) == {a.id, b.id}
@@ -257,19 +275,23 @@ def test_expand_directions_and_depth(backend: GraphBackend) -> None:
 
 def test_touch_counts_accesses(backend: GraphBackend) -> None:
     a = mem("a")
-    backend.upsert([a])
+    backend.write(WriteBatch(nodes=[a]))
     at = T0 + timedelta(days=1)
     backend.touch([a.id, a.id, "missing"], at)
     backend.touch([a.id], at + timedelta(hours=1))
-    [got] = backend.get(NodeLabel.MEMORY, [a.id])
-    assert got.access_count == 2  # type: ignore[attr-defined]
-    assert got.last_accessed == at + timedelta(hours=1)  # type: ignore[attr-defined]
-    assert got.content == "a"  # type: ignore[attr-defined]
+    [got] = backend.get(Memory, [a.id])
+    assert got.access_count == 2
+    assert got.last_accessed == at + timedelta(hours=1)
+    assert got.content == "a"
 
 
 def test_scan_yields_everything(backend: GraphBackend) -> None:
     ms = [mem(f"m{i}", tags=["t"]) for i in range(25)]
-    backend.upsert(ms, [Edge(type=EdgeType.NEXT, src=ms[i], dst=ms[i + 1]) for i in range(24)])
+    backend.write(
+        WriteBatch(
+            nodes=ms, edges=[Edge(type=EdgeType.NEXT, src=ms[i], dst=ms[i + 1]) for i in range(24)]
+        )
+    )
     nodes, edges = [], []
     for ns, es in backend.scan(batch_size=7):
         assert len(ns) <= 7 and len(es) <= 7
@@ -293,7 +315,7 @@ CRAFTED = [
 @pytest.mark.parametrize("text", CRAFTED)
 def test_crafted_strings_are_stored_verbatim(backend: GraphBackend, text: str) -> None:
     bystander = mem("bystander")
-    backend.upsert([bystander])
+    backend.write(WriteBatch(nodes=[bystander]))
     m = Memory(
         content=text,
         agent_id=text.strip()[:200] or "x",
@@ -301,12 +323,12 @@ def test_crafted_strings_are_stored_verbatim(backend: GraphBackend, text: str) -
         metadata={text: text},
         created_at=T0,
     )
-    backend.upsert([m])
-    [got] = backend.get(NodeLabel.MEMORY, [m.id])
+    backend.write(WriteBatch(nodes=[m]))
+    [got] = backend.get(Memory, [m.id])
     assert got == m
     assert backend.count(Filter.for_memories(agent_id=m.agent_id)) == 1
     assert backend.count(Filter.for_memories(metadata={text: text})) == 1
-    assert backend.get(NodeLabel.MEMORY, [bystander.id]) == [bystander]
+    assert backend.get(Memory, [bystander.id]) == [bystander]
     backend.search_text(TextQuery(text=text))  # must not raise
     assert backend.stats().nodes["Memory"] == 2
 
@@ -314,10 +336,14 @@ def test_crafted_strings_are_stored_verbatim(backend: GraphBackend, text: str) -
 def test_structural_edges_can_be_given_only_when_implied(backend: GraphBackend) -> None:
     m = mem("tagged", agent_id="a1", tags=["x"])
     implied = Edge(type=EdgeType.TAGGED, src=m, dst=(NodeLabel.TAG, "x"))
-    backend.upsert([m], [implied])  # as an import or a migration passes them
+    backend.write(WriteBatch(nodes=[m], edges=[implied]))  # as an import or a migration passes them
     assert backend.stats().edges["TAGGED"] == 1
-    backend.upsert([Tag(id="y")])
+    backend.write(WriteBatch(nodes=[Tag(id="y")]))
     with pytest.raises(InvalidInput):
-        backend.upsert([], [Edge(type=EdgeType.TAGGED, src=m, dst=(NodeLabel.TAG, "y"))])
-    backend.upsert([m.evolve(tags=[])])
+        backend.write(
+            WriteBatch(
+                nodes=[], edges=[Edge(type=EdgeType.TAGGED, src=m, dst=(NodeLabel.TAG, "y"))]
+            )
+        )
+    backend.write(WriteBatch(nodes=[m.evolve(tags=[])]))
     assert backend.stats().edges.get("TAGGED", 0) == 0

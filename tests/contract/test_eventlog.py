@@ -14,7 +14,7 @@ from graphmem.errors import InvalidInput, NotFound
 from graphmem.eventlog import EventLog, canonical_json
 from graphmem.lifecycle import LifecycleConfig, RetentionPolicy
 from graphmem.memory import GraphMemory
-from graphmem.models import EdgeType, Filter, NodeLabel, NodeRef, Payload
+from graphmem.models import EdgeType, Filter, LogEntry, NodeLabel, NodeRef, Payload
 
 BIG = {"rows": [{"id": i, "text": "lorem ipsum"} for i in range(100)]}
 BIG_TEXT = canonical_json(BIG)
@@ -22,7 +22,7 @@ BIG_SIZE = len(BIG_TEXT.encode("utf-8"))
 
 
 def payloads(mem: GraphMemory) -> list[Payload]:
-    return mem.backend.match(Filter(label=NodeLabel.PAYLOAD))  # type: ignore[return-value]
+    return mem.backend.match(Payload, Filter(label=NodeLabel.PAYLOAD))
 
 
 def test_log_and_tail_in_order_with_filters(mem: GraphMemory) -> None:
@@ -176,9 +176,9 @@ def test_large_results_and_responses_are_stored_once_at_any_depth(
     )
     b = mem.log.log("critic", "agent_response", {"response": answer, "call": 2})
     c = mem.log.log("critic", "agent_response", {"note": answer})  # not a result: inline
-    blobs = backend.match(Filter(label=NodeLabel.PAYLOAD))
-    assert len(blobs) == 1 and blobs[0].refcount == 2  # type: ignore[attr-defined]
-    entries = {e.id: e for e in backend.get(NodeLabel.LOG_ENTRY, [a.id, b.id, c.id])}
+    blobs = backend.match(Payload, Filter(label=NodeLabel.PAYLOAD))
+    assert len(blobs) == 1 and blobs[0].refcount == 2
+    entries = {e.id: e for e in backend.get(LogEntry, [a.id, b.id, c.id])}
     assert answer not in (entries[a.id].payload or "")  # a reference, not the text
     assert "$graphmem_blob" in (entries[b.id].payload or "")
     assert answer in (entries[c.id].payload or "")
@@ -192,9 +192,9 @@ def test_large_results_and_responses_are_stored_once_at_any_depth(
     stats = mem.log.stats()
     assert stats.payloads == 1 and stats.bytes_saved > 200
     mem.log.delete([a.id])
-    assert backend.match(Filter(label=NodeLabel.PAYLOAD))[0].refcount == 1  # type: ignore[attr-defined]
+    assert backend.match(Payload, Filter(label=NodeLabel.PAYLOAD))[0].refcount == 1
     mem.log.delete([b.id])
-    assert backend.match(Filter(label=NodeLabel.PAYLOAD)) == []
+    assert backend.match(Payload, Filter(label=NodeLabel.PAYLOAD)) == []
 
 
 def test_log_entries_expire_with_the_retention(backend: GraphBackend) -> None:
@@ -208,6 +208,6 @@ def test_log_entries_expire_with_the_retention(backend: GraphBackend) -> None:
     assert dry.log_entries == (old.id,) and mem.log.count() == 2
     assert mem.lifecycle.maintain().log_entries == (old.id,)
     assert [r.entry.id for r in mem.log.tail(5)] == [new.id]
-    assert backend.match(Filter(label=NodeLabel.PAYLOAD)) == []  # its blob went with it
+    assert backend.match(Payload, Filter(label=NodeLabel.PAYLOAD)) == []  # its blob went with it
     by_default = LifecycleConfig(retention=RetentionPolicy(default=timedelta(days=1)))
     assert by_default.retention.log_period == timedelta(days=1)

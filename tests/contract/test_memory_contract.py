@@ -9,7 +9,7 @@ import pytest
 
 from graphmem.errors import Conflict, InvalidInput, NotFound
 from graphmem.memory import GraphMemory
-from graphmem.models import Category, EdgeType, Memory, NodeLabel, Status
+from graphmem.models import Category, EdgeType, Memory, Status
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -189,7 +189,7 @@ def test_memory_node_shape_is_flat(mem: GraphMemory) -> None:
     props = m.to_props()
     assert props["metadata.a"] == '{"b": [1, 2]}' and props["metadata.c"] == 1
     assert not any(isinstance(v, dict) for v in props.values())
-    [got] = mem.backend.get(NodeLabel.MEMORY, [m.id])
+    [got] = mem.backend.get(Memory, [m.id])
     assert isinstance(got, Memory) and got.metadata == m.metadata
 
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from graphmem.backends.base import GraphBackend
+from graphmem.backends.base import GraphBackend, WriteBatch
 from graphmem.backends.embedded import NetworkXBackend
 from graphmem.errors import Conflict, InvalidInput
-from graphmem.migrate import MigrationReport, migrate
+from graphmem.migrate import MigrationMismatch, MigrationReport, migrate
 from graphmem.models import (
     Agent,
     Edge,
@@ -172,49 +172,53 @@ def populate(backend: GraphBackend) -> None:
         mention_count=1,
         agent_id="coder",
     )
-    backend.upsert(
-        [
-            *agents,
-            run,
-            *events,
-            *facts,
-            old,
-            summary,
-            fact_v1,
-            fact_v2,
-            op,
-            payload,
-            log_parent,
-            log_child,
-            ns,
-            alice,
-            tea,
-        ],
-        [
-            *(Edge(type=EdgeType.NEXT, src=events[i], dst=events[i + 1]) for i in range(3)),
-            Edge(
-                type=EdgeType.SUPERSEDES,
-                src=facts[0],
-                dst=old,
-                props={"reason": "more precise", "at": T0 + timedelta(days=1)},
-            ),
-            Edge(type=EdgeType.SUPERSEDES, src=fact_v2, dst=fact_v1, props={"at": T0}),
-            *(
-                Edge(type=EdgeType.DERIVED_FROM, src=summary, dst=e, props={"pass": "summarize"})
-                for e in events
-            ),
-            Edge(type=EdgeType.RECORDS, src=op, dst=fact_v2),
-            Edge(type=EdgeType.REFERENCES, src=log_child, dst=payload),
-            Edge(type=EdgeType.CHILD_OF, src=log_child, dst=log_parent),
-            Edge(type=EdgeType.MENTIONS, src=facts[0], dst=alice),
-            Edge(type=EdgeType.MENTIONS, src=facts[0], dst=tea),
-            Edge(
-                type=EdgeType.RELATES,
-                src=alice,
-                dst=tea,
-                props={"predicate": "prefers", "memory_id": facts[0].id, "valid_from": T0},
-            ),
-        ],
+    backend.write(
+        WriteBatch(
+            nodes=[
+                *agents,
+                run,
+                *events,
+                *facts,
+                old,
+                summary,
+                fact_v1,
+                fact_v2,
+                op,
+                payload,
+                log_parent,
+                log_child,
+                ns,
+                alice,
+                tea,
+            ],
+            edges=[
+                *(Edge(type=EdgeType.NEXT, src=events[i], dst=events[i + 1]) for i in range(3)),
+                Edge(
+                    type=EdgeType.SUPERSEDES,
+                    src=facts[0],
+                    dst=old,
+                    props={"reason": "more precise", "at": T0 + timedelta(days=1)},
+                ),
+                Edge(type=EdgeType.SUPERSEDES, src=fact_v2, dst=fact_v1, props={"at": T0}),
+                *(
+                    Edge(
+                        type=EdgeType.DERIVED_FROM, src=summary, dst=e, props={"pass": "summarize"}
+                    )
+                    for e in events
+                ),
+                Edge(type=EdgeType.RECORDS, src=op, dst=fact_v2),
+                Edge(type=EdgeType.REFERENCES, src=log_child, dst=payload),
+                Edge(type=EdgeType.CHILD_OF, src=log_child, dst=log_parent),
+                Edge(type=EdgeType.MENTIONS, src=facts[0], dst=alice),
+                Edge(type=EdgeType.MENTIONS, src=facts[0], dst=tea),
+                Edge(
+                    type=EdgeType.RELATES,
+                    src=alice,
+                    dst=tea,
+                    props={"predicate": "prefers", "memory_id": facts[0].id, "valid_from": T0},
+                ),
+            ],
+        )
     )
 
 
@@ -313,10 +317,11 @@ def test_count_mismatch_is_a_conflict_with_the_report(
 ) -> None:
     dst = str(tmp_path / "dst.db")
     with closing(NetworkXBackend(dst)) as back:
-        back.upsert([Memory(content="already there", agent_id="someone-else")])
-    with pytest.raises(Conflict, match="node:Memory") as info:
+        back.write(WriteBatch(nodes=[Memory(content="already there", agent_id="someone-else")]))
+    with pytest.raises(MigrationMismatch, match="node:Memory") as info:
         migrate(source, dst)
-    report = info.value.report  # type: ignore[attr-defined]
+    assert isinstance(info.value, Conflict)
+    report = info.value.report
     assert report.mismatches["node:Memory"][1] == report.mismatches["node:Memory"][0] + 1
     lenient = migrate(source, dst, strict=False)
     assert not lenient.verified and "node:Agent" in lenient.mismatches

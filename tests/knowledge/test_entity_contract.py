@@ -62,11 +62,11 @@ def test_entities_mentions_and_relations_round_trip(mem: GraphMemory) -> None:
             ),
         ],
     )
-    assert mem.backend.get(NodeLabel.ENTITY, [caro.id, sweden.id]) == [caro, sweden]
-    found = mem.backend.match(Filter(label=NodeLabel.ENTITY, equals={"norm": "sweden"}))
+    assert mem.backend.get(Entity, [caro.id, sweden.id]) == [caro, sweden]
+    found = mem.backend.match(Entity, Filter(label=NodeLabel.ENTITY, equals={"norm": "sweden"}))
     assert found == [sweden]
     assert found[0].audience == "agent:a"
-    by_type = mem.backend.match(Filter(label=NodeLabel.ENTITY, equals={"type": "person"}))
+    by_type = mem.backend.match(Entity, Filter(label=NodeLabel.ENTITY, equals={"type": "person"}))
     assert [e.id for e in by_type] == [caro.id]
 
     sub = mem.backend.expand([m.ref], [EdgeType.MENTIONS], direction="out")

@@ -29,7 +29,7 @@ def kmem(tmp_path: Path) -> Iterator[GraphMemory]:
 
 
 def all_entities(m: GraphMemory) -> dict[str, Entity]:
-    found = m.backend.match(Filter(label=NodeLabel.ENTITY))
+    found = m.backend.match(Entity, Filter(label=NodeLabel.ENTITY))
     return {e.norm: e for e in found if isinstance(e, Entity)}
 
 
@@ -79,7 +79,7 @@ def test_a_new_handle_loads_known_entities_from_the_store(tmp_path: Path) -> Non
 def test_entities_are_scoped_like_memories(kmem: GraphMemory) -> None:
     kmem.remember("Ann: I moved from Sweden last year.", agent_id="a", created_at=T0)
     kmem.remember("Bob: It was cold in Sweden.", agent_id="b", created_at=T0)
-    ents = kmem.backend.match(Filter(label=NodeLabel.ENTITY, equals={"norm": "sweden"}))
+    ents = kmem.backend.match(Entity, Filter(label=NodeLabel.ENTITY, equals={"norm": "sweden"}))
     assert sorted(e.audience for e in ents if isinstance(e, Entity)) == ["agent:a", "agent:b"]
     seen_by_b = {e.norm for e in entities(kmem.backend, Filter.for_memories(agent_id="b"))}
     assert seen_by_b == {"bob", "sweden"}

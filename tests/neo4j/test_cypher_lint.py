@@ -121,7 +121,7 @@ def _sent_statements() -> list[dict[str, str]]:
     b.missing_vectors(3)
     b.stats()
     b.count(scope)
-    b.match(scope, limit=3, order_by="created_at", descending=True)
+    b.match(Memory, scope, limit=3, order_by="created_at", descending=True)
     b.close()
     return [
         {"name": s.name, "text": re.sub(r"^// graphmem: .*\n", "", s.text)}

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from graphmem.backends.base import WriteBatch
 from graphmem.backends.embedded import NetworkXBackend
 from graphmem.backends.neo4j import CYPHER_DIR, Neo4jBackend, parse_cypher
 from graphmem.backends.neo4j.queries import SCHEMA_QUERIES, VECTOR_INDEX
@@ -108,7 +109,7 @@ def test_schema_is_created_once_and_the_dimension_is_fixed(
         with pytest.raises(DimensionMismatch):
             other.ensure_schema(embedding_dim=16)
         with pytest.raises(DimensionMismatch):
-            other.upsert([Memory(content="x", embedding=[1.0] * 16)])
+            other.write(WriteBatch(nodes=[Memory(content="x", embedding=[1.0] * 16)]))
 
 
 def test_health_and_version(neo: Neo4jBackend) -> None:
@@ -187,9 +188,9 @@ def test_the_tag_hop_of_recall_expansion_reads_a_bounded_share_of_a_hub(
         Filter.for_memories(), [m.id for m in ms[:seeds]], link_types=[EdgeType.NEXT], tag_limit=8
     )
     # the server caches the plan made while the store is young (as in a new deployment)
-    neo.upsert(ms[:seeds])
+    neo.write(WriteBatch(nodes=ms[:seeds]))
     target.driver.execute_query(text, params, database_=target.database)
-    neo.upsert(ms)
+    neo.write(WriteBatch(nodes=ms))
     _records, summary, _keys = target.driver.execute_query(
         "PROFILE " + text, params, database_=target.database
     )
@@ -230,7 +231,7 @@ def test_a_locked_user_is_a_clear_backend_unavailable(target: Neo4jTarget) -> No
 
 def test_crafted_tags_namespaces_and_ids_change_nothing_else(neo: Neo4jBackend) -> None:
     bystander = Memory(content="bystander", agent_id="b")
-    neo.upsert([bystander])
+    neo.write(WriteBatch(nodes=[bystander]))
     crafted = "'}) MATCH (n) DETACH DELETE n //"
     m = Memory(
         content="x `y` 'z' \"w\" })",
@@ -240,9 +241,9 @@ def test_crafted_tags_namespaces_and_ids_change_nothing_else(neo: Neo4jBackend) 
         tags=["a//b", "c++", "x:y", "c#", "q.e.d"],
         metadata={"`k`})": crafted},
     )
-    neo.upsert([m])
-    assert neo.get(NodeLabel.MEMORY, [m.id]) == [m]
-    assert neo.get(NodeLabel.MEMORY, [bystander.id]) == [bystander]
+    neo.write(WriteBatch(nodes=[m]))
+    assert neo.get(Memory, [m.id]) == [m]
+    assert neo.get(Memory, [bystander.id]) == [bystander]
     st = neo.stats()
     assert st.nodes == {"Memory": 2, "Agent": 2, "Run": 1, "Tag": 5}
     assert neo.count(Filter.for_memories(tags=["c++", "a//b"], namespace=crafted)) == 1
@@ -256,9 +257,14 @@ def test_a_failing_batch_spanning_several_statements_writes_nothing(target: Neo4
         ms = [Memory(content=f"m{i}", agent_id=f"a{i % 3}", tags=["t"]) for i in range(50)]
         bad = Edge(type=EdgeType.NEXT, src=ms[0], dst=(NodeLabel.MEMORY, "missing"))
         with pytest.raises(InvalidInput, match="missing"):
-            neo.upsert(ms, [bad])
+            neo.write(WriteBatch(nodes=ms, edges=[bad]))
         assert neo.stats().nodes == {}
-        neo.upsert(ms, [Edge(type=EdgeType.NEXT, src=ms[i], dst=ms[i + 1]) for i in range(49)])
+        neo.write(
+            WriteBatch(
+                nodes=ms,
+                edges=[Edge(type=EdgeType.NEXT, src=ms[i], dst=ms[i + 1]) for i in range(49)],
+            )
+        )
         st = neo.stats()
         assert st.nodes == {"Memory": 50, "Agent": 3, "Tag": 1}
         assert st.edges == {"NEXT": 49, "AUTHORED_BY": 50, "TAGGED": 50}
@@ -280,7 +286,7 @@ def test_filtered_vector_search_equals_brute_force(
     ]
     q = [rng.uniform(-1, 1) for _ in range(8)]
     with target.backend(exact_search_max=exact_search_max) as neo:
-        neo.upsert(ms)
+        neo.write(WriteBatch(nodes=ms))
         hits = neo.search_vector(
             VectorQuery(vector=q, k=5, filter=Filter.for_memories(agent_id="rare"))
         )
@@ -315,7 +321,7 @@ def test_preconditions_hold_or_nothing_is_written(neo: Neo4jBackend) -> None:
     from graphmem.models import Status
 
     old = Memory(content="Alice lives in Oslo", agent_id="a")
-    neo.upsert([old])
+    neo.write(WriteBatch(nodes=[old]))
     new = Memory(content="Alice lives in Paris", agent_id="a")
     fresh = Expect(
         ref=old.ref,
@@ -329,30 +335,30 @@ def test_preconditions_hold_or_nothing_is_written(neo: Neo4jBackend) -> None:
         expect=[fresh],
     )
     neo.write(batch)
-    assert neo.get(NodeLabel.MEMORY, [old.id])[0].status is Status.SUPERSEDED
+    assert neo.get(Memory, [old.id])[0].status is Status.SUPERSEDED
     later = Memory(content="Alice lives in Rome", agent_id="a")
     stale = WriteBatch(
         nodes=[later], edges=[Edge(type=EdgeType.SUPERSEDES, src=later, dst=old)], expect=[fresh]
     )
     with pytest.raises(Conflict, match="status"):
         neo.write(stale)
-    assert neo.get(NodeLabel.MEMORY, [later.id]) == []
+    assert neo.get(Memory, [later.id]) == []
     with pytest.raises(Conflict, match="must not exist"):
         neo.write(WriteBatch(nodes=[later], expect=[Expect(ref=old.ref, exists=False)]))
     with pytest.raises(Conflict, match="does not exist"):
         neo.write(WriteBatch(nodes=[later], expect=[Expect(ref=NodeRef(NodeLabel.MEMORY, "gone"))]))
-    assert neo.get(NodeLabel.MEMORY, [later.id]) == []
-    stored = neo.get(NodeLabel.MEMORY, [old.id])[0]
+    assert neo.get(Memory, [later.id]) == []
+    stored = neo.get(Memory, [old.id])[0]
     assert "_graphmem_lock" not in stored.to_props()
     neo.write(WriteBatch(nodes=[later], expect=[Expect(ref=later.ref, exists=False)]))
-    assert neo.get(NodeLabel.MEMORY, [later.id]) == [later]
+    assert neo.get(Memory, [later.id]) == [later]
     with pytest.raises(Conflict):  # created already: the uniqueness constraint says so
         neo.write(
             WriteBatch(
                 nodes=[later.evolve(content="again")], expect=[Expect(ref=later.ref, exists=False)]
             )
         )
-    assert neo.get(NodeLabel.MEMORY, [later.id]) == [later]
+    assert neo.get(Memory, [later.id]) == [later]
 
 
 def test_recall_statements_agree_with_the_separate_searches(target: Neo4jTarget) -> None:
@@ -367,7 +373,7 @@ def test_recall_statements_agree_with_the_separate_searches(target: Neo4jTarget)
         for i in range(200)
     ]
     with target.backend(touch_flush_s=3600) as neo:
-        neo.upsert(ms)
+        neo.write(WriteBatch(nodes=ms))
         flt = Filter.for_memories(agent_id="a")
         text = TextQuery(text="green tea", filter=flt, k=10)
         vector = VectorQuery(vector=tuple(ms[1].embedding or ()), filter=flt, k=10)
@@ -389,7 +395,7 @@ def test_recall_statements_agree_with_the_separate_searches(target: Neo4jTarget)
 
 
 def test_stats_sends_no_deprecated_syntax(target: Neo4jTarget, neo: Neo4jBackend) -> None:
-    neo.upsert([Memory(content="x", tags=["t"])])
+    neo.write(WriteBatch(nodes=[Memory(content="x", tags=["t"])]))
     st = neo.stats()
     assert st.nodes == {"Memory": 1, "Agent": 1, "Tag": 1}
     assert st.edges == {"AUTHORED_BY": 1, "TAGGED": 1}
@@ -399,11 +405,11 @@ def test_the_vector_queue_follows_the_embeddings(neo: Neo4jBackend) -> None:
     from graphmem.backends.base import WriteBatch
 
     bare, done = Memory(content="no vector yet"), Memory(content="has one", embedding=[1.0, 0.0])
-    neo.upsert([bare, done])
+    neo.write(WriteBatch(nodes=[bare, done]))
     assert neo.missing_vectors(10) == [(bare.id, "no vector yet")]
     neo.write(WriteBatch(vectors={bare.id: [0.0, 1.0], "gone": [1.0, 1.0]}))
     assert neo.missing_vectors(10) == []
-    (got,) = neo.get(NodeLabel.MEMORY, [bare.id])
+    (got,) = neo.get(Memory, [bare.id])
     assert got.embedding == (0.0, 1.0) and got.content == "no vector yet"
-    neo.upsert([got.evolve(embedding=None)])
+    neo.write(WriteBatch(nodes=[got.evolve(embedding=None)]))
     assert neo.missing_vectors(10) == [(bare.id, "no vector yet")]

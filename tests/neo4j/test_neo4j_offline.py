@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from graphmem.backends import open_backend
-from graphmem.backends.base import GraphBackend
+from graphmem.backends.base import GraphBackend, WriteBatch
 from graphmem.backends.neo4j import (
     Neo4jBackend,
     compile_count,
@@ -296,7 +296,7 @@ def test_unreachable_server_is_backend_unavailable_and_health_says_so() -> None:
 def test_bad_input_is_refused_before_any_connection() -> None:
     backend = Neo4jBackend("bolt://127.0.0.1:1", connection_timeout=1)
     with pytest.raises(InvalidInput):
-        backend.match(Filter(), order_by="nope")
+        backend.match(Memory, Filter(), order_by="nope")
     with pytest.raises(InvalidInput):
         backend.touch(["m1"], datetime(2025, 1, 1))  # naive
     with pytest.raises(InvalidInput):
@@ -304,7 +304,7 @@ def test_bad_input_is_refused_before_any_connection() -> None:
     with pytest.raises(InvalidInput):
         backend.expand([NodeRef(NodeLabel.MEMORY, "m")], [EdgeType.NEXT], depth=-1)
     with pytest.raises(InvalidInput):
-        backend.upsert([Memory(content="x")], ["not an edge"])  # type: ignore[list-item]
+        backend.write(WriteBatch(nodes=[Memory(content="x")], edges=["not an edge"]))  # type: ignore[list-item]
     assert backend._driver is None  # none of these reached the network
 
 

@@ -18,7 +18,7 @@ import neo4j
 import pytest
 
 from graphmem.backends import open_backend
-from graphmem.backends.base import Expect, WriteBatch
+from graphmem.backends.base import Expect, VectorQueue, WriteBatch
 from graphmem.backends.neo4j import Neo4jBackend, compose
 from graphmem.backends.neo4j.queries import strip_literals
 from graphmem.errors import BackendUnavailable, Conflict, InvalidInput
@@ -132,7 +132,7 @@ def test_an_unreachable_server_is_one_bounded_attempt_with_a_typed_error() -> No
     with pytest.raises(BackendUnavailable, match="cannot reach Neo4j"):
         backend.count(Filter())
     with pytest.raises(BackendUnavailable):
-        backend.upsert([Memory(content="x")])
+        backend.write(WriteBatch(nodes=[Memory(content="x")]))
     backend.close()
 
 
@@ -140,8 +140,14 @@ def test_an_unreachable_server_is_one_bounded_attempt_with_a_typed_error() -> No
 
 
 def test_remember_is_one_statement_in_one_transaction(neo: Neo4jBackend, fake: FakeDriver) -> None:
-    neo.upsert(
-        [Memory(content="Alice prefers tea", agent_id="a", run_id="r1", tags=["drinks", "prefs"])]
+    neo.write(
+        WriteBatch(
+            nodes=[
+                Memory(
+                    content="Alice prefers tea", agent_id="a", run_id="r1", tags=["drinks", "prefs"]
+                )
+            ]
+        )
     )
     assert len(fake.recorder.statements) == 1
     (tx,) = fake.recorder.transactions
@@ -185,7 +191,7 @@ def test_a_batch_is_at_most_ceil_n_over_batch_plus_one_statements(n: int, batch_
         for i in range(n)
     ]
     edges = [Edge(type=EdgeType.NEXT, src=ms[i], dst=ms[i + 1]) for i in range(n - 1)]
-    neo.upsert(ms)
+    neo.write(WriteBatch(nodes=ms))
     assert len(fake.recorder.statements) == math.ceil(n / batch_rows)
     assert len(fake.recorder.transactions) == 1
     hubs = fake.recorder.statements[0].params
@@ -199,7 +205,9 @@ def test_a_batch_is_at_most_ceil_n_over_batch_plus_one_statements(n: int, batch_
     ]
     assert sorted(sent) == sorted(m.id for m in ms)
     fake.recorder.reset()
-    neo.upsert(ms, edges)  # relationships after the nodes, in the same transaction
+    neo.write(
+        WriteBatch(nodes=ms, edges=edges)
+    )  # relationships after the nodes, in the same transaction
     assert len(fake.recorder.statements) <= math.ceil(n / batch_rows) + math.ceil(
         (n - 1) / batch_rows
     )
@@ -275,7 +283,11 @@ def test_an_edge_to_a_missing_node_writes_nothing(neo: Neo4jBackend, fake: FakeD
 
     fake.respond = respond
     with pytest.raises(InvalidInput, match="missing node Memory:gone"):
-        neo.upsert([m], [Edge(type=EdgeType.NEXT, src=m, dst=(NodeLabel.MEMORY, "gone"))])
+        neo.write(
+            WriteBatch(
+                nodes=[m], edges=[Edge(type=EdgeType.NEXT, src=m, dst=(NodeLabel.MEMORY, "gone"))]
+            )
+        )
     assert fake.recorder.transactions[-1].outcome == "rolled back"
 
 
@@ -427,10 +439,10 @@ def test_touch_is_deferred_and_rides_on_the_next_write(neo: Neo4jBackend, fake: 
     neo.touch([m.id], T0 + timedelta(days=1))
     neo.touch([m.id, m.id], T0 + timedelta(days=2))
     assert fake.recorder.statements == [] and neo.pending_touches() == 1
-    (got,) = neo.get(NodeLabel.MEMORY, [m.id])  # this process sees its own accesses
+    (got,) = neo.get(Memory, [m.id])  # this process sees its own accesses
     assert got.access_count == 2 and got.last_accessed == T0 + timedelta(days=2)
     fake.recorder.reset()
-    neo.upsert([Run(id="r", agent_id="a", started_at=T0)])
+    neo.write(WriteBatch(nodes=[Run(id="r", agent_id="a", started_at=T0)]))
     (st,) = fake.recorder.statements
     assert st.name.startswith("write nodes/touch + ")
     assert st.params["p0_rows"] == [{"id": m.id, "count": 2, "at": T0 + timedelta(days=2)}]
@@ -442,7 +454,7 @@ def test_touches_survive_a_failed_write_and_are_written_at_close(fake: FakeDrive
     neo.touch(["m1"], T0)
     fake.fail = neo4j.exceptions.ServiceUnavailable("gone")
     with pytest.raises(BackendUnavailable):
-        neo.upsert([Run(id="r", agent_id="a", started_at=T0)])
+        neo.write(WriteBatch(nodes=[Run(id="r", agent_id="a", started_at=T0)]))
     assert neo.pending_touches() == 1
     fake.recorder.reset()
     neo.close()
@@ -566,11 +578,9 @@ def test_neighbours_limit_each_seed_inside_the_query(neo: Neo4jBackend, fake: Fa
 def test_vectors_alone_are_one_statement_that_keeps_other_properties(
     neo: Neo4jBackend, fake: FakeDriver
 ) -> None:
-    if "vectors" not in WriteBatch.__dataclass_fields__:
-        pytest.skip("this WriteBatch has no vectors")
-    assert "vectors" in neo.capabilities
+    assert isinstance(neo, VectorQueue)
     fake.dim = 2
-    neo.write(WriteBatch(vectors={"m1": [0.6, 0.8], "m2": (1.0, 0.0)}))  # type: ignore[call-arg]
+    neo.write(WriteBatch(vectors={"m1": [0.6, 0.8], "m2": (1.0, 0.0)}))
     (st,) = [s for s in fake.recorder.statements if s.name.startswith("write")]
     assert st.name == "write nodes/memory_vectors"
     assert "SET m.embedding = row.embedding" in st.text and "SET m = " not in st.text

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from graphmem.backends.base import WriteBatch
 from graphmem.backends.embedded import NetworkXBackend
 from graphmem.memory import GraphMemory
 from graphmem.models import EdgeType, NodeLabel, OrgFact
@@ -77,7 +78,9 @@ def test_reopen_rebuilds_exactly_the_same_graph(tmp_path: Path) -> None:
         mem.runs.add_events(
             "r1", [{"event_type": "user_message", "content": f"e{i}"} for i in range(3)]
         )
-        mem.backend.upsert([OrgFact(fact_id="f", content="policy", author="bot", tags=["x"])])
+        mem.backend.write(
+            WriteBatch(nodes=[OrgFact(fact_id="f", content="policy", author="bot", tags=["x"])])
+        )
         edges, nodes = _edge_set(mem), dict(mem.graph.nodes(data=True))
     with GraphMemory.open(db, embedder=None) as mem:
         assert _edge_set(mem) == edges

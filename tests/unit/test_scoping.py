@@ -155,7 +155,7 @@ def test_scoped_queries_never_leak_private_memories(mem: GraphMemory, seed: int)
         allowed = allowed_ids(world, agent, scope.own, shared, scope.org)
         flt = mem.namespaces.filter(scope)
         # plain filtering is exact: sound and complete
-        assert {m.id for m in b.match(flt)} == allowed
+        assert {m.id for m in b.match(Memory, flt)} == allowed
         assert b.count(flt) == len(allowed)
         # lexical search over everything the scope admits, for one word: exact too
         word = rng.choice(WORDS)

@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -22,7 +22,9 @@ from graphmem.backends.base import (
     STRUCTURAL,
     Direction,
     Expect,
+    N,
     WriteBatch,
+    check_kind,
     expect_failure,
     structural_targets,
 )
@@ -72,15 +74,13 @@ def _locked(method: _F) -> _F:
         with self._lock, _gc_paused():
             return method(self, *args, **kwargs)
 
-    return wrapper  # type: ignore[return-value]
+    return cast(_F, wrapper)
 
 
 class NetworkXBackend(EmbeddedSearch):
     """The embedded default backend. See the module docstring for guarantees."""
 
     name = "networkx"
-
-    capabilities = frozenset({"vectors", "graph_view"})
 
     @property
     def vector_index(self) -> VectorIndex | None:
@@ -102,13 +102,6 @@ class NetworkXBackend(EmbeddedSearch):
         with self._transaction() as db:
             self._fix_dim(db, embedding_dim)
         self._set_dim(embedding_dim)
-
-    def upsert(self, nodes: Sequence[GraphNode] = (), edges: Sequence[Edge] = ()) -> None:
-        self.write(WriteBatch(nodes=nodes, edges=edges))
-
-    def delete(self, nodes: Sequence[NodeRef] = (), edges: Sequence[Edge] = ()) -> int:
-        refs = [NodeRef(NodeLabel(r[0]), r[1]) for r in nodes]
-        return self._write(WriteBatch(delete_nodes=refs, delete_edges=edges))
 
     def write(self, batch: WriteBatch) -> None:
         self._write(batch)
@@ -264,25 +257,29 @@ class NetworkXBackend(EmbeddedSearch):
         # edges this batch adds to a node it deletes cannot happen (checked when planning)
         return {"keys": keys, "rids": node_rids, "fts": fts, "edges": edge_rows}
 
-    def get(self, label: NodeLabel, ids: Sequence[str]) -> list[GraphNode]:
-        label = NodeLabel(label)
+    def get(self, kind: type[N], ids: Sequence[str]) -> list[N]:
+        label = check_kind(kind)
         with self._fresh():
             out = []
             for ident in ids:
                 key = f"{label.value}:{ident}"
                 if key in self._g:
-                    out.append(self._node(key))
+                    node = self._node(key)
+                    if isinstance(node, kind):
+                        out.append(node)
             return out
 
     def match(
         self,
+        kind: type[N],
         flt: Filter,
         *,
         limit: int | None = None,
         offset: int = 0,
         order_by: str = "id",
         descending: bool = False,
-    ) -> list[GraphNode]:
+    ) -> list[N]:
+        check_kind(kind, flt)
         check_page(
             node_model(flt.label),
             limit=limit,
@@ -306,7 +303,8 @@ class NetworkXBackend(EmbeddedSearch):
             else:
                 keys.sort(key=sort_key, reverse=descending)
             end = None if limit is None else offset + limit
-            return [self._node(k) for k in keys[offset:end]]
+            found = [self._node(k) for k in keys[offset:end]]
+            return [n for n in found if isinstance(n, kind)]
 
     def count(self, flt: Filter) -> int:
         with self._fresh():

@@ -7,13 +7,9 @@ import json
 import logging
 import os
 import sqlite3
+import sys
 import threading
 import time
-
-try:
-    import fcntl
-except ImportError:  # Windows: SQLite's own locking and busy handler only
-    fcntl = None  # type: ignore[assignment]
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,6 +35,11 @@ from graphmem.backends.embedded.graph import (
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.errors import BackendUnavailable, Conflict, DimensionMismatch, QueryFailed
 from graphmem.models import EdgeType, NodeLabel
+
+if sys.platform != "win32":
+    import fcntl
+# Windows has no flock: SQLite's own locking and busy handler only
+_FLOCK = sys.platform != "win32"
 
 log = logging.getLogger("graphmem.backends.embedded")
 
@@ -122,7 +123,7 @@ class EmbeddedJournal(EmbeddedGraph):
         try:
             if self._path is not None:
                 self._path.parent.mkdir(parents=True, exist_ok=True)
-            if self._path is not None and fcntl is not None:
+            if self._path is not None and _FLOCK:
                 try:
                     self._lock_fd = os.open(f"{self._path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
                 except OSError as e:  # a read-only folder: SQLite's locking alone

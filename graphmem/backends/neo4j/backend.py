@@ -6,7 +6,7 @@ import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from graphmem.backends.base import Direction
+from graphmem.backends.base import Direction, N, check_kind
 from graphmem.backends.neo4j.filters import allowed_label, compile_count, compile_match
 from graphmem.backends.neo4j.queries import (
     ALL_LABELS,
@@ -59,9 +59,6 @@ class Neo4jBackend(Neo4jWrites, Neo4jSearch):
 
     name = "neo4j"
 
-    capabilities: frozenset[str] = frozenset({"vectors"})
-    """``vectors``: a write may set embeddings of existing memories alone."""
-
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **options: Any) -> Neo4jBackend:
         """A backend configured from ``NEO4J_URI``, ``NEO4J_USER`` (or ``NEO4J_USERNAME``),
@@ -91,9 +88,9 @@ class Neo4jBackend(Neo4jWrites, Neo4jSearch):
         )
         return [(str(r["id"]), str(r["content"])) for r in rows]
 
-    def get(self, label: NodeLabel, ids: Sequence[str]) -> list[GraphNode]:
-        """The nodes with these ids that exist, in the order of ``ids``."""
-        lab = NodeLabel(allowed_label(label))
+    def get(self, kind: type[N], ids: Sequence[str]) -> list[N]:
+        """The ``kind`` nodes with these ids that exist, in the order of ``ids``."""
+        lab = check_kind(kind)
         if not ids:
             return []
         self._ready()
@@ -104,25 +101,30 @@ class Neo4jBackend(Neo4jWrites, Neo4jSearch):
         for ident in ids:
             hit = found.get(NodeRef(lab, ident))
             if hit is not None and hit[1] is not None:
-                out.append(self._node(lab.value, hit[1]))
+                node = self._node(lab.value, hit[1])
+                if isinstance(node, kind):
+                    out.append(node)
         return out
 
     def match(
         self,
+        kind: type[N],
         flt: Filter,
         *,
         limit: int | None = None,
         offset: int = 0,
         order_by: str = "id",
         descending: bool = False,
-    ) -> list[GraphNode]:
-        """Nodes of ``flt.label`` matching the filter, ordered and paged."""
+    ) -> list[N]:
+        """``kind`` nodes matching the filter, ordered and paged."""
+        check_kind(kind, flt)
         text, params = compile_match(
             flt, limit=limit, offset=offset, order_by=order_by, descending=descending
         )
         self._ready()
         rows = self._read("match", lambda tx: list(self._run(tx, "match", text, params)))
-        return [self._node(flt.label.value, r["props"]) for r in rows]
+        nodes = [self._node(flt.label.value, r["props"]) for r in rows]
+        return [n for n in nodes if isinstance(n, kind)]
 
     def count(self, flt: Filter) -> int:
         """How many nodes match the filter."""

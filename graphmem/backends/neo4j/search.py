@@ -305,9 +305,12 @@ class Neo4jSearch(Neo4jSchema):
         :meth:`search_vector` (one more round trip)."""
         if text is not None and vector is not None and text.filter != vector.filter:
             return self.search_text(text), self.search_vector(vector)
-        if text is None and vector is None:
+        if text is not None:
+            flt = text.filter
+        elif vector is not None:
+            flt = vector.filter
+        else:
             return [], []
-        flt = text.filter if text is not None else vector.filter  # type: ignore[union-attr]
         require_memory(flt, "recall search")
         lucene = lucene_query(text.text) if text is not None else None
         qvec = self._query_vector(vector) if vector is not None else None

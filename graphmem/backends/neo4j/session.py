@@ -298,11 +298,13 @@ class Neo4jSession:
 
     def _read(self, what: str, work: Callable[[Any], T]) -> T:
         with self._translated(what), self._session(write=False) as session:
-            return session.execute_read(work)  # type: ignore[no-any-return]
+            result: T = session.execute_read(work)
+            return result
 
     def _write(self, what: str, work: Callable[[Any], T]) -> T:
         with self._translated(what), self._session(write=True) as session:
-            return session.execute_write(work)  # type: ignore[no-any-return]
+            result: T = session.execute_write(work)
+            return result
 
     @staticmethod
     def _run(tx: Any, name: str, text: str, params: Mapping[str, Any]) -> Any:

@@ -343,15 +343,6 @@ class Neo4jWrites(Neo4jSchema):
         preconditions or deletes is ceil(N / batch_rows) statements."""
         self._apply(batch)
 
-    def upsert(self, nodes: Sequence[GraphNode] = (), edges: Sequence[Edge] = ()) -> None:
-        """Write nodes (maintaining structural edges) and edges in one transaction."""
-        self._apply(WriteBatch(nodes=nodes, edges=edges))
-
-    def delete(self, nodes: Sequence[NodeRef] = (), edges: Sequence[Edge] = ()) -> int:
-        """Delete nodes with all their relationships, and the listed edges."""
-        refs = [NodeRef(NodeLabel(allowed_label(r[0])), r[1]) for r in nodes]
-        return self._apply(WriteBatch(delete_nodes=refs, delete_edges=edges))
-
     def _apply(self, batch: WriteBatch) -> int:
         """Apply a batch; returns how many nodes it deleted."""
         if not isinstance(batch, WriteBatch):
