@@ -25,6 +25,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -352,6 +353,12 @@ class GraphNode(BaseModel):
     label: ClassVar[NodeLabel]
     id: str
 
+    @field_validator("*")
+    @classmethod
+    def _valid_time(cls, v: Any, info: ValidationInfo) -> Any:
+        """Every datetime field of every node: timezone-aware, kept in UTC."""
+        return _aware(v, info.field_name or "time") if isinstance(v, datetime) else v
+
     @field_validator("id")
     @classmethod
     def _valid_id(cls, v: str) -> str:
@@ -525,13 +532,6 @@ class Memory(GraphNode):
             raise ValueError("embedding must be a non-empty flat list of finite numbers")
         return tuple(arr.tolist())
 
-    @field_validator(
-        "created_at", "updated_at", "last_accessed", "valid_from", "valid_to", "expires_at"
-    )
-    @classmethod
-    def _valid_time(cls, v: datetime | None, info: Any) -> datetime | None:
-        return _aware(v, info.field_name)
-
     @model_validator(mode="after")
     def _derived(self) -> Self:
         # frozen model: fill derived fields through object.__setattr__ once, at validation
@@ -565,11 +565,6 @@ class Agent(GraphNode):
     def _valid_metadata(cls, v: Any) -> dict[str, Any]:
         return _flat_metadata(v)
 
-    @field_validator("created_at")
-    @classmethod
-    def _valid_time(cls, v: datetime) -> datetime | None:
-        return _aware(v, "created_at")
-
 
 class Run(GraphNode):
     """One agent session/execution; a conversation session is a run."""
@@ -598,11 +593,6 @@ class Run(GraphNode):
     def _valid_scope(cls, v: str | None) -> str | None:
         # the agent becomes an Agent node id (RUN_BY): the same rule as every node id
         return None if v is None else _check_id(v, "agent_id/user_id/namespace")
-
-    @field_validator("started_at", "ended_at")
-    @classmethod
-    def _valid_time(cls, v: datetime | None, info: Any) -> datetime | None:
-        return _aware(v, info.field_name)
 
 
 class Tag(GraphNode):
@@ -661,11 +651,6 @@ class OrgFact(GraphNode):
             raise ValueError(f"category {v!r} must be a lowercase identifier")
         return v
 
-    @field_validator("created_at", "retracted_at")
-    @classmethod
-    def _valid_time(cls, v: datetime | None, info: Any) -> datetime | None:
-        return _aware(v, info.field_name)
-
 
 class OrgOperation(GraphNode):
     """Append-only record of a publish/retract on an org fact."""
@@ -679,11 +664,6 @@ class OrgOperation(GraphNode):
     author: str
     at: datetime = Field(default_factory=utcnow)
     reason: str | None = None
-
-    @field_validator("at")
-    @classmethod
-    def _valid_time(cls, v: datetime) -> datetime | None:
-        return _aware(v, "at")
 
 
 class LogEntry(GraphNode):
@@ -713,11 +693,6 @@ class LogEntry(GraphNode):
         if not _EVENT_RE.match(v):
             raise ValueError(f"event_type {v!r} must be a lowercase identifier")
         return v
-
-    @field_validator("at")
-    @classmethod
-    def _valid_time(cls, v: datetime) -> datetime | None:
-        return _aware(v, "at")
 
 
 class Payload(GraphNode):
@@ -753,11 +728,6 @@ class Namespace(GraphNode):
         if isinstance(v, str) or not isinstance(v, Sequence | set | frozenset):
             raise ValueError("members must be a list of agent ids")
         return tuple(sorted({_check_id(m, "member") for m in v}))
-
-    @field_validator("created_at")
-    @classmethod
-    def _valid_time(cls, v: datetime) -> datetime | None:
-        return _aware(v, "created_at")
 
 
 class EntityType(StrEnum):
@@ -801,11 +771,6 @@ class Entity(GraphNode):
     @classmethod
     def _valid_scope(cls, v: str) -> str:
         return _check_id(v, "agent_id/namespace")
-
-    @field_validator("first_seen", "last_seen")
-    @classmethod
-    def _valid_time(cls, v: datetime, info: Any) -> datetime | None:
-        return _aware(v, info.field_name)
 
     @model_validator(mode="after")
     def _derived(self) -> Self:

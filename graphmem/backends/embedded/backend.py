@@ -260,14 +260,9 @@ class NetworkXBackend(EmbeddedSearch):
     def get(self, kind: type[N], ids: Sequence[str]) -> list[N]:
         label = check_kind(kind)
         with self._fresh():
-            out = []
-            for ident in ids:
-                key = f"{label.value}:{ident}"
-                if key in self._g:
-                    node = self._node(key)
-                    if isinstance(node, kind):
-                        out.append(node)
-            return out
+            keys = [f"{label.value}:{ident}" for ident in ids]
+            found = [self._node(k) for k in keys if k in self._g]
+            return [n for n in found if isinstance(n, kind)]
 
     def match(
         self,
