@@ -90,10 +90,6 @@ __all__ = ["ForgetReport", "GraphMemory", "ImportReport"]
 
 log = logging.getLogger("graphmem.memory")
 
-#: before a recall, wait up to SETTLE_SECONDS for the vectors of this handle's writes
-#: when at most SETTLE_MAX_PENDING memories still lack one
-SETTLE_MAX_PENDING = 64
-SETTLE_SECONDS = 0.5
 
 EXPORT_FORMAT = "graphmem-jsonl"
 EXPORT_VERSION = 1
@@ -686,7 +682,7 @@ class GraphMemory:
             scope=scope,
             user_id=user_id,
         )
-        return self._retriever().recall(query, k=k, filter=flt, config=config, touch=touch)
+        return self._retriever(config).recall(query, k=k, filter=flt, config=config, touch=touch)
 
     def context(
         self,
@@ -711,7 +707,7 @@ class GraphMemory:
         flt = self._recall_filter(**filters)
         if policies is None:
             policies = self.org.core_policies()
-        window = self._retriever().context_window(
+        window = self._retriever(config).context_window(
             query,
             max_tokens=max_tokens,
             k=k,
@@ -752,7 +748,7 @@ class GraphMemory:
             RecallResult(memory=m, score=s, breakdown={"relevance": s, "score": s})
             for s, m in scored
         ]
-        window = self._retriever().context_window(
+        window = self._retriever(settle=False).context_window(
             "",
             max_tokens=max_tokens,
             filter=flt,
@@ -798,30 +794,36 @@ class GraphMemory:
         forget, in process only, cleared by :meth:`on_turn_end`."""
         return self.lifecycle.scratchpad(run_id)
 
-    def _retriever(self) -> Retriever:
-        self._settle_vectors()
+    def _retriever(
+        self, config: RecallConfig | str | None = None, *, settle: bool = True
+    ) -> Retriever:
         recall_config = getattr(self.settings, "recall", None)
-        return Retriever(
+        retriever = Retriever(
             self._backend,
             self._embedder,
             clock=self._clock,
             config=recall_config if isinstance(recall_config, RecallConfig) else None,
         )
+        if settle:
+            self._settle_vectors(retriever.resolve_config(config).vector_wait)
+        return retriever
 
-    def _settle_vectors(self) -> None:
-        """Read your own writes, within reason: before a recall, wait briefly for the
-        vectors of a small backlog this handle wrote (an agent that remembers, then asks),
-        never for a bulk ingest (those memories are found lexically meanwhile)."""
-        if self._vectorizer is None or not self._wrote_unvectored:
+    def _settle_vectors(self, wait: float) -> None:
+        """Read your own writes: before a recall, wait (at most ``wait`` seconds, the recall
+        config's ``vector_wait``) for the vectors of the memories this handle wrote, so a
+        recall right after ``remember`` ranks them by meaning as a later one would. Costs
+        nothing once they are done; on a timeout or a failing embedder recall goes on
+        without the missing vectors (lexical and graph channels still find them)."""
+        if self._vectorizer is None or not self._wrote_unvectored or wait <= 0:
             return
-        pending = self._backend.missing_vectors(SETTLE_MAX_PENDING + 1)  # type: ignore[attr-defined]
-        if not pending:
-            self._wrote_unvectored = False
-        elif len(pending) <= SETTLE_MAX_PENDING:
-            try:
-                self._vectorizer.flush(SETTLE_SECONDS)
-            except Exception as e:  # recall goes on without them; the worker retries
-                log.debug("recall without waiting for pending vectors: %s", e)
+        # cleared before the flush: a write racing with it sets the flag again, and the
+        # flush covers every write acknowledged before it was asked for
+        self._wrote_unvectored = False
+        try:
+            self._vectorizer.flush(wait)
+        except Exception as e:  # recall goes on without them; the worker retries
+            self._wrote_unvectored = True
+            log.info("recall without the vectors still pending after %s s: %s", wait, e)
 
     def _recall_filter(
         self,

@@ -142,6 +142,11 @@ class RecallConfig(BaseModel):
     recency_half_life_days: float = Field(default=7.0, gt=0.0)
     decay_half_life_days: float = Field(default=90.0, gt=0.0)
     frequency_saturation: int = Field(default=10, ge=1)
+    #: read your writes: seconds a recall through GraphMemory waits for the vectors of the
+    #: memories the same handle wrote and not yet embedded (background vectors), so that a
+    #: recall right after ``remember`` ranks them as one a minute later would; 0: never wait
+    #: (those memories are then found by the lexical and graph channels only)
+    vector_wait: float = Field(default=60.0, ge=0.0)
     # diversity
     mmr: bool = False
     mmr_lambda: float = Field(default=0.7, ge=0.0, le=1.0)
@@ -414,6 +419,10 @@ class Retriever:
         self.embedder = embedder
         self.config = config or RecallConfig()
         self._clock = clock
+
+    def resolve_config(self, config: RecallConfig | str | None) -> RecallConfig:
+        """``config`` as a RecallConfig: itself, the preset it names, or this retriever's."""
+        return self._resolve(config)
 
     def _resolve(self, config: RecallConfig | str | None) -> RecallConfig:
         if config is None:
