@@ -205,6 +205,9 @@ class Settings(_Frozen):
     password: SecretStr | None = None
     database: str | None = None
     embedder: str = "auto"
+    #: the knowledge layer (entities and relations extracted on every write, for
+    #: ``entities``/``about``): off by default, its cost is one more transaction per write
+    knowledge: bool = False
     llm: Literal["offline", "anthropic", "none"] = "offline"
     llm_model: str = "claude-sonnet-4-5"
     llm_max_tokens: int = Field(default=1024, ge=1, le=64_000)
@@ -306,6 +309,7 @@ class Settings(_Frozen):
         from graphmem.memory import GraphMemory
 
         options.setdefault("embedder", self.embedder)
+        options.setdefault("knowledge", self.knowledge)
         options.setdefault("llm", self.make_llm())
         return GraphMemory.open(
             self.url, auth=self.auth, database=self.database, settings=self, **options

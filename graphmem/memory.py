@@ -135,7 +135,7 @@ class GraphMemory:
         clock: Callable[[], datetime] = utcnow,
         owns_backend: bool = True,
         vectors: str = "auto",
-        knowledge: bool = True,
+        knowledge: bool = False,
     ) -> None:
         if vectors not in ("auto", "background", "inline"):
             raise InvalidInput(f"vectors must be auto, background or inline, not {vectors!r}")
@@ -163,8 +163,10 @@ class GraphMemory:
         self.eventlog = EventLog(backend, self.writes, clock=clock)
         self.runs = Runs(self)
         self.writes.add_hook(self._after_write)
-        #: the knowledge layer: entities and relations of every memory written, extracted
-        #: with no model and no LLM after each commit (see graphmem.knowledge)
+        #: the knowledge layer (opt-in): entities and relations of every memory written,
+        #: extracted with no model and no LLM after each commit (see graphmem.knowledge).
+        #: Off by default: it did not move LoCoMo recall (benchmarks/RESULTS.md) and it is
+        #: one more transaction per write.
         self.knowledge: KnowledgeIndexer | None = None
         if knowledge:
             self.knowledge = KnowledgeIndexer(backend)
@@ -193,7 +195,7 @@ class GraphMemory:
         settings: Any | None = None,
         clock: Callable[[], datetime] = utcnow,
         vectors: str = "auto",
-        knowledge: bool = True,
+        knowledge: bool = False,
         **backend_options: Any,
     ) -> GraphMemory:
         """Open a memory store by URL (default: the embedded store ``./graphmem.db``).
@@ -212,8 +214,9 @@ class GraphMemory:
         embedded in the background after opening.
 
         ``knowledge``: extract entities and relations from every memory written (the
-        knowledge layer, no model and no LLM; on by default). ``mem.knowledge.backfill``
-        indexes memories written before.
+        knowledge layer, no model and no LLM; off by default, ``GRAPHMEM_KNOWLEDGE=true``
+        through :class:`~graphmem.config.Settings`), for :meth:`entities` and :meth:`about`.
+        ``mem.knowledge.backfill`` indexes memories written before it was turned on.
         """
         if auth is not None:
             backend_options["auth"] = auth

@@ -129,7 +129,9 @@ class RecallConfig(BaseModel):
     # join as a channel with this weight; seeds bring memories that share a rare entity
     # (one mentioned by at most entity_hub_limit memories)
     entity_weight: float = Field(default=0.0, ge=0.0)
-    expand_entities: bool = True
+    #: off by default: on LoCoMo the entity hops moved recall by less than a point
+    #: (benchmarks/RESULTS.md), and they cost a graph read per recall
+    expand_entities: bool = False
     entity_hub_limit: int = Field(default=25, ge=1)
     # floor: a seed needs cosine >= min_similarity or term coverage >= min_coverage
     min_similarity: float = Field(default=0.25, ge=-1.0, le=1.0)
