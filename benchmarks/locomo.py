@@ -174,14 +174,14 @@ def ingest(mem: GraphMemory, conv: Conversation) -> int:
     for s in sorted(conv.sessions):
         turns = conv.sessions[s]
         run_id = f"{conv.sample_id}/session-{s}"
-        mem.start_run(
+        mem.runs.start(
             agent_id=conv.speakers[0] or "speaker",
             run_id=run_id,
             namespace=conv.sample_id,
             started_at=turns[0].at,
             metadata={"session": s},
         )
-        mem.add_events(
+        mem.runs.add_events(
             run_id,
             [
                 {
@@ -455,7 +455,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--wait",
         action="store_true",
-        help="user path: call wait_for_vectors() after the ingest (default: no wait, as a "
+        help="user path: call mem.vectors.wait() after the ingest (default: no wait, as a "
         "user who asks at once; recall itself waits for this handle's pending vectors)",
     )
     ap.add_argument(
@@ -498,7 +498,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         t0 = time.perf_counter()
         turns = sum(ingest_user(umem, c) for c in convs)
         if args.wait:
-            umem.wait_for_vectors()
+            umem.vectors.wait()
         # without --wait the first recall waits for the vectors still being computed
         # behind remember() (read your writes); its latency says how long
         timings.append(f"user path {time.perf_counter() - t0:.1f} s")
@@ -508,14 +508,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             t0 = time.perf_counter()
             sum(ingest_user(pmem, c) for c in convs)
             if args.wait:
-                pmem.wait_for_vectors()
+                pmem.vectors.wait()
             timings.append(f"user path without entities {time.perf_counter() - t0:.1f} s")
             systems["user path, no entities"] = user_system(pmem, plain)
     if args.path in ("events", "both"):
         mem = open_store(args.knowledge != "off")
         t0 = time.perf_counter()
         turns = sum(ingest(mem, c) for c in convs)
-        mem.wait_for_vectors()
+        mem.vectors.wait()
         timings.append(f"event path {time.perf_counter() - t0:.1f} s")
         built = build_systems(mem, config)
         systems["event path"] = built.pop("event path")

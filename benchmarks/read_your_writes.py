@@ -52,7 +52,7 @@ def main() -> int:
             t0 = time.perf_counter()
             mem.remember(f"note {i}: the meeting about budget item {i} moved", agent_id="bulk")
             plain.append(time.perf_counter() - t0)
-        mem.wait_for_vectors()
+        mem.vectors.wait()
         fresh: list[float] = []
         settled: list[float] = []
         same = 0

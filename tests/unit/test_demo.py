@@ -20,7 +20,7 @@ def test_demo_tells_the_story(tmp_path: Path) -> None:
         history = mem.history(result["moved"])
         assert [v.status for v in history] == [Status.SUPERSEDED, Status.ACTIVE]
         assert "June" in history[-1].content and "May" in history[0].content
-        assert len(mem.events("demo-session-1")) == 4
+        assert len(mem.runs.events("demo-session-1")) == 4
     text = "\n".join(lines)
     assert "Carla, Alice's sister, is allergic to peanuts." in text
     assert "[superseded]" in text and "Graph statistics" in text
@@ -59,5 +59,5 @@ def test_the_demo_command_lists_its_people_and_places_with_their_types(tmp_path:
     runner = CliRunner()
     assert runner.invoke(app, ["demo", "--db", db, "--embedder", "none"]).exit_code == 0
     with GraphMemory.open(db, embedder=None) as mem:
-        types = {e.name: e.type.value for e in mem.entities(namespace=DEMO_NAMESPACE)}
+        types = {e.name: e.type.value for e in mem.knowledge.entities(namespace=DEMO_NAMESPACE)}
     assert types == {"Alice": "person", "Carla": "person", "Lisbon": "place", "Alfama": "place"}
