@@ -484,6 +484,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     plain = config.model_copy(update={"expand_entities": False, "entity_weight": 0.0})
     if args.knowledge == "off":
         config = plain
+    elif "expand_entities" not in {item.split("=", 1)[0] for item in args.set}:
+        # the layer on: its entity hops too (off in the default recall config)
+        config = config.model_copy(update={"expand_entities": True})
 
     def open_store(knowledge: bool) -> GraphMemory:
         store = GraphMemory.open(args.store, embedder=embedder, knowledge=knowledge)
