@@ -447,8 +447,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--knowledge",
         choices=("on", "off", "both"),
-        default="on",
-        help="off: no entity indexing and no entity hops (the layer's baseline); "
+        default="off",
+        help="off (the library's default): no entity indexing and no entity hops; "
         "both: the user path twice, with and without",
     )
     ap.add_argument("--no-baselines", action="store_true")
