@@ -102,7 +102,12 @@ def _open(
     llm: str | None = None,
     knowledge: bool | None = None,
 ) -> Iterator[GraphMemory]:
-    settings = _settings(url=db, embedder=embedder, llm=llm, knowledge=knowledge)
+    settings = _settings(
+        url=db,
+        embedder=embedder,
+        llm=llm,
+        knowledge=None if knowledge is None else {"enabled": knowledge},
+    )
     try:
         mem = settings.open_memory()
     except GraphMemError as e:
