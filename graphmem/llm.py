@@ -839,6 +839,17 @@ _PURPOSE = {
 }
 
 
+def _anthropic_sdk() -> Any:
+    """The anthropic SDK, or LLMUnavailable naming the extra that installs it."""
+    try:
+        import anthropic
+    except ImportError as e:
+        raise LLMUnavailable(
+            "the Anthropic SDK is not installed: pip install 'graphmem[anthropic]'"
+        ) from e
+    return anthropic
+
+
 class AnthropicLLM(BaseLLM):
     """Passes run by Claude through the official ``anthropic`` SDK.
 
@@ -894,8 +905,7 @@ class AnthropicLLM(BaseLLM):
     def _get_client(self) -> Any:
         with self._client_lock:
             if self._client is None:
-                import anthropic
-
+                anthropic = _anthropic_sdk()
                 try:
                     self._client = anthropic.Anthropic(
                         api_key=self._api_key,
@@ -915,9 +925,8 @@ class AnthropicLLM(BaseLLM):
                 self._client = None
 
     def _call(self, pass_name: str, system: str, user: str, out: type[_Out]) -> _Out:
-        import anthropic
-
         client = self._get_client()
+        anthropic = _anthropic_sdk()
         tool_name = f"record_{pass_name}"
         tool = {
             "name": tool_name,
