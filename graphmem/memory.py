@@ -51,6 +51,7 @@ from graphmem.lifecycle import (
     relevance,
 )
 from graphmem.llm import LLM, OfflineLLM, Reflection
+from graphmem.messages import add_messages, as_event
 from graphmem.models import (
     Agent,
     Category,
@@ -992,7 +993,11 @@ class GraphMemory:
         )[0]
 
     def add_events(self, run_id: str, events: Sequence[Mapping[str, Any]]) -> builtins.list[Memory]:
-        """Append several events to a run in one atomic write (see :meth:`add_event`)."""
+        """Append several events to a run in one atomic write (see :meth:`add_event`).
+
+        An item with ``role`` and no ``event_type`` is a chat message (``{"role": "user",
+        "content": "..."}``), stored as :func:`graphmem.messages.event_from_message` says."""
+        events = [as_event(ev) for ev in events]
         now = self._clock()
         with self._run_lock:  # one appender per handle; other handles are caught below
             for attempt in range(32):
@@ -1005,6 +1010,30 @@ class GraphMemory:
                         raise
         self.runs.enforce(run_id)
         return memories
+
+    def add_messages(
+        self,
+        messages: str | Sequence[Mapping[str, Any]],
+        *,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        run_id: str | None = None,
+        namespace: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> builtins.list[Memory]:
+        """Store OpenAI-format chat ``messages`` (``{"role", "content"}``; a string is one
+        user message) as the next events of run ``run_id``, started when new (a new run when
+        ``run_id`` is None). The Mem0 ``add(messages, user_id=, agent_id=, run_id=)`` shape;
+        see :func:`graphmem.messages.add_messages`."""
+        return add_messages(
+            self,
+            messages,
+            agent_id=agent_id,
+            user_id=user_id,
+            run_id=run_id,
+            namespace=namespace,
+            metadata=metadata,
+        )
 
     def _append_events(
         self, run_id: str, events: Sequence[Mapping[str, Any]], now: datetime
