@@ -106,9 +106,17 @@ def as_event(item: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def message_from_event(event: Memory) -> dict[str, Any]:
-    """A run event as a chat message (``role`` from the metadata, else the event type)."""
+    """A run event as a chat message (``role`` from the metadata, else the event type; a
+    ``tool_call`` event gives back its ``tool_calls``)."""
     role = event.metadata.get("role") or EVENT_ROLES.get(event.event_type or "", "user")
     msg: dict[str, Any] = {"role": role, "content": event.content}
+    if event.event_type == "tool_call" and role == "assistant":
+        try:  # stored as the calls' JSON by event_from_message
+            calls = json.loads(event.content)
+        except ValueError:
+            calls = None
+        if isinstance(calls, list):
+            msg = {"role": role, "content": None, "tool_calls": calls}
     for key in _KEPT:
         if key in event.metadata:
             msg[key] = event.metadata[key]
