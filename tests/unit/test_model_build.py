@@ -129,7 +129,11 @@ def test_cache_key_is_the_content_and_stale_copies_go(
     keep = cache / "onnx" / "model-notes"  # not ours: not a digest
     keep.mkdir()
     # the build itself is tested above; here it is the file built once for this module
-    monkeypatch.setattr(emb_mod, "_export_onnx", lambda src, layout, to: shutil.copy(built, to))
+    def copy_built(src: Path, layout: object, to: Path) -> None:
+        to.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(built, to)
+
+    monkeypatch.setattr(emb_mod, "_export_onnx", copy_built)
     ea.prepare()
     assert ea.is_exported() and not stale.exists() and keep.exists()
     assert eb.is_exported()
