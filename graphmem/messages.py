@@ -172,13 +172,11 @@ def add_messages(
     if user_id is not None:  # how graphmem scopes a memory to an end user
         for event in events:
             event["metadata"]["user_id"] = user_id
-    adder = getattr(runs, "add_events", None) or mem.add_events
-    result: list[Memory] = adder(run_id, events)
+    result: list[Memory] = runs.add_events(run_id, events)
     return result
 
 
 def _start(mem: GraphMemory, options: dict[str, Any]) -> str:
-    runs = mem.runs
-    start = getattr(runs, "start", None) or mem.start_run
     agent = options.pop("agent_id")
-    return str(start(agent, **{k: v for k, v in options.items() if v is not None}).id)
+    run = mem.runs.start(agent, **{k: v for k, v in options.items() if v is not None})
+    return str(run.id)

@@ -122,7 +122,7 @@ class GraphMemChatMessageHistory(BaseChatMessageHistory):
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         try:
-            events = self.mem.events(self.run_id, status="active")
+            events = self.mem.runs.events(self.run_id, status="active")
         except NotFound:
             return []
         return list(convert_to_messages([message_from_event(e) for e in events]))

@@ -100,7 +100,7 @@ class GraphMemSession(SessionABC):
 
     def _events(self) -> list[Any]:
         try:
-            events: list[Any] = self.mem.events(self.session_id, status="active")
+            events: list[Any] = self.mem.runs.events(self.session_id, status="active")
         except NotFound:
             return []
         return [e for e in events if _ITEM in e.metadata]
@@ -123,7 +123,7 @@ class GraphMemSession(SessionABC):
             events.append(
                 {"event_type": _event_type(item), "content": _text(item), "metadata": meta}
             )
-        self.mem.add_events(self.session_id, events)
+        self.mem.runs.add_events(self.session_id, events)
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         events = await asyncio.to_thread(self._events)

@@ -34,7 +34,7 @@ def test_add_messages_records_a_run_in_order(mem: GraphMemory) -> None:
         "tool_result",
     ]
     assert [e.seq for e in stored] == [0, 1, 2, 3, 4]
-    run = mem.get_run("trip-1")
+    run = mem.runs.get("trip-1")
     assert (run.agent_id, run.user_id) == ("travel", "alice")
     assert stored[2].content == "Noted: trains."
     assert '"book"' in stored[3].content
@@ -54,11 +54,11 @@ def test_add_messages_without_a_run_starts_one(mem: GraphMemory) -> None:
     a = mem.add_messages([{"role": "user", "content": "hello"}], agent_id="bot", user_id="u1")
     b = mem.add_messages([{"role": "user", "content": "hello again"}], agent_id="bot")
     assert a[0].run_id and b[0].run_id and a[0].run_id != b[0].run_id
-    assert mem.get_run(a[0].run_id).user_id == "u1"
+    assert mem.runs.get(a[0].run_id).user_id == "u1"
 
 
 def test_add_events_takes_role_dicts_beside_events(mem: GraphMemory) -> None:
-    stored = mem.add_events(
+    stored = mem.runs.add_events(
         "r1",
         [
             {"role": "user", "content": "Book a table", "importance": 0.9, "tags": ["food"]},
@@ -85,11 +85,11 @@ def test_bad_messages_are_refused_and_change_nothing(mem: GraphMemory, bad: list
     mem.add_messages([{"role": "user", "content": "first"}], agent_id="a", run_id="r")
     with pytest.raises(InvalidInput):
         mem.add_messages(bad, agent_id="a", run_id="r")  # type: ignore[arg-type]
-    assert [e.content for e in mem.events("r")] == ["first"]
+    assert [e.content for e in mem.runs.events("r")] == ["first"]
 
 
 def test_a_run_of_another_agent_is_refused(mem: GraphMemory) -> None:
     mem.add_messages("mine", agent_id="a", run_id="r")
     with pytest.raises(InvalidInput, match="belongs to agent"):
         mem.add_messages("yours", agent_id="b", run_id="r")
-    assert len(mem.events("r")) == 1
+    assert len(mem.runs.events("r")) == 1

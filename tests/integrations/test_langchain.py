@@ -112,7 +112,7 @@ def test_chat_history_is_a_run(mem: GraphMemory) -> None:
     assert msgs[2].tool_calls[0]["name"] == "save"  # type: ignore[attr-defined]
     assert msgs[2].tool_calls[0]["args"] == {"diet": "veg"}  # type: ignore[attr-defined]
     assert msgs[3].tool_call_id == "t1"  # type: ignore[attr-defined]
-    run = mem.get_run("chat-1")
+    run = mem.runs.get("chat-1")
     assert (run.agent_id, run.user_id, run.event_count) == ("assistant", "alice", 6)
     # the conversation is memory: recall finds it, scoped to the user
     hits = mem.recall("vegetarian", user_id="alice", k=1)

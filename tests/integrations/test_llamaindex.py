@@ -59,9 +59,9 @@ def test_memory_block_stores_flushed_turns_and_recalls_them(mem: GraphMemory) ->
     ]
     memory.put_messages(turns)
     # the oldest turns went out of the short-term window into graphmem, as run events
-    stored = mem.events("session-1")
+    stored = mem.runs.events("session-1")
     assert stored and stored[0].content.startswith("I am vegetarian")
-    assert mem.get_run("session-1").user_id == "alice"
+    assert mem.runs.get("session-1").user_id == "alice"
     # and come back as a memory block in the system message for the latest question
     messages = memory.get()
     system = [m for m in messages if m.role.value == "system"]

@@ -66,7 +66,7 @@ def test_session_round_trips_items_as_a_run(mem: GraphMemory) -> None:
 
     def spy(batch: list[Any]) -> None:
         orig(batch)
-        events_seen[:] = [e.event_type for e in mem.events("s1")]
+        events_seen[:] = [e.event_type for e in mem.runs.events("s1")]
 
     session._add = spy  # type: ignore[method-assign]
     asyncio.run(scenario())
@@ -138,10 +138,10 @@ def test_runner_keeps_the_conversation_in_graphmem(mem: GraphMemory) -> None:
     session = GraphMemSession("chat", mem, agent_id="assistant", user_id="alice")
     result = Runner.run_sync(agent, "What does Alice drink?", session=session)
     assert result.final_output == "Alice drinks green tea"
-    types = [e.event_type for e in mem.events("chat")]
+    types = [e.event_type for e in mem.runs.events("chat")]
     assert types == ["user_message", "tool_call", "tool_result", "agent_response"]
     # a second turn starts from the stored history
     Runner.run_sync(agent, "And in the evening?", session=session)
     second_input = model.inputs[2]
     assert second_input[0] == {"content": "What does Alice drink?", "role": "user"}
-    assert mem.get_run("chat").user_id == "alice"
+    assert mem.runs.get("chat").user_id == "alice"
