@@ -218,11 +218,11 @@ class GraphMemStore(BaseStore):
         value = dict(op.value)
         index = op.index if op.index is not None else None
         content = _text_of(value, index if index is not False else None)
-        now = self.mem.now().isoformat()
         meta = {
             _KEY: op.key,
             _VALUE: json.dumps(value, ensure_ascii=False, default=str),
-            _CREATED: old.metadata.get(_CREATED, now) if old is not None else now,
+            # a new item's creation time is its memory's; a new version keeps the first one
+            _CREATED: (old.metadata.get(_CREATED) or old.created_at.isoformat()) if old else None,
         }
         tags = [_STORE_TAG] + [_prefix_tag(namespace[:i]) for i in range(1, len(namespace) + 1)]
         if old is None:
