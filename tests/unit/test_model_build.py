@@ -128,6 +128,7 @@ def test_cache_key_is_the_content_and_stale_copies_go(
     (stale / "model.onnx").write_bytes(b"old")
     keep = cache / "onnx" / "model-notes"  # not ours: not a digest
     keep.mkdir()
+
     # the build itself is tested above; here it is the file built once for this module
     def copy_built(src: Path, layout: object, to: Path) -> None:
         to.parent.mkdir(parents=True, exist_ok=True)
