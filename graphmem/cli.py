@@ -77,16 +77,62 @@ LimitOpt = Annotated[int, typer.Option("--limit", min=1, help="At most this many
 _ROOT: dict[str, Any] = {}
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"graphmem {version('graphmem')}")
+        except PackageNotFoundError:  # run from a source tree that is not installed
+            typer.echo("graphmem (not installed)")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     config: Annotated[
         Path | None,
-        typer.Option("--config", help="TOML settings file (default: $GRAPHMEM_CONFIG)."),
+        typer.Option(
+            "--config",
+            help="TOML settings file (default: $GRAPHMEM_CONFIG); before or after the command.",
+        ),
     ] = None,
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version."
+        ),
+    ] = False,
 ) -> None:
     """graphmem: a graph-database knowledge memory for AI agents."""
     _ROOT.clear()
     _ROOT["config"] = config
+
+
+def _config_first(argv: list[str]) -> list[str]:
+    """``--config PATH`` (or ``--config=PATH``) anywhere on the line, moved before the
+    command, where the root option is parsed; nothing after a ``--`` is touched."""
+    head, sep, tail = (argv, [], []) if "--" not in argv else _split_at(argv, "--")
+    moved: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(head):
+        arg = head[i]
+        if arg == "--config" and i + 1 < len(head):
+            moved += head[i : i + 2]
+            i += 2
+            continue
+        if arg.startswith("--config="):
+            moved.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    return moved + rest + sep + tail
+
+
+def _split_at(argv: list[str], marker: str) -> tuple[list[str], list[str], list[str]]:
+    i = argv.index(marker)
+    return argv[:i], [marker], argv[i + 1 :]
 
 
 def _settings(**overrides: Any) -> Settings:
@@ -117,10 +163,11 @@ def _open(
 
 
 def _jsonable(value: Any) -> Any:
+    """JSON-ready data; embeddings are left out at every depth (384 floats per memory)."""
     if hasattr(value, "model_dump"):
         return _jsonable(value.model_dump(mode="json", exclude={"embedding"}))
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): _jsonable(v) for k, v in value.items() if k != "embedding"}
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
     if isinstance(value, datetime):
@@ -1148,7 +1195,7 @@ _quiet_flags(app)
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    app(args=_config_first(sys.argv[1:]), prog_name="graphmem")
 
 
 if __name__ == "__main__":
