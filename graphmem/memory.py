@@ -722,6 +722,14 @@ class GraphMemory(MemoryAPI):
             touch=touch,
             results=results,
         )
+        if not window.memories and window.dropped:
+            # an empty block would look like "nothing relevant": say it was the budget
+            log.warning(
+                "context: max_tokens=%d fits none of the %d memories that matched; the "
+                "block's fixed text alone takes about 100 tokens, raise max_tokens",
+                max_tokens,
+                window.dropped,
+            )
         return window.text
 
     def _retriever(self) -> Retriever:
