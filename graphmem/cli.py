@@ -145,9 +145,17 @@ def _settings(**overrides: Any) -> Settings:
 
 @contextmanager
 def _open(
-    db: str | None = None, embedder: str | None = None, llm: str | None = None
+    db: str | None = None,
+    embedder: str | None = None,
+    llm: str | None = None,
+    knowledge: bool | None = None,
 ) -> Iterator[GraphMemory]:
-    settings = _settings(url=db, embedder=embedder, llm=llm)
+    settings = _settings(
+        url=db,
+        embedder=embedder,
+        llm=llm,
+        knowledge=None if knowledge is None else {"enabled": knowledge},
+    )
     try:
         mem = settings.open_memory()
     except GraphMemError as e:
@@ -250,7 +258,7 @@ def demo(db: DbOpt = None, embedder: EmbedOpt = None) -> None:
     """Ingest a short multi-session conversation, recall from it, show a fact's history."""
     from graphmem.demo import run_demo
 
-    with _open(db, embedder) as mem:
+    with _open(db, embedder, knowledge=True) as mem:  # the demo shows its entities too
         run_demo(mem)
 
 

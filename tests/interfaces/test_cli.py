@@ -333,8 +333,11 @@ def test_mcp_starts_on_the_embedded_default(tmp_path: Path) -> None:
 
 
 def test_entities_and_about(db: str) -> None:
+    on = {"GRAPHMEM_KNOWLEDGE__ENABLED": "true"}  # the knowledge layer is opt-in
+    run("remember", "Jon came by", "--db", db)  # written with the layer off: no entity
+    assert "Jon" not in run("entities", "--db", db).stdout
     for text in ("Yesterday I walked with Jon around Lisbon", "We met Jon at the market"):
-        run("remember", text, "--db", db)
+        run("remember", text, "--db", db, env=on)
     out = run("entities", "--db", db).stdout
     assert "Jon" in out and "Lisbon" in out
     assert run("about", "jon", "--db", db).stdout.splitlines()[0] == "Jon (person), 2 memories"
