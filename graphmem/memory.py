@@ -348,6 +348,32 @@ class GraphMemory(MemoryAPI):
         log.debug("remembered %d memories", len(memories))
         return memories
 
+    def add_messages(
+        self,
+        messages: str | Sequence[Mapping[str, Any]],
+        *,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        run_id: str | None = None,
+        namespace: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> builtins.list[Memory]:
+        """Store OpenAI-format chat ``messages`` (``{"role", "content"}``; a string is one
+        user message) as the next events of run ``run_id``, started when new (a new run when
+        ``run_id`` is None). The Mem0 ``add(messages, user_id=, agent_id=, run_id=)`` shape;
+        see :func:`graphmem.messages.add_messages`."""
+        from graphmem.messages import add_messages
+
+        return add_messages(
+            self,
+            messages,
+            agent_id=agent_id,
+            user_id=user_id,
+            run_id=run_id,
+            namespace=namespace,
+            metadata=metadata,
+        )
+
     @overload
     def get(
         self, memory_id: str, *, scope: Scope | str | None = None, current: bool = False
@@ -707,6 +733,14 @@ class GraphMemory(MemoryAPI):
             touch=touch,
             results=results,
         )
+        if not window.memories and window.dropped:
+            # an empty block would look like "nothing relevant": say it was the budget
+            log.warning(
+                "context: max_tokens=%d fits none of the %d memories that matched; the "
+                "block's fixed text alone takes about 100 tokens, raise max_tokens",
+                max_tokens,
+                window.dropped,
+            )
         return window.text
 
     def _retriever(
