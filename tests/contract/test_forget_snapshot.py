@@ -77,9 +77,7 @@ def test_an_update_committed_while_a_forget_plans_never_survives_it(
 
 
 @pytest.mark.parametrize("window", [1, 2, 3])
-def test_a_merge_committed_while_a_forget_plans_never_survives_it(
-    pair: Pair, window: int
-) -> None:
+def test_a_merge_committed_while_a_forget_plans_never_survives_it(pair: Pair, window: int) -> None:
     a, b = pair
     m = a.remember("the vault password is hunter2")
     other = a.remember("the vault code is 1234")
