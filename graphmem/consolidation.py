@@ -61,6 +61,7 @@ from graphmem.models import (
     validated,
 )
 from graphmem.reconcile import contradicts
+from graphmem.scoping import common_scope, group_by_scope, in_scope, scope_of
 from graphmem.writes import Replacement, Writes
 
 __all__ = [
@@ -410,8 +411,8 @@ def _merged_fields(sources: Sequence[Memory]) -> dict[str, Any]:
         "expires_at": None if any(e is None for e in expiries) else max(expiries),  # type: ignore[type-var]
         "run_id": run_ids.pop() if len(run_ids) == 1 else None,
         "event_type": events.pop() if len(events) == 1 else None,
-        "agent_id": chrono[0].agent_id,
-        "namespace": chrono[0].namespace,
+        # the one scope rule: what is made from memories is of their (single) scope
+        **common_scope(chrono).fields(),
     }
 
 
@@ -454,15 +455,21 @@ def consolidate(
         progress("scanned", len(memories), len(memories))
     scopes: dict[tuple[Any, ...], list[Memory]] = defaultdict(list)
     for m in memories:
-        scopes[tuple(getattr(m, f) for f in cfg.scope)].append(m)
+        # never across scopes (agent, namespace, visibility, user): cfg.scope only narrows
+        scopes[(*tuple(getattr(m, f) for f in cfg.scope), scope_of(m))].append(m)
     plans: list[MergeGroup] = []
     npairs = 0
     for key, members in sorted(scopes.items(), key=lambda kv: str(kv[0])):
         groups, count = _plan_scope(members, cfg)
         npairs += count
+        whose = key[-1]
         scope = {
-            f: (v.value if hasattr(v, "value") else v) for f, v in zip(cfg.scope, key, strict=True)
+            f: (v.value if hasattr(v, "value") else v)
+            for f, v in zip(cfg.scope, key[:-1], strict=True)
         }
+        scope.update(
+            visibility=whose.visibility.value, user_id=whose.user_id, audience=whose.audience
+        )
         for idxs, pairs in groups:
             sources = [members[i] for i in idxs]
             fields = _merged_fields(sources)
@@ -627,6 +634,7 @@ def _apply_merges(
                 },
             },
         )
+        memory = in_scope(memory, common_scope(srcs))
         out[k] = plan.model_copy(
             update={"merged_id": memory.id, "content": content, "content_source": source}
         )
@@ -732,6 +740,7 @@ def summarize_into_memory(
     """
     if not sources:
         raise InvalidInput("nothing to summarise")
+    common_scope(sources)  # one scope, checked before any LLM call
     now = now or utcnow()
     failures: list[str] = []
     ordered = sorted(sources, key=lambda m: (m.valid_from or m.created_at, m.created_at, m.id))
@@ -759,8 +768,6 @@ def summarize_into_memory(
             "tier": tier,
             "importance": fields["importance"],
             "tags": fields["tags"],
-            "agent_id": fields["agent_id"],
-            "namespace": fields["namespace"],
             "run_id": run_id if run_id is not None else fields["run_id"],
             "valid_from": fields["valid_from"],
             "created_at": now,
@@ -772,6 +779,7 @@ def summarize_into_memory(
             },
         },
     )
+    memory = in_scope(memory, common_scope(sources))
     if dry_run:
         return memory
     [memory] = writes.derive([memory], {memory.id: [s.id for s in sources]}, pass_name=pass_name)
@@ -867,7 +875,10 @@ def improve_memories(
     found_rewrites: list[Any] = []
     contradictions: list[Any] = []
     failures = 0
-    batches = token_batches(active, token_budget) if active else []
+    # one scope per call: the LLM never sees, so never combines, two scopes' memories
+    batches = [
+        b for group in group_by_scope(active).values() for b in token_batches(group, token_budget)
+    ]
     for batch in batches:
         try:
             part = llm.improve(batch)
@@ -881,10 +892,17 @@ def improve_memories(
             part = OfflineLLM().improve(batch)
         found_rewrites.extend(part.rewrites)
         contradictions.extend(part.contradictions)
+    by_id = {m.id: m for m in active}
+    contradictions = [
+        c
+        for c in contradictions
+        if c.keep_id in by_id
+        and all(i in by_id for i in c.superseded_ids)
+        and len({scope_of(by_id[i]) for i in (c.keep_id, *c.superseded_ids)}) == 1
+    ]
     imp = Improvement(
         rewrites=tuple(found_rewrites) if rewrites else (), contradictions=tuple(contradictions)
     )
-    by_id = {m.id: m for m in active}
     created: dict[str, Memory] = {}
     groups: list[Replacement] = []
     retired: dict[str, None] = {}
@@ -952,11 +970,19 @@ def store_facts(
     memory of the same agent and namespace (same content hash) is not stored again."""
     now = now or utcnow()
     backend = writes.backend
+    whose = None
     if source_ids:
-        found = {n.id for n in backend.get(NodeLabel.MEMORY, list(source_ids))}
+        found = {
+            n.id: n
+            for n in backend.get(NodeLabel.MEMORY, list(source_ids))
+            if isinstance(n, Memory)
+        }
         missing = [i for i in source_ids if i not in found]
         if missing:
             raise NotFound(f"no memory {missing[0]!r}")
+        # facts of a turn are of the turn's scope (one scope: InvalidInput otherwise)
+        whose = common_scope(list(found.values()))
+        agent_id, namespace = whose.agent_id, whose.namespace
     try:
         facts = llm.extract_facts(turn, speaker=speaker)
     except LLMError as e:
@@ -965,8 +991,25 @@ def store_facts(
     created: list[Memory] = []
     skipped = 0
     for f in facts:
+        fact = validated(
+            Memory,
+            {
+                "content": f.content,
+                "category": f.category,
+                "tier": Tier.LONG_TERM,
+                "importance": f.importance,
+                "tags": f.tags,
+                "agent_id": agent_id,
+                "namespace": namespace,
+                "run_id": run_id,
+                "created_at": now,
+                "metadata": {"pass": "extract_facts", "speaker": speaker},
+            },
+        )
+        if whose is not None:
+            fact = in_scope(fact, whose)
         h = content_hash(f.content)
-        existing = backend.count(
+        same = backend.match(
             validated(
                 Filter,
                 {
@@ -977,28 +1020,13 @@ def store_facts(
                         "content_hash": h,
                     }
                 },
-            )
+            ),
+            limit=50,
         )
-        if existing:
+        if any(isinstance(m, Memory) and scope_of(m) == scope_of(fact) for m in same):
             skipped += 1
             continue
-        created.append(
-            validated(
-                Memory,
-                {
-                    "content": f.content,
-                    "category": f.category,
-                    "tier": Tier.LONG_TERM,
-                    "importance": f.importance,
-                    "tags": f.tags,
-                    "agent_id": agent_id,
-                    "namespace": namespace,
-                    "run_id": run_id,
-                    "created_at": now,
-                    "metadata": {"pass": "extract_facts", "speaker": speaker},
-                },
-            )
-        )
+        created.append(fact)
     report = FactsReport(
         dry_run=dry_run, facts=tuple(facts), created=tuple(created), skipped_existing=skipped
     )

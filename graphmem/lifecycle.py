@@ -64,6 +64,7 @@ from graphmem.models import (
     utcnow,
     validated,
 )
+from graphmem.scoping import group_by_scope
 from graphmem.writes import Writes
 
 __all__ = [
@@ -698,22 +699,27 @@ class Lifecycle:
                     expect=[Expect(m.ref, props={"status": Status.ACTIVE}) for m in promoted],
                 )
             if summarize:
-                summary = summarize_into_memory(
-                    self.writes,
-                    self._pass_llm,
-                    members,
-                    purpose="run",
-                    pass_name="run_summary",
-                    run_id=run_id,
-                    now=now,
-                    token_budget=cfg.llm_token_budget,
-                )
-                plan.add(
-                    "summarize",
-                    "create",
-                    summary.id,
-                    f"summary of {len(members)} short-term memories of the run",
-                )
+                # one summary per scope: a run's summary never carries one agent's (or
+                # user's) memories into another's
+                for part in group_by_scope(members).values():
+                    if len(part) < cfg.min_summary_sources and len(part) < len(members):
+                        continue
+                    summary = summarize_into_memory(
+                        self.writes,
+                        self._pass_llm,
+                        part,
+                        purpose="run",
+                        pass_name="run_summary",
+                        run_id=run_id,
+                        now=now,
+                        token_budget=cfg.llm_token_budget,
+                    )
+                    plan.add(
+                        "summarize",
+                        "create",
+                        summary.id,
+                        f"summary of {len(part)} short-term memories of the run",
+                    )
             with self._lock:
                 self._pads.pop(run_id, None)
                 self._writes.pop(run_id, None)

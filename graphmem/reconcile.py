@@ -41,6 +41,7 @@ from graphmem.errors import Conflict, LLMError
 from graphmem.knowledge.extract import normalise
 from graphmem.llm import LLM, Claim, claim_of, tokens
 from graphmem.models import Category, Filter, Memory, NodeLabel, TextQuery, validated
+from graphmem.scoping import scope_of
 from graphmem.writes import Writes
 
 __all__ = ["ReconcileAction", "ReconcileConfig", "ReconcileResult", "contradicts", "reconcile"]
@@ -102,10 +103,7 @@ def _same_scope(a: Memory, b: Memory) -> bool:
     return (
         a.category is not Category.EPISODIC
         and b.category is not Category.EPISODIC
-        and a.agent_id == b.agent_id
-        and a.namespace == b.namespace
-        and a.visibility is b.visibility
-        and a.metadata.get("user_id") == b.metadata.get("user_id")
+        and scope_of(a) == scope_of(b)
     )
 
 

@@ -32,7 +32,7 @@ from typing import Any, Literal
 import numpy as np
 
 from graphmem.backends.base import Expect, GraphBackend, WriteBatch
-from graphmem.errors import Conflict, InvalidInput, NotFound
+from graphmem.errors import AccessDenied, Conflict, InvalidInput, NotFound
 from graphmem.models import (
     Edge,
     EdgeType,
@@ -46,6 +46,7 @@ from graphmem.models import (
     utcnow,
     validated,
 )
+from graphmem.scoping import may_join_run, scope_of
 
 __all__ = ["Committed", "ForgetPlan", "Replacement", "Writes", "retire_time"]
 
@@ -170,12 +171,44 @@ class Writes:
             out[i] = out[i].evolve(embedding=vec.tolist())
         return out
 
-    def authorise(self, memories: Sequence[Memory]) -> None:
+    def authorise(
+        self,
+        memories: Sequence[Memory],
+        *,
+        combines: Sequence[tuple[Memory, Sequence[Memory]]] = (),
+    ) -> None:
         """AccessDenied unless the write is allowed: a shared memory only by a member of
-        its namespace. (An API that acts for an agent checks that agent before it calls
-        the write path; see graphmem.server.http.Principal.)"""
+        its namespace. ``combines`` are (new, sources) pairs — a new version, a merge, a
+        summary or a fact made from existing memories, or a memory that supersedes others —
+        and each new memory must be of its sources' scope (:func:`graphmem.scoping.scope_of`),
+        so no path can carry a memory into another agent's, namespace's or user's scope.
+        (An API that acts for an agent checks that agent before it calls the write path;
+        see graphmem.server.http.Principal.)"""
+        for new, sources in combines:
+            want = scope_of(new)
+            for src in sources:
+                have = scope_of(src)
+                if have != want:
+                    raise InvalidInput(
+                        f"memory {new.id} ({want.describe()}) cannot be made from memory "
+                        f"{src.id} ({have.describe()}): memories of different scopes are "
+                        "never combined"
+                    )
         if self.check_shared is not None:
             self.check_shared(memories)
+
+    def _is_member(self, agent_id: str, namespace: str) -> bool:
+        found = self.backend.get(NodeLabel.NAMESPACE, [namespace])
+        return bool(found) and agent_id in getattr(found[0], "members", ())
+
+    def check_run(self, run: Run, memories: Sequence[Memory]) -> None:
+        """AccessDenied unless every memory may be added to ``run`` (its agent, or a member
+        of the run's shared namespace)."""
+        for m in memories:
+            if not may_join_run(m, run, self._is_member):
+                raise AccessDenied(
+                    f"agent {m.agent_id!r} may not add to run {run.id!r} of agent {run.agent_id!r}"
+                )
 
     def now(self) -> datetime:
         return self._clock()
@@ -289,7 +322,9 @@ class Writes:
         alive = {m.id for m in self.backend.get(NodeLabel.MEMORY, lasts)} if lasts else set()
         for run_id, idxs in groups.items():
             run = stored.get(run_id)
+            joining = [memories[i] for i in idxs]
             if run is not None:
+                self.check_run(run, joining)
                 expect.append(
                     Expect(
                         run.ref,
@@ -304,6 +339,7 @@ class Writes:
                     namespace=first.namespace,
                     started_at=first.created_at,
                 )
+                self.check_run(run, joining)
                 expect.append(Expect(run.ref, exists=False))
             prev = run.last_event_id
             if prev is not None and prev not in alive:
@@ -340,12 +376,15 @@ class Writes:
         reason: str,
         pass_name: str | None = None,
         create_new: bool = True,
+        rescope: bool = False,
     ) -> Memory:
         """``new`` replaces ``olds``: each old version becomes superseded (the one rule of
         :func:`retire_time`), with SUPERSEDES (and DERIVED_FROM when ``pass_name``) edges.
         Every old must still be active when the transaction runs (Conflict otherwise)."""
         created = self.replace(
-            [Replacement(tuple(olds), new, reason, pass_name)], create=[new] if create_new else []
+            [Replacement(tuple(olds), new, reason, pass_name)],
+            create=[new] if create_new else [],
+            rescope=rescope,
         )
         return created[0] if created else new
 
@@ -354,10 +393,13 @@ class Writes:
         groups: Sequence[Replacement],
         *,
         create: Sequence[Memory] = (),
+        rescope: bool = False,
     ) -> list[Memory]:
         """Several supersessions in one transaction. ``create`` are the new memories
         (written, with vectors); every other replacing memory must exist and be active.
-        Returns the created memories (as written)."""
+        Each new memory must be of the scope of what it replaces (InvalidInput otherwise)
+        unless ``rescope`` (an update that moves a memory on the caller's say, authorised
+        for its new scope). Returns the created memories (as written)."""
         now = self._clock()
         made = {m.id for m in create}
         retired: dict[str, Memory] = {}
@@ -388,7 +430,10 @@ class Writes:
                     )
         if set(keepers) & set(retired):
             raise InvalidInput("a memory cannot both replace and be replaced in one write")
-        self.authorise([*create, *retired.values()])
+        self.authorise(
+            [*create, *retired.values()],
+            combines=() if rescope else [(g.new, g.olds) for g in groups],
+        )
         created = self.embed(create)
         expect.extend(Expect(m.ref, exists=False) for m in created)
         expect.extend(Expect(m.ref, props={"status": Status.ACTIVE}) for m in keepers.values())
@@ -414,6 +459,15 @@ class Writes:
         fields = dict(changes)
         if content is not None:
             fields["content"] = content
+        if "metadata" in fields:
+            # the end user a memory belongs to is part of its scope: new metadata keeps it
+            meta = dict(fields["metadata"] or {})
+            user = old.metadata.get("user_id")
+            if meta.get("user_id", user) != user:
+                raise InvalidInput("the user_id of a memory cannot be changed by an update")
+            if user is not None:
+                meta["user_id"] = user
+            fields["metadata"] = meta
         valid_from = fields.pop("valid_from", None) or now
         try:
             new = old.evolve(
@@ -431,8 +485,11 @@ class Writes:
             raise InvalidInput(str(e)) from e
         if new.valid_from < (old.valid_from or old.created_at):  # type: ignore[operator]
             raise InvalidInput("a new version cannot be valid before the version it replaces")
-        self.authorise([old])
-        return self.supersede([old], new, reason=reason)
+        moved = scope_of(new) != scope_of(old)
+        if moved and new.agent_id != old.agent_id:
+            raise InvalidInput("an update cannot give a memory to another agent")
+        self.authorise([old, new])
+        return self.supersede([old], new, reason=reason, rescope=moved)
 
     def derive(
         self,
@@ -458,6 +515,18 @@ class Writes:
                     )
                 )
                 needed[s] = None
+        found = {
+            n.id: n
+            for n in self.backend.get(NodeLabel.MEMORY, list(needed))
+            if isinstance(n, Memory)
+        }
+        missing = [s for s in needed if s not in found]
+        if missing:
+            raise NotFound(f"no memory {missing[0]!r}")
+        self.authorise(
+            (),
+            combines=[(m, [found[s] for s in sources.get(m.id, ())]) for m in derived],
+        )
         expect = [Expect(NodeRef(NodeLabel.MEMORY, s)) for s in needed]
         # a summary or an extracted fact of a run is about the run, not a step of it
         return self.create(derived, edges=edges, expect=expect, chain="off")
@@ -476,6 +545,11 @@ class Writes:
             )
             for s in source_ids
         ]
+        found = {n.id: n for n in self.backend.get(NodeLabel.MEMORY, ids) if isinstance(n, Memory)}
+        missing = [i for i in ids if i not in found]
+        if missing:
+            raise NotFound(f"no memory {missing[0]!r}")
+        self.authorise((), combines=[(found[derived_id], [found[s] for s in source_ids])])
         expect = [Expect(NodeRef(NodeLabel.MEMORY, i)) for i in dict.fromkeys(ids)]
         self.commit(WriteBatch(edges=edges, expect=expect))
 
