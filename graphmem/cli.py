@@ -996,12 +996,13 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port (default 8765).")] = None,
     db: DbOpt = None,
     embedder: EmbedOpt = None,
+    allow_open: AllowOpenOpt = False,
 ) -> None:
     """Run the HTTP API (OpenAPI docs at /docs)."""
     with _server_extras():
         from graphmem.server.http import serve as run_http
 
-    run_http(_settings(url=db, embedder=embedder), host=host, port=port)
+    run_http(_settings(url=db, embedder=embedder), host=host, port=port, allow_open=allow_open)
 
 
 @contextmanager
@@ -1020,6 +1021,16 @@ def _server_extras() -> Iterator[None]:
         raise typer.Exit(2) from e
 
 
+AllowOpenOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-open",
+        help="Serve a non-loopback address without API keys (anyone who reaches it may "
+        "read and write).",
+    ),
+]
+
+
 class Transport(StrEnum):
     STDIO = "stdio"
     STREAMABLE_HTTP = "streamable-http"
@@ -1033,9 +1044,11 @@ def mcp(
     port: Annotated[int | None, typer.Option(help="Port (streamable-http, default 8766).")] = None,
     db: DbOpt = None,
     embedder: EmbedOpt = None,
+    allow_open: AllowOpenOpt = False,
 ) -> None:
     """Run the MCP server (stdio by default) with tools remember, recall, forget, reflect,
-    context and history."""
+    context and history. Over streamable-http it asks for the HTTP API's keys when any are
+    configured, and each call acts as its key's agent."""
     with _server_extras():
         from graphmem.server.mcp import run_mcp
 
@@ -1045,6 +1058,7 @@ def mcp(
         host=host,
         port=port,
         agent_id=agent,
+        allow_open=allow_open,
     )
 
 

@@ -55,6 +55,7 @@ from graphmem.lifecycle import MaintenanceReport
 from graphmem.llm import Reflection
 from graphmem.memory import ForgetReport, GraphMemory
 from graphmem.models import Entity, EntityType, Memory, OrgFact, OrgOperation, RecallResult, Run
+from graphmem.server.auth import check_bind
 from graphmem.server.schemas import (
     ContextRequest,
     ContextResponse,
@@ -862,14 +863,17 @@ def serve(
     host: str | None = None,
     port: int | None = None,
     log_level: str = "info",
+    allow_open: bool = False,
 ) -> None:
-    """Run the HTTP API with uvicorn until interrupted (``graphmem serve``)."""
+    """Run the HTTP API with uvicorn until interrupted (``graphmem serve``). Without API
+    keys it refuses a non-loopback ``host`` unless ``allow_open``."""
     import copy
 
     import uvicorn
     from uvicorn.config import LOGGING_CONFIG
 
     cfg = settings or Settings()
+    check_bind(host or cfg.server.host, cfg.server.api_keys, allow_open=allow_open, what="HTTP API")
     # graphmem's own records (what scheduled maintenance did or, dry, would do) go to the
     # server's log next to uvicorn's
     log_config = copy.deepcopy(LOGGING_CONFIG)
