@@ -373,8 +373,21 @@ class GraphMemory:
             result = ReconcileResult(action="created", memory=self.remember_many([data])[0])
         else:
             [memory] = self._validate_many([data])
+            said = {
+                "tags": bool(tags),
+                "metadata": bool(data.get("metadata")),
+                "importance": importance is not None,
+                "confidence": confidence != 1.0,
+                "expires_at": expires_at is not None,
+                "valid_from": valid_from is not None,
+            }
             result = reconcile_write(
-                self.writes, memory, config=cfg, llm=self.llm, now=self._clock()
+                self.writes,
+                memory,
+                config=cfg,
+                llm=self.llm,
+                now=self._clock(),
+                given=frozenset(f for f, yes in said.items() if yes),
             )
         self._local.reconcile = result
         return result.memory

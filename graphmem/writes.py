@@ -485,11 +485,38 @@ class Writes:
             raise InvalidInput(str(e)) from e
         if new.valid_from < (old.valid_from or old.created_at):  # type: ignore[operator]
             raise InvalidInput("a new version cannot be valid before the version it replaces")
+        if new.content_hash != old.content_hash:
+            self._refuse_duplicate(new, old)
         moved = scope_of(new) != scope_of(old)
         if moved and new.agent_id != old.agent_id:
             raise InvalidInput("an update cannot give a memory to another agent")
         self.authorise([old, new])
         return self.supersede([old], new, reason=reason, rescope=moved)
+
+    def _refuse_duplicate(self, new: Memory, old: Memory) -> None:
+        """Conflict when another active memory of ``new``'s scope already says exactly
+        what ``new`` says (an update never makes two identical active memories)."""
+        same = self.backend.match(
+            validated(
+                Filter,
+                {
+                    "equals": {
+                        "agent_id": new.agent_id,
+                        "namespace": new.namespace,
+                        "status": "active",
+                        "content_hash": new.content_hash,
+                    }
+                },
+            ),
+            limit=20,
+        )
+        want = scope_of(new)
+        for m in same:
+            if isinstance(m, Memory) and m.id != old.id and scope_of(m) == want:
+                raise Conflict(
+                    f"memory {m.id} already says this in the same scope; update or forget "
+                    "that one instead"
+                )
 
     def derive(
         self,

@@ -129,7 +129,7 @@ def create_mcp_server(
     ) -> dict[str, Any]:
         who, where = acting(ctx)
         with _tool_errors():
-            m = mem.remember(
+            result = mem.reconcile(
                 content,
                 agent_id=who,
                 namespace=where,
@@ -137,7 +137,12 @@ def create_mcp_server(
                 importance=importance,
                 category=category,
             )
-        return _view(m)
+        return {
+            **_view(result.memory),
+            "outcome": result.action,
+            "duplicate_of": result.related_ids[0] if result.action == "duplicate" else None,
+            "related_ids": list(result.related_ids),
+        }
 
     @server.tool(description="Recall the memories most relevant to a query, best first.")
     def recall(
