@@ -182,10 +182,7 @@ class Graphmem(System):
         self.mem = GraphMemory.open(
             str(folder / "graphmem.db"), embedder=OnnxEmbedder(threads=threads)
         )
-        vectors = getattr(self.mem, "vectors", None)
-        self._wait: Callable[[], Any] = (
-            vectors.wait if vectors is not None else self.mem.wait_for_vectors
-        )
+        self._wait: Callable[[], Any] = self.mem.vectors.wait
 
     def _row(self, item: Item, scope: str = SCOPE) -> dict[str, Any]:
         return {

@@ -264,7 +264,7 @@ def bench_recall(url: str, n: int, *, queries: int = 200, **open_options: Any) -
     t = time.perf_counter()
     for i in range(0, n, 2000):
         mem.remember_many(data[i : i + 2000])
-    mem.wait_for_vectors()  # background vectors: ingest ends when every vector is stored
+    mem.vectors.wait()  # background vectors: ingest ends when every vector is stored
     out["ingest_per_s"] = n / (time.perf_counter() - t)
     del data
     rng = random.Random(2)

@@ -491,7 +491,8 @@ class Writes:
         if moved and new.agent_id != old.agent_id:
             raise InvalidInput("an update cannot give a memory to another agent")
         self.authorise([old, new])
-        return self.supersede([old], new, reason=reason, rescope=moved)
+        [made] = self.replace([Replacement((old,), new, reason)], create=[new], rescope=moved)
+        return made
 
     def _refuse_duplicate(self, new: Memory, old: Memory) -> None:
         """Conflict when another active memory of ``new``'s scope already says exactly

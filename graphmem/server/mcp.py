@@ -129,7 +129,7 @@ def create_mcp_server(
     ) -> dict[str, Any]:
         who, where = acting(ctx)
         with _tool_errors():
-            result = mem.reconcile(
+            result = mem.writes.reconcile(
                 content,
                 agent_id=who,
                 namespace=where,
@@ -194,7 +194,7 @@ def create_mcp_server(
     ) -> list[dict[str, Any]]:
         who = acting(ctx)[0]
         with _tool_errors():
-            found = mem.entities(limit=limit, scope=who)
+            found = mem.knowledge.entities(limit=limit, scope=who)
         return [
             {
                 "name": e.name,
@@ -215,7 +215,7 @@ def create_mcp_server(
     ) -> dict[str, Any]:
         who = acting(ctx)[0]
         with _tool_errors():
-            found = mem.about(name, limit=limit, scope=who)
+            found = mem.knowledge.about(name, limit=limit, scope=who)
         return {
             "entity": {"name": found.entity.name, "type": found.entity.type.value},
             "memories": [_view(m) for m in found.memories],
@@ -228,7 +228,7 @@ def create_mcp_server(
     ) -> dict[str, Any]:
         who = acting(ctx)[0]
         with _tool_errors():
-            answer = mem.reflect(question, k=k, scope=who)
+            answer = mem.lifecycle.reflect(question, k=k, scope=who)
         return answer.model_dump(mode="json")
 
     return server

@@ -18,9 +18,9 @@ def test_an_exact_duplicate_keeps_the_requests_fields(mem: GraphMemory) -> None:
     first = mem.remember(
         "Alice prefers green tea", tags=["prefs"], metadata={"source": "chat"}, importance=0.4
     )
-    past = mem.now() - timedelta(days=1)
+    past = mem.writes.now() - timedelta(days=1)
     earlier = first.created_at - timedelta(days=30)
-    result = mem.reconcile(
+    result = mem.writes.reconcile(
         "Alice prefers green tea",
         tags=["drinks"],
         metadata={"source": "form", "lang": "en"},
@@ -41,7 +41,7 @@ def test_an_exact_duplicate_keeps_the_requests_fields(mem: GraphMemory) -> None:
 
 def test_a_duplicate_that_says_nothing_new_changes_nothing(mem: GraphMemory) -> None:
     first = mem.remember("Alice prefers green tea", tags=["prefs"], importance=0.8)
-    result = mem.reconcile("Alice prefers green tea", importance=0.2)
+    result = mem.writes.reconcile("Alice prefers green tea", importance=0.2)
     assert result.action == "duplicate"
     kept = mem.get(first.id)
     assert kept.tags == ("prefs",) and kept.importance == pytest.approx(0.8)

@@ -24,7 +24,7 @@ def test_consolidation_never_merges_private_with_org_or_two_users(mem: GraphMemo
     b = mem.remember(FACT + ".", agent_id="alice", visibility="org")
     u1 = mem.remember(FACT + "!", agent_id="alice", user_id="u1")
     u2 = mem.remember(FACT + "!!", agent_id="alice", user_id="u2")
-    report = mem.consolidate()
+    report = mem.lifecycle.consolidate()
     for g in report.groups:
         assert len({scope_of(mem.get(i)) for i in g.source_ids}) == 1, g
     for m in (a, b, u1, u2):
@@ -32,11 +32,11 @@ def test_consolidation_never_merges_private_with_org_or_two_users(mem: GraphMemo
 
 
 def test_consolidating_shared_memories_keeps_them_shared(mem: GraphMemory) -> None:
-    mem.share_namespace("team", owner="alice", members=["bob"])
+    mem.namespaces.create("team", owner="alice", members=["bob"])
     first = mem.remember(FACT, agent_id="alice", namespace="team", visibility="shared")
     mem.remember(FACT + ".", agent_id="alice", namespace="team", visibility="shared")
     assert first.id in _recall_ids(mem, "bob", "deploy key staging")
-    report = mem.consolidate()
+    report = mem.lifecycle.consolidate()
     assert report.merged_ids, "the two near-duplicates are merged"
     merged = mem.get(report.merged_ids[0])
     assert merged.visibility.value == "shared" and merged.namespace == "team"
@@ -46,7 +46,7 @@ def test_consolidating_shared_memories_keeps_them_shared(mem: GraphMemory) -> No
 def test_consolidated_user_memories_keep_their_user(mem: GraphMemory) -> None:
     mem.remember(FACT, agent_id="alice", user_id="u1")
     mem.remember(FACT + ".", agent_id="alice", user_id="u1")
-    report = mem.consolidate()
+    report = mem.lifecycle.consolidate()
     [merged_id] = report.merged_ids
     assert mem.get(merged_id).metadata.get("user_id") == "u1"
 
@@ -56,12 +56,12 @@ def test_a_summary_of_two_scopes_is_refused_and_writes_nothing(mem: GraphMemory)
     b = mem.remember("bob's private note about the launch", agent_id="bob")
     before = mem.count(status=None)
     with pytest.raises(InvalidInput):
-        mem.summarize([a.id, b.id])
+        mem.lifecycle.summarize([a.id, b.id])
     assert mem.count(status=None) == before
 
 
 def test_a_summary_of_shared_memories_is_shared(mem: GraphMemory) -> None:
-    mem.share_namespace("team", owner="alice", members=["bob"])
+    mem.namespaces.create("team", owner="alice", members=["bob"])
     ms = [
         mem.remember(
             f"team note {i} about the launch",
@@ -71,14 +71,14 @@ def test_a_summary_of_shared_memories_is_shared(mem: GraphMemory) -> None:
         )
         for i in range(3)
     ]
-    summary = mem.summarize([m.id for m in ms])
+    summary = mem.lifecycle.summarize([m.id for m in ms])
     assert scope_of(summary) == scope_of(ms[0])
     assert summary.id in _recall_ids(mem, "bob", "launch")
 
 
 def test_facts_extracted_from_a_users_turn_stay_with_that_user(mem: GraphMemory) -> None:
     turn = mem.remember("I live in Oslo and I work as a nurse", agent_id="alice", user_id="u1")
-    report = mem.extract_facts(
+    report = mem.lifecycle.extract_facts(
         "I live in Oslo and I work as a nurse", source_ids=[turn.id], agent_id="alice"
     )
     assert report.created
@@ -98,28 +98,28 @@ def test_a_version_cannot_be_made_from_another_scope(mem: GraphMemory) -> None:
     a = mem.remember("alice's note", agent_id="alice")
     b = mem.remember("bob's note", agent_id="bob")
     with pytest.raises(InvalidInput):
-        mem.supersede(a.id, [b.id], reason="merge")
+        mem.writes.supersede([b.id], a.id, reason="merge")
     with pytest.raises(InvalidInput):
-        mem.link(a.id, [b.id])
+        mem.writes.link(a.id, [b.id])
     assert mem.get(b.id).status.value == "active"
 
 
 def test_another_agent_cannot_add_to_a_private_run(mem: GraphMemory) -> None:
-    run = mem.start_run(agent_id="alice")
+    run = mem.runs.start(agent_id="alice")
     mem.remember("alice's step", agent_id="alice", run_id=run.id)
     with pytest.raises(AccessDenied):
         mem.remember("bob's secret", agent_id="bob", run_id=run.id)
     with pytest.raises(AccessDenied):
         mem.remember_many([{"content": "bob's other secret", "agent_id": "bob", "run_id": run.id}])
     assert [m.content for m in mem.list(run_id=run.id, status=None)] == ["alice's step"]
-    report = mem.on_run_end(run.id)
+    report = mem.lifecycle.on_run_end(run.id)
     assert report is not None
     assert not [m for m in mem.list(agent_id="alice", status=None) if "bob" in m.content]
 
 
 def test_members_of_a_runs_namespace_may_add_to_it(mem: GraphMemory) -> None:
-    mem.share_namespace("team", owner="alice", members=["bob"])
-    run = mem.start_run(agent_id="alice", namespace="team")
+    mem.namespaces.create("team", owner="alice", members=["bob"])
+    run = mem.runs.start(agent_id="alice", namespace="team")
     mem.remember("bob's step", agent_id="bob", run_id=run.id, namespace="team", visibility="shared")
     with pytest.raises(AccessDenied):
         mem.remember("carol's step", agent_id="carol", run_id=run.id)
@@ -127,8 +127,8 @@ def test_members_of_a_runs_namespace_may_add_to_it(mem: GraphMemory) -> None:
 
 
 def test_a_run_summary_is_one_per_scope(mem: GraphMemory) -> None:
-    mem.share_namespace("team", owner="alice", members=["bob"])
-    run = mem.start_run(agent_id="alice", namespace="team")
+    mem.namespaces.create("team", owner="alice", members=["bob"])
+    run = mem.runs.start(agent_id="alice", namespace="team")
     for i in range(3):
         mem.remember(f"alice private step {i}", agent_id="alice", run_id=run.id, tier="short_term")
         mem.remember(
@@ -139,10 +139,10 @@ def test_a_run_summary_is_one_per_scope(mem: GraphMemory) -> None:
             visibility="shared",
             tier="short_term",
         )
-    mem.on_run_end(run.id)
+    mem.lifecycle.on_run_end(run.id)
     summaries = [m for m in mem.list(run_id=run.id) if m.category.value == "summary"]
     assert len(summaries) == 2
     for s in summaries:
-        prov = mem.provenance(s.id)
+        prov = mem.lifecycle.provenance(s.id)
         sources = [n for n in prov.nodes if isinstance(n, Memory) and n.id != s.id]
         assert sources and all(scope_of(n) == scope_of(s) for n in sources)

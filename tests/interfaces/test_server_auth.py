@@ -154,7 +154,7 @@ def test_serve_on_every_address_without_keys_exits_with_the_reason(tmp_path: Pat
 def test_another_agents_key_cannot_add_to_a_run_over_http(
     store: GraphMemory, keyed: TestClient
 ) -> None:
-    run = store.start_run(agent_id="alice")
+    run = store.runs.start(agent_id="alice")
     store.remember("alice's step", agent_id="alice", run_id=run.id)
     before = snapshot(store)
     r = keyed.post(

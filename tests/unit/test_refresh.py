@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from graphmem import GraphMemory
-from graphmem.backends.networkx import NetworkXBackend
+from graphmem.backends.embedded import NetworkXBackend
 from graphmem.errors import Conflict, NotFound
 
 
@@ -50,15 +50,15 @@ def test_incremental_refresh_matches_a_fresh_load(tmp_path: Path) -> None:
                 except NotFound:
                     pass
             elif r < 0.85:
-                writer.add_event("r1", "user_message", f"event {step}", agent_id="a")
+                writer.runs.add_event("r1", "user_message", f"event {step}", agent_id="a")
             elif r < 0.9:
                 # a summary is of one scope: the last two of one agent
-                found = [m for i in ids for m in writer.get_many([i])]
+                found = writer.get(list(ids))
                 live = [m.id for m in found if m.agent_id == found[-1].agent_id] if found else []
                 if len(live) >= 2:
-                    writer.summarize(live[-2:])
+                    writer.lifecycle.summarize(live[-2:])
             else:
-                writer.backend.touch([i for i in ids[-3:]], writer.now())
+                writer.backend.touch([i for i in ids[-3:]], writer.writes.now())
                 writer.backend.flush()  # type: ignore[attr-defined]
             if step % 7 == 0:
                 reader.count()  # the reader catches up now and then, not after every write
@@ -87,4 +87,4 @@ def test_a_reader_sees_vectors_and_deletes_of_another_handle(tmp_path: Path) -> 
         [hit] = b.recall("green tea", touch=False)
         assert hit.memory.id == m.id
         a.forget(m.id)
-        assert b.get_many([m.id]) == [] and b.recall("green tea") == []
+        assert b.get([m.id]) == [] and b.recall("green tea") == []
