@@ -30,7 +30,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from graphmem.config import ApiKey, ServerSettings, Settings
-from graphmem.errors import AccessDenied, GraphMemError
+from graphmem.errors import GraphMemError, NotFound
 from graphmem.memory import GraphMemory
 from graphmem.models import Memory
 from graphmem.server.auth import check_bind
@@ -114,10 +114,11 @@ def create_mcp_server(
         return agent, ns
 
     def own(memory_id: str, who: str) -> Memory:
-        m = mem.get(memory_id)
-        if m.agent_id != who:
-            raise AccessDenied(f"memory {memory_id!r} belongs to another agent")
-        return m
+        # another agent's memory answers as a missing one: no existence oracle
+        found = mem.get([memory_id])
+        if not found or found[0].agent_id != who:
+            raise NotFound(f"no memory {memory_id!r}")
+        return found[0]
 
     @server.tool(description="Store a durable memory (a fact, preference, decision or event).")
     def remember(
@@ -178,9 +179,9 @@ def create_mcp_server(
     def history(ctx: Context, memory_id: MemoryId) -> list[dict[str, Any]]:
         who = acting(ctx)[0]
         with _tool_errors():
-            m = mem.get(memory_id)
-            if not mem.namespaces.can_read(who, m):
-                raise AccessDenied(f"memory {memory_id!r} is not readable by {who!r}")
+            found = mem.get([memory_id])
+            if not found or not mem.namespaces.can_read(who, found[0]):
+                raise NotFound(f"no memory {memory_id!r}")
             # versions the agent may not read (e.g. before a move between namespaces) are
             # left out
             return [_view(v) for v in mem.history(memory_id, scope=who)]
@@ -231,7 +232,18 @@ def create_mcp_server(
             answer = mem.lifecycle.reflect(question, k=k, scope=who)
         return answer.model_dump(mode="json")
 
+    _forbid_unknown_arguments(server)
     return server
+
+
+def _forbid_unknown_arguments(server: MCPServer) -> None:
+    """An argument a tool does not have is an error, never silently dropped (a misspelled
+    or invented ``agent_id`` must not write as the server's agent)."""
+    for tool in server._tool_manager.list_tools():
+        model = tool.fn_metadata.arg_model
+        model.model_config["extra"] = "forbid"
+        model.model_rebuild(force=True)
+        tool.parameters = model.model_json_schema(by_alias=True)
 
 
 class _BearerKeys:

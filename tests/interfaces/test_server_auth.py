@@ -170,3 +170,36 @@ def test_another_agents_key_cannot_add_to_a_run_over_http(
         headers=auth("alice-key-123"),
     )
     assert ok.status_code == 201, ok.text
+
+
+def _call(server: Any, tool: str, args: dict[str, Any]) -> Any:
+    async def go() -> Any:
+        async with Client(server) as client:
+            return await client.call_tool(tool, args)
+
+    return asyncio.run(go())
+
+
+def test_mcp_rejects_unknown_arguments_and_writes_nothing(nxmem: GraphMemory) -> None:
+    from graphmem.server.mcp import create_mcp_server
+
+    server = create_mcp_server(nxmem, agent_id="alice")
+    out = _call(server, "remember", {"content": "written as bob?", "agent_id": "bob"})
+    assert out.is_error and "agent_id" in "".join(getattr(c, "text", "") for c in out.content)
+    assert nxmem.count(status=None) == 0
+    assert not _call(server, "remember", {"content": "plain"}).is_error
+
+
+def test_mcp_answers_unreadable_and_missing_ids_the_same(nxmem: GraphMemory) -> None:
+    from graphmem.server.mcp import create_mcp_server
+
+    theirs = nxmem.remember("bob's private plan", agent_id="bob")
+    server = create_mcp_server(nxmem, agent_id="alice")
+
+    def text(tool: str, memory_id: str) -> str:
+        out = _call(server, tool, {"memory_id": memory_id})
+        assert out.is_error
+        return "".join(getattr(c, "text", "") for c in out.content).replace(memory_id, "<id>")
+
+    for tool in ("forget", "history"):
+        assert text(tool, theirs.id) == text(tool, "0" * 32)
