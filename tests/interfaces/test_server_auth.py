@@ -203,3 +203,27 @@ def test_mcp_answers_unreadable_and_missing_ids_the_same(nxmem: GraphMemory) -> 
 
     for tool in ("forget", "history"):
         assert text(tool, theirs.id) == text(tool, "0" * 32)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["recall", "x"],
+        ["list"],
+        ["stats"],
+        ["history", "0" * 32],
+        ["context", "x"],
+        ["runs", "list"],
+    ],
+)
+def test_read_commands_never_create_a_store(tmp_path: Path, args: list[str]) -> None:
+    from typer.testing import CliRunner
+
+    from graphmem.cli import app
+
+    db = tmp_path / "nonexistent" / "dir" / "x.db"
+    env = {"GRAPHMEM_EMBEDDER": "none", "GRAPHMEM_CONFIG": ""}
+    result = CliRunner().invoke(app, [*args, "--db", str(db)], env=env)
+    assert result.exit_code == 2, result.output
+    assert "no store at" in result.output
+    assert not (tmp_path / "nonexistent").exists()
