@@ -376,7 +376,6 @@ class Writes:
         reason: str,
         pass_name: str | None = None,
         create_new: bool = True,
-        rescope: bool = False,
     ) -> Memory:
         """``new`` replaces ``olds``: each old version becomes superseded (the one rule of
         :func:`retire_time`), with SUPERSEDES (and DERIVED_FROM when ``pass_name``) edges.
@@ -384,7 +383,6 @@ class Writes:
         created = self.replace(
             [Replacement(tuple(olds), new, reason, pass_name)],
             create=[new] if create_new else [],
-            rescope=rescope,
         )
         return created[0] if created else new
 
