@@ -575,7 +575,6 @@ class Writes:
         missing = [i for i in ids if i not in found]
         if missing:
             raise NotFound(f"no memory {missing[0]!r}")
-        self.authorise((), combines=[(found[derived_id], [found[s] for s in source_ids])])
         expect = [Expect(NodeRef(NodeLabel.MEMORY, i)) for i in dict.fromkeys(ids)]
         self.commit(WriteBatch(edges=edges, expect=expect))
 

@@ -99,8 +99,6 @@ def test_a_version_cannot_be_made_from_another_scope(mem: GraphMemory) -> None:
     b = mem.remember("bob's note", agent_id="bob")
     with pytest.raises(InvalidInput):
         mem.writes.supersede([b.id], a.id, reason="merge")
-    with pytest.raises(InvalidInput):
-        mem.writes.link(a.id, [b.id])
     assert mem.get(b.id).status.value == "active"
 
 
