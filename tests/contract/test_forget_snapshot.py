@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from graphmem.backends.base import GraphBackend
-from graphmem.backends.networkx import NetworkXBackend
+from graphmem.backends.embedded import NetworkXBackend
 from graphmem.memory import GraphMemory
 from tests.conftest import BACKENDS
 
@@ -77,9 +77,7 @@ def test_an_update_committed_while_a_forget_plans_never_survives_it(
 
 
 @pytest.mark.parametrize("window", [1, 2, 3])
-def test_a_merge_committed_while_a_forget_plans_never_survives_it(
-    pair: Pair, window: int
-) -> None:
+def test_a_merge_committed_while_a_forget_plans_never_survives_it(pair: Pair, window: int) -> None:
     a, b = pair
     m = a.remember("the vault password is hunter2")
     other = a.remember("the vault code is 1234")
