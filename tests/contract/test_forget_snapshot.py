@@ -83,7 +83,7 @@ def test_a_merge_committed_while_a_forget_plans_never_survives_it(pair: Pair, wi
     other = a.remember("the vault code is 1234")
 
     def merge() -> None:
-        olds = b.get_many([m.id, other.id])
+        olds = b.get([m.id, other.id])
         merged = olds[0].evolve(
             id="merged-1", content="the vault password is hunter2, code 1234", content_hash=""
         )
