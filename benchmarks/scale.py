@@ -406,7 +406,8 @@ def empty_server(url: str, options: dict[str, Any], wipe: bool) -> None:
     """Make sure the server store starts empty (deleting its graphmem data with ``wipe``)."""
     import neo4j
 
-    from graphmem.backends.neo4j import VECTOR_INDEX, Neo4jBackend
+    from graphmem.backends.neo4j import Neo4jBackend
+    from graphmem.backends.neo4j.queries import VECTOR_INDEX
 
     with Neo4jBackend(url, **options) as store:
         if wipe:
