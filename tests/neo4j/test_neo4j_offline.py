@@ -144,10 +144,11 @@ def test_filters_that_bypass_validation_are_still_refused() -> None:
 def test_search_compilers_put_the_filter_before_the_cut() -> None:
     flt = Filter.for_memories(agent_id="me")
     text, params = compile_text_search(flt, '"tea"', 5)
-    assert text.index("WHERE n:Memory") < text.index("LIMIT $k")
-    assert params["query"] == '"tea"' and params["k"] == 5 and params["f0"] == "me"
+    assert text.index("n:Memory AND n.agent_id = $f0") < text.index("LIMIT $text_k")
+    assert params["query"] == '"tea"' and params["text_k"] == 5 and params["f0"] == "me"
     # a common word matches thousands of memories: only the k kept are read whole
-    assert text.index("LIMIT $k") < text.index("properties(n)")
+    assert text.rindex("LIMIT $text_k") < text.index("properties(n)")
+    assert _params_used(text) == set(params)
     text, params = compile_vector_index_search(flt, [1.0, 0.0], 40, 5)
     assert "queryNodes('memory_embedding_vector', $fetch, $vector)" in text
     assert text.index("WHERE") < text.index("LIMIT $k") and params["fetch"] == 40
