@@ -117,3 +117,27 @@ def test_recall_search_uses_the_same_bounded_lexical_branch(
         lexical, vector = neo.search_both(TextQuery(text="tea milk", k=30, filter=flt), None)
         assert vector == []
         assert [(h.node.id, h.score) for h in lexical] == _unbounded(target, flt, "tea milk", 30)
+
+
+def test_datetimes_sent_as_text_are_stored_as_temporal_values(
+    target: Neo4jTarget, neo: Neo4jBackend
+) -> None:
+    """Writes send datetimes as ISO text; the server stores them as zoned datetimes, so
+    that range filters and ordering compare times, and they read back equal."""
+    at = datetime(2025, 3, 1, 10, 20, 30, 123456, tzinfo=UTC)
+    m = Memory(content="dated", created_at=at, valid_from=at, expires_at=at + timedelta(days=1))
+    neo.upsert([m])
+    records, _s, _k = target.driver.execute_query(
+        "MATCH (n:Memory {id: $id}) RETURN valueType(n.created_at) AS created, "
+        "valueType(n.expires_at) AS expires, valueType(n.valid_to) AS valid_to",
+        {"id": m.id},
+        database_=target.database,
+    )
+    assert records[0]["created"] == "ZONED DATETIME NOT NULL"
+    assert records[0]["expires"] == "ZONED DATETIME NOT NULL"
+    assert records[0]["valid_to"] == "NULL"  # left out: absent, not a text "None"
+    (back,) = neo.get(m.label, [m.id])
+    assert isinstance(back, Memory)
+    assert back.created_at == at and back.expires_at == at + timedelta(days=1)
+    newer = Filter.for_memories(since=at - timedelta(seconds=1))
+    assert [n.id for n in neo.match(newer)] == [m.id]

@@ -36,6 +36,8 @@ from graphmem.backends.neo4j.statements import (
     chunks,
     compose,
     create_variant,
+    times_as_text,
+    times_from_text,
 )
 from graphmem.backends.neo4j.values import check_value, props_from_db
 from graphmem.errors import Conflict, DimensionMismatch, GraphMemError, InvalidInput, QueryFailed
@@ -248,6 +250,7 @@ class Neo4jWrites(Neo4jSchema):
             props = {k: check_value(k, v) for k, v in node.to_props().items()}
             row: dict[str, Any] = {"id": node.id, "props": props}
             row.update(_structural_row(node.label, props, hubs))
+            times_as_text(node.label, props)
             by_label[node.label].append(row)
         for ref in latest:  # written explicitly, with their own properties
             if ref.label is NodeLabel.AGENT:
@@ -267,13 +270,12 @@ class Neo4jWrites(Neo4jSchema):
             old = [r for r in rows if NodeRef(label, r["id"]) not in create]
             for chunk in chunks(new, self._batch_rows):
                 text, params = self._bind(name, rows=list(chunk))
-                parts.append(
-                    WritePart(
-                        f"{name} (create)", create_variant(text, label), params, rows=len(chunk)
-                    )
-                )
+                text = times_from_text(create_variant(text, label), label)
+                parts.append(WritePart(f"{name} (create)", text, params, rows=len(chunk)))
             for chunk in chunks(old, self._batch_rows):
-                parts.append(WritePart(name, *self._bind(name, rows=list(chunk)), rows=len(chunk)))
+                text, params = self._bind(name, rows=list(chunk))
+                text = times_from_text(text, label)
+                parts.append(WritePart(name, text, params, rows=len(chunk)))
         return parts
 
     def _edge_parts(self, edges: Sequence[Edge]) -> list[WritePart]:
