@@ -21,8 +21,9 @@ from graphmem.backends.neo4j.queries import (
     VECTOR_INDEX,
 )
 from graphmem.backends.neo4j.schema import Neo4jSchema
+from graphmem.backends.neo4j.values import props_projection
 from graphmem.errors import DimensionMismatch, InvalidInput, QueryFailed
-from graphmem.models import EdgeType, Filter, Hit, Memory, TextQuery, VectorQuery
+from graphmem.models import EdgeType, Filter, Hit, Memory, NodeLabel, TextQuery, VectorQuery
 from graphmem.text import query_terms
 
 LEXICAL_OVERFETCH = 10
@@ -106,7 +107,7 @@ def compile_text_search(flt: Filter, query: str, k: int) -> tuple[str, dict[str,
     bounded on the server (see :func:`compile_lexical`)."""
     require_memory(flt, "text search")
     text, params = compile_lexical(flt, k)
-    return text + "\nRETURN properties(n) AS props, score", {**params, "query": query}
+    return text + f"\nRETURN {MEMORY_PROPS} AS props, score", {**params, "query": query}
 
 
 def compile_vector_index_search(
@@ -120,7 +121,7 @@ def compile_vector_index_search(
         f"YIELD node AS n{where_clause(clauses)}\n"
         "WITH n, vector.similarity.cosine(n.embedding, $vector) AS score\n"
         "ORDER BY score DESC, n.id\nLIMIT $k\n"
-        f"RETURN properties(n) AS props, score, {COSINE_PROBE}"
+        f"RETURN {MEMORY_PROPS} AS props, score, {COSINE_PROBE}"
     )
     return text, {**params, "fetch": fetch, "vector": list(vector), "k": k}
 
@@ -135,7 +136,7 @@ def compile_vector_exact_search(
         f"MATCH (n:Memory){where_clause(['n.embedding IS NOT NULL', *clauses])}\n"
         "WITH n, vector.similarity.cosine(n.embedding, $vector) AS score\n"
         "ORDER BY score DESC, n.id\nLIMIT $k\n"
-        f"RETURN properties(n) AS props, score, {COSINE_PROBE}"
+        f"RETURN {MEMORY_PROPS} AS props, score, {COSINE_PROBE}"
     )
     return text, {**params, "vector": list(vector), "k": k}
 
@@ -149,6 +150,9 @@ def _compile_vector_plan(flt: Filter) -> tuple[str, dict[str, Any]]:
     )
     return text, params
 
+
+MEMORY_PROPS = props_projection("n", NodeLabel.MEMORY)
+"""A memory's properties as the search statements return them (times as text)."""
 
 COSINE_PROBE = "vector.similarity.cosine([1.0, 0.0], [-1.0, 0.0]) AS probe"
 """Returned with every vector score: 0.0 when the server reports cosine as (1 + cos) / 2 (the
@@ -180,7 +184,7 @@ def compile_recall_search(
         lexical, lexical_params = compile_lexical(flt, text_k)
         branches.append(
             f"{lexical}\n"
-            "RETURN 'lexical' AS channel, properties(n) AS props, score, null AS fetched,\n"
+            f"RETURN 'lexical' AS channel, {MEMORY_PROPS} AS props, score, null AS fetched,\n"
             "       null AS probe"
         )
         params.update(lexical_params, query=lucene)
@@ -195,7 +199,7 @@ def compile_recall_search(
             "WITH n, fetched, CASE WHEN n IS NULL THEN null\n"
             "  ELSE vector.similarity.cosine(n.embedding, $vector) END AS score\n"
             "ORDER BY score DESC, n.id LIMIT $vector_k\n"
-            "RETURN 'vector' AS channel, CASE WHEN n IS NULL THEN null ELSE properties(n) END\n"
+            f"RETURN 'vector' AS channel, CASE WHEN n IS NULL THEN null ELSE {MEMORY_PROPS} END\n"
             f"       AS props, score, fetched, {COSINE_PROBE}"
         )
         params.update(fetch=vector_fetch, vector=list(vector), vector_k=vector_k)
@@ -245,19 +249,19 @@ def compile_neighbours(
         "RETURN seed,\n"
         "  COLLECT {\n"
         f"    MATCH (s)-[r:NEXT|DERIVED_FROM]-(n){link_where}\n"
-        "    RETURN {type: type(r), props: properties(n)}\n"
+        f"    RETURN {{type: type(r), props: {MEMORY_PROPS}}}\n"
         "  } AS linked,\n"
         "  COLLECT {\n"
         f"    MATCH (s)-[:TAGGED]->()<-[:TAGGED]-(n){tag_where}\n"
         "    WITH DISTINCT n LIMIT $tag_limit\n"
-        "    RETURN properties(n)\n"
+        f"    RETURN {MEMORY_PROPS}\n"
         "  } AS tagged,\n"
         "  COLLECT {\n"
         f"    MATCH (s)-[:MENTIONS]->(e)<-[:MENTIONS]-(n){entity_where}\n"
         "    WITH n, e ORDER BY e.mention_count, e.id\n"
         "    WITH n, head(collect(e)) AS e\n"
         "    ORDER BY e.mention_count, n.id LIMIT $entity_limit\n"
-        "    RETURN {entity: e.name, props: properties(n)}\n"
+        f"    RETURN {{entity: e.name, props: {MEMORY_PROPS}}}\n"
         "  } AS entities"
     )
     return text, {

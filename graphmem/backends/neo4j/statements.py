@@ -4,17 +4,17 @@ and the parts a write is made of."""
 from __future__ import annotations
 
 import re
-import types
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, TypeVar, Union, get_args, get_origin
+from typing import Any, TypeVar
 
 from graphmem.backends.neo4j.filters import allowed_label
 from graphmem.backends.neo4j.queries import PARAM_USE, strip_literals
+from graphmem.backends.neo4j.values import temporal_fields
 from graphmem.errors import QueryFailed
-from graphmem.models import Edge, NodeLabel, node_model
+from graphmem.models import Edge, NodeLabel
 
 T = TypeVar("T")
 
@@ -114,18 +114,6 @@ def create_variant(text: str, label: NodeLabel) -> str:
     if n != 1:
         raise QueryFailed(f"internal error: no node MERGE in the {label.value} upsert")
     return new
-
-
-@lru_cache(maxsize=64)
-def temporal_fields(label: NodeLabel) -> tuple[str, ...]:
-    """The fields of ``label``'s model that hold a datetime."""
-    out = []
-    for name, info in node_model(label).model_fields.items():
-        ann = info.annotation
-        args = get_args(ann) if get_origin(ann) in (Union, types.UnionType) else (ann,)
-        if datetime in args:
-            out.append(name)
-    return tuple(out)
 
 
 def times_as_text(label: NodeLabel, props: dict[str, Any]) -> dict[str, Any]:
