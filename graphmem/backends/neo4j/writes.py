@@ -218,7 +218,20 @@ def _vector_rows(vectors: Mapping[str, Sequence[float]]) -> list[dict[str, Any]]
         if not values or not all(math.isfinite(x) for x in values):
             raise InvalidInput(f"embedding of {ident!r} must be a non-empty finite vector")
         rows.append({"id": str(ident), "embedding": values})
-    return rows
+    return sorted(rows, key=_by_id)
+
+
+def _by_id(row: Mapping[str, Any]) -> str:
+    """The order rows are written in: by id, in every statement (see :data:`LOCK_ORDER`)."""
+    return str(row["id"])
+
+
+LOCK_ORDER = "id"
+"""Every statement that writes existing nodes (upserts, vectors, access records) sends its
+rows sorted by id, so that two transactions lock the nodes they share in the same order:
+``remember`` (its access records, the previous memory its NEXT edge ends at) and the
+background vector writer (embeddings of recent memories) deadlocked now and then when they
+locked the same memories in opposite orders (``DeadlockDetected``, retried by the driver)."""
 
 
 _HUB_LABELS = frozenset({NodeLabel.AGENT, NodeLabel.TAG, NodeLabel.RUN})
@@ -265,7 +278,7 @@ class Neo4jWrites(Neo4jSchema):
             parts.append(WritePart(Q_HUBS, *self._bind(Q_HUBS, **hubs.params(agent_defaults))))
         for label in _UPSERT_ORDER:
             name = UPSERT_QUERIES[label]
-            rows = by_label.get(label, [])
+            rows = sorted(by_label.get(label, []), key=_by_id)
             new = [r for r in rows if NodeRef(label, r["id"]) in create]
             old = [r for r in rows if NodeRef(label, r["id"]) not in create]
             for chunk in chunks(new, self._batch_rows):
@@ -571,7 +584,7 @@ class Neo4jWrites(Neo4jSchema):
     def _take_touches(self) -> list[dict[str, Any]]:
         with self._touch_lock:
             taken, self._touches, self._touches_since = self._touches, {}, None
-        return [{"id": i, "count": c, "at": at} for i, (c, at) in taken.items()]
+        return sorted(({"id": i, "count": c, "at": at} for i, (c, at) in taken.items()), key=_by_id)
 
     def _restore_touches(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Put back access records whose write failed (newer ones keep their time)."""
