@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -141,3 +142,52 @@ def test_datetimes_sent_as_text_are_stored_as_temporal_values(
     assert back.created_at == at and back.expires_at == at + timedelta(days=1)
     newer = Filter.for_memories(since=at - timedelta(seconds=1))
     assert [n.id for n in neo.match(newer)] == [m.id]
+
+
+def _db_hits(target: Neo4jTarget, text: str, params: dict[str, Any]) -> int:
+    with target.driver.session(database=target.database) as session:
+        plan = session.run("PROFILE " + text, params).consume().profile
+
+    def total(op: dict[str, Any]) -> int:
+        return int(op.get("dbHits") or 0) + sum(total(c) for c in op.get("children") or [])
+
+    return total(plan)
+
+
+def test_scoped_recall_search_db_hits_stay_bounded_as_the_store_grows(
+    target: Neo4jTarget, neo: Neo4jBackend
+) -> None:
+    """PROFILE of recall's search statement, scoped to an agent: the database work follows
+    k, not the number of memories the words match (unbounded, it read every match)."""
+    from graphmem.backends.neo4j.search import compile_recall_search
+
+    rng = random.Random(5)
+
+    def grow(start: int, stop: int) -> None:
+        neo.upsert(
+            [
+                Memory(
+                    content=" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 14))),
+                    agent_id=f"agent{i % 4}",
+                    created_at=T0,
+                )
+                for i in range(start, stop)
+            ]
+        )
+
+    def hits() -> int:
+        text, params = compile_recall_search(
+            Filter.for_memories(agent_id="agent1"),
+            lucene=lucene_query("tea milk"),
+            text_k=5,
+            vector=None,
+            vector_fetch=0,
+            vector_k=0,
+        )
+        return _db_hits(target, text, params)
+
+    grow(0, 400)
+    small = hits()
+    grow(400, 1600)
+    large = hits()
+    assert large <= 1.5 * small, (small, large)
