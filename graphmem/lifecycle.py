@@ -32,15 +32,15 @@ import math
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict
 
 from graphmem.backends.base import Expect
+from graphmem.config import ConsolidationConfig, DecayConfig, LifecycleConfig
 from graphmem.consolidation import (
-    ConsolidationConfig,
     ConsolidationReport,
     FactsReport,
     ImproveReport,
@@ -76,18 +76,11 @@ from graphmem.writes import Writes
 
 __all__ = [
     "Action",
-    "AgentRetention",
-    "ClassificationRules",
-    "DecayConfig",
-    "ImportanceScorer",
     "Lifecycle",
-    "LifecycleConfig",
     "MaintenanceReport",
     "MaintenanceScheduler",
-    "RetentionPolicy",
     "Scratchpad",
     "TurnReport",
-    "config_from_settings",
     "relevance",
 ]
 
@@ -98,110 +91,8 @@ log = logging.getLogger("graphmem.lifecycle")
 # importance and classification
 
 
-class ImportanceScorer(BaseModel):
-    """Importance in 0..1 = ``base`` + boosts, clamped.
-
-    The defaults are the seed's rule: base 0.5; events ``write`` +0.3, ``success`` +0.2,
-    ``completion`` +0.2, ``result`` +0.1, ``error`` -0.1. Optional boosts (empty by
-    default) come from the agent type (``Agent.kind``), payload signals (a key of the
-    metadata that is present and truthy) and words in the content.
-
-    >>> ImportanceScorer().score(event_type="write")
-    0.8
-    >>> ImportanceScorer().score(event_type="error")
-    0.4
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    base: float = Field(default=0.5, ge=0.0, le=1.0)
-    event_boosts: dict[str, float] = Field(
-        default_factory=lambda: {
-            "write": 0.3,
-            "success": 0.2,
-            "completion": 0.2,
-            "result": 0.1,
-            "error": -0.1,
-        }
-    )
-    agent_boosts: dict[str, float] = Field(default_factory=dict)
-    signal_boosts: dict[str, float] = Field(default_factory=dict)
-    keyword_boosts: dict[str, float] = Field(default_factory=dict)
-
-    def score(
-        self,
-        *,
-        content: str = "",
-        event_type: str | None = None,
-        agent_kind: str | None = None,
-        payload: Mapping[str, Any] | None = None,
-    ) -> float:
-        """The importance of a memory or event described by these signals."""
-        s = self.base
-        if event_type is not None:
-            s += self.event_boosts.get(event_type, 0.0)
-        if agent_kind is not None:
-            s += self.agent_boosts.get(agent_kind, 0.0)
-        for key, boost in self.signal_boosts.items():
-            if payload and payload.get(key):
-                s += boost
-        if content and self.keyword_boosts:
-            words = set(content.lower().split())
-            words |= {w.strip(".,;:!?\"'()") for w in words}
-            s += sum(b for w, b in self.keyword_boosts.items() if w in words)
-        return round(min(1.0, max(0.0, s)), 4)
-
-
-class ClassificationRules(BaseModel):
-    """Which tier a record belongs to (the seed's rules, in this order).
-
-    Orchestration logs are short-term. Events in ``long_term_events`` (success, completion,
-    write, result) are long-term; events in ``short_term_events`` (debug, processing,
-    start, progress) are short-term; any other event is long-term when its importance
-    reaches ``long_term_importance`` (0.7), else short-term. A memory with no event type
-    (a fact stored with ``remember``) is long-term — the seed's rules classify events.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    log_tier: Tier = Tier.SHORT_TERM
-    long_term_events: tuple[str, ...] = ("success", "completion", "write", "result")
-    short_term_events: tuple[str, ...] = ("debug", "processing", "start", "progress")
-    long_term_importance: float = Field(default=0.7, ge=0.0, le=1.0)
-
-    def tier_for(
-        self,
-        *,
-        kind: Literal["log", "memory"] = "memory",
-        event_type: str | None = None,
-        importance: float = 0.5,
-    ) -> Tier:
-        """The tier of a log record (``kind="log"``) or of a memory."""
-        if kind == "log":
-            return self.log_tier
-        if event_type is None:
-            return Tier.LONG_TERM
-        if event_type in self.long_term_events:
-            return Tier.LONG_TERM
-        if event_type in self.short_term_events:
-            return Tier.SHORT_TERM
-        return Tier.LONG_TERM if importance >= self.long_term_importance else Tier.SHORT_TERM
-
-
 # ---------------------------------------------------------------------------------------
 # decay and retention
-
-
-class DecayConfig(BaseModel):
-    """Relevance = (w_i * importance + w_a * access signal) * 0.5 ** (days since the last
-    access, or creation, / half_life_days)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    half_life_days: float = Field(default=30.0, gt=0.0)
-    importance_weight: float = Field(default=0.7, ge=0.0)
-    access_weight: float = Field(default=0.3, ge=0.0)
-    access_saturation: int = Field(default=10, ge=1)
 
 
 def relevance(memory: Memory, now: datetime, config: DecayConfig | None = None) -> float:
@@ -212,149 +103,6 @@ def relevance(memory: Memory, now: datetime, config: DecayConfig | None = None) 
     access = min(1.0, math.log1p(memory.access_count) / math.log1p(cfg.access_saturation))
     base = cfg.importance_weight * memory.importance + cfg.access_weight * access
     return float(base * 0.5 ** (days / cfg.half_life_days))
-
-
-class AgentRetention(BaseModel):
-    """An agent's overrides of the company retention policy."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    default: timedelta | None = None
-    by_category: dict[str, timedelta] = Field(default_factory=dict)
-    max_memories: int | None = Field(default=None, ge=0)
-
-
-class RetentionPolicy(BaseModel):
-    """How long active memories are kept, by category, with per-agent overrides.
-
-    Precedence: agent per-category > company per-category > agent default >
-    company default > forever (None). ``max_per_agent`` caps active memories per agent
-    (an agent's ``max_memories`` overrides it); the least relevant go first. Entries of
-    the orchestration log are deleted when older than ``logs`` (else ``default``).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    default: timedelta | None = None
-    by_category: dict[str, timedelta] = Field(default_factory=dict)
-    agents: dict[str, AgentRetention] = Field(default_factory=dict)
-    max_per_agent: int | None = Field(default=None, ge=0)
-    logs: timedelta | None = None
-
-    @property
-    def log_period(self) -> timedelta | None:
-        """How long orchestration-log entries are kept (None: forever)."""
-        return self.logs if self.logs is not None else self.default
-
-    def period_for(self, agent_id: str, category: str) -> timedelta | None:
-        """The retention period of a memory of ``agent_id`` in ``category``."""
-        agent = self.agents.get(agent_id)
-        if agent is not None and category in agent.by_category:
-            return agent.by_category[category]
-        if category in self.by_category:
-            return self.by_category[category]
-        if agent is not None and agent.default is not None:
-            return agent.default
-        return self.default
-
-    def max_for(self, agent_id: str) -> int | None:
-        agent = self.agents.get(agent_id)
-        if agent is not None and agent.max_memories is not None:
-            return agent.max_memories
-        return self.max_per_agent
-
-
-class LifecycleConfig(BaseModel):
-    """Thresholds of the lifecycle (all configurable; frozen)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    short_term_max: int = Field(default=200, ge=1)
-    refresh_every: int = Field(default=20, ge=1)
-    refresh_min_relevance: float = Field(default=0.1, ge=0.0, le=1.0)
-    promote_importance: float = Field(default=0.5, ge=0.0, le=1.0)
-    promote_access_count: int = Field(default=3, ge=0)
-    summarize_on_run_end: bool = True
-    min_summary_sources: int = Field(default=2, ge=1)
-    archive_unpromoted_on_run_end: bool = False
-    prune_below: float | None = Field(default=0.02, ge=0.0, le=1.0)
-    stale_after: timedelta | None = timedelta(days=180)
-    stale_max_importance: float = Field(default=0.3, ge=0.0, le=1.0)
-    protect_importance: float = Field(default=0.9, ge=0.0, le=1.0)
-    improve_limit: int = Field(default=200, ge=0)
-    #: scheduled improve also rewrites wording (each rewrite is a new version); by default
-    #: it only resolves contradictions
-    improve_rewrites: bool = False
-    llm_token_budget: int = Field(default=6000, ge=100)
-    decay: DecayConfig = Field(default_factory=DecayConfig)
-    retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
-    consolidation: ConsolidationConfig = Field(default_factory=ConsolidationConfig)
-    scorer: ImportanceScorer = Field(default_factory=ImportanceScorer)
-    rules: ClassificationRules = Field(default_factory=ClassificationRules)
-
-    @model_validator(mode="after")
-    def _check(self) -> LifecycleConfig:
-        if self.stale_after is not None and self.stale_after <= timedelta(0):
-            raise ValueError("stale_after must be positive")
-        return self
-
-
-def config_from_settings(settings: Any) -> LifecycleConfig:
-    """A LifecycleConfig from ``settings.lifecycle`` (graphmem.config's LifecycleSettings),
-    the defaults when there is none; a LifecycleConfig given as ``settings.lifecycle`` is
-    used as is."""
-    ls = getattr(settings, "lifecycle", None)
-    if ls is None:
-        return LifecycleConfig()
-    if isinstance(ls, LifecycleConfig):
-        return ls
-    base = LifecycleConfig()
-    fields: dict[str, Any] = {}
-    for ours, theirs in (
-        ("short_term_max", "short_term_max"),
-        ("refresh_every", "refresh_every"),
-        ("refresh_min_relevance", "refresh_threshold"),
-        ("promote_importance", "promote_importance"),
-        ("promote_access_count", "promote_access_count"),
-    ):
-        if getattr(ls, theirs, None) is not None:
-            fields[ours] = getattr(ls, theirs)
-    if getattr(ls, "decay_half_life_days", None) is not None:
-        fields["decay"] = base.decay.model_copy(update={"half_life_days": ls.decay_half_life_days})
-    if getattr(ls, "max_memories_per_agent", None) is not None:
-        fields["retention"] = base.retention.model_copy(
-            update={"max_per_agent": ls.max_memories_per_agent}
-        )
-    for name in (
-        "prune_below",
-        "stale_max_importance",
-        "protect_importance",
-        "summarize_on_run_end",
-        "archive_unpromoted_on_run_end",
-        "improve_limit",
-        "improve_rewrites",
-        "llm_token_budget",
-        "scorer",
-        "rules",
-    ):
-        if hasattr(ls, name):
-            fields[name] = getattr(ls, name)
-    if hasattr(ls, "stale_after_days"):
-        days = ls.stale_after_days
-        fields["stale_after"] = None if days is None else timedelta(days=days)
-    if hasattr(ls, "retention"):
-        retention = ls.retention
-        if getattr(ls, "max_memories_per_agent", None) is not None:
-            retention = retention.model_copy(update={"max_per_agent": ls.max_memories_per_agent})
-        fields["retention"] = retention
-    cons = {
-        k: getattr(ls, k)
-        for k in ("merge_threshold", "duplicate_threshold")
-        if getattr(ls, k, None) is not None
-    }
-    if cons:
-        fields["consolidation"] = ConsolidationConfig(**cons)
-    return validated(LifecycleConfig, fields)
 
 
 # ---------------------------------------------------------------------------------------

@@ -32,9 +32,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from graphmem.backends.base import Expect, GraphBackend
+from graphmem.config import RunLimits
 from graphmem.errors import Conflict, InvalidInput, NotFound
 from graphmem.eventlog import EventLog
 from graphmem.lifecycle import Lifecycle, Scratchpad
@@ -69,17 +70,6 @@ DEFAULT_SPEAKERS: dict[str, str] = {
     EventType.USER_MESSAGE.value: "User",
     EventType.AGENT_RESPONSE.value: "Assistant",
 }
-
-
-class RunLimits(BaseModel):
-    """Session limits (the seed's defaults); ``None`` means unlimited. Over a limit, the
-    oldest ``archive_fraction`` (at least the excess) is archived."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    max_runs: int | None = Field(default=1000, ge=1)
-    max_events_per_run: int | None = Field(default=500, ge=1)
-    archive_fraction: float = Field(default=0.1, gt=0.0, le=1.0)
 
 
 class RunStats(BaseModel):

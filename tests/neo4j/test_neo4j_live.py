@@ -1,6 +1,6 @@
-"""Tests against a live Neo4j 5.18+ server (NEO4J_URI, else testcontainers, else skipped with
-how to enable them — see tests/neo4j_support.py). The contract suite runs on Neo4j through
-the ``backend`` fixture; these cover what only a server can show."""
+"""Tests against a live Neo4j 5.18+ server (GRAPHMEM_URL or NEO4J_URI, else testcontainers,
+else skipped with how to enable them — see tests/neo4j_support.py). The contract suite runs
+on Neo4j through the ``backend`` fixture; these cover what only a server can show."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from graphmem.backends.embedded import NetworkXBackend
 from graphmem.backends.neo4j import CYPHER_DIR, Neo4jBackend, parse_cypher
 from graphmem.backends.neo4j.queries import SCHEMA_QUERIES, VECTOR_INDEX
-from graphmem.backends.networkx import NetworkXBackend
 from graphmem.errors import BackendUnavailable, DimensionMismatch, InvalidInput
 from graphmem.migrate import migrate
 from graphmem.models import (
