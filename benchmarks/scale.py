@@ -308,7 +308,7 @@ def bench_recall(url: str, n: int, *, queries: int = 200, **open_options: Any) -
     run({"agent_id": "agent3"}, "recall_agent")
     run({"namespace": "ns1"}, "recall_ns")
     run({"namespace": "ns1", "tags": ["tag7"]}, "recall_ns_tag")
-    rows = mem.backend.match(mem._recall_filter(), limit=1)
+    rows = mem.backend.match(Filter.for_memories(), limit=1)
     out["dim"] = len(rows[0].embedding or ()) if rows else 0  # type: ignore[attr-defined]
     mem.close()
     if os.path.isfile(url):  # embedded: reopen, and is the vector graph there at once?
