@@ -79,23 +79,27 @@ class MemoryScope(NamedTuple):
     audience: str
 
     def fields(self) -> dict[str, Any]:
-        """The Memory fields that carry this scope (``user_id`` lives in metadata)."""
-        return {
-            "agent_id": self.agent_id,
-            "namespace": self.namespace,
-            "visibility": self.visibility,
-        }
+        """The Memory fields that carry this scope (``user_id`` lives in metadata). A shared
+        or org scope names no author, so the new memory keeps the author it was made with."""
+        out: dict[str, Any] = {"namespace": self.namespace, "visibility": self.visibility}
+        if self.agent_id:
+            out["agent_id"] = self.agent_id
+        return out
 
     def describe(self) -> str:
         user = f", user {self.user_id!r}" if self.user_id is not None else ""
-        return f"{self.visibility.value} of {self.agent_id!r} in {self.namespace!r}{user}"
+        owner = f" of {self.agent_id!r}" if self.agent_id else ""
+        return f"{self.visibility.value}{owner} in {self.namespace!r}{user}"
 
 
 def scope_of(memory: Memory) -> MemoryScope:
-    """The scope of one memory."""
+    """The scope of one memory. A private memory's scope is its author's; a shared or org
+    memory belongs to everyone who can read it, so its author is not part of its scope
+    (shared memories of several members may be merged or summarised together, and what is
+    made from them stays shared with the same readers)."""
     user = memory.metadata.get("user_id")
     return MemoryScope(
-        memory.agent_id,
+        memory.agent_id if memory.visibility is Visibility.PRIVATE else "",
         memory.namespace,
         memory.visibility,
         None if user is None else str(user),
