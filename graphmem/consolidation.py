@@ -382,7 +382,9 @@ def _merged_fields(sources: Sequence[Memory]) -> dict[str, Any]:
         "expires_at": None if any(e is None for e in expiries) else max(expiries),  # type: ignore[type-var]
         "run_id": run_ids.pop() if len(run_ids) == 1 else None,
         "event_type": events.pop() if len(events) == 1 else None,
-        # the one scope rule: what is made from memories is of their (single) scope
+        # the one scope rule: what is made from memories is of their (single) scope; a
+        # shared scope names no author, so the merge is credited to the earliest source's
+        "agent_id": chrono[0].agent_id,
         **common_scope(chrono).fields(),
     }
 
@@ -735,6 +737,7 @@ def summarize_into_memory(
         Memory,
         {
             "content": summary.content,
+            "agent_id": fields["agent_id"],
             "category": Category.SUMMARY,
             "tier": tier,
             "importance": fields["importance"],
@@ -953,7 +956,8 @@ def store_facts(
             raise NotFound(f"no memory {missing[0]!r}")
         # facts of a turn are of the turn's scope (one scope: InvalidInput otherwise)
         whose = common_scope(list(found.values()))
-        agent_id, namespace = whose.agent_id, whose.namespace
+        first = next(iter(found.values()))
+        agent_id, namespace = whose.agent_id or first.agent_id, whose.namespace
     try:
         facts = llm.extract_facts(turn, speaker=speaker)
     except LLMError as e:
