@@ -24,24 +24,36 @@ import or in the constructor. Secrets (passwords, API keys) are ``SecretStr`` an
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
 import re
 import tomllib
 from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 
 from graphmem.errors import ConfigError
 from graphmem.lifecycle import ClassificationRules, ImportanceScorer, RetentionPolicy
+from graphmem.models import Tier
 from graphmem.org import OrgConfig
 from graphmem.reconcile import ReconcileConfig
 from graphmem.retrieval import RecallConfig
 from graphmem.runs import RunLimits
+from graphmem.scoring import Scoring
 
 if TYPE_CHECKING:
     from graphmem.memory import GraphMemory
@@ -109,12 +121,30 @@ class LifecycleSettings(_Frozen):
     improve_limit: int = Field(default=200, ge=0)
     improve_rewrites: bool = False
     llm_token_budget: int = Field(default=6000, ge=100)
+    #: the relevance maintenance measures (graphmem.scoring); None: the decay formula
+    scoring: Scoring | None = None
+    #: a tier over its maximum is cut to keep_ratio x the maximum (None: to the maximum)
+    keep_ratio: float | None = Field(default=None, gt=0.0, le=1.0)
+    summary_importance: float | None = Field(default=None, ge=0.0, le=1.0)
+    run_end_keep_recent: int | None = Field(default=None, ge=0)
+    #: expiry of a write of a tier that sets none: ``{short_term = "1h"}``
+    default_expiry: dict[Tier, timedelta] = Field(default_factory=dict)
     #: how long memories (by category, per agent) and log entries are kept
     retention: RetentionPolicy = RetentionPolicy()
     #: importance of a write that does not set it (the seed's rule by default)
     scorer: ImportanceScorer = ImportanceScorer()
     #: tier of a write that does not set it (the seed's rules by default)
     rules: ClassificationRules = ClassificationRules()
+
+    @field_validator("default_expiry", mode="before")
+    @classmethod
+    def _intervals(cls, v: Any) -> Any:
+        if isinstance(v, Mapping):
+            return {
+                k: timedelta(seconds=parse_interval(t)) if isinstance(t, str | int | float) else t
+                for k, t in v.items()
+            }
+        return v
 
 
 _INTERVAL_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -153,6 +183,9 @@ class MaintenanceSettings(_Frozen):
     every: str = "1h"
     dry_run: bool = False
     hard_delete: bool = False
+    #: also run the cycle in the process that opens the store (no server): a daemon
+    #: thread started by ``GraphMemory.open`` and stopped by ``close``
+    in_process: bool = False
 
     @field_validator("every", mode="before")
     @classmethod
@@ -201,6 +234,8 @@ class Settings(_Frozen):
     """
 
     url: str = "graphmem.db"
+    #: the named profile (graphmem.profiles) whose defaults sit under everything configured
+    profile: str = "graphmem"
     username: str | None = None
     password: SecretStr | None = None
     database: str | None = None
@@ -217,6 +252,20 @@ class Settings(_Frozen):
     runs: RunLimits = RunLimits()
     maintenance: MaintenanceSettings = MaintenanceSettings()
     server: ServerSettings = ServerSettings()
+    # what was configured (files, environment, arguments) before the profile's overlay
+    _configured: dict[str, Any] | None = PrivateAttr(default=None)
+
+    @field_validator("profile", mode="before")
+    @classmethod
+    def _profile_name(cls, v: Any) -> Any:
+        from graphmem.profiles import get_profile
+
+        if isinstance(v, Mapping):  # a [profile] table: name = "..."
+            v = v.get("name", "graphmem")
+        try:
+            return get_profile(v).name
+        except ConfigError as e:
+            raise ValueError(str(e)) from None
 
     # -- building ----------------------------------------------------------------------
 
@@ -259,8 +308,21 @@ class Settings(_Frozen):
         merged: dict[str, Any] = {}
         for layer in layers:
             merged = _deep_merge(merged, layer)
+        configured = merged
         try:
-            return cls.model_validate(merged)
+            # the one place a profile applies: its overlay goes under what was configured
+            if merged.get("profile") is not None:
+                from graphmem.profiles import get_profile
+
+                name = merged["profile"]
+                if isinstance(name, Mapping):
+                    name = name.get("name", "graphmem")
+                merged = _deep_merge(get_profile(name).settings_layer(), merged)
+            built = cls.model_validate(merged)
+            built._configured = configured
+            return built
+        except ConfigError as e:
+            raise ConfigError(f"invalid settings: profile: {e}") from e
         except ValidationError as e:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']}"
@@ -269,9 +331,20 @@ class Settings(_Frozen):
             raise ConfigError(f"invalid settings: {problems}") from e
 
     def replace(self, **changes: Any) -> Settings:
-        """A validated copy with ``changes`` merged in (nested sections as dicts)."""
-        data = self.model_dump()
+        """A validated copy with ``changes`` merged in (nested sections as dicts). A new
+        ``profile`` replaces the old one's overlay; what was configured stays."""
+        if "profile" in changes and changes["profile"] is not None:
+            data = self.configured()
+        else:
+            data = self.model_dump()
         return type(self)._build([data, {k: v for k, v in changes.items() if v is not None}])
+
+    def configured(self) -> dict[str, Any]:
+        """What was configured (files, environment, arguments), without the profile's
+        overlay and graphmem's defaults."""
+        if self._configured is not None:
+            return copy.deepcopy(self._configured)
+        return self.model_dump(exclude_unset=True)
 
     # -- using -------------------------------------------------------------------------
 

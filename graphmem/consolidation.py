@@ -721,8 +721,10 @@ def summarize_into_memory(
     dry_run: bool = False,
     now: datetime | None = None,
     token_budget: int | None = None,
+    importance: float | None = None,
 ) -> Memory:
     """Write one ``summary`` memory DERIVED_FROM every source (sources are unchanged).
+    Its importance is ``importance``, else the highest of the sources.
 
     Sources over ``token_budget`` (default :data:`TOKEN_BUDGET`) are summarised in
     chronological batches within it, then the batch summaries are summarised. A call that
@@ -757,7 +759,7 @@ def summarize_into_memory(
             "content": summary.content,
             "category": Category.SUMMARY,
             "tier": tier,
-            "importance": fields["importance"],
+            "importance": fields["importance"] if importance is None else importance,
             "tags": fields["tags"],
             "agent_id": fields["agent_id"],
             "namespace": fields["namespace"],

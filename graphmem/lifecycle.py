@@ -27,6 +27,7 @@ never does.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import threading
@@ -64,6 +65,7 @@ from graphmem.models import (
     utcnow,
     validated,
 )
+from graphmem.scoring import Curve, Frequency, RankWeights, Scoring
 from graphmem.writes import Writes
 
 __all__ = [
@@ -117,7 +119,12 @@ class ImportanceScorer(BaseModel):
         }
     )
     agent_boosts: dict[str, float] = Field(default_factory=dict)
+    #: ``kind``: an agent boost applies to the registered ``Agent.kind`` equal to its key;
+    #: ``id_substring``: to every agent whose id contains its key (each key once)
+    agent_match: Literal["kind", "id_substring"] = "kind"
     signal_boosts: dict[str, float] = Field(default_factory=dict)
+    #: ``each``: every present signal adds its boost; ``once``: only the largest applies
+    signal_boost_mode: Literal["each", "once"] = "each"
     keyword_boosts: dict[str, float] = Field(default_factory=dict)
 
     def score(
@@ -127,16 +134,30 @@ class ImportanceScorer(BaseModel):
         event_type: str | None = None,
         agent_kind: str | None = None,
         payload: Mapping[str, Any] | None = None,
+        agent_id: str | None = None,
     ) -> float:
-        """The importance of a memory or event described by these signals."""
+        """The importance of a memory or event described by these signals.
+
+        >>> orka = ImportanceScorer(agent_boosts={"memory": 0.2}, agent_match="id_substring",
+        ...                         signal_boosts={"result": 0.1, "response": 0.1},
+        ...                         signal_boost_mode="once")
+        >>> orka.score(event_type="success", agent_id="memory-reader",
+        ...            payload={"result": 1, "response": 2})
+        1.0
+        >>> orka.score(agent_id="planner", payload={"result": 1, "response": 2})
+        0.6
+        """
         s = self.base
         if event_type is not None:
             s += self.event_boosts.get(event_type, 0.0)
-        if agent_kind is not None:
-            s += self.agent_boosts.get(agent_kind, 0.0)
-        for key, boost in self.signal_boosts.items():
-            if payload and payload.get(key):
-                s += boost
+        if self.agent_match == "kind":
+            if agent_kind is not None:
+                s += self.agent_boosts.get(agent_kind, 0.0)
+        elif agent_id:
+            s += sum(b for key, b in self.agent_boosts.items() if key in agent_id)
+        present = [b for key, b in self.signal_boosts.items() if payload and payload.get(key)]
+        if present:
+            s += sum(present) if self.signal_boost_mode == "each" else max(present)
         if content and self.keyword_boosts:
             words = set(content.lower().split())
             words |= {w.strip(".,;:!?\"'()") for w in words}
@@ -195,15 +216,35 @@ class DecayConfig(BaseModel):
     access_weight: float = Field(default=0.3, ge=0.0)
     access_saturation: int = Field(default=10, ge=1)
 
+    def scoring(self) -> Scoring:
+        """This formula as a :class:`~graphmem.scoring.Scoring` strategy (what maintenance
+        evaluates)."""
+        return _decay_scoring(self)
 
-def relevance(memory: Memory, now: datetime, config: DecayConfig | None = None) -> float:
-    """Decayed relevance of a memory at ``now`` (0..1 with the default weights)."""
-    cfg = config or DecayConfig()
-    ref = memory.last_accessed or memory.created_at
-    days = max(0.0, (now - ref).total_seconds() / 86400.0)
-    access = min(1.0, math.log1p(memory.access_count) / math.log1p(cfg.access_saturation))
-    base = cfg.importance_weight * memory.importance + cfg.access_weight * access
-    return float(base * 0.5 ** (days / cfg.half_life_days))
+
+@functools.lru_cache(maxsize=64)
+def _decay_scoring(cfg: DecayConfig) -> Scoring:
+    return Scoring(
+        recency=Curve(shape="half_life", days=cfg.half_life_days, since="access"),
+        frequency=Frequency(shape="log", saturation=cfg.access_saturation),
+        decay=Curve(shape="half_life", days=cfg.half_life_days, since="access"),
+        weights=RankWeights(
+            recency=0.0,
+            frequency=cfg.access_weight,
+            importance=cfg.importance_weight,
+            decay=0.0,
+            trust=0.0,
+        ),
+        normalise=False,
+        decay_as="factor",
+    )
+
+
+def relevance(memory: Memory, now: datetime, config: DecayConfig | Scoring | None = None) -> float:
+    """Relevance of a memory at ``now`` under a strategy: a :class:`Scoring`, or the
+    lifecycle's decay formula (:class:`DecayConfig`, the default)."""
+    strategy = config if isinstance(config, Scoring) else (config or DecayConfig()).scoring()
+    return float(strategy.relevance(memory, now))
 
 
 class AgentRetention(BaseModel):
@@ -279,10 +320,31 @@ class LifecycleConfig(BaseModel):
     improve_rewrites: bool = False
     llm_token_budget: int = Field(default=6000, ge=100)
     decay: DecayConfig = Field(default_factory=DecayConfig)
+    #: the relevance maintenance measures (refresh, decay, limit); None: ``decay``'s formula
+    scoring: Scoring | None = None
+    #: a tier over its maximum (``short_term_max``, an agent's cap) is cut to
+    #: ``keep_ratio`` x the maximum, the least relevant first; None: cut to the maximum
+    keep_ratio: float | None = Field(default=None, gt=0.0, le=1.0)
+    #: importance of the run summary written at run end; None: the highest of its sources
+    summary_importance: float | None = Field(default=None, ge=0.0, le=1.0)
+    #: at run end, archive the run's short-term memories except the newest N (the summary
+    #: stands for them); None: keep them all
+    run_end_keep_recent: int | None = Field(default=None, ge=0)
+    #: expiry given to a write of a tier (``short_term``, ``long_term``) that sets none
+    default_expiry: dict[Tier, timedelta] = Field(default_factory=dict)
     retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
     consolidation: ConsolidationConfig = Field(default_factory=ConsolidationConfig)
     scorer: ImportanceScorer = Field(default_factory=ImportanceScorer)
     rules: ClassificationRules = Field(default_factory=ClassificationRules)
+
+    @property
+    def gc_scoring(self) -> Scoring:
+        """The strategy maintenance measures relevance with."""
+        return self.scoring if self.scoring is not None else self.decay.scoring()
+
+    def keep_under(self, cap: int) -> int:
+        """How many a tier over ``cap`` keeps."""
+        return cap if self.keep_ratio is None else math.floor(cap * self.keep_ratio)
 
     @model_validator(mode="after")
     def _check(self) -> LifecycleConfig:
@@ -328,6 +390,11 @@ def config_from_settings(settings: Any) -> LifecycleConfig:
         "llm_token_budget",
         "scorer",
         "rules",
+        "scoring",
+        "keep_ratio",
+        "summary_importance",
+        "run_end_keep_recent",
+        "default_expiry",
     ):
         if hasattr(ls, name):
             fields[name] = getattr(ls, name)
@@ -578,7 +645,8 @@ class Lifecycle:
             meta = data.get("metadata")
             scorer = self.config.scorer
             kind = None
-            if scorer.agent_boosts:  # the agent's type is read only when it can matter
+            if scorer.agent_boosts and scorer.agent_match == "kind":
+                # the agent's type is read only when it can matter
                 found = self.backend.get(NodeLabel.AGENT, [str(data.get("agent_id") or "default")])
                 kind = getattr(found[0], "kind", None) if found else None
             data["importance"] = scorer.score(
@@ -586,6 +654,7 @@ class Lifecycle:
                 event_type=event_type,
                 agent_kind=kind,
                 payload=meta if isinstance(meta, Mapping) else None,
+                agent_id=str(data.get("agent_id") or "default"),
             )
         if data.get("tier") is None:
             importance = data["importance"]
@@ -593,6 +662,14 @@ class Lifecycle:
                 event_type=event_type,
                 importance=importance if isinstance(importance, int | float) else 0.5,
             )
+        if self.config.default_expiry and data.get("expires_at") is None:
+            try:
+                ttl = self.config.default_expiry.get(Tier(data["tier"]))
+            except ValueError:
+                ttl = None  # an invalid tier: validation of the write reports it
+            start = data.get("created_at")
+            if ttl is not None:
+                data["expires_at"] = (start if isinstance(start, datetime) else self._clock()) + ttl
         return data
 
     # -- fleeting tier ----------------------------------------------------------------
@@ -668,7 +745,24 @@ class Lifecycle:
         plan = _Plan()
         promoted: list[Memory] = []
         archived: list[Memory] = []
+        newest = sorted(members, key=lambda m: (m.created_at, m.seq or 0, m.id), reverse=True)
+        superseded_by_summary = (
+            {m.id for m in newest[cfg.run_end_keep_recent :]}
+            if cfg.run_end_keep_recent is not None
+            and cfg.summarize_on_run_end
+            and len(members) >= cfg.min_summary_sources
+            else set()
+        )
         for m in members:
+            if m.id in superseded_by_summary and not _pinned(m):
+                plan.add(
+                    "run_end",
+                    "archive",
+                    m.id,
+                    f"replaced by the run summary (kept the newest {cfg.run_end_keep_recent})",
+                )
+                archived.append(m)
+                continue
             if m.importance >= cfg.promote_importance or m.access_count >= cfg.promote_access_count:
                 plan.add(
                     "promote",
@@ -707,6 +801,7 @@ class Lifecycle:
                     run_id=run_id,
                     now=now,
                     token_budget=cfg.llm_token_budget,
+                    importance=cfg.summary_importance,
                 )
                 plan.add(
                     "summarize",
@@ -741,7 +836,7 @@ class Lifecycle:
         # so a run ingested after the fact (historical timestamps) is not wiped out
         ref = max((m.last_accessed or m.created_at for m in members), default=now)
         scored = sorted(
-            ((relevance(m, ref, cfg.decay), m) for m in members),
+            ((relevance(m, ref, cfg.gc_scoring), m) for m in members),
             key=lambda rm: (rm[0], rm[1].created_at, rm[1].id),
         )
         keep = []
@@ -755,7 +850,8 @@ class Lifecycle:
                 )
             else:
                 keep.append((rel, m))
-        for rel, m in keep[: max(0, len(keep) - cfg.short_term_max)]:
+        over = len(keep) > cfg.short_term_max
+        for rel, m in keep[: len(keep) - cfg.keep_under(cfg.short_term_max) if over else 0]:
             plan.add(
                 "refresh",
                 "archive",
@@ -823,7 +919,7 @@ class Lifecycle:
 
         def relevance_of(m: Memory) -> float:
             if m.id not in rel:
-                rel[m.id] = relevance(m, now, cfg.decay)
+                rel[m.id] = relevance(m, now, cfg.gc_scoring)
             return rel[m.id]
 
         def open_(m: Memory) -> bool:
@@ -895,6 +991,7 @@ class Lifecycle:
                     excess = len(ms) + pinned - cap
                     if excess <= 0:
                         continue
+                    excess = len(ms) + pinned - cfg.keep_under(cap)
                     victims = sorted(
                         (m for m in ms if m.importance < cfg.protect_importance),
                         key=lambda m: (relevance_of(m), m.created_at, m.id),

@@ -76,6 +76,7 @@ from graphmem.models import (
     validated,
 )
 from graphmem.org import OrgConfig, OrgMemory
+from graphmem.profiles import with_profile
 from graphmem.reconcile import ReconcileConfig, ReconcileResult
 from graphmem.reconcile import reconcile as reconcile_write
 from graphmem.reindex import ReindexReport, check_embedder
@@ -198,6 +199,7 @@ class GraphMemory:
         clock: Callable[[], datetime] = utcnow,
         vectors: str = "auto",
         knowledge: bool = True,
+        profile: str | None = None,
         **backend_options: Any,
     ) -> GraphMemory:
         """Open a memory store by URL (default: the embedded store ``./graphmem.db``).
@@ -218,7 +220,13 @@ class GraphMemory:
         ``knowledge``: extract entities and relations from every memory written (the
         knowledge layer, no model and no LLM; on by default). ``mem.knowledge.backfill``
         indexes memories written before.
+
+        ``profile``: a named profile (:mod:`graphmem.profiles`: ``orka``, ``kaos``,
+        ``synthorg``, ``openagentflow``, ``operator``; ``graphmem`` is the default) whose
+        defaults fill what ``settings`` leave unset.
         """
+        if profile is not None:
+            settings = with_profile(settings, profile)
         if auth is not None:
             backend_options["auth"] = auth
         if database is not None:
@@ -687,6 +695,16 @@ class GraphMemory:
             user_id=user_id,
         )
         return self._retriever().recall(query, k=k, filter=flt, config=config, touch=touch)
+
+    def relevance(self, memory: Memory, *, now: datetime | None = None) -> float:
+        """The standing of ``memory`` at ``now`` (default: this store's clock) under the
+        active profile's scoring strategy — recency, frequency, importance and decay
+        combined as the profile defines them; no query involved."""
+        if not isinstance(memory, Memory):
+            raise InvalidInput(f"relevance takes a Memory, not {type(memory).__name__}")
+        recall_config = getattr(self.settings, "recall", None)
+        cfg = recall_config if isinstance(recall_config, RecallConfig) else RecallConfig()
+        return cfg.strategy.relevance(memory, now or self._clock())
 
     def context(
         self,

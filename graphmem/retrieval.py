@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import re
 import secrets
 import unicodedata
@@ -58,6 +57,7 @@ from graphmem.models import (
     utcnow,
     validated,
 )
+from graphmem.scoring import Composition, Curve, Frequency, RankWeights, Scoring, trust_score
 from graphmem.text import RANKING_STOPWORDS as _STOP
 from graphmem.text import WORD_RE as _TOKEN_RE
 from graphmem.text import light_stem as _stem
@@ -75,29 +75,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("graphmem.retrieval")
-
-_DAY = 86_400.0
-
-
-class RankWeights(BaseModel, frozen=True):
-    """Weights of the relevance signals; they are normalised by their sum."""
-
-    recency: float = Field(default=0.3, ge=0.0)
-    frequency: float = Field(default=0.2, ge=0.0)
-    importance: float = Field(default=0.4, ge=0.0)
-    decay: float = Field(default=0.1, ge=0.0)
-    #: :func:`trust_score` (off by default: recall raises it, so it feeds on itself)
-    trust: float = Field(default=0.0, ge=0.0)
-
-
-TRUST_BASE = 0.5
-TRUST_PER_RECALL = 0.02
-
-
-def trust_score(memory: Memory) -> float:
-    """How far a memory has earned trust: 0.5, plus 0.02 per recorded access (each recall
-    or context that returned it, each restated duplicate), capped at 1.0."""
-    return min(1.0, TRUST_BASE + TRUST_PER_RECALL * memory.access_count)
 
 
 class RecallConfig(BaseModel):
@@ -142,9 +119,36 @@ class RecallConfig(BaseModel):
     recency_half_life_days: float = Field(default=7.0, gt=0.0)
     decay_half_life_days: float = Field(default=90.0, gt=0.0)
     frequency_saturation: int = Field(default=10, ge=1)
-    # diversity
+    #: the scoring strategy (graphmem.scoring); None: graphmem's own, built from the
+    #: weights, signal_weight, half-lives and frequency_saturation above
+    scoring: Scoring | None = None
+    #: the asking agent's own memories (``recall(..., asking_agent=...)``) gain
+    #: ``personal_boost`` x the best score before the final order
+    personal_boost: float = Field(default=0.0, ge=0.0, le=1.0)
+    #: results scoring below this are dropped (``recall(..., min_relevance=...)`` per call)
+    min_relevance: float | None = Field(default=None, ge=0.0)
+    #: dense content (code, JSON, ids) in a context window is cut to its most telling lines
+    compress_dense: bool = False
+    #: how recall matches fleeting notes (``tiers`` with ``fleeting``): ``words`` shared
+    #: with the query, or the query as a ``substring`` of key or value
+    fleeting_match: Literal["words", "substring"] = "words"
+    # diversity: with embeddings, cosine between memories; without, bigram Jaccard of text
     mmr: bool = False
     mmr_lambda: float = Field(default=0.7, ge=0.0, le=1.0)
+
+    @property
+    def strategy(self) -> Scoring:
+        """The scoring strategy in force: ``scoring``, or graphmem's default shapes with
+        this config's parameters."""
+        if self.scoring is not None:
+            return self.scoring
+        return _default_scoring(
+            self.weights,
+            self.signal_weight,
+            self.recency_half_life_days,
+            self.decay_half_life_days,
+            self.frequency_saturation,
+        )
 
     @classmethod
     def preset(cls, name: str) -> RecallConfig:
@@ -156,6 +160,23 @@ class RecallConfig(BaseModel):
             raise ConfigError(
                 f"unknown recall preset {name!r}; choose from {sorted(PRESETS)}"
             ) from None
+
+
+@functools.lru_cache(maxsize=64)
+def _default_scoring(
+    weights: RankWeights,
+    signal_weight: float,
+    recency_days: float,
+    decay_days: float,
+    saturation: int,
+) -> Scoring:
+    return Scoring(
+        recency=Curve(shape="half_life", days=recency_days, since="access"),
+        frequency=Frequency(shape="log", saturation=saturation),
+        decay=Curve(shape="half_life", days=decay_days, since="created"),
+        weights=weights,
+        composition=Composition(kind="multiplier", signal_weight=signal_weight),
+    )
 
 
 PRESETS: dict[str, RecallConfig] = {
@@ -740,47 +761,13 @@ class Retriever:
             c.breakdown["run"] = run_best
             c.fused = (c.fused + cfg.run_weight * run_best) / (1.0 + cfg.run_weight)
 
-    def _signals(self, m: Memory, cfg: RecallConfig, now: datetime) -> dict[str, float]:
-        last = m.last_accessed or m.created_at
-        since_access = max((now - last).total_seconds(), 0.0) / _DAY
-        age = max((now - m.created_at).total_seconds(), 0.0) / _DAY
-        return {
-            "recency": 0.5 ** (since_access / cfg.recency_half_life_days),
-            "frequency": min(
-                math.log1p(m.access_count) / math.log1p(cfg.frequency_saturation), 1.0
-            ),
-            "importance": m.importance,
-            "decay": 0.5 ** (age / cfg.decay_half_life_days),
-            "trust": trust_score(m),
-        }
-
     def _rank(self, cands: Any, cfg: RecallConfig, now: datetime) -> list[RecallResult]:
-        w = cfg.weights
-        total = w.recency + w.frequency + w.importance + w.decay + w.trust
+        strategy = cfg.strategy
         out: list[RecallResult] = []
         for c in cands:
-            sig = self._signals(c.memory, cfg, now)
-            signal = (
-                (
-                    w.recency * sig["recency"]
-                    + w.frequency * sig["frequency"]
-                    + w.importance * sig["importance"]
-                    + w.decay * sig["decay"]
-                    + w.trust * sig["trust"]
-                )
-                / total
-                if total > 0
-                else 0.0
-            )
             relevance = c.fused
-            score = relevance * ((1.0 - cfg.signal_weight) + cfg.signal_weight * signal)
-            breakdown = {
-                **c.breakdown,
-                **sig,
-                "signals": signal,
-                "relevance": relevance,
-                "score": score,
-            }
+            score, sig = strategy.score(relevance, c.memory, now)
+            breakdown = {**c.breakdown, **sig, "relevance": relevance, "score": score}
             out.append(RecallResult(memory=c.memory, score=score, breakdown=breakdown))
         out.sort(key=lambda r: (-r.score, r.memory.id))
         return out

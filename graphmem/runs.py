@@ -24,7 +24,7 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -67,6 +67,15 @@ class RunLimits(BaseModel):
     max_runs: int | None = Field(default=1000, ge=1)
     max_events_per_run: int | None = Field(default=500, ge=1)
     archive_fraction: float = Field(default=0.1, gt=0.0, le=1.0)
+    #: ``fraction``: over a limit, archive the oldest ``archive_fraction`` at once;
+    #: ``oldest``: archive just the excess, oldest first (one per append at the limit)
+    eviction: Literal["fraction", "oldest"] = "fraction"
+
+    def evict(self, n: int, limit: int) -> int:
+        """How many of ``n`` (over ``limit``) go."""
+        if self.eviction == "oldest":
+            return n - limit
+        return max(n - limit, math.ceil(n * self.archive_fraction))
 
 
 class RunStats(BaseModel):
@@ -217,14 +226,14 @@ class Runs:
             live = validated(Filter, {"label": NodeLabel.RUN, "any_of": {"status": _LIVE}})
             n = self._backend.count(live)
             if n > lim.max_runs:
-                k = max(n - lim.max_runs, math.ceil(n * lim.archive_fraction))
+                k = lim.evict(n, lim.max_runs)
                 oldest = self._backend.match(live, order_by="started_at", limit=k)
                 done.extend(r.id for r in self.archive([r.id for r in oldest]))
         if lim.max_events_per_run is not None and run_id is not None:
             flt = _events_filter(run_id, Status.ACTIVE.value)
             n = self._backend.count(flt)
             if n > lim.max_events_per_run:
-                k = max(n - lim.max_events_per_run, math.ceil(n * lim.archive_fraction))
+                k = lim.evict(n, lim.max_events_per_run)
                 old = self._backend.match(flt, order_by="seq", limit=k)
                 self._mem.writes.set_status(old, Status.ARCHIVED, reason="run event limit")
                 done.extend(m.id for m in old)
