@@ -39,12 +39,13 @@ from graphmem.consolidation import (
 from graphmem.consolidation import consolidate as consolidate_memories
 from graphmem.consolidation import unmerge as unmerge_memories
 from graphmem.errors import Conflict, InvalidInput, NotFound
-from graphmem.eventlog import EventLog, LogRecord
+from graphmem.eventlog import EventLog, LogRecord, canonical_json
 from graphmem.knowledge import KnowledgeIndexer
 from graphmem.lifecycle import (
     Lifecycle,
     LifecycleConfig,
     MaintenanceReport,
+    MaintenanceScheduler,
     Scratchpad,
     TurnReport,
     config_from_settings,
@@ -52,6 +53,7 @@ from graphmem.lifecycle import (
 )
 from graphmem.llm import LLM, OfflineLLM, Reflection
 from graphmem.models import (
+    CONTENT_JSON_KEY,
     Agent,
     Category,
     Edge,
@@ -176,6 +178,7 @@ class GraphMemory:
             self.knowledge.attach(self.writes)
         self._vectorizer: Vectorizer | None = None
         self._wrote_unvectored = False
+        self._sweeper: MaintenanceScheduler | None = None
         if embedder is not None and _background_vectors(vectors, embedder, backend):
             self._vectorizer = Vectorizer(
                 embed=embedder.embed,
@@ -251,6 +254,12 @@ class GraphMemory:
                 check_embedder(backend, embedder)
             if mem._vectorizer is not None and backend.missing_vectors(1):  # type: ignore[attr-defined]
                 mem._vectors_pending(())
+            maintenance = getattr(settings, "maintenance", None)
+            if getattr(maintenance, "in_process", False):
+                # the decay sweep without a server: stopped by close()
+                mem._sweeper = mem.lifecycle.scheduled(settings)
+                if mem._sweeper is not None:
+                    mem._sweeper.start()
         except BaseException:
             backend.close()
             raise
@@ -296,6 +305,8 @@ class GraphMemory:
         it (idempotent). Vectors that could not be computed are picked up at the next open."""
         if not self._closed:
             self._closed = True
+            if self._sweeper is not None:
+                self._sweeper.stop()
             if self._vectorizer is not None:
                 # wait for the vectors of what this handle wrote; an older backlog (a store
                 # written without an embedder) is left for the next open, not made a cost
@@ -670,6 +681,7 @@ class GraphMemory:
         scope: Scope | str | None = None,
         config: RecallConfig | str | None = None,
         user_id: str | None = None,
+        min_relevance: float | None = None,
     ) -> builtins.list[RecallResult]:
         """The ``k`` memories most relevant to ``query``, best first, each with its score
         breakdown (hybrid BM25 + vector + graph recall, see :mod:`graphmem.retrieval`).
@@ -679,6 +691,8 @@ class GraphMemory:
         that time. ``scope`` (a :class:`~graphmem.scoping.Scope`, or an agent id for its
         default scope) limits recall to what that agent may read; without it recall is
         unscoped. ``config`` is a :class:`~graphmem.retrieval.RecallConfig` or preset name.
+        ``min_relevance`` drops results scoring below it (default: the config's). With
+        ``scope``, the asking agent's own memories gain the config's ``personal_boost``.
         """
         flt = self._recall_filter(
             agent_id=agent_id,
@@ -694,7 +708,16 @@ class GraphMemory:
             scope=scope,
             user_id=user_id,
         )
-        return self._retriever().recall(query, k=k, filter=flt, config=config, touch=touch)
+        asker = scope.agent_id if isinstance(scope, Scope) else scope
+        return self._retriever().recall(
+            query,
+            k=k,
+            filter=flt,
+            config=config,
+            touch=touch,
+            min_relevance=min_relevance,
+            asking_agent=asker,
+        )
 
     def relevance(self, memory: Memory, *, now: datetime | None = None) -> float:
         """The standing of ``memory`` at ``now`` (default: this store's clock) under the
@@ -978,7 +1001,7 @@ class GraphMemory:
         self,
         run_id: str,
         event_type: str,
-        content: str,
+        content: Any,
         *,
         agent_id: str | None = None,
         importance: float | None = None,
@@ -990,7 +1013,9 @@ class GraphMemory:
         """Append an episodic event to a run (started on the fly if it does not exist).
 
         Events of a run are ordered: each has ``seq`` (0, 1, 2 …) and the previous event
-        links to it with ``(earlier)-[:NEXT]->(later)``. ``importance``/``tier`` not given
+        links to it with ``(earlier)-[:NEXT]->(later)``. ``content`` is text or any JSON
+        value (stored as its canonical JSON text, searchable; ``Memory.value`` gives it
+        back). ``importance``/``tier`` not given
         come from the lifecycle's scorer and classification rules.
         """
         return self.add_events(
@@ -1045,6 +1070,16 @@ class GraphMemory:
             if not isinstance(ev, Mapping):
                 raise InvalidInput(f"event {i}: expected a mapping")
             data = {k: v for k, v in ev.items() if v is not None}
+            if "content" in ev and not isinstance(ev["content"], str):
+                try:
+                    data["content"] = canonical_json(ev["content"])
+                except InvalidInput as e:
+                    raise InvalidInput(f"event {i}: content: {e}") from None
+                meta = data.get("metadata")
+                data["metadata"] = {
+                    **(meta if isinstance(meta, Mapping) else {}),
+                    CONTENT_JSON_KEY: True,
+                }
             data.setdefault("agent_id", run.agent_id)
             data.setdefault("namespace", run.namespace)
             data.setdefault("created_at", now)

@@ -28,7 +28,9 @@ a token budget, fencing each as untrusted data.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
+import math
 import re
 import secrets
 import unicodedata
@@ -213,6 +215,25 @@ def _coverage(query_terms: set[str], content: str) -> float:
     if not query_terms:
         return 0.0
     return len(query_terms & _content_terms(content)) / len(query_terms)
+
+
+def _bigrams(text: str) -> frozenset[tuple[str, str]]:
+    words = [w.lower() for w in _TOKEN_RE.findall(text)]
+    if len(words) == 1:
+        return frozenset({(words[0], "")})
+    return frozenset(itertools.pairwise(words))
+
+
+def _bigram_similarity(texts: Sequence[str]) -> np.ndarray:
+    """Pairwise Jaccard similarity of the texts' word-bigram sets (MMR without vectors)."""
+    grams = [_bigrams(t) for t in texts]
+    n = len(grams)
+    sim = np.eye(n, dtype=np.float64)
+    for i in range(n):
+        for j in range(i + 1, n):
+            union = len(grams[i] | grams[j])
+            sim[i, j] = sim[j, i] = len(grams[i] & grams[j]) / union if union else 0.0
+    return sim
 
 
 # ---------------------------------------------------------------------------------------
@@ -456,9 +477,14 @@ class Retriever:
         config: RecallConfig | str | None = None,
         touch: bool = True,
         now: datetime | None = None,
+        min_relevance: float | None = None,
+        asking_agent: str | None = None,
     ) -> list[RecallResult]:
         """The ``k`` memories most relevant to ``query`` among those matching ``filter``
-        (default: active memories), best first, each with its score breakdown."""
+        (default: active memories), best first, each with its score breakdown.
+
+        ``min_relevance`` (default ``config.min_relevance``) drops results scoring below
+        it; ``asking_agent``'s own memories gain ``config.personal_boost``."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query must be a non-empty string")
         if len(query) > 10_000:
@@ -470,6 +496,16 @@ class Retriever:
         if not isinstance(k, int) or not 1 <= k <= 1000:
             raise InvalidInput("k must be an int in 1..1000")
         cfg = self._resolve(config)
+        if min_relevance is not None:
+            if (
+                isinstance(min_relevance, bool)
+                or not isinstance(min_relevance, int | float)
+                or not math.isfinite(min_relevance)
+                or min_relevance < 0
+            ):
+                raise InvalidInput("min_relevance must be a non-negative number")
+        else:
+            min_relevance = cfg.min_relevance
         flt = filter if filter is not None else Filter.for_memories()
         if flt.label is not NodeLabel.MEMORY:
             raise InvalidInput("recall runs over Memory nodes")
@@ -507,8 +543,10 @@ class Retriever:
         if cfg.graph_weight > 0 and cfg.expand_seeds > 0 and cands:
             self._expand(cands, flt, cfg, qvec, qterms)
         self._run_context(cands.values(), cfg)
-        results = self._rank(cands.values(), cfg, now)
-        if cfg.mmr and qvec is not None and len(results) > 1:
+        results = self._rank(cands.values(), cfg, now, asking_agent)
+        if min_relevance is not None:
+            results = [r for r in results if r.score >= min_relevance]
+        if cfg.mmr and len(results) > 1:
             results = self._mmr(results, cands, k, cfg.mmr_lambda)
         results = results[:k]
         if touch and results:
@@ -761,13 +799,26 @@ class Retriever:
             c.breakdown["run"] = run_best
             c.fused = (c.fused + cfg.run_weight * run_best) / (1.0 + cfg.run_weight)
 
-    def _rank(self, cands: Any, cfg: RecallConfig, now: datetime) -> list[RecallResult]:
+    def _rank(
+        self, cands: Any, cfg: RecallConfig, now: datetime, asking_agent: str | None = None
+    ) -> list[RecallResult]:
         strategy = cfg.strategy
-        out: list[RecallResult] = []
+        scored: list[tuple[_Cand, float, dict[str, float]]] = []
         for c in cands:
-            relevance = c.fused
-            score, sig = strategy.score(relevance, c.memory, now)
-            breakdown = {**c.breakdown, **sig, "relevance": relevance, "score": score}
+            score, sig = strategy.score(c.fused, c.memory, now)
+            scored.append((c, score, sig))
+        # the asker's own memories rise by a share of the best score, so the boost means
+        # the same whatever the scale of the strategy's scores
+        boost = 0.0
+        if asking_agent is not None and cfg.personal_boost > 0 and scored:
+            boost = cfg.personal_boost * max(score for _, score, _ in scored)
+        out: list[RecallResult] = []
+        for c, score, sig in scored:
+            breakdown = {**c.breakdown, **sig, "relevance": c.fused}
+            if boost and c.memory.agent_id == asking_agent:
+                breakdown["personal"] = boost
+                score += boost
+            breakdown["score"] = score
             out.append(RecallResult(memory=c.memory, score=score, breakdown=breakdown))
         out.sort(key=lambda r: (-r.score, r.memory.id))
         return out
@@ -778,11 +829,13 @@ class Retriever:
     ) -> list[RecallResult]:
         pool = results[: max(4 * k, 20)]
         vecs = [cands[r.memory.id].memory.embedding for r in pool]
-        if any(v is None for v in vecs):
-            return results
-        mat = np.asarray(vecs, dtype=np.float32)
-        mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
-        sim = mat @ mat.T
+        if any(v is None for v in vecs) or len({len(v) for v in vecs if v is not None}) > 1:
+            # no (comparable) vectors: similarity of the texts' word bigrams
+            sim = _bigram_similarity([r.memory.content for r in pool])
+        else:
+            mat = np.asarray(vecs, dtype=np.float32)
+            mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
+            sim = mat @ mat.T
         top = pool[0].score or 1.0
         rel = np.array([r.score / top for r in pool])
         chosen: list[int] = [0]

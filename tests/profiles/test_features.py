@@ -1,0 +1,169 @@
+"""General features the profiles need, usable with any profile."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from graphmem import GraphMemory
+from graphmem.config import Settings
+from graphmem.errors import InvalidInput
+from graphmem.retrieval import RecallConfig
+from graphmem.scoping import Scope
+
+NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
+
+
+@pytest.fixture
+def mem() -> GraphMemory:
+    m = GraphMemory.open("memory://", embedder=None, clock=lambda: NOW)
+    yield m
+    m.close()
+
+
+# -- min_relevance per call ----------------------------------------------------------------
+
+
+def test_min_relevance_drops_results_below_it_per_call(mem: GraphMemory) -> None:
+    mem.remember("the invoice total is 40 euros", importance=0.9)
+    mem.remember("invoice numbers start at 1000", importance=0.1)
+    every = mem.recall("invoice total", touch=False)
+    assert len(every) == 2
+    cut = (every[0].score + every[1].score) / 2
+    kept = mem.recall("invoice total", touch=False, min_relevance=cut)
+    assert [r.memory.id for r in kept] == [every[0].memory.id]
+    assert mem.recall("invoice total", touch=False, min_relevance=every[0].score + 1) == []
+
+
+@pytest.mark.parametrize("bad", [-0.1, float("nan"), "0.5", True])
+def test_min_relevance_must_be_a_non_negative_number(mem: GraphMemory, bad: object) -> None:
+    mem.remember("the invoice total is 40 euros")
+    with pytest.raises(InvalidInput, match="min_relevance"):
+        mem.recall("invoice", min_relevance=bad)  # type: ignore[arg-type]
+
+
+def test_min_relevance_from_the_config() -> None:
+    cfg = RecallConfig(min_relevance=10.0)
+    with GraphMemory.open("memory://", embedder=None) as m:
+        m.remember("the invoice total is 40 euros")
+        assert m.recall("invoice", config=cfg) == []
+        assert m.recall("invoice", config=cfg, min_relevance=0.0)
+
+
+# -- personal boost --------------------------------------------------------------------------
+
+
+def test_personal_boost_lifts_the_asking_agents_own_memories() -> None:
+    s = Settings.load(environ={}, recall={"personal_boost": 0.5})
+    with GraphMemory.open("memory://", settings=s, embedder=None) as m:
+        theirs = m.remember("release train friday", agent_id="bob", importance=1)
+        mine = m.remember(
+            "the release of the new version is planned for one friday afternoon soon",
+            agent_id="alice",
+            importance=0.1,
+        )
+        plain = m.recall("release friday", touch=False)
+        assert [h.memory.id for h in plain] == [theirs.id, mine.id]
+        asked = m.recall("release friday", touch=False, scope=Scope(agent_id="alice"))
+        assert asked[0].memory.id == mine.id
+        assert asked[0].breakdown["personal"] > 0
+    with GraphMemory.open("memory://", embedder=None) as m:  # off by default
+        m.remember("release notes are due friday", agent_id="alice")
+        [hit] = m.recall("release friday", touch=False, scope="alice")
+        assert "personal" not in hit.breakdown
+
+
+def test_personal_boost_reorders_within_a_shared_scope() -> None:
+    s = Settings.load(environ={}, recall={"personal_boost": 0.5})
+    with GraphMemory.open("memory://", settings=s, embedder=None) as m:
+        theirs = m.remember("release train friday", agent_id="bob", importance=1)
+        mine = m.remember(
+            "the release of the new version is planned for one friday afternoon soon",
+            agent_id="alice",
+            importance=0.1,
+        )
+        flt_hits = m.recall("release friday", touch=False)
+        assert [h.memory.id for h in flt_hits] == [theirs.id, mine.id]
+        cfg = m.settings.recall
+        r = m._retriever().recall("release friday", config=cfg, touch=False, asking_agent="alice")
+        assert [h.memory.id for h in r] == [mine.id, theirs.id]
+
+
+# -- MMR without embeddings ----------------------------------------------------------------
+
+
+def test_mmr_without_embeddings_uses_bigram_jaccard(mem: GraphMemory) -> None:
+    a = mem.remember("deploy the api service to the staging cluster today", importance=0.9)
+    b = mem.remember("deploy the api service to the staging cluster today please", importance=0.8)
+    c = mem.remember("the staging cluster database is small", importance=0.1)
+    plain = mem.recall("deploy staging cluster", k=2, touch=False)
+    assert {r.memory.id for r in plain} == {a.id, b.id}
+    diverse = mem.recall(
+        "deploy staging cluster", k=2, touch=False, config=RecallConfig(mmr=True, mmr_lambda=0.5)
+    )
+    assert [r.memory.id for r in diverse] == [a.id, c.id]
+    assert diverse[1].breakdown["mmr_rank"] == 2
+
+
+# -- any JSON value as event content -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value", [{"tool": "search", "args": {"q": "oslo"}}, [1, 2, 3], 42, 2.5, True, None]
+)
+def test_event_content_may_be_any_json_value(mem: GraphMemory, value: object) -> None:
+    ev = mem.add_event("r1", "tool_call", value)
+    [back] = mem.events("r1")
+    assert back.id == ev.id and back.value == value
+    assert back.metadata.get("content_json") is True
+
+
+def test_json_event_content_is_searchable_and_text_stays_text(mem: GraphMemory) -> None:
+    mem.add_event("r1", "tool_call", {"tool": "weather", "city": "Bergen"})
+    text = mem.add_event("r1", "user_message", "plain words")
+    assert text.value == "plain words" and "content_json" not in text.metadata
+    assert mem.recall("Bergen weather")[0].memory.value["city"] == "Bergen"
+
+
+def test_non_json_event_content_is_rejected_and_nothing_is_written(mem: GraphMemory) -> None:
+    with pytest.raises(InvalidInput, match="content"):
+        mem.add_event("r1", "tool_call", {"when": object()})
+    assert mem.count(run_id="r1", status=None) == 0
+
+
+# -- in-process decay sweep ----------------------------------------------------------------------
+
+
+def _sweepers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "graphmem-maintenance"]
+
+
+def test_in_process_sweep_is_off_by_default() -> None:
+    before = len(_sweepers())
+    with GraphMemory.open("memory://", settings=Settings.load(environ={}), embedder=None):
+        assert len(_sweepers()) == before
+
+
+def test_in_process_sweep_archives_expired_memories_and_stops_on_close() -> None:
+    before = len(_sweepers())
+    clock_at = [NOW]
+    s = Settings.load(
+        environ={},
+        profile="orka",
+        maintenance={"in_process": True, "every": "0.05s"},
+    )
+    mem = GraphMemory.open("memory://", settings=s, embedder=None, clock=lambda: clock_at[0])
+    try:
+        assert len(_sweepers()) == before + 1
+        short = mem.add_event("r1", "debug", "a debug line")
+        clock_at[0] = NOW + timedelta(hours=2)
+        deadline = time.monotonic() + 30
+        while mem.get(short.id).status.value != "archived" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert mem.get(short.id).status.value == "archived"
+    finally:
+        mem.close()
+    assert len(_sweepers()) == before  # joined, no thread left behind
