@@ -255,6 +255,15 @@ class Settings(_Frozen):
     # what was configured (files, environment, arguments) before the profile's overlay
     _configured: dict[str, Any] | None = PrivateAttr(default=None)
 
+    def __eq__(self, other: object) -> bool:
+        # equal settings are equal values, however they were put together
+        if isinstance(other, Settings):
+            return self.__dict__ == other.__dict__
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.model_dump_json())
+
     @field_validator("profile", mode="before")
     @classmethod
     def _profile_name(cls, v: Any) -> Any:

@@ -530,12 +530,19 @@ class Scratchpad:
         with self._lock:
             return self._notes.pop(key, _MISSING) is not _MISSING
 
-    def recall(self, query: str, k: int = 5) -> list[tuple[str, Any]]:
+    def recall(
+        self, query: str, k: int = 5, *, match: Literal["words", "substring"] = "words"
+    ) -> list[tuple[str, Any]]:
         """The ``k`` notes sharing most words with ``query`` (key and note), newest first
-        among equals; notes sharing none are left out."""
-        words = set(tokens(query))
+        among equals; notes sharing none are left out. ``match="substring"``: the notes
+        whose key or value contains ``query`` (case-insensitive), newest first."""
         with self._lock:
             items = list(self._notes.items())
+        if match == "substring":
+            needle = query.lower()
+            found = [(key, note) for key, note in items if needle in f"{key}\n{note}".lower()]
+            return found[::-1][:k]
+        words = set(tokens(query))
         scored = []
         for pos, (key, note) in enumerate(items):
             overlap = len(words & set(tokens(f"{key} {note}")))

@@ -682,6 +682,7 @@ class GraphMemory:
         config: RecallConfig | str | None = None,
         user_id: str | None = None,
         min_relevance: float | None = None,
+        tiers: str | Sequence[str] | None = None,
     ) -> builtins.list[RecallResult]:
         """The ``k`` memories most relevant to ``query``, best first, each with its score
         breakdown (hybrid BM25 + vector + graph recall, see :mod:`graphmem.retrieval`).
@@ -693,7 +694,26 @@ class GraphMemory:
         unscoped. ``config`` is a :class:`~graphmem.retrieval.RecallConfig` or preset name.
         ``min_relevance`` drops results scoring below it (default: the config's). With
         ``scope``, the asking agent's own memories gain the config's ``personal_boost``.
+        ``tiers`` (``fleeting``, ``short_term``, ``long_term``) limits the tiers searched;
+        ``fleeting`` adds the matching notes of the scratchpad of ``run_id`` (the process's
+        without one), first, with ``metadata.key`` — matched by the config's
+        ``fleeting_match``.
         """
+        fleeting: builtins.list[RecallResult] = []
+        if tiers is not None:
+            names = [tiers] if isinstance(tiers, str) else builtins.list(tiers)
+            unknown = sorted({str(t) for t in names} - {"fleeting", *(t.value for t in Tier)})
+            if unknown or not names:
+                raise InvalidInput(
+                    f"tiers are fleeting, short_term, long_term; got {unknown or 'none'}"
+                )
+            if tier is not None:
+                raise InvalidInput("give tier or tiers, not both")
+            if "fleeting" in names:
+                fleeting = self._fleeting(query, k, run_id, config)
+            tier = [str(t) for t in names if t != "fleeting"]
+            if not tier:
+                return fleeting
         flt = self._recall_filter(
             agent_id=agent_id,
             run_id=run_id,
@@ -709,7 +729,7 @@ class GraphMemory:
             user_id=user_id,
         )
         asker = scope.agent_id if isinstance(scope, Scope) else scope
-        return self._retriever().recall(
+        stored = self._retriever().recall(
             query,
             k=k,
             filter=flt,
@@ -718,6 +738,44 @@ class GraphMemory:
             min_relevance=min_relevance,
             asking_agent=asker,
         )
+        if not fleeting:
+            return stored
+        top = max([1.0] + [r.score for r in stored])
+        fleeting = [r.model_copy(update={"score": top}) for r in fleeting]
+        return (fleeting + stored)[:k]
+
+    def _fleeting(
+        self,
+        query: str,
+        k: int,
+        run_id: str | Sequence[str] | None,
+        config: RecallConfig | str | None,
+    ) -> builtins.list[RecallResult]:
+        """Scratchpad notes matching ``query`` as recall results (never persisted)."""
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput("query must be a non-empty string")
+        if isinstance(config, str):
+            config = RecallConfig.preset(config)
+        cfg = config or getattr(self.settings, "recall", None) or RecallConfig()
+        runs = [run_id] if run_id is None or isinstance(run_id, str) else builtins.list(run_id)
+        out = []
+        for run in runs:
+            pad = self.lifecycle.scratchpad(run)
+            for key, note in pad.recall(query, k, match=cfg.fleeting_match):
+                text = note if isinstance(note, str) else canonical_json(note)
+                meta: dict[str, Any] = {"tier": "fleeting", "key": key}
+                if not isinstance(note, str):
+                    meta[CONTENT_JSON_KEY] = True
+                m = Memory(
+                    id=f"fleeting-{run or ''}-{key}",
+                    content=text,
+                    run_id=run,
+                    tier=Tier.SHORT_TERM,
+                    metadata=meta,
+                    created_at=self._clock(),
+                )
+                out.append(RecallResult(memory=m, score=1.0, breakdown={"fleeting": 1.0}))
+        return out[:k]
 
     def relevance(self, memory: Memory, *, now: datetime | None = None) -> float:
         """The standing of ``memory`` at ``now`` (default: this store's clock) under the

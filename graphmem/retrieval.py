@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import logging
 import math
 import re
@@ -45,6 +46,7 @@ from graphmem.backends.base import GraphBackend
 from graphmem.embeddings import Embedder
 from graphmem.errors import ConfigError, InvalidInput
 from graphmem.knowledge.channel import entity_channel, shared_entity_neighbours
+from graphmem.llm import is_dense
 from graphmem.models import (
     EdgeType,
     Filter,
@@ -71,6 +73,7 @@ __all__ = [
     "RecallConfig",
     "RecallResult",
     "Retriever",
+    "compress_dense",
     "estimate_tokens",
     "neutralise",
     "trust_score",
@@ -380,8 +383,80 @@ class ContextWindow(BaseModel):
         return self.text
 
 
-def _fmt_memory(r: RecallResult, boundary: str) -> str:
+DENSE_MAX_CHARS = 600  # a dense memory longer than this is compressed in a context window
+_ELIDED = "\u22ef"
+
+
+def compress_dense(text: str, max_chars: int = DENSE_MAX_CHARS) -> str:
+    """An extractive digest of dense content (code, JSON, identifiers) within about
+    ``max_chars``: a JSON object keeps its keys with short scalar values; other text keeps
+    the lines that bring the most new identifiers, in their order, and says how many lines
+    it left out. Text that fits is returned unchanged; nothing is paraphrased.
+
+    >>> print(compress_dense('{"id": "a1", "rows": [1, 2, 3], "note": "' + "x" * 900 + '"}'))
+    {"id": "a1", "note": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…", "rows": [3 items]}
+    """
+    if len(text) <= max_chars:
+        return text
+    stripped = text.strip()
+    if stripped[:1] == "{":
+        try:
+            data = json.loads(stripped)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            parts = []
+            for key in sorted(data):
+                v = data[key]
+                if isinstance(v, dict):
+                    shown = "{" + f"{len(v)} keys" + "}"
+                elif isinstance(v, list):
+                    shown = f"[{len(v)} items]"
+                elif isinstance(v, str) and len(v) > 40:
+                    shown = json.dumps(v[:40] + "\u2026", ensure_ascii=False)
+                else:
+                    shown = json.dumps(v, ensure_ascii=False)
+                parts.append(f"{json.dumps(str(key), ensure_ascii=False)}: {shown}")
+            out = "{" + ", ".join(parts) + "}"
+            if len(out) <= max_chars:
+                return out
+    lines = text.splitlines()
+    if len(lines) == 1:
+        head = max_chars * 3 // 4
+        return f"{text[:head]} {_ELIDED} {text[-(max_chars - head - 3) :]}"
+    seen: set[str] = set()
+    ranked: list[tuple[int, int]] = []  # (new identifiers, line number)
+    for i, line in enumerate(lines):
+        words = {w.lower() for w in _TOKEN_RE.findall(line)}
+        ranked.append((len(words - seen), i))
+        seen |= words
+    ranked.sort(key=lambda t: (-t[0], t[1]))
+    keep: set[int] = set()
+    used = 0
+    for _, i in ranked:
+        cost = len(lines[i]) + 1
+        if used + cost > max_chars and keep:
+            continue
+        keep.add(i)
+        used += cost
+    out_lines: list[str] = []
+    skipped = 0
+    for i, line in enumerate(lines):
+        if i in keep:
+            if skipped:
+                out_lines.append(f"{_ELIDED} ({skipped} lines left out)")
+                skipped = 0
+            out_lines.append(line)
+        else:
+            skipped += 1
+    if skipped:
+        out_lines.append(f"{_ELIDED} ({skipped} lines left out)")
+    return "\n".join(out_lines)
+
+
+def _fmt_memory(r: RecallResult, boundary: str, compress: bool = False) -> str:
     m = r.memory
+    content = m.content
     attrs = [
         f'id="{_attr(m.id)}"',
         f'created="{_attr(m.created_at.date().isoformat())}"',
@@ -389,7 +464,10 @@ def _fmt_memory(r: RecallResult, boundary: str) -> str:
     ]
     if m.run_id:
         attrs.append(f'run="{_attr(m.run_id)}"')
-    return f"<memory-{boundary} {' '.join(attrs)}>\n{neutralise(m.content)}\n</memory-{boundary}>"
+    if compress and len(content) > DENSE_MAX_CHARS and is_dense(content):
+        content = compress_dense(content)
+        attrs.append('compressed="true"')
+    return f"<memory-{boundary} {' '.join(attrs)}>\n{neutralise(content)}\n</memory-{boundary}>"
 
 
 def _fence_texts(r: RecallResult) -> tuple[str, ...]:
@@ -880,6 +958,7 @@ class Retriever:
             raise InvalidInput("max_tokens must be a positive int")
         if results is None:
             results = self.recall(query, k=k, filter=filter, config=config, touch=False)
+        compress = self._resolve(config).compress_dense
         boundary = _new_boundary([t for r in results for t in _fence_texts(r)] + list(policies))
         header, footer = _header(boundary), _footer(boundary)
         parts = [header]
@@ -904,7 +983,7 @@ class Retriever:
         packed: list[RecallResult] = []
         dropped = 0
         for r in results:
-            block = _fmt_memory(r, boundary)
+            block = _fmt_memory(r, boundary, compress)
             c = estimate(block) + 1
             if used + c > max_tokens:
                 dropped += 1

@@ -167,3 +167,67 @@ def test_in_process_sweep_archives_expired_memories_and_stops_on_close() -> None
     finally:
         mem.close()
     assert len(_sweepers()) == before  # joined, no thread left behind
+
+
+# -- key-addressed fleeting entries in recall(tiers=...) ------------------------------------------
+
+
+def test_recall_searches_the_fleeting_tier_when_asked(mem: GraphMemory) -> None:
+    pad = mem.scratchpad("r1")
+    pad.put("plan", "book the flight to Oslo")
+    pad.put("budget", {"max": 900, "currency": "NOK"})
+    stored = mem.remember("Oslo flights leave from gate 4", run_id="r1")
+    assert [r.memory.id for r in mem.recall("Oslo flight", run_id="r1")] == [stored.id]
+    both = mem.recall("Oslo flight", run_id="r1", tiers=["fleeting", "long_term"])
+    assert [r.memory.metadata.get("key") for r in both] == ["plan", None]
+    assert both[0].score >= both[1].score
+    [note] = mem.recall("900 NOK", run_id="r1", tiers="fleeting")
+    assert note.memory.value == {"max": 900, "currency": "NOK"}
+    assert mem.count() == 1  # fleeting notes never reach the store
+    pad.forget("plan")
+    assert mem.recall("Oslo flight", run_id="r1", tiers="fleeting") == []
+
+
+def test_fleeting_substring_match_finds_parts_of_words() -> None:
+    s = Settings.load(environ={}, profile="openagentflow")
+    with GraphMemory.open("memory://", settings=s, embedder=None) as m:
+        m.scratchpad().put("user:42:pref", "likes dark roast")
+        [hit] = m.recall("user:42", tiers="fleeting")
+        assert hit.memory.metadata["key"] == "user:42:pref"
+    with GraphMemory.open("memory://", embedder=None) as m:  # words by default
+        m.scratchpad().put("user:42:pref", "likes dark roast")
+        assert m.recall("roa", tiers="fleeting") == []
+
+
+@pytest.mark.parametrize("tiers", [["nope"], [], "fleet"])
+def test_recall_tiers_are_checked(mem: GraphMemory, tiers: object) -> None:
+    with pytest.raises(InvalidInput, match="tiers"):
+        mem.recall("x", tiers=tiers)  # type: ignore[arg-type]
+
+
+# -- dense content compressed in context -------------------------------------------------------
+
+
+def test_context_compresses_dense_content_when_asked() -> None:
+    code = "\n".join(
+        [f"def handler_{i}(event, context):\n    return route(event, table_{i})" for i in range(40)]
+    )
+    s = Settings.load(environ={}, profile="synthorg")
+    with GraphMemory.open("memory://", settings=s, embedder=None) as m:
+        m.remember("routing code for the handlers:\n" + code)
+        compact = m.context("handler routing code", max_tokens=4000)
+    with GraphMemory.open("memory://", embedder=None) as m:
+        m.remember("routing code for the handlers:\n" + code)
+        whole = m.context("handler routing code", max_tokens=4000)
+    assert code in whole and code not in compact
+    assert 'compressed="true"' in compact and "lines left out" in compact
+    assert "def handler_0(event, context):" in compact  # extractive: lines kept verbatim
+    assert len(compact) < len(whole) / 2
+
+
+def test_prose_is_never_compressed() -> None:
+    prose = " ".join(["The team met on Monday and agreed on the plan for the launch."] * 20)
+    s = Settings.load(environ={}, recall={"compress_dense": True})
+    with GraphMemory.open("memory://", settings=s, embedder=None) as m:
+        m.remember(prose)
+        assert prose in m.context("team launch plan", max_tokens=4000)
