@@ -1017,7 +1017,7 @@ class Lifecycle:
             old_entries = elog.expired(older_than=period, now=now)
             if old_entries and not dry_run:
                 for start in range(0, len(old_entries), 2000):
-                    elog.delete(old_entries[start : start + 2000])
+                    elog.delete_entries(old_entries[start : start + 2000])
             report = report.model_copy(update={"log_entries": tuple(old_entries)})
         improvement = None
         if "improve" in steps and cfg.improve_limit:

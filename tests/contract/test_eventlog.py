@@ -59,7 +59,7 @@ def test_small_payloads_stay_inline_large_ones_are_shared(mem: GraphMemory) -> N
     assert first.payload_size == BIG_SIZE
     [blob] = payloads(mem)
     assert (blob.id, blob.refcount, blob.size, blob.text) == (digest, 3, BIG_SIZE, BIG_TEXT)
-    assert mem.eventlog.get(second.id).payload == BIG
+    assert mem.eventlog.entry(second.id).payload == BIG
     sub = mem.backend.expand([blob.ref], [EdgeType.REFERENCES], direction="in")
     assert {n.id for n in sub.nodes} == {digest, first.id, second.id, third.id}
     stats = mem.eventlog.stats()
@@ -81,16 +81,16 @@ def test_key_order_does_not_matter_but_content_does(mem: GraphMemory) -> None:
 def test_deleting_entries_counts_down_and_removes_unused_payloads(mem: GraphMemory) -> None:
     entries = [mem.log("a", "tool_result", BIG) for _ in range(3)]
     other = mem.log("a", "tool_result", {"other": "y" * 3000})
-    assert mem.eventlog.delete([entries[0].id, entries[0].id]) == 1
+    assert mem.eventlog.delete_entries([entries[0].id, entries[0].id]) == 1
     assert {p.refcount for p in payloads(mem) if p.id == entries[0].payload_ref} == {2}
-    assert mem.eventlog.delete([entries[1].id, entries[2].id, "missing"]) == 2
+    assert mem.eventlog.delete_entries([entries[1].id, entries[2].id, "missing"]) == 2
     assert [p.id for p in payloads(mem)] == [other.payload_ref]  # the last user took it along
-    assert mem.eventlog.delete([]) == 0
+    assert mem.eventlog.delete_entries([]) == 0
     stats = mem.eventlog.stats()
     assert (stats.entries, stats.payloads, stats.bytes_saved) == (1, 1, 0)
     # logging the same payload again re-creates it from scratch
     again = mem.log("a", "tool_result", BIG)
-    assert mem.eventlog.get(again.id).payload == BIG
+    assert mem.eventlog.entry(again.id).payload == BIG
     assert {p.id: p.refcount for p in payloads(mem)}[again.payload_ref or ""] == 1
 
 
@@ -114,7 +114,7 @@ def test_parent_and_children(mem: GraphMemory) -> None:
     grandchild = mem.log("worker0", "tool_call", None, parent=kids[0].id)
     assert [r.entry.id for r in mem.eventlog.children(root.id)] == [k.id for k in kids]
     assert [r.entry.id for r in mem.eventlog.children(kids[0].id)] == [grandchild.id]
-    assert mem.eventlog.get(grandchild.id).payload is None
+    assert mem.eventlog.entry(grandchild.id).payload is None
     sub = mem.backend.expand(
         [NodeRef(NodeLabel.LOG_ENTRY, grandchild.id)], [EdgeType.CHILD_OF], direction="out", depth=5
     )
@@ -144,7 +144,7 @@ def test_bad_input_is_typed_and_writes_nothing(mem: GraphMemory, kwargs: dict) -
         mem.log(args.pop("agent_id"), args.pop("event_type"), args.pop("payload"), **args)
     assert mem.eventlog.count() == 0 and payloads(mem) == []
     with pytest.raises(NotFound):
-        mem.eventlog.get("nope")
+        mem.eventlog.entry("nope")
 
 
 def test_inline_limit_is_configurable(mem: GraphMemory) -> None:
@@ -187,9 +187,9 @@ def test_large_results_and_responses_are_stored_once_at_any_depth(
     assert records[b.id] == {"response": answer, "call": 2}
     stats = mem.eventlog.stats()
     assert stats.payloads == 1 and stats.bytes_saved > 200
-    mem.eventlog.delete([a.id])
+    mem.eventlog.delete_entries([a.id])
     assert backend.match(Filter(label=NodeLabel.PAYLOAD))[0].refcount == 1  # type: ignore[attr-defined]
-    mem.eventlog.delete([b.id])
+    mem.eventlog.delete_entries([b.id])
     assert backend.match(Filter(label=NodeLabel.PAYLOAD)) == []
 
 
