@@ -65,6 +65,7 @@ from graphmem.models import (
     utcnow,
     validated,
 )
+from graphmem.providers import Hooks
 from graphmem.scoring import Curve, Frequency, RankWeights, Scoring
 from graphmem.writes import Writes
 
@@ -635,6 +636,8 @@ class Lifecycle:
         self._lock = threading.Lock()
         self._offline = OfflineLLM()
         self._improved_until: datetime | None = None  # the last unscoped improve pass
+        #: attached memory providers (graphmem.providers) and their hooks
+        self.hooks = Hooks()
 
     @property
     def _pass_llm(self) -> LLM:
@@ -691,9 +694,28 @@ class Lifecycle:
 
     # -- hooks ------------------------------------------------------------------------
 
+    def add_provider(self, provider: object) -> object:
+        """Attach a memory provider (:mod:`graphmem.providers`); its hooks are called from
+        now on. Returns it."""
+        return self.hooks.add(provider)
+
+    def remove_provider(self, provider: object) -> bool:
+        return self.hooks.remove(provider)
+
+    def prefetch(self, query: str, **context: Any) -> list[str]:
+        """Before a turn: each attached provider's ``prefetch`` (the non-empty blocks)."""
+        return self.hooks.prefetch(query, **context)
+
+    def on_pre_compact(self, messages: Sequence[Mapping[str, Any]], **context: Any) -> None:
+        """Before the agent loop compacts ``messages`` away: each provider's
+        ``on_pre_compact`` (graphmem's stores them as events and their facts)."""
+        self.hooks.on_pre_compact(messages, **context)
+
     def on_write(self, memories: Sequence[Memory]) -> MaintenanceReport | None:
         """Count short-term writes per run; every ``refresh_every`` writes to a run, refresh
-        that run's short-term tier (:meth:`refresh_run`). Makes no LLM call."""
+        that run's short-term tier (:meth:`refresh_run`). Makes no LLM call. Attached
+        providers' ``on_memory_write`` hear of the memories first."""
+        self.hooks.on_memory_write(memories)
         due: list[str] = []
         with self._lock:
             for m in memories:
