@@ -314,3 +314,23 @@ def test_operator_scores_0_7_relevance_plus_0_3_recency(clock: Clock) -> None:
     for h, recency in ((hits[old.id], 0.5), (hits[new.id], 1.0)):
         assert h.breakdown["recency"] == pytest.approx(recency)
         assert h.score == pytest.approx(0.7 * h.breakdown["relevance"] + 0.3 * recency)
+
+
+def test_docs_table_has_a_row_for_every_setting_a_profile_changes() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "profiles.md").read_text("utf-8")
+    base = Settings.load(environ={}).model_dump()
+    missing = []
+    for name in NAMES:
+        s = Settings.load(environ={}, profile=name).model_dump()
+        for section, fields in s.items():
+            if section == "profile" or not isinstance(fields, dict):
+                continue
+            for field, value in fields.items():
+                if value == base[section][field]:
+                    continue
+                if field == "scorer":
+                    keys = [f"scorer.{k}" for k, v in value.items() if v != base[section][field][k]]
+                else:
+                    keys = [field]
+                missing += [f"{section}.{k}" for k in keys if f"| `{section}.{k}` |" not in doc]
+    assert not missing, f"docs/profiles.md has no row for {sorted(set(missing))}"
