@@ -62,6 +62,7 @@ __all__ = [
     "ENV_PREFIX",
     "ApiKey",
     "LifecycleSettings",
+    "LogSettings",
     "MaintenanceSettings",
     "ServerSettings",
     "Settings",
@@ -198,6 +199,19 @@ class MaintenanceSettings(_Frozen):
         return parse_interval(self.every)
 
 
+class LogSettings(_Frozen):
+    """The orchestration log (graphmem.eventlog): how payloads are shared.
+
+    ``dedup = "value"`` stores a result/response value over ``dedup_min_chars`` once, at any
+    depth; ``"entry"`` stores a whole payload that has a result/response key once when its
+    JSON reaches ``dedup_min_chars``. What remains over ``inline_limit`` bytes is stored
+    once as well."""
+
+    dedup: Literal["value", "entry"] = "value"
+    dedup_min_chars: int = Field(default=200, ge=0)
+    inline_limit: int = Field(default=1024, ge=0)
+
+
 class ServerSettings(_Frozen):
     """The HTTP API and the MCP server.
 
@@ -251,6 +265,7 @@ class Settings(_Frozen):
     reconcile: ReconcileConfig = ReconcileConfig()
     runs: RunLimits = RunLimits()
     maintenance: MaintenanceSettings = MaintenanceSettings()
+    log: LogSettings = LogSettings()
     server: ServerSettings = ServerSettings()
     # what was configured (files, environment, arguments) before the profile's overlay
     _configured: dict[str, Any] | None = PrivateAttr(default=None)
@@ -428,6 +443,7 @@ def _section_fields() -> dict[str, type[BaseModel]]:
         "reconcile": ReconcileConfig,
         "runs": RunLimits,
         "maintenance": MaintenanceSettings,
+        "log": LogSettings,
         "server": ServerSettings,
     }
 

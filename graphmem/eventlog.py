@@ -41,7 +41,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -133,15 +133,23 @@ class EventLog:
         *,
         clock: Callable[[], datetime] = utcnow,
         inline_limit: int = DEFAULT_INLINE_LIMIT,
+        dedup: Literal["value", "entry"] = "value",
+        dedup_min_chars: int = DEDUP_MIN_CHARS,
     ) -> None:
         if inline_limit < 0:
             raise InvalidInput("inline_limit must not be negative")
+        if dedup not in ("value", "entry"):
+            raise InvalidInput("dedup is 'value' or 'entry'")
         self._backend = backend
         self._writes = writes
         self._clock = clock
         self.inline_limit = inline_limit
         self.dedup_keys = DEDUP_KEYS
-        self.dedup_min_chars = DEDUP_MIN_CHARS
+        #: ``value``: a large result/response value (over ``dedup_min_chars``) is stored
+        #: once; ``entry``: a whole payload that has a result/response key is stored once
+        #: when its JSON reaches ``dedup_min_chars``
+        self.dedup = dedup
+        self.dedup_min_chars = dedup_min_chars
         # reference counts are read-modify-write: serialise them inside this process
         self._lock = threading.Lock()
 
@@ -167,9 +175,18 @@ class EventLog:
         if isinstance(step, bool):
             raise InvalidInput("step must be a non-negative integer")
         blobs: dict[str, str] = {}  # sha256 -> text of each value stored once
+        whole = False
         if payload is not None and self.dedup_keys:
-            text = canonical_json(self._extract(payload, blobs, under_key=False))
-        shared = text is not None and len(text.encode("utf-8")) > self.inline_limit
+            if self.dedup == "entry":
+                whole = (
+                    isinstance(payload, dict)
+                    and any(k in self.dedup_keys for k in payload)
+                    and text is not None
+                    and len(text) >= self.dedup_min_chars
+                )
+            else:
+                text = canonical_json(self._extract(payload, blobs, under_key=False))
+        shared = text is not None and (whole or len(text.encode("utf-8")) > self.inline_limit)
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest() if shared and text else None
         if digest is not None and text is not None:
             blobs[digest] = text

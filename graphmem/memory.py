@@ -167,7 +167,21 @@ class GraphMemory:
             clock=clock,
             config=org_config if isinstance(org_config, OrgConfig) else None,
         )
-        self.eventlog = EventLog(backend, self.writes, clock=clock)
+        log_settings = getattr(settings, "log", None)
+        self.eventlog = EventLog(
+            backend,
+            self.writes,
+            clock=clock,
+            **(
+                {}
+                if log_settings is None
+                else {
+                    "dedup": log_settings.dedup,
+                    "dedup_min_chars": log_settings.dedup_min_chars,
+                    "inline_limit": log_settings.inline_limit,
+                }
+            ),
+        )
         self.runs = Runs(self)
         self.writes.add_hook(self._after_write)
         #: the knowledge layer: entities and relations of every memory written, extracted

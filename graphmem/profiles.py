@@ -129,7 +129,8 @@ _PROFILES = (
         summary=(
             "importance from event type, agent-id substrings (memory +0.2, openai-answer "
             "+0.1) and one +0.1 for a result/response; short-term expires after 1 h, "
-            "long-term after 24 h; the decay sweep runs every 30 min when switched on"
+            "long-term after 24 h; the decay sweep runs every 30 min when switched on; a log "
+            "payload with a result/response key stored once, whole, from 200 characters"
         ),
         overlay={
             "lifecycle": {
@@ -150,6 +151,7 @@ _PROFILES = (
                 "default_expiry": {"short_term": "1h", "long_term": "24h"},
             },
             "maintenance": {"every": "30m"},
+            "log": {"dedup": "entry", "dedup_min_chars": 200},
         },
     ),
     Profile(

@@ -3,6 +3,7 @@ stays what it was."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -334,3 +335,25 @@ def test_docs_table_has_a_row_for_every_setting_a_profile_changes() -> None:
                     keys = [field]
                 missing += [f"{section}.{k}" for k in keys if f"| `{section}.{k}` |" not in doc]
     assert not missing, f"docs/profiles.md has no row for {sorted(set(missing))}"
+
+
+def test_orka_stores_a_whole_log_entry_with_a_result_once_from_200_characters(
+    clock: Clock,
+) -> None:
+    def payload(chars: int) -> dict[str, str]:
+        skeleton = len('{"note":"","result":"ok"}')
+        return {"result": "ok", "note": "n" * (chars - skeleton)}
+
+    with _open("orka", clock) as mem:
+        assert len(json.dumps(payload(200), separators=(",", ":"))) == 200
+        a = mem.eventlog.log("memory-agent", "step", payload(200))
+        b = mem.eventlog.log("memory-agent", "step", payload(200))
+        small = mem.eventlog.log("memory-agent", "step", payload(199))
+        plain = mem.eventlog.log("memory-agent", "step", {"note": "n" * 300})
+        assert a.payload is None and a.payload_ref == b.payload_ref
+        assert small.payload_ref is None and plain.payload_ref is None
+        assert mem.eventlog.stats().payloads == 1
+        assert mem.eventlog.entry(b.id).payload == payload(200)
+    with _open("graphmem", clock) as mem:
+        entry = mem.eventlog.log("memory-agent", "step", payload(200))
+        assert entry.payload_ref is None and mem.eventlog.stats().payloads == 0
