@@ -231,3 +231,14 @@ def test_prose_is_never_compressed() -> None:
     with GraphMemory.open("memory://", settings=s, embedder=None) as m:
         m.remember(prose)
         assert prose in m.context("team launch plan", max_tokens=4000)
+
+
+# -- per-turn fact extraction (Operator's "I moved to Bergen.") ----------------------------------
+
+
+def test_turn_end_extracts_a_move_as_a_durable_fact(mem: GraphMemory) -> None:
+    report = mem.lifecycle.on_turn_end("r1", turn="I moved to Bergen.", extract_facts=True)
+    assert report.facts is not None
+    assert [f.content for f in mem.list(category="semantic")] == ["User moved to Bergen."]
+    none = mem.lifecycle.on_turn_end("r1", turn="I moved the chair.", extract_facts=True)
+    assert none.facts is not None and mem.count(category="semantic") == 1
