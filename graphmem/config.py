@@ -248,6 +248,8 @@ class Settings(_Frozen):
     """
 
     url: str = "graphmem.db"
+    #: false: ``open_memory`` gives a NullMemory (stores nothing), as KAOS's MEMORY_ENABLED
+    enabled: bool = True
     #: the named profile (graphmem.profiles) whose defaults sit under everything configured
     profile: str = "graphmem"
     username: str | None = None
@@ -399,8 +401,14 @@ class Settings(_Frozen):
         )
 
     def open_memory(self, **options: Any) -> GraphMemory:
-        """Open the GraphMemory these settings describe (``options`` go to ``open``)."""
+        """Open the GraphMemory these settings describe (``options`` go to ``open``); a
+        :class:`~graphmem.null.NullMemory` when ``enabled`` is false."""
         from graphmem.memory import GraphMemory
+
+        if not self.enabled:
+            from graphmem.null import NullMemory
+
+            return NullMemory()  # type: ignore[return-value]
 
         options.setdefault("embedder", self.embedder)
         options.setdefault("llm", self.make_llm())

@@ -242,3 +242,20 @@ def test_turn_end_extracts_a_move_as_a_durable_fact(mem: GraphMemory) -> None:
     assert [f.content for f in mem.list(category="semantic")] == ["User moved to Bergen."]
     none = mem.lifecycle.on_turn_end("r1", turn="I moved the chair.", extract_facts=True)
     assert none.facts is not None and mem.count(category="semantic") == 1
+
+
+# -- memory switched off from the environment ------------------------------------------------------
+
+
+def test_graphmem_enabled_false_opens_a_memory_that_stores_nothing() -> None:
+    from graphmem.null import NullMemory
+
+    s = Settings.load(environ={"GRAPHMEM_ENABLED": "false", "GRAPHMEM_URL": "memory://"})
+    m = s.open_memory(embedder=None)
+    assert isinstance(m, NullMemory)
+    m.remember("nothing kept")
+    assert not m.recall("nothing")
+    m.close()
+    on = Settings.load(environ={"GRAPHMEM_URL": "memory://"}).open_memory(embedder=None)
+    assert isinstance(on, GraphMemory)
+    on.close()
