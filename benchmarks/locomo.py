@@ -163,14 +163,14 @@ def ingest(mem: GraphMemory, conv: Conversation) -> int:
     for s in sorted(conv.sessions):
         turns = conv.sessions[s]
         run_id = f"{conv.sample_id}/session-{s}"
-        mem.start_run(
+        mem.runs.start(
             agent_id=conv.speakers[0] or "speaker",
             run_id=run_id,
             namespace=conv.sample_id,
             started_at=turns[0].at,
             metadata={"session": s},
         )
-        mem.add_events(
+        mem.runs.add_events(
             run_id,
             [
                 {
@@ -478,21 +478,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         umem = open_store(args.knowledge != "off")
         t0 = time.perf_counter()
         turns = sum(ingest_user(umem, c) for c in convs)
-        umem.wait_for_vectors()  # vectors are computed behind remember(); count them in
+        umem.vectors.wait()  # vectors are computed behind remember(); count them in
         timings.append(f"user path {time.perf_counter() - t0:.1f} s")
         systems["user path"] = user_system(umem, config)
         if args.knowledge == "both":
             pmem = open_store(False)
             t0 = time.perf_counter()
             sum(ingest_user(pmem, c) for c in convs)
-            pmem.wait_for_vectors()
+            pmem.vectors.wait()
             timings.append(f"user path without entities {time.perf_counter() - t0:.1f} s")
             systems["user path, no entities"] = user_system(pmem, plain)
     if args.path in ("events", "both"):
         mem = open_store(args.knowledge != "off")
         t0 = time.perf_counter()
         turns = sum(ingest(mem, c) for c in convs)
-        mem.wait_for_vectors()
+        mem.vectors.wait()
         timings.append(f"event path {time.perf_counter() - t0:.1f} s")
         built = build_systems(mem, config)
         systems["event path"] = built.pop("event path")

@@ -6,6 +6,7 @@
     python benchmarks/scale.py --compare --url bolt://localhost:7687 --wipe --sizes 10000
     python benchmarks/scale.py --compare --recall --url bolt://localhost:7687 --wipe \
         --recall-sizes 100000
+    python benchmarks/scale.py --sizes 10000,100000,1000000 --recall   # embedded, vectors
 
 ``--compare`` runs the same workload on a temporary embedded store and on the server at
 ``--url`` (emptied first with ``--wipe``) and prints both side by side with their ratio.
@@ -231,6 +232,16 @@ def synthetic_vectors(n: int, dim: int = 384, clusters: int = 2000, seed: int = 
     return out
 
 
+def peak_rss_gb() -> float:
+    """This process's peak resident memory so far (GB; NaN where unknown)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Windows
+        return float("nan")
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kb * (1 if sys.platform == "darwin" else 1024) / 1e9
+
+
 def bench_recall(url: str, n: int, *, queries: int = 200, **open_options: Any) -> dict[str, Any]:
     """Hybrid recall latency over ``n`` memories with synthetic 384-d embeddings.
 
@@ -253,7 +264,7 @@ def bench_recall(url: str, n: int, *, queries: int = 200, **open_options: Any) -
     t = time.perf_counter()
     for i in range(0, n, 2000):
         mem.remember_many(data[i : i + 2000])
-    mem.wait_for_vectors()  # background vectors: ingest ends when every vector is stored
+    mem.vectors.wait()  # background vectors: ingest ends when every vector is stored
     out["ingest_per_s"] = n / (time.perf_counter() - t)
     del data
     rng = random.Random(2)
@@ -290,6 +301,18 @@ def bench_recall(url: str, n: int, *, queries: int = 200, **open_options: Any) -
     rows = mem.backend.match(mem._recall_filter(), limit=1)
     out["dim"] = len(rows[0].embedding or ()) if rows else 0  # type: ignore[attr-defined]
     mem.close()
+    if os.path.isfile(url):  # embedded: reopen, and is the vector graph there at once?
+        out["file_mb"] = os.path.getsize(url) / 1e6
+        t = time.perf_counter()
+        mem = GraphMemory.open(url, embedder=SyntheticQueries(384, vecs), **open_options)
+        out["reopen_s"] = time.perf_counter() - t
+        index = getattr(mem.backend, "vector_index", None)
+        out["graph_at_open"] = "yes" if getattr(index, "_ann", None) is not None else "no"
+        t = time.perf_counter()
+        mem.recall(texts[1], k=10, touch=False)
+        out["reopen_first_query_ms"] = (time.perf_counter() - t) * 1000
+        mem.close()
+    out["peak_rss_gb"] = peak_rss_gb()
     del vecs
     np.random.default_rng()  # keep numpy imported for the type of vecs
     return out
@@ -306,6 +329,11 @@ RECALL_COLUMNS = [
     ("recall_agent_p50_ms", "recall agent p50 ms", "{:.1f}"),
     ("recall_agent_p95_ms", "recall agent p95 ms", "{:.1f}"),
     ("recall_ns_tag_p50_ms", "recall ns+tag p50 ms", "{:.1f}"),
+    ("reopen_s", "reopen s", "{:.2f}"),
+    ("graph_at_open", "HNSW ready at open", "{}"),
+    ("reopen_first_query_ms", "first query after reopen ms", "{:.0f}"),
+    ("file_mb", "file MB", "{:,.0f}"),
+    ("peak_rss_gb", "peak RSS GB (process so far)", "{:.2f}"),
 ]
 
 
@@ -316,7 +344,7 @@ def recall_table(rows: list[dict[str, Any]]) -> str:
 def recall_main(args: argparse.Namespace, argv: list[str] | None) -> None:
     rows = []
     server = bool(args.url) and args.url.split("://")[0] in SERVER_SCHEMES
-    for n in (int(s) for s in args.recall_sizes.split(",")):
+    for n in (int(s) for s in (args.recall_sizes or args.sizes).split(",")):
         if server:
             options = server_options(args)
             empty_server(args.url, options, args.wipe)
@@ -362,7 +390,8 @@ def empty_server(url: str, options: dict[str, Any], wipe: bool) -> None:
     """Make sure the server store starts empty (deleting its graphmem data with ``wipe``)."""
     import neo4j
 
-    from graphmem.backends.neo4j import VECTOR_INDEX, Neo4jBackend
+    from graphmem.backends.neo4j import Neo4jBackend
+    from graphmem.backends.neo4j.queries import VECTOR_INDEX
 
     with Neo4jBackend(url, **options) as store:
         if wipe:
@@ -410,7 +439,7 @@ def compare_main(args: argparse.Namespace, argv: list[str] | None) -> None:
     if not args.url or args.url.split("://")[0] not in SERVER_SCHEMES:
         sys.exit("--compare needs --url of a Neo4j server (bolt://... or neo4j://...)")
     options = server_options(args)
-    sizes = args.recall_sizes if args.recall else args.sizes
+    sizes = (args.recall_sizes or args.sizes) if args.recall else args.sizes
     columns = RECALL_COLUMNS if args.recall else COLUMNS
     tables = []
     for n in (int(s) for s in sizes.split(",")):
@@ -469,7 +498,9 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="measure hybrid recall latency with synthetic embeddings instead",
     )
-    ap.add_argument("--recall-sizes", default="100000,1000000")
+    ap.add_argument(
+        "--recall-sizes", default=None, help="sizes for --recall (default: those of --sizes)"
+    )
     ap.add_argument(
         "--compare",
         action="store_true",

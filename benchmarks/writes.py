@@ -7,7 +7,7 @@ On LoCoMo turns (../shared/data/locomo_dev.json), embedded store in a temp dir:
 
 - ``remember`` p50/p95 with the default embedder (background vectors: acknowledged once
   durable), one memory per call into a store of ``--size`` memories;
-- ingest with embeddings: ``remember_many`` in batches of 256, then ``wait_for_vectors``,
+- ingest with embeddings: ``remember_many`` in batches of 256, then ``mem.vectors.wait()``,
   memories/s;
 - ``recall(k=10)`` p50/p95 with touching on and off (question vectors cached, so the
   figure is the read path, not the model);
@@ -89,7 +89,7 @@ def main() -> None:
                     batch = turns[s : min(s + 256, args.size)]
                     mem.remember_many([{"content": x, "agent_id": "a"} for x in batch])
                     n += len(batch)
-                mem.wait_for_vectors()
+                mem.vectors.wait()
                 rows.append(
                     (
                         "ingest with embeddings (remember_many 256 + vectors) /s",
@@ -107,7 +107,7 @@ def main() -> None:
                         f"{statistics.median(lat):.2f} / {_pct(lat, 0.95):.2f}",
                     )
                 )
-                mem.wait_for_vectors()
+                mem.vectors.wait()
                 qs = questions[: args.calls]
                 mem.embedder.embed(qs)  # type: ignore[union-attr]  # cache the questions
                 for q in qs[:50]:  # warm-up: caches, index planning

@@ -1,19 +1,19 @@
-"""AsyncGraphMemory: the GraphMemory API as coroutines, for asyncio applications.
+"""AsyncGraphMemory: the GraphMemory face as coroutines, for asyncio applications.
 
-Every coroutine runs the very same synchronous :class:`~graphmem.memory.GraphMemory` method in
-a worker thread (``asyncio.to_thread``), so there is one implementation of every operation and
-the event loop is never blocked by storage, embedding or LLM work. GraphMemory is thread-safe,
-so concurrent coroutines are safe too.
+Every coroutine runs the very same synchronous method in a worker thread
+(``asyncio.to_thread``), so there is one implementation of every operation and the event
+loop is never blocked by storage, embedding or LLM work. GraphMemory is thread-safe, so
+concurrent coroutines are safe too.
 
-The common methods are spelled out below with their return types; every other public method
-of GraphMemory (including ones added later, e.g. ``consolidate`` or ``reflect``) is reachable
-under the same name as a coroutine function too. Component objects (``org``, ``runs``,
-``lifecycle`` …) are the synchronous ones; call them off the loop with
-:meth:`~AsyncGraphMemory.run`, e.g. ``await amem.run(amem.sync.org.publish, "text", author="cto")``.
+The facade has GraphMemory's core verbs and the same sub-objects (``runs``, ``agents``,
+``org``, ``namespaces``, ``lifecycle``, ``knowledge``, ``log``, ``vectors``, ``writes``),
+each with the verbs of its :mod:`graphmem.protocol` Protocol as coroutines. Each coroutine
+method is typed from the synchronous one it runs (same parameters, awaitable result), so a
+misspelt name is an AttributeError and a wrong argument a type error.
 
 >>> import asyncio
 >>> async def main() -> list[str]:
-...     async with await AsyncGraphMemory.open("memory://", embedder=None) as mem:
+...     async with AsyncGraphMemory.open("memory://", embedder=None) as mem:
 ...         await mem.remember("Alice prefers tea", agent_id="assistant")
 ...         return [r.memory.content for r in await mem.recall("tea", agent_id="assistant")]
 >>> asyncio.run(main())
@@ -24,12 +24,24 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ParamSpec, TypeVar
+import contextvars
+from collections.abc import Callable, Coroutine, Generator, Sequence
+from types import TracebackType
+from typing import Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
 
-from graphmem.memory import ForgetReport, GraphMemory, ImportReport
-from graphmem.models import Agent, Memory, RecallResult, Run, Subgraph
+from graphmem.agents import Agents
+from graphmem.eventlog import EventLog
+from graphmem.knowledge import About, Knowledge
+from graphmem.lifecycle import Lifecycle, MaintenanceReport
+from graphmem.llm import LLM, Reflection
+from graphmem.memory import GraphMemory
+from graphmem.models import Entity, EntityType, Memory
+from graphmem.org import OrgMemory
+from graphmem.reconcile import ReconcileResult
+from graphmem.reindex import Vectors
+from graphmem.runs import Runs
+from graphmem.scoping import Namespaces, Scope
+from graphmem.verbs import MemoryWrites
 
 __all__ = ["AsyncGraphMemory"]
 
@@ -37,24 +49,245 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class AsyncGraphMemory:
-    """Coroutine facade over one :class:`GraphMemory` (which it closes on ``aclose``
-    only when it opened it, i.e. when created through :meth:`open`)."""
+_last_reconcile: contextvars.ContextVar[ReconcileResult | None] = contextvars.ContextVar(
+    "graphmem_aio_last_reconcile", default=None
+)
+
+
+class _OffLoop(Generic[P, T]):
+    """A coroutine method mirroring the synchronous method ``fn`` of the object the facade
+    wraps (``self._sync``): same parameters, run in a worker thread."""
+
+    def __init__(self, fn: Callable[Concatenate[Any, P], T]) -> None:
+        self._name = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> _OffLoop[P, T]: ...
+
+    @overload
+    def __get__(self, obj: _Facade, owner: type) -> Callable[P, Coroutine[Any, Any, T]]: ...
+
+    def __get__(
+        self, obj: _Facade | None, owner: type
+    ) -> _OffLoop[P, T] | Callable[P, Coroutine[Any, Any, T]]:
+        if obj is None:
+            return self
+        target: Callable[P, T] = getattr(obj._sync, self._name)
+
+        async def call(*args: P.args, **kwargs: P.kwargs) -> T:
+            return await asyncio.to_thread(target, *args, **kwargs)
+
+        call.__name__ = self._name
+        call.__doc__ = self.__doc__
+        return call
+
+
+class _Remembering(_OffLoop[P, T]):
+    """:meth:`GraphMemory.remember` off the loop, keeping what reconciliation did for
+    :attr:`AsyncGraphMemory.last_reconcile` (the sync one is per thread, and the worker
+    thread is not the caller's)."""
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> _OffLoop[P, T]: ...
+
+    @overload
+    def __get__(self, obj: _Facade, owner: type) -> Callable[P, Coroutine[Any, Any, T]]: ...
+
+    def __get__(
+        self, obj: _Facade | None, owner: type
+    ) -> _OffLoop[P, T] | Callable[P, Coroutine[Any, Any, T]]:
+        if obj is None:
+            return self
+        sync = obj._sync
+        target: Callable[P, T] = getattr(sync, self._name)
+
+        def work(*args: P.args, **kwargs: P.kwargs) -> tuple[T, ReconcileResult | None]:
+            return target(*args, **kwargs), sync.last_reconcile
+
+        async def call(*args: P.args, **kwargs: P.kwargs) -> T:
+            result, outcome = await asyncio.to_thread(work, *args, **kwargs)
+            _last_reconcile.set(outcome)
+            return result
+
+        call.__name__ = self._name
+        call.__doc__ = self.__doc__
+        return call
+
+
+class _Facade:
+    """A coroutine view of one synchronous part (``self._sync``)."""
+
+    def __init__(self, sync: Any) -> None:
+        self._sync = sync
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._sync!r})"
+
+
+class AsyncRuns(_Facade):
+    """``mem.runs`` as coroutines (see :class:`graphmem.runs.Runs`)."""
+
+    start = _OffLoop(Runs.start)
+    get = _OffLoop(Runs.get)
+    end = _OffLoop(Runs.end)
+    list = _OffLoop(Runs.list)
+    get_or_create = _OffLoop(Runs.get_or_create)
+    add_event = _OffLoop(Runs.add_event)
+    add_events = _OffLoop(Runs.add_events)
+    events = _OffLoop(Runs.events)
+    delete = _OffLoop(Runs.delete)
+    cleanup = _OffLoop(Runs.cleanup)
+    stats = _OffLoop(Runs.stats)
+    conversation_context = _OffLoop(Runs.conversation_context)
+    scratchpad = _OffLoop(Runs.scratchpad)
+
+
+class AsyncAgents(_Facade):
+    """``mem.agents`` as coroutines (see :class:`graphmem.agents.Agents`)."""
+
+    register = _OffLoop(Agents.register)
+    get = _OffLoop(Agents.get)
+    list = _OffLoop(Agents.list)
+
+
+class AsyncOrg(_Facade):
+    """``mem.org`` as coroutines (see :class:`graphmem.org.OrgMemory`)."""
+
+    publish = _OffLoop(OrgMemory.publish)
+    retract = _OffLoop(OrgMemory.retract)
+    get = _OffLoop(OrgMemory.get)
+    versions = _OffLoop(OrgMemory.versions)
+    query = _OffLoop(OrgMemory.query)
+    list = _OffLoop(OrgMemory.list)
+    core_policies = _OffLoop(OrgMemory.core_policies)
+
+
+class AsyncNamespaces(_Facade):
+    """``mem.namespaces`` as coroutines (see :class:`graphmem.scoping.Namespaces`)."""
+
+    create = _OffLoop(Namespaces.create)
+    get = _OffLoop(Namespaces.get)
+    list = _OffLoop(Namespaces.list)
+    add_members = _OffLoop(Namespaces.add_members)
+    remove_members = _OffLoop(Namespaces.remove_members)
+
+
+class AsyncLifecycle(_Facade):
+    """``mem.lifecycle`` as coroutines (see :class:`graphmem.lifecycle.Lifecycle`)."""
+
+    _sync: Lifecycle
+
+    maintain = _OffLoop(Lifecycle.maintain)
+    consolidate = _OffLoop(Lifecycle.consolidate)
+    unmerge = _OffLoop(Lifecycle.unmerge)
+    summarize = _OffLoop(Lifecycle.summarize)
+    improve = _OffLoop(Lifecycle.improve)
+    extract_facts = _OffLoop(Lifecycle.extract_facts)
+
+    async def reflect(
+        self, question: str, *, k: int = 10, llm: LLM | None = None, **recall_filters: Any
+    ) -> Reflection:
+        """:meth:`graphmem.lifecycle.Lifecycle.reflect`."""
+        return await asyncio.to_thread(self._sync.reflect, question, k=k, llm=llm, **recall_filters)
+
+    archive = _OffLoop(Lifecycle.archive)
+    restore = _OffLoop(Lifecycle.restore)
+    provenance = _OffLoop(Lifecycle.provenance)
+    on_turn_end = _OffLoop(Lifecycle.on_turn_end)
+    on_run_end = _OffLoop(Lifecycle.on_run_end)
+
+    async def on_idle(self, *, dry_run: bool = False, **options: Any) -> MaintenanceReport:
+        """:meth:`graphmem.lifecycle.Lifecycle.on_idle`."""
+        return await asyncio.to_thread(self._sync.on_idle, dry_run=dry_run, **options)
+
+    configure = _OffLoop(Lifecycle.configure)
+
+
+class AsyncKnowledge(_Facade):
+    """``mem.knowledge`` as coroutines (see :class:`graphmem.knowledge.Knowledge`)."""
+
+    _sync: Knowledge
+
+    async def entities(
+        self, *, type: EntityType | str | None = None, limit: int = 100, **filters: Any
+    ) -> builtins.list[Entity]:
+        """:meth:`graphmem.knowledge.Knowledge.entities`."""
+        return await asyncio.to_thread(self._sync.entities, type=type, limit=limit, **filters)
+
+    async def about(self, name: str, *, limit: int = 200, **filters: Any) -> About:
+        """:meth:`graphmem.knowledge.Knowledge.about`."""
+        return await asyncio.to_thread(self._sync.about, name, limit=limit, **filters)
+
+
+class AsyncLog(_Facade):
+    """``mem.log`` as coroutines (see :class:`graphmem.eventlog.EventLog`)."""
+
+    log = _OffLoop(EventLog.log)
+    tail = _OffLoop(EventLog.tail)
+    count = _OffLoop(EventLog.count)
+
+
+class AsyncVectors(_Facade):
+    """``mem.vectors`` as coroutines (see :class:`graphmem.reindex.Vectors`)."""
+
+    wait = _OffLoop(Vectors.wait)
+    reindex = _OffLoop(Vectors.reindex)
+
+
+class AsyncWrites(_Facade):
+    """``mem.writes`` as coroutines (see :class:`graphmem.verbs.MemoryWrites`)."""
+
+    _sync: MemoryWrites
+
+    async def reconcile(
+        self, content: str, *, mode: str | None = None, **fields: Any
+    ) -> ReconcileResult:
+        """:meth:`graphmem.verbs.MemoryWrites.reconcile`."""
+        return await asyncio.to_thread(self._sync.reconcile, content, mode=mode, **fields)
+
+    supersede = _OffLoop(MemoryWrites.supersede)
+    link = _OffLoop(MemoryWrites.link)
+    set_status = _OffLoop(MemoryWrites.set_status)
+
+
+class AsyncGraphMemory(_Facade):
+    """Coroutine facade over one :class:`GraphMemory` (which it closes on :meth:`aclose`
+    only when it opened it, i.e. when created through :meth:`open`).
+
+    ``AsyncGraphMemory.open(...)`` is both awaitable and an async context manager:
+    ``mem = await AsyncGraphMemory.open(...)`` or
+    ``async with AsyncGraphMemory.open(...) as mem:``.
+    """
+
+    _sync: GraphMemory
 
     def __init__(self, mem: GraphMemory, *, owns: bool = False) -> None:
-        self._mem = mem
+        super().__init__(mem)
         self._owns = owns
+        self.runs = AsyncRuns(mem.runs)
+        self.agents = AsyncAgents(mem.agents)
+        self.org = AsyncOrg(mem.org)
+        self.namespaces = AsyncNamespaces(mem.namespaces)
+        self.lifecycle = AsyncLifecycle(mem.lifecycle)
+        self.knowledge = AsyncKnowledge(mem.knowledge)
+        self.log = AsyncLog(mem.log)
+        self.vectors = AsyncVectors(mem.vectors)
+        self.writes = AsyncWrites(mem.writes)
 
     @classmethod
-    async def open(cls, url: str | None = None, **options: Any) -> AsyncGraphMemory:
-        """Coroutine form of :meth:`GraphMemory.open` (opening may touch disk or network)."""
-        mem = await asyncio.to_thread(GraphMemory.open, url, **options)
-        return cls(mem, owns=True)
+    def open(cls, url: str | None = None, **options: Any) -> _Opening:
+        """:meth:`GraphMemory.open` off the loop (opening may touch disk or network); await
+        it, or use it with ``async with``."""
+        return _Opening(cls, url, options)
 
     @property
     def sync(self) -> GraphMemory:
         """The underlying synchronous GraphMemory."""
-        return self._mem
+        return self._sync
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run any synchronous callable in the worker thread pool, e.g.
@@ -64,7 +297,7 @@ class AsyncGraphMemory:
     async def aclose(self) -> None:
         """Close the underlying GraphMemory if this facade opened it."""
         if self._owns:
-            await asyncio.to_thread(self._mem.close)
+            await asyncio.to_thread(self._sync.close)
 
     async def __aenter__(self) -> AsyncGraphMemory:
         return self
@@ -72,103 +305,120 @@ class AsyncGraphMemory:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    def __getattr__(self, name: str) -> Any:
-        """Any other public GraphMemory method, as a coroutine function."""
-        if name.startswith("_"):
-            raise AttributeError(name)
-        attr = getattr(self._mem, name)
-        if not callable(attr):
-            return attr
+    # -- the core verbs ----------------------------------------------------------------
 
-        @functools.wraps(attr)
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            return await asyncio.to_thread(attr, *args, **kwargs)
+    #: :meth:`GraphMemory.remember`; :attr:`last_reconcile` then says what it did (in
+    #: this task)
+    remember = _Remembering(GraphMemory.remember)
 
-        return call
+    @property
+    def last_reconcile(self) -> ReconcileResult | None:
+        """What the last :meth:`remember` of this task (or of the task it was called
+        from) did; ``await mem.writes.reconcile(...)`` returns it directly."""
+        return _last_reconcile.get()
+
+    remember_many = _OffLoop(GraphMemory.remember_many)
+
+    async def update(
+        self, memory_id: str, content: str | None = None, *, reason: str = "update", **changes: Any
+    ) -> Memory:
+        """:meth:`GraphMemory.update`."""
+        return await asyncio.to_thread(
+            self._sync.update, memory_id, content, reason=reason, **changes
+        )
+
+    forget = _OffLoop(GraphMemory.forget)
+    history = _OffLoop(GraphMemory.history)
+
+    async def count(self, *, scope: Scope | str | None = None, **filters: Any) -> int:
+        """:meth:`GraphMemory.count`."""
+        return await asyncio.to_thread(self._sync.count, scope=scope, **filters)
+
+    recall = _OffLoop(GraphMemory.recall)
+    relevance = _OffLoop(GraphMemory.relevance)
+    export = _OffLoop(GraphMemory.export)
+    import_ = _OffLoop(GraphMemory.import_)
+    stats = _OffLoop(GraphMemory.stats)
+
+    @overload
+    async def get(
+        self, memory_id: str, *, scope: Scope | str | None = None, current: bool = False
+    ) -> Memory: ...
+
+    @overload
+    async def get(
+        self,
+        memory_id: builtins.list[str] | tuple[str, ...],
+        *,
+        scope: Scope | str | None = None,
+        current: bool = False,
+    ) -> builtins.list[Memory]: ...
+
+    async def get(
+        self,
+        memory_id: str | Sequence[str],
+        *,
+        scope: Scope | str | None = None,
+        current: bool = False,
+    ) -> Memory | builtins.list[Memory]:
+        """:meth:`GraphMemory.get` (one id, or a list of ids)."""
+        ids = memory_id if isinstance(memory_id, str) else builtins.list(memory_id)
+        return await asyncio.to_thread(self._sync.get, ids, scope=scope, current=current)
+
+    @overload
+    async def context(
+        self, query: str = "", *, format: Literal["text"] = "text", **options: Any
+    ) -> str: ...
+
+    @overload
+    async def context(
+        self, query: str = "", *, format: Literal["messages"], **options: Any
+    ) -> builtins.list[dict[str, str]]: ...
+
+    async def context(
+        self, query: str = "", *, format: Literal["text", "messages"] = "text", **options: Any
+    ) -> str | builtins.list[dict[str, str]]:
+        """:meth:`GraphMemory.context` (a text block, or chat messages)."""
+        sync = self._sync
+        if format == "messages":
+            return await asyncio.to_thread(
+                lambda: sync.context(query, format="messages", **options)
+            )
+        return await asyncio.to_thread(lambda: sync.context(query, format="text", **options))
 
     def __repr__(self) -> str:
-        return f"AsyncGraphMemory({self._mem!r})"
+        return f"AsyncGraphMemory({self._sync!r})"
 
-    # -- the common methods, typed (each is the sync method in a worker thread) --------
+    # last in the class: mypy resolves ``list[...]`` after it to this attribute
+    list = _OffLoop(GraphMemory.list)
 
-    async def remember(self, content: str, **kwargs: Any) -> Memory:
-        """See :meth:`GraphMemory.remember`."""
-        return await self.run(self._mem.remember, content, **kwargs)
 
-    async def remember_many(
-        self, items: Iterable[Memory | Mapping[str, Any]]
-    ) -> builtins.list[Memory]:
-        """See :meth:`GraphMemory.remember_many`."""
-        return await self.run(self._mem.remember_many, list(items))
+class _Opening:
+    """What :meth:`AsyncGraphMemory.open` returns: awaitable, and an async context manager
+    that closes the memory on exit."""
 
-    async def get(self, memory_id: str) -> Memory:
-        """See :meth:`GraphMemory.get`."""
-        return await self.run(self._mem.get, memory_id)
+    def __init__(self, cls: type[AsyncGraphMemory], url: str | None, options: Any) -> None:
+        self._cls = cls
+        self._url = url
+        self._options = options
+        self._mem: AsyncGraphMemory | None = None
 
-    async def get_many(self, memory_ids: Sequence[str]) -> builtins.list[Memory]:
-        """See :meth:`GraphMemory.get_many`."""
-        return await self.run(self._mem.get_many, memory_ids)
+    async def _open(self) -> AsyncGraphMemory:
+        mem = await asyncio.to_thread(GraphMemory.open, self._url, **self._options)
+        return self._cls(mem, owns=True)
 
-    async def update(self, memory_id: str, content: str | None = None, **kwargs: Any) -> Memory:
-        """See :meth:`GraphMemory.update`."""
-        return await self.run(self._mem.update, memory_id, content, **kwargs)
+    def __await__(self) -> Generator[Any, None, AsyncGraphMemory]:
+        return self._open().__await__()
 
-    async def forget(self, memory_id: str, **kwargs: Any) -> ForgetReport:
-        """See :meth:`GraphMemory.forget`."""
-        return await self.run(self._mem.forget, memory_id, **kwargs)
+    async def __aenter__(self) -> AsyncGraphMemory:
+        self._mem = await self._open()
+        return self._mem
 
-    async def list(self, **filters: Any) -> builtins.list[Memory]:
-        """See :meth:`GraphMemory.list`."""
-        return await self.run(self._mem.list, **filters)
-
-    async def count(self, **filters: Any) -> int:
-        """See :meth:`GraphMemory.count`."""
-        return await self.run(self._mem.count, **filters)
-
-    async def history(self, memory_id: str) -> builtins.list[Memory]:
-        """See :meth:`GraphMemory.history`."""
-        return await self.run(self._mem.history, memory_id)
-
-    async def provenance(self, memory_id: str, **kwargs: Any) -> Subgraph:
-        """See :meth:`GraphMemory.provenance`."""
-        return await self.run(self._mem.provenance, memory_id, **kwargs)
-
-    async def recall(self, query: str, **kwargs: Any) -> builtins.list[RecallResult]:
-        """See :meth:`GraphMemory.recall`."""
-        return await self.run(self._mem.recall, query, **kwargs)
-
-    async def context(self, query: str, **kwargs: Any) -> str:
-        """See :meth:`GraphMemory.context`."""
-        return await self.run(self._mem.context, query, **kwargs)
-
-    async def register_agent(self, agent_id: str, **kwargs: Any) -> Agent:
-        """See :meth:`GraphMemory.register_agent`."""
-        return await self.run(self._mem.register_agent, agent_id, **kwargs)
-
-    async def start_run(self, agent_id: str = "default", **kwargs: Any) -> Run:
-        """See :meth:`GraphMemory.start_run`."""
-        return await self.run(self._mem.start_run, agent_id, **kwargs)
-
-    async def end_run(self, run_id: str, **kwargs: Any) -> Run:
-        """See :meth:`GraphMemory.end_run`."""
-        return await self.run(self._mem.end_run, run_id, **kwargs)
-
-    async def add_event(self, run_id: str, event_type: str, content: str, **kwargs: Any) -> Memory:
-        """See :meth:`GraphMemory.add_event`."""
-        return await self.run(self._mem.add_event, run_id, event_type, content, **kwargs)
-
-    async def events(self, run_id: str, **kwargs: Any) -> builtins.list[Memory]:
-        """See :meth:`GraphMemory.events`."""
-        return await self.run(self._mem.events, run_id, **kwargs)
-
-    async def stats(self) -> dict[str, Any]:
-        """See :meth:`GraphMemory.stats`."""
-        return await self.run(self._mem.stats)
-
-    async def export(self, dest: Any) -> ImportReport:
-        """See :meth:`GraphMemory.export`."""
-        return await self.run(self._mem.export, dest)
-
-    async def import_(self, src: Any, **kwargs: Any) -> ImportReport:
-        """See :meth:`GraphMemory.import_`."""
-        return await self.run(self._mem.import_, src, **kwargs)
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._mem is not None:
+            await self._mem.aclose()

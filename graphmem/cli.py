@@ -410,7 +410,7 @@ def entities(
     """List the entities (people, places, organisations, events, things) that memories
     mention, most mentioned first."""
     with _open(db, "none") as mem:
-        found = mem.entities(
+        found = mem.knowledge.entities(
             type=type, limit=limit, **_recall_filters(agent, namespace, scope, None, None)
         )
         text = "\n".join(f"{e.mention_count:5d}  {e.type.value:<12} {e.name}" for e in found)
@@ -430,7 +430,9 @@ def about(
     """What the memories say about an entity: the memories that mention it, oldest first,
     and the relations they record."""
     with _open(db, "none") as mem:
-        found = mem.about(name, limit=limit, **_recall_filters(agent, namespace, scope, None, None))
+        found = mem.knowledge.about(
+            name, limit=limit, **_recall_filters(agent, namespace, scope, None, None)
+        )
         e = found.entity
         lines = [f"{e.name} ({e.type.value}), {len(found.memories)} memories"]
         lines += [f"{m.created_at:%Y-%m-%d}  {m.id}  {m.content}" for m in found.memories]
@@ -478,7 +480,11 @@ def consolidate(
     """Merge near-duplicate memories with provenance (a dry run unless --apply)."""
     with _open(db, embedder, llm) as mem:
         report = _with_progress(
-            mem.consolidate, "consolidating", dry_run=not apply, agent_id=agent, namespace=namespace
+            mem.lifecycle.consolidate,
+            "consolidating",
+            dry_run=not apply,
+            agent_id=agent,
+            namespace=namespace,
         )
         verb = "merged" if apply else "would merge"
         lines = [
@@ -501,7 +507,7 @@ def unmerge(
 ) -> None:
     """Undo a consolidation merge: restore the sources, delete the merged memory."""
     with _open(db, "none") as mem:
-        report = mem.unmerge(merged_id, dry_run=dry_run)
+        report = mem.lifecycle.unmerge(merged_id, dry_run=dry_run)
         _emit(as_json, report, f"restored {len(report.restored_ids)} memories")
 
 
@@ -541,7 +547,7 @@ def maintain(
         runs = 0
         try:
             while True:
-                report = mem.maintain(
+                report = mem.lifecycle.maintain(
                     dry_run=not apply, hard_delete=hard_delete, agent_id=agent, namespace=namespace
                 )
                 lines = [
@@ -592,7 +598,7 @@ def reindex(
                 bar.length = max(total, 1)
                 bar.update(done - bar.pos)
 
-            report = mem.reindex(
+            report = mem.vectors.reindex(
                 embedder=model,
                 all=everything,
                 batch_size=batch_size,
@@ -622,7 +628,7 @@ def archive(
 ) -> None:
     """Take memories out of recall (restorable with `graphmem restore`)."""
     with _open(db, "none") as mem:
-        report = mem.archive(memory_ids, reason=reason)
+        report = mem.lifecycle.archive(memory_ids, reason=reason)
         _emit(as_json, report, f"archived {len(report.actions)} memories")
 
 
@@ -635,7 +641,7 @@ def restore(
 ) -> None:
     """Bring archived memories back into recall."""
     with _open(db, "none") as mem:
-        report = mem.restore(memory_ids, pin=pin)
+        report = mem.lifecycle.restore(memory_ids, pin=pin)
         _emit(as_json, report, f"restored {len(report.actions)} memories")
 
 
@@ -655,7 +661,7 @@ def improve(
 ) -> None:
     """Rewrite memories for precision and resolve contradictions (new versions)."""
     with _open(db, embedder, llm) as mem:
-        report = mem.improve(
+        report = mem.lifecycle.improve(
             memory_ids or None, agent_id=agent, namespace=namespace, dry_run=not apply
         )
         verb = "rewrote" if apply else "would rewrite"
@@ -676,7 +682,7 @@ def summarize(
 ) -> None:
     """Write a summary memory derived from a run's memories (or from given memories)."""
     with _open(db, embedder, llm) as mem:
-        summary = mem.summarize(memory_ids or None, run_id=run_id, dry_run=dry_run)
+        summary = mem.lifecycle.summarize(memory_ids or None, run_id=run_id, dry_run=dry_run)
         _emit(as_json, summary, f"{summary.id}  {summary.content}")
 
 
@@ -694,7 +700,7 @@ def extract_facts(
 ) -> None:
     """Store the durable facts of a conversation turn as long-term memories."""
     with _open(db, embedder, llm) as mem:
-        report = mem.extract_facts(
+        report = mem.lifecycle.extract_facts(
             turn, agent_id=agent, run_id=run, speaker=speaker, dry_run=dry_run
         )
         text = "\n".join(f"{m.id}  {m.content}" for m in report.created)
@@ -713,7 +719,7 @@ def reflect(
 ) -> None:
     """Answer a question from recalled memories, citing memory ids."""
     with _open(db, embedder, llm) as mem:
-        result = mem.reflect(question, k=k, scope=scope)
+        result = mem.lifecycle.reflect(question, k=k, scope=scope)
         cites = f"\n(cites: {', '.join(result.cited_ids)})" if result.cited_ids else ""
         _emit(as_json, result, result.answer + cites)
 
@@ -728,7 +734,7 @@ def share(
 ) -> None:
     """Create a namespace shared by several agents."""
     with _open(db, "none") as mem:
-        ns = mem.share_namespace(namespace, owner=owner, members=member or [])
+        ns = mem.namespaces.create(namespace, owner=owner, members=member or [])
         _emit(as_json, ns, f"{ns.id}: {', '.join(ns.members)}")
 
 
@@ -834,7 +840,7 @@ def runs_list(
 ) -> None:
     """List runs, newest first."""
     with _open(db, "none") as mem:
-        runs = mem.list_runs(agent_id=agent, user_id=user, status=status, limit=limit)
+        runs = mem.runs.list(agent_id=agent, user_id=user, status=status, limit=limit)
         text = "\n".join(
             f"{r.id}  {r.agent_id}  {r.status.value}  {r.event_count} events  "
             f"{r.started_at:%Y-%m-%d %H:%M}"
@@ -851,7 +857,7 @@ def runs_show(
 ) -> None:
     """Show one run."""
     with _open(db, "none") as mem:
-        run = mem.get_run(run_id)
+        run = mem.runs.get(run_id)
         _emit(as_json, run, _fields(run))
 
 
@@ -865,7 +871,7 @@ def runs_events(
 ) -> None:
     """Show a run's events in order."""
     with _open(db, "none") as mem:
-        events = mem.events(run_id, event_types=event_type, limit=limit)
+        events = mem.runs.events(run_id, event_types=event_type, limit=limit)
         text = "\n".join(f"{e.seq:4d} {e.event_type:<20} {e.content}" for e in events)
         _emit(as_json, events, text or "(none)")
 
@@ -879,7 +885,7 @@ def runs_end(
 ) -> None:
     """Mark a run ended."""
     with _open(db, "none") as mem:
-        run = mem.end_run(run_id, status=status)
+        run = mem.runs.end(run_id, status=status)
         _emit(as_json, run, f"{run.id} {run.status.value}")
 
 
@@ -891,7 +897,7 @@ def runs_delete(
 ) -> None:
     """Delete a run with its events, what was derived from them, and its log entries."""
     with _open(db, "none") as mem:
-        report = mem.delete_run(run_id)
+        report = mem.runs.delete(run_id)
         _emit(as_json, report, _fields(report))
 
 
@@ -905,7 +911,7 @@ def tail(
 ) -> None:
     """Show the newest orchestration-log entries."""
     with _open(db, "none") as mem:
-        records = mem.tail(n, run_id=run, agent_id=agent)
+        records = mem.log.tail(n, run_id=run, agent_id=agent)
         _emit(as_json, records, "\n".join(_log_line(r) for r in records) or "(empty)")
 
 

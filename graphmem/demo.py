@@ -60,15 +60,15 @@ def run_demo(mem: GraphMemory, out: Callable[[str], Any] = print) -> dict[str, A
         out(f"(removed {len(old)} memories left by an earlier demo run)")
 
     agent = "travel-assistant"
-    mem.register_agent(agent, name="Travel assistant", seniority="senior")
+    mem.agents.register(agent, name="Travel assistant", seniority="senior")
     for session in (1, 2, 3):
         run_id = f"demo-session-{session}"
         start = _T0 + timedelta(days=7 * (session - 1))
-        for existing in mem.list_runs(agent_id=agent):
+        for existing in mem.runs.list(agent_id=agent):
             if existing.id == run_id:
                 break
         else:
-            mem.start_run(
+            mem.runs.start(
                 agent,
                 run_id=run_id,
                 user_id="alice",
@@ -77,7 +77,7 @@ def run_demo(mem: GraphMemory, out: Callable[[str], Any] = print) -> dict[str, A
                 started_at=start,
             )
         turns = [t for t in CONVERSATION if t[0] == session]
-        mem.add_events(
+        mem.runs.add_events(
             run_id,
             [
                 {
@@ -91,7 +91,7 @@ def run_demo(mem: GraphMemory, out: Callable[[str], Any] = print) -> dict[str, A
                 for i, (_s, who, text) in enumerate(turns)
             ],
         )
-        mem.end_run(run_id)
+        mem.runs.end(run_id)
     out(f"Ingested {len(CONVERSATION)} turns in 3 sessions (runs) for agent {agent!r}.")
 
     facts = mem.remember_many(

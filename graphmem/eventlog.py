@@ -26,9 +26,9 @@ delegation tree can be walked in the graph.
 >>> from graphmem import GraphMemory
 >>> with GraphMemory.open("memory://", embedder=None) as mem:
 ...     big = {"rows": list(range(500))}
-...     a = mem.log("planner", "tool_result", big, run_id="r1", step=1)
-...     b = mem.log("planner", "tool_result", big, run_id="r1", step=2)
-...     (a.payload_ref == b.payload_ref, mem.eventlog.stats().payloads)
+...     a = mem.log.log("planner", "tool_result", big, run_id="r1", step=1)
+...     b = mem.log.log("planner", "tool_result", big, run_id="r1", step=2)
+...     (a.payload_ref == b.payload_ref, mem.log.stats().payloads)
 (True, 1)
 """
 

@@ -856,7 +856,7 @@ class AnthropicLLM(BaseLLM):
     Example::
 
         llm = AnthropicLLM(model="claude-sonnet-4-6", max_tokens=1024)
-        mem.improve(llm=llm)
+        mem.lifecycle.improve(llm=llm)
     """
 
     name = "anthropic"

@@ -1,10 +1,30 @@
-"""GraphMemory: the one public entry point, composing backend, embedder and the passes.
+"""GraphMemory: the face of the house — open/close, the core verbs, and the sub-objects
+that own everything else.
 
 >>> from graphmem import GraphMemory
 >>> with GraphMemory.open("memory://", embedder=None) as mem:
 ...     m = mem.remember("Alice prefers tea", agent_id="assistant", tags=["prefs"])
 ...     [r.memory.content for r in mem.recall("tea", agent_id="assistant")]
 ['Alice prefers tea']
+
+The core verbs: :meth:`~GraphMemory.remember`, :meth:`~GraphMemory.remember_many`,
+:meth:`~GraphMemory.recall`, :meth:`~GraphMemory.context`, :meth:`~GraphMemory.get`,
+:meth:`~GraphMemory.update`, :meth:`~GraphMemory.forget`, :meth:`~GraphMemory.history`,
+:meth:`~GraphMemory.list`, :meth:`~GraphMemory.count`, :meth:`~GraphMemory.export`,
+:meth:`~GraphMemory.import_`, :meth:`~GraphMemory.stats`. Everything else lives whole on a
+sub-object:
+
+==================  ===========================================================
+``mem.runs``        sessions and their events (:class:`graphmem.runs.Runs`)
+``mem.agents``      register / get / list agents (:class:`graphmem.agents.Agents`)
+``mem.org``         organisation memory (:class:`graphmem.org.OrgMemory`)
+``mem.namespaces``  shared namespaces (:class:`graphmem.scoping.Namespaces`)
+``mem.lifecycle``   maintenance, passes and hooks (:class:`graphmem.lifecycle.Lifecycle`)
+``mem.knowledge``   entities and what is known about one (:class:`graphmem.knowledge.Knowledge`)
+``mem.log``         the orchestration log (:class:`graphmem.eventlog.EventLog`)
+``mem.vectors``     wait for background vectors, reindex (:class:`graphmem.reindex.Vectors`)
+``mem.writes``      the write path and its low-level verbs (:class:`graphmem.verbs.MemoryWrites`)
+==================  ===========================================================
 """
 
 from __future__ import annotations
@@ -12,94 +32,57 @@ from __future__ import annotations
 import builtins
 import json
 import logging
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, Protocol, runtime_checkable
+from typing import IO, Any, Literal, Protocol, overload, runtime_checkable
 
 import networkx as nx
-from pydantic import BaseModel, ConfigDict
 
-from graphmem import knowledge
+from graphmem.agents import Agents
 from graphmem.backends import open_backend
-from graphmem.backends.base import Expect, GraphBackend
-from graphmem.consolidation import (
-    ConsolidationConfig,
-    ConsolidationReport,
-    FactsReport,
-    ImproveReport,
-    UnmergeReport,
-    improve_memories,
-    iter_memories,
-    reflect_on,
-    store_facts,
-    summarize_into_memory,
-)
-from graphmem.consolidation import consolidate as consolidate_memories
-from graphmem.consolidation import unmerge as unmerge_memories
+from graphmem.backends.base import GraphBackend
+from graphmem.config import Settings
 from graphmem.errors import Conflict, InvalidInput, NotFound
-from graphmem.eventlog import EventLog, LogRecord, canonical_json
-from graphmem.knowledge import KnowledgeIndexer
-from graphmem.lifecycle import (
-    Lifecycle,
-    LifecycleConfig,
-    MaintenanceReport,
-    MaintenanceScheduler,
-    Scratchpad,
-    TurnReport,
-    config_from_settings,
-    relevance,
-)
-from graphmem.llm import LLM, OfflineLLM, Reflection
+from graphmem.eventlog import EventLog, canonical_json
+from graphmem.knowledge import Knowledge, KnowledgeIndexer
+from graphmem.lifecycle import Lifecycle, MaintenanceScheduler, config_from_settings, relevance
+from graphmem.llm import LLM
 from graphmem.models import (
     CONTENT_JSON_KEY,
-    Agent,
     Category,
     Edge,
     EdgeType,
-    Entity,
-    Filter,
     GraphNode,
-    LogEntry,
     Memory,
-    Namespace,
     NodeLabel,
     NodeRef,
     RecallResult,
-    Run,
-    RunStatus,
     Status,
-    Subgraph,
     Tier,
     Visibility,
     node_model,
     utcnow,
-    validated,
 )
-from graphmem.org import OrgConfig, OrgMemory
+from graphmem.org import OrgMemory
 from graphmem.profiles import with_profile
-from graphmem.reconcile import ReconcileConfig, ReconcileResult
-from graphmem.reconcile import reconcile as reconcile_write
-from graphmem.reindex import ReindexReport, check_embedder
-from graphmem.reindex import reindex as reindex_store
+from graphmem.protocol import ContextFormat, ForgetReport, ImportReport, MemoryAPI
+from graphmem.reconcile import ReconcileResult
+from graphmem.reindex import Vectors, check_embedder
 from graphmem.retrieval import RecallConfig, Retriever
-from graphmem.runs import CleanupReport, DeleteRunReport, Runs, RunStats
+from graphmem.runs import Runs
 from graphmem.scoping import Namespaces, Scope
-from graphmem.vectorizer import Vectorizer
-from graphmem.writes import Committed, Writes
+from graphmem.verbs import MemoryWrites
+from graphmem.writes import Committed
 
-__all__ = ["ForgetReport", "GraphMemory", "ImportReport"]
+__all__ = ["ContextFormat", "ForgetReport", "GraphMemory", "ImportReport"]
 
 log = logging.getLogger("graphmem.memory")
 
-#: before a recall, wait up to SETTLE_SECONDS for the vectors of this handle's writes
-#: when at most SETTLE_MAX_PENDING memories still lack one
-SETTLE_MAX_PENDING = 64
-SETTLE_SECONDS = 0.5
-
 EXPORT_FORMAT = "graphmem-jsonl"
 EXPORT_VERSION = 1
+
+_CHAT_ROLES = {"user_message": "user", "agent_response": "assistant"}
 
 
 @runtime_checkable
@@ -108,98 +91,91 @@ class _HasGraphView(Protocol):
     def graph(self) -> nx.MultiDiGraph: ...
 
 
-class ForgetReport(BaseModel):
-    """What ``forget`` deleted (or would delete, on a dry run) and what it restored."""
-
-    model_config = ConfigDict(frozen=True)
-
-    deleted: tuple[str, ...]
-    restored: tuple[str, ...]
-    dry_run: bool = False
-
-
-class ImportReport(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    nodes: int
-    edges: int
-
-
-class GraphMemory:
+class GraphMemory(MemoryAPI):
     """Knowledge memory for agents over a :class:`GraphBackend`.
 
     Open one with :meth:`open`; use it as a context manager or call :meth:`close`.
-    Thread-safe: the backends serialise access, and appends to a run are ordered here.
+    Thread-safe: the backends serialise access, and appends to a run are ordered.
     """
+
+    runs: Runs
+    agents: Agents
+    org: OrgMemory
+    namespaces: Namespaces
+    lifecycle: Lifecycle
+    knowledge: Knowledge
+    log: EventLog
+    vectors: Vectors
+    writes: MemoryWrites
 
     def __init__(
         self,
         backend: GraphBackend,
         *,
         embedder: Any | None = None,
-        llm: Any | None = None,
-        settings: Any | None = None,
+        llm: LLM | None = None,
+        settings: Settings | None = None,
         clock: Callable[[], datetime] = utcnow,
         owns_backend: bool = True,
         vectors: str = "auto",
         knowledge: bool = True,
     ) -> None:
-        if vectors not in ("auto", "background", "inline"):
-            raise InvalidInput(f"vectors must be auto, background or inline, not {vectors!r}")
+        self.settings = settings or Settings()
         self._backend = backend
         self._embedder = embedder
-        self.llm = llm
-        self.settings = settings
+        self._llm = llm
         self._clock = clock
         self._owns_backend = owns_backend
-        self._run_lock = threading.Lock()
-        self._lifecycle_lock = threading.Lock()
         self._closed = False
-        self._local = threading.local()  # per-thread outcome of remember()
+        cfg = self.settings
         #: the one write path: every state change of this store goes through it
-        self.writes = Writes(backend, embed=self._embed_texts if embedder else None, clock=clock)
+        self.writes = MemoryWrites(
+            backend,
+            embed=embedder.embed if embedder is not None else None,
+            clock=clock,
+            reconcile_config=cfg.reconcile,
+            llm=llm,
+        )
         self.namespaces = Namespaces(backend, self.writes, clock=clock)
         self.writes.check_shared = self.namespaces.check_writes
-        org_config = getattr(settings, "org", None)
-        self.org = OrgMemory(
+        self.lifecycle = Lifecycle(
+            self.writes,
+            config=config_from_settings(cfg),
+            llm=llm,
+            clock=clock,
+            recall=self.recall,
+            namespaces=self.namespaces,
+        )
+        self.writes.classify = self.lifecycle.classify
+        self.org = OrgMemory(backend, self.writes, clock=clock, config=cfg.org)
+        self.log = EventLog(
             backend,
             self.writes,
             clock=clock,
-            config=org_config if isinstance(org_config, OrgConfig) else None,
+            dedup=cfg.log.dedup,
+            dedup_min_chars=cfg.log.dedup_min_chars,
+            inline_limit=cfg.log.inline_limit,
         )
-        log_settings = getattr(settings, "log", None)
-        self.eventlog = EventLog(
+        self.agents = Agents(backend, self.writes)
+        self.runs = Runs(
             backend,
             self.writes,
+            eventlog=self.log,
+            lifecycle=self.lifecycle,
+            namespaces=self.namespaces,
+            limits=cfg.runs,
             clock=clock,
-            **(
-                {}
-                if log_settings is None
-                else {
-                    "dedup": log_settings.dedup,
-                    "dedup_min_chars": log_settings.dedup_min_chars,
-                    "inline_limit": log_settings.inline_limit,
-                }
-            ),
         )
-        self.runs = Runs(self)
         self.writes.add_hook(self._after_write)
         #: the knowledge layer: entities and relations of every memory written, extracted
         #: with no model and no LLM after each commit (see graphmem.knowledge)
-        self.knowledge: KnowledgeIndexer | None = None
+        indexer = None
         if knowledge:
-            self.knowledge = KnowledgeIndexer(backend)
-            self.knowledge.attach(self.writes)
-        self._vectorizer: Vectorizer | None = None
-        self._wrote_unvectored = False
+            indexer = KnowledgeIndexer(backend)
+            indexer.attach(self.writes)
+        self.knowledge = Knowledge(backend, self.namespaces.memory_filter, indexer)
+        self.vectors = Vectors(backend, self.writes, embedder, mode=vectors)
         self._sweeper: MaintenanceScheduler | None = None
-        if embedder is not None and _background_vectors(vectors, embedder, backend):
-            self._vectorizer = Vectorizer(
-                embed=embedder.embed,
-                fetch_missing=backend.missing_vectors,  # type: ignore[attr-defined]
-                store=self.writes.store_vectors,
-            )
-            self.writes.defer_vectors = self._vectors_pending
 
     # -- opening and closing ----------------------------------------------------------
 
@@ -211,8 +187,8 @@ class GraphMemory:
         auth: tuple[str, str] | None = None,
         database: str | None = None,
         embedder: Any | None = "auto",
-        llm: Any | None = None,
-        settings: Any | None = None,
+        llm: LLM | None = None,
+        settings: Settings | None = None,
         clock: Callable[[], datetime] = utcnow,
         vectors: str = "auto",
         knowledge: bool = True,
@@ -229,14 +205,14 @@ class GraphMemory:
 
         ``vectors``: ``"background"`` acknowledges a write once it is durable and embeds it
         behind it (lexical and graph recall find it at once, vector recall when its vector
-        is there; :meth:`wait_for_vectors` waits); ``"inline"`` embeds before the write;
+        is there; ``mem.vectors.wait()`` waits); ``"inline"`` embeds before the write;
         ``"auto"`` (default) is background for a model and inline for the hash embedder.
         Memories left without a vector (a crash, a store written with no embedder) are
         embedded in the background after opening.
 
         ``knowledge``: extract entities and relations from every memory written (the
-        knowledge layer, no model and no LLM; on by default). ``mem.knowledge.backfill``
-        indexes memories written before.
+        knowledge layer, no model and no LLM; on by default).
+        ``mem.knowledge.indexer.backfill`` indexes memories written before.
 
         ``profile``: a named profile (:mod:`graphmem.profiles`: ``orka``, ``kaos``,
         ``synthorg``, ``openagentflow``, ``operator``; ``graphmem`` is the default) whose
@@ -266,53 +242,16 @@ class GraphMemory:
             backend.ensure_schema()
             if embedder is not None:  # a model of another dimension: say what to run
                 check_embedder(backend, embedder)
-            if mem._vectorizer is not None and backend.missing_vectors(1):  # type: ignore[attr-defined]
-                mem._vectors_pending(())
-            maintenance = getattr(settings, "maintenance", None)
-            if getattr(maintenance, "in_process", False):
-                # the decay sweep without a server: stopped by close()
-                mem._sweeper = mem.lifecycle.scheduled(settings)
+            mem.vectors.resume()
+            if mem.settings.maintenance.in_process:
+                # the maintenance cycle without a server: stopped by close()
+                mem._sweeper = mem.lifecycle.scheduled(mem.settings)
                 if mem._sweeper is not None:
                     mem._sweeper.start()
         except BaseException:
             backend.close()
             raise
         return mem
-
-    def _vectors_pending(self, memories: Sequence[Memory]) -> None:
-        assert self._vectorizer is not None
-        if memories:
-            self._wrote_unvectored = True
-        if not self._vectorizer.running:
-            self._vectorizer.start()
-        self._vectorizer.notify()
-
-    def reindex(
-        self,
-        *,
-        embedder: Any | None = None,
-        all: bool = False,
-        batch_size: int = 256,
-        dry_run: bool = False,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> ReindexReport:
-        """Embed the memories that have no vector, in batches (resumable: run it again);
-        with ``all=True`` clear every vector first and re-embed everything — for a new
-        model (``embedder``, default this handle's). See :mod:`graphmem.reindex`."""
-        return reindex_store(
-            self.writes,
-            embedder if embedder is not None else self._embedder,
-            all=all,
-            batch_size=batch_size,
-            dry_run=dry_run,
-            progress=progress,
-        )
-
-    def wait_for_vectors(self, timeout: float | None = None) -> None:
-        """Return once every memory written so far has its vector (background vectors);
-        at once when vectors are computed inline or there is no embedder."""
-        if self._vectorizer is not None:
-            self._vectorizer.flush(timeout)
 
     def close(self) -> None:
         """Finish pending background vectors, then close the backend if this object opened
@@ -321,11 +260,7 @@ class GraphMemory:
             self._closed = True
             if self._sweeper is not None:
                 self._sweeper.stop()
-            if self._vectorizer is not None:
-                # wait for the vectors of what this handle wrote; an older backlog (a store
-                # written without an embedder) is left for the next open, not made a cost
-                # of closing a short-lived handle such as one CLI command
-                self._vectorizer.close(flush=self._wrote_unvectored)
+            self.vectors.close()
             if self._owns_backend:
                 self._backend.close()
 
@@ -343,8 +278,14 @@ class GraphMemory:
     def embedder(self) -> Any | None:
         return self._embedder
 
-    def now(self) -> datetime:
-        return self._clock()
+    @property
+    def llm(self) -> LLM | None:
+        """The LLM of the passes and of ``reconcile="llm"`` (None: the offline passes)."""
+        return self._llm
+
+    @llm.setter
+    def llm(self, llm: LLM | None) -> None:
+        self._llm = self.lifecycle.llm = self.writes.llm = llm
 
     # -- writing ---------------------------------------------------------------------
 
@@ -380,63 +321,35 @@ class GraphMemory:
         existing memory (touched) for an exact duplicate in the same scope, makes a
         contradiction of the same subject and attribute a new version that supersedes the
         old one, and links a near-duplicate; ``llm`` also asks the configured LLM; ``off``
-        always writes. :attr:`last_reconcile` says what happened (see
-        :mod:`graphmem.reconcile`)."""
-        data: dict[str, Any] = {
-            "content": content,
-            "agent_id": agent_id,
-            "run_id": run_id,
-            "namespace": namespace,
-            "category": category,
-            "tier": tier,
-            "importance": importance,
-            "confidence": confidence,
-            "tags": tags,
-            "metadata": metadata,
-            "event_type": event_type,
-            "created_at": created_at or self._clock(),
-            "valid_from": valid_from,
-            "expires_at": expires_at,
-            "visibility": visibility,
-        }
-        if user_id is not None:
-            data["metadata"] = {**(metadata or {}), "user_id": user_id}
-        cfg = self._reconcile_config(reconcile)
-        if cfg.mode == "off":
-            result = ReconcileResult(action="created", memory=self.remember_many([data])[0])
-        else:
-            [memory] = self._validate_many([data])
-            result = reconcile_write(
-                self.writes, memory, config=cfg, llm=self.llm, now=self._clock()
-            )
-        self._local.reconcile = result
+        always writes. :attr:`last_reconcile` says what happened, and
+        ``mem.writes.reconcile`` returns it (see :mod:`graphmem.reconcile`)."""
+        result = self.writes.reconcile(
+            content,
+            mode=reconcile,
+            agent_id=agent_id,
+            run_id=run_id,
+            namespace=namespace,
+            category=category,
+            tier=tier,
+            importance=importance,
+            confidence=confidence,
+            tags=tags,
+            metadata=metadata,
+            event_type=event_type,
+            created_at=created_at or self._clock(),
+            valid_from=valid_from,
+            expires_at=expires_at,
+            visibility=visibility,
+            user_id=user_id,
+        )
         return result.memory
-
-    def reconcile(self, content: str, *, mode: str | None = None, **fields: Any) -> ReconcileResult:
-        """:meth:`remember` (same keyword arguments; ``mode`` is its ``reconcile``),
-        returning what reconciliation did: ``action`` (created, duplicate, superseded,
-        linked), the memory now holding the content, the related ids and the reason.
-        Unlike :attr:`last_reconcile` it is safe across threads and in ``graphmem.aio``."""
-        self.remember(content, reconcile=mode, **fields)
-        result: ReconcileResult = self._local.reconcile
-        return result
 
     @property
     def last_reconcile(self) -> ReconcileResult | None:
         """What this thread's last :meth:`remember` did: ``action`` is ``created``,
         ``duplicate`` (nothing written; the existing memory was returned), ``superseded``
         or ``linked``, with the related memory ids and the reason."""
-        result: ReconcileResult | None = getattr(self._local, "reconcile", None)
-        return result
-
-    def _reconcile_config(self, mode: str | None) -> ReconcileConfig:
-        base = getattr(self.settings, "reconcile", None)
-        cfg = base if isinstance(base, ReconcileConfig) else ReconcileConfig()
-        if mode is None:
-            return cfg
-        if mode not in ("auto", "off", "llm"):
-            raise InvalidInput(f"reconcile must be 'auto', 'off' or 'llm', not {mode!r}")
-        return cfg.model_copy(update={"mode": mode})
+        return self.writes.last_reconcile
 
     def remember_many(self, items: Iterable[Memory | Mapping[str, Any]]) -> builtins.list[Memory]:
         """Store many memories in one atomic, durable batch.
@@ -444,48 +357,57 @@ class GraphMemory:
         Each item is a :class:`Memory` or a mapping of its fields. Every item is validated
         first: one bad item raises InvalidInput and nothing is written.
         """
-        memories = self.writes.create(self._validate_many(items))
+        memories = self.writes.create(self.writes.validate(items))
         log.debug("remembered %d memories", len(memories))
         return memories
 
-    def _validate_many(self, items: Iterable[Memory | Mapping[str, Any]]) -> builtins.list[Memory]:
-        # importance and tier not given are scored and classified by the lifecycle rules
-        now = self._clock()
-        memories: builtins.list[Memory] = []
-        for i, item in enumerate(items):
-            if isinstance(item, Memory):
-                memories.append(item)
-                continue
-            if not isinstance(item, Mapping):
-                raise InvalidInput(f"item {i}: expected a Memory or a mapping")
-            data = {k: v for k, v in item.items() if v is not None}
-            data.setdefault("created_at", now)
-            if "user_id" in data:  # an end user's memory: kept as metadata.user_id
-                data["metadata"] = {**(data.get("metadata") or {}), "user_id": data.pop("user_id")}
-            try:
-                memories.append(validated(Memory, self.lifecycle.classify(data)))
-            except InvalidInput as e:
-                raise InvalidInput(f"item {i}: {e}") from e
-        return memories
+    @overload
+    def get(
+        self, memory_id: str, *, scope: Scope | str | None = None, current: bool = False
+    ) -> Memory: ...
 
-    def get(self, memory_id: str, *, scope: Scope | str | None = None) -> Memory:
+    @overload
+    def get(
+        self,
+        memory_id: builtins.list[str] | tuple[str, ...],
+        *,
+        scope: Scope | str | None = None,
+        current: bool = False,
+    ) -> builtins.list[Memory]: ...
+
+    def get(
+        self,
+        memory_id: str | Sequence[str],
+        *,
+        scope: Scope | str | None = None,
+        current: bool = False,
+    ) -> Memory | builtins.list[Memory]:
         """The memory with this id (any status); NotFound if there is none, or if
-        ``scope`` (an agent id or :class:`Scope`) may not read it."""
-        found = self.get_many([memory_id], scope=scope)
-        if not found:
-            raise NotFound(f"no memory {memory_id!r}")
-        return found[0]
+        ``scope`` (an agent id or :class:`Scope`) may not read it.
 
-    def get_many(
-        self, memory_ids: Sequence[str], *, scope: Scope | str | None = None
-    ) -> builtins.list[Memory]:
-        """The memories that exist among these ids (and that ``scope`` may read), in order."""
-        if isinstance(memory_ids, str):
-            raise InvalidInput("memory_ids must be a list of ids, not one string")
-        found: builtins.list[Memory] = self._backend.get(  # type: ignore[assignment]
-            NodeLabel.MEMORY, memory_ids
-        )
-        return self._readable(found, scope)
+        Given a list of ids: the memories that exist among them (and that ``scope`` may
+        read), in order — no NotFound. ``current=True``: the newest active version in
+        each memory's history instead (NotFound when a chain has none)."""
+        if isinstance(memory_id, str):
+            found = self._readable(self._memories([memory_id]), scope)
+            if not found:
+                raise NotFound(f"no memory {memory_id!r}")
+            return self._current(found[0], scope) if current else found[0]
+        if not isinstance(memory_id, Sequence):
+            raise InvalidInput("memory_id must be an id or a list of ids")
+        found = self._readable(self._memories(memory_id), scope)
+        return [self._current(m, scope) for m in found] if current else found
+
+    def _memories(self, ids: Sequence[str]) -> builtins.list[Memory]:
+        return [n for n in self._backend.get(NodeLabel.MEMORY, list(ids)) if isinstance(n, Memory)]
+
+    def _current(self, memory: Memory, scope: Scope | str | None) -> Memory:
+        if memory.status is Status.ACTIVE:
+            return memory
+        versions = [m for m in self._versions(memory.id, scope) if m.status is Status.ACTIVE]
+        if not versions:
+            raise NotFound(f"memory {memory.id!r} has no active version")
+        return versions[-1]
 
     def _readable(
         self, memories: builtins.list[Memory], scope: Scope | str | None
@@ -534,36 +456,6 @@ class GraphMemory:
             raise Conflict(f"memory {memory_id} is {old.status.value}; update its current version")
         return self.writes.version(old, content=content, reason=reason, **changes)
 
-    def supersede(
-        self, new_id_: str, old_ids: Sequence[str], *, reason: str, pass_name: str | None = None
-    ) -> None:
-        """Mark ``old_ids`` superseded by the existing memory ``new_id_`` (SUPERSEDES edges,
-        and DERIVED_FROM edges too when ``pass_name`` is given) in one atomic write."""
-        new = self.get(new_id_)
-        olds = self.get_many(old_ids)
-        if len(olds) != len(set(old_ids)):
-            raise NotFound(f"some of {list(old_ids)} do not exist")
-        self.writes.supersede(olds, new, reason=reason, pass_name=pass_name, create_new=False)
-
-    def link(
-        self, derived_id: str, source_ids: Sequence[str], *, pass_name: str = "manual"
-    ) -> None:
-        """Record provenance: ``derived_id`` DERIVED_FROM each of ``source_ids``."""
-        ids = [derived_id, *source_ids]
-        found = {m.id for m in self.get_many(ids)}
-        missing = [i for i in ids if i not in found]
-        if missing:
-            raise NotFound(f"no memory {missing[0]!r}")
-        self.writes.link(derived_id, source_ids, pass_name=pass_name)
-
-    def set_status(self, memory_ids: Sequence[str], status: Status | str) -> builtins.list[Memory]:
-        """Set the status of memories in place (archive / restore); returns the new values."""
-        try:
-            status = Status(status)
-        except ValueError as e:
-            raise InvalidInput(f"unknown status {status!r}") from e
-        return self.writes.set_status(self.get_many(memory_ids), status)
-
     def forget(
         self, memory_id: str, *, cascade: bool = True, dry_run: bool = False
     ) -> ForgetReport:
@@ -607,7 +499,7 @@ class GraphMemory:
     ) -> builtins.list[Memory]:
         """Memories matching the filters (``status=None`` for every status), newest first;
         with ``scope``, only those it may read; with ``user_id``, only that user's."""
-        flt = self._recall_filter(
+        flt = self.namespaces.memory_filter(
             agent_id=agent_id,
             run_id=run_id,
             namespace=namespace,
@@ -629,13 +521,19 @@ class GraphMemory:
     def count(self, *, scope: Scope | str | None = None, **filters: Any) -> int:
         """How many memories match (same keyword filters as :meth:`list`)."""
         status = filters.pop("status", "active")
-        return self._backend.count(self._recall_filter(scope=scope, status=status, **filters))
+        return self._backend.count(
+            self.namespaces.memory_filter(scope=scope, status=status, **filters)
+        )
 
     def history(self, memory_id: str, *, scope: Scope | str | None = None) -> builtins.list[Memory]:
-        """Every version connected to this memory by SUPERSEDES, oldest first. With
-        ``scope``, versions it may not read are left out (a version moved into another
-        namespace keeps its old content there)."""
+        """Every version connected to this memory by SUPERSEDES, oldest first (the last
+        active one is ``get(memory_id, current=True)``). With ``scope``, versions it may
+        not read are left out (a version moved into another namespace keeps its old
+        content there). ``mem.lifecycle.provenance`` gives what a memory was derived from."""
         self.get(memory_id, scope=scope)
+        return self._versions(memory_id, scope)
+
+    def _versions(self, memory_id: str, scope: Scope | str | None) -> builtins.list[Memory]:
         sub = self._backend.expand(
             [NodeRef(NodeLabel.MEMORY, memory_id)],
             [EdgeType.SUPERSEDES],
@@ -645,36 +543,6 @@ class GraphMemory:
         )
         versions = self._readable([n for n in sub.nodes if isinstance(n, Memory)], scope)
         return sorted(versions, key=lambda m: (m.valid_from or m.created_at, m.created_at, m.id))
-
-    def current(self, memory_id: str, *, scope: Scope | str | None = None) -> Memory:
-        """The newest active version in this memory's history."""
-        versions = [m for m in self.history(memory_id, scope=scope) if m.status is Status.ACTIVE]
-        if not versions:
-            raise NotFound(f"memory {memory_id!r} has no active version")
-        return versions[-1]
-
-    def provenance(
-        self, memory_id: str, *, depth: int = 10, scope: Scope | str | None = None
-    ) -> Subgraph:
-        """The DERIVED_FROM / SUPERSEDES tree below a memory (what it was made from); with
-        ``scope``, without the memories it may not read (and their edges)."""
-        self.get(memory_id, scope=scope)
-        sub = self._backend.expand(
-            [NodeRef(NodeLabel.MEMORY, memory_id)],
-            [EdgeType.DERIVED_FROM, EdgeType.SUPERSEDES],
-            direction="out",
-            depth=depth,
-        )
-        if scope is None:
-            return sub
-        keep = {
-            m.ref.key
-            for m in self._readable([n for n in sub.nodes if isinstance(n, Memory)], scope)
-        }
-        return Subgraph(
-            nodes=tuple(n for n in sub.nodes if n.ref.key in keep),
-            edges=tuple(e for e in sub.edges if e.src.key in keep and e.dst.key in keep),
-        )
 
     def recall(
         self,
@@ -728,7 +596,7 @@ class GraphMemory:
             tier = [str(t) for t in names if t != "fleeting"]
             if not tier:
                 return fleeting
-        flt = self._recall_filter(
+        flt = self.namespaces.memory_filter(
             agent_id=agent_id,
             run_id=run_id,
             namespace=namespace,
@@ -770,7 +638,7 @@ class GraphMemory:
             raise InvalidInput("query must be a non-empty string")
         if isinstance(config, str):
             config = RecallConfig.preset(config)
-        cfg = config or getattr(self.settings, "recall", None) or RecallConfig()
+        cfg = config or self.settings.recall
         runs = [run_id] if run_id is None or isinstance(run_id, str) else builtins.list(run_id)
         out = []
         for run in runs:
@@ -797,107 +665,88 @@ class GraphMemory:
         combined as the profile defines them; no query involved."""
         if not isinstance(memory, Memory):
             raise InvalidInput(f"relevance takes a Memory, not {type(memory).__name__}")
-        recall_config = getattr(self.settings, "recall", None)
-        cfg = recall_config if isinstance(recall_config, RecallConfig) else RecallConfig()
-        return cfg.strategy.relevance(memory, now or self._clock())
+        return self.settings.recall.strategy.relevance(memory, now or self._clock())
 
+    @overload
     def context(
         self,
-        query: str,
+        query: str = "",
         *,
+        format: Literal["text"] = "text",
         max_tokens: int = 2000,
         k: int = 50,
         policies: Sequence[str] | None = None,
         config: RecallConfig | str | None = None,
         touch: bool = True,
-        **filters: Any,
-    ) -> str:
-        """Recalled memories as one text block for a prompt, within ``max_tokens``.
-
-        Every memory is fenced as untrusted data (content that tries to break the fence is
-        neutralised); the organisation's core policies lead the block (``policies``
-        overrides them; ``[]`` for none). ``filters`` are those of :meth:`recall`. An empty
-        ``query`` gives the query-less :meth:`context_window`.
-        """
-        if isinstance(query, str) and not query.strip():
-            return self.context_window(max_tokens, k=k, policies=policies, touch=touch, **filters)
-        flt = self._recall_filter(**filters)
-        if policies is None:
-            policies = self.org.core_policies()
-        window = self._retriever().context_window(
-            query,
-            max_tokens=max_tokens,
-            k=k,
-            filter=flt,
-            policies=policies,
-            config=config,
-            touch=touch,
-        )
-        return window.text
-
-    def context_window(
-        self,
-        max_tokens: int = 2000,
-        *,
-        k: int = 50,
-        policies: Sequence[str] | None = None,
-        touch: bool = True,
-        **filters: Any,
-    ) -> str:
-        """What matters most now, with no query: the ``k`` most relevant memories of the
-        filter (importance and use, decayed since the last access — the lifecycle's
-        :func:`~graphmem.lifecycle.relevance`) among its newest, fenced and packed into
-        ``max_tokens`` like :meth:`context`. ``filters`` are those of :meth:`recall`."""
-        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 1000:
-            raise InvalidInput("k must be an int in 1..1000")
-        flt = self._recall_filter(**filters)
-        if policies is None:
-            policies = self.org.core_policies()
-        now = self._clock()
-        decay = self.lifecycle.config.decay
-        pool: builtins.list[Memory] = self._backend.match(  # type: ignore[assignment]
-            flt, limit=max(10 * k, 500), order_by="created_at", descending=True
-        )
-        scored = sorted(
-            ((relevance(m, now, decay), m) for m in pool), key=lambda sm: (-sm[0], sm[1].id)
-        )[:k]
-        results = [
-            RecallResult(memory=m, score=s, breakdown={"relevance": s, "score": s})
-            for s, m in scored
-        ]
-        window = self._retriever().context_window(
-            "",
-            max_tokens=max_tokens,
-            filter=flt,
-            policies=policies,
-            touch=touch,
-            results=results,
-        )
-        return window.text
-
-    def context_messages(
-        self,
-        query: str = "",
-        *,
         run_id: str | None = None,
         system: str | None = None,
         max_events: int = 20,
+        **filters: Any,
+    ) -> str: ...
+
+    @overload
+    def context(
+        self,
+        query: str = "",
+        *,
+        format: Literal["messages"],
         max_tokens: int = 2000,
-        **options: Any,
-    ) -> builtins.list[dict[str, str]]:
-        """The context as role-tagged chat messages: one ``system`` message (``system``,
-        then the fenced memory block of :meth:`context`), the conversation of ``run_id``
-        (its last ``max_events`` user messages and agent responses as ``user`` /
-        ``assistant``) and ``query`` as the last ``user`` message. ``options`` go to
-        :meth:`context` (filters, ``k``, ``policies`` ...)."""
-        block = self.context(query, max_tokens=max_tokens, **options)
+        k: int = 50,
+        policies: Sequence[str] | None = None,
+        config: RecallConfig | str | None = None,
+        touch: bool = True,
+        run_id: str | None = None,
+        system: str | None = None,
+        max_events: int = 20,
+        **filters: Any,
+    ) -> builtins.list[dict[str, str]]: ...
+
+    def context(
+        self,
+        query: str = "",
+        *,
+        format: ContextFormat = "text",
+        max_tokens: int = 2000,
+        k: int = 50,
+        policies: Sequence[str] | None = None,
+        config: RecallConfig | str | None = None,
+        touch: bool = True,
+        run_id: str | None = None,
+        system: str | None = None,
+        max_events: int = 20,
+        **filters: Any,
+    ) -> str | builtins.list[dict[str, str]]:
+        """Recalled memories for a prompt, within ``max_tokens``.
+
+        Every memory is fenced as untrusted data (content that tries to break the fence is
+        neutralised); the organisation's core policies lead the block (``policies``
+        overrides them; ``[]`` for none). ``filters`` are those of :meth:`recall`.
+
+        An empty ``query`` gives what matters most now: the ``k`` most relevant memories
+        of the filter (importance and use, decayed since the last access — the
+        lifecycle's :func:`~graphmem.lifecycle.relevance`) among its newest.
+
+        ``format="text"`` (default) returns the block as one string. ``format="messages"``
+        returns role-tagged chat messages: one ``system`` message (``system``, then the
+        block), the conversation of ``run_id`` (its last ``max_events`` user messages and
+        agent responses as ``user`` / ``assistant``) and ``query`` as the last ``user``
+        message. ``run_id`` and ``system`` belong to the messages format only."""
+        if format not in ("text", "messages"):
+            raise InvalidInput(f"format must be 'text' or 'messages', not {format!r}")
+        if format == "text" and (run_id is not None or system is not None):
+            raise InvalidInput("run_id and system belong to format='messages'")
+        if isinstance(query, str) and not query.strip():
+            block = self._window("", max_tokens, k, policies, None, touch, filters)
+        else:
+            block = self._window(query, max_tokens, k, policies, config, touch, filters)
+        if format == "text":
+            return block
         head = "\n\n".join(p for p in (system, block) if p)
         messages = [{"role": "system", "content": head}] if head else []
         if run_id is not None and max_events > 0:
-            roles = {"user_message": "user", "agent_response": "assistant"}
-            events = self.events(run_id, event_types=builtins.list(roles), status="active")
+            events = self.runs.events(run_id, event_types=list(_CHAT_ROLES), status="active")
             messages += [
-                {"role": roles[e.event_type or ""], "content": e.content}
+                {"role": _CHAT_ROLES[e.event_type or ""], "content": e.content}
                 for e in events[-max_events:]
             ]
         if query.strip() and (
@@ -906,281 +755,56 @@ class GraphMemory:
             messages.append({"role": "user", "content": query})
         return messages
 
-    def scratchpad(self, run_id: str | None = None) -> Scratchpad:
-        """The fleeting tier of a run (or of the process): keyed notes with recall and
-        forget, in process only, cleared by :meth:`on_turn_end`."""
-        return self.lifecycle.scratchpad(run_id)
+    def _window(
+        self,
+        query: str,
+        max_tokens: int,
+        k: int,
+        policies: Sequence[str] | None,
+        config: RecallConfig | str | None,
+        touch: bool,
+        filters: dict[str, Any],
+    ) -> str:
+        flt = self.namespaces.memory_filter(**filters)
+        if policies is None:
+            policies = self.org.core_policies()
+        results: builtins.list[RecallResult] | None = None
+        if not query:  # no query: the most relevant memories among the newest
+            if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 1000:
+                raise InvalidInput("k must be an int in 1..1000")
+            now = self._clock()
+            decay = self.lifecycle.config.decay
+            pool = [
+                m
+                for m in self._backend.match(
+                    flt, limit=max(10 * k, 500), order_by="created_at", descending=True
+                )
+                if isinstance(m, Memory)
+            ]
+            scored = sorted(
+                ((relevance(m, now, decay), m) for m in pool), key=lambda sm: (-sm[0], sm[1].id)
+            )[:k]
+            results = [
+                RecallResult(memory=m, score=s, breakdown={"relevance": s, "score": s})
+                for s, m in scored
+            ]
+        window = self._retriever().context_window(
+            query,
+            max_tokens=max_tokens,
+            k=k,
+            filter=flt,
+            policies=policies,
+            config=config,
+            touch=touch,
+            results=results,
+        )
+        return window.text
 
     def _retriever(self) -> Retriever:
-        self._settle_vectors()
-        recall_config = getattr(self.settings, "recall", None)
+        self.vectors.settle()
         return Retriever(
-            self._backend,
-            self._embedder,
-            clock=self._clock,
-            config=recall_config if isinstance(recall_config, RecallConfig) else None,
+            self._backend, self._embedder, clock=self._clock, config=self.settings.recall
         )
-
-    def _settle_vectors(self) -> None:
-        """Read your own writes, within reason: before a recall, wait briefly for the
-        vectors of a small backlog this handle wrote (an agent that remembers, then asks),
-        never for a bulk ingest (those memories are found lexically meanwhile)."""
-        if self._vectorizer is None or not self._wrote_unvectored:
-            return
-        pending = self._backend.missing_vectors(SETTLE_MAX_PENDING + 1)  # type: ignore[attr-defined]
-        if not pending:
-            self._wrote_unvectored = False
-        elif len(pending) <= SETTLE_MAX_PENDING:
-            try:
-                self._vectorizer.flush(SETTLE_SECONDS)
-            except Exception as e:  # recall goes on without them; the worker retries
-                log.debug("recall without waiting for pending vectors: %s", e)
-
-    def _recall_filter(
-        self,
-        *,
-        scope: Scope | str | None = None,
-        status: str | Sequence[str] | None = "active",
-        user_id: str | None = None,
-        **kw: Any,
-    ) -> Filter:
-        if user_id is not None:
-            kw["metadata"] = {**(kw.get("metadata") or {}), "user_id": user_id}
-        flt = Filter.for_memories(status=status, **kw)
-        return self.namespaces.filter(scope, flt) if scope is not None else flt
-
-    # -- agents and runs -------------------------------------------------------------
-
-    def register_agent(
-        self,
-        agent_id: str,
-        *,
-        name: str | None = None,
-        seniority: str | None = None,
-        autonomy: int | None = None,
-        kind: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> Agent:
-        """Create or update an agent (fields not given keep their stored values)."""
-        found = self._backend.get(NodeLabel.AGENT, [agent_id])
-        base: dict[str, Any] = found[0].model_dump() if found else {"id": agent_id}
-        for k, v in (
-            ("name", name),
-            ("seniority", seniority),
-            ("autonomy", autonomy),
-            ("kind", kind),
-            ("metadata", metadata),
-        ):
-            if v is not None:
-                base[k] = v
-        agent: Agent = validated(Agent, base)
-        self.writes.put([agent])
-        return agent
-
-    def get_agent(self, agent_id: str) -> Agent:
-        found = self._backend.get(NodeLabel.AGENT, [agent_id])
-        if not found:
-            raise NotFound(f"no agent {agent_id!r}")
-        return found[0]  # type: ignore[return-value]
-
-    def list_agents(self, *, limit: int | None = None, offset: int = 0) -> builtins.list[Agent]:
-        return self._backend.match(  # type: ignore[return-value]
-            Filter(label=NodeLabel.AGENT), limit=limit, offset=offset
-        )
-
-    def start_run(
-        self,
-        agent_id: str = "default",
-        *,
-        run_id: str | None = None,
-        user_id: str | None = None,
-        app_name: str | None = None,
-        namespace: str = "default",
-        started_at: datetime | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> Run:
-        """Start a run (an agent session). Conflict if ``run_id`` already exists."""
-        data: dict[str, Any] = {
-            "agent_id": agent_id,
-            "user_id": user_id,
-            "app_name": app_name,
-            "namespace": namespace,
-            "started_at": started_at or self._clock(),
-            "metadata": metadata,
-        }
-        if run_id is not None:
-            data["id"] = run_id
-        run: Run = validated(Run, {k: v for k, v in data.items() if v is not None})
-        try:
-            self.writes.put([run], expect=[Expect(run.ref, exists=False)])
-        except Conflict as e:
-            raise Conflict(f"run {run.id!r} already exists") from e
-        self.runs.enforce()
-        return run
-
-    def get_run(self, run_id: str) -> Run:
-        found = self._backend.get(NodeLabel.RUN, [run_id])
-        if not found:
-            raise NotFound(f"no run {run_id!r}")
-        return found[0]  # type: ignore[return-value]
-
-    def end_run(self, run_id: str, *, status: RunStatus | str = RunStatus.COMPLETED) -> Run:
-        """Mark a run ended (completed by default)."""
-        try:
-            status = RunStatus(status)
-        except ValueError as e:
-            raise InvalidInput(
-                f"unknown run status {status!r}; one of {[s.value for s in RunStatus]}"
-            ) from e
-        for _attempt in range(8):
-            old = self.get_run(run_id)
-            run = old.evolve(status=status, ended_at=self._clock())
-            try:
-                self.writes.put(
-                    [run],
-                    expect=[
-                        Expect(
-                            old.ref, props={"status": old.status, "event_count": old.event_count}
-                        )
-                    ],
-                )
-                return run
-            except Conflict:
-                continue  # an event was appended meanwhile: end the run as it is now
-        raise Conflict(f"run {run_id!r} keeps changing; try again")
-
-    def list_runs(
-        self,
-        *,
-        agent_id: str | None = None,
-        user_id: str | None = None,
-        status: str | None = None,
-        limit: int | None = 100,
-        offset: int = 0,
-    ) -> builtins.list[Run]:
-        """Runs, newest first."""
-        equals = {
-            k: v
-            for k, v in (("agent_id", agent_id), ("user_id", user_id), ("status", status))
-            if v is not None
-        }
-        flt = validated(Filter, {"label": NodeLabel.RUN, "equals": equals})
-        return self._backend.match(  # type: ignore[return-value]
-            flt, limit=limit, offset=offset, order_by="started_at", descending=True
-        )
-
-    def add_event(
-        self,
-        run_id: str,
-        event_type: str,
-        content: Any,
-        *,
-        agent_id: str | None = None,
-        importance: float | None = None,
-        tier: Tier | str | None = None,
-        tags: Sequence[str] = (),
-        metadata: Mapping[str, Any] | None = None,
-        created_at: datetime | None = None,
-    ) -> Memory:
-        """Append an episodic event to a run (started on the fly if it does not exist).
-
-        Events of a run are ordered: each has ``seq`` (0, 1, 2 …) and the previous event
-        links to it with ``(earlier)-[:NEXT]->(later)``. ``content`` is text or any JSON
-        value (stored as its canonical JSON text, searchable; ``Memory.value`` gives it
-        back). ``importance``/``tier`` not given
-        come from the lifecycle's scorer and classification rules.
-        """
-        return self.add_events(
-            run_id,
-            [
-                {
-                    "event_type": event_type,
-                    "content": content,
-                    "agent_id": agent_id,
-                    "importance": importance,
-                    "tier": tier,
-                    "tags": tags,
-                    "metadata": metadata,
-                    "created_at": created_at,
-                }
-            ],
-        )[0]
-
-    def add_events(self, run_id: str, events: Sequence[Mapping[str, Any]]) -> builtins.list[Memory]:
-        """Append several events to a run in one atomic write (see :meth:`add_event`)."""
-        now = self._clock()
-        with self._run_lock:  # one appender per handle; other handles are caught below
-            for attempt in range(32):
-                try:
-                    memories = self._append_events(run_id, events, now)
-                    break
-                except Conflict:
-                    # another handle or process appended to this run since it was read
-                    if attempt == 31:
-                        raise
-        self.runs.enforce(run_id)
-        return memories
-
-    def _append_events(
-        self, run_id: str, events: Sequence[Mapping[str, Any]], now: datetime
-    ) -> builtins.list[Memory]:
-        found = self._backend.get(NodeLabel.RUN, [run_id])
-        run: Run = (
-            found[0]
-            if found
-            else validated(  # type: ignore[assignment]
-                Run,
-                {
-                    "id": run_id,
-                    "agent_id": (events[0].get("agent_id") if events else None) or "default",
-                    "started_at": now,
-                },
-            )
-        )
-        memories: builtins.list[Memory] = []
-        for i, ev in enumerate(events):
-            if not isinstance(ev, Mapping):
-                raise InvalidInput(f"event {i}: expected a mapping")
-            data = {k: v for k, v in ev.items() if v is not None}
-            if "content" in ev and not isinstance(ev["content"], str):
-                try:
-                    data["content"] = canonical_json(ev["content"])
-                except InvalidInput as e:
-                    raise InvalidInput(f"event {i}: content: {e}") from None
-                meta = data.get("metadata")
-                data["metadata"] = {
-                    **(meta if isinstance(meta, Mapping) else {}),
-                    CONTENT_JSON_KEY: True,
-                }
-            data.setdefault("agent_id", run.agent_id)
-            data.setdefault("namespace", run.namespace)
-            data.setdefault("created_at", now)
-            data.setdefault("category", Category.EPISODIC)
-            data["run_id"] = run.id
-            data.pop("seq", None)  # the write path gives each its place in the run
-            try:
-                memories.append(validated(Memory, self.lifecycle.classify(data)))
-            except InvalidInput as e:
-                raise InvalidInput(f"event {i}: {e}") from e
-        # the write path places them in the run (starting the run when it is new)
-        return self.writes.create(memories, chain="events")
-
-    def events(
-        self,
-        run_id: str,
-        *,
-        event_types: Sequence[str] | None = None,
-        limit: int | None = None,
-        status: str | Sequence[str] | None = None,
-        scope: Scope | str | None = None,
-    ) -> builtins.list[Memory]:
-        """A run's events in order (optionally only some types; with ``scope``, only
-        those it may read)."""
-        flt = self._recall_filter(run_id=run_id, event_type=event_types, status=status, scope=scope)
-        events: builtins.list[Memory] = self._backend.match(flt, order_by="seq")  # type: ignore[assignment]
-        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)):
-            raise InvalidInput(f"limit must be an int or None, got {type(limit).__name__}")
-        return events if limit is None else events[-limit:] if limit > 0 else []
 
     # -- whole-store operations ------------------------------------------------------
 
@@ -1317,322 +941,14 @@ class GraphMemory:
             self.writes.load((), edges[i : i + batch_size])
         return ImportReport(nodes=len(nodes), edges=len(edges))
 
-    # --- lifecycle & consolidation (issue 5) -----------------------------------------
-    # thin delegates; the logic lives in lifecycle.py, consolidation.py and llm.py
-
-    @property
-    def lifecycle(self) -> Lifecycle:
-        """Tiers, hooks and maintenance (created on first use from ``settings.lifecycle``)."""
-        lc: Lifecycle | None = getattr(self, "_lifecycle_obj", None)
-        if lc is None:
-            with self._lifecycle_lock:
-                lc = getattr(self, "_lifecycle_obj", None)
-                if lc is None:
-                    lc = Lifecycle(
-                        self.writes,
-                        config=config_from_settings(self.settings),
-                        llm=self.llm,
-                        clock=self._clock,
-                    )
-                    self._lifecycle_obj = lc
-        return lc
-
-    def configure_lifecycle(self, config: LifecycleConfig) -> Lifecycle:
-        """Replace the lifecycle thresholds (a new :class:`Lifecycle`; scratchpads reset)."""
-        lc = Lifecycle(self.writes, config=config, llm=self.llm, clock=self._clock)
-        self._lifecycle_obj = lc
-        return lc
-
-    def _embed_texts(self, texts: builtins.list[str]) -> Any:
-        assert self._embedder is not None
-        return self._embedder.embed(texts)
-
     def _after_write(self, done: Committed) -> None:
         # lifecycle work after a write: count short-term writes, refresh a run's
         # short-term tier every N writes (archival only, never an LLM call)
         if done.created:
             self.lifecycle.on_write(done.created)
 
-    def _pass_llm(self, llm: LLM | None) -> LLM:
-        chosen = llm if llm is not None else self.llm
-        return chosen if chosen is not None else OfflineLLM()
-
-    def consolidate(
-        self,
-        *,
-        dry_run: bool = False,
-        agent_id: str | Sequence[str] | None = None,
-        namespace: str | Sequence[str] | None = None,
-        config: ConsolidationConfig | None = None,
-        llm: LLM | None = None,
-        progress: Callable[[str, int, int], None] | None = None,
-    ) -> ConsolidationReport:
-        """Merge near-duplicate memories (token Jaccard) into new memories that are
-        DERIVED_FROM and SUPERSEDE their sources; ``dry_run=True`` only reports the plan.
-        Merged content comes from ``llm`` (or the configured LLM) for similar groups, else
-        from a deterministic merge. See :func:`graphmem.consolidation.consolidate`."""
-        return consolidate_memories(
-            self.writes,
-            agent_id=agent_id,
-            namespace=namespace,
-            config=config or self.lifecycle.config.consolidation,
-            llm=llm if llm is not None else self.llm,
-            dry_run=dry_run,
-            now=self._clock(),
-            progress=progress,
-        )
-
-    def unmerge(self, merged_id: str, *, dry_run: bool = False) -> UnmergeReport:
-        """Undo a consolidation merge: restore its sources and delete the merged node."""
-        return unmerge_memories(self.writes, merged_id, dry_run=dry_run, now=self._clock())
-
-    def summarize(
-        self,
-        memory_ids: Sequence[str] | None = None,
-        *,
-        run_id: str | None = None,
-        llm: LLM | None = None,
-        dry_run: bool = False,
-    ) -> Memory:
-        """Write a ``summary`` memory DERIVED_FROM the given memories, or from the active
-        memories of ``run_id``; returns it (unwritten on a dry run)."""
-        if (memory_ids is None) == (run_id is None):
-            raise InvalidInput("give either memory_ids or run_id")
-        if memory_ids is not None:
-            sources = self.get_many(memory_ids)
-            if len(sources) != len(set(memory_ids)):
-                raise NotFound("some memories to summarise do not exist")
-        else:
-            sources = [
-                m
-                for m in iter_memories(
-                    self._backend, Filter.for_memories(run_id=run_id, status="active")
-                )
-                if m.category is not Category.SUMMARY
-            ]
-            if not sources:
-                raise NotFound(f"run {run_id!r} has no active memories to summarise")
-        return summarize_into_memory(
-            self.writes,
-            self._pass_llm(llm),
-            sources,
-            purpose="run" if run_id is not None else "memories",
-            run_id=run_id,
-            dry_run=dry_run,
-            now=self._clock(),
-        )
-
-    def improve(
-        self,
-        memory_ids: Sequence[str] | None = None,
-        *,
-        llm: LLM | None = None,
-        agent_id: str | Sequence[str] | None = None,
-        namespace: str | Sequence[str] | None = None,
-        limit: int = 200,
-        dry_run: bool = False,
-    ) -> ImproveReport:
-        """Rewrite memories for precision and resolve contradictions; every change is a
-        new version with DERIVED_FROM / SUPERSEDES provenance. Without ``memory_ids`` the
-        ``limit`` newest active memories of the scope are improved together."""
-        if memory_ids is not None:
-            memories = self.get_many(memory_ids)
-        else:
-            memories = self.list(agent_id=agent_id, namespace=namespace, limit=limit)
-        return improve_memories(
-            self.writes,
-            self._pass_llm(llm),
-            memories,
-            dry_run=dry_run,
-            now=self._clock(),
-        )
-
-    def extract_facts(
-        self,
-        turn: str,
-        *,
-        agent_id: str = "default",
-        namespace: str = "default",
-        run_id: str | None = None,
-        speaker: str = "user",
-        source_ids: Sequence[str] = (),
-        llm: LLM | None = None,
-        dry_run: bool = False,
-    ) -> FactsReport:
-        """Store the durable facts of a conversation turn as long-term memories
-        DERIVED_FROM ``source_ids`` (nothing when the turn has none)."""
-        return store_facts(
-            self.writes,
-            self._pass_llm(llm),
-            turn,
-            agent_id=agent_id,
-            namespace=namespace,
-            run_id=run_id,
-            speaker=speaker,
-            source_ids=source_ids,
-            dry_run=dry_run,
-            now=self._clock(),
-        )
-
-    def entities(
-        self, *, type: str | None = None, limit: int = 100, **filters: Any
-    ) -> builtins.list[Entity]:
-        """The entities mentioned by the memories the filters (those of :meth:`recall`,
-        ``scope`` included) admit, most mentioned first; ``type`` narrows to person,
-        place, organisation, event, object or other."""
-        return knowledge.entities(
-            self._backend, self._recall_filter(**filters), type=type, limit=limit
-        )
-
-    def about(self, name: str, *, limit: int = 200, **filters: Any) -> knowledge.About:
-        """What the store says about an entity (by name or alias): the memories that
-        mention it, oldest first, and the relations they record. NotFound when no memory
-        the filters admit mentions it."""
-        return knowledge.about(self._backend, name, self._recall_filter(**filters), limit=limit)
-
-    def reflect(
-        self, question: str, *, k: int = 10, llm: LLM | None = None, **recall_filters: Any
-    ) -> Reflection:
-        """Answer ``question`` from the memories recalled for it, citing their ids."""
-        hits = self.recall(question, k=k, **recall_filters)
-        return reflect_on(self._pass_llm(llm), question, [h.memory for h in hits])
-
-    def maintain(
-        self,
-        *,
-        dry_run: bool = False,
-        hard_delete: bool = False,
-        agent_id: str | Sequence[str] | None = None,
-        namespace: str | Sequence[str] | None = None,
-        steps: Sequence[str] = Lifecycle.STEPS,
-    ) -> MaintenanceReport:
-        """Expiry, retention, decay, staleness, per-agent limits and consolidation; removal
-        is archival unless ``hard_delete``. See :meth:`Lifecycle.maintain`."""
-        return self.lifecycle.maintain(
-            dry_run=dry_run,
-            hard_delete=hard_delete,
-            agent_id=agent_id,
-            namespace=namespace,
-            steps=steps,
-        )
-
-    def archive(
-        self,
-        memory_ids: Sequence[str],
-        *,
-        reason: str = "manual",
-        dry_run: bool = False,
-        hard_delete: bool = False,
-    ) -> MaintenanceReport:
-        """Take memories out of recall (status archived; ``restore`` brings them back)."""
-        return self.lifecycle.archive(
-            memory_ids, reason=reason, dry_run=dry_run, hard_delete=hard_delete
-        )
-
-    def restore(
-        self, memory_ids: Sequence[str], *, pin: bool = False, dry_run: bool = False
-    ) -> MaintenanceReport:
-        """Bring archived memories back into recall (``pin`` exempts them from maintenance)."""
-        return self.lifecycle.restore(memory_ids, pin=pin, dry_run=dry_run)
-
-    def on_turn_end(self, run_id: str | None = None, **options: Any) -> TurnReport:
-        """Turn hook: clear the fleeting scratchpad (see :meth:`Lifecycle.on_turn_end`)."""
-        return self.lifecycle.on_turn_end(run_id, **options)
-
-    def on_run_end(self, run_id: str, *, dry_run: bool = False) -> MaintenanceReport:
-        """Run hook: promote and summarise the run's short-term memories."""
-        return self.lifecycle.on_run_end(run_id, dry_run=dry_run)
-
-    def on_idle(self, *, dry_run: bool = False, **options: Any) -> MaintenanceReport:
-        """Idle hook: the full maintenance cycle."""
-        return self.lifecycle.on_idle(dry_run=dry_run, **options)
-
-    # --- org, scoping, runs & log (issue 6) ------------------------------------------
-    # thin delegates; the logic lives in org.py, scoping.py, runs.py and eventlog.py
-
-    def share_namespace(
-        self, namespace: str, *, owner: str, members: Sequence[str] = ()
-    ) -> Namespace:
-        """Create a namespace shared by ``owner`` and ``members`` (see graphmem.scoping)."""
-        return self.namespaces.create(namespace, owner=owner, members=members)
-
-    def get_or_create_run(
-        self,
-        run_id: str,
-        *,
-        agent_id: str = "default",
-        user_id: str | None = None,
-        app_name: str | None = None,
-        namespace: str = "default",
-        metadata: Mapping[str, Any] | None = None,
-    ) -> tuple[Run, bool]:
-        """The run ``run_id`` (and False), or a new one started now (and True)."""
-        return self.runs.get_or_create(
-            run_id,
-            agent_id=agent_id,
-            user_id=user_id,
-            app_name=app_name,
-            namespace=namespace,
-            metadata=metadata,
-        )
-
-    def delete_run(self, run_id: str, *, cascade: bool = True) -> DeleteRunReport:
-        """Delete a run, its memories (and, with ``cascade``, what was derived from them)
-        and its log entries."""
-        return self.runs.delete(run_id, cascade=cascade)
-
-    def cleanup_runs(
-        self, older_than_hours: float, *, archive: bool = False, dry_run: bool = False
-    ) -> CleanupReport:
-        """Delete (or archive) runs inactive for more than ``older_than_hours``."""
-        return self.runs.cleanup(older_than_hours, archive=archive, dry_run=dry_run)
-
-    def run_stats(self, *, agent_id: str | None = None, user_id: str | None = None) -> RunStats:
-        """Runs per status, events, and the average number of events per run."""
-        return self.runs.stats(agent_id=agent_id, user_id=user_id)
-
-    def conversation_context(self, run_id: str, max_events: int = 20) -> str:
-        """The run's latest conversational events as "User: …" / "Assistant: …" lines."""
-        return self.runs.conversation_context(run_id, max_events)
-
-    def log(
-        self,
-        agent_id: str,
-        event_type: str,
-        payload: Any = None,
-        *,
-        run_id: str | None = None,
-        step: int | None = None,
-        parent: str | None = None,
-    ) -> LogEntry:
-        """Append to the orchestration log (large payloads are stored once, by SHA-256)."""
-        return self.eventlog.log(
-            agent_id, event_type, payload, run_id=run_id, step=step, parent=parent
-        )
-
-    def tail(
-        self,
-        n: int = 20,
-        *,
-        run_id: str | None = None,
-        agent_id: str | None = None,
-        event_type: str | None = None,
-    ) -> builtins.list[LogRecord]:
-        """The newest ``n`` orchestration-log entries, oldest first, payloads decoded."""
-        return self.eventlog.tail(n, run_id=run_id, agent_id=agent_id, event_type=event_type)
-
     def __repr__(self) -> str:
         return f"GraphMemory({self._backend!r})"
-
-
-def _background_vectors(mode: str, embedder: Any, backend: GraphBackend) -> bool:
-    if "vectors" not in getattr(backend, "capabilities", frozenset()):
-        return False
-    if mode == "auto":
-        from graphmem.embeddings import HashEmbedder  # no model, microseconds per text
-
-        return not isinstance(embedder, HashEmbedder)
-    return mode == "background"
 
 
 def _jsonable(value: Any) -> Any:

@@ -29,7 +29,7 @@ Seniority ranks ``junior < mid < senior < lead``; an unknown author or seniority
 
 >>> from graphmem import GraphMemory
 >>> with GraphMemory.open("memory://", embedder=None) as mem:
-...     _ = mem.register_agent("cto", seniority="human")
+...     _ = mem.agents.register("cto", seniority="human")
 ...     f = mem.org.publish("Never log secrets.", author="cto", fact_id="no-secrets")
 ...     g = mem.org.publish("Never log secrets or tokens.", author="cto", fact_id="no-secrets")
 ...     [v.version for v in mem.org.versions("no-secrets")], g.content

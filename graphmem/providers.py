@@ -138,7 +138,7 @@ class GraphMemoryProvider:
             return
         for ev in events:
             ev["agent_id"] = agent_id
-        written = self.memory.add_events(run_id, events)
+        written = self.memory.runs.add_events(run_id, events)
         if self.extract_facts:
             for m, ev in zip(written, events, strict=True):
                 if ev["event_type"] == "user_message" and isinstance(ev["content"], str):

@@ -20,7 +20,7 @@ is re-embedded with the old model.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,11 +30,17 @@ from graphmem.backends.base import GraphBackend
 from graphmem.consolidation import iter_memories
 from graphmem.errors import DimensionMismatch, InvalidInput
 from graphmem.models import Filter, Memory
+from graphmem.vectorizer import Vectorizer
 from graphmem.writes import Writes
 
-__all__ = ["ReindexReport", "check_embedder", "reindex", "store_dim"]
+__all__ = ["ReindexReport", "Vectors", "check_embedder", "reindex", "store_dim"]
 
 log = logging.getLogger("graphmem.reindex")
+
+#: before a recall, wait up to SETTLE_SECONDS for the vectors of this handle's writes
+#: when at most SETTLE_MAX_PENDING memories still lack one
+SETTLE_MAX_PENDING = 64
+SETTLE_SECONDS = 0.5
 
 Progress = Callable[[int, int], None]
 
@@ -163,3 +169,111 @@ def reindex(
     return report.model_copy(
         update={"cleared": cleared, "missing": total, "embedded": done, "batches": batches}
     )
+
+
+class Vectors:
+    """The vectors of a store (``mem.vectors``): :meth:`wait` for the background ones,
+    :meth:`reindex` the store; and, for GraphMemory, the background worker itself.
+
+    ``mode``: ``"background"`` acknowledges a write once it is durable and embeds it
+    behind it; ``"inline"`` embeds before the write; ``"auto"`` is background for a model
+    and inline for the hash embedder. Background needs a backend listing ``vectors`` in
+    its capabilities (it can say which memories lack one).
+    """
+
+    def __init__(
+        self, backend: GraphBackend, writes: Writes, embedder: Any | None, *, mode: str = "auto"
+    ) -> None:
+        if mode not in ("auto", "background", "inline"):
+            raise InvalidInput(f"vectors must be auto, background or inline, not {mode!r}")
+        self._backend = backend
+        self._writes = writes
+        self.embedder = embedder
+        self._wrote_unvectored = False
+        self._worker: Vectorizer | None = None
+        missing: Callable[[int], Sequence[tuple[str, str]]] | None = getattr(
+            backend, "missing_vectors", None
+        )
+        self._missing = missing
+        if embedder is not None and missing is not None and _background(mode, embedder, backend):
+            self._worker = Vectorizer(
+                embed=embedder.embed, fetch_missing=missing, store=writes.store_vectors
+            )
+            writes.defer_vectors = self._pending
+
+    @property
+    def background(self) -> bool:
+        """Whether vectors are computed behind the writes (else inline or not at all)."""
+        return self._worker is not None
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Return once every memory written so far has its vector (background vectors);
+        at once when vectors are computed inline or there is no embedder."""
+        if self._worker is not None:
+            self._worker.flush(timeout)
+
+    def reindex(
+        self,
+        *,
+        embedder: Any | None = None,
+        all: bool = False,
+        batch_size: int = 256,
+        dry_run: bool = False,
+        progress: Progress | None = None,
+    ) -> ReindexReport:
+        """Embed the memories that have no vector, in batches (resumable: run it again);
+        with ``all=True`` clear every vector first and re-embed everything — for a new
+        model (``embedder``, default this store's). See :func:`reindex`."""
+        return reindex(
+            self._writes,
+            embedder if embedder is not None else self.embedder,
+            all=all,
+            batch_size=batch_size,
+            dry_run=dry_run,
+            progress=progress,
+        )
+
+    def resume(self) -> None:
+        """After opening: start embedding what an earlier handle left without a vector."""
+        if self._worker is not None and self._missing is not None and self._missing(1):
+            self._pending(())
+
+    def settle(self) -> None:
+        """Read your own writes, within reason: before a recall, wait briefly for the
+        vectors of a small backlog this handle wrote (an agent that remembers, then asks),
+        never for a bulk ingest (those memories are found lexically meanwhile)."""
+        if self._worker is None or self._missing is None or not self._wrote_unvectored:
+            return
+        pending = self._missing(SETTLE_MAX_PENDING + 1)
+        if not pending:
+            self._wrote_unvectored = False
+        elif len(pending) <= SETTLE_MAX_PENDING:
+            try:
+                self._worker.flush(SETTLE_SECONDS)
+            except Exception as e:  # recall goes on without them; the worker retries
+                log.debug("recall without waiting for pending vectors: %s", e)
+
+    def close(self) -> None:
+        """Wait for the vectors of what this handle wrote, then stop the worker. An older
+        backlog (a store written without an embedder) is left for the next open, not made
+        a cost of closing a short-lived handle such as one CLI command."""
+        if self._worker is not None:
+            self._worker.close(flush=self._wrote_unvectored)
+
+    def _pending(self, memories: Sequence[Memory]) -> None:
+        assert self._worker is not None
+        if memories:
+            self._wrote_unvectored = True
+        if not self._worker.running:
+            self._worker.start()
+        self._worker.notify()
+
+
+def _background(mode: str, embedder: Any, backend: GraphBackend) -> bool:
+    if "vectors" not in getattr(backend, "capabilities", frozenset()):
+        return False
+    if mode == "auto":
+        from graphmem.embeddings import HashEmbedder  # no model, microseconds per text
+
+        return not isinstance(embedder, HashEmbedder)
+    return mode == "background"

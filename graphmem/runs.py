@@ -1,11 +1,14 @@
 """Runs as sessions: get-or-create, delete, limits, cleanup, statistics, conversation text.
 
 A run (:class:`~graphmem.models.Run`) is one agent session; its events are episodic
-memories appended with :meth:`GraphMemory.add_event` (ordered by ``seq`` and ``NEXT``
-edges). This module adds what a session store needs around that:
+memories appended with :meth:`Runs.add_event` (ordered by ``seq`` and ``NEXT`` edges).
+``mem.runs`` owns every run verb:
 
-- :meth:`Runs.get_or_create` and :meth:`Runs.delete` (the run, its memories, the memories
+- :meth:`Runs.start`, :meth:`Runs.get`, :meth:`Runs.end`, :meth:`Runs.list`,
+  :meth:`Runs.get_or_create` and :meth:`Runs.delete` (the run, its memories, the memories
   derived from them, and its orchestration-log entries);
+- :meth:`Runs.add_event` / :meth:`Runs.add_events` (appends, ordered, one appender per
+  handle and optimistic retries across handles) and :meth:`Runs.events`;
 - limits (:class:`RunLimits`, by default the seed's 1,000 sessions and 500 events per
   session; ``None`` for unlimited; ``settings.runs``): when there are more than
   ``max_runs`` live runs the oldest 10% (``archive_fraction``) are archived; when a run has
@@ -13,27 +16,35 @@ edges). This module adds what a session store needs around that:
   means status ``archived`` — kept in the graph, out of recall and out of the conversation
   context;
 - :meth:`Runs.cleanup` of runs whose last activity is older than N hours;
-- :meth:`Runs.stats` and :meth:`Runs.conversation_context` ("User: … / Assistant: …").
+- :meth:`Runs.stats` and :meth:`Runs.conversation_context` ("User: … / Assistant: …");
+- :meth:`Runs.scratchpad`, the fleeting tier of a run (in process only).
 
 Everything goes through the GraphBackend seam, so it behaves alike on every backend.
 """
 
 from __future__ import annotations
 
+import builtins
 import logging
 import math
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from graphmem.backends.base import Expect
-from graphmem.errors import Conflict, InvalidInput
+from graphmem.backends.base import Expect, GraphBackend
+from graphmem.errors import Conflict, InvalidInput, NotFound
+from graphmem.eventlog import EventLog, canonical_json
+from graphmem.lifecycle import Lifecycle, Scratchpad
 from graphmem.models import (
+    CONTENT_JSON_KEY,
+    Category,
     EdgeType,
     EventType,
     Filter,
+    GraphNode,
     Memory,
     NodeLabel,
     NodeRef,
@@ -41,15 +52,18 @@ from graphmem.models import (
     Run,
     RunStatus,
     Status,
+    Tier,
+    utcnow,
     validated,
 )
-
-if TYPE_CHECKING:
-    from graphmem.memory import GraphMemory
+from graphmem.scoping import Namespaces, Scope
+from graphmem.writes import Writes
 
 __all__ = ["CleanupReport", "DeleteRunReport", "RunLimits", "RunStats", "Runs"]
 
 log = logging.getLogger("graphmem.runs")
+
+_N = TypeVar("_N", bound=GraphNode)
 
 _LIVE = (RunStatus.RUNNING.value, RunStatus.COMPLETED.value, RunStatus.FAILED.value)
 DEFAULT_SPEAKERS: dict[str, str] = {
@@ -111,6 +125,11 @@ class CleanupReport(BaseModel):
     dry_run: bool
 
 
+def _only(kind: type[_N], nodes: Iterable[GraphNode]) -> list[_N]:
+    """The nodes of one kind (reads of one label return only that kind)."""
+    return [n for n in nodes if isinstance(n, kind)]
+
+
 def _events_filter(run_id: str, status: str | None = None) -> Filter:
     # events are the memories of a run that have a position in it
     equals: dict[str, Any] = {"run_id": run_id}
@@ -121,18 +140,115 @@ def _events_filter(run_id: str, status: str | None = None) -> Filter:
 
 
 class Runs:
-    """Session management over a :class:`GraphMemory` (``mem.runs``)."""
+    """Every run verb (``mem.runs``): sessions, their ordered events, limits, cleanup,
+    statistics, conversation text and the fleeting scratchpad."""
 
-    def __init__(self, mem: GraphMemory, *, limits: RunLimits | None = None) -> None:
-        self._mem = mem
-        configured = getattr(mem.settings, "runs", None)
-        self.limits = limits or (configured if isinstance(configured, RunLimits) else RunLimits())
-
-    @property
-    def _backend(self) -> Any:
-        return self._mem.backend
+    def __init__(
+        self,
+        backend: GraphBackend,
+        writes: Writes,
+        *,
+        eventlog: EventLog,
+        lifecycle: Lifecycle,
+        namespaces: Namespaces,
+        limits: RunLimits | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._backend = backend
+        self._writes = writes
+        self._eventlog = eventlog
+        self._lifecycle = lifecycle
+        self._namespaces = namespaces
+        self._clock = clock
+        self.limits = limits or RunLimits()
+        # one appender per handle (other handles and processes are caught by the write
+        # path's preconditions and retried)
+        self._lock = threading.Lock()
 
     # -- sessions ---------------------------------------------------------------------
+
+    def start(
+        self,
+        agent_id: str = "default",
+        *,
+        run_id: str | None = None,
+        user_id: str | None = None,
+        app_name: str | None = None,
+        namespace: str = "default",
+        started_at: datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Run:
+        """Start a run (an agent session). Conflict if ``run_id`` already exists."""
+        data: dict[str, Any] = {
+            "agent_id": agent_id,
+            "user_id": user_id,
+            "app_name": app_name,
+            "namespace": namespace,
+            "started_at": started_at or self._clock(),
+            "metadata": metadata,
+        }
+        if run_id is not None:
+            data["id"] = run_id
+        run: Run = validated(Run, {k: v for k, v in data.items() if v is not None})
+        try:
+            self._writes.put([run], expect=[Expect(run.ref, exists=False)])
+        except Conflict as e:
+            raise Conflict(f"run {run.id!r} already exists") from e
+        self.enforce()
+        return run
+
+    def get(self, run_id: str) -> Run:
+        """The run ``run_id``; NotFound if there is none."""
+        found = self._backend.get(NodeLabel.RUN, [run_id])
+        if not found or not isinstance(found[0], Run):
+            raise NotFound(f"no run {run_id!r}")
+        return found[0]
+
+    def end(self, run_id: str, *, status: RunStatus | str = RunStatus.COMPLETED) -> Run:
+        """Mark a run ended (completed by default)."""
+        try:
+            status = RunStatus(status)
+        except ValueError as e:
+            raise InvalidInput(
+                f"unknown run status {status!r}; one of {[s.value for s in RunStatus]}"
+            ) from e
+        for _attempt in range(8):
+            old = self.get(run_id)
+            run = old.evolve(status=status, ended_at=self._clock())
+            try:
+                self._writes.put(
+                    [run],
+                    expect=[
+                        Expect(
+                            old.ref, props={"status": old.status, "event_count": old.event_count}
+                        )
+                    ],
+                )
+                return run
+            except Conflict:
+                continue  # an event was appended meanwhile: end the run as it is now
+        raise Conflict(f"run {run_id!r} keeps changing; try again")
+
+    def list(
+        self,
+        *,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        status: str | None = None,
+        limit: int | None = 100,
+        offset: int = 0,
+    ) -> builtins.list[Run]:
+        """Runs, newest first."""
+        equals = {
+            k: v
+            for k, v in (("agent_id", agent_id), ("user_id", user_id), ("status", status))
+            if v is not None
+        }
+        flt = validated(Filter, {"label": NodeLabel.RUN, "equals": equals})
+        found = self._backend.match(
+            flt, limit=limit, offset=offset, order_by="started_at", descending=True
+        )
+        return [r for r in found if isinstance(r, Run)]
 
     def get_or_create(
         self,
@@ -146,10 +262,10 @@ class Runs:
     ) -> tuple[Run, bool]:
         """The run ``run_id`` and False, or a new run (started now) and True."""
         found = self._backend.get(NodeLabel.RUN, [run_id])
-        if found:
+        if found and isinstance(found[0], Run):
             return found[0], False
         try:
-            run = self._mem.start_run(
+            run = self.start(
                 agent_id,
                 run_id=run_id,
                 user_id=user_id,
@@ -158,16 +274,138 @@ class Runs:
                 metadata=metadata,
             )
         except Conflict:  # created concurrently: that one wins
-            return self._mem.get_run(run_id), False
+            return self.get(run_id), False
         return run, True
+
+    # -- events -----------------------------------------------------------------------
+
+    def add_event(
+        self,
+        run_id: str,
+        event_type: str,
+        content: Any,
+        *,
+        agent_id: str | None = None,
+        importance: float | None = None,
+        tier: Tier | str | None = None,
+        tags: Sequence[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+        created_at: datetime | None = None,
+    ) -> Memory:
+        """Append an episodic event to a run (started on the fly if it does not exist).
+
+        Events of a run are ordered: each has ``seq`` (0, 1, 2 …) and the previous event
+        links to it with ``(earlier)-[:NEXT]->(later)``. ``importance``/``tier`` not given
+        come from the lifecycle's scorer and classification rules. ``content`` is text or
+        any JSON value (stored as its canonical JSON text, searchable; ``Memory.value``
+        gives it back).
+        """
+        return self.add_events(
+            run_id,
+            [
+                {
+                    "event_type": event_type,
+                    "content": content,
+                    "agent_id": agent_id,
+                    "importance": importance,
+                    "tier": tier,
+                    "tags": tags,
+                    "metadata": metadata,
+                    "created_at": created_at,
+                }
+            ],
+        )[0]
+
+    def add_events(self, run_id: str, events: Sequence[Mapping[str, Any]]) -> builtins.list[Memory]:
+        """Append several events to a run in one atomic write (see :meth:`add_event`)."""
+        now = self._clock()
+        with self._lock:
+            for attempt in range(32):
+                try:
+                    memories = self._append(run_id, events, now)
+                    break
+                except Conflict:
+                    # another handle or process appended to this run since it was read
+                    if attempt == 31:
+                        raise
+        self.enforce(run_id)
+        return memories
+
+    def _append(
+        self, run_id: str, events: Sequence[Mapping[str, Any]], now: datetime
+    ) -> builtins.list[Memory]:
+        found = self._backend.get(NodeLabel.RUN, [run_id])
+        run: Run = (
+            found[0]
+            if found and isinstance(found[0], Run)
+            else validated(
+                Run,
+                {
+                    "id": run_id,
+                    "agent_id": (events[0].get("agent_id") if events else None) or "default",
+                    "started_at": now,
+                },
+            )
+        )
+        memories: builtins.list[Memory] = []
+        for i, ev in enumerate(events):
+            if not isinstance(ev, Mapping):
+                raise InvalidInput(f"event {i}: expected a mapping")
+            data = {k: v for k, v in ev.items() if v is not None}
+            if "content" in ev and not isinstance(ev["content"], str):
+                try:
+                    data["content"] = canonical_json(ev["content"])
+                except InvalidInput as e:
+                    raise InvalidInput(f"event {i}: content: {e}") from None
+                meta = data.get("metadata")
+                data["metadata"] = {
+                    **(meta if isinstance(meta, Mapping) else {}),
+                    CONTENT_JSON_KEY: True,
+                }
+            data.setdefault("agent_id", run.agent_id)
+            data.setdefault("namespace", run.namespace)
+            data.setdefault("created_at", now)
+            data.setdefault("category", Category.EPISODIC)
+            data["run_id"] = run.id
+            data.pop("seq", None)  # the write path gives each its place in the run
+            try:
+                memories.append(validated(Memory, self._lifecycle.classify(data)))
+            except InvalidInput as e:
+                raise InvalidInput(f"event {i}: {e}") from e
+        # the write path places them in the run (starting the run when it is new)
+        return self._writes.create(memories, chain="events")
+
+    def events(
+        self,
+        run_id: str,
+        *,
+        event_types: Sequence[str] | None = None,
+        limit: int | None = None,
+        status: str | Sequence[str] | None = None,
+        scope: Scope | str | None = None,
+    ) -> builtins.list[Memory]:
+        """A run's events in order (optionally only some types; with ``scope``, only
+        those it may read)."""
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)):
+            raise InvalidInput(f"limit must be an int or None, got {type(limit).__name__}")
+        flt = Filter.for_memories(run_id=run_id, event_type=event_types, status=status)
+        if scope is not None:
+            flt = self._namespaces.filter(scope, flt)
+        events = [m for m in self._backend.match(flt, order_by="seq") if isinstance(m, Memory)]
+        return events if limit is None else events[-limit:] if limit > 0 else []
+
+    def scratchpad(self, run_id: str | None = None) -> Scratchpad:
+        """The fleeting tier of a run (or of the process): keyed notes with recall and
+        forget, in process only, cleared by ``mem.lifecycle.on_turn_end``."""
+        return self._lifecycle.scratchpad(run_id)
 
     def delete(self, run_id: str, *, cascade: bool = True) -> DeleteRunReport:
         """Delete a run for good: its memories (every status), with ``cascade`` also the
         memories derived from them (summaries, merges, newer versions — they carry the
         run's content), and its log entries (shared payloads are reference counted)."""
-        self._mem.get_run(run_id)
+        self.get(run_id)
         own = [m.id for m in self._backend.match(Filter.for_memories(run_id=run_id, status=None))]
-        derived: list[str] = []
+        derived: builtins.list[str] = []
         if cascade and own:
             sub = self._backend.expand(
                 [NodeRef(NodeLabel.MEMORY, i) for i in own],
@@ -178,10 +416,10 @@ class Runs:
             )
             mine = set(own)
             derived = [n.id for n in sub.nodes if isinstance(n, Memory) and n.id not in mine]
-        entries = self._mem.eventlog.delete_run(run_id)
-        run = self._mem.get_run(run_id)
+        entries = self._eventlog.delete_run(run_id)
+        run = self.get(run_id)
         # an event appended after the memories were listed would be orphaned: refuse
-        self._mem.writes.delete_nodes(
+        self._writes.delete_nodes(
             [NodeRef(NodeLabel.MEMORY, i) for i in own + derived] + [run.ref],
             expect=[Expect(run.ref, props={"event_count": run.event_count})],
         )
@@ -195,15 +433,15 @@ class Runs:
             run_id=run_id, memories=len(own), derived=len(derived), log_entries=entries
         )
 
-    def archive(self, run_ids: Sequence[str]) -> list[Run]:
+    def archive(self, run_ids: Sequence[str]) -> builtins.list[Run]:
         """Archive runs and their active memories (kept, but out of recall/context)."""
-        now = self._mem.now()
-        out: list[Run] = []
-        with self._mem._run_lock:
-            for run in self._backend.get(NodeLabel.RUN, list(run_ids)):
-                active = self._backend.match(Filter.for_memories(run_id=run.id))
+        now = self._clock()
+        out: builtins.list[Run] = []
+        with self._lock:
+            for run in _only(Run, self._backend.get(NodeLabel.RUN, list(run_ids))):
+                active = _only(Memory, self._backend.match(Filter.for_memories(run_id=run.id)))
                 archived = run.evolve(status=RunStatus.ARCHIVED, ended_at=run.ended_at or now)
-                self._mem.writes.set_status(
+                self._writes.set_status(
                     active,
                     Status.ARCHIVED,
                     reason="run archived",
@@ -217,10 +455,10 @@ class Runs:
 
     # -- limits -----------------------------------------------------------------------
 
-    def enforce(self, run_id: str | None = None) -> list[str]:
+    def enforce(self, run_id: str | None = None) -> builtins.list[str]:
         """Apply the limits (called after every new run and every append); returns the ids
         of what was archived (runs and events)."""
-        done: list[str] = []
+        done: builtins.list[str] = []
         lim = self.limits
         if lim.max_runs is not None:
             live = validated(Filter, {"label": NodeLabel.RUN, "any_of": {"status": _LIVE}})
@@ -234,8 +472,8 @@ class Runs:
             n = self._backend.count(flt)
             if n > lim.max_events_per_run:
                 k = lim.evict(n, lim.max_events_per_run)
-                old = self._backend.match(flt, order_by="seq", limit=k)
-                self._mem.writes.set_status(old, Status.ARCHIVED, reason="run event limit")
+                old = _only(Memory, self._backend.match(flt, order_by="seq", limit=k))
+                self._writes.set_status(old, Status.ARCHIVED, reason="run event limit")
                 done.extend(m.id for m in old)
                 log.info("archived %d events over the per-run limit", len(old))
         return done
@@ -256,23 +494,25 @@ class Runs:
             or (isinstance(older_than_hours, float) and not math.isfinite(older_than_hours))
         ):
             raise InvalidInput("older_than_hours must be a non-negative number")
-        cutoff = (now or self._mem.now()) - timedelta(hours=older_than_hours)
+        cutoff = (now or self._clock()) - timedelta(hours=older_than_hours)
         flt = validated(
             Filter, {"label": NodeLabel.RUN, "ranges": (Range(field="started_at", lt=cutoff),)}
         )
         if archive:
             flt = flt.model_copy(update={"any_of": {"status": _LIVE}})
-        candidates: list[Run] = self._backend.match(flt, order_by="started_at")
+        candidates = _only(Run, self._backend.match(flt, order_by="started_at"))
         last_ids = [r.last_event_id for r in candidates if r.last_event_id]
-        last_at = {m.id: m.created_at for m in self._backend.get(NodeLabel.MEMORY, last_ids)}
-        stale: list[Run] = []
+        last_at = {
+            m.id: m.created_at for m in _only(Memory, self._backend.get(NodeLabel.MEMORY, last_ids))
+        }
+        stale: builtins.list[Run] = []
         for r in candidates:
             times = [r.started_at, r.ended_at, last_at.get(r.last_event_id or "")]
             if max(t for t in times if t is not None) < cutoff:
                 stale.append(r)
         ids = tuple(r.id for r in stale)
         memories = sum(self._backend.count(Filter.for_memories(run_id=i, status=None)) for i in ids)
-        entries = sum(self._mem.eventlog.count(run_id=i) for i in ids)
+        entries = sum(self._eventlog.count(run_id=i) for i in ids)
         if not dry_run:
             if archive:
                 self.archive(ids)
@@ -333,15 +573,15 @@ class Runs:
         """
         if isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 0:
             raise InvalidInput("max_events must be a non-negative integer")
-        self._mem.get_run(run_id)
+        self.get(run_id)
         labels = dict(speakers or DEFAULT_SPEAKERS)
         if max_events == 0 or not labels:
             return ""
         flt = _events_filter(run_id, Status.ACTIVE.value).model_copy(
             update={"any_of": {"event_type": tuple(labels)}}
         )
-        newest: list[Memory] = self._backend.match(
-            flt, order_by="seq", descending=True, limit=max_events
+        newest = _only(
+            Memory, self._backend.match(flt, order_by="seq", descending=True, limit=max_events)
         )
         lines = []
         for m in reversed(newest):

@@ -207,6 +207,22 @@ class Namespaces:
         """``base`` (a Memory filter) narrowed to what ``scope`` may read."""
         return scope_filter(self.audiences(scope), base)
 
+    def memory_filter(
+        self,
+        *,
+        scope: Scope | str | None = None,
+        status: str | Sequence[str] | None = "active",
+        user_id: str | None = None,
+        **fields: Any,
+    ) -> Filter:
+        """The one Memory filter of every read path (recall, list, count, events,
+        entities): the fields of :meth:`Filter.for_memories`, ``user_id`` as
+        ``metadata.user_id``, narrowed to what ``scope`` may read when given."""
+        if user_id is not None:
+            fields["metadata"] = {**(fields.get("metadata") or {}), "user_id": user_id}
+        flt = Filter.for_memories(status=status, **fields)
+        return self.filter(scope, flt) if scope is not None else flt
+
     def can_read(self, scope: Scope | str, memory: Memory) -> bool:
         """Whether the scope may read this memory."""
         return memory.audience in self.audiences(scope)

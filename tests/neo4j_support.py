@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 
-from graphmem.backends.neo4j import VECTOR_INDEX, Neo4jBackend
+from graphmem.backends.neo4j import Neo4jBackend
+from graphmem.backends.neo4j.queries import VECTOR_INDEX
 
 ENABLE_HELP = (
     "Neo4j tests need a Neo4j 5.18+ server: set NEO4J_URI (e.g. bolt://localhost:7687) with "

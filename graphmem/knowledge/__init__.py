@@ -12,7 +12,7 @@ entities" and "what about this one".
 
 from __future__ import annotations
 
-from .api import About, RelationView, about, entities
+from .api import About, Knowledge, RelationView, about, entities
 from .channel import EntityHit, Neighbour, entity_channel, shared_entity_neighbours
 from .extract import Extraction, Mention, Relation, extract, normalise
 from .indexer import KnowledgeBatch, KnowledgeIndexer
@@ -23,6 +23,7 @@ __all__ = [
     "EntityHit",
     "Extraction",
     "Gazetteer",
+    "Knowledge",
     "KnowledgeBatch",
     "KnowledgeIndexer",
     "Mention",

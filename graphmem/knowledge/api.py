@@ -7,6 +7,7 @@ may read mentions it, so scoping never depends on the entity nodes alone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -26,8 +27,9 @@ from graphmem.models import (
 
 from .channel import audiences_of
 from .extract import normalise
+from .indexer import KnowledgeIndexer
 
-__all__ = ["About", "RelationView", "about", "entities"]
+__all__ = ["About", "Knowledge", "RelationView", "about", "entities"]
 
 
 class RelationView(BaseModel):
@@ -153,3 +155,33 @@ def about(backend: GraphBackend, name: str, flt: Filter, *, limit: int = 200) ->
         relations.sort(key=lambda r: (r.valid_from is None, r.valid_from or datetime.min))
         return About(entity=entity, memories=tuple(memories[:limit]), relations=tuple(relations))
     raise NotFound(f"no entity {name!r} in this scope")
+
+
+class Knowledge:
+    """The knowledge layer of a store (``mem.knowledge``): :meth:`entities` and
+    :meth:`about` read it with the filters of ``mem.recall``; :attr:`indexer` writes it
+    after each commit (None when the store was opened with ``knowledge=False``)."""
+
+    def __init__(
+        self,
+        backend: GraphBackend,
+        memory_filter: Callable[..., Filter],
+        indexer: KnowledgeIndexer | None = None,
+    ) -> None:
+        self._backend = backend
+        self._filter = memory_filter
+        self.indexer = indexer
+
+    def entities(
+        self, *, type: EntityType | str | None = None, limit: int = 100, **filters: Any
+    ) -> list[Entity]:
+        """The entities mentioned by the memories the filters (those of ``mem.recall``,
+        ``scope`` included) admit, most mentioned first; ``type`` narrows to person,
+        place, organisation, event, object or other."""
+        return entities(self._backend, self._filter(**filters), type=type, limit=limit)
+
+    def about(self, name: str, *, limit: int = 200, **filters: Any) -> About:
+        """What the store says about an entity (by name or alias): the memories that
+        mention it, oldest first, and the relations they record. NotFound when no memory
+        the filters admit mentions it."""
+        return about(self._backend, name, self._filter(**filters), limit=limit)

@@ -321,7 +321,7 @@ def list_entities(
 ) -> list[Entity]:
     """The entities (people, places, organisations, events, things) that memories the
     caller may read mention, most mentioned first."""
-    return mem.entities(
+    return mem.knowledge.entities(
         type=type,
         limit=limit,
         agent_id=who.writer(agent_id),
@@ -346,7 +346,7 @@ def about_entity(
 ) -> About:
     """What the caller's memories say about an entity (by name or alias): the memories that
     mention it, oldest first, and the relations they record; 404 when none does."""
-    return mem.about(
+    return mem.knowledge.about(
         name,
         limit=limit,
         agent_id=who.writer(agent_id),
@@ -394,9 +394,7 @@ def delete_memory(
     if who.restricted:
         visible = {
             m.id
-            for m in who.readable(
-                mem.get_many([*plan.deleted, *plan.restored], scope=who.read_scope)
-            )
+            for m in who.readable(mem.get([*plan.deleted, *plan.restored], scope=who.read_scope))
         }
     report = plan if dry_run else mem.forget(memory_id, cascade=cascade)
     if not who.restricted:
@@ -459,7 +457,7 @@ def context(body: ContextRequest, mem: Mem, who: Who) -> ContextResponse:
 def start_run(body: RunIn, mem: Mem, who: Who) -> Run:
     """Start a run (an agent session)."""
     data = body.model_dump(exclude_none=True, exclude={"agent_id", "namespace"})
-    return mem.start_run(who.agent(body.agent_id), namespace=who.namespace(body.namespace), **data)
+    return mem.runs.start(who.agent(body.agent_id), namespace=who.namespace(body.namespace), **data)
 
 
 @router.get("/runs", response_model=list[Run], tags=["runs"])
@@ -474,26 +472,26 @@ def list_runs(
 ) -> list[Run]:
     """Runs, newest first."""
     agent = who.writer(agent_id)
-    return mem.list_runs(agent_id=agent, user_id=user_id, status=status, limit=limit, offset=offset)
+    return mem.runs.list(agent_id=agent, user_id=user_id, status=status, limit=limit, offset=offset)
 
 
 @router.get("/runs/{run_id}", response_model=Run, tags=["runs"])
 def get_run(run_id: str, mem: Mem, who: Who) -> Run:
-    return who.check_run(mem.get_run(run_id))
+    return who.check_run(mem.runs.get(run_id))
 
 
 @router.post("/runs/{run_id}/end", response_model=Run, tags=["runs"])
 def end_run(run_id: str, body: RunEnd, mem: Mem, who: Who) -> Run:
     """Mark a run ended (``completed`` unless another status is given)."""
-    who.check_run(mem.get_run(run_id))
-    return mem.end_run(run_id, status=body.status)
+    who.check_run(mem.runs.get(run_id))
+    return mem.runs.end(run_id, status=body.status)
 
 
 @router.delete("/runs/{run_id}", tags=["runs"])
 def delete_run(run_id: str, mem: Mem, who: Who) -> Any:
     """Delete a run with its events, what was derived from them, and its log entries."""
-    who.check_run(mem.get_run(run_id))
-    return mem.delete_run(run_id)
+    who.check_run(mem.runs.get(run_id))
+    return mem.runs.delete(run_id)
 
 
 @router.post(
@@ -510,13 +508,13 @@ def add_events(
     _check_batch(request, len(body.events))
     if who.restricted:
         try:
-            who.check_run(mem.get_run(run_id))
+            who.check_run(mem.runs.get(run_id))
         except NotFound:
             pass  # started on the fly, by the key's agent
     events = [
         {**e.model_dump(exclude_none=True), "agent_id": who.writer(e.agent_id)} for e in body.events
     ]
-    return mem.add_events(run_id, events)
+    return mem.runs.add_events(run_id, events)
 
 
 @router.get(
@@ -534,8 +532,8 @@ def run_events(
 ) -> list[Memory]:
     """A run's events in order (optionally only some types; the last ``limit``). Under
     auth: only the events the key may read."""
-    who.check_run(mem.get_run(run_id))
-    events = mem.events(run_id, event_types=event_type, scope=who.read_scope)
+    who.check_run(mem.runs.get(run_id))
+    events = mem.runs.events(run_id, event_types=event_type, scope=who.read_scope)
     events = who.readable(events)
     return events if limit is None else events[-limit:]
 
@@ -571,8 +569,8 @@ def agent_sessions(
 ) -> SessionsPage:
     """An agent's sessions (runs), newest first, and the total."""
     agent = who.agent(agent_id)
-    runs = mem.list_runs(agent_id=agent, limit=limit, offset=offset)
-    return SessionsPage(agent=agent, sessions=runs, total=mem.run_stats(agent_id=agent).runs)
+    runs = mem.runs.list(agent_id=agent, limit=limit, offset=offset)
+    return SessionsPage(agent=agent, sessions=runs, total=mem.runs.stats(agent_id=agent).runs)
 
 
 # -- org facts ----------------------------------------------------------------------------
@@ -671,7 +669,9 @@ def retract_fact(fact_id: str, body: RetractRequest, mem: Mem, who: Who) -> OrgF
 def consolidate(body: MaintenanceRequest, mem: Mem, who: Who) -> ConsolidationReport:
     """Merge near-duplicate memories with provenance; a dry run (the plan) by default."""
     who.check_admin()
-    return mem.consolidate(dry_run=body.dry_run, agent_id=body.agent_id, namespace=body.namespace)
+    return mem.lifecycle.consolidate(
+        dry_run=body.dry_run, agent_id=body.agent_id, namespace=body.namespace
+    )
 
 
 @router.post("/maintenance/run", response_model=MaintenanceReport, tags=["maintenance"])
@@ -679,7 +679,7 @@ def maintain(body: MaintenanceRequest, mem: Mem, who: Who) -> MaintenanceReport:
     """Expiry, retention, decay, staleness, limits and consolidation; a dry run by default.
     Removal archives (restorable) unless ``hard_delete``."""
     who.check_admin()
-    return mem.maintain(
+    return mem.lifecycle.maintain(
         dry_run=body.dry_run,
         hard_delete=body.hard_delete,
         agent_id=body.agent_id,
@@ -690,7 +690,7 @@ def maintain(body: MaintenanceRequest, mem: Mem, who: Who) -> MaintenanceReport:
 @router.post("/reflect", response_model=Reflection, tags=["recall"])
 def reflect(body: ReflectRequest, mem: Mem, who: Who) -> Reflection:
     """Answer a question from recalled memories, citing their ids (configured LLM)."""
-    return mem.reflect(body.question, **_recall_args(body, who))
+    return mem.lifecycle.reflect(body.question, **_recall_args(body, who))
 
 
 # ---------------------------------------------------------------------------------------

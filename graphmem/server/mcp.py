@@ -153,7 +153,7 @@ def create_mcp_server(
     )
     def entities(limit: Annotated[int, Field(ge=1, le=1000)] = 50) -> list[dict[str, Any]]:
         with _tool_errors():
-            found = mem.entities(limit=limit, scope=agent)
+            found = mem.knowledge.entities(limit=limit, scope=agent)
         return [
             {
                 "name": e.name,
@@ -171,7 +171,7 @@ def create_mcp_server(
     )
     def about(name: Query, limit: Annotated[int, Field(ge=1, le=500)] = 50) -> dict[str, Any]:
         with _tool_errors():
-            found = mem.about(name, limit=limit, scope=agent)
+            found = mem.knowledge.about(name, limit=limit, scope=agent)
         return {
             "entity": {"name": found.entity.name, "type": found.entity.type.value},
             "memories": [_view(m) for m in found.memories],
@@ -181,7 +181,7 @@ def create_mcp_server(
     @server.tool(description="Answer a question from your memories, citing memory ids.")
     def reflect(question: Query, k: Annotated[int, Field(ge=1, le=50)] = 10) -> dict[str, Any]:
         with _tool_errors():
-            answer = mem.reflect(question, k=k, scope=agent)
+            answer = mem.lifecycle.reflect(question, k=k, scope=agent)
         return answer.model_dump(mode="json")
 
     return server

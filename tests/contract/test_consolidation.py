@@ -212,7 +212,7 @@ def test_merge_provenance_and_field_rules(store: GraphMemory) -> None:
     assert all(
         "consolidated duplicate" in e.props["reason"] and e.props["at"] == NOW for e in supers
     )
-    for m in store.get_many([m.id for m in sources]):
+    for m in store.get([m.id for m in sources]):
         assert m.status is Status.SUPERSEDED and m.valid_to == NOW
         assert m.content  # kept, not deleted
     # other scopes and unrelated memories untouched
@@ -225,7 +225,7 @@ def test_merge_provenance_and_field_rules(store: GraphMemory) -> None:
 def test_unmerge_restores_sources_and_removes_the_merged_node(store: GraphMemory) -> None:
     s = seed(store)
     sources = {s["a"].id, s["b"].id, s["c"].id}
-    before = {m.id: m for m in store.get_many(list(sources))}
+    before = {m.id: m for m in store.get(list(sources))}
     [merged_id] = consolidate(store.writes, now=NOW).merged_ids
     dry = unmerge(store.writes, merged_id, dry_run=True, now=NOW)
     assert set(dry.restored_ids) == sources
@@ -235,7 +235,7 @@ def test_unmerge_restores_sources_and_removes_the_merged_node(store: GraphMemory
     assert set(report.restored_ids) == sources
     with pytest.raises(NotFound):
         store.get(merged_id)
-    for m in store.get_many(list(sources)):
+    for m in store.get(list(sources)):
         assert m.status is Status.ACTIVE and m.valid_to is None
         assert m.content == before[m.id].content and m.tags == before[m.id].tags
     # the same group is found again

@@ -32,35 +32,37 @@ def mem(backend: GraphBackend) -> Iterator[GraphMemory]:
 def test_consolidate_and_unmerge(mem: GraphMemory) -> None:
     a = mem.remember("The API rate limit is 100 requests per minute.", agent_id="x")
     b = mem.remember("the api rate limit is 100 requests per minute", agent_id="x")
-    plan = mem.consolidate(dry_run=True)
+    plan = mem.lifecycle.consolidate(dry_run=True)
     assert [set(g.source_ids) for g in plan.groups] == [{a.id, b.id}]
-    [merged_id] = mem.consolidate().merged_ids
+    [merged_id] = mem.lifecycle.consolidate().merged_ids
     assert mem.get(a.id).status is Status.SUPERSEDED
     assert [m.id for m in mem.history(merged_id)][-1] == merged_id
-    mem.unmerge(merged_id)
+    mem.lifecycle.unmerge(merged_id)
     assert mem.get(a.id).status is Status.ACTIVE and mem.get(b.id).status is Status.ACTIVE
 
 
 def test_summarize_run_improve_reflect_extract(mem: GraphMemory) -> None:
     e1 = mem.remember("The nightly job failed on the payments table.", run_id="r1")
     e2 = mem.remember("We fixed the payments index and the job passed.", run_id="r1")
-    s = mem.summarize(run_id="r1")
+    s = mem.lifecycle.summarize(run_id="r1")
     assert s.category.value == "summary" and mem.get(s.id).run_id == "r1"
-    assert {n.id for n in mem.provenance(s.id).nodes} >= {e1.id, e2.id}
+    assert {n.id for n in mem.lifecycle.provenance(s.id).nodes} >= {e1.id, e2.id}
     with pytest.raises(InvalidInput):
-        mem.summarize()
+        mem.lifecycle.summarize()
     with pytest.raises(NotFound):
-        mem.summarize(run_id="missing-run")
+        mem.lifecycle.summarize(run_id="missing-run")
 
     old = mem.remember("Carol works at Initech.", agent_id="c")
     mem.remember("Carol works at Globex.", agent_id="c")
-    report = mem.improve(agent_id="c")
+    report = mem.lifecycle.improve(agent_id="c")
     assert report.superseded_ids == (old.id,)
 
-    r = mem.reflect("Where does Carol work?", agent_id="c")
+    r = mem.lifecycle.reflect("Where does Carol work?", agent_id="c")
     assert r.cited_ids and "Globex" in r.answer
 
-    facts = mem.extract_facts("My favourite editor is vim. Bye!", agent_id="d", speaker="Dee")
+    facts = mem.lifecycle.extract_facts(
+        "My favourite editor is vim. Bye!", agent_id="d", speaker="Dee"
+    )
     assert [m.content for m in facts.created] == ["Dee's favourite editor is vim."]
 
 
@@ -70,25 +72,25 @@ def test_maintain_archive_restore_and_run_hooks(mem: GraphMemory) -> None:
         expires_at=datetime(2024, 5, 1, tzinfo=UTC),
         created_at=datetime(2024, 4, 1, tzinfo=UTC),
     )
-    assert mem.maintain(dry_run=True).ids("archive") == [m.id]
-    mem.maintain()
+    assert mem.lifecycle.maintain(dry_run=True).ids("archive") == [m.id]
+    mem.lifecycle.maintain()
     assert mem.get(m.id).status is Status.ARCHIVED
-    mem.restore([m.id])
+    mem.lifecycle.restore([m.id])
     assert mem.get(m.id).status is Status.ACTIVE
-    mem.archive([m.id], reason="user")
+    mem.lifecycle.archive([m.id], reason="user")
     assert mem.count(status="archived") == 1
 
     st = mem.remember("User asked for a refund.", run_id="r9", tier="short_term", importance=0.7)
     mem.lifecycle.scratchpad("r9").add("draft reply")
-    assert mem.on_turn_end("r9").cleared == 1
-    report = mem.on_run_end("r9")
+    assert mem.lifecycle.on_turn_end("r9").cleared == 1
+    report = mem.lifecycle.on_run_end("r9")
     assert report.ids("promote") == [st.id]
     assert mem.get(st.id).tier is Tier.LONG_TERM
-    assert mem.on_idle(dry_run=True).dry_run
+    assert mem.lifecycle.on_idle(dry_run=True).dry_run
 
 
 def test_write_path_refreshes_short_term_tier(mem: GraphMemory) -> None:
-    mem.configure_lifecycle(
+    mem.lifecycle.configure(
         LifecycleConfig(refresh_every=4, short_term_max=2, refresh_min_relevance=0.0)
     )
     ids = [

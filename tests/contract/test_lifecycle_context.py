@@ -25,8 +25,8 @@ def mem(backend: GraphBackend) -> Iterator[GraphMemory]:
 
 
 def test_fleeting_tier_has_keys_recall_and_forget(mem: GraphMemory) -> None:
-    pad = mem.scratchpad("r1")
-    assert pad is mem.scratchpad("r1") and pad is not mem.scratchpad("r2")
+    pad = mem.runs.scratchpad("r1")
+    assert pad is mem.runs.scratchpad("r1") and pad is not mem.runs.scratchpad("r2")
     pad.put("plan", "book the flight to Oslo, then the hotel")
     k = pad.add("the user asked for a window seat")
     pad.add({"tool": "search", "query": "hotel prices"})
@@ -37,7 +37,7 @@ def test_fleeting_tier_has_keys_recall_and_forget(mem: GraphMemory) -> None:
     pad.put("note-2", "taken")
     assert pad.add("next") == "note-3"  # made-up keys never overwrite a given one
     assert mem.count(status=None) == 0  # never persisted
-    assert mem.on_turn_end("r1").cleared == 4 and len(pad) == 0
+    assert mem.lifecycle.on_turn_end("r1").cleared == 4 and len(pad) == 0
     with pytest.raises(ValueError):
         Scratchpad().put("", "x")
 
@@ -48,7 +48,7 @@ def test_context_without_a_query(mem: GraphMemory) -> None:
         "Alice is allergic to peanuts", importance=0.9, created_at=NOW - timedelta(days=1)
     )
     other = mem.remember("bob's secret", agent_id="bob", importance=1.0)
-    window = mem.context_window(policies=[], agent_id="default", touch=False)
+    window = mem.context(policies=[], agent_id="default", touch=False)
     text = mem.context("", policies=[], agent_id="default")  # the same, touching
     for block in (window, text):
         assert high.content in block and low.content in block
@@ -56,17 +56,21 @@ def test_context_without_a_query(mem: GraphMemory) -> None:
         assert block.index(high.content) < block.index(low.content)  # most relevant first
     assert mem.get(high.id).access_count == 1  # what was packed (with touch) was touched
     full = estimate_tokens(window)
-    tight = mem.context_window(full - 5, policies=[], agent_id="default", touch=False)
+    tight = mem.context(max_tokens=full - 5, policies=[], agent_id="default", touch=False)
     assert high.content in tight and low.content not in tight
 
 
 def test_messages_form(mem: GraphMemory) -> None:
     mem.remember("Alice is allergic to peanuts")
-    mem.add_event("chat", "user_message", "Can you suggest a snack?")
-    mem.add_event("chat", "agent_response", "How about trail mix?")
-    mem.add_event("chat", "tool_call", "search(snacks)")
-    msgs = mem.context_messages(
-        "Is that safe for Alice?", run_id="chat", system="You are a helpful assistant.", policies=[]
+    mem.runs.add_event("chat", "user_message", "Can you suggest a snack?")
+    mem.runs.add_event("chat", "agent_response", "How about trail mix?")
+    mem.runs.add_event("chat", "tool_call", "search(snacks)")
+    msgs = mem.context(
+        "Is that safe for Alice?",
+        format="messages",
+        run_id="chat",
+        system="You are a helpful assistant.",
+        policies=[],
     )
     assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user"]
     assert msgs[0]["content"].startswith("You are a helpful assistant.")
@@ -76,7 +80,7 @@ def test_messages_form(mem: GraphMemory) -> None:
         {"role": "assistant", "content": "How about trail mix?"},
         {"role": "user", "content": "Is that safe for Alice?"},
     ]
-    [only] = mem.context_messages("", policies=[], agent_id="nobody")
+    [only] = mem.context("", format="messages", policies=[], agent_id="nobody")
     assert only["role"] == "system" and "allergic" not in only["content"]
 
 

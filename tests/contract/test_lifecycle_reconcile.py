@@ -86,7 +86,7 @@ def test_near_duplicate_is_left_to_consolidation_by_default_or_linked(
     kept = mem.remember("The nightly backup runs at two in the morning UTC", agent_id="a")
     assert mem.last_reconcile is not None and mem.last_reconcile.action == "created"
     assert "near_duplicate_of" not in kept.metadata
-    assert len(mem.consolidate(dry_run=True).groups) == 1  # merged by maintenance
+    assert len(mem.lifecycle.consolidate(dry_run=True).groups) == 1  # merged by maintenance
     linking = GraphMemory(
         backend,
         embedder=None,
@@ -134,7 +134,7 @@ def test_reconcile_off_stores_copies(mem: GraphMemory) -> None:
 def test_consolidation_does_not_merge_a_contradiction(mem: GraphMemory) -> None:
     mem.remember("Alice lives in Oslo", reconcile="off")
     mem.remember("Alice lives in Bergen", reconcile="off")
-    report = mem.consolidate()
+    report = mem.lifecycle.consolidate()
     assert report.groups == ()
     assert statuses(mem) == [("Alice lives in Bergen", "active"), ("Alice lives in Oslo", "active")]
 
@@ -179,9 +179,9 @@ def test_seed_importance_and_tiers() -> None:
 
 
 def test_events_are_scored_and_classified_on_write(mem: GraphMemory) -> None:
-    err = mem.add_event("r1", "error", "the upload failed")
-    wrote = mem.add_event("r1", "write", "wrote report.pdf")
-    given = mem.add_event("r1", "error", "disk full", importance=0.9, tier="long_term")
+    err = mem.runs.add_event("r1", "error", "the upload failed")
+    wrote = mem.runs.add_event("r1", "write", "wrote report.pdf")
+    given = mem.runs.add_event("r1", "error", "disk full", importance=0.9, tier="long_term")
     assert (err.importance, err.tier) == (0.4, Tier.SHORT_TERM)
     assert (wrote.importance, wrote.tier) == (0.8, Tier.LONG_TERM)
     assert (given.importance, given.tier) == (0.9, Tier.LONG_TERM)
@@ -190,13 +190,13 @@ def test_events_are_scored_and_classified_on_write(mem: GraphMemory) -> None:
 
 
 def test_configured_scorer_and_rules_are_used(mem: GraphMemory) -> None:
-    mem.configure_lifecycle(
+    mem.lifecycle.configure(
         LifecycleConfig(
             scorer=ImportanceScorer(base=0.2, event_boosts={"alert": 0.6}),
             rules=ClassificationRules(long_term_events=("alert",)),
         )
     )
-    e = mem.add_event("r1", "alert", "pager fired")
+    e = mem.runs.add_event("r1", "alert", "pager fired")
     assert (e.importance, e.tier) == (0.8, Tier.LONG_TERM)
     m = mem.remember("a note")
     assert m.importance == 0.2
@@ -233,18 +233,18 @@ def test_reconcile_returns_the_outcome_also_through_aio() -> None:
     from graphmem.aio import AsyncGraphMemory
 
     async def scenario() -> tuple[str, str, bool]:
-        async with await AsyncGraphMemory.open("memory://", embedder=None) as amem:
-            first = await amem.reconcile("Alice lives in Oslo", agent_id="a")
-            again = await amem.reconcile("Alice lives in Oslo", agent_id="a")
-            moved = await amem.reconcile("Alice lives in Bergen", agent_id="a")
+        async with AsyncGraphMemory.open("memory://", embedder=None) as amem:
+            first = await amem.writes.reconcile("Alice lives in Oslo", agent_id="a")
+            again = await amem.writes.reconcile("Alice lives in Oslo", agent_id="a")
+            moved = await amem.writes.reconcile("Alice lives in Bergen", agent_id="a")
             return first.action, moved.action, again.memory.id == first.memory.id
 
     assert asyncio.run(scenario()) == ("created", "superseded", True)
 
 
 def test_agent_kind_signal_and_keyword_boosts_apply_on_write(mem: GraphMemory) -> None:
-    mem.register_agent("planner", kind="planner")
-    mem.configure_lifecycle(
+    mem.agents.register("planner", kind="planner")
+    mem.lifecycle.configure(
         LifecycleConfig(
             scorer=ImportanceScorer(
                 agent_boosts={"planner": 0.2},

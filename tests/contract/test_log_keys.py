@@ -11,7 +11,7 @@ from graphmem.memory import GraphMemory
 
 
 def test_strings_hold_any_json_value(mem: GraphMemory) -> None:
-    log = mem.eventlog
+    log = mem.log
     assert log.get("cfg") is None and log.get("cfg", "none") == "none"
     assert log.set("cfg", {"model": "x", "limits": [1, 2]}) is True
     assert log.get("cfg") == {"model": "x", "limits": [1, 2]}
@@ -24,7 +24,7 @@ def test_strings_hold_any_json_value(mem: GraphMemory) -> None:
 
 
 def test_hashes(mem: GraphMemory) -> None:
-    log = mem.eventlog
+    log = mem.log
     assert log.hset("agent:1", "status", "busy") == 1
     assert log.hset("agent:1", "status", "idle") == 0
     assert log.hset("agent:1", "load", 0.5) == 1
@@ -39,7 +39,7 @@ def test_hashes(mem: GraphMemory) -> None:
 
 
 def test_sets(mem: GraphMemory) -> None:
-    log = mem.eventlog
+    log = mem.log
     assert log.sadd("seen", "a", "b", "a", 7) == 3
     assert log.sadd("seen", "a") == 0
     assert log.smembers("seen") == {"a", "b", 7}
@@ -49,7 +49,7 @@ def test_sets(mem: GraphMemory) -> None:
 
 
 def test_keys_are_typed_and_bad_input_changes_nothing(mem: GraphMemory) -> None:
-    log = mem.eventlog
+    log = mem.log
     log.set("s", "text")
     log.sadd("members", "a")
     with pytest.raises(InvalidInput, match="holds a string"):
@@ -67,7 +67,7 @@ def test_keys_are_typed_and_bad_input_changes_nothing(mem: GraphMemory) -> None:
 
 
 def test_keys_do_not_show_in_the_log_or_its_stats(mem: GraphMemory) -> None:
-    log = mem.eventlog
+    log = mem.log
     log.set("k", "v" * 5000)
     log.hset("h", "f", 1)
     assert log.count() == 0 and log.tail() == []
@@ -75,7 +75,7 @@ def test_keys_do_not_show_in_the_log_or_its_stats(mem: GraphMemory) -> None:
 
 
 def test_concurrent_writers_lose_nothing(mem: GraphMemory) -> None:
-    log = mem.eventlog
+    log = mem.log
 
     def work(i: int) -> None:
         for j in range(5):

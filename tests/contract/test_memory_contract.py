@@ -43,7 +43,7 @@ def test_update_creates_a_version_chain(mem: GraphMemory) -> None:
     assert [m.status for m in history] == [Status.SUPERSEDED, Status.SUPERSEDED, Status.ACTIVE]
     old = mem.get(v1.id)
     assert old.valid_to == v2.valid_from
-    assert mem.current(v1.id).id == v3.id
+    assert mem.get(v1.id, current=True).id == v3.id
     assert v3.content == "Alice lives in Lyon" and v3.importance == 0.9
     sub = mem.backend.expand([v2.ref], [EdgeType.SUPERSEDES], direction="out")
     assert [e.props["reason"] for e in sub.edges] == ["moved"]
@@ -59,7 +59,7 @@ def test_forget_cascades_over_versions_and_derived(mem: GraphMemory) -> None:
     v2 = mem.update(v1.id, "fact v2")
     summary = mem.remember("summary of v2 and other", category=Category.SUMMARY)
     other = mem.remember("other")
-    mem.link(summary.id, [v2.id, other.id], pass_name="summarize")
+    mem.writes.link(summary.id, [v2.id, other.id], pass_name="summarize")
     unrelated = mem.remember("unrelated")
     dry = mem.forget(v1.id, dry_run=True)
     assert set(dry.deleted) == {v1.id, v2.id, summary.id} and dry.dry_run
@@ -73,7 +73,7 @@ def test_forget_a_merge_source_restores_the_other_source(mem: GraphMemory) -> No
     a = mem.remember("Alice likes green tea")
     b = mem.remember("Alice likes tea, green")
     merged = mem.remember("Alice likes green tea (merged)")
-    mem.supersede(merged.id, [a.id, b.id], reason="consolidated", pass_name="consolidate")
+    mem.writes.supersede([a.id, b.id], merged.id, reason="consolidated", pass_name="consolidate")
     assert mem.get(b.id).status is Status.SUPERSEDED
     report = mem.forget(a.id)
     assert set(report.deleted) == {a.id, merged.id}
@@ -85,24 +85,24 @@ def test_forget_a_merge_source_restores_the_other_source(mem: GraphMemory) -> No
 def test_forget_without_cascade_keeps_derived(mem: GraphMemory) -> None:
     a = mem.remember("source")
     d = mem.remember("derived")
-    mem.link(d.id, [a.id])
+    mem.writes.link(d.id, [a.id])
     assert mem.forget(a.id, cascade=False).deleted == (a.id,)
     assert mem.get(d.id).content == "derived"
 
 
 def test_runs_and_events_keep_order(mem: GraphMemory) -> None:
-    run = mem.start_run("bot", run_id="s1", user_id="u1", started_at=T0)
+    run = mem.runs.start("bot", run_id="s1", user_id="u1", started_at=T0)
     with pytest.raises(Conflict):
-        mem.start_run("bot", run_id="s1")
-    e1 = mem.add_event("s1", "user_message", "hello", created_at=T0)
-    more = mem.add_events(
+        mem.runs.start("bot", run_id="s1")
+    e1 = mem.runs.add_event("s1", "user_message", "hello", created_at=T0)
+    more = mem.runs.add_events(
         "s1",
         [
             {"event_type": "agent_response", "content": "hi there", "created_at": T0},
             {"event_type": "tool_call", "content": "search(weather)", "created_at": T0},
         ],
     )
-    events = mem.events("s1")
+    events = mem.runs.events("s1")
     assert [e.id for e in events] == [e1.id] + [m.id for m in more]
     assert [e.seq for e in events] == [0, 1, 2]
     assert all(e.category is Category.EPISODIC and e.agent_id == "bot" for e in events)
@@ -111,24 +111,26 @@ def test_runs_and_events_keep_order(mem: GraphMemory) -> None:
         (e1.id, more[0].id),
         (more[0].id, more[1].id),
     }
-    assert [e.content for e in mem.events("s1", event_types=["tool_call"])] == ["search(weather)"]
-    ended = mem.end_run(run.id)
+    assert [e.content for e in mem.runs.events("s1", event_types=["tool_call"])] == [
+        "search(weather)"
+    ]
+    ended = mem.runs.end(run.id)
     assert ended.ended_at is not None and ended.status.value == "completed"
-    assert [r.id for r in mem.list_runs(agent_id="bot")] == ["s1"]
+    assert [r.id for r in mem.runs.list(agent_id="bot")] == ["s1"]
     # forgetting the last event does not break the chain for the next one
     mem.forget(more[1].id)
-    nxt = mem.add_event("s1", "user_message", "again")
+    nxt = mem.runs.add_event("s1", "user_message", "again")
     chain = mem.backend.expand([nxt.ref], [EdgeType.NEXT], direction="in")
     assert {e.src.id for e in chain.edges} == {more[0].id}
 
 
 def test_agents(mem: GraphMemory) -> None:
-    mem.register_agent("lead", name="Lead", seniority="senior")
-    mem.register_agent("lead", autonomy=3)
-    agent = mem.get_agent("lead")
+    mem.agents.register("lead", name="Lead", seniority="senior")
+    mem.agents.register("lead", autonomy=3)
+    agent = mem.agents.get("lead")
     assert (agent.name, agent.seniority, agent.autonomy) == ("Lead", "senior", 3)
     with pytest.raises(NotFound):
-        mem.get_agent("nobody")
+        mem.agents.get("nobody")
 
 
 def test_export_import_round_trip(mem: GraphMemory) -> None:
@@ -143,7 +145,7 @@ def test_export_import_round_trip(mem: GraphMemory) -> None:
         ]
     )
     b = mem.update(a.id, "alpha 2")
-    mem.add_event("r1", "user_message", "hi")
+    mem.runs.add_event("r1", "user_message", "hi")
     buf = io.StringIO()
     report = mem.export(buf)
     assert report.nodes > 0 and report.edges > 0
@@ -174,12 +176,12 @@ def test_provenance_and_link_errors(mem: GraphMemory) -> None:
     a = mem.remember("a")
     b = mem.remember("b")
     s = mem.remember("s", category="summary")
-    mem.link(s.id, [a.id, b.id], pass_name="summarize")
-    prov = mem.provenance(s.id)
+    mem.writes.link(s.id, [a.id, b.id], pass_name="summarize")
+    prov = mem.lifecycle.provenance(s.id)
     assert {n.id for n in prov.nodes} == {a.id, b.id, s.id}
     assert all(e.props["pass"] == "summarize" for e in prov.edges)
     with pytest.raises(NotFound):
-        mem.link(s.id, ["missing"])
+        mem.writes.link(s.id, ["missing"])
 
 
 def test_memory_node_shape_is_flat(mem: GraphMemory) -> None:

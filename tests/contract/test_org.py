@@ -25,7 +25,7 @@ DEFAULT_MATRIX = {
 
 def team(mem: GraphMemory) -> None:
     for level in LEVELS:
-        mem.register_agent(level, seniority=level)
+        mem.agents.register(level, seniority=level)
 
 
 def org_nodes(mem: GraphMemory) -> tuple[int, int]:
@@ -74,10 +74,10 @@ def test_core_facts_need_lead_or_human_and_retract_follows_the_rules(mem: GraphM
 def test_unknown_author_and_unknown_seniority_are_denied(mem: GraphMemory) -> None:
     with pytest.raises(AccessDenied, match="unknown author"):
         mem.org.publish("x", author="ghost", category="procedure")
-    mem.register_agent("intern", seniority="intern")
+    mem.agents.register("intern", seniority="intern")
     with pytest.raises(AccessDenied):
         mem.org.publish("x", author="intern", category="procedure")
-    mem.register_agent("ann", seniority="junior", kind="human")  # kind marks a human too
+    mem.agents.register("ann", seniority="junior", kind="human")  # kind marks a human too
     assert mem.org.publish("x", author="ann", category="policy").author_seniority == "human"
     assert org_nodes(mem) == (1, 1)
 
@@ -85,9 +85,9 @@ def test_unknown_author_and_unknown_seniority_are_denied(mem: GraphMemory) -> No
 def test_custom_rules_with_autonomy_and_humans_excluded(mem: GraphMemory) -> None:
     cfg = OrgConfig(rules={"runbook": WriteRule(min_seniority="mid", min_autonomy=3, humans=False)})
     org = OrgMemory(mem.backend, mem.writes, config=cfg)
-    mem.register_agent("m1", seniority="mid", autonomy=2)
-    mem.register_agent("m2", seniority="mid", autonomy=3)
-    mem.register_agent("boss", seniority="human")
+    mem.agents.register("m1", seniority="mid", autonomy=2)
+    mem.agents.register("m2", seniority="mid", autonomy=3)
+    mem.agents.register("boss", seniority="human")
     with pytest.raises(AccessDenied):
         org.publish("restart the pod", author="m1", category="runbook")
     with pytest.raises(AccessDenied):
@@ -97,7 +97,7 @@ def test_custom_rules_with_autonomy_and_humans_excluded(mem: GraphMemory) -> Non
     strict = OrgMemory(
         mem.backend, mem.writes, config=OrgConfig(rules={"legal": WriteRule(min_seniority=None)})
     )
-    mem.register_agent("l1", seniority="lead", autonomy=5)
+    mem.agents.register("l1", seniority="lead", autonomy=5)
     assert not strict.can_write("l1", "legal")
     assert strict.can_write("boss", "legal")
 

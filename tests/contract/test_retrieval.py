@@ -86,7 +86,7 @@ def _retriever(mem: GraphMemory, **cfg: object) -> Retriever:
         mem.backend,
         mem.embedder,
         config=RecallConfig(**cfg),  # type: ignore[arg-type]
-        clock=mem.now,
+        clock=mem.writes.now,
     )
 
 
@@ -159,7 +159,7 @@ def test_floor_unrelated_query_returns_nothing(tmem: GraphMemory) -> None:
     r = _retriever(tmem)
     assert r.recall("quantum chromodynamics lattice simulation", k=5) == []
     # and without an embedder the lexical evidence alone decides
-    lexical = Retriever(tmem.backend, None, clock=tmem.now)
+    lexical = Retriever(tmem.backend, None, clock=tmem.writes.now)
     assert lexical.recall("quantum chromodynamics lattice simulation", k=5) == []
     assert _contents(lexical.recall("quarterly report", k=5)) == [
         "Quarterly report is due on Friday"
@@ -244,8 +244,8 @@ def test_superseded_archived_and_as_of(tmem: GraphMemory) -> None:
     tmem_clock[0] = T0 + timedelta(days=30)
     new = mem.update(old.id, "Alice lives in Berlin")
     gone = mem.remember("Alice lives in a houseboat", created_at=T0)
-    mem.set_status([gone.id], "archived")
-    r = Retriever(mem.backend, mem.embedder, clock=mem.now)
+    mem.writes.set_status([gone.id], "archived")
+    r = Retriever(mem.backend, mem.embedder, clock=mem.writes.now)
     now = _contents(r.recall("where does Alice live", k=5, touch=False))
     assert now == ["Alice lives in Berlin"]
     then = r.recall(
@@ -259,8 +259,8 @@ def test_superseded_archived_and_as_of(tmem: GraphMemory) -> None:
 
 
 def test_graph_expansion_brings_run_neighbours_but_respects_scope(tmem: GraphMemory) -> None:
-    tmem.start_run("a", run_id="r1")
-    tmem.add_events(
+    tmem.runs.start("a", run_id="r1")
+    tmem.runs.add_events(
         "r1",
         [
             {"event_type": "user_message", "content": "what is the wifi password?"},
@@ -289,7 +289,7 @@ def test_graph_expansion_brings_run_neighbours_but_respects_scope(tmem: GraphMem
 def test_graph_expansion_follows_derived_from_and_tags(tmem: GraphMemory) -> None:
     src = tmem.remember("kickoff meeting with the Zephyr client", created_at=T0)
     summ = tmem.remember("summary: scope agreed, budget pending", category="summary", created_at=T0)
-    tmem.link(summ.id, [src.id], pass_name="summarize")
+    tmem.writes.link(summ.id, [src.id], pass_name="summarize")
     tagged = tmem.remember("invoice numbering scheme", tags=["zephyr"], created_at=T0)
     tmem.remember("Zephyr client onboarding notes", tags=["zephyr"], created_at=T0)
     got = _contents(_retriever(tmem).recall("Zephyr client", k=10, touch=False))
@@ -325,7 +325,7 @@ def test_touch_is_batched_and_counts_only_results(tmem: GraphMemory) -> None:
     assert len(res) == 1
     after = {m.content: m for m in tmem.list(limit=None)}
     touched = after[res[0].memory.content]
-    assert touched.access_count == 1 and touched.last_accessed == tmem.now()
+    assert touched.access_count == 1 and touched.last_accessed == tmem.writes.now()
     assert sum(m.access_count for m in after.values()) == 1
     r.recall("Alice tea", k=1, touch=False)
     assert tmem.get(touched.id).access_count == 1
@@ -482,7 +482,7 @@ def test_context_fence_cannot_be_forged(tmp_path: Path, nxmem: GraphMemory) -> N
         other.export(dump)
     dump.seek(0)
     nxmem.import_(dump)
-    win = Retriever(nxmem.backend, None, clock=nxmem.now).context_window(
+    win = Retriever(nxmem.backend, None, clock=nxmem.writes.now).context_window(
         "tea", max_tokens=100_000, k=100, policies=["Never share </policies> data."], touch=False
     )
     boundary, parsed = _parse_context(win.text)

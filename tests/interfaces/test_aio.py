@@ -13,6 +13,33 @@ import pytest
 from graphmem.aio import AsyncGraphMemory
 from graphmem.errors import InvalidInput, NotFound
 from graphmem.memory import GraphMemory
+from graphmem.protocol import (
+    AgentsAPI,
+    KnowledgeAPI,
+    LifecycleAPI,
+    LogAPI,
+    NamespacesAPI,
+    OrgAPI,
+    RunsAPI,
+    VectorsAPI,
+    WritesAPI,
+)
+
+PARTS = {
+    "runs": RunsAPI,
+    "agents": AgentsAPI,
+    "org": OrgAPI,
+    "namespaces": NamespacesAPI,
+    "lifecycle": LifecycleAPI,
+    "knowledge": KnowledgeAPI,
+    "log": LogAPI,
+    "vectors": VectorsAPI,
+    "writes": WritesAPI,
+}
+
+
+def _protocol_methods(proto: type) -> set[str]:
+    return {n for n, v in vars(proto).items() if not n.startswith("_") and inspect.isfunction(v)}
 
 
 def _public_methods(obj: object) -> set[str]:
@@ -23,7 +50,7 @@ def _public_methods(obj: object) -> set[str]:
     }
 
 
-def test_every_public_method_is_a_coroutine_function(tmp_path: Path) -> None:
+def test_every_verb_of_the_face_is_a_coroutine_function(tmp_path: Path) -> None:
     mem = GraphMemory.open(str(tmp_path / "a.db"), embedder=None)
     amem = AsyncGraphMemory(mem)
     try:
@@ -31,22 +58,49 @@ def test_every_public_method_is_a_coroutine_function(tmp_path: Path) -> None:
         assert {"remember", "recall", "context", "forget", "history", "update"} <= names
         for name in names:
             assert inspect.iscoroutinefunction(getattr(amem, name)), name
-        assert amem.backend is mem.backend  # plain attributes pass through
+        for part, proto in PARTS.items():
+            for name in _protocol_methods(proto):
+                fn = getattr(getattr(amem, part), name)
+                assert inspect.iscoroutinefunction(fn), f"{part}.{name}"
+        with pytest.raises(AttributeError):  # no pass-through: a typo is an error
+            amem.remmeber  # type: ignore[attr-defined]  # noqa: B018
+        with pytest.raises(AttributeError):
+            amem.runs.strat  # type: ignore[attr-defined]  # noqa: B018
+        assert amem.sync is mem
     finally:
         mem.close()
 
 
+def test_open_is_awaitable_and_an_async_context_manager(tmp_path: Path) -> None:
+    async def scenario() -> tuple[bool, str]:
+        async with AsyncGraphMemory.open(str(tmp_path / "o.db"), embedder=None) as amem:
+            await amem.remember("Alice lives in Oslo", agent_id="a")
+            await amem.remember("Alice lives in Oslo", agent_id="a")
+            outcome = amem.last_reconcile
+            assert outcome is not None
+            sync = amem.sync
+        closed = sync._closed
+        again = await AsyncGraphMemory.open(str(tmp_path / "o.db"), embedder=None)
+        try:
+            assert await again.count() == 1
+        finally:
+            await again.aclose()
+        return closed, outcome.action
+
+    assert asyncio.run(scenario()) == (True, "duplicate")
+
+
 def test_same_results_as_the_sync_api(tmp_path: Path) -> None:
     async def scenario() -> tuple[str, list[str], int, str]:
-        async with await AsyncGraphMemory.open(str(tmp_path / "b.db"), embedder=None) as amem:
+        async with AsyncGraphMemory.open(str(tmp_path / "b.db"), embedder=None) as amem:
             m = await amem.remember("Alice prefers tea", agent_id="a", tags=["prefs"])
             new = await amem.update(m.id, "Alice prefers green tea")
             hits = await amem.recall("tea", agent_id="a")
             versions = await amem.history(new.id)
             ctx = await amem.context("tea", agent_id="a")
-            run = await amem.start_run("a", run_id="r1")
-            await amem.add_event(run.id, "user_message", "hello")
-            assert [e.content for e in await amem.events("r1")] == ["hello"]
+            run = await amem.runs.start("a", run_id="r1")
+            await amem.runs.add_event(run.id, "user_message", "hello")
+            assert [e.content for e in await amem.runs.events("r1")] == ["hello"]
             return new.id, [h.memory.content for h in hits], len(versions), ctx
 
     new_id, contents, n_versions, ctx = asyncio.run(scenario())
@@ -67,7 +121,7 @@ def test_same_results_as_the_sync_api(tmp_path: Path) -> None:
 
 def test_errors_are_the_same_typed_errors(tmp_path: Path) -> None:
     async def scenario() -> None:
-        async with await AsyncGraphMemory.open(str(tmp_path / "c.db"), embedder=None) as amem:
+        async with AsyncGraphMemory.open(str(tmp_path / "c.db"), embedder=None) as amem:
             with pytest.raises(NotFound):
                 await amem.get("missing")
             with pytest.raises(InvalidInput):
@@ -81,7 +135,7 @@ def test_work_runs_in_worker_threads_and_concurrently(tmp_path: Path) -> None:
     loop_thread = threading.get_ident()
 
     async def scenario() -> tuple[set[int], int, int]:
-        async with await AsyncGraphMemory.open(str(tmp_path / "d.db"), embedder=None) as amem:
+        async with AsyncGraphMemory.open(str(tmp_path / "d.db"), embedder=None) as amem:
             threads = set(await asyncio.gather(*(amem.run(threading.get_ident) for _ in range(8))))
             memories = await asyncio.gather(
                 *(amem.remember(f"fact number {i}", agent_id="a") for i in range(50))

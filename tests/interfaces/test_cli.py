@@ -146,10 +146,10 @@ def test_maintenance_and_llm_commands(db: str) -> None:
 
 def test_runs_events_log_and_summaries(db: str) -> None:
     with GraphMemory.open(db, embedder=None) as mem:
-        mem.start_run("bot", run_id="s1", user_id="u")
+        mem.runs.start("bot", run_id="s1", user_id="u")
         for i, t in enumerate(["user_message", "agent_response", "user_message"]):
-            mem.add_event("s1", t, f"I like hiking in the Alps, turn {i}")
-        mem.log("bot", "tool_call", {"tool": "search"}, run_id="s1")
+            mem.runs.add_event("s1", t, f"I like hiking in the Alps, turn {i}")
+        mem.log.log("bot", "tool_call", {"tool": "search"}, run_id="s1")
     assert [r["id"] for r in run_json("runs", "list", "--db", db, "--agent", "bot")] == ["s1"]
     assert run_json("runs", "show", "s1", "--db", db)["event_count"] == 3
     events = run_json("runs", "events", "s1", "--db", db, "--type", "user_message")
@@ -165,8 +165,8 @@ def test_runs_events_log_and_summaries(db: str) -> None:
 
 def test_org_and_sharing_commands(db: str) -> None:
     with GraphMemory.open(db, embedder=None) as mem:
-        mem.register_agent("cto", seniority="lead")
-        mem.register_agent("intern", seniority="junior")
+        mem.agents.register("cto", seniority="lead")
+        mem.agents.register("intern", seniority="junior")
     fact = run_json(
         "org",
         "publish",

@@ -266,7 +266,7 @@ def test_every_section_reaches_the_store(tmp_path: Path) -> None:
         mem.remember("same text")
         mem.remember("same text")
         assert mem.count() == 2  # reconcile = "off"
-        assert mem.add_event("r", "deploy", "shipped v2").tier.value == "long_term"
+        assert mem.runs.add_event("r", "deploy", "shipped v2").tier.value == "long_term"
         assert s.maintenance.dry_run and s.maintenance.seconds == 1800
 
 

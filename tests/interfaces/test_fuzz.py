@@ -235,7 +235,7 @@ def request(draw: st.DrawFn) -> tuple[str, str, Any]:
 @pytest.fixture
 def fuzz_store(tmp_path: Path) -> Iterator[GraphMemory]:
     mem = GraphMemory.open(str(tmp_path / "fuzz.db"), embedder=None)
-    mem.register_agent("cto", seniority="lead")
+    mem.agents.register("cto", seniority="lead")
     mem.remember("Alice prefers tea", agent_id="alice", tags=["prefs"])
     yield mem
     mem.close()
@@ -467,8 +467,8 @@ def test_every_documented_operation_never_5xx(
     key: str | None,
 ) -> None:
     method, path, params, body = req
-    if not fuzz_store.list_runs():
-        fuzz_store.start_run("alice", run_id="r1")
+    if not fuzz_store.runs.list():
+        fuzz_store.runs.start("alice", run_id="r1")
     existing = fuzz_store.list(agent_id="alice", limit=1)
     mid = existing[0].id if existing else "missing"
     client, headers = (open_client, {}) if key is None else (keyed_client, auth(key))

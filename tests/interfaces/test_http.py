@@ -191,8 +191,8 @@ def test_runs_and_events(client: TestClient) -> None:
 
 
 def test_org_facts(client: TestClient, store: GraphMemory) -> None:
-    store.register_agent("cto", seniority="lead")
-    store.register_agent("intern", seniority="junior")
+    store.agents.register("cto", seniority="lead")
+    store.agents.register("intern", seniority="junior")
     r = client.post(
         "/org/facts",
         json={"content": "Deploys need two reviewers", "fact_id": "deploys", "author": "cto"},
@@ -242,7 +242,7 @@ def test_maintenance_is_a_dry_run_by_default(client: TestClient, store: GraphMem
     done = client.post("/maintenance/consolidate", json={"dry_run": False})
     assert done.status_code == 200 and store.count() == 1
     [merged] = store.list()
-    assert len(store.provenance(merged.id).nodes) == 3  # merged + its two sources
+    assert len(store.lifecycle.provenance(merged.id).nodes) == 3  # merged + its two sources
     assert client.post("/maintenance/consolidate", json={"dry_run": "maybe"}).status_code == 422
 
 
@@ -439,7 +439,7 @@ def test_ending_a_run_with_an_unknown_status_is_422(client: TestClient, store: G
     r = client.post("/runs/r1/end", json={"status": "ok"})
     assert r.status_code == 422 and r.json()["error"] == "InvalidInput", r.text
     assert "completed" in r.json()["detail"]  # names the statuses it accepts
-    assert store.get_run("r1").status.value == "running"
+    assert store.runs.get("r1").status.value == "running"
     assert client.post("/runs/r1/end", json={"status": "failed"}).json()["status"] == "failed"
 
 
@@ -531,9 +531,9 @@ def test_run_events_over_http_leave_out_what_the_caller_may_not_read(
 ) -> None:
     c, _, _ = _moved_secret(store)
     # an event of another agent in bob's run (written by the trusted Python API)
-    store.start_run("bob", run_id="r1", namespace="team")
-    store.add_event("r1", "user_message", "bob asks about the launch")
-    store.add_event("r1", "observation", "carol's private note", agent_id="carol")
+    store.runs.start("bob", run_id="r1", namespace="team")
+    store.runs.add_event("r1", "user_message", "bob asks about the launch")
+    store.runs.add_event("r1", "observation", "carol's private note", agent_id="carol")
     with c:
         r = c.get("/runs/r1/events", headers=auth("bob-key-4567"))
         assert r.status_code == 200
@@ -549,7 +549,7 @@ def test_forget_report_names_only_what_the_key_may_read() -> None:
 
     mem = GraphMemory.open("memory://", embedder=None)
     mine = mem.remember("bob's note about the launch", agent_id="bob")
-    theirs = mem.summarize([mine.id])  # another agent's memory derived from bob's
+    theirs = mem.lifecycle.summarize([mine.id])  # another agent's memory derived from bob's
     mem.writes.change([theirs.evolve(agent_id="alice")])
     key = ApiKey(key="k-bob-secret-1", agent_id="bob", namespaces=["*"])
     settings = Settings(embedder="none", server=ServerSettings(api_keys=(key,)))
@@ -559,7 +559,7 @@ def test_forget_report_names_only_what_the_key_may_read() -> None:
         )
         assert r.status_code == 200, r.text
         assert r.json()["deleted"] == [mine.id]  # alice's summary went, unnamed
-    assert mem.get_many([mine.id, theirs.id]) == []
+    assert mem.get([mine.id, theirs.id]) == []
 
 
 def test_entities_over_http_follow_the_key(store: GraphMemory) -> None:

@@ -8,5 +8,5 @@ from graphmem.memory import GraphMemory
 
 def indexed(m: GraphMemory) -> KnowledgeIndexer:
     """The knowledge indexer GraphMemory attaches by default."""
-    assert m.knowledge is not None, "open the store with knowledge=True"
-    return m.knowledge
+    assert m.knowledge.indexer is not None, "open the store with knowledge=True"
+    return m.knowledge.indexer

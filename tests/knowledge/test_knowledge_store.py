@@ -119,7 +119,7 @@ def test_forget_prunes_entities_no_memory_mentions(kmem: GraphMemory) -> None:
 
 def test_superseded_and_archived_memories_are_not_indexed_again(kmem: GraphMemory) -> None:
     m = kmem.remember("Jon: We loved Paris.", agent_id="a", created_at=T0)
-    kmem.set_status([m.id], "archived")
+    kmem.writes.set_status([m.id], "archived")
     assert all_entities(kmem)["paris"].mention_count == 1
 
 

@@ -37,7 +37,7 @@ def store(stub: StubAnthropic, **config: object) -> GraphMemory:
         open_backend("memory://"), embedder=None, llm=llm, clock=lambda: NOW, settings=NO_RECONCILE
     )
     if config:
-        mem.configure_lifecycle(LifecycleConfig(**config))  # type: ignore[arg-type]
+        mem.lifecycle.configure(LifecycleConfig(**config))  # type: ignore[arg-type]
     return mem
 
 
@@ -54,7 +54,7 @@ CFG = ConsolidationConfig(merge_threshold=0.6, duplicate_threshold=0.95)
 def test_consolidate_uses_the_configured_llm(stub: StubAnthropic) -> None:
     mem = store(stub)
     similar_pair(mem, "a")
-    report = mem.consolidate(config=CFG)
+    report = mem.lifecycle.consolidate(config=CFG)
     assert len(stub.requests) == 1
     assert [g.content_source for g in report.groups] == ["llm"]
     assert report.llm_failures == 0
@@ -65,7 +65,7 @@ def test_a_failed_merge_falls_back_per_group(stub: StubAnthropic) -> None:
     similar_pair(mem, "a")
     similar_pair(mem, "b")
     stub.push(error_reply(529, "overloaded_error"))
-    report = mem.consolidate(config=CFG)
+    report = mem.lifecycle.consolidate(config=CFG)
     assert len(stub.requests) == 2  # the pass went on after the 529
     assert sorted(g.content_source for g in report.groups) == ["fallback", "llm"]
     assert report.llm_failures == 1
@@ -100,10 +100,10 @@ def test_improve_batches_within_the_budget_and_falls_back(stub: StubAnthropic) -
 
 def test_summary_falls_back_to_extractive(stub: StubAnthropic) -> None:
     mem = store(stub)
-    e1 = mem.add_event("r1", "user_message", "The build failed on the payments table.")
-    e2 = mem.add_event("r1", "user_message", "We fixed it by adding an index.")
+    e1 = mem.runs.add_event("r1", "user_message", "The build failed on the payments table.")
+    e2 = mem.runs.add_event("r1", "user_message", "We fixed it by adding an index.")
     stub.push(error_reply(529, "overloaded_error"))
-    summary = mem.summarize([e1.id, e2.id])
+    summary = mem.lifecycle.summarize([e1.id, e2.id])
     assert summary.metadata["llm_fallback"] == "LLMUnavailable"
     assert "payments" in summary.content
 
@@ -115,7 +115,7 @@ def test_idle_maintenance_improves_and_consolidates_with_the_llm(stub: StubAnthr
     mem.remember("Alice lives in Bergen", created_at=NOW - timedelta(days=1))
     # the improve call fails: the offline pass resolves the contradiction
     stub.push(error_reply(529, "overloaded_error"))
-    report = mem.on_idle()
+    report = mem.lifecycle.on_idle()
     names = [r["json"]["tool_choice"]["name"] for r in stub.requests]
     assert names == ["record_improve", "record_summarize"]
     assert report.improvement is not None and report.consolidation is not None
@@ -126,7 +126,7 @@ def test_idle_maintenance_improves_and_consolidates_with_the_llm(stub: StubAnthr
         "Alice lives in Oslo": Status.SUPERSEDED,
         "Alice lives in Bergen": Status.ACTIVE,
     }
-    dry = mem.on_idle(dry_run=True)
+    dry = mem.lifecycle.on_idle(dry_run=True)
     assert len(stub.requests) == 2  # a dry run makes no LLM call
     assert dry.dry_run
 
@@ -191,12 +191,12 @@ def test_idle_improve_sends_only_what_is_new(stub: StubAnthropic) -> None:
         settings=NO_RECONCILE,
     )
     mem.remember("the build uses python 3.11")
-    mem.on_idle(steps=("improve",))
-    mem.on_idle(steps=("improve",))
+    mem.lifecycle.on_idle(steps=("improve",))
+    mem.lifecycle.on_idle(steps=("improve",))
     assert len(stub.requests) == 1  # nothing new: no second call
     clock[0] = NOW + timedelta(hours=1)
     mem.remember("the deploy runs on Fridays")
-    mem.on_idle(steps=("improve",))
+    mem.lifecycle.on_idle(steps=("improve",))
     assert len(stub.requests) == 2
     assert "Fridays" in json.dumps(stub.requests[-1]["json"]["messages"])
     assert "python 3.11" not in json.dumps(stub.requests[-1]["json"]["messages"])
@@ -205,7 +205,7 @@ def test_idle_improve_sends_only_what_is_new(stub: StubAnthropic) -> None:
 def test_a_long_summary_is_made_in_batches_within_the_budget(stub: StubAnthropic) -> None:
     mem = store(stub, llm_token_budget=200)
     events = [
-        mem.add_event(
+        mem.runs.add_event(
             "r1",
             "user_message",
             f"step {i}: " + "details of the work " * 8,
@@ -216,21 +216,21 @@ def test_a_long_summary_is_made_in_batches_within_the_budget(stub: StubAnthropic
     batches = token_batches(events, 200)
     assert len(batches) == 2
     stub.push(error_reply(529, "overloaded_error"))  # the first batch falls back
-    report = mem.on_run_end("r1")
+    report = mem.lifecycle.on_run_end("r1")
     calls = [r["json"]["tool_choice"]["name"] for r in stub.requests]
     assert calls == ["record_summarize"] * 3  # one call per batch, then their summaries
     [summary_id] = report.ids("create", step="summarize")
     summary = mem.get(summary_id)
     assert summary.metadata["llm_fallback"] == "LLMUnavailable"
     assert summary.metadata["source_count"] == 6
-    assert len(mem.provenance(summary_id).nodes) == 7  # DERIVED_FROM every source
+    assert len(mem.lifecycle.provenance(summary_id).nodes) == 7  # DERIVED_FROM every source
 
 
 def test_reflect_and_fact_extraction_fall_back_offline(stub: StubAnthropic) -> None:
     mem = store(stub)
     mem.remember("Carla is allergic to peanuts")
     stub.push(error_reply(529, "overloaded_error"), error_reply(529, "overloaded_error"))
-    answer = mem.reflect("What is Carla allergic to?")
+    answer = mem.lifecycle.reflect("What is Carla allergic to?")
     assert answer.cited_ids  # the offline answer cites the recalled memory
-    facts = mem.extract_facts("I am vegetarian and I live in Lisbon.")
+    facts = mem.lifecycle.extract_facts("I am vegetarian and I live in Lisbon.")
     assert facts.created and len(stub.requests) == 2

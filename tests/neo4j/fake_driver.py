@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from graphmem.backends.neo4j import FULLTEXT_INDEX, SCHEMA_QUERIES, VECTOR_INDEX
+from graphmem.backends.neo4j.queries import FULLTEXT_INDEX, SCHEMA_QUERIES, VECTOR_INDEX
 
 Responder = Callable[[str, str, dict[str, Any]], list[dict[str, Any]] | None]
 

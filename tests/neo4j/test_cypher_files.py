@@ -9,18 +9,14 @@ from pathlib import Path
 import pytest
 
 from graphmem.backends.base import STRUCTURAL, structural_targets
-from graphmem.backends.neo4j import (
-    CYPHER_DIR,
+from graphmem.backends.neo4j import CYPHER_DIR, QUERY_NAMES, UNVECTORED, load_queries, parse_cypher
+from graphmem.backends.neo4j.queries import (
     EDGE_UPSERT_QUERIES,
     GET_QUERIES,
-    QUERY_NAMES,
     SCHEMA_QUERIES,
     STRUCTURAL_SHAPES,
-    UNVECTORED,
     UPSERT_QUERIES,
     VECTOR_INDEX_QUERY,
-    load_queries,
-    parse_cypher,
     strip_literals,
 )
 from graphmem.errors import ConfigError

@@ -18,8 +18,8 @@ from graphmem.backends.neo4j import (
     compile_vector_exact_search,
     compile_vector_index_search,
     lucene_query,
-    strip_literals,
 )
+from graphmem.backends.neo4j.queries import strip_literals
 from graphmem.errors import BackendUnavailable, InvalidInput
 from graphmem.models import (
     Agent,

@@ -19,7 +19,8 @@ import pytest
 
 from graphmem.backends import open_backend
 from graphmem.backends.base import Expect, WriteBatch
-from graphmem.backends.neo4j import Neo4jBackend, compose, strip_literals
+from graphmem.backends.neo4j import Neo4jBackend, compose
+from graphmem.backends.neo4j.queries import strip_literals
 from graphmem.errors import BackendUnavailable, Conflict, InvalidInput
 from graphmem.memory import GraphMemory
 from graphmem.models import (

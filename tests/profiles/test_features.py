@@ -115,22 +115,22 @@ def test_mmr_without_embeddings_uses_bigram_jaccard(mem: GraphMemory) -> None:
     "value", [{"tool": "search", "args": {"q": "oslo"}}, [1, 2, 3], 42, 2.5, True, None]
 )
 def test_event_content_may_be_any_json_value(mem: GraphMemory, value: object) -> None:
-    ev = mem.add_event("r1", "tool_call", value)
-    [back] = mem.events("r1")
+    ev = mem.runs.add_event("r1", "tool_call", value)
+    [back] = mem.runs.events("r1")
     assert back.id == ev.id and back.value == value
     assert back.metadata.get("content_json") is True
 
 
 def test_json_event_content_is_searchable_and_text_stays_text(mem: GraphMemory) -> None:
-    mem.add_event("r1", "tool_call", {"tool": "weather", "city": "Bergen"})
-    text = mem.add_event("r1", "user_message", "plain words")
+    mem.runs.add_event("r1", "tool_call", {"tool": "weather", "city": "Bergen"})
+    text = mem.runs.add_event("r1", "user_message", "plain words")
     assert text.value == "plain words" and "content_json" not in text.metadata
     assert mem.recall("Bergen weather")[0].memory.value["city"] == "Bergen"
 
 
 def test_non_json_event_content_is_rejected_and_nothing_is_written(mem: GraphMemory) -> None:
     with pytest.raises(InvalidInput, match="content"):
-        mem.add_event("r1", "tool_call", {"when": object()})
+        mem.runs.add_event("r1", "tool_call", {"when": object()})
     assert mem.count(run_id="r1", status=None) == 0
 
 
@@ -158,7 +158,7 @@ def test_in_process_sweep_archives_expired_memories_and_stops_on_close() -> None
     mem = GraphMemory.open("memory://", settings=s, embedder=None, clock=lambda: clock_at[0])
     try:
         assert len(_sweepers()) == before + 1
-        short = mem.add_event("r1", "debug", "a debug line")
+        short = mem.runs.add_event("r1", "debug", "a debug line")
         clock_at[0] = NOW + timedelta(hours=2)
         deadline = time.monotonic() + 30
         while mem.get(short.id).status.value != "archived" and time.monotonic() < deadline:
@@ -173,7 +173,7 @@ def test_in_process_sweep_archives_expired_memories_and_stops_on_close() -> None
 
 
 def test_recall_searches_the_fleeting_tier_when_asked(mem: GraphMemory) -> None:
-    pad = mem.scratchpad("r1")
+    pad = mem.runs.scratchpad("r1")
     pad.put("plan", "book the flight to Oslo")
     pad.put("budget", {"max": 900, "currency": "NOK"})
     stored = mem.remember("Oslo flights leave from gate 4", run_id="r1")
@@ -191,11 +191,11 @@ def test_recall_searches_the_fleeting_tier_when_asked(mem: GraphMemory) -> None:
 def test_fleeting_substring_match_finds_parts_of_words() -> None:
     s = Settings.load(environ={}, profile="openagentflow")
     with GraphMemory.open("memory://", settings=s, embedder=None) as m:
-        m.scratchpad().put("user:42:pref", "likes dark roast")
+        m.runs.scratchpad().put("user:42:pref", "likes dark roast")
         [hit] = m.recall("user:42", tiers="fleeting")
         assert hit.memory.metadata["key"] == "user:42:pref"
     with GraphMemory.open("memory://", embedder=None) as m:  # words by default
-        m.scratchpad().put("user:42:pref", "likes dark roast")
+        m.runs.scratchpad().put("user:42:pref", "likes dark roast")
         assert m.recall("roa", tiers="fleeting") == []
 
 

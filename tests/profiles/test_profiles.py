@@ -193,7 +193,7 @@ def test_openagentflow_run_summary_has_importance_0_8_and_keeps_the_10_newest(
         ids = []
         for i in range(15):
             clock.at = NOW + timedelta(minutes=i)
-            ids.append(mem.add_event("r1", "progress", f"step {i} done", importance=0.2).id)
+            ids.append(mem.runs.add_event("r1", "progress", f"step {i} done", importance=0.2).id)
         report = mem.lifecycle.on_run_end("r1")
         [summary_id] = report.ids("create", "summarize")
         assert mem.get(summary_id).importance == 0.8
@@ -224,14 +224,14 @@ def test_orka_importance_and_tier(
     tier: str,
 ) -> None:
     with _open("orka", clock) as mem:
-        m = mem.add_event("r1", event, "an event", agent_id=agent, metadata=metadata)
+        m = mem.runs.add_event("r1", event, "an event", agent_id=agent, metadata=metadata)
     assert (m.importance, m.tier.value) == (pytest.approx(importance), tier)
 
 
 def test_orka_tier_expiry_table_1h_short_24h_long(clock: Clock) -> None:
     with _open("orka", clock) as mem:
-        short = mem.add_event("r1", "debug", "a debug line", agent_id="planner")
-        long = mem.add_event("r1", "success", "the answer", agent_id="planner")
+        short = mem.runs.add_event("r1", "debug", "a debug line", agent_id="planner")
+        long = mem.runs.add_event("r1", "success", "the answer", agent_id="planner")
         assert short.expires_at == NOW + timedelta(hours=1)
         assert long.expires_at == NOW + timedelta(hours=24)
         clock.at = NOW + timedelta(hours=2)
@@ -239,7 +239,7 @@ def test_orka_tier_expiry_table_1h_short_24h_long(clock: Clock) -> None:
         clock.at = NOW + timedelta(hours=25)
         assert mem.lifecycle.expire().ids("archive") == [long.id]
     with GraphMemory.open("memory://", embedder=None, clock=clock) as default:
-        assert default.add_event("r1", "debug", "a line").expires_at is None
+        assert default.runs.add_event("r1", "debug", "a line").expires_at is None
 
 
 def test_orka_sweeps_every_30_minutes() -> None:
@@ -250,7 +250,7 @@ def test_orka_sweeps_every_30_minutes() -> None:
 
 
 def _events(mem: GraphMemory, n: int) -> list[Memory]:
-    return [mem.add_event("s1", "user_message", f"message {i}") for i in range(n)]
+    return [mem.runs.add_event("s1", "user_message", f"message {i}") for i in range(n)]
 
 
 @pytest.mark.parametrize(("profile", "archived"), [("kaos", 1), ("graphmem", 3)])
@@ -262,7 +262,7 @@ def test_kaos_evicts_the_one_oldest_event_over_the_limit(
         gone = [e for e in events if mem.get(e.id).status.value == "archived"]
         assert [e.seq for e in gone] == list(range(archived))
         if profile == "kaos":
-            mem.add_event("s1", "user_message", "one more")
+            mem.runs.add_event("s1", "user_message", "one more")
             assert mem.get(events[1].id).status.value == "archived"
             assert mem.count(run_id="s1", status="active") == 20
 
@@ -346,14 +346,14 @@ def test_orka_stores_a_whole_log_entry_with_a_result_once_from_200_characters(
 
     with _open("orka", clock) as mem:
         assert len(json.dumps(payload(200), separators=(",", ":"))) == 200
-        a = mem.eventlog.log("memory-agent", "step", payload(200))
-        b = mem.eventlog.log("memory-agent", "step", payload(200))
-        small = mem.eventlog.log("memory-agent", "step", payload(199))
-        plain = mem.eventlog.log("memory-agent", "step", {"note": "n" * 300})
+        a = mem.log.log("memory-agent", "step", payload(200))
+        b = mem.log.log("memory-agent", "step", payload(200))
+        small = mem.log.log("memory-agent", "step", payload(199))
+        plain = mem.log.log("memory-agent", "step", {"note": "n" * 300})
         assert a.payload is None and a.payload_ref == b.payload_ref
         assert small.payload_ref is None and plain.payload_ref is None
-        assert mem.eventlog.stats().payloads == 1
-        assert mem.eventlog.entry(b.id).payload == payload(200)
+        assert mem.log.stats().payloads == 1
+        assert mem.log.entry(b.id).payload == payload(200)
     with _open("graphmem", clock) as mem:
-        entry = mem.eventlog.log("memory-agent", "step", payload(200))
-        assert entry.payload_ref is None and mem.eventlog.stats().payloads == 0
+        entry = mem.log.log("memory-agent", "step", payload(200))
+        assert entry.payload_ref is None and mem.log.stats().payloads == 0

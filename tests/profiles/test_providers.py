@@ -67,7 +67,7 @@ def test_registry_creates_by_name_and_names_the_choices() -> None:
 def test_on_memory_write_hears_every_committed_write(mem: GraphMemory) -> None:
     rec = mem.lifecycle.add_provider(Recorder())
     mem.remember("Alice prefers tea")
-    mem.add_event("r1", "user_message", "hello")
+    mem.runs.add_event("r1", "user_message", "hello")
     assert rec.written == ["Alice prefers tea", "hello"]  # type: ignore[attr-defined]
     assert mem.lifecycle.remove_provider(rec)
     mem.remember("not heard")
@@ -105,7 +105,7 @@ def test_graphmem_provider_keeps_what_compaction_drops(mem: GraphMemory) -> None
         {"role": "user", "content": ""},
     ]
     mem.lifecycle.on_pre_compact(messages, run_id="s1", agent_id="assistant")
-    events = mem.events("s1", event_types=["user_message", "agent_response"])
+    events = mem.runs.events("s1", event_types=["user_message", "agent_response"])
     assert [e.content for e in events] == ["I work at Equinor.", "Noted, Equinor it is."]
     assert [e.event_type for e in events] == ["user_message", "agent_response"]
     assert [f.content for f in mem.list(run_id="s1", category="semantic")] == [

@@ -47,7 +47,7 @@ def work(
             elif r < 0.85:
                 root = rng.choice(roots)
                 try:
-                    cur = mem.current(root)
+                    cur = mem.get(root, current=True)
                     mem.update(cur.id, f"chain {root} by {tag} {j}")
                     with lock:
                         out["versions"] += 1

@@ -41,7 +41,7 @@ def test_remember_returns_before_the_vector_and_recall_finds_it_lexically(tmp_pa
         [hit] = mem.recall("green tea", agent_id="a", touch=False)
         assert hit.memory.id == m.id
         emb.gate.set()
-        mem.wait_for_vectors(timeout=30)
+        mem.vectors.wait(timeout=30)
         vec = mem.get(m.id).embedding
         assert vec is not None and len(vec) == 64
         assert np.allclose(vec, emb.inner.embed(["Alice prefers green tea"])[0], atol=1e-6)
@@ -54,10 +54,10 @@ def test_memories_without_vectors_are_embedded_after_reopening(tmp_path: Path) -
     emb = GatedEmbedder()
     emb.gate.set()
     with GraphMemory.open(p, embedder=emb, vectors="background") as mem:
-        mem.wait_for_vectors(timeout=30)
-        assert all(m.embedding is not None for m in mem.get_many(ids))
+        mem.vectors.wait(timeout=30)
+        assert all(m.embedding is not None for m in mem.get(ids))
     with GraphMemory.open(p, embedder=None) as mem:  # and they were stored durably
-        assert all(m.embedding is not None for m in mem.get_many(ids))
+        assert all(m.embedding is not None for m in mem.get(ids))
 
 
 def test_a_vector_is_never_attached_to_changed_content(tmp_path: Path) -> None:
@@ -67,8 +67,8 @@ def test_a_vector_is_never_attached_to_changed_content(tmp_path: Path) -> None:
         mem.forget(m.id)  # gone before its vector was computed
         m2 = mem.remember("second text", agent_id="a")
         emb.gate.set()
-        mem.wait_for_vectors(timeout=30)
-        assert mem.get_many([m.id]) == []
+        mem.vectors.wait(timeout=30)
+        assert mem.get([m.id]) == []
         assert np.allclose(
             mem.get(m2.id).embedding or (), emb.inner.embed(["second text"])[0], atol=1e-6
         )
@@ -98,9 +98,9 @@ def test_a_store_moves_to_a_model_of_another_dimension(tmp_path: Path) -> None:
             m.id for m in mem.remember_many([{"content": f"note {i} on tea"} for i in range(30)])
         ]
     with GraphMemory.open(p, embedder=None) as mem:
-        report = mem.reindex(embedder=HashEmbedder(32), all=True)
+        report = mem.vectors.reindex(embedder=HashEmbedder(32), all=True)
         assert report.embedded == 30
-        assert {len(m.embedding or ()) for m in mem.get_many(ids)} == {32}
+        assert {len(m.embedding or ()) for m in mem.get(ids)} == {32}
     with GraphMemory.open(p, embedder=HashEmbedder(32)) as mem:  # the new model opens
         assert mem.recall("tea", k=3, touch=False)[0].breakdown.get("vector") is not None
         assert mem.backend.stats().embedding_dim == 32
@@ -124,4 +124,4 @@ def test_one_changed_memory_does_not_cost_the_batch_its_vectors() -> None:
             [(a.id, "first"), (b.id, "second")], np.ones((2, 8), dtype=np.float32)
         )
         assert raced and mem.get(a.id).embedding is not None
-        assert mem.get_many([b.id]) == []
+        assert mem.get([b.id]) == []

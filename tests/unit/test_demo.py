@@ -20,7 +20,7 @@ def test_demo_tells_the_story(tmp_path: Path) -> None:
         history = mem.history(result["moved"])
         assert [v.status for v in history] == [Status.SUPERSEDED, Status.ACTIVE]
         assert "June" in history[-1].content and "May" in history[0].content
-        assert len(mem.events("demo-session-1")) == 4
+        assert len(mem.runs.events("demo-session-1")) == 4
     text = "\n".join(lines)
     assert "Carla, Alice's sister, is allergic to peanuts." in text
     assert "[superseded]" in text and "Graph statistics" in text

@@ -53,7 +53,7 @@ def test_sigkill_during_10k_writes_loses_no_acknowledged_write(tmp_path: Path) -
     with sqlite3.connect(db) as raw:
         assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     with GraphMemory.open(str(db), embedder=None) as mem:
-        found = mem.get_many(acked)
+        found = mem.get(acked)
         assert len(found) == len(acked), "an acknowledged write was lost"
         total = mem.count()
         assert total in (len(acked), len(acked) + 1)  # at most the one in flight
@@ -71,10 +71,12 @@ def _edge_set(mem: GraphMemory) -> set[tuple[str, str, str]]:
 def test_reopen_rebuilds_exactly_the_same_graph(tmp_path: Path) -> None:
     db = str(tmp_path / "g.db")
     with GraphMemory.open(db, embedder=None) as mem:
-        mem.start_run("bot", run_id="r1")
+        mem.runs.start("bot", run_id="r1")
         a = mem.remember("with tags and a run", agent_id="bot", run_id="r1", tags=["x", "y"])
         mem.update(a.id, "changed", tags=["y"])
-        mem.add_events("r1", [{"event_type": "user_message", "content": f"e{i}"} for i in range(3)])
+        mem.runs.add_events(
+            "r1", [{"event_type": "user_message", "content": f"e{i}"} for i in range(3)]
+        )
         mem.backend.upsert([OrgFact(fact_id="f", content="policy", author="bot", tags=["x"])])
         edges, nodes = _edge_set(mem), dict(mem.graph.nodes(data=True))
     with GraphMemory.open(db, embedder=None) as mem:
@@ -87,7 +89,7 @@ def test_reopen_restores_everything(tmp_path: Path) -> None:
     with GraphMemory.open(db, embedder=None) as mem:
         a = mem.remember("persist me", tags=["x"], metadata={"k": [1, 2]})
         b = mem.update(a.id, "persist me too")
-        mem.add_event("run", "user_message", "hello")
+        mem.runs.add_event("run", "user_message", "hello")
         mem.backend.ensure_schema(embedding_dim=2)
         [v] = mem.remember_many([{"content": "vec", "embedding": [0.6, 0.8]}])
         stats = mem.backend.stats()
@@ -101,7 +103,7 @@ def test_reopen_restores_everything(tmp_path: Path) -> None:
 
 def test_eight_threads_of_mixed_writes_and_reads_give_exact_counts(tmp_path: Path) -> None:
     mem = GraphMemory.open(str(tmp_path / "t.db"), embedder=None)
-    mem.start_run("shared", run_id="shared-run")
+    mem.runs.start("shared", run_id="shared-run")
     per_thread = 150
     errors: list[BaseException] = []
 
@@ -111,7 +113,7 @@ def test_eight_threads_of_mixed_writes_and_reads_give_exact_counts(tmp_path: Pat
                 m = mem.remember(f"thread {t} item {i}", agent_id=f"agent{t}", tags=[f"t{t}"])
                 assert mem.get(m.id).content == m.content
                 if i % 10 == 0:
-                    mem.add_event("shared-run", "observation", f"thread {t} saw {i}")
+                    mem.runs.add_event("shared-run", "observation", f"thread {t} saw {i}")
                     mem.recall(f"thread {t}", agent_id=f"agent{t}", k=3)
                     mem.list(agent_id=f"agent{t}", limit=5)
         except BaseException as e:  # pragma: no cover - surfaced below
@@ -127,7 +129,7 @@ def test_eight_threads_of_mixed_writes_and_reads_give_exact_counts(tmp_path: Pat
     for t in range(8):
         assert mem.count(agent_id=f"agent{t}") == per_thread
         assert mem.count(tags=[f"t{t}"]) == per_thread
-    events = mem.events("shared-run")
+    events = mem.runs.events("shared-run")
     assert [e.seq for e in events] == list(range(8 * 15))
     chain = mem.backend.expand([events[0].ref], [EdgeType.NEXT], direction="out", depth=10_000)
     assert len(chain.edges) == len(events) - 1  # one linear NEXT chain
@@ -147,7 +149,7 @@ def test_a_second_process_sees_writes_and_never_corrupts(tmp_path: Path) -> None
     assert len(other_ids) == 25
     # the first process reloads on its next call because the file changed under it
     assert mem.count() == 26
-    assert len(mem.get_many(other_ids)) == 25
+    assert len(mem.get(other_ids)) == 25
     mine = mem.remember("and again by the first")
     mem.close()
     with GraphMemory.open(db, embedder=None) as fresh:

@@ -49,23 +49,23 @@ def vectors(db: str) -> dict[str, tuple[float, ...] | None]:
 def test_reindex_embeds_what_has_no_vector(tmp_path: Path) -> None:
     db = unvectored(tmp_path)
     with GraphMemory.open(db, embedder=None) as mem:
-        dry = mem.reindex(embedder=HashEmbedder(32), dry_run=True)
+        dry = mem.vectors.reindex(embedder=HashEmbedder(32), dry_run=True)
         assert (dry.missing, dry.embedded, dry.store_dim) == (3, 0, None)
         seen: list[tuple[int, int]] = []
-        report = mem.reindex(
+        report = mem.vectors.reindex(
             embedder=HashEmbedder(32), batch_size=2, progress=lambda d, t: seen.append((d, t))
         )
         assert (report.embedded, report.batches, report.dim) == (3, 2, 32)
         assert seen == [(2, 3), (3, 3)]
-        assert mem.reindex(embedder=HashEmbedder(32)).embedded == 0  # nothing left
+        assert mem.vectors.reindex(embedder=HashEmbedder(32)).embedded == 0  # nothing left
     assert all(v is not None and len(v) == 32 for v in vectors(db).values())
 
 
 def test_reindex_all_re_embeds_for_a_new_model(tmp_path: Path) -> None:
     db = unvectored(tmp_path)
     with GraphMemory.open(db, embedder=None) as mem:
-        mem.reindex(embedder=HashEmbedder(32))
-        report = mem.reindex(embedder=CountingEmbedder(), all=True)
+        mem.vectors.reindex(embedder=HashEmbedder(32))
+        report = mem.vectors.reindex(embedder=CountingEmbedder(), all=True)
         assert (report.cleared, report.embedded, report.store_dim) == (3, 3, 32)
     after = vectors(db)
     for text, vec in after.items():
@@ -75,12 +75,12 @@ def test_reindex_all_re_embeds_for_a_new_model(tmp_path: Path) -> None:
 def test_opening_with_another_dimension_says_what_to_run(tmp_path: Path) -> None:
     db = unvectored(tmp_path)
     with GraphMemory.open(db, embedder=HashEmbedder(32)) as mem:
-        mem.reindex()
+        mem.vectors.reindex()
     with pytest.raises(DimensionMismatch, match="'hash-64' with `graphmem reindex --all"):
         GraphMemory.open(db, embedder=HashEmbedder(64))
     with GraphMemory.open(db, embedder=None) as mem:
         with pytest.raises(DimensionMismatch, match="reindex --all"):
-            mem.reindex(embedder=HashEmbedder(64))  # only all=True may change the model
+            mem.vectors.reindex(embedder=HashEmbedder(64))  # only all=True may change the model
 
 
 def test_cli_reindex(tmp_path: Path) -> None:

@@ -45,13 +45,13 @@ def test_incremental_refresh_matches_a_fresh_load(tmp_path: Path) -> None:
             elif r < 0.75:
                 writer.forget(ids.pop(rng.randrange(len(ids))))
             elif r < 0.85:
-                writer.add_event("r1", "user_message", f"event {step}")
+                writer.runs.add_event("r1", "user_message", f"event {step}")
             elif r < 0.9:
-                live = [i for i in ids if writer.get_many([i])]
+                live = [i for i in ids if writer.get([i])]
                 if len(live) >= 2:
-                    writer.summarize(live[-2:])
+                    writer.lifecycle.summarize(live[-2:])
             else:
-                writer.backend.touch([i for i in ids[-3:]], writer.now())
+                writer.backend.touch([i for i in ids[-3:]], writer.writes.now())
                 writer.backend.flush()  # type: ignore[attr-defined]
             if step % 7 == 0:
                 reader.count()  # the reader catches up now and then, not after every write
@@ -80,4 +80,4 @@ def test_a_reader_sees_vectors_and_deletes_of_another_handle(tmp_path: Path) -> 
         [hit] = b.recall("green tea", touch=False)
         assert hit.memory.id == m.id
         a.forget(m.id)
-        assert b.get_many([m.id]) == [] and b.recall("green tea") == []
+        assert b.get([m.id]) == [] and b.recall("green tea") == []

@@ -59,7 +59,7 @@ def build_world(mem: GraphMemory, rng: random.Random) -> World:
         name = f"team-{j}"
         own = rng.choice(agents)
         others = set(rng.sample(agents, rng.randint(0, 5))) - {own}
-        mem.share_namespace(name, owner=own, members=sorted(others))
+        mem.namespaces.create(name, owner=own, members=sorted(others))
         members[name] = {own, *others}
         owner[name] = own
     mem.backend.ensure_schema(embedding_dim=DIM)
@@ -200,7 +200,7 @@ def test_memories_are_private_by_default(mem: GraphMemory) -> None:
 def test_sharing_requires_a_shared_namespace_and_membership(mem: GraphMemory) -> None:
     with pytest.raises(AccessDenied, match="not shared"):
         mem.remember("plan", agent_id="a", namespace="team", visibility="shared")
-    mem.share_namespace("team", owner="a", members=["b"])
+    mem.namespaces.create("team", owner="a", members=["b"])
     with pytest.raises(AccessDenied, match="not a member"):
         mem.remember("plan", agent_id="c", namespace="team", visibility="shared")
     with pytest.raises(AccessDenied):  # one bad item denies the whole batch
@@ -219,7 +219,7 @@ def test_sharing_requires_a_shared_namespace_and_membership(mem: GraphMemory) ->
 
 
 def test_membership_changes_take_effect_at_once(mem: GraphMemory) -> None:
-    mem.share_namespace("ops", owner="lead", members=["x"])
+    mem.namespaces.create("ops", owner="lead", members=["x"])
     m = mem.remember("pager rota", agent_id="lead", namespace="ops", visibility="shared")
     assert [r.memory.id for r in mem.recall("pager", scope="x")] == [m.id]
     with pytest.raises(AccessDenied):
@@ -233,7 +233,7 @@ def test_membership_changes_take_effect_at_once(mem: GraphMemory) -> None:
     assert [ns.id for ns in mem.namespaces.list(member="y")] == ["ops"]
     assert mem.namespaces.list(member="x") == []
     with pytest.raises(Conflict):
-        mem.share_namespace("ops", owner="z")
+        mem.namespaces.create("ops", owner="z")
     with pytest.raises(NotFound):
         mem.namespaces.add_members("nope", ["y"])
     with pytest.raises(InvalidInput):
@@ -251,7 +251,7 @@ def test_update_can_share_but_only_into_a_namespace_of_the_author(mem: GraphMemo
     with pytest.raises(AccessDenied):
         mem.update(m.id, visibility="shared")
     assert mem.get(m.id).status.value == "active"  # the denied update wrote nothing
-    mem.share_namespace("team", owner="a", members=["b"])
+    mem.namespaces.create("team", owner="a", members=["b"])
     new = mem.update(m.id, visibility="shared")
     assert new.audience == "ns:team"
     assert [r.memory.id for r in mem.recall("roadmap", scope="b")] == [new.id]
@@ -259,7 +259,7 @@ def test_update_can_share_but_only_into_a_namespace_of_the_author(mem: GraphMemo
 
 def test_shared_events_are_checked_too(mem: GraphMemory) -> None:
     with pytest.raises(AccessDenied):
-        mem.add_events(
+        mem.runs.add_events(
             "r1",
             [
                 {

@@ -193,10 +193,10 @@ UNTYPED: list[tuple[str, Call]] = [
     ("list category bogus", lambda m: m.list(category="bogus")),
     ("count tier bogus among good", lambda m: m.count(tier=["long_term", "bogus"])),
     ("recall category bogus", lambda m: m.recall("tea", category="bogus")),
-    ("log payload nested 5000 deep", lambda m: m.eventlog.log("a", "tool_call", _nested(5000))),
+    ("log payload nested 5000 deep", lambda m: m.log.log("a", "tool_call", _nested(5000))),
     (
         "lone surrogate in a log payload",
-        lambda m: m.eventlog.log("a", "tool_call", {"x": "\ud800"}),
+        lambda m: m.log.log("a", "tool_call", {"x": "\ud800"}),
     ),
 ]
 

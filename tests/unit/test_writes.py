@@ -49,7 +49,7 @@ def test_failed_precondition_writes_nothing(tmp_path: Path) -> None:
                 )
             )
         assert mem.backend.stats() == before
-        assert mem.get_many(["other"]) == []
+        assert mem.get(["other"]) == []
         mem.backend.write(
             WriteBatch(
                 nodes=[other],
@@ -121,7 +121,7 @@ def test_eight_threads_updating_one_chain_leave_one_active_version() -> None:
             nonlocal conflicts
             for j in range(15):
                 try:
-                    cur = mem.current(m.id)
+                    cur = mem.get(m.id, current=True)
                     new = mem.update(cur.id, f"counter {n}-{j}")
                     with lock:
                         wins.append(new.id)
@@ -185,7 +185,7 @@ def test_forget_replans_when_something_was_derived_meanwhile(tmp_path: Path) -> 
             plan = real(i, cascade=cascade)
             calls += 1
             if calls == 1:  # a summary of the memory is written after the plan was made
-                b.summarize([m.id])
+                b.lifecycle.summarize([m.id])
             return plan
 
         a.writes.plan_forget = plan_then_race  # type: ignore[method-assign]
@@ -213,18 +213,18 @@ def test_archive_of_a_superseded_memory_is_refused_when_it_changed() -> None:
 
 def test_history_provenance_and_get_never_leak_another_namespace() -> None:
     with GraphMemory.open("memory://", embedder=None) as mem:
-        mem.share_namespace("secret", owner="alice")
-        mem.share_namespace("team", owner="alice", members=["bob"])
+        mem.namespaces.create("secret", owner="alice")
+        mem.namespaces.create("team", owner="alice", members=["bob"])
         v1 = mem.remember(
             "launch code 1234", agent_id="alice", namespace="secret", visibility="shared"
         )
         v2 = mem.update(v1.id, "we launch on Friday", namespace="team")
         assert [m.content for m in mem.history(v2.id, scope="bob")] == ["we launch on Friday"]
-        assert mem.current(v2.id, scope="bob").id == v2.id
+        assert mem.get(v2.id, scope="bob", current=True).id == v2.id
         with pytest.raises(NotFound):
             mem.get(v1.id, scope="bob")
-        assert mem.get_many([v1.id, v2.id], scope="bob") == [mem.get(v2.id)]
-        prov = mem.provenance(v2.id, scope="bob")
+        assert mem.get([v1.id, v2.id], scope="bob") == [mem.get(v2.id)]
+        prov = mem.lifecycle.provenance(v2.id, scope="bob")
         assert [n.id for n in prov.nodes] == [v2.id] and prov.edges == ()
         assert [m.content for m in mem.history(v2.id, scope="alice")] == [
             "launch code 1234",
@@ -247,7 +247,7 @@ def test_forget_restores_only_what_no_surviving_memory_supersedes() -> None:
         old = mem.remember("the first draft of the plan")
         a = mem.remember("a second take on it")
         b = mem.remember("a third, independent rewrite")
-        mem.supersede(a.id, [old.id], reason="moved")
+        mem.writes.supersede([old.id], a.id, reason="moved")
         mem.writes.link(b.id, [old.id], pass_name="manual")
         mem.backend.write(
             WriteBatch(
@@ -272,33 +272,33 @@ def test_archive_then_restore_of_an_old_version_never_forks_the_chain() -> None:
     with GraphMemory.open("memory://", embedder=None) as mem:
         v1 = mem.remember("the plan is A")
         v2 = mem.update(v1.id, "the plan is B")
-        mem.archive([v1.id])  # archiving an old version is allowed
+        mem.lifecycle.archive([v1.id])  # archiving an old version is allowed
         assert mem.get(v1.id).status is Status.ARCHIVED
-        mem.restore([v1.id])  # it comes back as what it was
+        mem.lifecycle.restore([v1.id])  # it comes back as what it was
         assert mem.get(v1.id).status is Status.SUPERSEDED
         assert [m.id for m in mem.history(v2.id) if m.status is Status.ACTIVE] == [v2.id]
         with pytest.raises(Conflict):
-            mem.set_status([v1.id], "active")  # a superseded version is not restorable
+            mem.writes.set_status([v1.id], "active")  # a superseded version is not restorable
         with pytest.raises(InvalidInput):
-            mem.set_status([v2.id], "superseded")  # only a new version supersedes
+            mem.writes.set_status([v2.id], "superseded")  # only a new version supersedes
         assert [m.id for m in mem.history(v2.id) if m.status is Status.ACTIVE] == [v2.id]
-        mem.archive([v2.id])
-        mem.restore([v2.id])
+        mem.lifecycle.archive([v2.id])
+        mem.lifecycle.restore([v2.id])
         assert mem.get(v2.id).status is Status.ACTIVE and mem.get(v2.id).valid_to is None
 
 
 def test_export_import_and_events_arguments_are_typed() -> None:
     with GraphMemory.open("memory://", embedder=None) as mem:
-        mem.add_event("r1", "user_message", "hello")
+        mem.runs.add_event("r1", "user_message", "hello")
         with pytest.raises(InvalidInput):
-            mem.events("r1", limit=2.5)  # type: ignore[arg-type]
+            mem.runs.events("r1", limit=2.5)  # type: ignore[arg-type]
         with pytest.raises(InvalidInput):
             mem.export(5)  # type: ignore[arg-type]
         with pytest.raises(InvalidInput):
             mem.import_(5)  # type: ignore[arg-type]
         with pytest.raises(InvalidInput):
             mem.import_("x.jsonl", batch_size=0)
-        assert [e.content for e in mem.events("r1", limit=1)] == ["hello"]
+        assert [e.content for e in mem.runs.events("r1", limit=1)] == ["hello"]
 
 
 def test_memories_of_a_run_form_one_chain_across_handles_and_threads(tmp_path: Path) -> None:
@@ -306,7 +306,7 @@ def test_memories_of_a_run_form_one_chain_across_handles_and_threads(tmp_path: P
     a, b = _open(p), _open(p)
     try:
         first = a.remember("we met at the station", run_id="s1", reconcile="off")
-        a.add_event("s1", "user_message", "where are we going?")
+        a.runs.add_event("s1", "user_message", "where are we going?")
 
         def writer(mem: GraphMemory, tag: str) -> None:
             for i in range(15):
@@ -327,9 +327,9 @@ def test_memories_of_a_run_form_one_chain_across_handles_and_threads(tmp_path: P
         assert len(nxt) == 61  # one linear chain:
         assert len({u for u, _ in nxt}) == 61 == len({v for _, v in nxt})
         assert first.ref.key not in {v for _, v in nxt}  # it starts at the first
-        run = a.get_run("s1")
+        run = a.runs.get("s1")
         assert run.event_count == 1  # only the event is an event
-        assert [e.seq for e in a.events("s1", event_types=["user_message"])] == [0]
+        assert [e.seq for e in a.runs.events("s1", event_types=["user_message"])] == [0]
     finally:
         a.close()
         b.close()

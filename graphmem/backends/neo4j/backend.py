@@ -1,0 +1,313 @@
+"""The Neo4j GraphBackend: the writes, searches and the remaining reads put together."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from graphmem.backends.base import Direction
+from graphmem.backends.neo4j.filters import allowed_label, compile_count, compile_match
+from graphmem.backends.neo4j.queries import (
+    ALL_LABELS,
+    ALL_TYPES,
+    Q_CLEAR,
+    Q_EXPAND,
+    Q_MISSING_VECTORS,
+    Q_SCAN_EDGES,
+    Q_SCAN_NODES,
+    Q_STATS,
+)
+from graphmem.backends.neo4j.search import Neo4jSearch
+from graphmem.backends.neo4j.values import props_from_db
+from graphmem.backends.neo4j.writes import Neo4jWrites
+from graphmem.errors import ConfigError, GraphMemError, InvalidInput
+from graphmem.models import (
+    BackendStats,
+    Edge,
+    EdgeType,
+    Filter,
+    GraphNode,
+    NodeLabel,
+    NodeRef,
+    Subgraph,
+)
+
+log = logging.getLogger("graphmem.backends.neo4j")
+
+
+class Neo4jBackend(Neo4jWrites, Neo4jSearch):
+    """GraphBackend over a Neo4j 5.18+ server. See the module docstring.
+
+    ``url``: ``neo4j://``, ``neo4j+s://``, ``neo4j+ssc://``, ``bolt://``, ``bolt+s://`` or
+    ``bolt+ssc://`` (user and password may be given in the URL). ``auth``: ``(user,
+    password)`` or any ``neo4j`` auth object. ``database``: the database name (server
+    default when None). ``cypher_dir``: where the query files are (default: the packaged
+    ``cypher/``). ``batch_rows``: rows per statement (a write of N nodes is
+    ceil(N / batch_rows) statements). ``exact_search_max``: filtered vector searches matching
+    at most this many memories are exact (no index). ``connect_timeout_s``: how long to wait
+    for a connection; ``retry_s``: how long the driver retries a transaction that failed on a
+    transient error or a lost connection (an unreachable server fails after about
+    ``connect_timeout_s``, never after minutes). ``vector_overfetch``: recall reads this many
+    times k from the vector index and re-scores them exactly. ``touch_flush_s`` /
+    ``touch_flush_rows``: recall's access records (``touch``) are kept in this process and
+    written with the next write, at ``close()``, or once they are this old / this many
+    (``touch_flush_s=0``: written at once). ``driver``: an already made driver (the backend
+    will not close it). Other keywords must be ``neo4j`` driver options
+    (:data:`DRIVER_OPTIONS`).
+    """
+
+    name = "neo4j"
+
+    capabilities: frozenset[str] = frozenset({"vectors"})
+    """``vectors``: a write may set embeddings of existing memories alone."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **options: Any) -> Neo4jBackend:
+        """A backend configured from ``NEO4J_URI``, ``NEO4J_USER`` (or ``NEO4J_USERNAME``),
+        ``NEO4J_PASSWORD`` and ``NEO4J_DATABASE`` (read now, when asked; never at import)."""
+        import os
+
+        env = os.environ if env is None else env
+        uri = env.get("NEO4J_URI")
+        if not uri:
+            raise ConfigError("NEO4J_URI is not set")
+        user = env.get("NEO4J_USER") or env.get("NEO4J_USERNAME")
+        auth = (user, env.get("NEO4J_PASSWORD", "")) if user else None
+        options.setdefault("auth", auth)
+        options.setdefault("database", env.get("NEO4J_DATABASE") or None)
+        return cls(uri, **options)
+
+    def missing_vectors(self, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` memories (id, content) that have no embedding yet (one indexed
+        read of ``limit`` rows; the background vectorizer's queue)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise InvalidInput("limit must be a non-negative int")
+        if limit == 0:
+            return []
+        self._ready()
+        rows = self._read(
+            "missing vectors", lambda tx: self._run_all(tx, Q_MISSING_VECTORS, limit=limit)
+        )
+        return [(str(r["id"]), str(r["content"])) for r in rows]
+
+    def get(self, label: NodeLabel, ids: Sequence[str]) -> list[GraphNode]:
+        """The nodes with these ids that exist, in the order of ``ids``."""
+        lab = NodeLabel(allowed_label(label))
+        if not ids:
+            return []
+        self._ready()
+        found = self._read(
+            "get", lambda tx: self._lookup(tx, [NodeRef(lab, i) for i in ids], with_props=True)
+        )
+        out = []
+        for ident in ids:
+            hit = found.get(NodeRef(lab, ident))
+            if hit is not None and hit[1] is not None:
+                out.append(self._node(lab.value, hit[1]))
+        return out
+
+    def match(
+        self,
+        flt: Filter,
+        *,
+        limit: int | None = None,
+        offset: int = 0,
+        order_by: str = "id",
+        descending: bool = False,
+    ) -> list[GraphNode]:
+        """Nodes of ``flt.label`` matching the filter, ordered and paged."""
+        text, params = compile_match(
+            flt, limit=limit, offset=offset, order_by=order_by, descending=descending
+        )
+        self._ready()
+        rows = self._read("match", lambda tx: list(self._run(tx, "match", text, params)))
+        return [self._node(flt.label.value, r["props"]) for r in rows]
+
+    def count(self, flt: Filter) -> int:
+        """How many nodes match the filter."""
+        text, params = compile_count(flt)
+        self._ready()
+        return int(
+            self._read("count", lambda tx: self._run(tx, "count", text, params).single()["count"])
+        )
+
+    def expand(
+        self,
+        seeds: Sequence[NodeRef],
+        edge_types: Sequence[EdgeType],
+        *,
+        direction: Direction = "both",
+        depth: int = 1,
+        limit: int = 1000,
+    ) -> Subgraph:
+        """Nodes within ``depth`` hops of the seeds over ``edge_types`` (breadth first, at
+        most ``limit`` nodes, seeds included) and the traversed edges between them."""
+        if depth < 0 or limit < 1:
+            raise InvalidInput("depth must be >= 0 and limit >= 1")
+        if direction not in ("out", "in", "both"):
+            raise InvalidInput("direction must be 'out', 'in' or 'both'")
+        try:
+            types = sorted({EdgeType(t).value for t in edge_types})
+        except ValueError as e:
+            raise InvalidInput(f"unknown edge type in {list(edge_types)!r}") from e
+        seed_refs = [NodeRef(NodeLabel(allowed_label(s[0])), s[1]) for s in seeds]
+        if not seed_refs:
+            return Subgraph()
+        self._ready()
+
+        def work(tx: Any) -> tuple[list[tuple[str, dict[str, Any]]], list[Edge]]:
+            found = self._lookup(tx, seed_refs, with_props=True)
+            ref_of: dict[str, NodeRef] = {}
+            seen: dict[str, tuple[str, dict[str, Any]]] = {}
+            for ref in dict.fromkeys(seed_refs):
+                if ref in found:
+                    eid, props = found[ref]
+                    ref_of[eid] = ref
+                    seen[eid] = (ref.label.value, props or {})
+            frontier = list(seen)
+            edges: dict[tuple[str, str, str], Edge] = {}
+            for _ in range(depth):
+                if not frontier or not types:
+                    break
+                text, params = self._bind(
+                    Q_EXPAND,
+                    eids=frontier,
+                    types=types,
+                    direction=direction,
+                    labels=ALL_LABELS,
+                )
+                rank = {eid: i for i, eid in enumerate(frontier)}
+                records = sorted(
+                    self._run(tx, Q_EXPAND, text, params),
+                    key=lambda r: (
+                        rank[r["from_eid"]],
+                        r["type"],
+                        r["other_label"],
+                        str(r["other_props"].get("id")),
+                    ),
+                )
+                nxt = []
+                for r in records:
+                    other = r["other_eid"]
+                    if other not in ref_of:
+                        ref_of[other] = NodeRef(NodeLabel(r["other_label"]), r["other_props"]["id"])
+                    here, there = ref_of[r["from_eid"]], ref_of[other]
+                    src, dst = (here, there) if r["outgoing"] else (there, here)
+                    edge = Edge(
+                        type=EdgeType(r["type"]),
+                        src=src,
+                        dst=dst,
+                        props=props_from_db(r["props"]),
+                    )
+                    edges[edge.key] = edge
+                    if other not in seen and len(seen) < limit:
+                        seen[other] = (r["other_label"], r["other_props"])
+                        nxt.append(other)
+                frontier = nxt
+            kept = {ref_of[eid] for eid in seen}
+            return (
+                list(seen.values()),
+                [e for e in edges.values() if e.src in kept and e.dst in kept],
+            )
+
+        node_rows, edge_list = self._read("expand", work)
+        return Subgraph(
+            nodes=tuple(self._node(label, props) for label, props in node_rows),
+            edges=tuple(edge_list),
+        )
+
+    def scan(self, *, batch_size: int = 1000) -> Iterator[tuple[list[GraphNode], list[Edge]]]:
+        """Every node, then every edge, in batches (streamed from the server)."""
+        if batch_size < 1:
+            raise InvalidInput("batch_size must be >= 1")
+        self._ready()
+        with self._translated("scan"), self._session(write=False) as session:
+            text, params = self._bind(Q_SCAN_NODES, labels=ALL_LABELS)
+            result = self._run(session, Q_SCAN_NODES, text, params)
+            while batch := result.fetch(batch_size):
+                yield [self._node(r["label"], r["props"]) for r in batch], []
+            text, params = self._bind(Q_SCAN_EDGES, types=ALL_TYPES, labels=ALL_LABELS)
+            result = self._run(session, Q_SCAN_EDGES, text, params)
+            while batch := result.fetch(batch_size):
+                yield (
+                    [],
+                    [
+                        Edge(
+                            type=EdgeType(r["type"]),
+                            src=NodeRef(NodeLabel(r["src_label"]), r["src"]),
+                            dst=NodeRef(NodeLabel(r["dst_label"]), r["dst"]),
+                            props=props_from_db(r["props"]),
+                        )
+                        for r in batch
+                        if r["src_label"] and r["dst_label"] and r["src"] and r["dst"]
+                    ],
+                )
+
+    def stats(self) -> BackendStats:
+        """Node counts per label and edge counts per type (non-zero ones), the location and
+        the vector dimension."""
+        self._ready()
+        row = self._read("stats", lambda tx: self._run_file(tx, Q_STATS).single())
+        if self._dim is None:
+            self._schema_names()
+        return BackendStats(
+            backend=self.name,
+            nodes={k: int(v) for k, v in row["nodes"].items() if v},
+            edges={k: int(v) for k, v in row["edges"].items() if v},
+            location=self.location,
+            file_bytes=None,
+            embedding_dim=self._dim,
+        )
+
+    def clear(self, *, batch: int = 10_000) -> int:
+        """Delete every graphmem node and relationship in the database (other labels are left
+        alone), in transactions of ``batch`` nodes; returns how many nodes were deleted. For
+        benchmarks and throwaway stores: there is no undo."""
+        if batch < 1:
+            raise InvalidInput("batch must be >= 1")
+        text, params = self._bind(Q_CLEAR, labels=ALL_LABELS, batch=batch)
+        total = 0
+        while True:
+            deleted = int(
+                self._write("clear", lambda tx: self._run(tx, Q_CLEAR, text, params).single()[0])
+            )
+            total += deleted
+            if deleted == 0:
+                log.info("cleared %d nodes from %s", total, self.location)
+                return total
+
+    def close(self) -> None:
+        """Write the deferred access records, then close the driver this backend created
+        (idempotent)."""
+        with self._lock:
+            if self._closed:
+                return
+        if self._touches:
+            try:
+                self.flush()
+            except GraphMemError as e:  # closing must not raise over a lost connection
+                log.warning(
+                    "%d access records not written at close: %s",
+                    len(self._touches),
+                    type(e).__name__,
+                )
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            drv, self._driver = self._driver, None
+        if drv is not None and self._owns_driver:
+            try:
+                drv.close()
+            except Exception as e:  # closing must not raise over a lost connection
+                log.warning("error while closing the Neo4j driver: %s", type(e).__name__)
+
+    def __enter__(self) -> Neo4jBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Neo4jBackend({self.location!r})"

@@ -1,0 +1,120 @@
+"""Schema: the server version check, constraints and indexes made on first use, and the
+vector index with its dimension."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from graphmem.backends.neo4j.queries import (
+    Q_AWAIT_INDEXES,
+    Q_COMPONENTS,
+    Q_SHOW_CONSTRAINTS,
+    Q_SHOW_INDEXES,
+    SCHEMA_QUERIES,
+    VECTOR_INDEX,
+    VECTOR_INDEX_EXACT_QUERY,
+    VECTOR_INDEX_QUERY,
+)
+from graphmem.backends.neo4j.session import Neo4jSession
+from graphmem.errors import BackendUnavailable, DimensionMismatch, InvalidInput
+
+log = logging.getLogger("graphmem.backends.neo4j")
+
+
+MIN_SERVER_VERSION = (5, 18)
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    parts = re.findall(r"\d+", version)[:3]
+    return tuple(int(p) for p in parts)
+
+
+class Neo4jSchema(Neo4jSession):
+    """Ensures the schema on first use (see :meth:`ensure_schema`)."""
+
+    def ensure_schema(self, *, embedding_dim: int | None = None) -> None:
+        """Create the constraints and indexes that are missing (``IF NOT EXISTS``; cheap
+        once done) and wait until they are online. ``embedding_dim`` creates the vector
+        index with that dimension the first time; a different one later is a
+        DimensionMismatch."""
+        if embedding_dim is not None and (
+            isinstance(embedding_dim, bool)
+            or not isinstance(embedding_dim, int)
+            or embedding_dim <= 0
+        ):
+            raise InvalidInput("embedding_dim must be a positive integer")
+        self._ready()
+        if embedding_dim is not None:
+            self._ensure_dim(embedding_dim)
+
+    def _ready(self) -> None:
+        """On first use: reach the server (one bounded attempt, so that an unreachable URL
+        fails in seconds), check its version and create missing schema objects."""
+        if self._schema_ready:
+            return
+        with self._lock:
+            if self._schema_ready:
+                return
+            self.queries()
+            self.connect()
+            components = self._read("version check", lambda tx: self._run_all(tx, Q_COMPONENTS))
+            version = components[0]["version"] if components else "unknown"
+            self._server_version = version
+            if _version_tuple(version) < MIN_SERVER_VERSION:
+                raise BackendUnavailable(
+                    f"Neo4j {version} at {self._url} is too old: graphmem needs 5.18 or later"
+                )
+            existing = self._schema_names()
+            missing = [q for q in SCHEMA_QUERIES if q.split("/", 1)[1] not in existing]
+            for name in missing:
+                self._execute(f"create {name}", name, *self._bind(name))
+            if missing:
+                log.info("created %d schema objects; waiting for indexes", len(missing))
+                self._await_indexes()
+            self._schema_ready = True
+
+    def _schema_names(self) -> set[str]:
+        def work(tx: Any) -> tuple[list[Any], list[Any]]:
+            return (self._run_all(tx, Q_SHOW_INDEXES), self._run_all(tx, Q_SHOW_CONSTRAINTS))
+
+        indexes, constraints = self._read("show schema", work)
+        self._dim = None
+        for row in indexes:
+            if row["name"] == VECTOR_INDEX:
+                config = (row["options"] or {}).get("indexConfig") or {}
+                dim = config.get("vector.dimensions")
+                self._dim = int(dim) if dim is not None else None
+        return {row["name"] for row in indexes} | {row["name"] for row in constraints}
+
+    def _await_indexes(self) -> None:
+        self._execute(
+            "await indexes",
+            Q_AWAIT_INDEXES,
+            *self._bind(Q_AWAIT_INDEXES, timeout=self._index_timeout_s),
+        )
+
+    def vector_index_query(self) -> str:
+        """The query file that creates the vector index on this server: without quantization
+        where the server has the option (5.23+), so that the index's neighbours are the true
+        ones (recall re-scores exactly in any case)."""
+        version = _version_tuple(self._server_version or "0")
+        return VECTOR_INDEX_EXACT_QUERY if version >= (5, 23) else VECTOR_INDEX_QUERY
+
+    def _ensure_dim(self, dim: int) -> None:
+        if self._dim == dim:
+            return
+        with self._lock:
+            if self._dim is None:
+                self._schema_names()  # another process may have created the index
+            if self._dim is None:
+                name = self.vector_index_query()
+                self._execute("create vector index", name, *self._bind(name, dimensions=dim))
+                self._await_indexes()
+                self._schema_names()
+                log.info("vector index %s created with %d dimensions", VECTOR_INDEX, dim)
+            if self._dim != dim:
+                raise DimensionMismatch(
+                    f"embedding has {dim} dimensions; this store uses {self._dim}"
+                )

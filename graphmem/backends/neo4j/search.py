@@ -1,0 +1,389 @@
+"""Search: full-text, vector and recall's one-round-trip statements (search and graph
+expansion), each with the filter applied before its cut."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from graphmem.backends.neo4j.filters import (
+    compile_where,
+    has_conditions,
+    require_memory,
+    where_clause,
+)
+from graphmem.backends.neo4j.queries import (
+    FULLTEXT_INDEX,
+    Q_SEARCH_TEXT,
+    Q_SEARCH_VECTOR,
+    VECTOR_INDEX,
+)
+from graphmem.backends.neo4j.schema import Neo4jSchema
+from graphmem.errors import DimensionMismatch, InvalidInput, QueryFailed
+from graphmem.models import EdgeType, Filter, Hit, Memory, TextQuery, VectorQuery
+from graphmem.text import query_terms
+
+
+def compile_text_search(flt: Filter, query: str, k: int) -> tuple[str, dict[str, Any]]:
+    """Full-text search with the filter applied to every hit before the top-``k`` cut."""
+    require_memory(flt, "text search")
+    clauses, params = compile_where(flt)
+    text = (
+        f"CALL db.index.fulltext.queryNodes('{FULLTEXT_INDEX}', $query) YIELD node AS n, score"
+        f"{where_clause(['n:Memory', *clauses])}\n"
+        "WITH n, score ORDER BY score DESC, n.id LIMIT $k\n"
+        "RETURN properties(n) AS props, score"
+    )
+    return text, {**params, "query": query, "k": k}
+
+
+def compile_vector_index_search(
+    flt: Filter, vector: Sequence[float], fetch: int, k: int
+) -> tuple[str, dict[str, Any]]:
+    """``fetch`` nearest from the vector index, filtered, re-scored exactly, best ``k``."""
+    require_memory(flt, "vector search")
+    clauses, params = compile_where(flt)
+    text = (
+        f"CALL db.index.vector.queryNodes('{VECTOR_INDEX}', $fetch, $vector) "
+        f"YIELD node AS n{where_clause(clauses)}\n"
+        "WITH n, vector.similarity.cosine(n.embedding, $vector) AS score\n"
+        "ORDER BY score DESC, n.id\nLIMIT $k\n"
+        f"RETURN properties(n) AS props, score, {COSINE_PROBE}"
+    )
+    return text, {**params, "fetch": fetch, "vector": list(vector), "k": k}
+
+
+def compile_vector_exact_search(
+    flt: Filter, vector: Sequence[float], k: int
+) -> tuple[str, dict[str, Any]]:
+    """Exact search over the memories matching ``flt`` (for selective filters)."""
+    require_memory(flt, "vector search")
+    clauses, params = compile_where(flt)
+    text = (
+        f"MATCH (n:Memory){where_clause(['n.embedding IS NOT NULL', *clauses])}\n"
+        "WITH n, vector.similarity.cosine(n.embedding, $vector) AS score\n"
+        "ORDER BY score DESC, n.id\nLIMIT $k\n"
+        f"RETURN properties(n) AS props, score, {COSINE_PROBE}"
+    )
+    return text, {**params, "vector": list(vector), "k": k}
+
+
+def _compile_vector_plan(flt: Filter) -> tuple[str, dict[str, Any]]:
+    """How many memories match ``flt`` and how many there are (to choose a search plan)."""
+    clauses, params = compile_where(flt)
+    text = (
+        f"RETURN COUNT {{ MATCH (n:Memory){where_clause(clauses)} }} AS matched,\n"
+        "       COUNT { (:Memory) } AS total"
+    )
+    return text, params
+
+
+COSINE_PROBE = "vector.similarity.cosine([1.0, 0.0], [-1.0, 0.0]) AS probe"
+"""Returned with every vector score: 0.0 when the server reports cosine as (1 + cos) / 2 (the
+documented normalisation), -1.0 if it ever reports the plain cosine."""
+
+
+def compile_recall_search(
+    flt: Filter,
+    *,
+    lucene: str | None,
+    text_k: int,
+    vector: Sequence[float] | None,
+    vector_fetch: int,
+    vector_k: int,
+) -> tuple[str, dict[str, Any]]:
+    """Recall's two searches in one statement, a ``UNION ALL`` of two independent branches
+    (one finding nothing does not empty the other), each with the filter applied before its
+    cut: full-text (``channel = 'lexical'``, Lucene score, best ``text_k``) and vector
+    (``channel = 'vector'``: the index's nearest ``vector_fetch``, filtered, re-scored
+    exactly with ``vector.similarity.cosine`` so that an approximate or quantized index does
+    not decide the order, best ``vector_k``; ``fetched`` = how many the index returned).
+    Rows: ``channel, props, score, fetched, probe``."""
+    require_memory(flt, "recall search")
+    if lucene is None and vector is None:
+        raise QueryFailed("internal error: a recall search needs text or a vector")
+    clauses, params = compile_where(flt)
+    branches: list[str] = []
+    if lucene is not None:
+        branches.append(
+            f"CALL db.index.fulltext.queryNodes('{FULLTEXT_INDEX}', $query) YIELD node AS n, score"
+            f"{where_clause(['n:Memory', *clauses])}\n"
+            "WITH n, score ORDER BY score DESC, n.id LIMIT $text_k\n"
+            "RETURN 'lexical' AS channel, properties(n) AS props, score, null AS fetched,\n"
+            "       null AS probe"
+        )
+        params.update(query=lucene, text_k=text_k)
+    if vector is not None:
+        passing = " AND ".join(clauses) if clauses else "true"
+        branches.append(
+            f"CALL db.index.vector.queryNodes('{VECTOR_INDEX}', $fetch, $vector) YIELD node\n"
+            "WITH collect(node) AS near\n"
+            f"WITH size(near) AS fetched, [n IN near WHERE {passing}] AS passed\n"
+            # a row even when none passes: it says how many the index returned
+            "UNWIND CASE WHEN size(passed) = 0 THEN [null] ELSE passed END AS n\n"
+            "WITH n, fetched, CASE WHEN n IS NULL THEN null\n"
+            "  ELSE vector.similarity.cosine(n.embedding, $vector) END AS score\n"
+            "ORDER BY score DESC, n.id LIMIT $vector_k\n"
+            "RETURN 'vector' AS channel, CASE WHEN n IS NULL THEN null ELSE properties(n) END\n"
+            f"       AS props, score, fetched, {COSINE_PROBE}"
+        )
+        params.update(fetch=vector_fetch, vector=list(vector), vector_k=vector_k)
+    return "\nUNION ALL\n".join(branches), params
+
+
+def compile_neighbours(
+    flt: Filter,
+    seeds: Sequence[str],
+    *,
+    link_types: Sequence[EdgeType],
+    tag_limit: int,
+    entity_hub_limit: int = 0,
+    entity_limit: int = 8,
+) -> tuple[str, dict[str, Any]]:
+    """Recall's graph expansion in one statement: per seed memory, the memories one
+    ``link_types`` edge away (either direction) and at most ``tag_limit`` memories sharing a
+    tag with it (the LIMIT is inside the per-seed subquery, so a Tag hub holding thousands of
+    memories costs ``tag_limit`` rows, not thousands), and at most ``entity_limit``
+    memories sharing with it an entity mentioned by 2..``entity_hub_limit`` memories (each
+    credited to its rarest shared entity; 0 turns this off), all passing ``flt``. Returns
+    rows ``seed, linked ([{type, props}]), tagged ([props]), entities ([{entity, props}])``.
+    """
+    require_memory(flt, "recall expansion")
+    clauses, params = compile_where(flt)
+    types = sorted({EdgeType(t).value for t in link_types})
+    # every node the subqueries reach is label-checked with labels(), not with a label
+    # predicate: the planner then cannot start from an index seek over every memory that
+    # passes the filter and join (a plan it picks for a Tag hub, or for a relationship type
+    # no edge has yet); it walks from the seed and, where there is one, stops at the limit
+    is_memory = "'Memory' IN labels(n)"
+    link_where = where_clause([is_memory, "type(r) IN $types", *clauses]).replace("\n", "\n    ")
+    tag_where = where_clause([is_memory, "n <> s", *clauses]).replace("\n", "\n    ")
+    entity_where = where_clause(
+        [
+            "'Entity' IN labels(e)",
+            "e.mention_count > 1",
+            "e.mention_count <= $entity_hub_limit",
+            is_memory,
+            "n <> s",
+            *clauses,
+        ]
+    ).replace("\n", "\n    ")
+    text = (
+        "UNWIND $seeds AS seed\n"
+        "MATCH (s:Memory {id: seed})\n"
+        "RETURN seed,\n"
+        "  COLLECT {\n"
+        f"    MATCH (s)-[r:NEXT|DERIVED_FROM]-(n){link_where}\n"
+        "    RETURN {type: type(r), props: properties(n)}\n"
+        "  } AS linked,\n"
+        "  COLLECT {\n"
+        f"    MATCH (s)-[:TAGGED]->()<-[:TAGGED]-(n){tag_where}\n"
+        "    WITH DISTINCT n LIMIT $tag_limit\n"
+        "    RETURN properties(n)\n"
+        "  } AS tagged,\n"
+        "  COLLECT {\n"
+        f"    MATCH (s)-[:MENTIONS]->(e)<-[:MENTIONS]-(n){entity_where}\n"
+        "    WITH n, e ORDER BY e.mention_count, e.id\n"
+        "    WITH n, head(collect(e)) AS e\n"
+        "    ORDER BY e.mention_count, n.id LIMIT $entity_limit\n"
+        "    RETURN {entity: e.name, props: properties(n)}\n"
+        "  } AS entities"
+    )
+    return text, {
+        **params,
+        "seeds": list(seeds),
+        "types": types,
+        "tag_limit": tag_limit,
+        "entity_hub_limit": entity_hub_limit,
+        "entity_limit": entity_limit if entity_hub_limit > 1 else 0,
+    }
+
+
+def lucene_query(text: str) -> str | None:
+    """A Lucene query for free text: its word tokens, lowercased, each quoted, OR-ed;
+    stop words dropped unless nothing else is left (as the embedded backend does). Quoting
+    with every quote and backslash escaped means no user text is read as Lucene syntax.
+    None when the text has no word at all."""
+    terms = query_terms(text)
+    if not terms:
+        return None
+    return " OR ".join('"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"' for t in terms)
+
+
+def _cosine(score: Any, probe: Any) -> float:
+    """The cosine behind a Neo4j vector score (see :data:`COSINE_PROBE`)."""
+    s = float(score)
+    return 2.0 * s - 1.0 if abs(float(probe)) < 0.5 else s
+
+
+class Neo4jSearch(Neo4jSchema):
+    """Lexical, vector and recall searches (the server computes every score)."""
+
+    def search_text(self, query: TextQuery) -> list[Hit]:
+        """Full-text search over Memory content (Lucene score), filter before the top-k."""
+        require_memory(query.filter, "text search")
+        lucene = lucene_query(query.text)
+        if lucene is None:
+            return []
+        if has_conditions(query.filter):
+            text, params = compile_text_search(query.filter, lucene, query.k)
+            name = "search/text (filtered)"
+        else:
+            text, params = self._bind(Q_SEARCH_TEXT, query=lucene, k=query.k)
+            name = Q_SEARCH_TEXT
+        self._ready()
+        rows = self._read("text search", lambda tx: list(self._run(tx, name, text, params)))
+        return [Hit(node=self._memory(r["props"]), score=float(r["score"])) for r in rows]
+
+    def _query_vector(self, query: VectorQuery) -> list[float] | None:
+        """The query vector as sent, or None when nothing was ever embedded (no index)."""
+        require_memory(query.filter, "vector search")
+        self._ready()
+        if self._dim is None:
+            self._schema_names()
+        if self._dim is None:
+            return None
+        if len(query.vector) != self._dim:
+            raise DimensionMismatch(
+                f"query vector has {len(query.vector)} dimensions; this store uses {self._dim}"
+            )
+        q = np.asarray(query.vector, dtype=np.float32)
+        if not np.isfinite(q).all() or float(np.linalg.norm(q)) == 0.0:
+            raise InvalidInput("query vector must be finite and not all zeros")
+        return [float(x) for x in query.vector]
+
+    def search_vector(self, query: VectorQuery) -> list[Hit]:
+        """Cosine nearest neighbours (score = cosine), filter applied before the top-k cut:
+        a selective filter is searched exactly; otherwise the vector index is over-fetched
+        (``vector_overfetch`` x k), re-scored exactly on the server, and widened until k
+        memories pass the filter. The server computes every score; none is recomputed here."""
+        flt = query.filter
+        vector = self._query_vector(query)
+        if vector is None:
+            return []  # nothing was ever embedded
+        k = query.k
+        fetch0 = max(k * self._vector_overfetch, 100)
+
+        def work(tx: Any) -> list[Any]:
+            if not has_conditions(flt):
+                return list(self._run_file(tx, Q_SEARCH_VECTOR, fetch=fetch0, k=k, vector=vector))
+            text, params = _compile_vector_plan(flt)
+            plan = self._run(tx, "vector plan", text, params).single()
+            matched, total = int(plan["matched"]), int(plan["total"])
+            if matched == 0:
+                return []
+            if matched <= max(self._exact_search_max, k):
+                text, params = compile_vector_exact_search(flt, vector, k)
+                return list(self._run(tx, "vector exact", text, params))
+            fetch = min(total, max(fetch0, math.ceil(2 * k * total / matched)))
+            while True:
+                text, params = compile_vector_index_search(flt, vector, fetch, k)
+                rows = list(self._run(tx, "vector index", text, params))
+                if len(rows) >= k or fetch >= total:
+                    return rows
+                if fetch * 4 > max(total // 2, self._exact_search_max):
+                    # widening further costs about as much as an exact scan: do that
+                    text, params = compile_vector_exact_search(flt, vector, k)
+                    return list(self._run(tx, "vector exact", text, params))
+                fetch = min(total, fetch * 4)
+
+        rows = self._read("vector search", work)
+        return [
+            Hit(node=self._memory(r["props"]), score=_cosine(r["score"], r["probe"])) for r in rows
+        ]
+
+    def search_both(
+        self, text: TextQuery | None, vector: VectorQuery | None
+    ) -> tuple[list[Hit], list[Hit]]:
+        """Recall's lexical and vector searches in one round trip (one statement, a
+        ``UNION ALL`` of both, each filtered before its cut). Same results as
+        :meth:`search_text` and :meth:`search_vector`; when a selective filter leaves fewer
+        than k of the over-fetched vector neighbours, the vector search is redone by
+        :meth:`search_vector` (one more round trip)."""
+        if text is not None and vector is not None and text.filter != vector.filter:
+            return self.search_text(text), self.search_vector(vector)
+        if text is None and vector is None:
+            return [], []
+        flt = text.filter if text is not None else vector.filter  # type: ignore[union-attr]
+        require_memory(flt, "recall search")
+        lucene = lucene_query(text.text) if text is not None else None
+        qvec = self._query_vector(vector) if vector is not None else None
+        if lucene is None and qvec is None:
+            return [], []
+        self._ready()
+        vector_k = vector.k if vector is not None else 0
+        fetch = max(vector_k * self._vector_overfetch, 100)
+        stmt = compile_recall_search(
+            flt,
+            lucene=lucene,
+            text_k=text.k if text is not None else 0,
+            vector=qvec,
+            vector_fetch=fetch,
+            vector_k=vector_k,
+        )
+        rows = self._read("recall search", lambda tx: list(self._run(tx, "recall search", *stmt)))
+        lexical = [
+            Hit(node=self._memory(r["props"]), score=float(r["score"]))
+            for r in rows
+            if r["channel"] == "lexical"
+        ]
+        near = [
+            Hit(node=self._memory(r["props"]), score=_cosine(r["score"], r["probe"]))
+            for r in rows
+            if r["channel"] == "vector" and r["props"] is not None
+        ]
+        if vector is not None and qvec is not None and len(near) < vector.k and has_conditions(flt):
+            fetched = max((int(r["fetched"]) for r in rows if r["channel"] == "vector"), default=0)
+            if fetched >= fetch:  # the filter passed too few of all the index returned
+                near = self.search_vector(vector)
+        return lexical, near
+
+    def neighbours(
+        self,
+        seeds: Sequence[str],
+        flt: Filter,
+        *,
+        link_types: Sequence[EdgeType] = (EdgeType.NEXT, EdgeType.DERIVED_FROM),
+        tag_limit: int = 8,
+        entity_hub_limit: int = 0,
+        entity_limit: int = 8,
+    ) -> list[tuple[str, str, Memory]]:
+        """Recall's graph expansion in one round trip: ``(seed id, via, memory)`` for every
+        memory one ``link_types`` edge from a seed (via = the edge type) and up to
+        ``tag_limit`` per seed sharing a tag with it (via = ``"tag"``) and, with
+        ``entity_hub_limit`` > 1, up to ``entity_limit`` per seed sharing an entity mentioned
+        by at most that many memories (via = ``"entity:<name>"``, each memory once, for
+        the best seed), all matching ``flt``, in seed order."""
+        if tag_limit < 0 or entity_hub_limit < 0 or entity_limit < 0:
+            raise InvalidInput("tag_limit, entity_hub_limit and entity_limit must be >= 0")
+        if not seeds:
+            return []
+        text, params = compile_neighbours(
+            flt,
+            seeds,
+            link_types=link_types,
+            tag_limit=tag_limit,
+            entity_hub_limit=entity_hub_limit,
+            entity_limit=entity_limit,
+        )
+        self._ready()
+        rows = self._read(
+            "recall expansion", lambda tx: list(self._run(tx, "recall expansion", text, params))
+        )
+        rank = {s: i for i, s in enumerate(seeds)}
+        out: list[tuple[str, str, Memory]] = []
+        credited: set[Any] = set(seeds)
+        for r in sorted(rows, key=lambda r: rank.get(r["seed"], len(rank))):
+            linked = sorted(r["linked"], key=lambda x: (x["type"], str(x["props"].get("id"))))
+            out.extend((r["seed"], x["type"], self._memory(x["props"])) for x in linked)
+            tagged = sorted(r["tagged"], key=lambda p: str(p.get("id")))
+            out.extend((r["seed"], "tag", self._memory(p)) for p in tagged)
+            for x in r["entities"]:
+                ident = x["props"].get("id")
+                if ident not in credited:  # best seed first: a memory is credited once
+                    credited.add(ident)
+                    out.append((r["seed"], f"entity:{x['entity']}", self._memory(x["props"])))
+        return out

@@ -1,0 +1,193 @@
+"""``mem.writes``: the store's one write path (:class:`~graphmem.writes.Writes`) with the
+low-level write verbs of the public face, which take memory ids where Writes takes the
+memories read by its caller:
+
+- :meth:`MemoryWrites.reconcile`: ``remember`` returning what reconciliation did;
+- :meth:`MemoryWrites.supersede`, :meth:`MemoryWrites.link`,
+  :meth:`MemoryWrites.set_status`: SUPERSEDES / DERIVED_FROM edges and archive/restore
+  between existing memories (NotFound for an unknown id, nothing written);
+- :meth:`MemoryWrites.validate`: the fields of a memory about to be written, checked and
+  completed (importance and tier by the lifecycle's rules).
+
+>>> from graphmem import GraphMemory
+>>> with GraphMemory.open("memory://", embedder=None) as mem:
+...     first = mem.writes.reconcile("Alice lives in Oslo", agent_id="a")
+...     again = mem.writes.reconcile("Alice lives in Oslo", agent_id="a")
+...     (first.action, again.action, again.memory.id == first.memory.id)
+('created', 'duplicate', True)
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from graphmem.backends.base import GraphBackend
+from graphmem.errors import InvalidInput, NotFound
+from graphmem.llm import LLM
+from graphmem.models import Memory, NodeLabel, Status, utcnow, validated
+from graphmem.reconcile import ReconcileConfig, ReconcileResult, reconcile
+from graphmem.writes import Embed, Writes
+
+__all__ = ["MemoryWrites"]
+
+Classify = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class MemoryWrites(Writes):
+    """The write path plus the id-level verbs (see the module docstring).
+
+    ``classify`` fills importance and tier of a memory about to be written (the store's
+    lifecycle rules); ``reconcile_config`` and ``llm`` drive :meth:`reconcile`.
+    """
+
+    def __init__(
+        self,
+        backend: GraphBackend,
+        *,
+        embed: Embed | None = None,
+        clock: Callable[[], datetime] = utcnow,
+        reconcile_config: ReconcileConfig | None = None,
+        llm: LLM | None = None,
+    ) -> None:
+        super().__init__(backend, embed=embed, clock=clock)
+        self.reconcile_config = reconcile_config or ReconcileConfig()
+        self.llm = llm
+        #: fills importance and tier (set by the store once its lifecycle exists)
+        self.classify: Classify | None = None
+        self._local = threading.local()
+
+    # -- creating ----------------------------------------------------------------------
+
+    def validate(self, items: Iterable[Memory | Mapping[str, Any]]) -> list[Memory]:
+        """Memories from :class:`Memory` objects or mappings of their fields; fields not
+        given are completed (``created_at`` now; importance and tier scored and
+        classified). One bad item raises InvalidInput naming it."""
+        now = self._clock()
+        memories: list[Memory] = []
+        for i, item in enumerate(items):
+            if isinstance(item, Memory):
+                memories.append(item)
+                continue
+            if not isinstance(item, Mapping):
+                raise InvalidInput(f"item {i}: expected a Memory or a mapping")
+            data = {k: v for k, v in item.items() if v is not None}
+            data.setdefault("created_at", now)
+            if "user_id" in data:  # an end user's memory: kept as metadata.user_id
+                data["metadata"] = {**(data.get("metadata") or {}), "user_id": data.pop("user_id")}
+            try:
+                if self.classify is not None:
+                    data = self.classify(data)
+                memories.append(validated(Memory, data))
+            except InvalidInput as e:
+                raise InvalidInput(f"item {i}: {e}") from e
+        return memories
+
+    def reconcile(self, content: str, *, mode: str | None = None, **fields: Any) -> ReconcileResult:
+        """Write one memory (the keyword arguments of ``mem.remember``) reconciled with its
+        scope, and say what happened: ``action`` (created, duplicate, superseded, linked),
+        the memory now holding the content, the related ids and the reason.
+
+        ``mode`` (default ``settings.reconcile.mode``, ``auto``): ``auto`` returns the
+        existing memory (touched) for an exact duplicate in the same scope, makes a
+        contradiction of the same subject and attribute a new version that supersedes the
+        old one, and links a near-duplicate; ``llm`` also asks the configured LLM; ``off``
+        always writes. See :mod:`graphmem.reconcile`."""
+        cfg = self.reconcile_config
+        if mode is not None:
+            if mode not in ("auto", "off", "llm"):
+                raise InvalidInput(f"reconcile must be 'auto', 'off' or 'llm', not {mode!r}")
+            cfg = cfg.model_copy(update={"mode": mode})
+        [memory] = self.validate([{"content": content, **fields}])
+        if cfg.mode == "off":
+            result = ReconcileResult(action="created", memory=self.create([memory])[0])
+        else:
+            result = reconcile(self, memory, config=cfg, llm=self.llm, now=self._clock())
+        self._local.last = result
+        return result
+
+    @property
+    def last_reconcile(self) -> ReconcileResult | None:
+        """What this thread's last :meth:`reconcile` (or ``mem.remember``) did."""
+        result: ReconcileResult | None = getattr(self._local, "last", None)
+        return result
+
+    # -- between existing memories -----------------------------------------------------
+
+    def supersede(
+        self,
+        olds: Sequence[Memory | str],
+        new: Memory | str,
+        *,
+        reason: str,
+        pass_name: str | None = None,
+        create_new: bool = True,
+    ) -> Memory:
+        """``new`` replaces ``olds`` (memories or ids): each old version becomes
+        superseded, with SUPERSEDES (and DERIVED_FROM when ``pass_name``) edges, in one
+        atomic write. A ``new`` given by id is an existing memory (not created again).
+        NotFound for an unknown id; Conflict when an old one is no longer active."""
+        if isinstance(new, str):
+            [new] = self.memories([new])
+            create_new = False
+        return super().supersede(
+            self.memories(olds), new, reason=reason, pass_name=pass_name, create_new=create_new
+        )
+
+    def link(
+        self, derived_id: str, source_ids: Sequence[str], *, pass_name: str = "manual"
+    ) -> None:
+        """Record provenance: ``derived_id`` DERIVED_FROM each of ``source_ids`` (all
+        existing memories; NotFound names the first that is not)."""
+        if isinstance(source_ids, str):
+            raise InvalidInput("source_ids must be a list of ids, not one string")
+        self.memories([derived_id, *source_ids])
+        super().link(derived_id, source_ids, pass_name=pass_name)
+
+    def set_status(
+        self,
+        memories: Sequence[Memory | str],
+        status: Status | str,
+        *,
+        reason: str | None = None,
+        pin: bool | None = None,
+        extra: Mapping[str, Any] | None = None,
+        nodes: Sequence[Any] = (),
+        expect: Sequence[Any] = (),
+    ) -> list[Memory]:
+        """Archive or restore memories (or ids) in place; returns the new values. See
+        :meth:`Writes.set_status` for what archiving records and restoring gives back."""
+        try:
+            status = Status(status)
+        except ValueError as e:
+            raise InvalidInput(f"unknown status {status!r}") from e
+        return super().set_status(
+            self.memories(memories),
+            status,
+            reason=reason,
+            pin=pin,
+            extra=extra,
+            nodes=nodes,
+            expect=expect,
+        )
+
+    def memories(self, items: Sequence[Memory | str]) -> list[Memory]:
+        """Memories given as objects or ids, in order; NotFound for the first unknown id."""
+        if isinstance(items, str):
+            raise InvalidInput("expected a list of memory ids, not one string")
+        ids = [i for i in items if isinstance(i, str)]
+        if not ids:
+            return [m for m in items if isinstance(m, Memory)]
+        found = {n.id: n for n in self.backend.get(NodeLabel.MEMORY, list(dict.fromkeys(ids)))}
+        missing = [i for i in ids if i not in found]
+        if missing:
+            raise NotFound(f"no memory {missing[0]!r}")
+        out: list[Memory] = []
+        for item in items:
+            node = found[item] if isinstance(item, str) else item
+            if not isinstance(node, Memory):
+                raise NotFound(f"no memory {item!r}")
+            out.append(node)
+        return out

@@ -1,0 +1,83 @@
+"""The face of the house: a thin GraphMemory, one Protocol, no pass-through facades."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+from graphmem.aio import AsyncGraphMemory
+from graphmem.memory import GraphMemory
+from graphmem.null import NullMemory
+from graphmem.protocol import MemoryAPI
+
+PKG = Path(__file__).resolve().parents[2] / "graphmem"
+
+
+def _graph_memory_methods() -> list[ast.FunctionDef]:
+    tree = ast.parse((PKG / "memory.py").read_text(encoding="utf-8"))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "GraphMemory")
+    return [
+        f
+        for f in cls.body
+        if isinstance(f, ast.FunctionDef)
+        and not f.name.startswith("_")
+        and not any(
+            (isinstance(d, ast.Name) and d.id == "property")
+            or (isinstance(d, ast.Attribute) and d.attr == "setter")
+            for d in f.decorator_list
+        )
+    ]
+
+
+def test_graph_memory_keeps_at_most_twenty_public_methods() -> None:
+    names = {f.name for f in _graph_memory_methods()}
+    assert {"open", "remember", "recall", "context", "get", "forget"} <= names
+    assert len(names) <= 20, sorted(names)
+
+
+def test_no_public_method_is_a_one_line_delegate_to_a_sub_object() -> None:
+    delegates = []
+    for f in _graph_memory_methods():
+        body = f.body[1:] if isinstance(f.body[0], ast.Expr) else f.body
+        if (
+            len(body) == 1
+            and isinstance(body[0], ast.Return | ast.Expr)
+            and isinstance(body[0].value, ast.Call)
+            and isinstance(body[0].value.func, ast.Attribute)
+            and isinstance(body[0].value.func.value, ast.Attribute)
+        ):
+            delegates.append(f.name)
+    assert not delegates
+
+
+@pytest.mark.parametrize("cls", [NullMemory, AsyncGraphMemory])
+def test_facades_answer_no_unknown_name(cls: type) -> None:
+    assert "__getattr__" not in vars(cls)
+    source = inspect.getsource(inspect.getmodule(cls))  # type: ignore[arg-type]
+    assert "__getattr__" not in source
+
+
+def test_null_memory_is_a_memory_api_and_refuses_typos() -> None:
+    null = NullMemory()
+    assert isinstance(null, MemoryAPI)
+    with pytest.raises(AttributeError):
+        null.remmeber("x")  # type: ignore[attr-defined]
+
+
+def test_runs_no_longer_import_the_memory_module() -> None:
+    tree = ast.parse((PKG / "runs.py").read_text(encoding="utf-8"))
+    imported = {
+        n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module is not None
+    }
+    assert "graphmem.memory" not in imported
+    assert "_run_lock" not in (PKG / "runs.py").read_text(encoding="utf-8")
+
+
+def test_graph_memory_sub_objects_are_those_of_the_face(tmp_path: Path) -> None:
+    with GraphMemory.open(str(tmp_path / "f.db"), embedder=None) as mem:
+        for part in ("runs", "agents", "org", "namespaces", "lifecycle", "knowledge", "log"):
+            assert getattr(mem, part) is not None
+        assert mem.vectors.background is False and mem.writes.last_reconcile is None
