@@ -11,6 +11,7 @@ import pytest
 from graphmem import GraphMemory
 from graphmem.config import Settings
 from graphmem.errors import InvalidInput
+from graphmem.models import Memory
 from graphmem.retrieval import RecallConfig
 from graphmem.scoping import Scope
 
@@ -259,3 +260,16 @@ def test_graphmem_enabled_false_opens_a_memory_that_stores_nothing() -> None:
     on = Settings.load(environ={"GRAPHMEM_URL": "memory://"}).open_memory(embedder=None)
     assert isinstance(on, GraphMemory)
     on.close()
+
+
+def test_null_memory_accepts_the_new_verbs_and_keeps_nothing() -> None:
+    from graphmem.null import NullMemory
+    from graphmem.protocol import LogAPI, MemoryAPI
+
+    null = NullMemory()
+    assert isinstance(null, MemoryAPI) and isinstance(null.log, LogAPI)
+    assert null.log.set("k", 1) is True and null.log.get("k", "gone") == "gone"
+    assert null.log.sadd("s", "a") == 1 and null.log.smembers("s") == set()
+    assert null.relevance(Memory(content="x")) == 0.0
+    with pytest.raises(InvalidInput):
+        null.relevance("not a memory")  # type: ignore[arg-type]
