@@ -30,7 +30,7 @@ from scipy import sparse
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from graphmem.backends.networkx import NetworkXBackend  # noqa: E402
+from graphmem.backends.embedded import NetworkXBackend  # noqa: E402
 from graphmem.consolidation import (  # noqa: E402
     brute_force_pairs,
     consolidate,

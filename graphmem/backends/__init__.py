@@ -30,7 +30,7 @@ def register_scheme(scheme: str, factory: Callable[..., GraphBackend]) -> None:
 
 
 def _embedded(url: str, **options: Any) -> GraphBackend:
-    from graphmem.backends.networkx import NetworkXBackend
+    from graphmem.backends.embedded import NetworkXBackend
 
     if url == "memory://":
         path = None

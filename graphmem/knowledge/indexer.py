@@ -63,7 +63,7 @@ class KnowledgeBatch:
 class KnowledgeIndexer:
     """Extracts and resolves the entities of memories (see the module docstring).
 
-    >>> from graphmem.backends.networkx import NetworkXBackend
+    >>> from graphmem.backends.embedded import NetworkXBackend
     >>> ix = KnowledgeIndexer(NetworkXBackend(":memory:"))
     >>> batch = ix.index([Memory(content="Melanie: I went camping in Oregon.")])
     >>> sorted(e.name for e in batch.nodes)

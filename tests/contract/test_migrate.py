@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from graphmem.backends.base import GraphBackend
-from graphmem.backends.networkx import NetworkXBackend
+from graphmem.backends.embedded import NetworkXBackend
 from graphmem.errors import Conflict, InvalidInput
 from graphmem.migrate import MigrationReport, migrate
 from graphmem.models import (

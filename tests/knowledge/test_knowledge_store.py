@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from graphmem.backends.networkx import NetworkXBackend
+from graphmem.backends.embedded import NetworkXBackend
 from graphmem.errors import NotFound
 from graphmem.knowledge import about, entities
 from graphmem.memory import GraphMemory

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from graphmem.backends.networkx import NetworkXBackend
+from graphmem.backends.embedded import NetworkXBackend
 from graphmem.knowledge import entity_channel
 from graphmem.memory import GraphMemory
 from graphmem.models import Filter

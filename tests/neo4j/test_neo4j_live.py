@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from graphmem.backends.embedded import NetworkXBackend
 from graphmem.backends.neo4j import CYPHER_DIR, Neo4jBackend, parse_cypher
 from graphmem.backends.neo4j.queries import SCHEMA_QUERIES, VECTOR_INDEX
-from graphmem.backends.networkx import NetworkXBackend
 from graphmem.errors import BackendUnavailable, DimensionMismatch, InvalidInput
 from graphmem.migrate import migrate
 from graphmem.models import (

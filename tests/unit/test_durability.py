@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from graphmem.backends.networkx import NetworkXBackend
+from graphmem.backends.embedded import NetworkXBackend
 from graphmem.memory import GraphMemory
 from graphmem.models import EdgeType, NodeLabel, OrgFact
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from graphmem import GraphMemory
-from graphmem.backends.networkx import NetworkXBackend
+from graphmem.backends.embedded import NetworkXBackend
 from graphmem.errors import Conflict, NotFound
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.errors import DimensionMismatch, InvalidInput
-from graphmem.vector_index import VectorIndex
 
 
 def _unit(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:

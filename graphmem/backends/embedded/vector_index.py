@@ -25,7 +25,7 @@ from graphmem.errors import DimensionMismatch, InvalidInput
 
 __all__ = ["VectorIndex"]
 
-log = logging.getLogger("graphmem.vector_index")
+log = logging.getLogger("graphmem.backends.embedded")
 
 
 def _hnswlib() -> Any:

@@ -1,0 +1,460 @@
+"""The embedded GraphBackend: writes planned and validated before the journal writes them,
+the deferred access records, and the remaining reads."""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import itertools
+import logging
+import os
+import sqlite3
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from graphmem.backends.base import (
+    STRUCTURAL,
+    Direction,
+    Expect,
+    WriteBatch,
+    expect_failure,
+    structural_targets,
+)
+from graphmem.backends.embedded.graph import (
+    _count_access,
+    _edge_of,
+    _gc_paused,
+    _orderable,
+    _ref_of,
+)
+from graphmem.backends.embedded.search import EmbeddedSearch
+from graphmem.backends.embedded.vector_index import VectorIndex
+from graphmem.errors import Conflict, DimensionMismatch, GraphMemError, InvalidInput
+from graphmem.models import (
+    BackendStats,
+    Edge,
+    EdgeType,
+    Filter,
+    GraphNode,
+    NodeLabel,
+    NodeRef,
+    Subgraph,
+    check_page,
+    node_model,
+)
+
+log = logging.getLogger("graphmem.backends.embedded")
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+#: pending access statistics are written when this many memories have some, or when the
+#: oldest is this old (checked on the next touch), besides every write and close
+TOUCH_FLUSH_COUNT = 512
+
+
+TOUCH_FLUSH_SECONDS = 2.0
+
+
+def _locked(method: _F) -> _F:
+    """Run a write under the backend's lock, from BEGIN to the in-memory update: another
+    thread must never plan against the state between a commit and its application."""
+
+    @functools.wraps(method)
+    def wrapper(self: NetworkXBackend, *args: Any, **kwargs: Any) -> Any:
+        with self._lock, _gc_paused():
+            return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class NetworkXBackend(EmbeddedSearch):
+    """The embedded default backend. See the module docstring for guarantees."""
+
+    name = "networkx"
+
+    capabilities = frozenset({"vectors", "graph_view"})
+
+    @property
+    def vector_index(self) -> VectorIndex | None:
+        """The in-memory vector index (None until the store has a vector dimension)."""
+        return self._vindex
+
+    @property
+    def location(self) -> str:
+        return str(self._path) if self._path else "memory://"
+
+    @_locked
+    def ensure_schema(self, *, embedding_dim: int | None = None) -> None:
+        if embedding_dim is None:
+            return
+        if embedding_dim <= 0:
+            raise InvalidInput("embedding_dim must be positive")
+        if self._dim == embedding_dim:
+            return
+        with self._transaction() as db:
+            self._fix_dim(db, embedding_dim)
+        self._set_dim(embedding_dim)
+
+    def upsert(self, nodes: Sequence[GraphNode] = (), edges: Sequence[Edge] = ()) -> None:
+        self.write(WriteBatch(nodes=nodes, edges=edges))
+
+    def delete(self, nodes: Sequence[NodeRef] = (), edges: Sequence[Edge] = ()) -> int:
+        refs = [NodeRef(NodeLabel(r[0]), r[1]) for r in nodes]
+        return self._write(WriteBatch(delete_nodes=refs, delete_edges=edges))
+
+    def write(self, batch: WriteBatch) -> None:
+        self._write(batch)
+
+    @_locked
+    def _write(self, batch: WriteBatch) -> int:
+        """Apply a batch; returns how many nodes it deleted."""
+        nodes, edges = batch.nodes, batch.edges
+        for n in nodes:
+            if not isinstance(n, GraphNode):
+                raise InvalidInput(f"upsert takes graph nodes, got {type(n).__name__}")
+        for e in (*edges, *batch.delete_edges):
+            if not isinstance(e, Edge):
+                raise InvalidInput(f"upsert takes Edge values, got {type(e).__name__}")
+        doomed = [NodeRef(NodeLabel(r[0]), r[1]) for r in batch.delete_nodes]
+        if {n.ref.key for n in nodes} & {r.key for r in doomed}:
+            raise InvalidInput("one write cannot both upsert and delete the same node")
+        if not batch and not batch.expect:
+            return 0
+        dims = {len(vec) for n in nodes if (vec := getattr(n, "embedding", None))}
+        dims.update(len(v) for v in batch.vectors.values())
+        if len(dims) > 1:
+            raise DimensionMismatch(f"embeddings of different dimensions in one batch: {dims}")
+        dim = dims.pop() if dims else None
+        with self._transaction() as db:
+            self._check_expectations(batch.expect)
+            plan = self._plan_upsert(nodes, edges, doomed={r.key for r in doomed})
+            if dim is not None:
+                self._fix_dim(db, dim)
+            self._write_plan(db, plan)
+            dplan = self._plan_delete(doomed, batch.delete_edges, plan)
+            self._write_delete(db, dplan)
+            vec_keys = [
+                k
+                for i in batch.vectors
+                if (k := "Memory:" + i) in self._rid_of and k not in dplan["keys"]
+            ]
+            changed = self._changed
+            changed.update(plan["nodes"])
+            changed.update(k for src, _t, dst, _p in plan["edges"] for k in (src, dst))
+            changed.update(k for k, _t, _d in plan["struct_del"])
+            changed.update(dplan["keys"])
+            changed.update(k for src, _t, dst in dplan["edges"] for k in (src, dst))
+            changed.update(vec_keys)
+            if vec_keys:
+                db.executemany(
+                    "INSERT OR REPLACE INTO vectors(rid, vec) VALUES (?, ?)",
+                    [
+                        (
+                            self._rid_of[k],
+                            np.asarray(batch.vectors[k[7:]], dtype=np.float32).tobytes(),
+                        )
+                        for k in vec_keys
+                    ],
+                )
+        if dim is not None:
+            self._set_dim(dim)
+        self._apply_plan(plan)
+        self._apply_delete(dplan)
+        if vec_keys and self._vindex is not None:
+            self._vindex.add(
+                vec_keys, np.asarray([batch.vectors[k[7:]] for k in vec_keys], dtype=np.float32)
+            )
+            self._unvectored.difference_update(vec_keys)
+        return len(dplan["keys"])
+
+    def missing_vectors(self, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` memories (id, content) that have no vector yet."""
+        with self._fresh():
+            nodes = self._g._node
+            keys = list(itertools.islice(self._unvectored, limit))
+            return [(k[7:], nodes[k]["content"]) for k in keys]
+
+    def _check_expectations(self, expects: Sequence[Expect]) -> None:
+        """Inside the transaction, with the state current: every precondition must hold."""
+        g = self._g
+        for ex in expects:
+            key = ex.ref.key
+            props = g._node.get(key)
+            sources: list[str] = []
+            if props is not None and ex.sources is not None:
+                types = {t.value for t in ex.incoming}
+                sources = [_ref_of(s).id for s, _d, t in g.in_edges(key, keys=True) if t in types]
+            why = expect_failure(ex, props, sources)
+            if why is not None:
+                raise Conflict(f"precondition failed: {why}")
+
+    def _plan_upsert(
+        self, nodes: Sequence[GraphNode], edges: Sequence[Edge], *, doomed: set[str]
+    ) -> dict[str, Any]:
+        """Work out every row to write, before touching the file (validation first)."""
+        node_rows: dict[str, tuple[NodeLabel, str, dict[str, Any], tuple[float, ...] | None]] = {}
+        auto: dict[str, GraphNode] = {}
+        struct: dict[str, list[tuple[str, str]]] = {}
+        for n in nodes:
+            props = n.to_props()
+            vec = props.pop("embedding", None)
+            key = n.ref.key
+            node_rows[key] = (n.label, n.id, props, tuple(vec) if vec else None)  # type: ignore[arg-type]
+        queue = list(node_rows)
+        while queue:  # auto-created endpoints (a Run) may need endpoints of their own
+            key = queue.pop()
+            label, _ident, props, _vec = node_rows[key]
+            targets = structural_targets(label, props)
+            struct[key] = [(etype.value, f"{tl.value}:{tid}") for etype, tl, tid, _d in targets]
+            for _etype, tlabel, tid, defaults in targets:
+                tkey = f"{tlabel.value}:{tid}"
+                if tkey not in node_rows and tkey not in self._rid_of and tkey not in auto:
+                    target = node_model(tlabel)(id=tid, **defaults)
+                    auto[tkey] = target
+                    node_rows[tkey] = (target.label, target.id, target.to_props(), None)
+                    queue.append(tkey)
+        edge_rows: list[tuple[str, str, str, dict[str, Any]]] = []
+        for e in edges:
+            src, dst = e.src.key, e.dst.key
+            if (e.src.label, e.type) in STRUCTURAL:
+                # implied by the source node's properties: accepted when they agree (as in an
+                # import or migration), never stored on their own
+                implied = struct.get(src)
+                if implied is None and src in self._g:
+                    implied = [(t, d) for _s, d, t in self._structural_edges_of(src)]
+                if (e.type.value, dst) not in (implied or ()):
+                    raise InvalidInput(
+                        f"{e.type.value} edges follow the node's fields (agent_id, run_id, "
+                        f"tags); {src} does not imply one to {dst}"
+                    )
+                continue
+            for end in (src, dst):
+                if end in doomed or (end not in node_rows and end not in self._rid_of):
+                    raise InvalidInput(f"edge {e.type.value} refers to missing node {end}")
+            edge_rows.append((src, e.type.value, dst, dict(e.props)))
+        return {"nodes": node_rows, "struct": struct, "edges": edge_rows, "rids": {}}
+
+    def _plan_delete(
+        self, refs: Sequence[NodeRef], edges: Sequence[Edge], upsert_plan: dict[str, Any]
+    ) -> dict[str, Any]:
+        g = self._g
+        keys = [r.key for r in refs if r.key in g]
+        node_rids = [(self._rid_of[k],) for k in keys]
+        fts = [
+            (self._rid_of[k], g._node[k]["content"])
+            for k in keys
+            if g._node[k]["label"] == NodeLabel.MEMORY.value
+        ]
+        edge_rows: set[tuple[str, str, str]] = set()
+        for k in keys:
+            for s_, d, t in g.out_edges(k, keys=True):
+                edge_rows.add((s_, t, d))
+            for s_, d, t in g.in_edges(k, keys=True):
+                edge_rows.add((s_, t, d))
+        for e in edges:
+            edge_rows.add((e.src.key, e.type.value, e.dst.key))
+        # edges this batch adds to a node it deletes cannot happen (checked when planning)
+        return {"keys": keys, "rids": node_rids, "fts": fts, "edges": edge_rows}
+
+    def get(self, label: NodeLabel, ids: Sequence[str]) -> list[GraphNode]:
+        label = NodeLabel(label)
+        with self._fresh():
+            out = []
+            for ident in ids:
+                key = f"{label.value}:{ident}"
+                if key in self._g:
+                    out.append(self._node(key))
+            return out
+
+    def match(
+        self,
+        flt: Filter,
+        *,
+        limit: int | None = None,
+        offset: int = 0,
+        order_by: str = "id",
+        descending: bool = False,
+    ) -> list[GraphNode]:
+        check_page(
+            node_model(flt.label),
+            limit=limit,
+            offset=offset,
+            order_by=order_by,
+            descending=descending,
+        )
+        with self._fresh():
+            nodes = self._g.nodes
+            keys = list(self._matching_keys(flt))
+
+            def sort_key(k: str) -> tuple[Any, ...]:
+                v = nodes[k].get(order_by)
+                # missing values sort last in both directions
+                missing = v is None
+                return (missing != descending, _orderable(v), nodes[k].get("id"))
+
+            if limit is not None and limit + offset < len(keys) // 4:
+                pick = heapq.nlargest if descending else heapq.nsmallest
+                keys = pick(limit + offset, keys, key=sort_key)
+            else:
+                keys.sort(key=sort_key, reverse=descending)
+            end = None if limit is None else offset + limit
+            return [self._node(k) for k in keys[offset:end]]
+
+    def count(self, flt: Filter) -> int:
+        with self._fresh():
+            return sum(1 for _ in self._matching_keys(flt))
+
+    def expand(
+        self,
+        seeds: Sequence[NodeRef],
+        edge_types: Sequence[EdgeType],
+        *,
+        direction: Direction = "both",
+        depth: int = 1,
+        limit: int = 1000,
+    ) -> Subgraph:
+        if depth < 0 or limit < 1:
+            raise InvalidInput("depth must be >= 0 and limit >= 1")
+        types = {EdgeType(t).value for t in edge_types}
+        with self._fresh():
+            g = self._g
+            frontier = [NodeRef(NodeLabel(s[0]), s[1]).key for s in seeds]
+            seen = [k for k in dict.fromkeys(frontier) if k in g]
+            seen_set = set(seen)
+            frontier = list(seen)
+            edges: dict[tuple[str, str, str], dict[str, Any]] = {}
+            for _ in range(depth):
+                nxt = []
+                for k in frontier:
+                    # edge views are iterated lazily and the scan stops at the node limit,
+                    # so a hub (a tag on 100k memories) costs `limit`, not its degree
+                    steps = itertools.chain(
+                        g.out_edges(k, keys=True, data=True) if direction != "in" else (),
+                        g.in_edges(k, keys=True, data=True) if direction != "out" else (),
+                    )
+                    for s, d, t, data in steps:
+                        if t not in types:
+                            continue
+                        other = d if s == k else s
+                        if other not in seen_set:
+                            if len(seen) >= limit:
+                                break
+                            seen_set.add(other)
+                            seen.append(other)
+                            nxt.append(other)
+                        edges[(s, t, d)] = data
+                frontier = nxt
+                if not frontier:
+                    break
+            out_edges = [
+                _edge_of(s, t, d, data)
+                for (s, t, d), data in edges.items()
+                if s in seen_set and d in seen_set
+            ]
+            return Subgraph(nodes=tuple(self._node(k) for k in seen), edges=tuple(out_edges))
+
+    def touch(self, ids: Sequence[str], at: datetime) -> None:
+        """Record accesses in memory at once and in the file in batches: recall must not
+        pay for a write transaction. Pending accesses are written with the next write
+        transaction, when :data:`TOUCH_FLUSH_COUNT` are pending or the oldest is
+        :data:`TOUCH_FLUSH_SECONDS` old, and at ``flush``/``close``. They are relative
+        increments, so another process's writes in between are never overwritten."""
+        if not ids:
+            return
+        if at.tzinfo is None:
+            raise InvalidInput("touch time must be timezone-aware")
+        at = at.astimezone(UTC)
+        with self._fresh():
+            nodes = self._g._node
+            pending = self._pending_touch
+            for i in dict.fromkeys(ids):
+                key = "Memory:" + i
+                attrs = nodes.get(key)
+                if attrs is None:
+                    continue
+                _count_access(attrs, 1, at)
+                n, seen = pending.get(key, (0, at))
+                pending[key] = (n + 1, at if seen < at else seen)
+            if self._touch_since is None:
+                self._touch_since = time.monotonic()
+            due = (
+                len(pending) >= TOUCH_FLUSH_COUNT
+                or time.monotonic() - self._touch_since >= TOUCH_FLUSH_SECONDS
+            )
+        if due:
+            self.flush()
+
+    @_locked
+    def flush(self) -> None:
+        """Write pending access statistics to the file (one transaction)."""
+        if self._pending_touch and not self._closed:
+            with self._transaction():
+                pass  # the transaction writes pending touches first thing
+
+    def scan(self, *, batch_size: int = 1000) -> Iterator[tuple[list[GraphNode], list[Edge]]]:
+        if batch_size < 1:
+            raise InvalidInput("batch_size must be >= 1")
+        with self._fresh():
+            keys = sorted(self._g.nodes, key=lambda k: self._rid_of[k])
+            edge_list = sorted(
+                self._g.edges(keys=True, data=True), key=lambda e: (e[0], e[2], e[1])
+            )
+        for i in range(0, len(keys), batch_size):
+            with self._fresh():
+                yield [self._node(k) for k in keys[i : i + batch_size] if k in self._g], []
+        for i in range(0, len(edge_list), batch_size):
+            batch = [_edge_of(s, t, d, data) for s, d, t, data in edge_list[i : i + batch_size]]
+            yield [], batch
+
+    def stats(self) -> BackendStats:
+        with self._fresh():
+            nodes = {lab.value: len(keys) for lab, keys in self._by_label.items() if keys}
+            edges: dict[str, int] = defaultdict(int)
+            for _s, _d, t in self._g.edges(keys=True):
+                edges[t] += 1
+            size = None
+            if self._path is not None:
+                size = sum(
+                    p.stat().st_size for p in (self._path, Path(f"{self._path}-wal")) if p.exists()
+                )
+            return BackendStats(
+                backend=self.name,
+                nodes=nodes,
+                edges=dict(edges),
+                location=self.location,
+                file_bytes=size,
+                embedding_dim=self._dim,
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self.flush()
+            except GraphMemError as e:  # never lose the close; the accesses are advisory
+                log.warning("could not write access statistics at close: %s", e)
+            self._closed = True
+            try:
+                if self._path is not None:
+                    self._db.execute("PRAGMA optimize")
+            except sqlite3.Error as e:  # advisory: another process may hold the lock
+                log.debug("PRAGMA optimize skipped at close: %s", e)
+            try:
+                self._db.close()
+            except sqlite3.Error as e:  # closing must not lose anything already committed
+                log.warning("error while closing the embedded store: %s", e)
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+
+    def __repr__(self) -> str:
+        return f"NetworkXBackend({self.location!r})"

@@ -1,0 +1,364 @@
+"""The in-memory graph: a networkx MultiDiGraph with per-field index buckets, writes applied
+to it after their commit, and the filter evaluated in Python."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from graphmem.backends.base import STRUCTURAL
+from graphmem.backends.embedded.vector_index import VectorIndex
+from graphmem.models import (
+    Edge,
+    EdgeType,
+    Filter,
+    GraphNode,
+    Memory,
+    NodeLabel,
+    NodeRef,
+    node_model,
+)
+
+# fields indexed in memory for fast filtering (value -> set of node keys)
+_INDEXED: dict[NodeLabel, tuple[str, ...]] = {
+    NodeLabel.MEMORY: (
+        "agent_id",
+        "namespace",
+        "run_id",
+        "status",
+        "category",
+        "tier",
+        "event_type",
+        "content_hash",
+        "tags",
+        "audience",
+    ),
+    NodeLabel.RUN: ("agent_id", "user_id", "status"),
+    NodeLabel.ORG_FACT: ("fact_id", "category", "status"),
+    NodeLabel.LOG_ENTRY: ("agent_id", "run_id"),
+    NodeLabel.ENTITY: ("norm", "audience", "agent_id", "namespace", "type"),
+}
+
+
+_DT_FIELDS: dict[NodeLabel, frozenset[str]] = {}
+
+
+def _datetime_fields(label: NodeLabel) -> frozenset[str]:
+    fields = _DT_FIELDS.get(label)
+    if fields is None:
+        model = node_model(label)
+        fields = frozenset(
+            name for name, f in model.model_fields.items() if "datetime" in str(f.annotation)
+        )
+        _DT_FIELDS[label] = fields
+    return fields
+
+
+#: structural edges carry no properties: one shared, never mutated, data dict per type
+_SHARED_EDGE_DATA: dict[str, dict[str, Any]] = {t.value: {"type": t.value} for t in EdgeType}
+
+
+def _link(
+    succ: dict[str, Any], pred: dict[str, Any], u: str, v: str, k: str, data: dict[str, Any]
+) -> None:
+    """Add edge (u, v, key k) straight into a MultiDiGraph's adjacency dicts (the layout
+    networkx documents for subclasses; ``add_edge`` is several times slower)."""
+    keydict = succ[u].get(v)
+    if keydict is None:
+        keydict = succ[u][v] = pred[v][u] = {}
+    keydict[k] = data
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building graph state. Those bursts allocate
+    many small acyclic containers; each collection they trigger would traverse the whole
+    in-memory graph for nothing (it halves ingest speed at 100k memories)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _index_into(
+    buckets: list[tuple[str, dict[Any, set[str]]]], key: str, props: dict[str, Any]
+) -> None:
+    """Add a node key to the index buckets (defaultdicts) of its indexed fields; a list
+    value indexes each item, as for tags."""
+    for f, bucket in buckets:
+        v = props.get(f)
+        if v.__class__ is list:
+            for item in v:
+                bucket[item].add(key)
+        else:
+            bucket[v].add(key)
+
+
+def _count_access(attrs: dict[str, Any], n: int, at: datetime) -> None:
+    """Add ``n`` accesses at ``at`` to a memory's in-memory attributes."""
+    attrs["access_count"] = int(attrs.get("access_count", 0)) + n
+    last = attrs.get("last_accessed")
+    attrs["last_accessed"] = at if last is None or last < at else last
+
+
+_MODELS: dict[str, type[GraphNode]] = {lab.value: node_model(lab) for lab in NodeLabel}
+
+
+class EmbeddedGraph:
+    """The in-memory half of :class:`NetworkXBackend` (no file access)."""
+
+    # the in-memory state, built by the journal when it loads the file
+    _g: nx.MultiDiGraph
+    _rid_of: dict[str, int]
+    _key_of: dict[int, str]
+    _by_label: dict[NodeLabel, set[str]]
+    _index: dict[tuple[NodeLabel, str], dict[Any, set[str]]]
+    _buckets: dict[NodeLabel, list[tuple[str, dict[Any, set[str]]]]]
+    _vindex: VectorIndex | None
+    _unvectored: set[str]
+    _pending_touch: dict[str, tuple[int, datetime]]
+
+    @property
+    def graph(self) -> nx.MultiDiGraph:
+        """A read-only live view of the in-memory graph (node keys are ``Label:id``)."""
+        view: nx.MultiDiGraph = self._g.copy(as_view=True)
+        return view
+
+    def _index_add(self, label: NodeLabel, key: str, props: dict[str, Any]) -> None:
+        _index_into(self._buckets[label], key, props)
+
+    def _index_remove(self, label: NodeLabel, key: str, props: dict[str, Any]) -> None:
+        for f, bucket in self._buckets[label]:
+            v = props.get(f)
+            for item in v if isinstance(v, list) else [v]:
+                keys = bucket.get(item)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del bucket[item]
+
+    def _put_node(self, label: NodeLabel, key: str, attrs: dict[str, Any], rid: int) -> None:
+        """Set a node's attributes in memory, with its index buckets and rid maps (its
+        edges are the caller's business). An existing attribute dict is updated in place:
+        networkx views hold on to it."""
+        g = self._g
+        old = g._node.get(key)
+        if old is not None:
+            self._index_remove(label, key, old)
+            old.clear()
+            old.update(attrs)
+            attrs = old
+        else:
+            g._node[key] = attrs
+            g._succ[key] = {}
+            g._pred[key] = {}
+        prev = self._rid_of.get(key)
+        if prev is not None and prev != rid:
+            self._key_of.pop(prev, None)
+        self._rid_of[key] = rid
+        self._key_of[rid] = key
+        self._by_label[label].add(key)
+        self._index_add(label, key, attrs)
+
+    def _structural_edges_of(self, key: str) -> list[tuple[str, str, str]]:
+        if key not in self._g:
+            return []
+        label = NodeLabel(self._g.nodes[key]["label"])
+        return [
+            (key, dst, etype)
+            for _s, dst, etype in self._g.out_edges(key, keys=True)
+            if (label, EdgeType(etype)) in STRUCTURAL
+        ]
+
+    def _forget_key(self, key: str) -> None:
+        """Drop a node another process deleted from the in-memory state."""
+        attrs = self._g._node[key]
+        label = NodeLabel(attrs["label"])
+        self._index_remove(label, key, attrs)
+        self._by_label[label].discard(key)
+        rid = self._rid_of.pop(key, None)
+        if rid is not None:
+            self._key_of.pop(rid, None)
+        self._pending_touch.pop(key, None)
+        self._unvectored.discard(key)
+        if self._vindex is not None and key in self._vindex:
+            self._vindex.remove([key])
+        self._g.remove_node(key)
+
+    def _apply_plan(self, plan: dict[str, Any]) -> None:
+        g = self._g
+        rids: dict[str, int] = plan["rids"]
+        vec_keys: list[str] = []
+        vecs: list[tuple[float, ...]] = []
+        succ, pred = g._succ, g._pred  # raw dicts: the API is slow here
+        for key, (label, _ident, props, vec) in plan["nodes"].items():
+            attrs = dict(props)
+            attrs["label"] = label.value
+            self._put_node(label, key, attrs, rids[key])
+            if vec is not None:
+                vec_keys.append(key)
+                vecs.append(vec)
+                self._unvectored.discard(key)
+            else:
+                if self._vindex is not None and key in self._vindex:
+                    self._vindex.remove([key])
+                if label is NodeLabel.MEMORY:
+                    self._unvectored.add(key)
+        if vec_keys and self._vindex is not None:
+            self._vindex.add(vec_keys, np.asarray(vecs, dtype=np.float32))
+        for src, etype, dst in plan["struct_del"]:
+            if etype in succ[src].get(dst, ()):
+                g.remove_edge(src, dst, key=etype)
+        shared = _SHARED_EDGE_DATA
+        for key, wanted in plan["struct"].items():
+            out = succ[key]
+            for etype, dst in wanted:
+                if etype not in out.get(dst, ()):
+                    _link(succ, pred, key, dst, etype, shared[etype])
+        for src, etype, dst, props in plan["edges"]:
+            data = succ[src].get(dst, {}).get(etype)
+            if data is not None:
+                data.clear()
+                data.update(props, type=etype)
+            else:
+                _link(succ, pred, src, dst, etype, {**props, "type": etype})
+        self._next_rid = plan["next_rid"]
+
+    def _apply_delete(self, plan: dict[str, Any]) -> None:
+        g = self._g
+        for src, etype, dst in plan["edges"]:
+            if g.has_edge(src, dst, key=etype):
+                g.remove_edge(src, dst, key=etype)
+        for k in plan["keys"]:
+            attrs = g._node[k]
+            label = NodeLabel(attrs["label"])
+            self._index_remove(label, k, attrs)
+            self._by_label[label].discard(k)
+            self._key_of.pop(self._rid_of.pop(k), None)
+            self._pending_touch.pop(k, None)
+            self._unvectored.discard(k)
+            if self._vindex is not None:
+                self._vindex.remove([k])
+            g.remove_node(k)
+
+    def _node(self, key: str) -> GraphNode:
+        attrs = self._g._node[key]
+        model = _MODELS[attrs["label"]]
+        # validated when written by graphmem; a file edited by hand is not re-validated
+        node = model.from_trusted(attrs)  # ignores the non-field "label"
+        if model is Memory and self._vindex is not None:
+            vec = self._vindex.get(key)
+            if vec is not None:  # just built here, so setting the frozen field is safe
+                node.__dict__["embedding"] = tuple(vec.tolist())
+        return node
+
+    def _candidates(self, flt: Filter) -> set[str] | None:
+        """The smallest indexed key set the filter implies (None: the whole label)."""
+        label = flt.label
+        sets: list[set[str]] = []
+        if flt.ids is not None:
+            sets.append({f"{label.value}:{i}" for i in flt.ids})
+        indexed = _INDEXED.get(label, ())
+        for f, v in flt.equals.items():
+            if f in indexed:
+                sets.append(self._index[(label, f)].get(v, set()))
+        for f, vs in flt.any_of.items():
+            if f in indexed:
+                bucket = self._index[(label, f)]
+                u: set[str] = set()
+                for v in vs:
+                    u |= bucket.get(v, set())
+                sets.append(u)
+        if flt.tags_all and "tags" in indexed:
+            for t in flt.tags_all:
+                sets.append(self._index[(label, "tags")].get(t, set()))
+        if not sets:
+            return None
+        sets.sort(key=len)
+        if len(sets) == 1:
+            return sets[0]
+        return sets[0].intersection(*sets[1:])  # C-speed narrowing before any predicate
+
+    @staticmethod
+    def _predicate(flt: Filter) -> Callable[[dict[str, Any]], bool]:
+        label = flt.label.value
+        equals = list(flt.equals.items())
+        any_of = [(f, set(vs)) for f, vs in flt.any_of.items()]
+        ranges = flt.ranges
+        tags_all = set(flt.tags_all)
+        ids = set(flt.ids) if flt.ids is not None else None
+
+        def ok(a: dict[str, Any]) -> bool:
+            if a.get("label") != label:
+                return False
+            if ids is not None and a.get("id") not in ids:
+                return False
+            for f, v in equals:
+                if a.get(f) != v:
+                    return False
+            for f, vs in any_of:
+                if a.get(f) not in vs:
+                    return False
+            for r in ranges:
+                v = a.get(r.field)
+                if v is None:
+                    if r.or_missing:
+                        continue
+                    return False
+                try:
+                    if r.gte is not None and not v >= r.gte:
+                        return False
+                    if r.gt is not None and not v > r.gt:
+                        return False
+                    if r.lte is not None and not v <= r.lte:
+                        return False
+                    if r.lt is not None and not v < r.lt:
+                        return False
+                except TypeError:
+                    return False
+            if tags_all and not tags_all.issubset(a.get("tags", ())):
+                return False
+            return True
+
+        return ok
+
+    def _matching_keys(self, flt: Filter) -> Iterator[str]:
+        cand = self._candidates(flt)
+        keys: Iterable[str] = cand if cand is not None else self._by_label.get(flt.label, ())
+        ok = self._predicate(flt)
+        nodes = self._g.nodes
+        for k in keys:
+            if k in nodes and ok(nodes[k]):
+                yield k
+
+
+def _edge_of(src: str, etype: str, dst: str, data: dict[str, Any]) -> Edge:
+    """An Edge value from an in-memory edge (its data dict carries ``type``)."""
+    return Edge(
+        type=EdgeType(etype),
+        src=_ref_of(src),
+        dst=_ref_of(dst),
+        props={k: v for k, v in data.items() if k != "type"},
+    )
+
+
+def _ref_of(key: str) -> NodeRef:
+    label, _, ident = key.partition(":")
+    return NodeRef(NodeLabel(label), ident)
+
+
+def _orderable(v: Any) -> Any:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return int(v)
+    return v
