@@ -43,10 +43,11 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
+from graphmem.config import RecallConfig  # noqa: E402
 from graphmem.embeddings import make_embedder  # noqa: E402
 from graphmem.memory import GraphMemory  # noqa: E402
 from graphmem.models import Filter, Memory, TextQuery, VectorQuery  # noqa: E402
-from graphmem.retrieval import RecallConfig, Retriever  # noqa: E402
+from graphmem.retrieval import Retriever  # noqa: E402
 
 KS = (5, 10, 25, 50)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}

@@ -7,7 +7,17 @@
 """
 
 from graphmem.aio import AsyncGraphMemory
-from graphmem.config import Settings
+from graphmem.config import (
+    PRESETS,
+    LifecycleConfig,
+    OrgConfig,
+    RankWeights,
+    RecallConfig,
+    RetentionPolicy,
+    RunLimits,
+    Settings,
+    WriteRule,
+)
 from graphmem.errors import (
     AccessDenied,
     BackendError,
@@ -23,7 +33,6 @@ from graphmem.errors import (
     NotFound,
     QueryFailed,
 )
-from graphmem.lifecycle import LifecycleConfig, RetentionPolicy
 from graphmem.llm import LLM, AnthropicLLM, OfflineLLM
 from graphmem.memory import ForgetReport, GraphMemory, ImportReport
 from graphmem.migrate import migrate
@@ -46,9 +55,6 @@ from graphmem.models import (
     Visibility,
 )
 from graphmem.null import NullMemory
-from graphmem.org import OrgConfig, WriteRule
-from graphmem.retrieval import PRESETS, RankWeights, RecallConfig
-from graphmem.runs import RunLimits
 from graphmem.scoping import Scope
 
 __version__ = "0.1.0"

@@ -28,9 +28,10 @@ from fractions import Fraction
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict
 
 from graphmem.backends.base import Expect, GraphBackend
+from graphmem.config import ConsolidationConfig
 from graphmem.errors import Conflict, InvalidInput, LLMError, NotFound
 from graphmem.llm import (
     LLM,
@@ -64,7 +65,6 @@ from graphmem.reconcile import contradicts
 from graphmem.writes import Replacement, Writes
 
 __all__ = [
-    "ConsolidationConfig",
     "ConsolidationReport",
     "Embed",
     "FactsReport",
@@ -274,35 +274,6 @@ def embedding_pairs(
 
 # ---------------------------------------------------------------------------------------
 # configuration and reports
-
-
-class ConsolidationConfig(BaseModel):
-    """Thresholds and scope of consolidation.
-
-    ``merge_threshold``: token Jaccard at which memories are merged; pairs at or above
-    ``duplicate_threshold`` are duplicates (merged deterministically even when an LLM is
-    configured, since there is nothing to synthesise). ``embedding_threshold`` optionally
-    adds pairs whose embeddings have at least that cosine similarity.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    merge_threshold: float = Field(default=0.6, gt=0.0, le=1.0)
-    duplicate_threshold: float = Field(default=0.7, gt=0.0, le=1.0)
-    embedding_threshold: float | None = Field(default=None, gt=0.0, le=1.0)
-    scope: tuple[str, ...] = ("agent_id", "namespace")
-    exclude_categories: tuple[str, ...] = ("summary",)
-    max_group_size: int = Field(default=100, ge=2)
-    batch_groups: int = Field(default=200, ge=1)
-
-    @model_validator(mode="after")
-    def _order(self) -> ConsolidationConfig:
-        if self.duplicate_threshold < self.merge_threshold:
-            raise ValueError("duplicate_threshold must be >= merge_threshold")
-        for f in self.scope:
-            if f not in ("agent_id", "namespace", "run_id", "category", "tier"):
-                raise ValueError(f"cannot scope consolidation by {f!r}")
-        return self
 
 
 class SimilarPair(BaseModel):

@@ -27,21 +27,19 @@ never does.
 
 from __future__ import annotations
 
-import functools
 import logging
-import math
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict
 
 from graphmem.backends.base import Expect
+from graphmem.config import ConsolidationConfig, DecayConfig, LifecycleConfig
 from graphmem.consolidation import (
-    ConsolidationConfig,
     ConsolidationReport,
     FactsReport,
     ImproveReport,
@@ -74,23 +72,16 @@ from graphmem.models import (
 )
 from graphmem.providers import Hooks
 from graphmem.scoping import Namespaces, Scope
-from graphmem.scoring import Curve, Frequency, RankWeights, Scoring
+from graphmem.scoring import Scoring
 from graphmem.writes import Writes
 
 __all__ = [
     "Action",
-    "AgentRetention",
-    "ClassificationRules",
-    "DecayConfig",
-    "ImportanceScorer",
     "Lifecycle",
-    "LifecycleConfig",
     "MaintenanceReport",
     "MaintenanceScheduler",
-    "RetentionPolicy",
     "Scratchpad",
     "TurnReport",
-    "config_from_settings",
     "relevance",
 ]
 
@@ -101,152 +92,8 @@ log = logging.getLogger("graphmem.lifecycle")
 # importance and classification
 
 
-class ImportanceScorer(BaseModel):
-    """Importance in 0..1 = ``base`` + boosts, clamped.
-
-    The defaults are the seed's rule: base 0.5; events ``write`` +0.3, ``success`` +0.2,
-    ``completion`` +0.2, ``result`` +0.1, ``error`` -0.1. Optional boosts (empty by
-    default) come from the agent type (``Agent.kind``), payload signals (a key of the
-    metadata that is present and truthy) and words in the content.
-
-    >>> ImportanceScorer().score(event_type="write")
-    0.8
-    >>> ImportanceScorer().score(event_type="error")
-    0.4
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    base: float = Field(default=0.5, ge=0.0, le=1.0)
-    event_boosts: dict[str, float] = Field(
-        default_factory=lambda: {
-            "write": 0.3,
-            "success": 0.2,
-            "completion": 0.2,
-            "result": 0.1,
-            "error": -0.1,
-        }
-    )
-    agent_boosts: dict[str, float] = Field(default_factory=dict)
-    #: ``kind``: an agent boost applies to the registered ``Agent.kind`` equal to its key;
-    #: ``id_substring``: to every agent whose id contains its key (each key once)
-    agent_match: Literal["kind", "id_substring"] = "kind"
-    signal_boosts: dict[str, float] = Field(default_factory=dict)
-    #: ``each``: every present signal adds its boost; ``once``: only the largest applies
-    signal_boost_mode: Literal["each", "once"] = "each"
-    keyword_boosts: dict[str, float] = Field(default_factory=dict)
-
-    def score(
-        self,
-        *,
-        content: str = "",
-        event_type: str | None = None,
-        agent_kind: str | None = None,
-        payload: Mapping[str, Any] | None = None,
-        agent_id: str | None = None,
-    ) -> float:
-        """The importance of a memory or event described by these signals.
-
-        >>> orka = ImportanceScorer(agent_boosts={"memory": 0.2}, agent_match="id_substring",
-        ...                         signal_boosts={"result": 0.1, "response": 0.1},
-        ...                         signal_boost_mode="once")
-        >>> orka.score(event_type="success", agent_id="memory-reader",
-        ...            payload={"result": 1, "response": 2})
-        1.0
-        >>> orka.score(agent_id="planner", payload={"result": 1, "response": 2})
-        0.6
-        """
-        s = self.base
-        if event_type is not None:
-            s += self.event_boosts.get(event_type, 0.0)
-        if self.agent_match == "kind":
-            if agent_kind is not None:
-                s += self.agent_boosts.get(agent_kind, 0.0)
-        elif agent_id:
-            s += sum(b for key, b in self.agent_boosts.items() if key in agent_id)
-        present = [b for key, b in self.signal_boosts.items() if payload and payload.get(key)]
-        if present:
-            s += sum(present) if self.signal_boost_mode == "each" else max(present)
-        if content and self.keyword_boosts:
-            words = set(content.lower().split())
-            words |= {w.strip(".,;:!?\"'()") for w in words}
-            s += sum(b for w, b in self.keyword_boosts.items() if w in words)
-        return round(min(1.0, max(0.0, s)), 4)
-
-
-class ClassificationRules(BaseModel):
-    """Which tier a record belongs to (the seed's rules, in this order).
-
-    Orchestration logs are short-term. Events in ``long_term_events`` (success, completion,
-    write, result) are long-term; events in ``short_term_events`` (debug, processing,
-    start, progress) are short-term; any other event is long-term when its importance
-    reaches ``long_term_importance`` (0.7), else short-term. A memory with no event type
-    (a fact stored with ``remember``) is long-term — the seed's rules classify events.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    log_tier: Tier = Tier.SHORT_TERM
-    long_term_events: tuple[str, ...] = ("success", "completion", "write", "result")
-    short_term_events: tuple[str, ...] = ("debug", "processing", "start", "progress")
-    long_term_importance: float = Field(default=0.7, ge=0.0, le=1.0)
-
-    def tier_for(
-        self,
-        *,
-        kind: Literal["log", "memory"] = "memory",
-        event_type: str | None = None,
-        importance: float = 0.5,
-    ) -> Tier:
-        """The tier of a log record (``kind="log"``) or of a memory."""
-        if kind == "log":
-            return self.log_tier
-        if event_type is None:
-            return Tier.LONG_TERM
-        if event_type in self.long_term_events:
-            return Tier.LONG_TERM
-        if event_type in self.short_term_events:
-            return Tier.SHORT_TERM
-        return Tier.LONG_TERM if importance >= self.long_term_importance else Tier.SHORT_TERM
-
-
 # ---------------------------------------------------------------------------------------
 # decay and retention
-
-
-class DecayConfig(BaseModel):
-    """Relevance = (w_i * importance + w_a * access signal) * 0.5 ** (days since the last
-    access, or creation, / half_life_days)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    half_life_days: float = Field(default=30.0, gt=0.0)
-    importance_weight: float = Field(default=0.7, ge=0.0)
-    access_weight: float = Field(default=0.3, ge=0.0)
-    access_saturation: int = Field(default=10, ge=1)
-
-    def scoring(self) -> Scoring:
-        """This formula as a :class:`~graphmem.scoring.Scoring` strategy (what maintenance
-        evaluates)."""
-        return _decay_scoring(self)
-
-
-@functools.lru_cache(maxsize=64)
-def _decay_scoring(cfg: DecayConfig) -> Scoring:
-    return Scoring(
-        recency=Curve(shape="half_life", days=cfg.half_life_days, since="access"),
-        frequency=Frequency(shape="log", saturation=cfg.access_saturation),
-        decay=Curve(shape="half_life", days=cfg.half_life_days, since="access"),
-        weights=RankWeights(
-            recency=0.0,
-            frequency=cfg.access_weight,
-            importance=cfg.importance_weight,
-            decay=0.0,
-            trust=0.0,
-        ),
-        normalise=False,
-        decay_as="factor",
-    )
 
 
 def relevance(memory: Memory, now: datetime, config: DecayConfig | Scoring | None = None) -> float:
@@ -254,175 +101,6 @@ def relevance(memory: Memory, now: datetime, config: DecayConfig | Scoring | Non
     lifecycle's decay formula (:class:`DecayConfig`, the default)."""
     strategy = config if isinstance(config, Scoring) else (config or DecayConfig()).scoring()
     return float(strategy.relevance(memory, now))
-
-
-class AgentRetention(BaseModel):
-    """An agent's overrides of the company retention policy."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    default: timedelta | None = None
-    by_category: dict[str, timedelta] = Field(default_factory=dict)
-    max_memories: int | None = Field(default=None, ge=0)
-
-
-class RetentionPolicy(BaseModel):
-    """How long active memories are kept, by category, with per-agent overrides.
-
-    Precedence: agent per-category > company per-category > agent default >
-    company default > forever (None). ``max_per_agent`` caps active memories per agent
-    (an agent's ``max_memories`` overrides it); the least relevant go first. Entries of
-    the orchestration log are deleted when older than ``logs`` (else ``default``).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    default: timedelta | None = None
-    by_category: dict[str, timedelta] = Field(default_factory=dict)
-    agents: dict[str, AgentRetention] = Field(default_factory=dict)
-    max_per_agent: int | None = Field(default=None, ge=0)
-    logs: timedelta | None = None
-
-    @property
-    def log_period(self) -> timedelta | None:
-        """How long orchestration-log entries are kept (None: forever)."""
-        return self.logs if self.logs is not None else self.default
-
-    def period_for(self, agent_id: str, category: str) -> timedelta | None:
-        """The retention period of a memory of ``agent_id`` in ``category``."""
-        agent = self.agents.get(agent_id)
-        if agent is not None and category in agent.by_category:
-            return agent.by_category[category]
-        if category in self.by_category:
-            return self.by_category[category]
-        if agent is not None and agent.default is not None:
-            return agent.default
-        return self.default
-
-    def max_for(self, agent_id: str) -> int | None:
-        agent = self.agents.get(agent_id)
-        if agent is not None and agent.max_memories is not None:
-            return agent.max_memories
-        return self.max_per_agent
-
-
-class LifecycleConfig(BaseModel):
-    """Thresholds of the lifecycle (all configurable; frozen)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    short_term_max: int = Field(default=200, ge=1)
-    refresh_every: int = Field(default=20, ge=1)
-    refresh_min_relevance: float = Field(default=0.1, ge=0.0, le=1.0)
-    promote_importance: float = Field(default=0.5, ge=0.0, le=1.0)
-    promote_access_count: int = Field(default=3, ge=0)
-    summarize_on_run_end: bool = True
-    min_summary_sources: int = Field(default=2, ge=1)
-    archive_unpromoted_on_run_end: bool = False
-    prune_below: float | None = Field(default=0.02, ge=0.0, le=1.0)
-    stale_after: timedelta | None = timedelta(days=180)
-    stale_max_importance: float = Field(default=0.3, ge=0.0, le=1.0)
-    protect_importance: float = Field(default=0.9, ge=0.0, le=1.0)
-    improve_limit: int = Field(default=200, ge=0)
-    #: scheduled improve also rewrites wording (each rewrite is a new version); by default
-    #: it only resolves contradictions
-    improve_rewrites: bool = False
-    llm_token_budget: int = Field(default=6000, ge=100)
-    decay: DecayConfig = Field(default_factory=DecayConfig)
-    #: the relevance maintenance measures (refresh, decay, limit); None: ``decay``'s formula
-    scoring: Scoring | None = None
-    #: a tier over its maximum (``short_term_max``, an agent's cap) is cut to
-    #: ``keep_ratio`` x the maximum, the least relevant first; None: cut to the maximum
-    keep_ratio: float | None = Field(default=None, gt=0.0, le=1.0)
-    #: importance of the run summary written at run end; None: the highest of its sources
-    summary_importance: float | None = Field(default=None, ge=0.0, le=1.0)
-    #: at run end, archive the run's short-term memories except the newest N (the summary
-    #: stands for them); None: keep them all
-    run_end_keep_recent: int | None = Field(default=None, ge=0)
-    #: expiry given to a write of a tier (``short_term``, ``long_term``) that sets none
-    default_expiry: dict[Tier, timedelta] = Field(default_factory=dict)
-    retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
-    consolidation: ConsolidationConfig = Field(default_factory=ConsolidationConfig)
-    scorer: ImportanceScorer = Field(default_factory=ImportanceScorer)
-    rules: ClassificationRules = Field(default_factory=ClassificationRules)
-
-    @property
-    def gc_scoring(self) -> Scoring:
-        """The strategy maintenance measures relevance with."""
-        return self.scoring if self.scoring is not None else self.decay.scoring()
-
-    def keep_under(self, cap: int) -> int:
-        """How many a tier over ``cap`` keeps."""
-        return cap if self.keep_ratio is None else math.floor(cap * self.keep_ratio)
-
-    @model_validator(mode="after")
-    def _check(self) -> LifecycleConfig:
-        if self.stale_after is not None and self.stale_after <= timedelta(0):
-            raise ValueError("stale_after must be positive")
-        return self
-
-
-def config_from_settings(settings: Any) -> LifecycleConfig:
-    """A LifecycleConfig from ``settings.lifecycle`` (graphmem.config's LifecycleSettings),
-    the defaults when there is none; a LifecycleConfig given as ``settings.lifecycle`` is
-    used as is."""
-    ls = getattr(settings, "lifecycle", None)
-    if ls is None:
-        return LifecycleConfig()
-    if isinstance(ls, LifecycleConfig):
-        return ls
-    base = LifecycleConfig()
-    fields: dict[str, Any] = {}
-    for ours, theirs in (
-        ("short_term_max", "short_term_max"),
-        ("refresh_every", "refresh_every"),
-        ("refresh_min_relevance", "refresh_threshold"),
-        ("promote_importance", "promote_importance"),
-        ("promote_access_count", "promote_access_count"),
-    ):
-        if getattr(ls, theirs, None) is not None:
-            fields[ours] = getattr(ls, theirs)
-    if getattr(ls, "decay_half_life_days", None) is not None:
-        fields["decay"] = base.decay.model_copy(update={"half_life_days": ls.decay_half_life_days})
-    if getattr(ls, "max_memories_per_agent", None) is not None:
-        fields["retention"] = base.retention.model_copy(
-            update={"max_per_agent": ls.max_memories_per_agent}
-        )
-    for name in (
-        "prune_below",
-        "stale_max_importance",
-        "protect_importance",
-        "summarize_on_run_end",
-        "archive_unpromoted_on_run_end",
-        "improve_limit",
-        "improve_rewrites",
-        "llm_token_budget",
-        "scorer",
-        "rules",
-        "scoring",
-        "keep_ratio",
-        "summary_importance",
-        "run_end_keep_recent",
-        "default_expiry",
-    ):
-        if hasattr(ls, name):
-            fields[name] = getattr(ls, name)
-    if hasattr(ls, "stale_after_days"):
-        days = ls.stale_after_days
-        fields["stale_after"] = None if days is None else timedelta(days=days)
-    if hasattr(ls, "retention"):
-        retention = ls.retention
-        if getattr(ls, "max_memories_per_agent", None) is not None:
-            retention = retention.model_copy(update={"max_per_agent": ls.max_memories_per_agent})
-        fields["retention"] = retention
-    cons = {
-        k: getattr(ls, k)
-        for k in ("merge_threshold", "duplicate_threshold")
-        if getattr(ls, k, None) is not None
-    }
-    if cons:
-        fields["consolidation"] = ConsolidationConfig(**cons)
-    return validated(LifecycleConfig, fields)
 
 
 # ---------------------------------------------------------------------------------------

@@ -42,11 +42,11 @@ import networkx as nx
 from graphmem.agents import Agents
 from graphmem.backends import open_backend
 from graphmem.backends.base import GraphBackend
-from graphmem.config import Settings
+from graphmem.config import RecallConfig, Settings, VectorMode
 from graphmem.errors import Conflict, InvalidInput, NotFound
 from graphmem.eventlog import EventLog, canonical_json
 from graphmem.knowledge import Knowledge, KnowledgeIndexer
-from graphmem.lifecycle import Lifecycle, MaintenanceScheduler, config_from_settings, relevance
+from graphmem.lifecycle import Lifecycle, MaintenanceScheduler, relevance
 from graphmem.llm import LLM
 from graphmem.models import (
     CONTENT_JSON_KEY,
@@ -69,7 +69,7 @@ from graphmem.profiles import with_profile
 from graphmem.protocol import ContextFormat, ForgetReport, ImportReport, MemoryAPI
 from graphmem.reconcile import ReconcileResult
 from graphmem.reindex import Vectors, check_embedder
-from graphmem.retrieval import RecallConfig, Retriever
+from graphmem.retrieval import Retriever
 from graphmem.runs import Runs
 from graphmem.scoping import Namespaces, Scope
 from graphmem.verbs import MemoryWrites
@@ -117,7 +117,7 @@ class GraphMemory(MemoryAPI):
         settings: Settings | None = None,
         clock: Callable[[], datetime] = utcnow,
         owns_backend: bool = True,
-        vectors: str = "auto",
+        vectors: VectorMode = "auto",
         knowledge: bool = True,
     ) -> None:
         self.settings = settings or Settings()
@@ -140,7 +140,7 @@ class GraphMemory(MemoryAPI):
         self.writes.check_shared = self.namespaces.check_writes
         self.lifecycle = Lifecycle(
             self.writes,
-            config=config_from_settings(cfg),
+            config=cfg.lifecycle,
             llm=llm,
             clock=clock,
             recall=self.recall,
@@ -190,41 +190,55 @@ class GraphMemory(MemoryAPI):
         llm: LLM | None = None,
         settings: Settings | None = None,
         clock: Callable[[], datetime] = utcnow,
-        vectors: str = "auto",
-        knowledge: bool = True,
+        vectors: VectorMode | None = None,
+        knowledge: bool | None = None,
         profile: str | None = None,
         **backend_options: Any,
     ) -> GraphMemory:
-        """Open a memory store by URL (default: the embedded store ``./graphmem.db``).
+        """Open a memory store by URL.
 
         ``url``: a file path, ``memory://``, or ``neo4j://host:7687`` (and the other
-        neo4j/bolt schemes). ``embedder``: ``"auto"`` (sentence-transformers with the bundled
+        neo4j/bolt schemes); ``auth`` ``(user, password)`` and ``database`` for Neo4j.
+        Not given, they come from ``settings`` — by default :meth:`Settings.load`: the
+        ``GRAPHMEM_URL`` / ``GRAPHMEM_USERNAME`` / ``GRAPHMEM_PASSWORD`` /
+        ``GRAPHMEM_DATABASE`` variables (``NEO4J_URI`` / ``NEO4J_USER`` /
+        ``NEO4J_PASSWORD`` / ``NEO4J_DATABASE`` as fallbacks), the file named by
+        ``GRAPHMEM_CONFIG``, else the embedded store ``./graphmem.db``. The settings'
+        ``store`` (or ``neo4j``) section gives the backend options; ``backend_options``
+        given here win. ``embedder``: ``"auto"`` (sentence-transformers with the bundled
         offline model, falling back to a dependency-free embedder), ``None`` (no vectors),
         a model name, or an Embedder object. Nothing connects or loads a model here; that
         happens on first use.
 
-        ``vectors``: ``"background"`` acknowledges a write once it is durable and embeds it
-        behind it (lexical and graph recall find it at once, vector recall when its vector
-        is there; ``mem.vectors.wait()`` waits); ``"inline"`` embeds before the write;
-        ``"auto"`` (default) is background for a model and inline for the hash embedder.
+        ``vectors`` (default ``settings.vectors.mode``): ``"background"`` acknowledges a
+        write once it is durable and embeds it behind it (lexical and graph recall find it
+        at once, vector recall when its vector is there; ``mem.vectors.wait()`` waits);
+        ``"inline"`` embeds before the write; ``"auto"`` (default) is background for a
+        model and inline for the hash embedder.
         Memories left without a vector (a crash, a store written with no embedder) are
         embedded in the background after opening.
 
-        ``knowledge``: extract entities and relations from every memory written (the
-        knowledge layer, no model and no LLM; on by default).
-        ``mem.knowledge.indexer.backfill`` indexes memories written before.
+        ``knowledge`` (default ``settings.knowledge.enabled``): extract entities and
+        relations from every memory written (the knowledge layer, no model and no LLM; on
+        by default); ``mem.knowledge.indexer.backfill`` indexes memories written before.
 
         ``profile``: a named profile (:mod:`graphmem.profiles`: ``orka``, ``kaos``,
         ``synthorg``, ``openagentflow``, ``operator``; ``graphmem`` is the default) whose
         defaults fill what ``settings`` leave unset.
         """
+        cfg = settings if settings is not None else Settings.load()
         if profile is not None:
-            settings = with_profile(settings, profile)
+            cfg = with_profile(cfg, profile)
+        if url is None:
+            url = cfg.url
+            auth = auth if auth is not None else cfg.auth
+            database = database if database is not None else cfg.database
+        options = {**cfg.replace(url=url).backend_options(), **backend_options}
         if auth is not None:
-            backend_options["auth"] = auth
+            options["auth"] = auth
         if database is not None:
-            backend_options["database"] = database
-        backend = open_backend(url, **backend_options)
+            options["database"] = database
+        backend = open_backend(url, **options)
         if isinstance(embedder, str):
             from graphmem.embeddings import make_embedder
 
@@ -234,10 +248,10 @@ class GraphMemory(MemoryAPI):
                 backend,
                 embedder=embedder,
                 llm=llm,
-                settings=settings,
+                settings=cfg,
                 clock=clock,
-                vectors=vectors,
-                knowledge=knowledge,
+                vectors=vectors if vectors is not None else cfg.vectors.mode,
+                knowledge=knowledge if knowledge is not None else cfg.knowledge.enabled,
             )
             backend.ensure_schema()
             if embedder is not None:  # a model of another dimension: say what to run

@@ -26,8 +26,8 @@ from typing import IO, Any, Literal, overload
 
 import networkx as nx
 
+from graphmem.config import ConsolidationConfig, LifecycleConfig
 from graphmem.consolidation import (
-    ConsolidationConfig,
     ConsolidationReport,
     FactsReport,
     ImproveReport,
@@ -36,7 +36,7 @@ from graphmem.consolidation import (
 from graphmem.errors import InvalidInput, NotFound
 from graphmem.eventlog import LogRecord, canonical_json
 from graphmem.knowledge.api import About
-from graphmem.lifecycle import LifecycleConfig, MaintenanceReport, Scratchpad, TurnReport
+from graphmem.lifecycle import MaintenanceReport, Scratchpad, TurnReport
 from graphmem.llm import LLM, Improvement, Reflection
 from graphmem.models import (
     Agent,

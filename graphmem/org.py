@@ -45,9 +45,12 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
 from graphmem.backends.base import Expect, GraphBackend
+from graphmem.config import (
+    HUMAN,
+    OrgConfig,
+    WriteRule,
+)
 from graphmem.errors import AccessDenied, Conflict, InvalidInput, NotFound
 from graphmem.models import (
     Agent,
@@ -67,79 +70,12 @@ from graphmem.text import words
 from graphmem.writes import Writes
 
 __all__ = [
-    "DEFAULT_CORE_RULE",
-    "DEFAULT_RULE",
-    "DEFAULT_WRITE_RULES",
-    "HUMAN",
-    "SENIORITY_LEVELS",
-    "OrgConfig",
     "OrgMemory",
-    "WriteRule",
 ]
 
 log = logging.getLogger("graphmem.org")
 
-SENIORITY_LEVELS: tuple[str, ...] = ("junior", "mid", "senior", "lead")
-HUMAN = "human"
 CONFIG_PREFIX = "config:"  # fact ids of configured core policies (not stored, read-only)
-
-
-class WriteRule(BaseModel):
-    """Who may publish or retract facts of one category.
-
-    ``min_seniority``: the lowest agent seniority allowed (``None``: no agent may);
-    ``min_autonomy``: the lowest agent autonomy level allowed; ``humans``: whether humans may.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    min_seniority: str | None = "senior"
-    min_autonomy: int = Field(default=0, ge=0, le=5)
-    humans: bool = True
-
-
-DEFAULT_RULE = WriteRule(min_seniority="mid")
-DEFAULT_CORE_RULE = WriteRule(min_seniority="lead")
-DEFAULT_WRITE_RULES: dict[str, WriteRule] = {
-    "policy": WriteRule(min_seniority="senior"),
-    "adr": WriteRule(min_seniority="senior"),
-    "security": WriteRule(min_seniority="lead"),
-    "procedure": WriteRule(min_seniority="mid"),
-    "convention": WriteRule(min_seniority="mid"),
-}
-
-
-class OrgConfig(BaseModel):
-    """Org memory settings: write rules per category, the rule for the fallback category and
-    for core facts, the seniority ladder, and the configured core policies (texts that head
-    every ``context()``; they are not stored and cannot be retracted)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    rules: dict[str, WriteRule] = Field(default_factory=lambda: dict(DEFAULT_WRITE_RULES))
-    default_rule: WriteRule = DEFAULT_RULE
-    core_rule: WriteRule = DEFAULT_CORE_RULE
-    seniority_levels: tuple[str, ...] = SENIORITY_LEVELS
-    core_policies: tuple[str, ...] = ()
-
-    @field_validator("seniority_levels")
-    @classmethod
-    def _levels(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        if not v or len(set(v)) != len(v) or HUMAN in v:
-            raise ValueError("seniority_levels must be distinct, non-empty, without 'human'")
-        return v
-
-    @field_validator("core_policies", mode="before")
-    @classmethod
-    def _policies(cls, v: object) -> tuple[str, ...]:
-        if isinstance(v, str):
-            v = [v]
-        if not isinstance(v, list | tuple) or not all(isinstance(p, str) and p.strip() for p in v):
-            raise ValueError("core policies must be a list of non-empty strings")
-        return tuple(v)
-
-    def rule_for(self, category: str) -> WriteRule:
-        return self.rules.get(category, self.default_rule)
 
 
 def _tokens(text: str) -> list[str]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from types import MappingProxyType
 from typing import Any
 
@@ -112,9 +113,9 @@ _PROFILES = (
                 "scoring": OPENAGENTFLOW_SCORING,
                 "short_term_max": 100,
                 "refresh_every": 10,
-                "refresh_threshold": 0.15,
+                "refresh_min_relevance": 0.15,
                 "prune_below": 0.10,
-                "stale_after_days": 30.0,
+                "stale_after": timedelta(days=30),
                 "stale_max_importance": 1.0,
                 "protect_importance": 1.0,
                 "keep_ratio": 0.7,

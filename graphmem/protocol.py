@@ -39,8 +39,8 @@ from graphmem.models import (
 if TYPE_CHECKING:
     import networkx as nx
 
+    from graphmem.config import ConsolidationConfig, LifecycleConfig, RecallConfig
     from graphmem.consolidation import (
-        ConsolidationConfig,
         ConsolidationReport,
         FactsReport,
         ImproveReport,
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
     from graphmem.eventlog import LogRecord
     from graphmem.knowledge.api import About
     from graphmem.lifecycle import (
-        LifecycleConfig,
         MaintenanceReport,
         Scratchpad,
         TurnReport,
@@ -57,7 +56,6 @@ if TYPE_CHECKING:
     from graphmem.llm import LLM, Reflection
     from graphmem.reconcile import ReconcileResult
     from graphmem.reindex import Progress, ReindexReport
-    from graphmem.retrieval import RecallConfig
     from graphmem.runs import CleanupReport, DeleteRunReport, RunStats
     from graphmem.scoping import Scope
 

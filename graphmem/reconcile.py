@@ -35,8 +35,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
+from graphmem.config import ReconcileConfig
 from graphmem.errors import Conflict, LLMError
 from graphmem.knowledge.extract import normalise
 from graphmem.llm import LLM, Claim, claim_of, tokens
@@ -47,20 +48,7 @@ __all__ = ["ReconcileAction", "ReconcileConfig", "ReconcileResult", "contradicts
 
 log = logging.getLogger("graphmem.reconcile")
 
-ReconcileMode = Literal["auto", "off", "llm"]
-NearDuplicatePolicy = Literal["link", "supersede", "keep"]
 ReconcileAction = Literal["created", "duplicate", "superseded", "linked"]
-
-
-class ReconcileConfig(BaseModel):
-    """How a write is reconciled with the memories already in its scope."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    mode: ReconcileMode = "auto"
-    near_duplicates: NearDuplicatePolicy = "keep"
-    near_threshold: float = Field(default=0.7, gt=0.0, le=1.0)
-    candidates: int = Field(default=20, ge=1, le=1000)
 
 
 class ReconcileResult(BaseModel):

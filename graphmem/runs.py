@@ -30,11 +30,12 @@ import math
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from graphmem.backends.base import Expect, GraphBackend
+from graphmem.config import RunLimits
 from graphmem.errors import Conflict, InvalidInput, NotFound
 from graphmem.eventlog import EventLog, canonical_json
 from graphmem.lifecycle import Lifecycle, Scratchpad
@@ -70,26 +71,6 @@ DEFAULT_SPEAKERS: dict[str, str] = {
     EventType.USER_MESSAGE.value: "User",
     EventType.AGENT_RESPONSE.value: "Assistant",
 }
-
-
-class RunLimits(BaseModel):
-    """Session limits (the seed's defaults); ``None`` means unlimited. Over a limit, the
-    oldest ``archive_fraction`` (at least the excess) is archived."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    max_runs: int | None = Field(default=1000, ge=1)
-    max_events_per_run: int | None = Field(default=500, ge=1)
-    archive_fraction: float = Field(default=0.1, gt=0.0, le=1.0)
-    #: ``fraction``: over a limit, archive the oldest ``archive_fraction`` at once;
-    #: ``oldest``: archive just the excess, oldest first (one per append at the limit)
-    eviction: Literal["fraction", "oldest"] = "fraction"
-
-    def evict(self, n: int, limit: int) -> int:
-        """How many of ``n`` (over ``limit``) go."""
-        if self.eviction == "oldest":
-            return n - limit
-        return max(n - limit, math.ceil(n * self.archive_fraction))
 
 
 class RunStats(BaseModel):

@@ -25,10 +25,11 @@ from datetime import datetime
 from typing import Any
 
 from graphmem.backends.base import GraphBackend
+from graphmem.config import ReconcileConfig
 from graphmem.errors import InvalidInput, NotFound
 from graphmem.llm import LLM
 from graphmem.models import Memory, NodeLabel, Status, utcnow, validated
-from graphmem.reconcile import ReconcileConfig, ReconcileResult, reconcile
+from graphmem.reconcile import ReconcileResult, reconcile
 from graphmem.writes import Embed, Writes
 
 __all__ = ["MemoryWrites"]

@@ -1,8 +1,8 @@
 """Shared fixtures: one test runs once per backend through the ``backend`` fixture.
 
 networkx always runs (a fresh SQLite file per test). neo4j runs when a server is reachable
-(NEO4J_URI, else a testcontainer when Docker answers) and skips with the reason otherwise —
-see tests/neo4j_support.py.
+(GRAPHMEM_URL, else NEO4J_URI, else a testcontainer when Docker answers) and skips with the
+reason otherwise — see tests/neo4j_support.py.
 """
 
 from __future__ import annotations

@@ -2,14 +2,18 @@
 
 Where the server comes from, in order:
 
-1. ``NEO4J_URI`` (with ``NEO4J_USER``/``NEO4J_PASSWORD`` and optionally ``NEO4J_DATABASE``);
+1. the Neo4j server the environment names: ``GRAPHMEM_URL`` (with ``GRAPHMEM_USERNAME`` /
+   ``GRAPHMEM_PASSWORD`` and optionally ``GRAPHMEM_DATABASE``), else ``NEO4J_URI`` (with
+   ``NEO4J_USER`` / ``NEO4J_PASSWORD`` / ``NEO4J_DATABASE``) — graphmem's one convention
+   (:func:`graphmem.config.neo4j_from_env`);
 2. a throwaway ``neo4j:5`` container started with testcontainers when a Docker engine answers;
 3. otherwise every Neo4j test is skipped with :data:`ENABLE_HELP` as the reason.
 
 Isolation: each test starts from an empty database (nodes deleted, the vector index dropped
 so each test can choose its embedding dimension). Because that destroys data, it is only
 done when the database was empty when the session first looked at it, when it is a fresh
-container, or when ``GRAPHMEM_NEO4J_ALLOW_WIPE=1`` says the database is disposable; any
+container, or when ``GRAPHMEM_NEO4J_ALLOW_WIPE=1`` (a test-only switch graphmem's settings
+recognise and ignore) says the database is disposable; any
 other database makes the tests skip with the reason instead of touching it.
 
 The test helper talks to the server with the driver directly for the wipe (test-only
@@ -26,11 +30,11 @@ import pytest
 
 from graphmem.backends.neo4j import Neo4jBackend
 from graphmem.backends.neo4j.queries import VECTOR_INDEX
+from graphmem.config import neo4j_from_env
 
 ENABLE_HELP = (
-    "Neo4j tests need a Neo4j 5.18+ server: set NEO4J_URI (e.g. bolt://localhost:7687) with "
-    "NEO4J_USER and NEO4J_PASSWORD (and NEO4J_DATABASE for a non-default database), or run a "
-    "Docker engine so that testcontainers can start neo4j:5"
+    "set GRAPHMEM_URL=bolt://HOST:7687 with GRAPHMEM_USERNAME/GRAPHMEM_PASSWORD "
+    "(or NEO4J_URI/NEO4J_USER/NEO4J_PASSWORD), or run Docker for a neo4j:5 container"
 )
 WIPE_OPT_IN = "GRAPHMEM_NEO4J_ALLOW_WIPE"
 CONTAINER_IMAGE = "neo4j:5"
@@ -99,12 +103,12 @@ def neo4j_target(request: pytest.FixtureRequest) -> Neo4jTarget:
     import neo4j
 
     env = os.environ
-    uri = env.get("NEO4J_URI")
-    database = env.get("NEO4J_DATABASE") or None
-    if uri:
-        user = env.get("NEO4J_USER") or env.get("NEO4J_USERNAME") or "neo4j"
-        auth: tuple[str, str] | None = (user, env.get("NEO4J_PASSWORD", ""))
-        source = "NEO4J_URI"
+    found = neo4j_from_env(env)
+    database: str | None = None
+    auth: tuple[str, str] | None
+    if found is not None:
+        uri, auth, database = found
+        source = "environment"
     elif _docker_answers():
         try:
             uri, auth = _start_container(request)
@@ -113,7 +117,7 @@ def neo4j_target(request: pytest.FixtureRequest) -> Neo4jTarget:
             pytest.skip(_skip_reason)
         source = "testcontainers"
     else:
-        _skip_reason = f"NEO4J_URI is not set and no Docker engine answers. {ENABLE_HELP}"
+        _skip_reason = f"no Neo4j server: {ENABLE_HELP}"
         pytest.skip(_skip_reason)
 
     probe = Neo4jBackend(uri, auth=auth, database=database)
@@ -130,7 +134,7 @@ def neo4j_target(request: pytest.FixtureRequest) -> Neo4jTarget:
         _skip_reason = (
             f"the database {database or '(default)'} at {uri} holds {existing} nodes that this "
             "test session did not write, and graphmem's Neo4j tests empty the database before "
-            f"each test. Point NEO4J_DATABASE at an empty database, or set {WIPE_OPT_IN}=1 if "
+            f"each test. Point GRAPHMEM_DATABASE at an empty database, or set {WIPE_OPT_IN}=1 if "
             "its data may be deleted"
         )
         pytest.skip(_skip_reason)

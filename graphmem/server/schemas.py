@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from graphmem.config import PRESETS
 from graphmem.models import Memory, Run
-from graphmem.retrieval import PRESETS
 
 __all__ = [
     "ContextRequest",

@@ -12,9 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphmem.backends.base import GraphBackend
-from graphmem.config import Settings
+from graphmem.config import ConsolidationConfig, Settings
 from graphmem.consolidation import (
-    ConsolidationConfig,
     brute_force_pairs,
     consolidate,
     find_similar_pairs,

@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from graphmem.backends.base import GraphBackend
+from graphmem.config import LifecycleConfig, RetentionPolicy
 from graphmem.errors import InvalidInput, NotFound
 from graphmem.eventlog import EventLog, canonical_json
-from graphmem.lifecycle import LifecycleConfig, RetentionPolicy
 from graphmem.memory import GraphMemory
 from graphmem.models import EdgeType, Filter, NodeLabel, NodeRef, Payload
 

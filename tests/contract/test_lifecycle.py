@@ -10,18 +10,20 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from graphmem.backends.base import GraphBackend
-from graphmem.config import Settings
-from graphmem.errors import InvalidInput, NotFound
-from graphmem.lifecycle import (
+from graphmem.config import (
     AgentRetention,
     ClassificationRules,
     DecayConfig,
     ImportanceScorer,
-    Lifecycle,
     LifecycleConfig,
+    RetentionPolicy,
+    Settings,
+)
+from graphmem.errors import InvalidInput, NotFound
+from graphmem.lifecycle import (
+    Lifecycle,
     MaintenanceReport,
     MaintenanceScheduler,
-    RetentionPolicy,
     relevance,
 )
 from graphmem.memory import GraphMemory

@@ -9,9 +9,8 @@ from datetime import UTC, datetime
 import pytest
 
 from graphmem.backends.base import GraphBackend
-from graphmem.config import Settings
+from graphmem.config import LifecycleConfig, Settings
 from graphmem.errors import InvalidInput, NotFound
-from graphmem.lifecycle import LifecycleConfig, config_from_settings
 from graphmem.memory import GraphMemory
 from graphmem.models import Status, Tier
 
@@ -108,8 +107,8 @@ def test_write_path_refreshes_short_term_tier(mem: GraphMemory) -> None:
     ]
 
 
-def test_config_from_settings() -> None:
-
-    cfg = config_from_settings(Settings())
-    assert cfg.promote_importance == 0.5 and cfg.consolidation.merge_threshold == 0.6
-    assert config_from_settings(None) == LifecycleConfig()
+def test_the_lifecycle_reads_its_one_model_from_settings(backend: GraphBackend) -> None:
+    cfg = LifecycleConfig(min_summary_sources=5, promote_importance=0.8)
+    m = GraphMemory(backend, embedder=None, owns_backend=False, settings=Settings(lifecycle=cfg))
+    assert m.lifecycle.config is cfg
+    assert Settings().lifecycle == LifecycleConfig()

@@ -9,10 +9,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from graphmem.backends.base import GraphBackend
+from graphmem.config import RankWeights, RecallConfig
 from graphmem.lifecycle import Scratchpad
 from graphmem.memory import GraphMemory
 from graphmem.models import Memory
-from graphmem.retrieval import RankWeights, RecallConfig, estimate_tokens, trust_score
+from graphmem.retrieval import estimate_tokens, trust_score
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 

@@ -9,9 +9,8 @@ from datetime import UTC, datetime
 import pytest
 
 from graphmem.backends.base import GraphBackend
-from graphmem.config import Settings
+from graphmem.config import ClassificationRules, ImportanceScorer, LifecycleConfig, Settings
 from graphmem.errors import InvalidInput
-from graphmem.lifecycle import ClassificationRules, ImportanceScorer, LifecycleConfig
 from graphmem.llm import claim_of
 from graphmem.memory import GraphMemory
 from graphmem.models import Status, Tier

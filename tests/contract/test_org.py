@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from graphmem.config import OrgConfig, WriteRule
 from graphmem.errors import AccessDenied, Conflict, InvalidInput, NotFound
 from graphmem.memory import GraphMemory
 from graphmem.models import EdgeType, Filter, NodeLabel, NodeRef, Status
-from graphmem.org import OrgConfig, OrgMemory, WriteRule
+from graphmem.org import OrgMemory
 
 LEVELS = ["junior", "mid", "senior", "lead", "human"]
 

@@ -18,14 +18,12 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from graphmem.backends.base import GraphBackend
+from graphmem.config import PRESETS, RankWeights, RecallConfig
 from graphmem.embeddings import HashEmbedder
 from graphmem.errors import ConfigError, InvalidInput
 from graphmem.memory import GraphMemory
 from graphmem.models import Filter, Memory, RecallResult
 from graphmem.retrieval import (
-    PRESETS,
-    RankWeights,
-    RecallConfig,
     Retriever,
     _fence_texts,
     _fmt_memory,

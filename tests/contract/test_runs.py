@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from graphmem.backends.base import GraphBackend
-from graphmem.config import Settings
+from graphmem.config import RunLimits, Settings
 from graphmem.errors import InvalidInput, NotFound
 from graphmem.memory import GraphMemory
 from graphmem.models import EventType, Filter, NodeLabel, RunStatus, Status
@@ -27,7 +27,6 @@ from graphmem.protocol import (
     VectorsAPI,
     WritesAPI,
 )
-from graphmem.runs import RunLimits
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 PARTS: dict[str, type] = {

@@ -20,6 +20,8 @@ username = "neo4j"
 
 [lifecycle]
 promote_importance = 0.7
+
+[lifecycle.consolidation]
 merge_threshold = 0.5
 
 [server]
@@ -44,7 +46,8 @@ def test_defaults_are_the_embedded_store_without_secrets() -> None:
     s = Settings()
     assert s.url == "graphmem.db" and s.auth is None and s.server.api_keys == ()
     assert s.lifecycle.promote_importance == 0.5 and s.lifecycle.promote_access_count == 3
-    assert s.lifecycle.merge_threshold == 0.6 and s.lifecycle.duplicate_threshold == 0.7
+    cons = s.lifecycle.consolidation
+    assert cons.merge_threshold == 0.6 and cons.duplicate_threshold == 0.7
 
 
 def test_the_constructor_never_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -85,7 +88,7 @@ def test_precedence_defaults_file_env_arguments(toml_file: Path) -> None:
         "GRAPHMEM_CONFIG": str(toml_file),
         "GRAPHMEM_URL": "from-env.db",
         "GRAPHMEM_SERVER__PORT": "9200",
-        "GRAPHMEM_LIFECYCLE__MERGE_THRESHOLD": "0.55",
+        "GRAPHMEM_LIFECYCLE__CONSOLIDATION__MERGE_THRESHOLD": "0.55",
     }
     s = Settings.load(environ=env, url="from-arg.db", server={"max_batch": 5})
     assert s.url == "from-arg.db"  # argument beats env beats file
@@ -93,7 +96,8 @@ def test_precedence_defaults_file_env_arguments(toml_file: Path) -> None:
     assert s.server.max_batch == 5  # argument, while the section's other fields merge
     assert len(s.server.api_keys) == 1  # ...so the file's keys survive
     assert s.embedder == "hash"  # file beats default
-    assert s.lifecycle.merge_threshold == 0.55 and s.lifecycle.promote_importance == 0.7
+    assert s.lifecycle.consolidation.merge_threshold == 0.55  # a nested section, from env
+    assert s.lifecycle.promote_importance == 0.7
     # an explicit file argument wins over GRAPHMEM_CONFIG; None overrides fall through
     assert Settings.load(toml_file, environ={}, url=None).url == "from-file.db"
 
@@ -177,19 +181,78 @@ def test_settings_open_the_store_they_name(tmp_path: Path) -> None:
         assert type(mem.llm).__name__ == "OfflineLLM"
 
 
-def test_lifecycle_defaults_match_the_lifecycle_module() -> None:
-    from graphmem.lifecycle import LifecycleConfig, config_from_settings
+def test_lifecycle_is_one_model_reachable_to_every_nested_field() -> None:
+    from graphmem.config import LifecycleConfig
 
-    assert config_from_settings(Settings()) == LifecycleConfig()
-    tuned = config_from_settings(
-        Settings(
-            lifecycle={
-                "merge_threshold": 0.5,  # type: ignore[arg-type]
-                "promote_access_count": 5,
-            }
-        )
+    assert Settings().lifecycle == LifecycleConfig()
+    s = Settings.load(
+        environ={
+            "GRAPHMEM_LIFECYCLE__DECAY__HALF_LIFE_DAYS": "14",
+            "GRAPHMEM_LIFECYCLE__CONSOLIDATION__MAX_GROUP_SIZE": "7",
+            "GRAPHMEM_LIFECYCLE__MIN_SUMMARY_SOURCES": "3",
+            "GRAPHMEM_LIFECYCLE__STALE_AFTER": "P10D",
+        },
+        lifecycle={"decay": {"access_weight": 0.5}},
     )
-    assert tuned.consolidation.merge_threshold == 0.5 and tuned.promote_access_count == 5
+    lc = s.lifecycle
+    assert isinstance(lc, LifecycleConfig)
+    assert (lc.decay.half_life_days, lc.decay.access_weight) == (14.0, 0.5)
+    assert lc.consolidation.max_group_size == 7 and lc.min_summary_sources == 3
+    assert lc.stale_after is not None and lc.stale_after.days == 10
+    with pytest.raises(ConfigError, match=r"lifecycle\.decay\.half_life_days"):
+        Settings.load(environ={"GRAPHMEM_LIFECYCLE__DECAY__HALF_LIFE_DAYS": "-1"})
+
+
+def test_store_neo4j_vectors_and_knowledge_sections_reach_open(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    s = Settings.load(
+        environ={
+            "GRAPHMEM_URL": str(tmp_path / "s.db"),
+            "GRAPHMEM_STORE__DURABILITY": "full",
+            "GRAPHMEM_STORE__BUSY_TIMEOUT_MS": "2500",
+            "GRAPHMEM_VECTORS__MODE": "inline",
+            "GRAPHMEM_KNOWLEDGE__ENABLED": "false",
+            "GRAPHMEM_NEO4J__BATCH_ROWS": "100",
+            "GRAPHMEM_NEO4J__DRIVER_OPTIONS": '{"max_connection_pool_size": 5}',
+        },
+        embedder="none",
+    )
+    assert s.backend_options() == {"durability": "full", "busy_timeout_ms": 2500}
+    neo = s.replace(url="neo4j://localhost:7687").backend_options()
+    assert neo["batch_rows"] == 100 and neo["max_connection_pool_size"] == 5
+    assert "cypher_dir" not in neo
+    with s.open_memory() as mem:
+        assert mem.backend._busy_timeout == 2.5  # type: ignore[attr-defined]
+        assert mem.knowledge.indexer is None and not mem.vectors.background
+    assert "unknown setting" not in caplog.text
+
+
+def test_open_reads_the_connection_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphmem.memory import GraphMemory
+
+    for name in ("GRAPHMEM_CONFIG", "NEO4J_URI", "NEO4J_USER", "NEO4J_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GRAPHMEM_URL", str(tmp_path / "env.db"))
+    with GraphMemory.open(embedder=None) as mem:
+        mem.remember("from the environment")
+    assert (tmp_path / "env.db").exists()
+    monkeypatch.delenv("GRAPHMEM_URL")
+    monkeypatch.setenv("NEO4J_URI", str(tmp_path / "fallback.db"))  # the documented fallback
+    with GraphMemory.open(embedder=None) as mem:
+        assert mem.count() == 0
+    assert (tmp_path / "fallback.db").exists()
+
+
+def test_neo4j_variables_are_fallbacks_for_the_connection() -> None:
+    env = {"NEO4J_URI": "bolt://db:7687", "NEO4J_USER": "neo", "NEO4J_PASSWORD": "pw"}
+    s = Settings.load(environ=env)
+    assert (s.url, s.auth, s.database) == ("bolt://db:7687", ("neo", "pw"), None)
+    s = Settings.load(environ={**env, "GRAPHMEM_URL": "neo4j://other:7687"})
+    assert s.url == "neo4j://other:7687" and s.auth == ("neo", "pw")  # GRAPHMEM_ wins
+    assert Settings.load(environ={"NEO4J_USER": "x"}).auth is None  # no URI: not used
 
 
 SECTIONS_TOML = """
@@ -198,7 +261,7 @@ embedder = "none"
 llm = "none"
 
 [lifecycle]
-stale_after_days = 30
+stale_after = "P30D"
 improve_limit = 50
 
 [lifecycle.retention]
@@ -275,25 +338,32 @@ def test_readme_lists_every_knob_with_its_variable_and_its_example_loads(
 ) -> None:
     import re
 
-    from graphmem.config import _section_fields
+    from pydantic import BaseModel
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     match = re.search(r"^## Configuration\n(.*?)(?=^## )", readme, re.M | re.S)
     assert match, "README.md has no '## Configuration' section"
     section = match.group(1)
-    sections = _section_fields()
-    missing = [
-        name
-        for name in Settings.model_fields
-        if name not in sections and f"| `{name}` |" not in section
-    ]
-    for sec, model in sections.items():
-        missing += [
-            f"{sec}.{f}"
-            for f in model.model_fields
-            if f"| `{sec}.{f}` |" not in section
-            or f"`GRAPHMEM_{sec.upper()}__{f.upper()}`" not in section
-        ]
+
+    def documented(path: list[str]) -> bool:
+        env = "GRAPHMEM_" + "__".join(p.upper() for p in path)
+        return f"| `{'.'.join(path)}` |" in section and f"`{env}`" in section
+
+    def undocumented(model: type[BaseModel], path: list[str]) -> list[str]:
+        # a field is documented itself, or (a nested section) field by field
+        out: list[str] = []
+        for name, field in model.model_fields.items():
+            inner = field.annotation
+            here = [*path, name]
+            if documented(here) or (not path and f"| `{name}` |" in section):
+                continue
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                out += undocumented(inner, here)
+            else:
+                out.append(".".join(here))
+        return out
+
+    missing = undocumented(Settings, [])
     assert not missing, f"README's configuration section misses {missing}"
     example = re.search(r"```toml\n(.*?)```", section, re.S)
     assert example

@@ -6,8 +6,9 @@ directory (so nothing it writes lands in the repository) and with matplotlib's
 non-interactive Agg backend. Besides "no cell raised", each test checks a few things the
 notebook must show: its pictures, and the results a reader is told to expect.
 
-Notebook 04 needs no server: without ``NEO4J_URI`` every cell that would talk to Neo4j says
-how to start one and is skipped. With ``NEO4J_URI`` set it runs against that server (it
+Notebook 04 needs no server: without a Neo4j URL in the environment (``GRAPHMEM_URL``, else
+``NEO4J_URI``) every cell that would talk to Neo4j says how to start one and is skipped. With
+one it runs against that server (it
 only writes to an empty database, or to any one when ``GRAPHMEM_NEO4J_ALLOW_WIPE=1``).
 """
 
@@ -15,12 +16,13 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from graphmem.config import neo4j_from_env
 
 nbformat = pytest.importorskip(
     "nbformat", reason="the notebook tests need the notebooks extra: pip install -e '.[notebooks]'"
@@ -188,7 +190,7 @@ def test_04_neo4j(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = text_of(nb)
     assert not errors(nb)
     assert "migration verified: True" in out  # embedded -> embedded always runs
-    if "NEO4J_URI" not in os.environ:
+    if neo4j_from_env() is None:
         assert "skipped: no Neo4j server" in out
 
 

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from graphmem.backends.embedded import NetworkXBackend
+from graphmem.config import RecallConfig
 from graphmem.knowledge import entity_channel
 from graphmem.memory import GraphMemory
 from graphmem.models import Filter
-from graphmem.retrieval import RecallConfig, Retriever
+from graphmem.retrieval import Retriever
 from tests.knowledge import indexed
 
 T0 = datetime(2024, 5, 1, 12, tzinfo=UTC)

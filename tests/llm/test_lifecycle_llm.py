@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 
 from graphmem.backends import open_backend
-from graphmem.config import Settings
-from graphmem.consolidation import ConsolidationConfig, improve_memories, token_batches
-from graphmem.lifecycle import LifecycleConfig
+from graphmem.config import ConsolidationConfig, LifecycleConfig, Settings
+from graphmem.consolidation import improve_memories, token_batches
 from graphmem.llm import AnthropicLLM
 from graphmem.memory import GraphMemory
 from graphmem.models import Memory, Status

@@ -1,6 +1,6 @@
-"""Tests against a live Neo4j 5.18+ server (NEO4J_URI, else testcontainers, else skipped with
-how to enable them — see tests/neo4j_support.py). The contract suite runs on Neo4j through
-the ``backend`` fixture; these cover what only a server can show."""
+"""Tests against a live Neo4j 5.18+ server (GRAPHMEM_URL or NEO4J_URI, else testcontainers,
+else skipped with how to enable them — see tests/neo4j_support.py). The contract suite runs
+on Neo4j through the ``backend`` fixture; these cover what only a server can show."""
 
 from __future__ import annotations
 

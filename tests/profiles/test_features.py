@@ -9,10 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from graphmem import GraphMemory
-from graphmem.config import Settings
+from graphmem.config import RecallConfig, Settings
 from graphmem.errors import InvalidInput
 from graphmem.models import Memory
-from graphmem.retrieval import RecallConfig
 from graphmem.scoping import Scope
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from graphmem import GraphMemory
-from graphmem.config import Settings
+from graphmem.config import RetentionPolicy, Settings
 from graphmem.errors import ConfigError
-from graphmem.lifecycle import RetentionPolicy
 from graphmem.models import Memory
 from graphmem.profiles import PROFILES, get_profile
 

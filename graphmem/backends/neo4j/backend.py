@@ -64,18 +64,18 @@ class Neo4jBackend(Neo4jWrites, Neo4jSearch):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **options: Any) -> Neo4jBackend:
-        """A backend configured from ``NEO4J_URI``, ``NEO4J_USER`` (or ``NEO4J_USERNAME``),
-        ``NEO4J_PASSWORD`` and ``NEO4J_DATABASE`` (read now, when asked; never at import)."""
-        import os
+        """A backend on the server the environment names: ``GRAPHMEM_URL``,
+        ``GRAPHMEM_USERNAME``, ``GRAPHMEM_PASSWORD``, ``GRAPHMEM_DATABASE``, else
+        ``NEO4J_URI``, ``NEO4J_USER`` (or ``NEO4J_USERNAME``), ``NEO4J_PASSWORD``,
+        ``NEO4J_DATABASE`` (read now, when asked; never at import)."""
+        from graphmem.config import neo4j_from_env
 
-        env = os.environ if env is None else env
-        uri = env.get("NEO4J_URI")
-        if not uri:
-            raise ConfigError("NEO4J_URI is not set")
-        user = env.get("NEO4J_USER") or env.get("NEO4J_USERNAME")
-        auth = (user, env.get("NEO4J_PASSWORD", "")) if user else None
+        found = neo4j_from_env(env)
+        if found is None:
+            raise ConfigError("neither GRAPHMEM_URL nor NEO4J_URI names a Neo4j server")
+        uri, auth, database = found
         options.setdefault("auth", auth)
-        options.setdefault("database", env.get("NEO4J_DATABASE") or None)
+        options.setdefault("database", database)
         return cls(uri, **options)
 
     def missing_vectors(self, limit: int) -> list[tuple[str, str]]:
