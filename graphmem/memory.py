@@ -118,7 +118,7 @@ class GraphMemory(MemoryAPI):
         clock: Callable[[], datetime] = utcnow,
         owns_backend: bool = True,
         vectors: VectorMode = "auto",
-        knowledge: bool = True,
+        knowledge: bool = False,
     ) -> None:
         self.settings = settings or Settings()
         self._backend = backend
@@ -167,8 +167,10 @@ class GraphMemory(MemoryAPI):
             clock=clock,
         )
         self.writes.add_hook(self._after_write)
-        #: the knowledge layer: entities and relations of every memory written, extracted
-        #: with no model and no LLM after each commit (see graphmem.knowledge)
+        #: the knowledge layer (opt-in): entities and relations of every memory written,
+        #: extracted with no model and no LLM after each commit (see graphmem.knowledge).
+        #: Off by default: it did not move LoCoMo recall (benchmarks/RESULTS.md) and it is
+        #: one more transaction per write.
         indexer = None
         if knowledge:
             indexer = KnowledgeIndexer(backend)
@@ -218,9 +220,10 @@ class GraphMemory(MemoryAPI):
         Memories left without a vector (a crash, a store written with no embedder) are
         embedded in the background after opening.
 
-        ``knowledge`` (default ``settings.knowledge.enabled``): extract entities and
-        relations from every memory written (the knowledge layer, no model and no LLM; on
-        by default); ``mem.knowledge.indexer.backfill`` indexes memories written before.
+        ``knowledge`` (default ``settings.knowledge.enabled``, off): extract entities and
+        relations from every memory written (the knowledge layer, no model and no LLM), for
+        ``mem.knowledge``; ``mem.knowledge.indexer.backfill`` indexes memories written
+        before it was on.
 
         ``profile``: a named profile (:mod:`graphmem.profiles`: ``orka``, ``kaos``,
         ``synthorg``, ``openagentflow``, ``operator``; ``graphmem`` is the default) whose
@@ -374,6 +377,32 @@ class GraphMemory(MemoryAPI):
         memories = self.writes.create(self.writes.validate(items))
         log.debug("remembered %d memories", len(memories))
         return memories
+
+    def add_messages(
+        self,
+        messages: str | Sequence[Mapping[str, Any]],
+        *,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        run_id: str | None = None,
+        namespace: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> builtins.list[Memory]:
+        """Store OpenAI-format chat ``messages`` (``{"role", "content"}``; a string is one
+        user message) as the next events of run ``run_id``, started when new (a new run when
+        ``run_id`` is None). The Mem0 ``add(messages, user_id=, agent_id=, run_id=)`` shape;
+        see :func:`graphmem.messages.add_messages`."""
+        from graphmem.messages import add_messages
+
+        return add_messages(
+            self,
+            messages,
+            agent_id=agent_id,
+            user_id=user_id,
+            run_id=run_id,
+            namespace=namespace,
+            metadata=metadata,
+        )
 
     @overload
     def get(
@@ -625,7 +654,7 @@ class GraphMemory(MemoryAPI):
             user_id=user_id,
         )
         asker = scope.agent_id if isinstance(scope, Scope) else scope
-        stored = self._retriever().recall(
+        stored = self._retriever(config).recall(
             query,
             k=k,
             filter=flt,
@@ -802,7 +831,7 @@ class GraphMemory(MemoryAPI):
                 RecallResult(memory=m, score=s, breakdown={"relevance": s, "score": s})
                 for s, m in scored
             ]
-        window = self._retriever().context_window(
+        window = self._retriever(config, settle=bool(query)).context_window(
             query,
             max_tokens=max_tokens,
             k=k,
@@ -812,13 +841,25 @@ class GraphMemory(MemoryAPI):
             touch=touch,
             results=results,
         )
+        if not window.memories and window.dropped:
+            # an empty block would look like "nothing relevant": say it was the budget
+            log.warning(
+                "context: max_tokens=%d fits none of the %d memories that matched; the "
+                "block's fixed text alone takes about 100 tokens, raise max_tokens",
+                max_tokens,
+                window.dropped,
+            )
         return window.text
 
-    def _retriever(self) -> Retriever:
-        self.vectors.settle()
-        return Retriever(
+    def _retriever(
+        self, config: RecallConfig | str | None = None, *, settle: bool = True
+    ) -> Retriever:
+        retriever = Retriever(
             self._backend, self._embedder, clock=self._clock, config=self.settings.recall
         )
+        if settle:
+            self.vectors.settle(retriever.resolve_config(config).vector_wait)
+        return retriever
 
     # -- whole-store operations ------------------------------------------------------
 

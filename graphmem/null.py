@@ -774,6 +774,29 @@ class NullMemory(MemoryAPI):
             user_id=user_id,
         ).memory
 
+    def add_messages(
+        self,
+        messages: str | Sequence[Mapping[str, Any]],
+        *,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        run_id: str | None = None,
+        namespace: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> builtins.list[Memory]:
+        """Validates the messages as :meth:`GraphMemory.add_messages` would; stores nothing."""
+        from graphmem.messages import add_messages
+
+        return add_messages(
+            self,  # type: ignore[arg-type]
+            messages,
+            agent_id=agent_id,
+            user_id=user_id,
+            run_id=run_id,
+            namespace=namespace,
+            metadata=metadata,
+        )
+
     def remember_many(self, items: Iterable[Memory | Mapping[str, Any]]) -> builtins.list[Memory]:
         out: builtins.list[Memory] = []
         for i, item in enumerate(items):

@@ -574,6 +574,17 @@ class MemoryAPI(Protocol):
         self, items: Iterable[Memory | Mapping[str, Any]]
     ) -> builtins.list[Memory]: ...
 
+    def add_messages(
+        self,
+        messages: str | Sequence[Mapping[str, Any]],
+        *,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        run_id: str | None = None,
+        namespace: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> builtins.list[Memory]: ...
+
     @overload
     def get(
         self, memory_id: str, *, scope: Scope | str | None = None, current: bool = False

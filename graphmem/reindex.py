@@ -37,11 +37,6 @@ __all__ = ["ReindexReport", "Vectors", "check_embedder", "reindex", "store_dim"]
 
 log = logging.getLogger("graphmem.reindex")
 
-#: before a recall, wait up to SETTLE_SECONDS for the vectors of this handle's writes
-#: when at most SETTLE_MAX_PENDING memories still lack one
-SETTLE_MAX_PENDING = 64
-SETTLE_SECONDS = 0.5
-
 Progress = Callable[[int, int], None]
 
 
@@ -238,20 +233,22 @@ class Vectors:
         if self._worker is not None and self._missing is not None and self._missing(1):
             self._pending(())
 
-    def settle(self) -> None:
-        """Read your own writes, within reason: before a recall, wait briefly for the
-        vectors of a small backlog this handle wrote (an agent that remembers, then asks),
-        never for a bulk ingest (those memories are found lexically meanwhile)."""
-        if self._worker is None or self._missing is None or not self._wrote_unvectored:
+    def settle(self, wait: float = 60.0) -> None:
+        """Read your own writes: before a recall, wait (at most ``wait`` seconds, the recall
+        config's ``vector_wait``) for the vectors of the memories this handle wrote, so a
+        recall right after ``remember`` ranks them by meaning as a later one would. Costs
+        nothing once they are done; on a timeout or a failing embedder recall goes on
+        without the missing vectors (lexical and graph channels still find them)."""
+        if self._worker is None or not self._wrote_unvectored or wait <= 0:
             return
-        pending = self._missing(SETTLE_MAX_PENDING + 1)
-        if not pending:
-            self._wrote_unvectored = False
-        elif len(pending) <= SETTLE_MAX_PENDING:
-            try:
-                self._worker.flush(SETTLE_SECONDS)
-            except Exception as e:  # recall goes on without them; the worker retries
-                log.debug("recall without waiting for pending vectors: %s", e)
+        # cleared before the flush: a write racing with it sets the flag again, and the
+        # flush covers every write acknowledged before it was asked for
+        self._wrote_unvectored = False
+        try:
+            self._worker.flush(wait)
+        except Exception as e:  # recall goes on without them; the worker retries
+            self._wrote_unvectored = True
+            log.info("recall without the vectors still pending after %s s: %s", wait, e)
 
     def close(self) -> None:
         """Wait for the vectors of what this handle wrote, then stop the worker. An older

@@ -36,7 +36,7 @@ import re
 import secrets
 import unicodedata
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, time, timedelta
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -55,6 +55,7 @@ from graphmem.models import (
     Memory,
     NodeLabel,
     NodeRef,
+    Range,
     RecallResult,
     TextQuery,
     VectorQuery,
@@ -63,7 +64,9 @@ from graphmem.models import (
     validated,
 )
 from graphmem.scoring import trust_score
+from graphmem.temporal import is_when_question, memory_spans, query_span
 from graphmem.text import RANKING_STOPWORDS as _STOP
+from graphmem.text import SEARCH_STOPWORDS as _SEARCH_STOP
 from graphmem.text import WORD_RE as _TOKEN_RE
 from graphmem.text import light_stem as _stem
 
@@ -78,6 +81,15 @@ __all__ = [
 ]
 
 log = logging.getLogger("graphmem.retrieval")
+
+_DAY = 86_400.0
+# an absolute date in a memory's text ("on 5 May", "in 2021", "May 20"): it says when
+_DATE_TEXT_RE = re.compile(
+    r"\b(?:(?:19|20)\d{2}|(?:Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?\s+\d"
+    r"|\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:January|February|March|April|May|June|July"
+    r"|August|September|October|November|December))\b"
+)
+
 
 # ---------------------------------------------------------------------------------------
 # lexical evidence (for the floor): coverage of the query's content terms
@@ -414,6 +426,10 @@ class Retriever:
         self.config = config or RecallConfig()
         self._clock = clock
 
+    def resolve_config(self, config: RecallConfig | str | None) -> RecallConfig:
+        """``config`` as a RecallConfig: itself, the preset it names, or this retriever's."""
+        return self._resolve(config)
+
     def _resolve(self, config: RecallConfig | str | None) -> RecallConfig:
         if config is None:
             return self.config
@@ -492,6 +508,10 @@ class Retriever:
         self._fuse(cands, lexical, vector, cfg)
         if cfg.entity_weight > 0:
             self._fuse_entities(cands, query, flt, qvec, fetch, lexical, vector, cfg)
+        if cfg.prf_weight > 0 and cands:
+            self._feedback(cands, query, flt, fetch, lexical, vector, cfg)
+        if cfg.temporal_weight > 0 or cfg.when_weight > 0:
+            self._temporal(cands, query, flt, qvec, fetch, lexical, vector, cfg)
         qterms = _terms(query)
         self._score_evidence(cands.values(), qvec, qterms)
         # floor: only seeds with evidence of relevance survive (and may bring neighbours)
@@ -574,8 +594,8 @@ class Retriever:
     @staticmethod
     def _passes(c: _Cand, cfg: RecallConfig, qvec: np.ndarray | None) -> bool:
         coverage = c.breakdown.get("coverage", 0.0)
-        if coverage >= cfg.min_coverage:
-            return True
+        if coverage >= cfg.min_coverage or "temporal_rank" in c.breakdown:
+            return True  # (a memory of the day or month the question names is evidence)
         if qvec is not None and c.cosine is not None:
             return c.cosine >= cfg.min_similarity
         # no vector evidence: a BM25 match on a content word is all the evidence there is
@@ -721,6 +741,101 @@ class Retriever:
             else:
                 c.fused += cfg.entity_weight * h.score / max(hits[0].score, 1e-12) / top
             c.breakdown["fused"] = c.fused
+
+    def _feedback(
+        self,
+        cands: dict[str, _Cand],
+        query: str,
+        flt: Filter,
+        fetch: int,
+        lexical: list[Hit],
+        vector: list[Hit],
+        cfg: RecallConfig,
+    ) -> None:
+        """Pseudo-relevance feedback: expand the lexical query with the words the best
+        candidates share, search again, fuse by rank."""
+        best = sorted(cands.values(), key=lambda c: -c.fused)[: cfg.prf_docs]
+        asked = {w.lower() for w in _TOKEN_RE.findall(query)}
+        counts: dict[str, int] = {}
+        for c in best:
+            for w in {w.lower() for w in _TOKEN_RE.findall(c.memory.content)}:
+                if w not in _SEARCH_STOP and w not in asked and len(w) > 2 and w.isalpha():
+                    counts[w] = counts.get(w, 0) + 1
+        extra = [w for w, n in sorted(counts.items(), key=lambda x: (-x[1], x[0])) if n > 1]
+        if not extra:
+            return
+        text = query + " " + " ".join(extra[: cfg.prf_terms])
+        hits = self.backend.search_text(TextQuery(text=text, filter=flt, k=fetch))
+        ran = (cfg.lexical_weight if lexical else 0.0) + (cfg.vector_weight if vector else 0.0)
+        top = (ran / (cfg.rrf_k + 1) if cfg.fusion == "rrf" else ran) or 1.0
+        for rank, hit in enumerate(hits, start=1):
+            cand = cands.get(hit.node.id)
+            if cand is None:
+                cand = cands[hit.node.id] = _Cand(hit.node)
+            cand.seed = True
+            cand.breakdown["prf_rank"] = float(rank)
+            cand.fused += cfg.prf_weight / (cfg.rrf_k + rank) / top
+            cand.breakdown["fused"] = cand.fused
+
+    def _temporal(
+        self,
+        cands: dict[str, _Cand],
+        query: str,
+        flt: Filter,
+        qvec: np.ndarray | None,
+        fetch: int,
+        lexical: list[Hit],
+        vector: list[Hit],
+        cfg: RecallConfig,
+    ) -> None:
+        """The temporal channel (see :class:`RecallConfig` and :mod:`graphmem.temporal`)."""
+        span = query_span(query) if cfg.temporal_weight > 0 else None
+        when = cfg.when_weight > 0 and is_when_question(query)
+        if span is None and not when:
+            return
+        if span is not None and not span.any_year and qvec is not None:
+            # memories written in the span or up to a month after it (relative dates
+            # reach back), ranked by similarity: a channel like the others
+            window = Range(
+                field="created_at",
+                gte=datetime.combine(span.start, time.min, UTC) - timedelta(days=7),
+                lte=datetime.combine(span.end, time.max, UTC) + timedelta(days=31),
+            )
+            data = flt.model_dump()
+            data["ranges"] = (*flt.ranges, window)
+            pool = [
+                m
+                for m in self.backend.match(validated(Filter, data), limit=cfg.temporal_limit)
+                if isinstance(m, Memory)
+                and m.embedding is not None
+                and len(m.embedding) == qvec.shape[0]
+                and any(s.overlaps(span) for s in memory_spans(m.content, m.created_at))
+            ]
+            if pool:
+                mat = np.asarray([m.embedding for m in pool], dtype=np.float32)
+                sims = (mat @ qvec) / np.maximum(np.linalg.norm(mat, axis=1), 1e-12)
+                ran = (cfg.lexical_weight if lexical else 0.0) + (
+                    cfg.vector_weight if vector else 0.0
+                )
+                top = (ran / (cfg.rrf_k + 1) if cfg.fusion == "rrf" else ran) or 1.0
+                order = np.argsort(-sims, kind="stable")[:fetch]
+                for rank, j in enumerate(order, start=1):
+                    m = pool[int(j)]
+                    c = cands.get(m.id)
+                    if c is None:
+                        c = cands[m.id] = _Cand(m)
+                    c.seed = True
+                    c.breakdown["temporal_rank"] = float(rank)
+                    c.fused += cfg.temporal_weight / (cfg.rrf_k + rank) / top
+                    c.breakdown["fused"] = c.fused
+        for c in cands.values():
+            spans = memory_spans(c.memory.content, c.memory.created_at)
+            if span is not None and span.any_year and any(s.overlaps(span) for s in spans):
+                c.breakdown["temporal"] = 1.0
+                c.fused *= 1.0 + cfg.temporal_weight
+            if when and (len(spans) > 1 or _DATE_TEXT_RE.search(c.memory.content)):
+                c.breakdown["when"] = 1.0
+                c.fused *= 1.0 + cfg.when_weight
 
     def _within(self, flt: Filter, ids: list[str]) -> set[str]:
         allowed = set(ids) if flt.ids is None else set(ids) & set(flt.ids)

@@ -298,7 +298,13 @@ class Runs:
         )[0]
 
     def add_events(self, run_id: str, events: Sequence[Mapping[str, Any]]) -> builtins.list[Memory]:
-        """Append several events to a run in one atomic write (see :meth:`add_event`)."""
+        """Append several events to a run in one atomic write (see :meth:`add_event`).
+
+        An item with ``role`` and no ``event_type`` is a chat message (``{"role": "user",
+        "content": "..."}``), stored as :func:`graphmem.messages.event_from_message` says."""
+        from graphmem.messages import as_event
+
+        events = [as_event(ev) for ev in events]
         now = self._clock()
         with self._lock:
             for attempt in range(32):

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from graphmem.backends.base import GraphBackend
-from graphmem.errors import InvalidInput
+from graphmem.errors import ConfigError, InvalidInput
 
 __all__ = ["DEFAULT_PATH", "GraphBackend", "open_backend", "register_scheme"]
 
@@ -67,6 +67,12 @@ def open_backend(url: str | None = None, **options: Any) -> GraphBackend:
 
 
 def _neo4j(url: str, **options: Any) -> GraphBackend:
+    import importlib.util
+
+    if importlib.util.find_spec("neo4j") is None:
+        raise ConfigError(
+            f"{url.partition('://')[0]}:// needs the Neo4j driver: pip install 'graphmem[neo4j]'"
+        )
     from graphmem.backends.neo4j import Neo4jBackend  # the driver loads only when used
 
     return Neo4jBackend(url, **options)

@@ -122,6 +122,47 @@ _NOT_NAMES = frozenset(
     can't don't didn't it'll that'll that's there's what's here's how's gotta gonna wanna
     nah sweet nope whoa yay aw ugh hmm hah ha heh yo""".split()
 )
+# common English words that open sentences, notes, tickets and list items: capitalised
+# there only because they come first (imperatives, nouns, adjectives, adverbs). Written
+# for this module; a sentence-initial word in this list is never taken for a name.
+_COMMON_STARTERS = frozenset(
+    """the a an add added adding remove removed rotate rotated migrate migrated audit
+    audited speed fix fixed ship shipped make made document documented cache cached reduce
+    reduced deploy deployed update updated upgrade create created delete deleted run ran
+    build built test tested check checked review reviewed write wrote read merge merged
+    move moved set use used try tried keep kept send sent call ask find found follow plan
+    planned note noted notes done todo ticket tickets task tasks step steps item items
+    issue issues bug bugs goal goals idea ideas reminder summary status result results
+    working work worked meeting meetings lunch dinner breakfast coffee tea food music art
+    life nature family friends friend kids children school home travel trip weather
+    everything nothing something anything everyone someone nobody somebody people
+    understood agreed confirmed booked booking change changed changes moving planning
+    sounds sounding looks looking seems feels felt thought think knew know glad proud
+    excited happy sad tired busy sorry lucky funny crazy amazing awesome beautiful
+    lovely wonderful fantastic incredible interesting exciting cute sweet wow nice cool
+    great good bad best better worse worst last next first second third new old big
+    small little long short hard easy true false yes no maybe probably definitely
+    certainly seriously totally really actually basically apparently hopefully honestly
+    luckily sadly unfortunately fortunately recently lately usually often sometimes
+    always never also still just only even again already finally currently anyway
+    besides meanwhile instead otherwise though although because since unless while
+    whenever wherever however whatever whichever speaking talking thinking reading
+    writing painting drawing cooking baking running hiking swimming dancing singing
+    playing watching learning teaching traveling travelling camping gardening fishing
+    yoga pottery photography volunteering exercise sports games movies books music
+    today tonight tomorrow yesterday morning evening afternoon weekend weekdays
+    thanks thank congrats congratulations welcome cheers hey hi hello bye goodbye please
+    sure okay ok alright well oh ah wow hmm um yeah yep nope nah lol haha
+    support supporting help helping helped love loved loving like liked hate hated
+    enjoy enjoyed enjoying hope hoped hoping wish wished wishing remember remembered
+    imagine guess wait stop start started starting finish finished open opened close
+    closed join joined visit visited visiting go went going come came coming get got
+    getting give gave giving take took taking look see saw watch watched listen heard
+    tell told say said show showed share shared bring brought buy bought pay paid
+    sell sold learn learned learnt teach taught spend spent meet met leave left stay
+    stayed live lived feel believe mean meant need needed want wanted let lets
+    sharing seeing having being doing making taking getting going trying""".split()
+)
 _CONNECTORS = frozenset({"of", "the", "de", "del", "la", "le", "van", "von", "da", "di", "&"})
 _ACRONYM_STOP = frozenset(
     {
@@ -192,7 +233,7 @@ _GENERIC_GERUNDS = frozenset(
     living hoping planning waiting sitting standing telling asking showing calling leaving
     moving turning becoming bringing happening interesting exciting inspiring sing
     outstanding growing hitting improving performing networking marketing remember
-    opening displaying""".split()
+    opening displaying drinking eating sleeping feeling""".split()
 )
 _ACTIVITY_VERB = (
     r"(?:go|goes|going|went|gone|love|loves|loved|loving|enjoy|enjoys|enjoyed|like|likes|"
@@ -294,16 +335,38 @@ _GENERIC_NOUNS = frozenset(
     future past others everyone everything anything something nothing none""".split()
 )
 _HONORIFIC_RE = re.compile(r"\b(?:Mr|Mrs|Ms|Dr|Prof|Aunt|Uncle|Grandma|Grandpa)\.?\s+$")
+# "to" alone is no place cue ("migrate to Postgres", "talk to Jon"): a verb of going is
 _PLACE_CUE_RE = re.compile(
-    r"\b(?:in|at|to|from|near|visit|visited|visiting|moved\s+to|move\s+to|around|across|"
-    r"toward|towards)\s+$",
+    r"\b(?:in|at|from|near|visit|visited|visiting|around|across|toward|towards|"
+    r"(?:go|goes|going|gone|went|move|moves|moved|moving|fly|flew|flying|travel|travels|"
+    r"traveled|travelled|traveling|travelling|trip|trips|drive|drove|driving|road\s+trip|"
+    r"headed|heading|return|returned|back|came|come|coming|get|got|vacation|holiday)"
+    r"\s+(?:back\s+)?to)\s+$",
     re.IGNORECASE,
 )
 _PERSON_CUE_RE = re.compile(
     r"\b(?:with|met|meet|meeting|told|tell|asked|ask|called|named|thanks|thank\s+you|"
-    r"hey|hi|hello|dear|bye)\s*,?\s+$",
+    r"hey|hi|hello|dear|bye|i'm|i’m|i\s+am|name\s+is|name's|name’s)\s*,?\s+$",
     re.IGNORECASE,
 )
+# "Alice's sister", "Carla, my sister": a name next to a kinship word is a person
+_KIN_WORDS = (
+    r"(?:mom|mother|mum|dad|father|sister|brother|husband|wife|partner|boyfriend|"
+    r"girlfriend|fiance|fiancee|son|daughter|kids?|child|children|grandma|grandmother|"
+    r"grandpa|grandfather|aunt|uncle|cousin|niece|nephew|friend|bestie|boss|colleague|"
+    r"coworker|mentor|neighbou?r|roommate|teacher|coach)"
+)
+_POSSESSOR_RE = re.compile(
+    r"\b([A-Z][a-z'’-]+)['’]s\s+(?:(?:little|big|older|younger|best|new|old|late)\s+)?"
+    + _KIN_WORDS
+    + r"\b"
+)
+_APPOSITION_RE = re.compile(
+    r"\b([A-Z][a-z'’-]+),\s+(?:my|our|his|her|their|[A-Z][a-z'’-]+['’]s)\s+"
+    r"(?:(?:little|big|older|younger|best|new|old|late)\s+)?" + _KIN_WORDS + r"\b"
+)
+# a sentence-initial name followed by its possessive and a noun: "Melanie's teacher"
+_INITIAL_POSSESSIVE_RE = re.compile(r"^['’]s\s+[a-z]")
 
 _SPEAKER_RE = re.compile(r"^\s*([A-Z][\w'’.-]*(?:\s[A-Z][\w'’.-]*){0,2}):\s")
 _SENTENCE_RE = re.compile(r"[^.!?\n]+[.!?]*")
@@ -332,8 +395,25 @@ _FROM_RE = re.compile(
 )
 
 
+def _speaker_name(label: str) -> bool:
+    """Whether a ``Label:`` prefix names a speaker: not a note heading ("Noted:",
+    "Done:", "Ticket:") nor a common word."""
+    first = label.split()[0].lower()
+    return (
+        normalise(label) not in _SPEAKER_STOP
+        and first not in _COMMON_STARTERS
+        and first not in _NOT_NAMES
+    )
+
+
 def _clean(span: str) -> str:
     return _POSSESSIVE_RE.sub("", span.strip(" '’.-&"))
+
+
+def _starter(word: str) -> bool:
+    """A capitalised word that is a common word when it opens a sentence."""
+    low = _POSSESSIVE_RE.sub("", word.lower())
+    return low in _COMMON_STARTERS or low in _NOT_NAMES or low in _GENERIC_NOUNS
 
 
 def _is_cap(word: str) -> bool:
@@ -395,7 +475,7 @@ def extract(
     speaker: str | None = None
     body = text
     m = _SPEAKER_RE.match(text)
-    if m and normalise(m.group(1)) not in _SPEAKER_STOP:
+    if m and _speaker_name(m.group(1)):
         speaker = add(m.group(1), EntityType.PERSON, "speaker")
         body = text[m.end() :]
 
@@ -426,24 +506,50 @@ def extract(
                 else:
                     break
             span = [wm.group().rstrip(".") for wm in words[i:j]]
-            start = i == 0 or sentence[: words[i].start()].strip() in ('"', "“", "(", "-")
+            lead = sentence[: words[i].start()].rstrip()
+            # a sentence, clause, list item or note body starts here
+            start = not lead or lead[-1] in '"“(-–—:;'
+            first = span[0].lower()
+            while start and span and first not in known and _starter(span[0]):
+                # a common word capitalised only because it comes first ("Migrate",
+                # "Noted", "The"): the name, if any, is what follows it; after a dash
+                # ("Plan - Rotate ...") the next word starts again
+                i += 1
+                span = span[1:]
+                gap = sentence[words[i - 1].end() : words[i].start()] if i < j else ""
+                start = gap.strip() == "-"
+                first = span[0].lower() if span else ""
+            if not span:
+                i = j
+                continue
             name = " ".join(span)
             norm = normalise(name)
             if start and j - i == 1 and norm not in known:
                 # a capitalised first word is a name when the store says so, or when a verb
-                # follows it that names do ("Melanie went ...", "Caroline is ...")
-                nxt_word = sentence[words[i].end() :].split(None, 1)
+                # follows it that names do ("Melanie went ...", "Melanie signed up ..."),
+                # or its possessive and a noun ("Melanie's pottery teacher")
+                word_m = words[i]
+                rest = sentence[word_m.end() :]
+                raw = word_m.group()
+                nxt_word = rest.split(None, 1)
                 verb = nxt_word[0].lower().strip(",;:") if nxt_word else ""
-                word = span[0]
+                possessive = raw.endswith(("'s", "’s")) and bool(re.match(r"\s+[a-z]", rest))
+                word = _clean(raw)
                 if (
-                    (verb in _PERSON_VERBS or verb in _OTHER_VERBS)
+                    (
+                        possessive
+                        or verb in _PERSON_VERBS
+                        or verb in _OTHER_VERBS
+                        or (verb.endswith("ed") and verb.isalpha() and len(verb) > 4)
+                    )
                     and len(word) > 2
-                    and not word.lower().endswith(("ing", "ed", "ly"))
-                    and word.lower() not in _GENERIC_NOUNS
                     and "'" not in word
                     and "’" not in word
+                    and not word.lower().endswith(("ing", "ly"))
+                    and word.lower() not in _GENERIC_NOUNS
                 ):
-                    add(name, EntityType.PERSON if verb in _PERSON_VERBS else EntityType.OTHER)
+                    person = possessive or verb not in _OTHER_VERBS
+                    add(word, EntityType.PERSON if person else EntityType.OTHER)
                 i = j
                 continue
             before = sentence[max(0, words[i].start() - 24) : words[i].start()]
@@ -489,14 +595,17 @@ def extract(
             if noun not in _GENERIC_NOUNS and head not in _GENERIC_NOUNS and len(noun) > 2:
                 add(noun, EntityType.PLACE if noun in _PLACE_SUFFIX else EntityType.OBJECT)
 
+    for km in _KIN_NAME_RE.finditer(body):
+        kin = km.group(1).lower()
+        if kin in _KIN and normalise(km.group(2)) not in _NOT_NAMES:
+            etype = EntityType.OTHER if kin in _PET else EntityType.PERSON
+            obj = add(km.group(2), etype)
+            if obj is not None and speaker is not None:
+                relations.append(Relation(speaker, kin, obj))
+    for pm in (*_POSSESSOR_RE.finditer(body), *_APPOSITION_RE.finditer(body)):
+        if not _starter(pm.group(1)):
+            add(pm.group(1), EntityType.PERSON)
     if speaker is not None:
-        for km in _KIN_NAME_RE.finditer(body):
-            kin = km.group(1).lower()
-            if kin in _KIN and normalise(km.group(2)) not in _NOT_NAMES:
-                etype = EntityType.OTHER if kin in _PET else EntityType.PERSON
-                obj = add(km.group(2), etype)
-                if obj is not None:
-                    relations.append(Relation(speaker, kin, obj))
         for mv in _MOVED_RE.finditer(body):
             obj = add(mv.group(3) or mv.group(4), EntityType.PLACE)
             if obj is not None:

@@ -108,6 +108,17 @@ _PURPOSE = {
 }
 
 
+def _anthropic_sdk() -> Any:
+    """The anthropic SDK, or LLMUnavailable naming the extra that installs it."""
+    try:
+        import anthropic
+    except ImportError as e:
+        raise LLMUnavailable(
+            "the Anthropic SDK is not installed: pip install 'graphmem[anthropic]'"
+        ) from e
+    return anthropic
+
+
 class AnthropicLLM(BaseLLM):
     """Passes run by Claude through the official ``anthropic`` SDK.
 
@@ -163,7 +174,7 @@ class AnthropicLLM(BaseLLM):
     def _get_client(self) -> Any:
         with self._client_lock:
             if self._client is None:
-                import anthropic
+                anthropic = _anthropic_sdk()
 
                 try:
                     self._client = anthropic.Anthropic(
@@ -184,7 +195,7 @@ class AnthropicLLM(BaseLLM):
                 self._client = None
 
     def _call(self, pass_name: str, system: str, user: str, out: type[_Out]) -> _Out:
-        import anthropic
+        anthropic = _anthropic_sdk()
 
         client = self._get_client()
         tool_name = f"record_{pass_name}"

@@ -243,9 +243,9 @@ def _command_paths(group: Any, prefix: str = "graphmem") -> Iterator[str]:
 
 
 def test_every_command_is_documented_in_the_readme() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    match = re.search(r"^## Command line, HTTP and MCP\n(.*?)(?=^## )", readme, re.M | re.S)
-    assert match, "README.md has no '## Command line, HTTP and MCP' section"
+    readme = (ROOT / "docs" / "cli-http-mcp.md").read_text(encoding="utf-8")
+    match = re.search(r"^## Command line, HTTP and MCP\n(.*?)(?=^## |\Z)", readme, re.M | re.S)
+    assert match, "docs/cli-http-mcp.md has no '## Command line, HTTP and MCP' section"
     section = match.group(1)
     documented = set(re.findall(r"`(graphmem(?: [a-z][a-z-]*)+)", section))
     group = typer.main.get_command(app)
@@ -333,8 +333,11 @@ def test_mcp_starts_on_the_embedded_default(tmp_path: Path) -> None:
 
 
 def test_entities_and_about(db: str) -> None:
+    on = {"GRAPHMEM_KNOWLEDGE__ENABLED": "true"}  # the knowledge layer is opt-in
+    run("remember", "Jon came by", "--db", db)  # written with the layer off: no entity
+    assert "Jon" not in run("entities", "--db", db).stdout
     for text in ("Yesterday I walked with Jon around Lisbon", "We met Jon at the market"):
-        run("remember", text, "--db", db)
+        run("remember", text, "--db", db, env=on)
     out = run("entities", "--db", db).stdout
     assert "Jon" in out and "Lisbon" in out
     assert run("about", "jon", "--db", db).stdout.splitlines()[0] == "Jon (person), 2 memories"

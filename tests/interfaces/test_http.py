@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -562,12 +563,13 @@ def test_forget_report_names_only_what_the_key_may_read() -> None:
     assert mem.get([mine.id, theirs.id]) == []
 
 
-def test_entities_over_http_follow_the_key(store: GraphMemory) -> None:
+def test_entities_over_http_follow_the_key(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
     from graphmem.config import ApiKey, ServerSettings, Settings
     from graphmem.server.http import create_app
 
+    store = GraphMemory.open(str(tmp_path / "k.db"), embedder=None, knowledge=True)
     store.remember("Yesterday I walked with Jon around Lisbon", agent_id="alice")
     store.remember("Meeting Carla in Oslo next week about the secret deal", agent_id="bob")
     key = ApiKey(key="k-alice-secret", agent_id="alice", namespaces=["*"])
@@ -586,3 +588,4 @@ def test_entities_over_http_follow_the_key(store: GraphMemory) -> None:
         assert "embedding" not in r.json()["memories"][0]
         assert client.get("/entities/Oslo", headers=h).status_code == 404
         assert client.get("/entities?type=bogus", headers=h).status_code == 422
+    store.close()

@@ -59,7 +59,8 @@ def test_stdio_server_end_to_end(tmp_path: Path) -> None:
 
 @pytest.fixture
 def shared(tmp_path: Path) -> Any:
-    mem = GraphMemory.open(str(tmp_path / "inproc.db"), embedder=None)
+    # with the knowledge layer (opt-in), so the entity tools have entities to show
+    mem = GraphMemory.open(str(tmp_path / "inproc.db"), embedder=None, knowledge=True)
     yield mem
     mem.close()
 

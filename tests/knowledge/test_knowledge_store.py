@@ -22,7 +22,7 @@ T0 = datetime(2024, 5, 1, 12, tzinfo=UTC)
 
 @pytest.fixture
 def kmem(tmp_path: Path) -> Iterator[GraphMemory]:
-    m = GraphMemory(NetworkXBackend(tmp_path / "k.db"), embedder=None)
+    m = GraphMemory(NetworkXBackend(tmp_path / "k.db"), embedder=None, knowledge=True)
     indexed(m)
     yield m
     m.close()
@@ -65,10 +65,10 @@ def test_later_memories_resolve_to_known_entities_and_count(kmem: GraphMemory) -
 
 def test_a_new_handle_loads_known_entities_from_the_store(tmp_path: Path) -> None:
     path = tmp_path / "k.db"
-    with GraphMemory(NetworkXBackend(path), embedder=None) as m1:
+    with GraphMemory(NetworkXBackend(path), embedder=None, knowledge=True) as m1:
         indexed(m1)
         m1.remember("Jon: Hey Melanie, good to see you.", agent_id="a", created_at=T0)
-    with GraphMemory(NetworkXBackend(path), embedder=None) as m2:
+    with GraphMemory(NetworkXBackend(path), embedder=None, knowledge=True) as m2:
         indexed(m2)
         m2.remember("Jon: Mel loves it.", agent_id="a", created_at=T0)
         ents = all_entities(m2)
@@ -127,20 +127,20 @@ def test_backfill_indexes_memories_written_before_the_layer(tmp_path: Path) -> N
     backend = NetworkXBackend(tmp_path / "b.db")
     # written by a write path without the knowledge layer
     Writes(backend).create([Memory(content="Jon: We loved Paris.", agent_id="a", created_at=T0)])
-    with GraphMemory(backend, embedder=None) as m:
+    with GraphMemory(backend, embedder=None, knowledge=True) as m:
         assert all_entities(m) == {}
         assert indexed(m).backfill(m.list(limit=None)) == 2
         assert set(all_entities(m)) == {"jon", "paris"}
 
 
 def test_export_import_keeps_entities_without_counting_twice(tmp_path: Path) -> None:
-    with GraphMemory(NetworkXBackend(tmp_path / "a.db"), embedder=None) as a:
+    with GraphMemory(NetworkXBackend(tmp_path / "a.db"), embedder=None, knowledge=True) as a:
         indexed(a)
         a.remember("Jon: We loved Paris.", agent_id="a", created_at=T0)
         a.remember("Jon: Paris again in May, with Anna.", agent_id="a", created_at=T0)
         a.export(tmp_path / "dump.jsonl")
         before = {n: (e.id, e.mention_count) for n, e in all_entities(a).items()}
-    with GraphMemory(NetworkXBackend(tmp_path / "b.db"), embedder=None) as b:
+    with GraphMemory(NetworkXBackend(tmp_path / "b.db"), embedder=None, knowledge=True) as b:
         indexed(b)
         b.import_(tmp_path / "dump.jsonl")
         after = {n: (e.id, e.mention_count) for n, e in all_entities(b).items()}
@@ -168,8 +168,8 @@ def test_concurrent_writers_count_every_mention(kmem: GraphMemory) -> None:
 def test_two_handles_on_one_file_count_from_the_store(tmp_path: Path) -> None:
     path = tmp_path / "shared.db"
     with (
-        GraphMemory(NetworkXBackend(path), embedder=None) as m1,
-        GraphMemory(NetworkXBackend(path), embedder=None) as m2,
+        GraphMemory(NetworkXBackend(path), embedder=None, knowledge=True) as m1,
+        GraphMemory(NetworkXBackend(path), embedder=None, knowledge=True) as m2,
     ):
         indexed(m1)
         indexed(m2)

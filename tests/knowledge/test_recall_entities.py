@@ -37,7 +37,7 @@ FILLER = [
 
 @pytest.fixture
 def kmem(tmp_path: Path) -> Iterator[GraphMemory]:
-    m = GraphMemory(NetworkXBackend(tmp_path / "k.db"), embedder=None)
+    m = GraphMemory(NetworkXBackend(tmp_path / "k.db"), embedder=None, knowledge=True)
     indexed(m)
     for i, text in enumerate(FILLER):
         m.remember(f"Jon: {text}", agent_id="a", created_at=T0 + timedelta(hours=i))
@@ -55,20 +55,22 @@ def test_a_seed_brings_memories_that_share_a_rare_entity(kmem: GraphMemory) -> N
         created_at=T0 + timedelta(days=40),
     )
     r = Retriever(kmem.backend, None)
+    hops = RecallConfig(expand_entities=True)  # opt-in: the default recall does not hop
     results = {
         x.memory.id: x
         for x in r.recall(
-            "best holiday", k=5, touch=False, filter=Filter.for_memories(agent_id="a")
+            "best holiday",
+            k=5,
+            touch=False,
+            config=hops,
+            filter=Filter.for_memories(agent_id="a"),
         )
     }
     assert seed.id in results
     assert hop.id in results
     assert results[hop.id].breakdown["entity:Lisbon"] == 1.0
     assert results[hop.id].breakdown["graph_via_entity"] == 1.0
-    off = RecallConfig(expand_entities=False)
-    plain = r.recall(
-        "best holiday", k=5, touch=False, config=off, filter=Filter.for_memories(agent_id="a")
-    )
+    plain = r.recall("best holiday", k=5, touch=False, filter=Filter.for_memories(agent_id="a"))
     assert hop.id not in {x.memory.id for x in plain}
 
 
@@ -77,8 +79,10 @@ def test_entity_hops_never_cross_scopes(kmem: GraphMemory) -> None:
     kmem.remember("Jon: Lisbon again next year", agent_id="a", created_at=T0)
     other = kmem.remember("Eve: the trams of Lisbon are yellow", agent_id="b", created_at=T0)
     r = Retriever(kmem.backend, None)
+    hops = RecallConfig(expand_entities=True)
     for flt in (Filter.for_memories(agent_id="a"), Filter.for_memories()):
-        ids = {x.memory.id for x in r.recall("best holiday", k=10, touch=False, filter=flt)}
+        found = r.recall("best holiday", k=10, touch=False, filter=flt, config=hops)
+        ids = {x.memory.id for x in found}
         # b's memory is a different entity (another audience): never reached through a's
         assert other.id not in ids
 
@@ -92,7 +96,11 @@ def test_hub_entities_are_not_followed(kmem: GraphMemory) -> None:
         k=10,
         touch=False,
         config=RecallConfig(
-            entity_hub_limit=5, expand_tags=False, expand_next=False, run_weight=0.0
+            expand_entities=True,
+            entity_hub_limit=5,
+            expand_tags=False,
+            expand_next=False,
+            run_weight=0.0,
         ),
     )
     assert [x.memory.content for x in results] == ["Jon: my best holiday ever was in the hills"]

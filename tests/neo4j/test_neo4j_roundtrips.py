@@ -220,11 +220,11 @@ def test_remember_many_through_graphmemory_keeps_the_batch_budget() -> None:
 def test_the_knowledge_layer_writes_entities_in_one_more_transaction(
     neo: Neo4jBackend, fake: FakeDriver
 ) -> None:
-    """With the knowledge layer on (the default), a remember that names an entity costs the
+    """With the knowledge layer on (opt-in), a remember that names an entity costs the
     memory's write, the entity write after it (a second transaction), and the reads that
     resolve the name against the store (the scope's entities once per process, then the
     named ones)."""
-    mem = GraphMemory(neo, embedder=None, owns_backend=False)
+    mem = GraphMemory(neo, embedder=None, owns_backend=False, knowledge=True)
     mem.remember("Yesterday I met Alice in Paris", agent_id="a", reconcile="off")
     assert len(fake.recorder.writes()) == 2, fake.recorder.names()
     assert len(fake.recorder.statements) <= 4, fake.recorder.names()

@@ -4,12 +4,15 @@ gets its vector eventually — also after a crash or when written without an emb
 from __future__ import annotations
 
 import threading
+import time
+import zlib
 from pathlib import Path
 
 import numpy as np
 
 from graphmem import GraphMemory
 from graphmem.embeddings import HashEmbedder
+from graphmem.retrieval import RecallConfig
 
 
 class GatedEmbedder:
@@ -32,19 +35,64 @@ class GatedEmbedder:
         return self.inner.embed(texts)
 
 
+class SynonymEmbedder:
+    """A slow model stand-in that knows tea is a beverage: "tea", "beverage" and "drink"
+    share one direction, every other word its own (a hash), so only meaning links the
+    question "favourite beverage" to "Alice prefers green tea"."""
+
+    name = "synonyms"
+    dim = 64
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if threading.current_thread().name.startswith("graphmem-vectorizer"):
+            time.sleep(1.0)  # a batch behind the write takes a while (a model under load)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in t.lower().split():
+                j = 0 if w in ("tea", "beverage", "drink") else 1 + zlib.crc32(w.encode()) % 63
+                out[i, j] += 3.0 if j == 0 else 0.3
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+
 def test_remember_returns_before_the_vector_and_recall_finds_it_lexically(tmp_path: Path) -> None:
     emb = GatedEmbedder()
     with GraphMemory.open(str(tmp_path / "s.db"), embedder=emb) as mem:
         m = mem.remember("Alice prefers green tea", agent_id="a")
         assert mem.get(m.id).embedding is None  # acknowledged, durable, no vector yet
-        # recall does not wait for the background work: the memory is found lexically
-        [hit] = mem.recall("green tea", agent_id="a", touch=False)
-        assert hit.memory.id == m.id
+        # a recall told not to wait (vector_wait=0) finds the memory lexically
+        no_wait = RecallConfig(vector_wait=0)
+        [hit] = mem.recall("green tea", agent_id="a", touch=False, config=no_wait)
+        assert hit.memory.id == m.id and "vector" not in hit.breakdown
         emb.gate.set()
         mem.vectors.wait(timeout=30)
         vec = mem.get(m.id).embedding
         assert vec is not None and len(vec) == 64
         assert np.allclose(vec, emb.inner.embed(["Alice prefers green tea"])[0], atol=1e-6)
+
+
+def test_a_recall_waits_for_this_handles_vectors_within_its_bound(tmp_path: Path) -> None:
+    emb = GatedEmbedder()
+    with GraphMemory.open(str(tmp_path / "s.db"), embedder=emb) as mem:
+        m = mem.remember("Alice prefers green tea", agent_id="a")
+        # the vector cannot come (gate shut): recall gives up after its bound, lexically
+        short = RecallConfig(vector_wait=0.2)
+        [hit] = mem.recall("green tea", agent_id="a", touch=False, config=short)
+        assert hit.memory.id == m.id and "vector" not in hit.breakdown
+        # once the worker can run, the next recall waits for it and ranks by meaning
+        threading.Timer(0.2, emb.gate.set).start()
+        [hit] = mem.recall("green tea", agent_id="a", touch=False)
+        assert hit.memory.id == m.id and "vector" in hit.breakdown
+        assert mem.get(m.id).embedding is not None
+
+
+def test_a_recall_after_update_finds_the_new_version_by_meaning_at_once(tmp_path: Path) -> None:
+    """The README example: remember, update, then ask in other words; no wait call."""
+    with GraphMemory.open(str(tmp_path / "s.db"), embedder=SynonymEmbedder()) as mem:
+        m = mem.remember("Alice prefers tea", agent_id="assistant")
+        v2 = mem.update(m.id, "Alice prefers green tea", reason="she said so")
+        hits = mem.recall("favourite beverage", agent_id="assistant", k=5, touch=False)
+        assert [h.memory.id for h in hits] == [v2.id]
+        assert hits[0].breakdown["vector"] > 0.5
 
 
 def test_memories_without_vectors_are_embedded_after_reopening(tmp_path: Path) -> None:

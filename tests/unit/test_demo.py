@@ -52,3 +52,12 @@ def test_demo_history_follows_its_own_timeline(tmp_path: Path) -> None:
     history = "\n".join(lines[lines.index(next(x for x in lines if x.startswith("History"))) :])
     assert f".. {session_3}: Alice is travelling to Lisbon in May." in history
     assert f"valid {session_3} .. now: Alice is travelling to Lisbon in June" in history
+
+
+def test_the_demo_command_lists_its_people_and_places_with_their_types(tmp_path: Path) -> None:
+    db = str(tmp_path / "demo.db")
+    runner = CliRunner()
+    assert runner.invoke(app, ["demo", "--db", db, "--embedder", "none"]).exit_code == 0
+    with GraphMemory.open(db, embedder=None) as mem:
+        types = {e.name: e.type.value for e in mem.knowledge.entities(namespace=DEMO_NAMESPACE)}
+    assert types == {"Alice": "person", "Carla": "person", "Lisbon": "place", "Alfama": "place"}

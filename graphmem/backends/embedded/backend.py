@@ -442,6 +442,7 @@ class NetworkXBackend(EmbeddedSearch):
                 self.flush()
             except GraphMemError as e:  # never lose the close; the accesses are advisory
                 log.warning("could not write access statistics at close: %s", e)
+            self._save_ann()
             self._closed = True
             try:
                 if self._path is not None:

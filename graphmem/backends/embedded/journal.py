@@ -9,6 +9,7 @@ import os
 import sqlite3
 import threading
 import time
+import uuid
 
 try:
     import fcntl
@@ -167,6 +168,14 @@ class EmbeddedJournal(EmbeddedGraph):
             raise BackendUnavailable(
                 f"store schema version {row[0]} is not supported (expected {_SCHEMA_VERSION})"
             )
+        # names this store in the files kept beside it (the saved vector graph)
+        ident = self._db.execute("SELECT value FROM meta WHERE key='store_id'").fetchone()
+        if ident is None:
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta(key, value) VALUES ('store_id', ?)", (uuid.uuid4().hex,)
+            )
+            ident = self._db.execute("SELECT value FROM meta WHERE key='store_id'").fetchone()
+        self._store_id: str = ident[0]
 
     def _load(self) -> None:
         """(Re)build the in-memory state from the file, from one read snapshot.
@@ -259,6 +268,12 @@ class EmbeddedJournal(EmbeddedGraph):
                     vecs.append(np.frombuffer(blob, dtype=np.float32))
             if keys:
                 vindex.add(keys, np.vstack(vecs))
+            del vecs
+            vindex.on_ann_built = self._save_ann
+            if self._path is not None and len(vindex) >= vindex.ann_threshold:
+                vindex.load_ann(
+                    self._path, store_id=self._store_id, changes=self._memory_changes_since
+                )
         self._g = g
         self._rid_of = rid_of
         self._key_of = key_of
@@ -275,6 +290,35 @@ class EmbeddedJournal(EmbeddedGraph):
         self._next_rid = max(key_of, default=0) + 1
         self._df_cache: dict[str, int] = {}
         self._df_cache_n = len(by_label.get(NodeLabel.MEMORY, ()))
+
+    def _memory_changes_since(self, seq: int) -> set[str] | None:
+        """The memory keys the change log names after ``seq`` (inside the caller's read
+        snapshot); None when the log no longer reaches back there, or when ``seq`` is ahead
+        of it (a file saved for a later state of a store put back from a copy)."""
+        lo, hi = self._db.execute("SELECT min(seq), max(seq) FROM changes").fetchone()
+        if hi is None:
+            return set() if seq == 0 else None
+        if seq > hi or seq < lo - 1:
+            return None
+        return {
+            k
+            for (k,) in self._db.execute(
+                "SELECT key FROM changes WHERE seq > ? AND key LIKE 'Memory:%'", (seq,)
+            )
+        }
+
+    def _save_ann(self) -> None:
+        """Keep the vector index's HNSW graph beside the file, marked with the change-log
+        position it reflects (this process's, under the lock: every change up to it is
+        applied here), so that the next open reads it instead of building it."""
+        with self._lock:
+            vindex = self._vindex
+            if self._closed or self._path is None or vindex is None:
+                return
+            try:
+                vindex.save_ann(self._path, store_id=self._store_id, seq=self._seen_seq)
+            except OSError as e:  # a read-only folder: the next open builds the graph again
+                log.info("could not keep the vector graph beside %s: %s", self._path, e)
 
     @contextmanager
     def _fresh(self) -> Iterator[None]:
@@ -483,6 +527,7 @@ class EmbeddedJournal(EmbeddedGraph):
         if self._dim != dim:
             self._dim = dim
             self._vindex = VectorIndex(dim)
+            self._vindex.on_ann_built = self._save_ann
 
     def _write_plan(self, db: sqlite3.Connection, plan: dict[str, Any]) -> None:
         rids: dict[str, int] = plan["rids"]

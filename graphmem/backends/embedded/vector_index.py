@@ -17,15 +17,20 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from graphmem.backends.embedded import hnsw_file
 from graphmem.errors import DimensionMismatch, InvalidInput
 
 __all__ = ["VectorIndex"]
 
 log = logging.getLogger("graphmem.backends.embedded")
+
+#: vectors above which searches go through the HNSW graph (read when an index is made)
+ANN_THRESHOLD = 50_000
 
 
 def _hnswlib() -> Any:
@@ -34,6 +39,15 @@ def _hnswlib() -> Any:
     except ImportError:  # pragma: no cover - hnswlib is a dependency
         return None
     return hnswlib
+
+
+def _dot(mat: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``mat @ q`` on the calling thread. numpy hands a matrix-vector product of this size
+    to the BLAS library's thread pool; on a busy machine those threads wait for cores and
+    one query's scores take tens of milliseconds instead of one. einsum's own loop does
+    not thread."""
+    scores: np.ndarray = np.einsum("ij,j->i", mat, q)
+    return scores
 
 
 class VectorIndex:
@@ -50,7 +64,7 @@ class VectorIndex:
         dim: int,
         *,
         capacity: int = 1024,
-        ann_threshold: int = 50_000,
+        ann_threshold: int | None = None,
         background_build: bool = True,
         exact_candidates_limit: int = 16_384,
         hnsw_m: int = 16,
@@ -60,7 +74,7 @@ class VectorIndex:
         if not isinstance(dim, int) or dim < 1:
             raise InvalidInput(f"vector dimension must be a positive int, got {dim!r}")
         self.dim = dim
-        self.ann_threshold = ann_threshold
+        self.ann_threshold = ANN_THRESHOLD if ann_threshold is None else ann_threshold
         self.background_build = background_build
         self.exact_candidates_limit = exact_candidates_limit
         self.hnsw_m = hnsw_m
@@ -78,6 +92,10 @@ class VectorIndex:
         # background build: keys added/replaced/removed after the build's snapshot
         self._building: threading.Thread | None = None
         self._dirty: set[str] = set()
+        #: the graph differs from the one on disk (see save_ann)
+        self._ann_unsaved = False
+        #: called (from the build thread, holding no lock) once a background build is done
+        self.on_ann_built: Callable[[], None] | None = None
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -151,6 +169,7 @@ class VectorIndex:
                 if label is not None and self._ann is not None:
                     self._ann.mark_deleted(label)
                     self._label_keys[label] = None
+                    self._ann_unsaved = True
 
     def get(self, key: str) -> np.ndarray | None:
         """A copy of the stored vector, or None."""
@@ -244,9 +263,86 @@ class VectorIndex:
                         self._ann_add([key], self._mat[row : row + 1], self._norm[row : row + 1])
         except Exception:  # the index stays exact; a failed build must not kill searches
             log.exception("HNSW build failed; vector search stays exact")
+            return
         finally:
             with self._lock:
                 self._building = None
+        self._ann_unsaved = True
+        done = self.on_ann_built
+        if done is not None:
+            try:
+                done()
+            except Exception:  # keeping the graph on disk is an optimisation
+                log.exception("could not save the HNSW graph")
+
+    # -- the graph on disk -------------------------------------------------------------
+
+    def save_ann(self, store: Path, *, store_id: str, seq: int) -> bool:
+        """Write the HNSW graph beside ``store`` (see ``hnsw_file``), recording
+        that it reflects the store's change log up to ``seq``; nothing when there is no
+        graph or it is the one on disk already. True when written."""
+        with self._lock:
+            if self._ann is None or not self._ann_unsaved:
+                return False
+            hnsw_file.save(
+                store, self._ann, self._label_keys, store_id=store_id, dim=self.dim, seq=seq
+            )
+            self._ann_unsaved = False
+            return True
+
+    def load_ann(
+        self,
+        store: Path,
+        *,
+        store_id: str,
+        changes: Callable[[int], Collection[str] | None],
+    ) -> bool:
+        """Use the HNSW graph saved beside ``store`` instead of building one, when it checks
+        out. ``changes(seq)`` gives the keys the store changed after ``seq`` (None when its
+        log no longer reaches back that far): those are replayed into the graph; every
+        other key of the graph must be exactly a vector held here. Otherwise (or when the
+        file is missing or damaged) nothing changes and the graph is built as usual.
+        Returns whether the saved graph is in use."""
+        lib = _hnswlib()
+        if lib is None:
+            return False
+        saved = hnsw_file.load(lib, store, store_id=store_id, dim=self.dim)
+        if saved is None:
+            return False
+        changed = changes(saved.seq)
+        if changed is None:
+            log.info("the saved HNSW graph beside %s is too old to catch up; rebuilding", store)
+            return False
+        with self._lock:
+            if self._ann is not None or self._building is not None:
+                return False
+            labels = saved.label_keys
+            label_of = {k: i for i, k in enumerate(labels) if k is not None}
+            changed = set(changed)
+            unchanged = {k for k in label_of if k not in changed}
+            held = {k for k in self._row if k not in changed}
+            if len(label_of) != len(labels) - labels.count(None) or unchanged != held:
+                log.warning(
+                    "the saved HNSW graph beside %s does not match the stored vectors; "
+                    "rebuilding it",
+                    store,
+                )
+                return False
+            ann = saved.ann
+            for key in changed:  # retire what changed; what still has a vector comes back
+                label = label_of.pop(key, None)
+                if label is not None:
+                    ann.mark_deleted(label)
+                    labels[label] = None
+            self._ann = ann
+            self._label = label_of
+            self._label_keys = labels
+            again = [k for k in changed if k in self._row]
+            if again:
+                rows = np.fromiter((self._row[k] for k in again), dtype=np.int64)
+                self._ann_add(again, self._mat[rows], self._norm[rows])
+            self._ann_unsaved = bool(changed)
+            return True
 
     def wait_for_ann(self, timeout: float | None = None) -> bool:
         """Wait for a background build to finish; True when the HNSW graph is in use."""
@@ -272,6 +368,7 @@ class VectorIndex:
             ann.resize_index(max(need, 2 * ann.get_max_elements()))
         unit = vectors / np.maximum(norms, 1e-12)[:, None]
         ann.add_items(unit, labels, replace_deleted=True)
+        self._ann_unsaved = True
 
     def _ann_search(
         self, q: np.ndarray, k: int, accept: Callable[[str], bool] | None
@@ -309,11 +406,11 @@ class VectorIndex:
         """Exact top-k over ``rows`` (all rows when None), ``q`` unit-length."""
         n = len(self._keys)
         if rows is None:
-            scores = (self._mat[:n] @ q) / np.maximum(self._norm[:n], 1e-12)
+            scores = _dot(self._mat[:n], q) / np.maximum(self._norm[:n], 1e-12)
         else:
             if rows.size == 0:
                 return []
-            scores = (self._mat[rows] @ q) / np.maximum(self._norm[rows], 1e-12)
+            scores = _dot(self._mat[rows], q) / np.maximum(self._norm[rows], 1e-12)
         fetch = min(len(scores), k if allowed is None else max(4 * k, 64))
         while True:
             if fetch < len(scores):

@@ -1,0 +1,144 @@
+"""The HNSW graph of the embedded store's vector index, kept beside the store.
+
+Building the graph over 100k vectors takes tens of seconds; keeping it in a file lets an
+open use it at once. Two files sit beside the store ``X``: ``X-hnsw.bin`` (hnswlib's own
+format) and ``X-hnsw.json`` (what the graph describes: format, store id, dimension, the
+store's change-log position it reflects, the key of every graph label, and the size and
+CRC-32 of the ``.bin``). Each is written to a temporary file, flushed to disk and renamed
+over the old one, the ``.json`` last, so a crash leaves either the old pair, the new pair,
+or a pair whose checksums disagree.
+
+Nothing in them is trusted: :func:`load` returns ``None`` (with the reason logged) unless
+the ``.json`` parses, names this store and dimension, and the ``.bin`` has the recorded
+size and checksum (read through the same open file hnswlib then loads, so a rename in
+between cannot slip another file in). The caller then checks that the labels name exactly
+the vectors it holds and replays the changes logged since (or rebuilds when it cannot).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import tempfile
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+__all__ = ["SavedGraph", "files_of", "load", "remove", "save"]
+
+log = logging.getLogger("graphmem.backends.embedded")
+
+FORMAT = 1
+_CHUNK = 1 << 22
+
+
+@dataclass
+class SavedGraph:
+    """A graph read back from disk and the store state it reflects."""
+
+    ann: Any  # hnswlib.Index
+    label_keys: list[str | None]
+    seq: int
+
+
+def files_of(store: Path) -> tuple[Path, Path]:
+    """The graph file and its description beside ``store``."""
+    return store.with_name(store.name + "-hnsw.bin"), store.with_name(store.name + "-hnsw.json")
+
+
+def _crc(f: Any) -> tuple[int, int]:
+    crc, size = 0, 0
+    while chunk := f.read(_CHUNK):
+        crc = zlib.crc32(chunk, crc)
+        size += len(chunk)
+    return crc, size
+
+
+@contextlib.contextmanager
+def _temp_beside(target: Path) -> Iterator[Path]:
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:  # on disk before the rename makes it visible
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def save(
+    store: Path,
+    ann: Any,
+    label_keys: list[str | None],
+    *,
+    store_id: str,
+    dim: int,
+    seq: int,
+) -> None:
+    """Write the graph and its description beside ``store`` (see the module docstring)."""
+    bin_path, meta_path = files_of(store)
+    with _temp_beside(bin_path) as tmp:
+        ann.save_index(str(tmp))
+        with open(tmp, "rb") as f:
+            crc, size = _crc(f)
+    meta = {
+        "format": FORMAT,
+        "store_id": store_id,
+        "dim": dim,
+        "seq": seq,
+        "bin_size": size,
+        "bin_crc32": crc,
+        "labels": label_keys,
+    }
+    with _temp_beside(meta_path) as tmp:
+        tmp.write_bytes(orjson.dumps(meta))
+
+
+def remove(store: Path) -> None:
+    """Delete the files (a store without a graph, or one that went back to exact search)."""
+    for p in files_of(store):
+        with contextlib.suppress(OSError):
+            p.unlink()
+
+
+def load(lib: Any, store: Path, *, store_id: str, dim: int) -> SavedGraph | None:
+    """The saved graph when both files are there and check out, else None (reason logged)."""
+    bin_path, meta_path = files_of(store)
+    if not meta_path.exists() and not bin_path.exists():
+        return None
+    try:
+        meta = orjson.loads(meta_path.read_bytes())
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            raise ValueError("unknown format")
+        if meta.get("store_id") != store_id:
+            raise ValueError("it belongs to another store")
+        if meta.get("dim") != dim:
+            raise ValueError(f"dimension {meta.get('dim')} is not the store's {dim}")
+        labels = meta["labels"]
+        seq = meta["seq"]
+        if not isinstance(labels, list) or not isinstance(seq, int):
+            raise ValueError("malformed description")
+        if not all(k is None or isinstance(k, str) for k in labels):
+            raise ValueError("malformed labels")
+        with open(bin_path, "rb") as f:
+            crc, size = _crc(f)
+            if (size, crc) != (meta.get("bin_size"), meta.get("bin_crc32")):
+                raise ValueError("the graph file does not match its checksum")
+            # load what was checked: the open file, even if the name was replaced since
+            fd_path = f"/proc/self/fd/{f.fileno()}"
+            source = fd_path if os.path.exists(fd_path) else str(bin_path)
+            ann = lib.Index(space="ip", dim=dim)
+            ann.load_index(source, allow_replace_deleted=True)
+        if max(ann.get_ids_list(), default=-1) >= len(labels):
+            raise ValueError("the graph has labels its description does not name")
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError, orjson.JSONDecodeError) as e:
+        log.warning("not using the saved vector graph beside %s (%s); rebuilding it", store, e)
+        return None
+    return SavedGraph(ann=ann, label_keys=labels, seq=seq)

@@ -1,0 +1,183 @@
+"""The embedded store keeps its HNSW graph beside the file: an open reads it instead of
+building it, catches up with what was written after it was saved (also when the writer was
+killed), and never trusts a damaged, foreign or stale file."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphmem import GraphMemory
+from graphmem.backends.embedded import vector_index as vector_index_module
+from graphmem.backends.embedded.hnsw_file import files_of
+from graphmem.backends.embedded.vector_index import VectorIndex
+
+THRESHOLD = 200  # vectors above which the graph is used (50,000 by default)
+
+
+@pytest.fixture(autouse=True)
+def small_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vector_index_module, "ANN_THRESHOLD", THRESHOLD)
+
+
+def _fill(path: Path, n: int, start: int = 0) -> list[str]:
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        made = mem.remember_many(
+            [
+                {"content": f"note {i} about topic {i % 17}", "agent_id": "a"}
+                for i in range(start, start + n)
+            ]
+        )
+        mem.vectors.wait(timeout=60)
+    return [m.id for m in made]
+
+
+def _index(mem: GraphMemory) -> VectorIndex:
+    index = mem.backend.vector_index  # type: ignore[attr-defined]
+    assert isinstance(index, VectorIndex)
+    return index
+
+
+def _build_and_close(path: Path) -> None:
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        assert _index(mem).build_ann()
+
+
+def _exact_scores(index: VectorIndex, q: np.ndarray, k: int) -> list[float]:
+    """The k best cosines by brute force (compared as scores: the hash embedder's
+    vectors tie often, and ties may come back in any order)."""
+    mat = np.stack([index.get(key) for key in index._row])  # type: ignore[misc]
+    scores = mat @ q / np.linalg.norm(mat, axis=1) / np.linalg.norm(q)
+    return sorted(scores.tolist(), reverse=True)[:k]
+
+
+def _assert_graph_answers_like_exact(index: VectorIndex, ids: list[str]) -> None:
+    for i in ids[:: max(1, len(ids) // 25)]:
+        q = index.get(f"Memory:{i}")
+        assert q is not None
+        got = index.search(q, 5)
+        assert got[0][1] == pytest.approx(1.0, abs=1e-5)
+        assert [s for _, s in got] == pytest.approx(_exact_scores(index, q, 5), abs=1e-5)
+
+
+def test_reopen_reads_the_saved_graph_instead_of_building_it(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    ids = _fill(path, 400)
+    _build_and_close(path)
+    bin_path, meta_path = files_of(path)
+    assert bin_path.stat().st_size > 0 and meta_path.stat().st_size > 0
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        index = _index(mem)
+        # in use at open: no build started, no exact fallback
+        assert index._ann is not None and index._building is None and index.ann_active
+        _assert_graph_answers_like_exact(index, ids)
+
+
+def test_writes_after_the_save_are_caught_up_even_when_the_writer_was_killed(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    ids = _fill(path, 400)
+    _build_and_close(path)
+    saved = files_of(path)[1].read_bytes()
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from graphmem import GraphMemory
+        from graphmem.backends.embedded import vector_index
+        vector_index.ANN_THRESHOLD = {THRESHOLD}
+        mem = GraphMemory.open({str(path)!r}, embedder="hash:32")
+        made = mem.remember_many([{{"content": f"late note {{i}}"}} for i in range(60)])
+        mem.vectors.wait(timeout=60)
+        for i in {ids[:10]!r}:
+            mem.forget(i)
+        print(",".join(m.id for m in made), flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)  # acknowledged, never closed
+        """
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == -signal.SIGKILL, run.stderr
+    late = run.stdout.strip().split(",")
+    assert len(late) == 60
+    assert files_of(path)[1].read_bytes() == saved  # the killed process saved nothing
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        index = _index(mem)
+        assert index._ann is not None and index._building is None
+        assert all(f"Memory:{i}" not in index._label for i in ids[:10])
+        assert all(f"Memory:{i}" in index._label for i in late)
+        _assert_graph_answers_like_exact(index, late + ids[10:])
+        forgotten = {f"Memory:{i}" for i in ids[:10]}
+        for i in late[:10]:
+            q = index.get(f"Memory:{i}")
+            assert q is not None
+            assert not forgotten & {k for k, _ in index.search(q, 50)}
+
+
+@pytest.mark.parametrize("damage", ["flip", "vector", "truncate", "json", "foreign", "ahead"])
+def test_a_damaged_foreign_or_stale_graph_file_is_rebuilt_not_trusted(
+    tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "s.db"
+    ids = _fill(path, 400)
+    _build_and_close(path)
+    bin_path, meta_path = files_of(path)
+    if damage == "flip":
+        data = bytearray(bin_path.read_bytes())
+        for at in range(len(data) // 3, len(data) // 3 + 64):
+            data[at] ^= 0xFF
+        bin_path.write_bytes(bytes(data))
+    elif damage == "vector":  # one stored component changed: the file still loads fine
+        with GraphMemory.open(str(path), embedder="hash:32") as mem:
+            vec = _index(mem).get(f"Memory:{ids[3]}")
+        assert vec is not None
+        unit = (vec / max(float(np.linalg.norm(vec)), 1e-12)).astype(np.float32).tobytes()
+        data = bin_path.read_bytes()
+        at = data.find(unit)
+        assert at > 0
+        bin_path.write_bytes(data[: at + 3] + bytes([data[at + 3] ^ 0x80]) + data[at + 4 :])
+    elif damage == "truncate":
+        with open(bin_path, "r+b") as f:
+            f.truncate(bin_path.stat().st_size // 2)
+    elif damage == "json":
+        meta_path.write_bytes(meta_path.read_bytes()[:-40])
+    elif damage == "foreign":  # another store's graph of the same dimension
+        other = tmp_path / "other.db"
+        _fill(other, 300)
+        _build_and_close(other)
+        for src, dst in zip(files_of(other), files_of(path), strict=True):
+            os.replace(src, dst)
+    else:  # saved for a later state than the store's (the store was put back from a copy)
+        meta_path.write_bytes(meta_path.read_bytes().replace(b'"seq":', b'"seq":9999', 1))
+    caplog.set_level(logging.INFO)
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        index = _index(mem)
+        assert index._ann is None  # not trusted: searches stay exact until rebuilt
+        assert "rebuilding" in caplog.text
+        q = index.get(f"Memory:{ids[7]}")
+        assert q is not None
+        assert [s for _, s in index.search(q, 5)] == pytest.approx(
+            _exact_scores(index, q, 5), abs=1e-5
+        )
+        assert index.wait_for_ann(timeout=60)  # the first search started a build
+        _assert_graph_answers_like_exact(index, ids)
+    # the rebuilt graph replaced the bad file: the next open uses it
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        assert _index(mem)._ann is not None and _index(mem)._building is None
+
+
+def test_below_the_threshold_no_file_is_written(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    _fill(path, 50)
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        assert _index(mem)._ann is None
+    assert not any(p.exists() for p in files_of(path))
