@@ -562,11 +562,27 @@ class Writes:
 
     def plan_forget(self, memory_id: str, *, cascade: bool = True) -> ForgetPlan:
         """What forgetting ``memory_id`` deletes and restores, with the preconditions that
-        make the plan still true when it is carried out."""
+        make the plan still true when it is carried out.
+
+        The doomed set and the preconditions come from one snapshot: the cascade is read
+        first, then the neighbourhood the transaction will re-check; when that later read
+        shows a version or a derivation the cascade did not include (another writer
+        committed in between), the plan is made again, so the transaction never checks a
+        snapshot its doomed set was not derived from."""
+        for _attempt in range(FORGET_ATTEMPTS):
+            plan = self._plan_forget_once(memory_id, cascade=cascade)
+            if plan is not None:
+                return plan
+            log.info("forget: the store changed while planning; planning again")
+        raise Conflict(f"memory {memory_id!r} kept changing while its forget was planned")
+
+    def _plan_forget_once(self, memory_id: str, *, cascade: bool) -> ForgetPlan | None:
+        """One plan, or None when the reads disagree (see :meth:`plan_forget`)."""
         b = self.backend
         if not b.get(NodeLabel.MEMORY, [memory_id]):
             raise NotFound(f"no memory {memory_id!r}")
         doomed: list[str] = [memory_id]
+        older_ids: set[str] = {memory_id}
         if cascade:
             older = b.expand(
                 [NodeRef(NodeLabel.MEMORY, memory_id)],
@@ -576,6 +592,7 @@ class Writes:
                 limit=1_000_000,
             )
             doomed = [n.id for n in older.nodes if isinstance(n, Memory)]
+            older_ids = set(doomed)
             derived = b.expand(
                 [NodeRef(NodeLabel.MEMORY, i) for i in doomed],
                 list(_VERSION_EDGES),
@@ -603,6 +620,19 @@ class Writes:
         for e in into.edges:
             if e.dst.key in keys:
                 incoming[e.dst.id].add(e.src.id)
+        if cascade:
+            # the cascade as this snapshot (the one the transaction checks) sees it: every
+            # version of or derivation from a doomed node is doomed, and every older version
+            # of the forgotten one too; anything new means the plan is stale
+            if any(not srcs <= doomed_set for i, srcs in incoming.items() if i in doomed_set):
+                return None
+            for e in (*around.edges, *into.edges):
+                if (
+                    e.type is EdgeType.SUPERSEDES
+                    and e.src.id in older_ids
+                    and e.dst.id not in older_ids
+                ):
+                    return None
         now = self._clock()
         restored: list[Memory] = []
         expect: list[Expect] = []
