@@ -702,8 +702,10 @@ def summarize_into_memory(
     dry_run: bool = False,
     now: datetime | None = None,
     token_budget: int | None = None,
+    importance: float | None = None,
 ) -> Memory:
     """Write one ``summary`` memory DERIVED_FROM every source (sources are unchanged).
+    Its importance is ``importance``, else the highest of the sources.
 
     Sources over ``token_budget`` (default :data:`TOKEN_BUDGET`) are summarised in
     chronological batches within it, then the batch summaries are summarised. A call that
@@ -740,7 +742,7 @@ def summarize_into_memory(
             "agent_id": fields["agent_id"],
             "category": Category.SUMMARY,
             "tier": tier,
-            "importance": fields["importance"],
+            "importance": fields["importance"] if importance is None else importance,
             "tags": fields["tags"],
             "run_id": run_id if run_id is not None else fields["run_id"],
             "valid_from": fields["valid_from"],
