@@ -26,9 +26,12 @@ import argparse
 import os
 import platform
 import random
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -280,14 +283,20 @@ def bench_recall(url: str, n: int, *, queries: int = 200, **open_options: Any) -
         index.wait_for_ann()
     out["ann_build_s"] = time.perf_counter() - t
 
-    def run(filters: dict[str, Any]) -> tuple[float, float]:
-        lat = []
+    def run(filters: dict[str, Any], key: str) -> None:
+        lat, alone = [], []
         for i, q in enumerate(texts):
             t = time.perf_counter()
             real.embed([f"{q} {i}"])  # a fresh text each time: no embedding-cache hit
+            t1 = time.perf_counter()
             mem.recall(q, k=10, touch=False, **filters)
-            lat.append((time.perf_counter() - t) * 1000)
-        return pct(lat, 50), pct(lat, 95)
+            t2 = time.perf_counter()
+            lat.append((t2 - t) * 1000)
+            alone.append((t2 - t1) * 1000)
+        out[f"{key}_p50_ms"], out[f"{key}_p95_ms"] = pct(lat, 50), pct(lat, 95)
+        # the store's part alone (the goals of the storage layer exclude the query model)
+        out[f"{key}_noembed_p50_ms"] = pct(alone, 50)
+        out[f"{key}_noembed_p95_ms"] = pct(alone, 95)
 
     lat = []
     for i, q in enumerate(texts):
@@ -295,10 +304,11 @@ def bench_recall(url: str, n: int, *, queries: int = 200, **open_options: Any) -
         real.embed([f"{q} #{i}"])
         lat.append((time.perf_counter() - t) * 1000)
     out["embed_p50_ms"] = pct(lat, 50)
-    out["recall_p50_ms"], out["recall_p95_ms"] = run({})
-    out["recall_agent_p50_ms"], out["recall_agent_p95_ms"] = run({"agent_id": "agent3"})
-    out["recall_ns_tag_p50_ms"], _ = run({"namespace": "ns1", "tags": ["tag7"]})
-    rows = mem.backend.match(Memory, mem._recall_filter(), limit=1)
+    run({}, "recall")
+    run({"agent_id": "agent3"}, "recall_agent")
+    run({"namespace": "ns1"}, "recall_ns")
+    run({"namespace": "ns1", "tags": ["tag7"]}, "recall_ns_tag")
+    rows = mem.backend.match(Memory, Filter.for_memories(), limit=1)
     out["dim"] = len(rows[0].embedding or ()) if rows else 0  # type: ignore[attr-defined]
     mem.close()
     if os.path.isfile(url):  # embedded: reopen, and is the vector graph there at once?
@@ -326,9 +336,14 @@ RECALL_COLUMNS = [
     ("embed_p50_ms", "query embed p50 ms", "{:.1f}"),
     ("recall_p50_ms", "recall p50 ms", "{:.1f}"),
     ("recall_p95_ms", "recall p95 ms", "{:.1f}"),
+    ("recall_noembed_p50_ms", "recall p50 ms, query embedding excluded", "{:.1f}"),
+    ("recall_noembed_p95_ms", "recall p95 ms, query embedding excluded", "{:.1f}"),
     ("recall_agent_p50_ms", "recall agent p50 ms", "{:.1f}"),
     ("recall_agent_p95_ms", "recall agent p95 ms", "{:.1f}"),
+    ("recall_agent_noembed_p50_ms", "recall agent p50 ms, embedding excluded", "{:.1f}"),
+    ("recall_ns_noembed_p50_ms", "recall namespace p50 ms, embedding excluded", "{:.1f}"),
     ("recall_ns_tag_p50_ms", "recall ns+tag p50 ms", "{:.1f}"),
+    ("recall_ns_tag_noembed_p50_ms", "recall ns+tag p50 ms, embedding excluded", "{:.1f}"),
     ("reopen_s", "reopen s", "{:.2f}"),
     ("graph_at_open", "HNSW ready at open", "{}"),
     ("reopen_first_query_ms", "first query after reopen ms", "{:.0f}"),
@@ -354,7 +369,6 @@ def recall_main(args: argparse.Namespace, argv: list[str] | None) -> None:
             rows.append(bench_recall(args.url or os.path.join(d, "recall.db"), n))
         print(recall_table(rows[-1:]), flush=True)
     cmd = "python benchmarks/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     text = (
         f"Backend: {args.url or 'embedded (networkx + SQLite WAL)'}; synthetic 384-d unit "
         "vectors around 2,000 topic centres and the Zipf text of the storage benchmark "
@@ -368,7 +382,7 @@ def recall_main(args: argparse.Namespace, argv: list[str] | None) -> None:
         "again (the graph read from beside the file when it checks out), one query. "
         "Filters: agent = 1 of 20 agents; ns+tag = 1 of 5 namespaces and "
         f"1 of 50 tags. Command: `{cmd.strip()}`; {os.cpu_count()} cores, 24 GiB, Python "
-        f"{platform.python_version()}; load average {load:.1f} at the end; "
+        f"{platform.python_version()}; {conditions(args)}; "
         f"{time.strftime('%Y-%m-%d')}.\n\n{recall_table(rows)}\n"
     )
     print(text)
@@ -377,6 +391,36 @@ def recall_main(args: argparse.Namespace, argv: list[str] | None) -> None:
 
 
 SERVER_SCHEMES = ("neo4j", "neo4j+s", "neo4j+ssc", "bolt", "bolt+s", "bolt+ssc")
+
+
+def _load() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
+LOAD_AT_START = _load()
+
+
+def conditions(args: argparse.Namespace) -> str:
+    """The load the figures were measured under (1-minute load average at the start and the
+    end, the CPU-bound neighbours this run started) and the server settings given."""
+    text = f"load average {LOAD_AT_START:.1f} at the start, {_load():.1f} at the end"
+    if args.busy:
+        text += f", beside {args.busy} CPU-bound process(es) started by the run"
+    if args.note:
+        text += f"; server: {args.note}"
+    return text
+
+
+@contextmanager
+def cpu_neighbours(n: int) -> Iterator[None]:
+    """``n`` CPU-bound processes (busy loops) for the duration of the run, stopped after."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
 
 
 def server_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -461,13 +505,12 @@ def compare_main(args: argparse.Namespace, argv: list[str] | None) -> None:
         tables.append(side_by_side(embedded, server, columns))
         print(tables[-1], flush=True)
     cmd = "python benchmarks/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     workload = "hybrid recall with vectors" if args.recall else "storage, no embeddings"
     text = (
         f"Embedded (networkx + SQLite WAL, durability={args.durability}) and Neo4j at "
         f"{args.url}, the same workload ({workload}). "
         f"Command: `{cmd.strip()}`; {os.cpu_count()} cores, Python "
-        f"{platform.python_version()}; load average {load:.1f} at the end; "
+        f"{platform.python_version()}; {conditions(args)}; "
         f"{time.strftime('%Y-%m-%d')}.\n\n" + "\n\n".join(tables) + "\n"
     )
     print(text)
@@ -508,7 +551,20 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="run on a temporary embedded store and on --url, side by side",
     )
+    ap.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        help="run beside this many CPU-bound processes (started and stopped by the run)",
+    )
+    ap.add_argument("--note", default="", help="server settings to print with the figures")
     args = ap.parse_args(argv)
+    with cpu_neighbours(args.busy):
+        run_main(args, argv)
+
+
+def run_main(args: argparse.Namespace, argv: list[str] | None) -> None:
+    """The run that ``main`` chose, with its options parsed."""
     if args.compare:
         compare_main(args, argv)
         return
@@ -536,7 +592,7 @@ def main(argv: list[str] | None = None) -> None:
     text = (
         f"Backend: {args.url or embedded}; "
         f"no embeddings. Command: `{cmd.strip()}`; machine: {machine}, 24 GiB; "
-        f"{time.strftime('%Y-%m-%d')}.\n\n{table(rows)}\n"
+        f"{conditions(args)}; {time.strftime('%Y-%m-%d')}.\n\n{table(rows)}\n"
     )
     print(text)
     if args.write:

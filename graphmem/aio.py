@@ -229,6 +229,16 @@ class AsyncLog(_Facade):
     log = _OffLoop(EventLog.log)
     tail = _OffLoop(EventLog.tail)
     count = _OffLoop(EventLog.count)
+    set = _OffLoop(EventLog.set)
+    get = _OffLoop(EventLog.get)
+    delete = _OffLoop(EventLog.delete)
+    hset = _OffLoop(EventLog.hset)
+    hget = _OffLoop(EventLog.hget)
+    hkeys = _OffLoop(EventLog.hkeys)
+    hdel = _OffLoop(EventLog.hdel)
+    sadd = _OffLoop(EventLog.sadd)
+    srem = _OffLoop(EventLog.srem)
+    smembers = _OffLoop(EventLog.smembers)
 
 
 class AsyncVectors(_Facade):
@@ -336,6 +346,7 @@ class AsyncGraphMemory(_Facade):
         return await asyncio.to_thread(self._sync.count, scope=scope, **filters)
 
     recall = _OffLoop(GraphMemory.recall)
+    relevance = _OffLoop(GraphMemory.relevance)
     export = _OffLoop(GraphMemory.export)
     import_ = _OffLoop(GraphMemory.import_)
     stats = _OffLoop(GraphMemory.stats)

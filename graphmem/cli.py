@@ -143,19 +143,40 @@ def _settings(**overrides: Any) -> Settings:
         raise typer.Exit(2) from e
 
 
+def _missing_file_store(url: str) -> Path | None:
+    """The path of an embedded store that does not exist yet (None: it exists, or the
+    url names a server or an in-memory store)."""
+    if "://" in url and not url.startswith("file://"):
+        return None
+    path = Path(url.removeprefix("file://")).expanduser()
+    return None if path.exists() else path
+
+
 @contextmanager
 def _open(
     db: str | None = None,
     embedder: str | None = None,
     llm: str | None = None,
     knowledge: bool | None = None,
+    *,
+    read: bool = False,
 ) -> Iterator[GraphMemory]:
+    """The store of a command; ``read``: the command only reads, so a store that does not
+    exist is an error instead of a new empty one."""
     settings = _settings(
         url=db,
         embedder=embedder,
         llm=llm,
         knowledge=None if knowledge is None else {"enabled": knowledge},
     )
+    missing = _missing_file_store(settings.url) if read else None
+    if missing is not None:
+        typer.echo(
+            f"error: NotFound: no store at {missing} (a read command never creates one; "
+            "check --db or GRAPHMEM_URL)",
+            err=True,
+        )
+        raise typer.Exit(2)
     try:
         mem = settings.open_memory()
     except GraphMemError as e:
@@ -346,7 +367,7 @@ def recall(
     as_json: JsonOpt = False,
 ) -> None:
     """Recall the memories most relevant to a query, with scores."""
-    with _open(db, embedder) as mem:
+    with _open(db, embedder, read=True) as mem:
         results = mem.recall(
             query, k=k, config=preset, **_recall_filters(agent, namespace, scope, tag, category)
         )
@@ -367,7 +388,7 @@ def context(
     as_json: JsonOpt = False,
 ) -> None:
     """Print the memory block for a prompt, packed within a token budget."""
-    with _open(db, embedder) as mem:
+    with _open(db, embedder, read=True) as mem:
         block = mem.context(
             query,
             max_tokens=max_tokens,
@@ -391,7 +412,7 @@ def list_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """List memories matching filters, newest first."""
-    with _open(db, "none") as mem:
+    with _open(db, "none", read=True) as mem:
         found = mem.list(
             agent_id=agent,
             namespace=namespace,
@@ -412,7 +433,7 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show one memory with all its fields."""
-    with _open(db, "none") as mem:
+    with _open(db, "none", read=True) as mem:
         m = mem.get(memory_id)
         _emit(as_json, m, _fields(m))
 
@@ -442,7 +463,7 @@ def history(
     as_json: JsonOpt = False,
 ) -> None:
     """Show every version of a memory (its SUPERSEDES chain), oldest first."""
-    with _open(db, "none") as mem:
+    with _open(db, "none", read=True) as mem:
         versions = mem.history(memory_id)
         text = "\n".join(
             f"{v.valid_from or v.created_at:%Y-%m-%d %H:%M} [{v.status.value}] {v.id}  {v.content}"
@@ -466,7 +487,7 @@ def entities(
 ) -> None:
     """List the entities (people, places, organisations, events, things) that memories
     mention, most mentioned first."""
-    with _open(db, "none") as mem:
+    with _open(db, "none", read=True) as mem:
         found = mem.knowledge.entities(
             type=type, limit=limit, **_recall_filters(agent, namespace, scope, None, None)
         )
@@ -486,7 +507,7 @@ def about(
 ) -> None:
     """What the memories say about an entity: the memories that mention it, oldest first,
     and the relations they record."""
-    with _open(db, "none") as mem:
+    with _open(db, "none", read=True) as mem:
         found = mem.knowledge.about(
             name, limit=limit, **_recall_filters(agent, namespace, scope, None, None)
         )
@@ -775,7 +796,7 @@ def reflect(
     as_json: JsonOpt = False,
 ) -> None:
     """Answer a question from recalled memories, citing memory ids."""
-    with _open(db, embedder, llm) as mem:
+    with _open(db, embedder, llm, read=True) as mem:
         result = mem.lifecycle.reflect(question, k=k, scope=scope)
         cites = f"\n(cites: {', '.join(result.cited_ids)})" if result.cited_ids else ""
         _emit(as_json, result, result.answer + cites)
@@ -854,7 +875,7 @@ def org_list(
     as_json: JsonOpt = False,
 ) -> None:
     """List current org facts (or search them with --query)."""
-    with _open(db, "none") as mem:
+    with _open(db, "none", read=True) as mem:
         if query is not None:
             facts = mem.org.query(
                 query, categories=category, include_retracted=include_retracted, limit=limit
@@ -874,7 +895,7 @@ def org_history(
     as_json: JsonOpt = False,
 ) -> None:
     """Show the publish/retract operations on an org fact."""
-    with _open(db, "none") as mem:
+    with _open(db, "none", read=True) as mem:
         ops = mem.org.history(fact_id)
         text = "\n".join(
             f"{o.at:%Y-%m-%d %H:%M} {o.operation} v{o.version} by {o.author}" for o in ops
@@ -896,7 +917,7 @@ def runs_list(
     as_json: JsonOpt = False,
 ) -> None:
     """List runs, newest first."""
-    with _open(db, "none") as mem:
+    with _open(db, "none", read=True) as mem:
         runs = mem.runs.list(agent_id=agent, user_id=user, status=status, limit=limit)
         text = "\n".join(
             f"{r.id}  {r.agent_id}  {r.status.value}  {r.event_count} events  "
@@ -913,7 +934,7 @@ def runs_show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show one run."""
-    with _open(db, "none") as mem:
+    with _open(db, "none", read=True) as mem:
         run = mem.runs.get(run_id)
         _emit(as_json, run, _fields(run))
 
@@ -927,7 +948,7 @@ def runs_events(
     as_json: JsonOpt = False,
 ) -> None:
     """Show a run's events in order."""
-    with _open(db, "none") as mem:
+    with _open(db, "none", read=True) as mem:
         events = mem.runs.events(run_id, event_types=event_type, limit=limit)
         text = "\n".join(f"{e.seq:4d} {e.event_type:<20} {e.content}" for e in events)
         _emit(as_json, events, text or "(none)")
@@ -967,7 +988,7 @@ def tail(
     as_json: JsonOpt = False,
 ) -> None:
     """Show the newest orchestration-log entries."""
-    with _open(db, "none") as mem:
+    with _open(db, "none", read=True) as mem:
         records = mem.log.tail(n, run_id=run, agent_id=agent)
         _emit(as_json, records, "\n".join(_log_line(r) for r in records) or "(empty)")
 
@@ -987,7 +1008,7 @@ def _log_line(record: Any) -> str:
 @app.command()
 def stats(db: DbOpt = None, as_json: JsonOpt = False) -> None:
     """Print node/edge counts and the store's size."""
-    with _open(db, "none") as mem:
+    with _open(db, "none", read=True) as mem:
         s = mem.stats()
         _emit(as_json, s, _fields(s))
 
@@ -998,7 +1019,7 @@ def export_cmd(
     db: DbOpt = None,
 ) -> None:
     """Export the whole graph as JSON lines."""
-    with _open(db, "none") as mem:
+    with _open(db, "none", read=True) as mem:
         report = mem.export(sys.stdout if path == "-" else path)
         if path != "-":
             typer.echo(f"exported {report.nodes} nodes and {report.edges} edges to {path}")
@@ -1059,12 +1080,13 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port (default 8765).")] = None,
     db: DbOpt = None,
     embedder: EmbedOpt = None,
+    allow_open: AllowOpenOpt = False,
 ) -> None:
     """Run the HTTP API (OpenAPI docs at /docs)."""
     with _server_extras():
         from graphmem.server.http import serve as run_http
 
-    run_http(_settings(url=db, embedder=embedder), host=host, port=port)
+    run_http(_settings(url=db, embedder=embedder), host=host, port=port, allow_open=allow_open)
 
 
 @contextmanager
@@ -1083,6 +1105,16 @@ def _server_extras() -> Iterator[None]:
         raise typer.Exit(2) from e
 
 
+AllowOpenOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-open",
+        help="Serve a non-loopback address without API keys (anyone who reaches it may "
+        "read and write).",
+    ),
+]
+
+
 class Transport(StrEnum):
     STDIO = "stdio"
     STREAMABLE_HTTP = "streamable-http"
@@ -1096,9 +1128,11 @@ def mcp(
     port: Annotated[int | None, typer.Option(help="Port (streamable-http, default 8766).")] = None,
     db: DbOpt = None,
     embedder: EmbedOpt = None,
+    allow_open: AllowOpenOpt = False,
 ) -> None:
     """Run the MCP server (stdio by default) with tools remember, recall, forget, reflect,
-    context and history."""
+    context and history. Over streamable-http it asks for the HTTP API's keys when any are
+    configured, and each call acts as its key's agent."""
     with _server_extras():
         from graphmem.server.mcp import run_mcp
 
@@ -1108,6 +1142,7 @@ def mcp(
         host=host,
         port=port,
         agent_id=agent,
+        allow_open=allow_open,
     )
 
 

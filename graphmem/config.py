@@ -18,9 +18,12 @@ sections merge field by field):
 Sections (each one frozen model): ``store`` (the embedded store), ``neo4j`` (the Neo4j
 backend and its driver options), ``vectors``, ``knowledge``, ``recall``, ``reconcile``,
 ``lifecycle`` (with ``decay``, ``retention``, ``consolidation``, ``scorer``, ``rules``),
-``org``, ``runs``, ``maintenance``, ``server``. The models live here, at the bottom of the
-house (this module imports only :mod:`graphmem.errors` and :mod:`graphmem.models`); the
-modules that act on them import them from here.
+``org``, ``runs``, ``maintenance``, ``log``, ``server``; ``profile`` names a profile
+(:mod:`graphmem.profiles`) whose defaults sit under everything configured. The models live
+here, at the bottom of the house (this module imports only :mod:`graphmem.errors`,
+:mod:`graphmem.models` and :mod:`graphmem.scoring`, which imports only the models; the
+profiles are imported when settings are built); the modules that act on them import them
+from here.
 
 The environment is read only by :meth:`Settings.from_env` and :meth:`Settings.load`, never at
 import or in the constructor. Secrets (passwords, API keys) are ``SecretStr`` and print masked.
@@ -34,8 +37,11 @@ import or in the constructor. Secrets (passwords, API keys) are ``SecretStr`` an
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import logging
+import math
 import os
 import re
 import tomllib
@@ -49,6 +55,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
@@ -57,6 +64,7 @@ from pydantic import (
 
 from graphmem.errors import ConfigError
 from graphmem.models import Tier
+from graphmem.scoring import Composition, Curve, Frequency, RankWeights, Scoring
 
 if TYPE_CHECKING:
     from graphmem.memory import GraphMemory
@@ -74,6 +82,7 @@ __all__ = [
     "ImportanceScorer",
     "KnowledgeSettings",
     "LifecycleConfig",
+    "LogSettings",
     "MaintenanceSettings",
     "Neo4jSettings",
     "OrgConfig",
@@ -99,7 +108,9 @@ CONFIG_ENV = "GRAPHMEM_CONFIG"
 CACHE_DIR_ENV = "GRAPHMEM_CACHE_DIR"
 #: switches of graphmem's own test suite and notebooks, not settings: recognised, so that
 #: every process they start does not warn about them
-TEST_ONLY_ENV = frozenset({"GRAPHMEM_NEO4J_ALLOW_WIPE", "GRAPHMEM_NOTEBOOK_NEO4J_CLEANUP"})
+TEST_ONLY_ENV = frozenset(
+    {"GRAPHMEM_NEO4J_ALLOW_WIPE", "GRAPHMEM_NOTEBOOK_NEO4J_CLEANUP", "GRAPHMEM_TEST_BACKEND"}
+)
 _MASK = "**********"
 
 
@@ -181,17 +192,6 @@ class KnowledgeSettings(_Frozen):
 # recall
 
 
-class RankWeights(BaseModel, frozen=True):
-    """Weights of the relevance signals; they are normalised by their sum."""
-
-    recency: float = Field(default=0.3, ge=0.0)
-    frequency: float = Field(default=0.2, ge=0.0)
-    importance: float = Field(default=0.4, ge=0.0)
-    decay: float = Field(default=0.1, ge=0.0)
-    #: :func:`trust_score` (off by default: recall raises it, so it feeds on itself)
-    trust: float = Field(default=0.0, ge=0.0)
-
-
 class RecallConfig(BaseModel):
     """How recall finds, fuses and ranks candidates. Frozen; derive variants with
     ``config.model_copy(update={...})`` or start from a preset."""
@@ -236,6 +236,19 @@ class RecallConfig(BaseModel):
     recency_half_life_days: float = Field(default=7.0, gt=0.0)
     decay_half_life_days: float = Field(default=90.0, gt=0.0)
     frequency_saturation: int = Field(default=10, ge=1)
+    #: the scoring strategy (graphmem.scoring); None: graphmem's own, built from the
+    #: weights, signal_weight, half-lives and frequency_saturation above
+    scoring: Scoring | None = None
+    #: the asking agent's own memories (``recall(..., asking_agent=...)``) gain
+    #: ``personal_boost`` x the best score before the final order
+    personal_boost: float = Field(default=0.0, ge=0.0, le=1.0)
+    #: results scoring below this are dropped (``recall(..., min_relevance=...)`` per call)
+    min_relevance: float | None = Field(default=None, ge=0.0)
+    #: dense content (code, JSON, ids) in a context window is cut to its most telling lines
+    compress_dense: bool = False
+    #: how recall matches fleeting notes (``tiers`` with ``fleeting``): ``words`` shared
+    #: with the query, or the query as a ``substring`` of key or value
+    fleeting_match: Literal["words", "substring"] = "words"
     # temporal channel (graphmem.temporal): a question naming a day, month or year lifts
     # the memories whose time (the day written, or a relative date in the text resolved
     # against it) falls in it, and brings such memories in as a channel ranked by
@@ -258,9 +271,23 @@ class RecallConfig(BaseModel):
     #: recall right after ``remember`` ranks them as one a minute later would; 0: never wait
     #: (those memories are then found by the lexical and graph channels only)
     vector_wait: float = Field(default=60.0, ge=0.0)
-    # diversity
+    # diversity: with embeddings, cosine between memories; without, bigram Jaccard of text
     mmr: bool = False
     mmr_lambda: float = Field(default=0.7, ge=0.0, le=1.0)
+
+    @property
+    def strategy(self) -> Scoring:
+        """The scoring strategy in force: ``scoring``, or graphmem's default shapes with
+        this config's parameters."""
+        if self.scoring is not None:
+            return self.scoring
+        return _default_scoring(
+            self.weights,
+            self.signal_weight,
+            self.recency_half_life_days,
+            self.decay_half_life_days,
+            self.frequency_saturation,
+        )
 
     @classmethod
     def preset(cls, name: str) -> RecallConfig:
@@ -272,6 +299,23 @@ class RecallConfig(BaseModel):
             raise ConfigError(
                 f"unknown recall preset {name!r}; choose from {sorted(PRESETS)}"
             ) from None
+
+
+@functools.lru_cache(maxsize=64)
+def _default_scoring(
+    weights: RankWeights,
+    signal_weight: float,
+    recency_days: float,
+    decay_days: float,
+    saturation: int,
+) -> Scoring:
+    return Scoring(
+        recency=Curve(shape="half_life", days=recency_days, since="access"),
+        frequency=Frequency(shape="log", saturation=saturation),
+        decay=Curve(shape="half_life", days=decay_days, since="created"),
+        weights=weights,
+        composition=Composition(kind="multiplier", signal_weight=signal_weight),
+    )
 
 
 PRESETS: dict[str, RecallConfig] = {
@@ -386,6 +430,15 @@ class RunLimits(BaseModel):
     max_runs: int | None = Field(default=1000, ge=1)
     max_events_per_run: int | None = Field(default=500, ge=1)
     archive_fraction: float = Field(default=0.1, gt=0.0, le=1.0)
+    #: ``fraction``: over a limit, archive the oldest ``archive_fraction`` at once;
+    #: ``oldest``: archive just the excess, oldest first (one per append at the limit)
+    eviction: Literal["fraction", "oldest"] = "fraction"
+
+    def evict(self, n: int, limit: int) -> int:
+        """How many of ``n`` (over ``limit``) go."""
+        if self.eviction == "oldest":
+            return n - limit
+        return max(n - limit, math.ceil(n * self.archive_fraction))
 
 
 # ---------------------------------------------------------------------------------------
@@ -419,7 +472,12 @@ class ImportanceScorer(BaseModel):
         }
     )
     agent_boosts: dict[str, float] = Field(default_factory=dict)
+    #: ``kind``: an agent boost applies to the registered ``Agent.kind`` equal to its key;
+    #: ``id_substring``: to every agent whose id contains its key (each key once)
+    agent_match: Literal["kind", "id_substring"] = "kind"
     signal_boosts: dict[str, float] = Field(default_factory=dict)
+    #: ``each``: every present signal adds its boost; ``once``: only the largest applies
+    signal_boost_mode: Literal["each", "once"] = "each"
     keyword_boosts: dict[str, float] = Field(default_factory=dict)
 
     def score(
@@ -429,16 +487,30 @@ class ImportanceScorer(BaseModel):
         event_type: str | None = None,
         agent_kind: str | None = None,
         payload: Mapping[str, Any] | None = None,
+        agent_id: str | None = None,
     ) -> float:
-        """The importance of a memory or event described by these signals."""
+        """The importance of a memory or event described by these signals.
+
+        >>> orka = ImportanceScorer(agent_boosts={"memory": 0.2}, agent_match="id_substring",
+        ...                         signal_boosts={"result": 0.1, "response": 0.1},
+        ...                         signal_boost_mode="once")
+        >>> orka.score(event_type="success", agent_id="memory-reader",
+        ...            payload={"result": 1, "response": 2})
+        1.0
+        >>> orka.score(agent_id="planner", payload={"result": 1, "response": 2})
+        0.6
+        """
         s = self.base
         if event_type is not None:
             s += self.event_boosts.get(event_type, 0.0)
-        if agent_kind is not None:
-            s += self.agent_boosts.get(agent_kind, 0.0)
-        for key, boost in self.signal_boosts.items():
-            if payload and payload.get(key):
-                s += boost
+        if self.agent_match == "kind":
+            if agent_kind is not None:
+                s += self.agent_boosts.get(agent_kind, 0.0)
+        elif agent_id:
+            s += sum(b for key, b in self.agent_boosts.items() if key in agent_id)
+        present = [b for key, b in self.signal_boosts.items() if payload and payload.get(key)]
+        if present:
+            s += sum(present) if self.signal_boost_mode == "each" else max(present)
         if content and self.keyword_boosts:
             words = set(content.lower().split())
             words |= {w.strip(".,;:!?\"'()") for w in words}
@@ -492,6 +564,29 @@ class DecayConfig(BaseModel):
     importance_weight: float = Field(default=0.7, ge=0.0)
     access_weight: float = Field(default=0.3, ge=0.0)
     access_saturation: int = Field(default=10, ge=1)
+
+    def scoring(self) -> Scoring:
+        """This formula as a :class:`~graphmem.scoring.Scoring` strategy (what maintenance
+        evaluates)."""
+        return _decay_scoring(self)
+
+
+@functools.lru_cache(maxsize=64)
+def _decay_scoring(cfg: DecayConfig) -> Scoring:
+    return Scoring(
+        recency=Curve(shape="half_life", days=cfg.half_life_days, since="access"),
+        frequency=Frequency(shape="log", saturation=cfg.access_saturation),
+        decay=Curve(shape="half_life", days=cfg.half_life_days, since="access"),
+        weights=RankWeights(
+            recency=0.0,
+            frequency=cfg.access_weight,
+            importance=cfg.importance_weight,
+            decay=0.0,
+            trust=0.0,
+        ),
+        normalise=False,
+        decay_as="factor",
+    )
 
 
 class AgentRetention(BaseModel):
@@ -596,10 +691,41 @@ class LifecycleConfig(BaseModel):
     improve_rewrites: bool = False
     llm_token_budget: int = Field(default=6000, ge=100)
     decay: DecayConfig = Field(default_factory=DecayConfig)
+    #: the relevance maintenance measures (refresh, decay, limit); None: ``decay``'s formula
+    scoring: Scoring | None = None
+    #: a tier over its maximum (``short_term_max``, an agent's cap) is cut to
+    #: ``keep_ratio`` x the maximum, the least relevant first; None: cut to the maximum
+    keep_ratio: float | None = Field(default=None, gt=0.0, le=1.0)
+    #: importance of the run summary written at run end; None: the highest of its sources
+    summary_importance: float | None = Field(default=None, ge=0.0, le=1.0)
+    #: at run end, archive the run's short-term memories except the newest N (the summary
+    #: stands for them); None: keep them all
+    run_end_keep_recent: int | None = Field(default=None, ge=0)
+    #: expiry given to a write of a tier that sets none: ``{short_term = "1h"}``
+    default_expiry: dict[Tier, timedelta] = Field(default_factory=dict)
     retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
     consolidation: ConsolidationConfig = Field(default_factory=ConsolidationConfig)
     scorer: ImportanceScorer = Field(default_factory=ImportanceScorer)
     rules: ClassificationRules = Field(default_factory=ClassificationRules)
+
+    @property
+    def gc_scoring(self) -> Scoring:
+        """The strategy maintenance measures relevance with."""
+        return self.scoring if self.scoring is not None else self.decay.scoring()
+
+    def keep_under(self, cap: int) -> int:
+        """How many a tier over ``cap`` keeps."""
+        return cap if self.keep_ratio is None else math.floor(cap * self.keep_ratio)
+
+    @field_validator("default_expiry", mode="before")
+    @classmethod
+    def _intervals(cls, v: Any) -> Any:
+        if isinstance(v, Mapping):
+            return {
+                k: timedelta(seconds=parse_interval(t)) if isinstance(t, str | int | float) else t
+                for k, t in v.items()
+            }
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> LifecycleConfig:
@@ -647,6 +773,9 @@ class MaintenanceSettings(_Frozen):
     every: str = "1h"
     dry_run: bool = False
     hard_delete: bool = False
+    #: also run the cycle in the process that opens the store (no server): a daemon
+    #: thread started by ``GraphMemory.open`` and stopped by ``close``
+    in_process: bool = False
 
     @field_validator("every", mode="before")
     @classmethod
@@ -657,6 +786,19 @@ class MaintenanceSettings(_Frozen):
     @property
     def seconds(self) -> float:
         return parse_interval(self.every)
+
+
+class LogSettings(_Frozen):
+    """The orchestration log (graphmem.eventlog): how payloads are shared.
+
+    ``dedup = "value"`` stores a result/response value over ``dedup_min_chars`` once, at any
+    depth; ``"entry"`` stores a whole payload that has a result/response key once when its
+    JSON reaches ``dedup_min_chars``. What remains over ``inline_limit`` bytes is stored
+    once as well."""
+
+    dedup: Literal["value", "entry"] = "value"
+    dedup_min_chars: int = Field(default=200, ge=0)
+    inline_limit: int = Field(default=1024, ge=0)
 
 
 class ServerSettings(_Frozen):
@@ -695,6 +837,10 @@ class Settings(_Frozen):
     """
 
     url: str = "graphmem.db"
+    #: false: ``open_memory`` gives a NullMemory (stores nothing), as KAOS's MEMORY_ENABLED
+    enabled: bool = True
+    #: the named profile (graphmem.profiles) whose defaults sit under everything configured
+    profile: str = "graphmem"
     username: str | None = None
     password: SecretStr | None = None
     database: str | None = None
@@ -714,7 +860,31 @@ class Settings(_Frozen):
     reconcile: ReconcileConfig = ReconcileConfig()
     runs: RunLimits = RunLimits()
     maintenance: MaintenanceSettings = MaintenanceSettings()
+    log: LogSettings = LogSettings()
     server: ServerSettings = ServerSettings()
+    # what was configured (files, environment, arguments) before the profile's overlay
+    _configured: dict[str, Any] | None = PrivateAttr(default=None)
+
+    def __eq__(self, other: object) -> bool:
+        # equal settings are equal values, however they were put together
+        if isinstance(other, Settings):
+            return self.__dict__ == other.__dict__
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.model_dump_json())
+
+    @field_validator("profile", mode="before")
+    @classmethod
+    def _profile_name(cls, v: Any) -> Any:
+        from graphmem.profiles import get_profile
+
+        if isinstance(v, Mapping):  # a [profile] table: name = "..."
+            v = v.get("name", "graphmem")
+        try:
+            return get_profile(v).name
+        except ConfigError as e:
+            raise ValueError(str(e)) from None
 
     # -- building ----------------------------------------------------------------------
 
@@ -757,8 +927,21 @@ class Settings(_Frozen):
         merged: dict[str, Any] = {}
         for layer in layers:
             merged = _deep_merge(merged, layer)
+        configured = merged
         try:
-            return cls.model_validate(merged)
+            # the one place a profile applies: its overlay goes under what was configured
+            if merged.get("profile") is not None:
+                from graphmem.profiles import get_profile
+
+                name = merged["profile"]
+                if isinstance(name, Mapping):
+                    name = name.get("name", "graphmem")
+                merged = _deep_merge(get_profile(name).settings_layer(), merged)
+            built = cls.model_validate(merged)
+            built._configured = configured
+            return built
+        except ConfigError as e:
+            raise ConfigError(f"invalid settings: profile: {e}") from e
         except ValidationError as e:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']}"
@@ -767,9 +950,20 @@ class Settings(_Frozen):
             raise ConfigError(f"invalid settings: {problems}") from e
 
     def replace(self, **changes: Any) -> Settings:
-        """A validated copy with ``changes`` merged in (nested sections as dicts)."""
-        data = self.model_dump()
+        """A validated copy with ``changes`` merged in (nested sections as dicts). A new
+        ``profile`` replaces the old one's overlay; what was configured stays."""
+        if "profile" in changes and changes["profile"] is not None:
+            data = self.configured()
+        else:
+            data = self.model_dump()
         return type(self)._build([data, {k: v for k, v in changes.items() if v is not None}])
+
+    def configured(self) -> dict[str, Any]:
+        """What was configured (files, environment, arguments), without the profile's
+        overlay and graphmem's defaults."""
+        if self._configured is not None:
+            return copy.deepcopy(self._configured)
+        return self.model_dump(exclude_unset=True)
 
     # -- using -------------------------------------------------------------------------
 
@@ -812,8 +1006,14 @@ class Settings(_Frozen):
         )
 
     def open_memory(self, **options: Any) -> GraphMemory:
-        """Open the GraphMemory these settings describe (``options`` go to ``open``)."""
+        """Open the GraphMemory these settings describe (``options`` go to ``open``); a
+        :class:`~graphmem.null.NullMemory` when ``enabled`` is false."""
         from graphmem.memory import GraphMemory
+
+        if not self.enabled:
+            from graphmem.null import NullMemory
+
+            return NullMemory()  # type: ignore[return-value]
 
         options.setdefault("embedder", self.embedder)
         options.setdefault("llm", self.make_llm())

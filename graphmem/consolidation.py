@@ -61,6 +61,7 @@ from graphmem.models import (
     validated,
 )
 from graphmem.reconcile import contradicts
+from graphmem.scoping import common_scope, group_by_scope, in_scope, scope_of
 from graphmem.writes import Replacement, Writes
 
 __all__ = [
@@ -380,8 +381,10 @@ def _merged_fields(sources: Sequence[Memory]) -> dict[str, Any]:
         "expires_at": None if any(e is None for e in expiries) else max(expiries),  # type: ignore[type-var]
         "run_id": run_ids.pop() if len(run_ids) == 1 else None,
         "event_type": events.pop() if len(events) == 1 else None,
+        # the one scope rule: what is made from memories is of their (single) scope; a
+        # shared scope names no author, so the merge is credited to the earliest source's
         "agent_id": chrono[0].agent_id,
-        "namespace": chrono[0].namespace,
+        **common_scope(chrono).fields(),
     }
 
 
@@ -424,15 +427,21 @@ def consolidate(
         progress("scanned", len(memories), len(memories))
     scopes: dict[tuple[Any, ...], list[Memory]] = defaultdict(list)
     for m in memories:
-        scopes[tuple(getattr(m, f) for f in cfg.scope)].append(m)
+        # never across scopes (agent, namespace, visibility, user): cfg.scope only narrows
+        scopes[(*tuple(getattr(m, f) for f in cfg.scope), scope_of(m))].append(m)
     plans: list[MergeGroup] = []
     npairs = 0
     for key, members in sorted(scopes.items(), key=lambda kv: str(kv[0])):
         groups, count = _plan_scope(members, cfg)
         npairs += count
+        whose = key[-1]
         scope = {
-            f: (v.value if hasattr(v, "value") else v) for f, v in zip(cfg.scope, key, strict=True)
+            f: (v.value if hasattr(v, "value") else v)
+            for f, v in zip(cfg.scope, key[:-1], strict=True)
         }
+        scope.update(
+            visibility=whose.visibility.value, user_id=whose.user_id, audience=whose.audience
+        )
         for idxs, pairs in groups:
             sources = [members[i] for i in idxs]
             fields = _merged_fields(sources)
@@ -597,6 +606,7 @@ def _apply_merges(
                 },
             },
         )
+        memory = in_scope(memory, common_scope(srcs))
         out[k] = plan.model_copy(
             update={"merged_id": memory.id, "content": content, "content_source": source}
         )
@@ -691,8 +701,10 @@ def summarize_into_memory(
     dry_run: bool = False,
     now: datetime | None = None,
     token_budget: int | None = None,
+    importance: float | None = None,
 ) -> Memory:
     """Write one ``summary`` memory DERIVED_FROM every source (sources are unchanged).
+    Its importance is ``importance``, else the highest of the sources.
 
     Sources over ``token_budget`` (default :data:`TOKEN_BUDGET`) are summarised in
     chronological batches within it, then the batch summaries are summarised. A call that
@@ -702,6 +714,7 @@ def summarize_into_memory(
     """
     if not sources:
         raise InvalidInput("nothing to summarise")
+    common_scope(sources)  # one scope, checked before any LLM call
     now = now or utcnow()
     failures: list[str] = []
     ordered = sorted(sources, key=lambda m: (m.valid_from or m.created_at, m.created_at, m.id))
@@ -725,12 +738,11 @@ def summarize_into_memory(
         Memory,
         {
             "content": summary.content,
+            "agent_id": fields["agent_id"],
             "category": Category.SUMMARY,
             "tier": tier,
-            "importance": fields["importance"],
+            "importance": fields["importance"] if importance is None else importance,
             "tags": fields["tags"],
-            "agent_id": fields["agent_id"],
-            "namespace": fields["namespace"],
             "run_id": run_id if run_id is not None else fields["run_id"],
             "valid_from": fields["valid_from"],
             "created_at": now,
@@ -742,6 +754,7 @@ def summarize_into_memory(
             },
         },
     )
+    memory = in_scope(memory, common_scope(sources))
     if dry_run:
         return memory
     [memory] = writes.derive([memory], {memory.id: [s.id for s in sources]}, pass_name=pass_name)
@@ -837,7 +850,10 @@ def improve_memories(
     found_rewrites: list[Any] = []
     contradictions: list[Any] = []
     failures = 0
-    batches = token_batches(active, token_budget) if active else []
+    # one scope per call: the LLM never sees, so never combines, two scopes' memories
+    batches = [
+        b for group in group_by_scope(active).values() for b in token_batches(group, token_budget)
+    ]
     for batch in batches:
         try:
             part = llm.improve(batch)
@@ -851,10 +867,17 @@ def improve_memories(
             part = OfflineLLM().improve(batch)
         found_rewrites.extend(part.rewrites)
         contradictions.extend(part.contradictions)
+    by_id = {m.id: m for m in active}
+    contradictions = [
+        c
+        for c in contradictions
+        if c.keep_id in by_id
+        and all(i in by_id for i in c.superseded_ids)
+        and len({scope_of(by_id[i]) for i in (c.keep_id, *c.superseded_ids)}) == 1
+    ]
     imp = Improvement(
         rewrites=tuple(found_rewrites) if rewrites else (), contradictions=tuple(contradictions)
     )
-    by_id = {m.id: m for m in active}
     created: dict[str, Memory] = {}
     groups: list[Replacement] = []
     retired: dict[str, None] = {}
@@ -922,11 +945,16 @@ def store_facts(
     memory of the same agent and namespace (same content hash) is not stored again."""
     now = now or utcnow()
     backend = writes.backend
+    whose = None
     if source_ids:
-        found = {n.id for n in backend.get(Memory, list(source_ids))}
+        found = {n.id: n for n in backend.get(Memory, list(source_ids))}
         missing = [i for i in source_ids if i not in found]
         if missing:
             raise NotFound(f"no memory {missing[0]!r}")
+        # facts of a turn are of the turn's scope (one scope: InvalidInput otherwise)
+        whose = common_scope(list(found.values()))
+        first = next(iter(found.values()))
+        agent_id, namespace = whose.agent_id or first.agent_id, whose.namespace
     try:
         facts = llm.extract_facts(turn, speaker=speaker)
     except LLMError as e:
@@ -935,8 +963,26 @@ def store_facts(
     created: list[Memory] = []
     skipped = 0
     for f in facts:
+        fact = validated(
+            Memory,
+            {
+                "content": f.content,
+                "category": f.category,
+                "tier": Tier.LONG_TERM,
+                "importance": f.importance,
+                "tags": f.tags,
+                "agent_id": agent_id,
+                "namespace": namespace,
+                "run_id": run_id,
+                "created_at": now,
+                "metadata": {"pass": "extract_facts", "speaker": speaker},
+            },
+        )
+        if whose is not None:
+            fact = in_scope(fact, whose)
         h = content_hash(f.content)
-        existing = backend.count(
+        same = backend.match(
+            Memory,
             validated(
                 Filter,
                 {
@@ -947,28 +993,13 @@ def store_facts(
                         "content_hash": h,
                     }
                 },
-            )
+            ),
+            limit=50,
         )
-        if existing:
+        if any(isinstance(m, Memory) and scope_of(m) == scope_of(fact) for m in same):
             skipped += 1
             continue
-        created.append(
-            validated(
-                Memory,
-                {
-                    "content": f.content,
-                    "category": f.category,
-                    "tier": Tier.LONG_TERM,
-                    "importance": f.importance,
-                    "tags": f.tags,
-                    "agent_id": agent_id,
-                    "namespace": namespace,
-                    "run_id": run_id,
-                    "created_at": now,
-                    "metadata": {"pass": "extract_facts", "speaker": speaker},
-                },
-            )
-        )
+        created.append(fact)
     report = FactsReport(
         dry_run=dry_run, facts=tuple(facts), created=tuple(created), skipped_existing=skipped
     )

@@ -1,8 +1,9 @@
 """The orchestration log: what agents did, step by step, with deduplicated payloads.
 
 ``log(agent_id, event_type, payload, run_id=…, step=…, parent=…)`` appends a
-:class:`~graphmem.models.LogEntry`; ``tail(n)`` reads the newest ones back. A payload is any
-JSON value, stored as canonical JSON text, deduplicated by content in two ways:
+:class:`~graphmem.models.LogEntry`; ``tail(n)`` reads the newest ones back, ``entry(id)``
+one of them. A payload is any JSON value, stored as canonical JSON text, deduplicated by
+content in two ways:
 
 - at any depth, the value of a ``result``/``results``/``response``/``responses`` key whose
   JSON text is over 200 characters (:data:`DEDUP_MIN_CHARS`) is stored once as a
@@ -14,6 +15,10 @@ Every entry REFERENCES the blobs it uses; a blob counts its referencing entries 
 deleted with the last of them. Reading an entry puts the blobs back (``tail``, ``get``).
 ``stats()`` reports how many bytes the sharing saved. Entries older than the lifecycle's
 log retention are deleted by maintenance (:meth:`EventLog.prune`).
+
+Next to the log, orchestrators keep shared state in Redis-style keys: ``set``/``get``/
+``delete`` (any JSON value), hashes (``hset``/``hget``/``hkeys``/``hdel``/``hgetall``) and
+sets (``sadd``/``srem``/``smembers``).
 
 Entries link to their run (``IN_RUN``) and to their parent entry (``CHILD_OF``), so a
 delegation tree can be walked in the graph.
@@ -29,13 +34,14 @@ delegation tree can be walked in the graph.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -75,6 +81,9 @@ MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
 DEDUP_KEYS = frozenset({"result", "results", "response", "responses"})
 DEDUP_MIN_CHARS = 200  # characters of a value's canonical JSON
 BLOB_KEY = "$graphmem_blob"  # {"$graphmem_blob": sha256} stands for a stored value
+#: id prefix of the key-value entries (never a SHA-256, so never a blob's id)
+KV_PREFIX = "kv:"
+MAX_KEY_CHARS = 512
 
 
 class LogRecord(BaseModel):
@@ -124,15 +133,23 @@ class EventLog:
         *,
         clock: Callable[[], datetime] = utcnow,
         inline_limit: int = DEFAULT_INLINE_LIMIT,
+        dedup: Literal["value", "entry"] = "value",
+        dedup_min_chars: int = DEDUP_MIN_CHARS,
     ) -> None:
         if inline_limit < 0:
             raise InvalidInput("inline_limit must not be negative")
+        if dedup not in ("value", "entry"):
+            raise InvalidInput("dedup is 'value' or 'entry'")
         self._backend = backend
         self._writes = writes
         self._clock = clock
         self.inline_limit = inline_limit
         self.dedup_keys = DEDUP_KEYS
-        self.dedup_min_chars = DEDUP_MIN_CHARS
+        #: ``value``: a large result/response value (over ``dedup_min_chars``) is stored
+        #: once; ``entry``: a whole payload that has a result/response key is stored once
+        #: when its JSON reaches ``dedup_min_chars``
+        self.dedup = dedup
+        self.dedup_min_chars = dedup_min_chars
         # reference counts are read-modify-write: serialise them inside this process
         self._lock = threading.Lock()
 
@@ -158,9 +175,18 @@ class EventLog:
         if isinstance(step, bool):
             raise InvalidInput("step must be a non-negative integer")
         blobs: dict[str, str] = {}  # sha256 -> text of each value stored once
+        whole = False
         if payload is not None and self.dedup_keys:
-            text = canonical_json(self._extract(payload, blobs, under_key=False))
-        shared = text is not None and len(text.encode("utf-8")) > self.inline_limit
+            if self.dedup == "entry":
+                whole = (
+                    isinstance(payload, dict)
+                    and any(k in self.dedup_keys for k in payload)
+                    and text is not None
+                    and len(text) >= self.dedup_min_chars
+                )
+            else:
+                text = canonical_json(self._extract(payload, blobs, under_key=False))
+        shared = text is not None and (whole or len(text.encode("utf-8")) > self.inline_limit)
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest() if shared and text else None
         if digest is not None and text is not None:
             blobs[digest] = text
@@ -235,7 +261,7 @@ class EventLog:
             return [self._extract(v, blobs, under_key=False) for v in value]
         return value
 
-    def delete(self, entry_ids: Sequence[str]) -> int:
+    def delete_entries(self, entry_ids: Sequence[str]) -> int:
         """Delete entries; payloads nobody references any more are deleted with them, the
         others have their reference count recomputed. Returns how many entries went."""
         with self._lock:
@@ -281,7 +307,7 @@ class EventLog:
                 validated(Filter, {"label": NodeLabel.LOG_ENTRY, "equals": {"run_id": run_id}}),
             )
         ]
-        return self.delete(ids)
+        return self.delete_entries(ids)
 
     def expired(self, *, older_than: timedelta, now: datetime | None = None) -> list[str]:
         """Ids of the entries logged before ``now - older_than``, oldest first."""
@@ -293,7 +319,160 @@ class EventLog:
 
     def prune(self, *, older_than: timedelta, now: datetime | None = None) -> int:
         """Delete entries logged before ``now - older_than``; returns how many."""
-        return self.delete(self.expired(older_than=older_than, now=now))
+        return self.delete_entries(self.expired(older_than=older_than, now=now))
+
+    # -- keys, hashes and sets ---------------------------------------------------------
+    # Redis-style values next to the log (an orchestrator's shared state): each key holds
+    # a string (any JSON value), a hash (field -> JSON value) or a set (JSON scalars). A key
+    # is one Payload node ``kv:<key>`` whose text is ``{"t": type, "v": value}``; every
+    # change is checked against the text it read, so concurrent writers never lose one.
+
+    def _kv_read(self, key: str) -> tuple[str | None, Any, str | None]:
+        """(type, value, stored text) of ``key``; (None, None, None) when absent."""
+        _check_key(key)
+        found = self._backend.get(Payload, [KV_PREFIX + key])
+        if not found:
+            return None, None, None
+        text: str = found[0].text
+        data = json.loads(text)
+        return data["t"], data["v"], text
+
+    def _kv_change(self, key: str, kind: str, change: Callable[[Any], tuple[Any, Any]]) -> Any:
+        """Apply ``change(current value or None) -> (new value or None to delete, result)``
+        to ``key`` of type ``kind`` atomically; returns the result."""
+        for attempt in range(32):
+            t, value, text = self._kv_read(key)
+            if t is not None and t != kind:
+                raise InvalidInput(f"key {key!r} holds a {t}, not a {kind}")
+            new, result = change(value)
+            ref = NodeRef(NodeLabel.PAYLOAD, KV_PREFIX + key)
+            expect = [
+                Expect(ref, exists=False) if text is None else Expect(ref, props={"text": text})
+            ]
+            try:
+                if new is None:
+                    if text is not None:
+                        self._writes.delete_nodes([ref], expect=expect)
+                else:
+                    stored = new.value if isinstance(new, _Boxed) else new
+                    body = canonical_json({"t": kind, "v": stored})
+                    node = Payload(
+                        id=KV_PREFIX + key, text=body, size=len(body.encode("utf-8")), refcount=0
+                    )
+                    self._writes.put([node], [], expect=expect)
+                return result
+            except Conflict:
+                if attempt == 31:
+                    raise
+        raise AssertionError("unreachable")
+
+    def set(self, key: str, value: Any) -> bool:
+        """Store ``value`` (any JSON value) under ``key``, replacing a string there."""
+        canonical_json(value)
+        self._kv_change(key, "string", lambda _old: (_Boxed(value), True))
+        return True
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The string value of ``key`` (``default`` when absent)."""
+        t, value, _ = self._kv_read(key)
+        if t is None:
+            return default
+        if t != "string":
+            raise InvalidInput(f"key {key!r} holds a {t}, not a string")
+        return value
+
+    def delete(self, *keys: str) -> int:
+        """Delete keys of any type; returns how many existed."""
+        gone = 0
+        for key in keys:
+            t, _, _ = self._kv_read(key)
+            if t is not None:
+                gone += self._kv_change(key, t, lambda _old: (None, 1))
+        return gone
+
+    def hset(self, key: str, field: str, value: Any) -> int:
+        """Set ``field`` of the hash ``key`` to ``value``; 1 if the field is new, else 0."""
+        _check_field(field)
+        canonical_json(value)
+
+        def change(old: Any) -> tuple[Any, int]:
+            h = dict(old or {})
+            new = 0 if field in h else 1
+            h[field] = value
+            return h, new
+
+        result: int = self._kv_change(key, "hash", change)
+        return result
+
+    def hget(self, key: str, field: str, default: Any = None) -> Any:
+        """One field of the hash ``key`` (``default`` when absent)."""
+        _check_field(field)
+        return self._hash(key).get(field, default)
+
+    def hgetall(self, key: str) -> dict[str, Any]:
+        """Every field of the hash ``key`` (empty when absent)."""
+        return self._hash(key)
+
+    def hkeys(self, key: str) -> list[str]:
+        """The fields of the hash ``key``, sorted."""
+        return sorted(self._hash(key))
+
+    def hdel(self, key: str, *fields: str) -> int:
+        """Remove fields from the hash ``key`` (the key goes with its last field); returns
+        how many were there."""
+        for f in fields:
+            _check_field(f)
+
+        def change(old: Any) -> tuple[Any, int]:
+            h = dict(old or {})
+            n = sum(1 for f in set(fields) if h.pop(f, _MISSING) is not _MISSING)
+            return (h or None), n
+
+        result: int = self._kv_change(key, "hash", change)
+        return result
+
+    def sadd(self, key: str, *members: Any) -> int:
+        """Add members (strings, numbers, booleans) to the set ``key``; returns how many
+        were new."""
+        for m in members:
+            _check_member(m)
+
+        def change(old: Any) -> tuple[Any, int]:
+            have = [*(old or [])]
+            new = [m for m in dict.fromkeys(members) if m not in have]
+            return _sorted_members(have + new), len(new)
+
+        result: int = self._kv_change(key, "set", change)
+        return result
+
+    def srem(self, key: str, *members: Any) -> int:
+        """Remove members from the set ``key`` (the key goes with its last member);
+        returns how many were there."""
+
+        def change(old: Any) -> tuple[Any, int]:
+            have = [*(old or [])]
+            left = [m for m in have if m not in members]
+            return (left or None), len(have) - len(left)
+
+        result: int = self._kv_change(key, "set", change)
+        return result
+
+    def smembers(self, key: str) -> builtins.set[Any]:
+        """The members of the set ``key`` (empty when absent)."""
+        t, value, _ = self._kv_read(key)
+        if t is None:
+            return set()
+        if t != "set":
+            raise InvalidInput(f"key {key!r} holds a {t}, not a set")
+        return set(value)
+
+    def _hash(self, key: str) -> dict[str, Any]:
+        t, value, _ = self._kv_read(key)
+        if t is None:
+            return {}
+        if t != "hash":
+            raise InvalidInput(f"key {key!r} holds a {t}, not a hash")
+        return dict(value)
 
     # -- reading ----------------------------------------------------------------------
 
@@ -329,7 +508,7 @@ class EventLog:
         )
         return self._records(list(reversed(newest)))
 
-    def get(self, entry_id: str) -> LogRecord:
+    def entry(self, entry_id: str) -> LogRecord:
         """One entry with its payload; NotFound if there is none."""
         found: list[LogEntry] = self._backend.get(LogEntry, [entry_id])
         if not found:
@@ -377,6 +556,7 @@ class EventLog:
             ),
         )
         payloads: list[Payload] = self._backend.match(Payload, Filter(label=NodeLabel.PAYLOAD))
+        payloads = [p for p in payloads if not p.id.startswith(KV_PREFIX)]
         stored = sum(p.size for p in payloads)
         logical = sum(p.size * max(p.refcount, 1) for p in payloads)
         inline = self._backend.count(
@@ -423,3 +603,34 @@ def _restore(value: Any, texts: dict[str, str]) -> Any:
 def _edge(etype: EdgeType, src: NodeRef, dst: NodeRef) -> Edge:
     edge: Edge = validated(Edge, {"type": etype, "src": src, "dst": dst})
     return edge
+
+
+_MISSING = object()
+
+
+class _Boxed:
+    """A value to store that may itself be None (None as a change means "delete")."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _check_key(key: Any) -> None:
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY_CHARS:
+        raise InvalidInput(f"a key is a non-empty string of at most {MAX_KEY_CHARS} characters")
+
+
+def _check_field(field: Any) -> None:
+    if not isinstance(field, str) or not field:
+        raise InvalidInput("a hash field is a non-empty string")
+
+
+def _check_member(member: Any) -> None:
+    if isinstance(member, float) and member != member:
+        raise InvalidInput("a set member cannot be NaN")
+    if not isinstance(member, str | int | float | bool):
+        raise InvalidInput("a set member is a string, number or boolean")
+
+
+def _sorted_members(members: list[Any]) -> list[Any]:
+    return sorted(members, key=lambda m: (type(m).__name__, m))

@@ -28,7 +28,6 @@ never does.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -72,7 +71,9 @@ from graphmem.models import (
     utcnow,
     validated,
 )
-from graphmem.scoping import Namespaces, Scope
+from graphmem.providers import Hooks
+from graphmem.scoping import Namespaces, Scope, group_by_scope
+from graphmem.scoring import Scoring
 from graphmem.writes import Writes
 
 __all__ = [
@@ -96,14 +97,11 @@ log = logging.getLogger("graphmem.lifecycle")
 # decay and retention
 
 
-def relevance(memory: Memory, now: datetime, config: DecayConfig | None = None) -> float:
-    """Decayed relevance of a memory at ``now`` (0..1 with the default weights)."""
-    cfg = config or DecayConfig()
-    ref = memory.last_accessed or memory.created_at
-    days = max(0.0, (now - ref).total_seconds() / 86400.0)
-    access = min(1.0, math.log1p(memory.access_count) / math.log1p(cfg.access_saturation))
-    base = cfg.importance_weight * memory.importance + cfg.access_weight * access
-    return float(base * 0.5 ** (days / cfg.half_life_days))
+def relevance(memory: Memory, now: datetime, config: DecayConfig | Scoring | None = None) -> float:
+    """Relevance of a memory at ``now`` under a strategy: a :class:`Scoring`, or the
+    lifecycle's decay formula (:class:`DecayConfig`, the default)."""
+    strategy = config if isinstance(config, Scoring) else (config or DecayConfig()).scoring()
+    return float(strategy.relevance(memory, now))
 
 
 # ---------------------------------------------------------------------------------------
@@ -220,12 +218,19 @@ class Scratchpad:
         with self._lock:
             return self._notes.pop(key, _MISSING) is not _MISSING
 
-    def recall(self, query: str, k: int = 5) -> list[tuple[str, Any]]:
+    def recall(
+        self, query: str, k: int = 5, *, match: Literal["words", "substring"] = "words"
+    ) -> list[tuple[str, Any]]:
         """The ``k`` notes sharing most words with ``query`` (key and note), newest first
-        among equals; notes sharing none are left out."""
-        words = set(tokens(query))
+        among equals; notes sharing none are left out. ``match="substring"``: the notes
+        whose key or value contains ``query`` (case-insensitive), newest first."""
         with self._lock:
             items = list(self._notes.items())
+        if match == "substring":
+            needle = query.lower()
+            found = [(key, note) for key, note in items if needle in f"{key}\n{note}".lower()]
+            return found[::-1][:k]
+        words = set(tokens(query))
         scored = []
         for pos, (key, note) in enumerate(items):
             overlap = len(words & set(tokens(f"{key} {note}")))
@@ -325,6 +330,8 @@ class Lifecycle:
         self._lock = threading.Lock()
         self._offline = OfflineLLM()
         self._improved_until: datetime | None = None  # the last unscoped improve pass
+        #: attached memory providers (graphmem.providers) and their hooks
+        self.hooks = Hooks()
 
     @property
     def _pass_llm(self) -> LLM:
@@ -342,7 +349,8 @@ class Lifecycle:
             meta = data.get("metadata")
             scorer = self.config.scorer
             kind = None
-            if scorer.agent_boosts:  # the agent's type is read only when it can matter
+            if scorer.agent_boosts and scorer.agent_match == "kind":
+                # the agent's type is read only when it can matter
                 found = self.backend.get(Agent, [str(data.get("agent_id") or "default")])
                 kind = getattr(found[0], "kind", None) if found else None
             data["importance"] = scorer.score(
@@ -350,6 +358,7 @@ class Lifecycle:
                 event_type=event_type,
                 agent_kind=kind,
                 payload=meta if isinstance(meta, Mapping) else None,
+                agent_id=str(data.get("agent_id") or "default"),
             )
         if data.get("tier") is None:
             importance = data["importance"]
@@ -357,6 +366,14 @@ class Lifecycle:
                 event_type=event_type,
                 importance=importance if isinstance(importance, int | float) else 0.5,
             )
+        if self.config.default_expiry and data.get("expires_at") is None:
+            try:
+                ttl = self.config.default_expiry.get(Tier(data["tier"]))
+            except ValueError:
+                ttl = None  # an invalid tier: validation of the write reports it
+            start = data.get("created_at")
+            if ttl is not None:
+                data["expires_at"] = (start if isinstance(start, datetime) else self._clock()) + ttl
         return data
 
     # -- fleeting tier ----------------------------------------------------------------
@@ -371,9 +388,28 @@ class Lifecycle:
 
     # -- hooks ------------------------------------------------------------------------
 
+    def add_provider(self, provider: object) -> object:
+        """Attach a memory provider (:mod:`graphmem.providers`); its hooks are called from
+        now on. Returns it."""
+        return self.hooks.add(provider)
+
+    def remove_provider(self, provider: object) -> bool:
+        return self.hooks.remove(provider)
+
+    def prefetch(self, query: str, **context: Any) -> list[str]:
+        """Before a turn: each attached provider's ``prefetch`` (the non-empty blocks)."""
+        return self.hooks.prefetch(query, **context)
+
+    def on_pre_compact(self, messages: Sequence[Mapping[str, Any]], **context: Any) -> None:
+        """Before the agent loop compacts ``messages`` away: each provider's
+        ``on_pre_compact`` (graphmem's stores them as events and their facts)."""
+        self.hooks.on_pre_compact(messages, **context)
+
     def on_write(self, memories: Sequence[Memory]) -> MaintenanceReport | None:
         """Count short-term writes per run; every ``refresh_every`` writes to a run, refresh
-        that run's short-term tier (:meth:`refresh_run`). Makes no LLM call."""
+        that run's short-term tier (:meth:`refresh_run`). Makes no LLM call. Attached
+        providers' ``on_memory_write`` hear of the memories first."""
+        self.hooks.on_memory_write(memories)
         due: list[str] = []
         with self._lock:
             for m in memories:
@@ -432,7 +468,24 @@ class Lifecycle:
         plan = _Plan()
         promoted: list[Memory] = []
         archived: list[Memory] = []
+        newest = sorted(members, key=lambda m: (m.created_at, m.seq or 0, m.id), reverse=True)
+        superseded_by_summary = (
+            {m.id for m in newest[cfg.run_end_keep_recent :]}
+            if cfg.run_end_keep_recent is not None
+            and cfg.summarize_on_run_end
+            and len(members) >= cfg.min_summary_sources
+            else set()
+        )
         for m in members:
+            if m.id in superseded_by_summary and not _pinned(m):
+                plan.add(
+                    "run_end",
+                    "archive",
+                    m.id,
+                    f"replaced by the run summary (kept the newest {cfg.run_end_keep_recent})",
+                )
+                archived.append(m)
+                continue
             if m.importance >= cfg.promote_importance or m.access_count >= cfg.promote_access_count:
                 plan.add(
                     "promote",
@@ -462,22 +515,28 @@ class Lifecycle:
                     expect=[Expect(m.ref, props={"status": Status.ACTIVE}) for m in promoted],
                 )
             if summarize:
-                summary = summarize_into_memory(
-                    self.writes,
-                    self._pass_llm,
-                    members,
-                    purpose="run",
-                    pass_name="run_summary",
-                    run_id=run_id,
-                    now=now,
-                    token_budget=cfg.llm_token_budget,
-                )
-                plan.add(
-                    "summarize",
-                    "create",
-                    summary.id,
-                    f"summary of {len(members)} short-term memories of the run",
-                )
+                # one summary per scope: a run's summary never carries one agent's (or
+                # user's) memories into another's
+                for part in group_by_scope(members).values():
+                    if len(part) < cfg.min_summary_sources and len(part) < len(members):
+                        continue
+                    summary = summarize_into_memory(
+                        self.writes,
+                        self._pass_llm,
+                        part,
+                        purpose="run",
+                        pass_name="run_summary",
+                        run_id=run_id,
+                        now=now,
+                        token_budget=cfg.llm_token_budget,
+                        importance=cfg.summary_importance,
+                    )
+                    plan.add(
+                        "summarize",
+                        "create",
+                        summary.id,
+                        f"summary of {len(part)} short-term memories of the run",
+                    )
             with self._lock:
                 self._pads.pop(run_id, None)
                 self._writes.pop(run_id, None)
@@ -505,7 +564,7 @@ class Lifecycle:
         # so a run ingested after the fact (historical timestamps) is not wiped out
         ref = max((m.last_accessed or m.created_at for m in members), default=now)
         scored = sorted(
-            ((relevance(m, ref, cfg.decay), m) for m in members),
+            ((relevance(m, ref, cfg.gc_scoring), m) for m in members),
             key=lambda rm: (rm[0], rm[1].created_at, rm[1].id),
         )
         keep = []
@@ -519,7 +578,8 @@ class Lifecycle:
                 )
             else:
                 keep.append((rel, m))
-        for rel, m in keep[: max(0, len(keep) - cfg.short_term_max)]:
+        over = len(keep) > cfg.short_term_max
+        for rel, m in keep[: len(keep) - cfg.keep_under(cfg.short_term_max) if over else 0]:
             plan.add(
                 "refresh",
                 "archive",
@@ -587,7 +647,7 @@ class Lifecycle:
 
         def relevance_of(m: Memory) -> float:
             if m.id not in rel:
-                rel[m.id] = relevance(m, now, cfg.decay)
+                rel[m.id] = relevance(m, now, cfg.gc_scoring)
             return rel[m.id]
 
         def open_(m: Memory) -> bool:
@@ -659,6 +719,7 @@ class Lifecycle:
                     excess = len(ms) + pinned - cap
                     if excess <= 0:
                         continue
+                    excess = len(ms) + pinned - cfg.keep_under(cap)
                     victims = sorted(
                         (m for m in ms if m.importance < cfg.protect_importance),
                         key=lambda m: (relevance_of(m), m.created_at, m.id),
@@ -677,7 +738,7 @@ class Lifecycle:
             old_entries = elog.expired(older_than=period, now=now)
             if old_entries and not dry_run:
                 for start in range(0, len(old_entries), 2000):
-                    elog.delete(old_entries[start : start + 2000])
+                    elog.delete_entries(old_entries[start : start + 2000])
             report = report.model_copy(update={"log_entries": tuple(old_entries)})
         improvement = None
         if "improve" in steps and cfg.improve_limit:

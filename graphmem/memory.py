@@ -44,11 +44,12 @@ from graphmem.backends import open_backend
 from graphmem.backends.base import GraphBackend, GraphView
 from graphmem.config import RecallConfig, Settings, VectorMode
 from graphmem.errors import Conflict, InvalidInput, NotFound
-from graphmem.eventlog import EventLog
+from graphmem.eventlog import EventLog, canonical_json
 from graphmem.knowledge import Knowledge, KnowledgeIndexer
-from graphmem.lifecycle import Lifecycle, relevance
+from graphmem.lifecycle import Lifecycle, MaintenanceScheduler, relevance
 from graphmem.llm import LLM
 from graphmem.models import (
+    CONTENT_JSON_KEY,
     Category,
     Edge,
     EdgeType,
@@ -64,6 +65,7 @@ from graphmem.models import (
     utcnow,
 )
 from graphmem.org import OrgMemory
+from graphmem.profiles import with_profile
 from graphmem.protocol import ContextFormat, ForgetReport, ImportReport, MemoryAPI
 from graphmem.reconcile import ReconcileResult
 from graphmem.reindex import Vectors, check_embedder
@@ -140,7 +142,14 @@ class GraphMemory(MemoryAPI):
         )
         self.writes.classify = self.lifecycle.classify
         self.org = OrgMemory(backend, self.writes, clock=clock, config=cfg.org)
-        self.log = EventLog(backend, self.writes, clock=clock)
+        self.log = EventLog(
+            backend,
+            self.writes,
+            clock=clock,
+            dedup=cfg.log.dedup,
+            dedup_min_chars=cfg.log.dedup_min_chars,
+            inline_limit=cfg.log.inline_limit,
+        )
         self.agents = Agents(backend, self.writes)
         self.runs = Runs(
             backend,
@@ -162,6 +171,7 @@ class GraphMemory(MemoryAPI):
             indexer.attach(self.writes)
         self.knowledge = Knowledge(backend, self.namespaces.memory_filter, indexer)
         self.vectors = Vectors(backend, self.writes, embedder, mode=vectors)
+        self._sweeper: MaintenanceScheduler | None = None
 
     # -- opening and closing ----------------------------------------------------------
 
@@ -178,6 +188,7 @@ class GraphMemory(MemoryAPI):
         clock: Callable[[], datetime] = utcnow,
         vectors: VectorMode | None = None,
         knowledge: bool | None = None,
+        profile: str | None = None,
         **backend_options: Any,
     ) -> GraphMemory:
         """Open a memory store by URL.
@@ -207,8 +218,14 @@ class GraphMemory(MemoryAPI):
         relations from every memory written (the knowledge layer, no model and no LLM), for
         ``mem.knowledge``; ``mem.knowledge.indexer.backfill`` indexes memories written
         before it was on.
+
+        ``profile``: a named profile (:mod:`graphmem.profiles`: ``orka``, ``kaos``,
+        ``synthorg``, ``openagentflow``, ``operator``; ``graphmem`` is the default) whose
+        defaults fill what ``settings`` leave unset.
         """
         cfg = settings if settings is not None else Settings.load()
+        if profile is not None:
+            cfg = with_profile(cfg, profile)
         if url is None:
             url = cfg.url
             auth = auth if auth is not None else cfg.auth
@@ -237,6 +254,11 @@ class GraphMemory(MemoryAPI):
             if embedder is not None:  # a model of another dimension: say what to run
                 check_embedder(backend, embedder)
             mem.vectors.resume()
+            if mem.settings.maintenance.in_process:
+                # the maintenance cycle without a server: stopped by close()
+                mem._sweeper = mem.lifecycle.scheduled(mem.settings)
+                if mem._sweeper is not None:
+                    mem._sweeper.start()
         except BaseException:
             backend.close()
             raise
@@ -247,6 +269,8 @@ class GraphMemory(MemoryAPI):
         it (idempotent). Vectors that could not be computed are picked up at the next open."""
         if not self._closed:
             self._closed = True
+            if self._sweeper is not None:
+                self._sweeper.stop()
             self.vectors.close()
             if self._owns_backend:
                 self._backend.close()
@@ -576,6 +600,8 @@ class GraphMemory(MemoryAPI):
         scope: Scope | str | None = None,
         config: RecallConfig | str | None = None,
         user_id: str | None = None,
+        min_relevance: float | None = None,
+        tiers: str | Sequence[str] | None = None,
     ) -> builtins.list[RecallResult]:
         """The ``k`` memories most relevant to ``query``, best first, each with its score
         breakdown (hybrid BM25 + vector + graph recall, see :mod:`graphmem.retrieval`).
@@ -585,7 +611,28 @@ class GraphMemory(MemoryAPI):
         that time. ``scope`` (a :class:`~graphmem.scoping.Scope`, or an agent id for its
         default scope) limits recall to what that agent may read; without it recall is
         unscoped. ``config`` is a :class:`~graphmem.retrieval.RecallConfig` or preset name.
+        ``min_relevance`` drops results scoring below it (default: the config's). With
+        ``scope``, the asking agent's own memories gain the config's ``personal_boost``.
+        ``tiers`` (``fleeting``, ``short_term``, ``long_term``) limits the tiers searched;
+        ``fleeting`` adds the matching notes of the scratchpad of ``run_id`` (the process's
+        without one), first, with ``metadata.key`` — matched by the config's
+        ``fleeting_match``.
         """
+        fleeting: builtins.list[RecallResult] = []
+        if tiers is not None:
+            names = [tiers] if isinstance(tiers, str) else builtins.list(tiers)
+            unknown = sorted({str(t) for t in names} - {"fleeting", *(t.value for t in Tier)})
+            if unknown or not names:
+                raise InvalidInput(
+                    f"tiers are fleeting, short_term, long_term; got {unknown or 'none'}"
+                )
+            if tier is not None:
+                raise InvalidInput("give tier or tiers, not both")
+            if "fleeting" in names:
+                fleeting = self._fleeting(query, k, run_id, config)
+            tier = [str(t) for t in names if t != "fleeting"]
+            if not tier:
+                return fleeting
         flt = self.namespaces.memory_filter(
             agent_id=agent_id,
             run_id=run_id,
@@ -600,7 +647,62 @@ class GraphMemory(MemoryAPI):
             scope=scope,
             user_id=user_id,
         )
-        return self._retriever(config).recall(query, k=k, filter=flt, config=config, touch=touch)
+        asker = scope.agent_id if isinstance(scope, Scope) else scope
+        stored = self._retriever(config).recall(
+            query,
+            k=k,
+            filter=flt,
+            config=config,
+            touch=touch,
+            min_relevance=min_relevance,
+            asking_agent=asker,
+        )
+        if not fleeting:
+            return stored
+        top = max([1.0] + [r.score for r in stored])
+        fleeting = [r.model_copy(update={"score": top}) for r in fleeting]
+        return (fleeting + stored)[:k]
+
+    def _fleeting(
+        self,
+        query: str,
+        k: int,
+        run_id: str | Sequence[str] | None,
+        config: RecallConfig | str | None,
+    ) -> builtins.list[RecallResult]:
+        """Scratchpad notes matching ``query`` as recall results (never persisted)."""
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput("query must be a non-empty string")
+        if isinstance(config, str):
+            config = RecallConfig.preset(config)
+        cfg = config or self.settings.recall
+        runs = [run_id] if run_id is None or isinstance(run_id, str) else builtins.list(run_id)
+        out = []
+        for run in runs:
+            pad = self.lifecycle.scratchpad(run)
+            for key, note in pad.recall(query, k, match=cfg.fleeting_match):
+                text = note if isinstance(note, str) else canonical_json(note)
+                meta: dict[str, Any] = {"tier": "fleeting", "key": key}
+                if not isinstance(note, str):
+                    meta[CONTENT_JSON_KEY] = True
+                m = Memory(
+                    id=f"fleeting-{run or ''}-{key}",
+                    content=text,
+                    run_id=run,
+                    tier=Tier.SHORT_TERM,
+                    metadata=meta,
+                    created_at=self._clock(),
+                )
+                out.append(RecallResult(memory=m, score=1.0, breakdown={"fleeting": 1.0}))
+        return out[:k]
+
+    def relevance(self, memory: Memory, *, now: datetime | None = None) -> float:
+        """The standing of ``memory`` at ``now`` (default: this store's clock) under the
+        active profile's scoring strategy — recency, frequency, importance and decay
+        combined as the profile defines them; no query involved."""
+        if not isinstance(memory, Memory):
+            raise InvalidInput(f"relevance takes a Memory, not {type(memory).__name__}")
+        return self.settings.recall.strategy.relevance(memory, now or self._clock())
 
     @overload
     def context(

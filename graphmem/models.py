@@ -460,6 +460,10 @@ def _converters(model: type[BaseModel]) -> dict[str, Callable[[Any], Any]]:
     return conv
 
 
+#: metadata flag of a memory whose content is the canonical JSON text of a non-text value
+CONTENT_JSON_KEY = "content_json"
+
+
 class Memory(GraphNode):
     """One memory: a piece of content an agent stored, with its lifecycle state."""
 
@@ -548,6 +552,14 @@ class Memory(GraphNode):
         if self.valid_to is not None and self.valid_from and self.valid_to < self.valid_from:
             raise ValueError("valid_to must not be before valid_from")
         return self
+
+    @property
+    def value(self) -> Any:
+        """The content as written: the JSON value of an event stored with non-text
+        content (``metadata.content_json``), else the text."""
+        if self.metadata.get(CONTENT_JSON_KEY) is True:
+            return json.loads(self.content)
+        return self.content
 
 
 class Agent(GraphNode):

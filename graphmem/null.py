@@ -561,6 +561,37 @@ class NullLog(LogAPI):
     def count(self, *, run_id: str | None = None, agent_id: str | None = None) -> int:
         return 0
 
+    # keys, hashes and sets: accepted and forgotten, like everything else
+    def set(self, key: str, value: Any) -> bool:
+        return True
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return default
+
+    def delete(self, *keys: str) -> int:
+        return 0
+
+    def hset(self, key: str, field: str, value: Any) -> int:
+        return 1
+
+    def hget(self, key: str, field: str, default: Any = None) -> Any:
+        return default
+
+    def hkeys(self, key: str) -> builtins.list[str]:
+        return []
+
+    def hdel(self, key: str, *fields: str) -> int:
+        return 0
+
+    def sadd(self, key: str, *members: Any) -> int:
+        return len(set(members))
+
+    def srem(self, key: str, *members: Any) -> int:
+        return 0
+
+    def smembers(self, key: str) -> builtins.set[Any]:
+        return set()
+
     def __repr__(self) -> str:
         return "<null log>"
 
@@ -832,6 +863,11 @@ class NullMemory(MemoryAPI):
 
     def recall(self, query: str, **_filters: Any) -> builtins.list[RecallResult]:
         return []
+
+    def relevance(self, memory: Memory, *, now: datetime | None = None) -> float:
+        if not isinstance(memory, Memory):
+            raise InvalidInput(f"relevance takes a Memory, not {type(memory).__name__}")
+        return 0.0
 
     @overload
     def context(

@@ -4,7 +4,12 @@ In the same scope (agent, namespace, visibility and user — a memory never reco
 with one its author could not see), before the write:
 
 - an **exact duplicate** (same content hash) is not stored again: the existing memory is
-  touched (its access count, hence its trust, goes up) and returned;
+  touched (its access count, hence its trust, goes up) and returned, keeping what the
+  request said by one rule (:func:`merge_duplicate`): tags are the union, metadata is
+  merged with the request's keys winning, importance and confidence are the larger, an
+  ``expires_at`` given by the request replaces the stored one (even an earlier one), and
+  ``valid_from`` is the earlier of the two; the existing memory is changed in place (same
+  id) when any of these changes;
 - a **contradiction** — both state the same single-valued attribute of the same subject
   (``Alice lives in Oslo`` / ``Alice lives in Bergen``, see :func:`graphmem.llm.claim_of`)
   with different values — makes the new memory a version that SUPERSEDES the old one with
@@ -42,6 +47,7 @@ from graphmem.errors import Conflict, LLMError
 from graphmem.knowledge.extract import normalise
 from graphmem.llm import LLM, Claim, claim_of, tokens
 from graphmem.models import Category, Filter, Memory, TextQuery, validated
+from graphmem.scoping import scope_of
 from graphmem.writes import Writes
 
 __all__ = ["ReconcileAction", "ReconcileConfig", "ReconcileResult", "contradicts", "reconcile"]
@@ -90,10 +96,7 @@ def _same_scope(a: Memory, b: Memory) -> bool:
     return (
         a.category is not Category.EPISODIC
         and b.category is not Category.EPISODIC
-        and a.agent_id == b.agent_id
-        and a.namespace == b.namespace
-        and a.visibility is b.visibility
-        and a.metadata.get("user_id") == b.metadata.get("user_id")
+        and scope_of(a) == scope_of(b)
     )
 
 
@@ -103,6 +106,36 @@ def _jaccard(a: str, b: str) -> float:
     return len(ta & tb) / union if union else 0.0
 
 
+#: the fields of a request that an exact duplicate keeps (see :func:`merge_duplicate`)
+DUPLICATE_FIELDS = ("tags", "metadata", "importance", "confidence", "expires_at", "valid_from")
+
+
+def merge_duplicate(existing: Memory, request: Memory, given: frozenset[str]) -> Memory:
+    """``existing`` with what an exact-duplicate ``request`` said (the one rule): tags the
+    union, metadata merged (the request's keys win), importance and confidence the larger,
+    ``expires_at`` the request's when it gave one, ``valid_from`` the earlier when it gave
+    one. ``given``: the fields the caller set (defaults are not "said")."""
+    changes: dict[str, object] = {}
+    if "tags" in given:
+        tags = tuple(dict.fromkeys((*existing.tags, *request.tags)))
+        if tags != existing.tags:
+            changes["tags"] = tags
+    if "metadata" in given:
+        meta = {**existing.metadata, **request.metadata}
+        if meta != existing.metadata:
+            changes["metadata"] = meta
+    for f in ("importance", "confidence"):
+        if f in given and getattr(request, f) > getattr(existing, f):
+            changes[f] = getattr(request, f)
+    if "expires_at" in given and request.expires_at != existing.expires_at:
+        changes["expires_at"] = request.expires_at
+    if "valid_from" in given and request.valid_from is not None:
+        start = existing.valid_from or existing.created_at
+        if request.valid_from < start:
+            changes["valid_from"] = request.valid_from
+    return existing.evolve(**changes) if changes else existing
+
+
 def reconcile(
     writes: Writes,
     memory: Memory,
@@ -110,14 +143,16 @@ def reconcile(
     config: ReconcileConfig | None = None,
     llm: LLM | None = None,
     now: datetime | None = None,
+    given: frozenset[str] = frozenset(DUPLICATE_FIELDS),
 ) -> ReconcileResult:
-    """Write ``memory`` reconciled with its scope (see the module docstring)."""
+    """Write ``memory`` reconciled with its scope (see the module docstring). ``given``:
+    the fields the caller set, which an exact duplicate keeps."""
     cfg = config or ReconcileConfig()
     if cfg.mode == "off" or memory.category is Category.EPISODIC:
         return ReconcileResult(action="created", memory=writes.create([memory])[0])
     for attempt in range(3):
         try:
-            return _reconcile(writes, memory, cfg, llm, now or writes.now())
+            return _reconcile(writes, memory, cfg, llm, now or writes.now(), given)
         except Conflict:
             # an old version changed between the read and the write: look again
             if attempt == 2:
@@ -132,6 +167,7 @@ def _reconcile(
     cfg: ReconcileConfig,
     llm: LLM | None,
     now: datetime,
+    given: frozenset[str] = frozenset(),
 ) -> ReconcileResult:
     backend = writes.backend
     scope = {"agent_id": memory.agent_id, "namespace": memory.namespace, "status": "active"}
@@ -146,15 +182,21 @@ def _reconcile(
     ]
     if exact:
         found = exact[0]
+        merged = merge_duplicate(found, memory, given)
+        kept = [f for f in DUPLICATE_FIELDS if getattr(merged, f) != getattr(found, f)]
+        if kept:
+            # expects the status it read (Conflict: reconciled again by the caller's loop)
+            writes.change([merged.evolve(updated_at=now)])
         backend.touch([found.id], now)
         fresh = backend.get(Memory, [found.id])
-        current = fresh[0] if fresh and isinstance(fresh[0], Memory) else found
+        current = fresh[0] if fresh else merged
         log.debug("reconcile: exact duplicate of %s", found.id)
         return ReconcileResult(
             action="duplicate",
             memory=current,
             related_ids=(found.id,),
-            reason="exact duplicate in the same scope",
+            reason="exact duplicate in the same scope"
+            + (f"; kept the request's {', '.join(kept)}" if kept else ""),
         )
     claim = claim_of(memory.content)
     wide = cfg.near_duplicates != "keep" or (cfg.mode == "llm" and llm is not None)

@@ -28,6 +28,8 @@ a token budget, fencing each as untrusted data.
 from __future__ import annotations
 
 import functools
+import itertools
+import json
 import logging
 import math
 import re
@@ -45,6 +47,7 @@ from graphmem.config import RecallConfig
 from graphmem.embeddings import Embedder
 from graphmem.errors import ConfigError, InvalidInput
 from graphmem.knowledge.channel import entity_channel, shared_entity_neighbours
+from graphmem.llm import is_dense
 from graphmem.models import (
     EdgeType,
     Filter,
@@ -60,6 +63,7 @@ from graphmem.models import (
     utcnow,
     validated,
 )
+from graphmem.scoring import trust_score
 from graphmem.temporal import is_when_question, memory_spans, query_span
 from graphmem.text import RANKING_STOPWORDS as _STOP
 from graphmem.text import SEARCH_STOPWORDS as _SEARCH_STOP
@@ -70,6 +74,7 @@ __all__ = [
     "ContextWindow",
     "RecallResult",
     "Retriever",
+    "compress_dense",
     "estimate_tokens",
     "neutralise",
     "trust_score",
@@ -84,16 +89,6 @@ _DATE_TEXT_RE = re.compile(
     r"|\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:January|February|March|April|May|June|July"
     r"|August|September|October|November|December))\b"
 )
-
-
-TRUST_BASE = 0.5
-TRUST_PER_RECALL = 0.02
-
-
-def trust_score(memory: Memory) -> float:
-    """How far a memory has earned trust: 0.5, plus 0.02 per recorded access (each recall
-    or context that returned it, each restated duplicate), capped at 1.0."""
-    return min(1.0, TRUST_BASE + TRUST_PER_RECALL * memory.access_count)
 
 
 # ---------------------------------------------------------------------------------------
@@ -114,6 +109,25 @@ def _coverage(query_terms: set[str], content: str) -> float:
     if not query_terms:
         return 0.0
     return len(query_terms & _content_terms(content)) / len(query_terms)
+
+
+def _bigrams(text: str) -> frozenset[tuple[str, str]]:
+    words = [w.lower() for w in _TOKEN_RE.findall(text)]
+    if len(words) == 1:
+        return frozenset({(words[0], "")})
+    return frozenset(itertools.pairwise(words))
+
+
+def _bigram_similarity(texts: Sequence[str]) -> np.ndarray:
+    """Pairwise Jaccard similarity of the texts' word-bigram sets (MMR without vectors)."""
+    grams = [_bigrams(t) for t in texts]
+    n = len(grams)
+    sim = np.eye(n, dtype=np.float64)
+    for i in range(n):
+        for j in range(i + 1, n):
+            union = len(grams[i] | grams[j])
+            sim[i, j] = sim[j, i] = len(grams[i] & grams[j]) / union if union else 0.0
+    return sim
 
 
 # ---------------------------------------------------------------------------------------
@@ -260,8 +274,80 @@ class ContextWindow(BaseModel):
         return self.text
 
 
-def _fmt_memory(r: RecallResult, boundary: str) -> str:
+DENSE_MAX_CHARS = 600  # a dense memory longer than this is compressed in a context window
+_ELIDED = "\u22ef"
+
+
+def compress_dense(text: str, max_chars: int = DENSE_MAX_CHARS) -> str:
+    """An extractive digest of dense content (code, JSON, identifiers) within about
+    ``max_chars``: a JSON object keeps its keys with short scalar values; other text keeps
+    the lines that bring the most new identifiers, in their order, and says how many lines
+    it left out. Text that fits is returned unchanged; nothing is paraphrased.
+
+    >>> print(compress_dense('{"id": "a1", "rows": [1, 2, 3], "note": "' + "x" * 900 + '"}'))
+    {"id": "a1", "note": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…", "rows": [3 items]}
+    """
+    if len(text) <= max_chars:
+        return text
+    stripped = text.strip()
+    if stripped[:1] == "{":
+        try:
+            data = json.loads(stripped)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            parts = []
+            for key in sorted(data):
+                v = data[key]
+                if isinstance(v, dict):
+                    shown = "{" + f"{len(v)} keys" + "}"
+                elif isinstance(v, list):
+                    shown = f"[{len(v)} items]"
+                elif isinstance(v, str) and len(v) > 40:
+                    shown = json.dumps(v[:40] + "\u2026", ensure_ascii=False)
+                else:
+                    shown = json.dumps(v, ensure_ascii=False)
+                parts.append(f"{json.dumps(str(key), ensure_ascii=False)}: {shown}")
+            out = "{" + ", ".join(parts) + "}"
+            if len(out) <= max_chars:
+                return out
+    lines = text.splitlines()
+    if len(lines) == 1:
+        head = max_chars * 3 // 4
+        return f"{text[:head]} {_ELIDED} {text[-(max_chars - head - 3) :]}"
+    seen: set[str] = set()
+    ranked: list[tuple[int, int]] = []  # (new identifiers, line number)
+    for i, line in enumerate(lines):
+        words = {w.lower() for w in _TOKEN_RE.findall(line)}
+        ranked.append((len(words - seen), i))
+        seen |= words
+    ranked.sort(key=lambda t: (-t[0], t[1]))
+    keep: set[int] = set()
+    used = 0
+    for _, i in ranked:
+        cost = len(lines[i]) + 1
+        if used + cost > max_chars and keep:
+            continue
+        keep.add(i)
+        used += cost
+    out_lines: list[str] = []
+    skipped = 0
+    for i, line in enumerate(lines):
+        if i in keep:
+            if skipped:
+                out_lines.append(f"{_ELIDED} ({skipped} lines left out)")
+                skipped = 0
+            out_lines.append(line)
+        else:
+            skipped += 1
+    if skipped:
+        out_lines.append(f"{_ELIDED} ({skipped} lines left out)")
+    return "\n".join(out_lines)
+
+
+def _fmt_memory(r: RecallResult, boundary: str, compress: bool = False) -> str:
     m = r.memory
+    content = m.content
     attrs = [
         f'id="{_attr(m.id)}"',
         f'created="{_attr(m.created_at.date().isoformat())}"',
@@ -269,7 +355,10 @@ def _fmt_memory(r: RecallResult, boundary: str) -> str:
     ]
     if m.run_id:
         attrs.append(f'run="{_attr(m.run_id)}"')
-    return f"<memory-{boundary} {' '.join(attrs)}>\n{neutralise(m.content)}\n</memory-{boundary}>"
+    if compress and len(content) > DENSE_MAX_CHARS and is_dense(content):
+        content = compress_dense(content)
+        attrs.append('compressed="true"')
+    return f"<memory-{boundary} {' '.join(attrs)}>\n{neutralise(content)}\n</memory-{boundary}>"
 
 
 def _fence_texts(r: RecallResult) -> tuple[str, ...]:
@@ -335,9 +424,14 @@ class Retriever:
         config: RecallConfig | str | None = None,
         touch: bool = True,
         now: datetime | None = None,
+        min_relevance: float | None = None,
+        asking_agent: str | None = None,
     ) -> list[RecallResult]:
         """The ``k`` memories most relevant to ``query`` among those matching ``filter``
-        (default: active memories), best first, each with its score breakdown."""
+        (default: active memories), best first, each with its score breakdown.
+
+        ``min_relevance`` (default ``config.min_relevance``) drops results scoring below
+        it; ``asking_agent``'s own memories gain ``config.personal_boost``."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query must be a non-empty string")
         if len(query) > 10_000:
@@ -349,6 +443,16 @@ class Retriever:
         if not isinstance(k, int) or not 1 <= k <= 1000:
             raise InvalidInput("k must be an int in 1..1000")
         cfg = self._resolve(config)
+        if min_relevance is not None:
+            if (
+                isinstance(min_relevance, bool)
+                or not isinstance(min_relevance, int | float)
+                or not math.isfinite(min_relevance)
+                or min_relevance < 0
+            ):
+                raise InvalidInput("min_relevance must be a non-negative number")
+        else:
+            min_relevance = cfg.min_relevance
         flt = filter if filter is not None else Filter.for_memories()
         if flt.label is not NodeLabel.MEMORY:
             raise InvalidInput("recall runs over Memory nodes")
@@ -390,8 +494,10 @@ class Retriever:
         if cfg.graph_weight > 0 and cfg.expand_seeds > 0 and cands:
             self._expand(cands, flt, cfg, qvec, qterms)
         self._run_context(cands.values(), cfg)
-        results = self._rank(cands.values(), cfg, now)
-        if cfg.mmr and qvec is not None and len(results) > 1:
+        results = self._rank(cands.values(), cfg, now, asking_agent)
+        if min_relevance is not None:
+            results = [r for r in results if r.score >= min_relevance]
+        if cfg.mmr and len(results) > 1:
             results = self._mmr(results, cands, k, cfg.mmr_lambda)
         results = results[:k]
         if touch and results:
@@ -741,47 +847,26 @@ class Retriever:
             c.breakdown["run"] = run_best
             c.fused = (c.fused + cfg.run_weight * run_best) / (1.0 + cfg.run_weight)
 
-    def _signals(self, m: Memory, cfg: RecallConfig, now: datetime) -> dict[str, float]:
-        last = m.last_accessed or m.created_at
-        since_access = max((now - last).total_seconds(), 0.0) / _DAY
-        age = max((now - m.created_at).total_seconds(), 0.0) / _DAY
-        return {
-            "recency": 0.5 ** (since_access / cfg.recency_half_life_days),
-            "frequency": min(
-                math.log1p(m.access_count) / math.log1p(cfg.frequency_saturation), 1.0
-            ),
-            "importance": m.importance,
-            "decay": 0.5 ** (age / cfg.decay_half_life_days),
-            "trust": trust_score(m),
-        }
-
-    def _rank(self, cands: Any, cfg: RecallConfig, now: datetime) -> list[RecallResult]:
-        w = cfg.weights
-        total = w.recency + w.frequency + w.importance + w.decay + w.trust
-        out: list[RecallResult] = []
+    def _rank(
+        self, cands: Any, cfg: RecallConfig, now: datetime, asking_agent: str | None = None
+    ) -> list[RecallResult]:
+        strategy = cfg.strategy
+        scored: list[tuple[_Cand, float, dict[str, float]]] = []
         for c in cands:
-            sig = self._signals(c.memory, cfg, now)
-            signal = (
-                (
-                    w.recency * sig["recency"]
-                    + w.frequency * sig["frequency"]
-                    + w.importance * sig["importance"]
-                    + w.decay * sig["decay"]
-                    + w.trust * sig["trust"]
-                )
-                / total
-                if total > 0
-                else 0.0
-            )
-            relevance = c.fused
-            score = relevance * ((1.0 - cfg.signal_weight) + cfg.signal_weight * signal)
-            breakdown = {
-                **c.breakdown,
-                **sig,
-                "signals": signal,
-                "relevance": relevance,
-                "score": score,
-            }
+            score, sig = strategy.score(c.fused, c.memory, now)
+            scored.append((c, score, sig))
+        # the asker's own memories rise by a share of the best score, so the boost means
+        # the same whatever the scale of the strategy's scores
+        boost = 0.0
+        if asking_agent is not None and cfg.personal_boost > 0 and scored:
+            boost = cfg.personal_boost * max(score for _, score, _ in scored)
+        out: list[RecallResult] = []
+        for c, score, sig in scored:
+            breakdown = {**c.breakdown, **sig, "relevance": c.fused}
+            if boost and c.memory.agent_id == asking_agent:
+                breakdown["personal"] = boost
+                score += boost
+            breakdown["score"] = score
             out.append(RecallResult(memory=c.memory, score=score, breakdown=breakdown))
         out.sort(key=lambda r: (-r.score, r.memory.id))
         return out
@@ -792,11 +877,13 @@ class Retriever:
     ) -> list[RecallResult]:
         pool = results[: max(4 * k, 20)]
         vecs = [cands[r.memory.id].memory.embedding for r in pool]
-        if any(v is None for v in vecs):
-            return results
-        mat = np.asarray(vecs, dtype=np.float32)
-        mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
-        sim = mat @ mat.T
+        if any(v is None for v in vecs) or len({len(v) for v in vecs if v is not None}) > 1:
+            # no (comparable) vectors: similarity of the texts' word bigrams
+            sim = _bigram_similarity([r.memory.content for r in pool])
+        else:
+            mat = np.asarray(vecs, dtype=np.float32)
+            mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
+            sim = mat @ mat.T
         top = pool[0].score or 1.0
         rel = np.array([r.score / top for r in pool])
         chosen: list[int] = [0]
@@ -841,6 +928,7 @@ class Retriever:
             raise InvalidInput("max_tokens must be a positive int")
         if results is None:
             results = self.recall(query, k=k, filter=filter, config=config, touch=False)
+        compress = self._resolve(config).compress_dense
         boundary = _new_boundary([t for r in results for t in _fence_texts(r)] + list(policies))
         header, footer = _header(boundary), _footer(boundary)
         parts = [header]
@@ -865,7 +953,7 @@ class Retriever:
         packed: list[RecallResult] = []
         dropped = 0
         for r in results:
-            block = _fmt_memory(r, boundary)
+            block = _fmt_memory(r, boundary, compress)
             c = estimate(block) + 1
             if used + c > max_tokens:
                 dropped += 1

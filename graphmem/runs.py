@@ -37,9 +37,10 @@ from pydantic import BaseModel, ConfigDict
 from graphmem.backends.base import Expect, GraphBackend
 from graphmem.config import RunLimits
 from graphmem.errors import Conflict, InvalidInput, NotFound
-from graphmem.eventlog import EventLog
+from graphmem.eventlog import EventLog, canonical_json
 from graphmem.lifecycle import Lifecycle, Scratchpad
 from graphmem.models import (
+    CONTENT_JSON_KEY,
     Category,
     EdgeType,
     EventType,
@@ -263,7 +264,7 @@ class Runs:
         self,
         run_id: str,
         event_type: str,
-        content: str,
+        content: Any,
         *,
         agent_id: str | None = None,
         importance: float | None = None,
@@ -276,7 +277,9 @@ class Runs:
 
         Events of a run are ordered: each has ``seq`` (0, 1, 2 …) and the previous event
         links to it with ``(earlier)-[:NEXT]->(later)``. ``importance``/``tier`` not given
-        come from the lifecycle's scorer and classification rules.
+        come from the lifecycle's scorer and classification rules. ``content`` is text or
+        any JSON value (stored as its canonical JSON text, searchable; ``Memory.value``
+        gives it back).
         """
         return self.add_events(
             run_id,
@@ -336,6 +339,16 @@ class Runs:
             if not isinstance(ev, Mapping):
                 raise InvalidInput(f"event {i}: expected a mapping")
             data = {k: v for k, v in ev.items() if v is not None}
+            if "content" in ev and not isinstance(ev["content"], str):
+                try:
+                    data["content"] = canonical_json(ev["content"])
+                except InvalidInput as e:
+                    raise InvalidInput(f"event {i}: content: {e}") from None
+                meta = data.get("metadata")
+                data["metadata"] = {
+                    **(meta if isinstance(meta, Mapping) else {}),
+                    CONTENT_JSON_KEY: True,
+                }
             data.setdefault("agent_id", run.agent_id)
             data.setdefault("namespace", run.namespace)
             data.setdefault("created_at", now)
@@ -445,14 +458,14 @@ class Runs:
             live = validated(Filter, {"label": NodeLabel.RUN, "any_of": {"status": _LIVE}})
             n = self._backend.count(live)
             if n > lim.max_runs:
-                k = max(n - lim.max_runs, math.ceil(n * lim.archive_fraction))
+                k = lim.evict(n, lim.max_runs)
                 oldest = self._backend.match(Run, live, order_by="started_at", limit=k)
                 done.extend(r.id for r in self.archive([r.id for r in oldest]))
         if lim.max_events_per_run is not None and run_id is not None:
             flt = _events_filter(run_id, Status.ACTIVE.value)
             n = self._backend.count(flt)
             if n > lim.max_events_per_run:
-                k = max(n - lim.max_events_per_run, math.ceil(n * lim.archive_fraction))
+                k = lim.evict(n, lim.max_events_per_run)
                 old = _only(Memory, self._backend.match(Memory, flt, order_by="seq", limit=k))
                 self._writes.set_status(old, Status.ARCHIVED, reason="run event limit")
                 done.extend(m.id for m in old)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
@@ -38,19 +38,113 @@ from graphmem.models import (
     Memory,
     Namespace,
     NodeLabel,
+    Run,
     Visibility,
     audience_key,
     utcnow,
     validated,
 )
-from graphmem.writes import Writes
 
-__all__ = ["ALL_SHARED", "Namespaces", "Scope", "scope_filter"]
+if TYPE_CHECKING:  # the write path imports this module for the scope rule
+    from graphmem.writes import Writes
+
+__all__ = [
+    "ALL_SHARED",
+    "MemoryScope",
+    "Namespaces",
+    "Scope",
+    "common_scope",
+    "group_by_scope",
+    "in_scope",
+    "may_join_run",
+    "scope_filter",
+    "scope_of",
+]
 
 log = logging.getLogger("graphmem.scoping")
 
 ALL_SHARED: Literal["all"] = "all"
 _AUDIENCE = "audience"
+
+
+class MemoryScope(NamedTuple):
+    """Whose a memory is: the one value every memory-producing path derives a new node's
+    scope from. Two memories are combined (merged, summarised together, one superseding the
+    other) only when their scopes are equal, and what is made from them gets that scope."""
+
+    agent_id: str
+    namespace: str
+    visibility: Visibility
+    user_id: str | None
+    audience: str
+
+    def fields(self) -> dict[str, Any]:
+        """The Memory fields that carry this scope (``user_id`` lives in metadata). A shared
+        or org scope names no author, so the new memory keeps the author it was made with."""
+        out: dict[str, Any] = {"namespace": self.namespace, "visibility": self.visibility}
+        if self.agent_id:
+            out["agent_id"] = self.agent_id
+        return out
+
+    def describe(self) -> str:
+        user = f", user {self.user_id!r}" if self.user_id is not None else ""
+        owner = f" of {self.agent_id!r}" if self.agent_id else ""
+        return f"{self.visibility.value}{owner} in {self.namespace!r}{user}"
+
+
+def scope_of(memory: Memory) -> MemoryScope:
+    """The scope of one memory. A private memory's scope is its author's; a shared or org
+    memory belongs to everyone who can read it, so its author is not part of its scope
+    (shared memories of several members may be merged or summarised together, and what is
+    made from them stays shared with the same readers)."""
+    user = memory.metadata.get("user_id")
+    return MemoryScope(
+        memory.agent_id if memory.visibility is Visibility.PRIVATE else "",
+        memory.namespace,
+        memory.visibility,
+        None if user is None else str(user),
+        memory.audience,
+    )
+
+
+def common_scope(memories: Sequence[Memory]) -> MemoryScope:
+    """The one scope of ``memories``; InvalidInput when they are of different scopes (a
+    merge, summary or derivation never combines memories of different scopes)."""
+    if not memories:
+        raise InvalidInput("no memories to take a scope from")
+    scopes = dict.fromkeys(scope_of(m) for m in memories)
+    if len(scopes) != 1:
+        raise InvalidInput(
+            "memories of different scopes cannot be combined: "
+            + "; ".join(sc.describe() for sc in list(scopes)[:3])
+        )
+    return next(iter(scopes))
+
+
+def group_by_scope(memories: Iterable[Memory]) -> dict[MemoryScope, list[Memory]]:
+    """``memories`` split by scope (insertion order kept), for passes that combine."""
+    out: dict[MemoryScope, list[Memory]] = {}
+    for m in memories:
+        out.setdefault(scope_of(m), []).append(m)
+    return out
+
+
+def in_scope(memory: Memory, scope: MemoryScope) -> Memory:
+    """``memory`` given ``scope`` (agent, namespace, visibility and ``metadata.user_id``)."""
+    meta = dict(memory.metadata)
+    if scope.user_id is None:
+        meta.pop("user_id", None)
+    else:
+        meta["user_id"] = scope.user_id
+    return memory.evolve(**scope.fields(), metadata=meta)
+
+
+def may_join_run(memory: Memory, run: Run, is_member: Callable[[str, str], bool]) -> bool:
+    """Whether ``memory`` may be added to ``run``: only the run's agent adds to it, or, for
+    a run in a shared namespace, the members of that namespace."""
+    if memory.agent_id == run.agent_id:
+        return True
+    return run.namespace != "default" and is_member(memory.agent_id, run.namespace)
 
 
 class Scope(BaseModel):

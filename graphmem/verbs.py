@@ -29,7 +29,7 @@ from graphmem.config import ReconcileConfig
 from graphmem.errors import InvalidInput, NotFound
 from graphmem.llm import LLM
 from graphmem.models import Memory, Status, utcnow, validated
-from graphmem.reconcile import ReconcileResult, reconcile
+from graphmem.reconcile import DUPLICATE_FIELDS, ReconcileResult, reconcile
 from graphmem.writes import Embed, Writes
 
 __all__ = ["MemoryWrites"]
@@ -105,7 +105,23 @@ class MemoryWrites(Writes):
         if cfg.mode == "off":
             result = ReconcileResult(action="created", memory=self.create([memory])[0])
         else:
-            result = reconcile(self, memory, config=cfg, llm=self.llm, now=self._clock())
+            # what the caller said (defaults are not said): an exact duplicate keeps it
+            said = {
+                f
+                for f in DUPLICATE_FIELDS
+                if fields.get(f) not in (None, (), [], {})
+                and not (f == "confidence" and fields.get(f) == 1.0)
+            }
+            if fields.get("user_id") is not None:
+                said.add("metadata")
+            result = reconcile(
+                self,
+                memory,
+                config=cfg,
+                llm=self.llm,
+                now=self._clock(),
+                given=frozenset(said),
+            )
         self._local.last = result
         return result
 

@@ -32,13 +32,14 @@ from typing import Any, Literal
 import numpy as np
 
 from graphmem.backends.base import Expect, GraphBackend, WriteBatch
-from graphmem.errors import Conflict, InvalidInput, NotFound
+from graphmem.errors import AccessDenied, Conflict, InvalidInput, NotFound
 from graphmem.models import (
     Edge,
     EdgeType,
     Filter,
     GraphNode,
     Memory,
+    Namespace,
     NodeLabel,
     NodeRef,
     Run,
@@ -46,6 +47,7 @@ from graphmem.models import (
     utcnow,
     validated,
 )
+from graphmem.scoping import may_join_run, scope_of
 
 __all__ = ["Committed", "ForgetPlan", "Replacement", "Writes", "retire_time"]
 
@@ -170,12 +172,44 @@ class Writes:
             out[i] = out[i].evolve(embedding=vec.tolist())
         return out
 
-    def authorise(self, memories: Sequence[Memory]) -> None:
+    def authorise(
+        self,
+        memories: Sequence[Memory],
+        *,
+        combines: Sequence[tuple[Memory, Sequence[Memory]]] = (),
+    ) -> None:
         """AccessDenied unless the write is allowed: a shared memory only by a member of
-        its namespace. (An API that acts for an agent checks that agent before it calls
-        the write path; see graphmem.server.http.Principal.)"""
+        its namespace. ``combines`` are (new, sources) pairs — a new version, a merge, a
+        summary or a fact made from existing memories, or a memory that supersedes others —
+        and each new memory must be of its sources' scope (:func:`graphmem.scoping.scope_of`),
+        so no path can carry a memory into another agent's, namespace's or user's scope.
+        (An API that acts for an agent checks that agent before it calls the write path;
+        see graphmem.server.http.Principal.)"""
+        for new, sources in combines:
+            want = scope_of(new)
+            for src in sources:
+                have = scope_of(src)
+                if have != want:
+                    raise InvalidInput(
+                        f"memory {new.id} ({want.describe()}) cannot be made from memory "
+                        f"{src.id} ({have.describe()}): memories of different scopes are "
+                        "never combined"
+                    )
         if self.check_shared is not None:
             self.check_shared(memories)
+
+    def _is_member(self, agent_id: str, namespace: str) -> bool:
+        found = self.backend.get(Namespace, [namespace])
+        return bool(found) and agent_id in getattr(found[0], "members", ())
+
+    def check_run(self, run: Run, memories: Sequence[Memory]) -> None:
+        """AccessDenied unless every memory may be added to ``run`` (its agent, or a member
+        of the run's shared namespace)."""
+        for m in memories:
+            if not may_join_run(m, run, self._is_member):
+                raise AccessDenied(
+                    f"agent {m.agent_id!r} may not add to run {run.id!r} of agent {run.agent_id!r}"
+                )
 
     def now(self) -> datetime:
         return self._clock()
@@ -287,7 +321,9 @@ class Writes:
         alive = {m.id for m in self.backend.get(Memory, lasts)} if lasts else set()
         for run_id, idxs in groups.items():
             run = stored.get(run_id)
+            joining = [memories[i] for i in idxs]
             if run is not None:
+                self.check_run(run, joining)
                 expect.append(
                     Expect(
                         run.ref,
@@ -302,6 +338,7 @@ class Writes:
                     namespace=first.namespace,
                     started_at=first.created_at,
                 )
+                self.check_run(run, joining)
                 expect.append(Expect(run.ref, exists=False))
             prev = run.last_event_id
             if prev is not None and prev not in alive:
@@ -344,7 +381,8 @@ class Writes:
         :func:`retire_time`), with SUPERSEDES (and DERIVED_FROM when ``pass_name``) edges.
         Every old must still be active when the transaction runs (Conflict otherwise)."""
         created = self.replace(
-            [Replacement(tuple(olds), new, reason, pass_name)], create=[new] if create_new else []
+            [Replacement(tuple(olds), new, reason, pass_name)],
+            create=[new] if create_new else [],
         )
         return created[0] if created else new
 
@@ -353,10 +391,13 @@ class Writes:
         groups: Sequence[Replacement],
         *,
         create: Sequence[Memory] = (),
+        rescope: bool = False,
     ) -> list[Memory]:
         """Several supersessions in one transaction. ``create`` are the new memories
         (written, with vectors); every other replacing memory must exist and be active.
-        Returns the created memories (as written)."""
+        Each new memory must be of the scope of what it replaces (InvalidInput otherwise)
+        unless ``rescope`` (an update that moves a memory on the caller's say, authorised
+        for its new scope). Returns the created memories (as written)."""
         now = self._clock()
         made = {m.id for m in create}
         retired: dict[str, Memory] = {}
@@ -387,7 +428,10 @@ class Writes:
                     )
         if set(keepers) & set(retired):
             raise InvalidInput("a memory cannot both replace and be replaced in one write")
-        self.authorise([*create, *retired.values()])
+        self.authorise(
+            [*create, *retired.values()],
+            combines=() if rescope else [(g.new, g.olds) for g in groups],
+        )
         created = self.embed(create)
         expect.extend(Expect(m.ref, exists=False) for m in created)
         expect.extend(Expect(m.ref, props={"status": Status.ACTIVE}) for m in keepers.values())
@@ -413,6 +457,15 @@ class Writes:
         fields = dict(changes)
         if content is not None:
             fields["content"] = content
+        if "metadata" in fields:
+            # the end user a memory belongs to is part of its scope: new metadata keeps it
+            meta = dict(fields["metadata"] or {})
+            user = old.metadata.get("user_id")
+            if meta.get("user_id", user) != user:
+                raise InvalidInput("the user_id of a memory cannot be changed by an update")
+            if user is not None:
+                meta["user_id"] = user
+            fields["metadata"] = meta
         valid_from = fields.pop("valid_from", None) or now
         try:
             new = old.evolve(
@@ -430,8 +483,40 @@ class Writes:
             raise InvalidInput(str(e)) from e
         if new.valid_from < (old.valid_from or old.created_at):  # type: ignore[operator]
             raise InvalidInput("a new version cannot be valid before the version it replaces")
-        self.authorise([old])
-        return self.supersede([old], new, reason=reason)
+        if new.content_hash != old.content_hash:
+            self._refuse_duplicate(new, old)
+        moved = scope_of(new) != scope_of(old)
+        if moved and new.agent_id != old.agent_id:
+            raise InvalidInput("an update cannot give a memory to another agent")
+        self.authorise([old, new])
+        [made] = self.replace([Replacement((old,), new, reason)], create=[new], rescope=moved)
+        return made
+
+    def _refuse_duplicate(self, new: Memory, old: Memory) -> None:
+        """Conflict when another active memory of ``new``'s scope already says exactly
+        what ``new`` says (an update never makes two identical active memories)."""
+        same = self.backend.match(
+            Memory,
+            validated(
+                Filter,
+                {
+                    "equals": {
+                        "agent_id": new.agent_id,
+                        "namespace": new.namespace,
+                        "status": "active",
+                        "content_hash": new.content_hash,
+                    }
+                },
+            ),
+            limit=20,
+        )
+        want = scope_of(new)
+        for m in same:
+            if isinstance(m, Memory) and m.id != old.id and scope_of(m) == want:
+                raise Conflict(
+                    f"memory {m.id} already says this in the same scope; update or forget "
+                    "that one instead"
+                )
 
     def derive(
         self,
@@ -457,6 +542,14 @@ class Writes:
                     )
                 )
                 needed[s] = None
+        found = {n.id: n for n in self.backend.get(Memory, list(needed)) if isinstance(n, Memory)}
+        missing = [s for s in needed if s not in found]
+        if missing:
+            raise NotFound(f"no memory {missing[0]!r}")
+        self.authorise(
+            (),
+            combines=[(m, [found[s] for s in sources.get(m.id, ())]) for m in derived],
+        )
         expect = [Expect(NodeRef(NodeLabel.MEMORY, s)) for s in needed]
         # a summary or an extracted fact of a run is about the run, not a step of it
         return self.create(derived, edges=edges, expect=expect, chain="off")
@@ -475,6 +568,10 @@ class Writes:
             )
             for s in source_ids
         ]
+        found = {n.id: n for n in self.backend.get(Memory, ids) if isinstance(n, Memory)}
+        missing = [i for i in ids if i not in found]
+        if missing:
+            raise NotFound(f"no memory {missing[0]!r}")
         expect = [Expect(NodeRef(NodeLabel.MEMORY, i)) for i in dict.fromkeys(ids)]
         self.commit(WriteBatch(edges=edges, expect=expect))
 
@@ -561,11 +658,27 @@ class Writes:
 
     def plan_forget(self, memory_id: str, *, cascade: bool = True) -> ForgetPlan:
         """What forgetting ``memory_id`` deletes and restores, with the preconditions that
-        make the plan still true when it is carried out."""
+        make the plan still true when it is carried out.
+
+        The doomed set and the preconditions come from one snapshot: the cascade is read
+        first, then the neighbourhood the transaction will re-check; when that later read
+        shows a version or a derivation the cascade did not include (another writer
+        committed in between), the plan is made again, so the transaction never checks a
+        snapshot its doomed set was not derived from."""
+        for _attempt in range(FORGET_ATTEMPTS):
+            plan = self._plan_forget_once(memory_id, cascade=cascade)
+            if plan is not None:
+                return plan
+            log.info("forget: the store changed while planning; planning again")
+        raise Conflict(f"memory {memory_id!r} kept changing while its forget was planned")
+
+    def _plan_forget_once(self, memory_id: str, *, cascade: bool) -> ForgetPlan | None:
+        """One plan, or None when the reads disagree (see :meth:`plan_forget`)."""
         b = self.backend
         if not b.get(Memory, [memory_id]):
             raise NotFound(f"no memory {memory_id!r}")
         doomed: list[str] = [memory_id]
+        older_ids: set[str] = {memory_id}
         if cascade:
             older = b.expand(
                 [NodeRef(NodeLabel.MEMORY, memory_id)],
@@ -575,6 +688,7 @@ class Writes:
                 limit=1_000_000,
             )
             doomed = [n.id for n in older.nodes if isinstance(n, Memory)]
+            older_ids = set(doomed)
             derived = b.expand(
                 [NodeRef(NodeLabel.MEMORY, i) for i in doomed],
                 list(_VERSION_EDGES),
@@ -602,6 +716,19 @@ class Writes:
         for e in into.edges:
             if e.dst.key in keys:
                 incoming[e.dst.id].add(e.src.id)
+        if cascade:
+            # the cascade as this snapshot (the one the transaction checks) sees it: every
+            # version of or derivation from a doomed node is doomed, and every older version
+            # of the forgotten one too; anything new means the plan is stale
+            if any(not srcs <= doomed_set for i, srcs in incoming.items() if i in doomed_set):
+                return None
+            for e in (*around.edges, *into.edges):
+                if (
+                    e.type is EdgeType.SUPERSEDES
+                    and e.src.id in older_ids
+                    and e.dst.id not in older_ids
+                ):
+                    return None
         now = self._clock()
         restored: list[Memory] = []
         expect: list[Expect] = []

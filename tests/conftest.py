@@ -2,7 +2,16 @@
 
 networkx always runs (a fresh SQLite file per test). neo4j runs when a server is reachable
 (GRAPHMEM_URL, else NEO4J_URI, else a testcontainer when Docker answers) and skips with the
-reason otherwise — see tests/neo4j_support.py.
+reason otherwise — see tests/neo4j_support.py. When none can be reachable (no Neo4j URL in
+the environment, no Docker), the neo4j variants are not generated and one test,
+``test_neo4j_variants``, skips with the one reason.
+
+The switch: ``pytest --backend neo4j`` (or ``GRAPHMEM_TEST_BACKEND=neo4j``) runs the
+``backend``-fixture suite on Neo4j only; ``--backend networkx`` on the embedded store only;
+the default, ``all``, both.
+
+``mem`` (a GraphMemory over ``backend``) is defined here only; a module that needs other
+options (a fixed clock, no reconciliation, no knowledge layer) overrides ``mem_options``.
 """
 
 from __future__ import annotations
@@ -10,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +31,51 @@ from graphmem.backends.embedded import NetworkXBackend
 from graphmem.memory import GraphMemory
 
 BACKENDS = ["networkx", "neo4j"]
+BACKEND_ENV = "GRAPHMEM_TEST_BACKEND"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--backend",
+        choices=["all", *BACKENDS],
+        default=None,
+        help=f"backends of the backend-fixture suite (default: ${BACKEND_ENV}, else all)",
+    )
+
+
+def _chosen(config: pytest.Config) -> list[str]:
+    choice = config.getoption("--backend") or os.environ.get(BACKEND_ENV) or "all"
+    if choice not in ("all", *BACKENDS):
+        raise pytest.UsageError(f"{BACKEND_ENV} must be all, networkx or neo4j, not {choice!r}")
+    return list(BACKENDS) if choice == "all" else [choice]
+
+
+def _neo4j_possible() -> bool:
+    """Whether a Neo4j server could be found, without connecting (the fixture probes it)."""
+    from graphmem.config import neo4j_from_env
+    from tests.neo4j_support import docker_answers
+
+    return neo4j_from_env() is not None or docker_answers()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" not in metafunc.fixturenames:
+        return
+    kinds = _chosen(metafunc.config)
+    explicit = metafunc.config.getoption("--backend") or os.environ.get(BACKEND_ENV)
+    if "neo4j" in kinds and not explicit and not _cached_possible(metafunc.config):
+        kinds = [k for k in kinds if k != "neo4j"]  # said once, by test_neo4j_variants
+    metafunc.parametrize("backend", kinds, indirect=True)
+
+
+def _cached_possible(config: pytest.Config) -> bool:
+    cache = config.stash.setdefault(_POSSIBLE, [])
+    if not cache:
+        cache.append(_neo4j_possible())
+    return bool(cache[0])
+
+
+_POSSIBLE = pytest.StashKey[list[bool]]()
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -40,7 +95,7 @@ def make_backend(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> G
     return neo4j_backend(request)
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GraphBackend]:
     b = make_backend(request.param, request, tmp_path)
     try:
@@ -50,9 +105,15 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GraphBac
 
 
 @pytest.fixture
-def mem(backend: GraphBackend) -> Iterator[GraphMemory]:
-    """A GraphMemory without embeddings over each backend."""
-    m = GraphMemory(backend, embedder=None, owns_backend=False)
+def mem_options() -> dict[str, Any]:
+    """Extra GraphMemory arguments of ``mem`` (a module overrides this fixture)."""
+    return {}
+
+
+@pytest.fixture
+def mem(backend: GraphBackend, mem_options: dict[str, Any]) -> Iterator[GraphMemory]:
+    """A GraphMemory without embeddings over each backend (``mem_options`` added)."""
+    m = GraphMemory(backend, **{"embedder": None, "owns_backend": False, **mem_options})
     yield m
     m.close()
 

@@ -71,7 +71,7 @@ _target: Neo4jTarget | None = None
 _skip_reason: str | None = None
 
 
-def _docker_answers() -> bool:
+def docker_answers() -> bool:
     try:
         import docker
 
@@ -109,7 +109,7 @@ def neo4j_target(request: pytest.FixtureRequest) -> Neo4jTarget:
     if found is not None:
         uri, auth, database = found
         source = "environment"
-    elif _docker_answers():
+    elif docker_answers():
         try:
             uri, auth = _start_container(request)
         except Exception as e:

@@ -95,6 +95,7 @@ def claim_of(text: str) -> Claim | None:
 
 _FACT_RE = re.compile(
     r"\b(?:my name is|call me|i am (?:a|an|the)\b|i'm (?:a|an|the)\b|i live|i work|i prefer|"
+    r"i(?:'ve| have)? moved to|i relocated to|i joined|"
     r"i like|i love|i hate|i dislike|i don't like|i do not like|i always|i never|i usually|"
     r"i'm allergic|i am allergic|i have (?:a|an|two|three|\d)|i own|i use|i speak|i was born|"
     r"my (?:\w+ ){0,2}(?:is|are)\b|remember that|note that|from now on|please always|"

@@ -55,6 +55,7 @@ from graphmem.lifecycle import MaintenanceReport
 from graphmem.llm import Reflection
 from graphmem.memory import ForgetReport, GraphMemory
 from graphmem.models import Entity, EntityType, Memory, OrgFact, OrgOperation, RecallResult, Run
+from graphmem.server.auth import check_bind
 from graphmem.server.schemas import (
     ContextRequest,
     ContextResponse,
@@ -246,12 +247,28 @@ def stats(mem: Mem, who: Who) -> dict[str, Any]:
     response_model_exclude=_NO_EMBEDDING,
     tags=["memories"],
 )
-def create_memory(body: MemoryIn, mem: Mem, who: Who) -> Memory:
-    """Store one memory."""
+def create_memory(body: MemoryIn, mem: Mem, who: Who) -> Any:
+    """Store one memory. The body is the memory as stored, with what reconciliation did:
+    ``outcome`` (``created``, ``duplicate``: an existing memory kept the request's fields,
+    ``superseded`` or ``linked``), ``duplicate_of`` (the existing memory's id, for a
+    duplicate) and ``related_ids`` (the memories superseded or linked)."""
     data = body.model_dump(exclude_none=True)
     data["agent_id"] = who.agent(body.agent_id)
     data["namespace"] = who.namespace(body.namespace)
-    return mem.remember(data.pop("content"), **data)
+    result = mem.writes.reconcile(data.pop("content"), mode=data.pop("reconcile", None), **data)
+    return JSONResponse(
+        status_code=201,
+        content={**jsonable_encoder(result.memory, exclude=_NO_EMBEDDING), **_outcome(result)},
+    )
+
+
+def _outcome(result: Any) -> dict[str, Any]:
+    """What a reconciled write did, as every surface reports it."""
+    return {
+        "outcome": result.action,
+        "duplicate_of": result.related_ids[0] if result.action == "duplicate" else None,
+        "related_ids": list(result.related_ids),
+    }
 
 
 @router.post(
@@ -862,14 +879,17 @@ def serve(
     host: str | None = None,
     port: int | None = None,
     log_level: str = "info",
+    allow_open: bool = False,
 ) -> None:
-    """Run the HTTP API with uvicorn until interrupted (``graphmem serve``)."""
+    """Run the HTTP API with uvicorn until interrupted (``graphmem serve``). Without API
+    keys it refuses a non-loopback ``host`` unless ``allow_open``."""
     import copy
 
     import uvicorn
     from uvicorn.config import LOGGING_CONFIG
 
     cfg = settings or Settings()
+    check_bind(host or cfg.server.host, cfg.server.api_keys, allow_open=allow_open, what="HTTP API")
     # graphmem's own records (what scheduled maintenance did or, dry, would do) go to the
     # server's log next to uvicorn's
     log_config = copy.deepcopy(LOGGING_CONFIG)

@@ -9,25 +9,33 @@ message, so the model can correct itself.
 
 Run it with ``graphmem mcp`` (stdio, for desktop clients) or
 ``graphmem mcp --transport streamable-http`` (``http://127.0.0.1:8766/mcp``).
+
+Over streamable HTTP the server asks for the same API keys as the HTTP API
+(``server.api_keys``; ``Authorization: Bearer <key>``): a request without a known key gets
+401, and every tool acts as the agent (and in the first namespace) of the key that sent it.
+Without keys it serves one configured agent to anyone who can reach it, so it refuses to
+bind a non-loopback address then unless ``allow_open=True`` (``--allow-open``).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any, Literal
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from graphmem.config import Settings
-from graphmem.errors import AccessDenied, GraphMemError
+from graphmem.config import ApiKey, ServerSettings, Settings
+from graphmem.errors import GraphMemError, NotFound
 from graphmem.memory import GraphMemory
 from graphmem.models import Memory
+from graphmem.server.auth import check_bind
 
-__all__ = ["TOOLS", "create_mcp_server", "run_mcp"]
+__all__ = ["TOOLS", "create_mcp_server", "mcp_http_app", "run_mcp"]
 
 log = logging.getLogger("graphmem.server.mcp")
 
@@ -90,70 +98,104 @@ def create_mcp_server(
         log_level="WARNING",
     )
 
-    def own(memory_id: str) -> Memory:
-        m = mem.get(memory_id)
-        if m.agent_id != agent:
-            raise AccessDenied(f"memory {memory_id!r} belongs to another agent")
-        return m
+    def acting(ctx: Context | None) -> tuple[str, str]:
+        """The agent and namespace a call acts for: the API key's that sent it (streamable
+        HTTP with keys), else the configured ones."""
+        request = None
+        if ctx is not None:
+            try:
+                request = ctx.request_context.request
+            except ValueError:  # called outside a request (tests calling a tool directly)
+                request = None
+        key = getattr(getattr(request, "state", None), "graphmem_key", None)
+        if isinstance(key, ApiKey):
+            spaces = [n for n in key.namespaces if n != "*"]
+            return key.agent_id, spaces[0] if spaces else ns
+        return agent, ns
+
+    def own(memory_id: str, who: str) -> Memory:
+        # another agent's memory answers as a missing one: no existence oracle
+        found = mem.get([memory_id])
+        if not found or found[0].agent_id != who:
+            raise NotFound(f"no memory {memory_id!r}")
+        return found[0]
 
     @server.tool(description="Store a durable memory (a fact, preference, decision or event).")
     def remember(
+        ctx: Context,
         content: Text,
         tags: TagList | None = None,
         importance: Unit = 0.5,
         category: Literal["semantic", "episodic", "procedural"] = "semantic",
     ) -> dict[str, Any]:
+        who, where = acting(ctx)
         with _tool_errors():
-            m = mem.remember(
+            result = mem.writes.reconcile(
                 content,
-                agent_id=agent,
-                namespace=ns,
+                agent_id=who,
+                namespace=where,
                 tags=tags or [],
                 importance=importance,
                 category=category,
             )
-        return _view(m)
+        return {
+            **_view(result.memory),
+            "outcome": result.action,
+            "duplicate_of": result.related_ids[0] if result.action == "duplicate" else None,
+            "related_ids": list(result.related_ids),
+        }
 
     @server.tool(description="Recall the memories most relevant to a query, best first.")
-    def recall(query: Query, k: Annotated[int, Field(ge=1, le=50)] = 5) -> list[dict[str, Any]]:
+    def recall(
+        ctx: Context, query: Query, k: Annotated[int, Field(ge=1, le=50)] = 5
+    ) -> list[dict[str, Any]]:
+        who = acting(ctx)[0]
         with _tool_errors():
-            results = mem.recall(query, k=k, scope=agent)
+            results = mem.recall(query, k=k, scope=who)
         return [{**_view(r.memory), "score": r.score} for r in results]
 
     @server.tool(
         description="Recalled memories as one text block for a prompt, within a token budget."
     )
-    def context(query: Query, max_tokens: Annotated[int, Field(ge=50, le=100_000)] = 2000) -> str:
+    def context(
+        ctx: Context, query: Query, max_tokens: Annotated[int, Field(ge=50, le=100_000)] = 2000
+    ) -> str:
+        who = acting(ctx)[0]
         with _tool_errors():
-            return mem.context(query, max_tokens=max_tokens, scope=agent)
+            return mem.context(query, max_tokens=max_tokens, scope=who)
 
     @server.tool(
         description="Delete one of your memories for good (with its older versions "
         "and what was derived from them). dry_run only reports."
     )
-    def forget(memory_id: MemoryId, dry_run: bool = False) -> dict[str, Any]:
+    def forget(ctx: Context, memory_id: MemoryId, dry_run: bool = False) -> dict[str, Any]:
+        who = acting(ctx)[0]
         with _tool_errors():
-            own(memory_id)
+            own(memory_id, who)
             report = mem.forget(memory_id, dry_run=dry_run)
         return report.model_dump(mode="json")
 
     @server.tool(description="Every version of a memory (how it changed), oldest first.")
-    def history(memory_id: MemoryId) -> list[dict[str, Any]]:
+    def history(ctx: Context, memory_id: MemoryId) -> list[dict[str, Any]]:
+        who = acting(ctx)[0]
         with _tool_errors():
-            m = mem.get(memory_id)
-            if not mem.namespaces.can_read(agent, m):
-                raise AccessDenied(f"memory {memory_id!r} is not readable by {agent!r}")
+            found = mem.get([memory_id])
+            if not found or not mem.namespaces.can_read(who, found[0]):
+                raise NotFound(f"no memory {memory_id!r}")
             # versions the agent may not read (e.g. before a move between namespaces) are
             # left out
-            return [_view(v) for v in mem.history(memory_id, scope=agent)]
+            return [_view(v) for v in mem.history(memory_id, scope=who)]
 
     @server.tool(
         description="The people, places, organisations, events and things your "
         "memories mention, most mentioned first."
     )
-    def entities(limit: Annotated[int, Field(ge=1, le=1000)] = 50) -> list[dict[str, Any]]:
+    def entities(
+        ctx: Context, limit: Annotated[int, Field(ge=1, le=1000)] = 50
+    ) -> list[dict[str, Any]]:
+        who = acting(ctx)[0]
         with _tool_errors():
-            found = mem.knowledge.entities(limit=limit, scope=agent)
+            found = mem.knowledge.entities(limit=limit, scope=who)
         return [
             {
                 "name": e.name,
@@ -169,9 +211,12 @@ def create_mcp_server(
         "thing ...): the memories that mention it, oldest first, and "
         "the relations they record."
     )
-    def about(name: Query, limit: Annotated[int, Field(ge=1, le=500)] = 50) -> dict[str, Any]:
+    def about(
+        ctx: Context, name: Query, limit: Annotated[int, Field(ge=1, le=500)] = 50
+    ) -> dict[str, Any]:
+        who = acting(ctx)[0]
         with _tool_errors():
-            found = mem.knowledge.about(name, limit=limit, scope=agent)
+            found = mem.knowledge.about(name, limit=limit, scope=who)
         return {
             "entity": {"name": found.entity.name, "type": found.entity.type.value},
             "memories": [_view(m) for m in found.memories],
@@ -179,12 +224,74 @@ def create_mcp_server(
         }
 
     @server.tool(description="Answer a question from your memories, citing memory ids.")
-    def reflect(question: Query, k: Annotated[int, Field(ge=1, le=50)] = 10) -> dict[str, Any]:
+    def reflect(
+        ctx: Context, question: Query, k: Annotated[int, Field(ge=1, le=50)] = 10
+    ) -> dict[str, Any]:
+        who = acting(ctx)[0]
         with _tool_errors():
-            answer = mem.lifecycle.reflect(question, k=k, scope=agent)
+            answer = mem.lifecycle.reflect(question, k=k, scope=who)
         return answer.model_dump(mode="json")
 
+    _forbid_unknown_arguments(server)
     return server
+
+
+def _forbid_unknown_arguments(server: MCPServer) -> None:
+    """An argument a tool does not have is an error, never silently dropped (a misspelled
+    or invented ``agent_id`` must not write as the server's agent)."""
+    for tool in server._tool_manager.list_tools():
+        model = tool.fn_metadata.arg_model
+        model.model_config["extra"] = "forbid"
+        model.model_rebuild(force=True)
+        tool.parameters = model.model_json_schema(by_alias=True)
+
+
+class _BearerKeys:
+    """ASGI middleware: every HTTP request needs ``Authorization: Bearer <key>`` (or
+    ``X-API-Key``) of a configured key; the key rides on the request (``state``) so that
+    each tool acts as its agent."""
+
+    def __init__(self, app: Any, server: ServerSettings) -> None:
+        self.app = app
+        self.server = server
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        secret = headers.get("x-api-key")
+        if secret is None:
+            scheme, _, value = headers.get("authorization", "").partition(" ")
+            if scheme.lower() == "bearer":
+                secret = value.strip()
+        key = self.server.key_for(secret) if secret else None
+        if key is None:
+            body = json.dumps(
+                {"error": "Unauthorized", "detail": "a known API key is required"}
+            ).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"www-authenticate", b"Bearer"),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        scope.setdefault("state", {})["graphmem_key"] = key
+        await self.app(scope, receive, send)
+
+
+def mcp_http_app(server: MCPServer, settings: ServerSettings, *, host: str = "127.0.0.1") -> Any:
+    """The streamable-HTTP ASGI app of ``server``: behind the API keys when any are
+    configured (each call then acts as its key's agent)."""
+    app = server.streamable_http_app(host=host)
+    return _BearerKeys(app, settings) if settings.api_keys else app
 
 
 def run_mcp(
@@ -194,15 +301,24 @@ def run_mcp(
     host: str | None = None,
     port: int | None = None,
     agent_id: str | None = None,
+    allow_open: bool = False,
 ) -> None:
     """Open the store the settings describe and serve MCP until the client disconnects
     (stdio) or the process is interrupted (streamable HTTP)."""
     cfg = settings or Settings()
+    bind = host or cfg.server.host
+    if transport != "stdio":
+        check_bind(bind, cfg.server.api_keys, allow_open=allow_open, what="MCP server")
     with cfg.open_memory() as mem:
         server = create_mcp_server(mem, agent_id=agent_id)
         if transport == "stdio":
             server.run("stdio")
         else:
-            server.run(
-                "streamable-http", host=host or cfg.server.host, port=port or cfg.server.mcp_port
+            import uvicorn
+
+            uvicorn.run(
+                mcp_http_app(server, cfg.server, host=bind),
+                host=bind,
+                port=port or cfg.server.mcp_port,
+                log_level="warning",
             )

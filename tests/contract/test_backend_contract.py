@@ -31,7 +31,7 @@ from graphmem.models import (
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
-def mem(content: str, **kw: object) -> Memory:
+def memory(content: str, **kw: object) -> Memory:
     kw.setdefault("created_at", T0)
     return Memory(content=content, **kw)  # type: ignore[arg-type]
 
@@ -41,7 +41,7 @@ def test_protocol_is_implemented(backend: GraphBackend) -> None:
 
 
 def test_every_node_type_round_trips_exactly(backend: GraphBackend) -> None:
-    m = mem(
+    m = memory(
         "Alice prefers tea",
         agent_id="a1",
         run_id="r1",
@@ -81,7 +81,7 @@ def test_every_node_type_round_trips_exactly(backend: GraphBackend) -> None:
 
 
 def test_get_keeps_order_and_skips_missing(backend: GraphBackend) -> None:
-    a, b = mem("one"), mem("two")
+    a, b = memory("one"), memory("two")
     backend.write(WriteBatch(nodes=[a, b]))
     got = backend.get(Memory, [b.id, "missing", a.id])
     assert [n.id for n in got] == [b.id, a.id]
@@ -91,7 +91,7 @@ def test_structural_edges_are_maintained(backend: GraphBackend) -> None:
     backend.write(
         WriteBatch(nodes=[Agent(id="a1", name="Keep me", seniority="lead", created_at=T0)])
     )
-    m = mem("tagged", agent_id="a1", run_id="r9", tags=["x", "y"])
+    m = memory("tagged", agent_id="a1", run_id="r9", tags=["x", "y"])
     backend.write(WriteBatch(nodes=[m]))
     st = backend.stats()
     assert st.nodes["Agent"] == 1 and st.nodes["Run"] == 1 and st.nodes["Tag"] == 2
@@ -107,10 +107,10 @@ def test_structural_edges_are_maintained(backend: GraphBackend) -> None:
 
 
 def test_edge_to_missing_node_is_rejected_and_nothing_written(backend: GraphBackend) -> None:
-    a = mem("exists")
+    a = memory("exists")
     backend.write(WriteBatch(nodes=[a]))
     before = backend.stats()
-    b = mem("new in the failing batch")
+    b = memory("new in the failing batch")
     bad = Edge(type=EdgeType.DERIVED_FROM, src=b.ref, dst=(NodeLabel.MEMORY, "nope"))
     with pytest.raises(InvalidInput):
         backend.write(WriteBatch(nodes=[b], edges=[bad]))
@@ -119,7 +119,7 @@ def test_edge_to_missing_node_is_rejected_and_nothing_written(backend: GraphBack
 
 
 def test_edges_upsert_replaces_props_and_delete_detaches(backend: GraphBackend) -> None:
-    a, b = mem("source"), mem("derived")
+    a, b = memory("source"), memory("derived")
     backend.write(
         WriteBatch(
             nodes=[a, b],
@@ -144,7 +144,7 @@ def test_edges_upsert_replaces_props_and_delete_detaches(backend: GraphBackend) 
 
 
 def test_delete_single_edge(backend: GraphBackend) -> None:
-    a, b = mem("first"), mem("second")
+    a, b = memory("first"), memory("second")
     e = Edge(type=EdgeType.NEXT, src=a, dst=b)
     backend.write(WriteBatch(nodes=[a, b], edges=[e]))
     backend.write(WriteBatch(delete_edges=[e]))
@@ -154,7 +154,7 @@ def test_delete_single_edge(backend: GraphBackend) -> None:
 
 def test_match_filters_order_and_pages(backend: GraphBackend) -> None:
     ms = [
-        mem(
+        memory(
             f"memory {i}",
             agent_id=f"a{i % 3}",
             namespace="even" if i % 2 == 0 else "odd",
@@ -195,9 +195,9 @@ def test_match_rejects_unknown_fields(backend: GraphBackend) -> None:
 
 
 def test_text_search_ranks_and_filters_before_top_k(backend: GraphBackend) -> None:
-    noise = [mem(f"tea tea tea party number {i}", agent_id="other") for i in range(60)]
-    mine = [mem(f"I sometimes drink tea ({i})", agent_id="me") for i in range(5)]
-    backend.write(WriteBatch(nodes=noise + mine + [mem("coffee only", agent_id="me")]))
+    noise = [memory(f"tea tea tea party number {i}", agent_id="other") for i in range(60)]
+    mine = [memory(f"I sometimes drink tea ({i})", agent_id="me") for i in range(5)]
+    backend.write(WriteBatch(nodes=noise + mine + [memory("coffee only", agent_id="me")]))
     scoped = Filter.for_memories(agent_id="me")
     hits = backend.search_text(TextQuery(text="tea", k=5, filter=scoped))
     assert {h.node.id for h in hits} == {m.id for m in mine}
@@ -210,23 +210,23 @@ def test_text_search_ranks_and_filters_before_top_k(backend: GraphBackend) -> No
 
 
 def test_text_search_sees_new_words_after_a_miss(backend: GraphBackend) -> None:
-    backend.write(WriteBatch(nodes=[mem("an ordinary memory")]))
+    backend.write(WriteBatch(nodes=[memory("an ordinary memory")]))
     assert backend.search_text(TextQuery(text="zebra")) == []
-    z = mem("a zebra crossed the road")
+    z = memory("a zebra crossed the road")
     backend.write(WriteBatch(nodes=[z]))
     assert [h.node.id for h in backend.search_text(TextQuery(text="zebra"))] == [z.id]
 
 
 def test_text_search_stems_and_ignores_case(backend: GraphBackend) -> None:
-    m = mem("Alice is Running marathons")
+    m = memory("Alice is Running marathons")
     backend.write(WriteBatch(nodes=[m]))
     assert [h.node.id for h in backend.search_text(TextQuery(text="run marathon"))] == [m.id]
 
 
 def test_vector_search_cosine_and_filters(backend: GraphBackend) -> None:
     backend.ensure_schema(embedding_dim=3)
-    near = [mem(f"near {i}", agent_id="other", embedding=[1, 0.01 * i, 0]) for i in range(30)]
-    far = [mem(f"far {i}", agent_id="me", embedding=[0, 1, 0.1 * i]) for i in range(4)]
+    near = [memory(f"near {i}", agent_id="other", embedding=[1, 0.01 * i, 0]) for i in range(30)]
+    far = [memory(f"far {i}", agent_id="me", embedding=[0, 1, 0.1 * i]) for i in range(4)]
     backend.write(WriteBatch(nodes=near + far))
     hits = backend.search_vector(VectorQuery(vector=(1, 0, 0), k=3))
     assert [h.node.id for h in hits] == [m.id for m in near[:3]]
@@ -238,14 +238,14 @@ def test_vector_search_cosine_and_filters(backend: GraphBackend) -> None:
     with pytest.raises(DimensionMismatch):
         backend.search_vector(VectorQuery(vector=(1, 0), k=3))
     with pytest.raises(DimensionMismatch):
-        backend.write(WriteBatch(nodes=[mem("wrong dim", embedding=[1, 2])]))
+        backend.write(WriteBatch(nodes=[memory("wrong dim", embedding=[1, 2])]))
     with pytest.raises(DimensionMismatch):
         backend.ensure_schema(embedding_dim=5)
 
 
 def test_vector_removed_when_node_deleted(backend: GraphBackend) -> None:
-    a = mem("a", embedding=[1, 0])
-    b = mem("b", embedding=[0.9, 0.1])
+    a = memory("a", embedding=[1, 0])
+    b = memory("b", embedding=[0.9, 0.1])
     backend.write(WriteBatch(nodes=[a, b]))
     backend.write(WriteBatch(delete_nodes=[a.ref]))
     hits = backend.search_vector(VectorQuery(vector=(1, 0), k=5))
@@ -253,7 +253,7 @@ def test_vector_removed_when_node_deleted(backend: GraphBackend) -> None:
 
 
 def test_expand_directions_and_depth(backend: GraphBackend) -> None:
-    a, b, c = mem("a"), mem("b"), mem("c")
+    a, b, c = memory("a"), memory("b"), memory("c")
     backend.write(
         WriteBatch(
             nodes=[a, b, c],
@@ -274,7 +274,7 @@ def test_expand_directions_and_depth(backend: GraphBackend) -> None:
 
 
 def test_touch_counts_accesses(backend: GraphBackend) -> None:
-    a = mem("a")
+    a = memory("a")
     backend.write(WriteBatch(nodes=[a]))
     at = T0 + timedelta(days=1)
     backend.touch([a.id, a.id, "missing"], at)
@@ -286,7 +286,7 @@ def test_touch_counts_accesses(backend: GraphBackend) -> None:
 
 
 def test_scan_yields_everything(backend: GraphBackend) -> None:
-    ms = [mem(f"m{i}", tags=["t"]) for i in range(25)]
+    ms = [memory(f"m{i}", tags=["t"]) for i in range(25)]
     backend.write(
         WriteBatch(
             nodes=ms, edges=[Edge(type=EdgeType.NEXT, src=ms[i], dst=ms[i + 1]) for i in range(24)]
@@ -314,7 +314,7 @@ CRAFTED = [
 
 @pytest.mark.parametrize("text", CRAFTED)
 def test_crafted_strings_are_stored_verbatim(backend: GraphBackend, text: str) -> None:
-    bystander = mem("bystander")
+    bystander = memory("bystander")
     backend.write(WriteBatch(nodes=[bystander]))
     m = Memory(
         content=text,
@@ -334,7 +334,7 @@ def test_crafted_strings_are_stored_verbatim(backend: GraphBackend, text: str) -
 
 
 def test_structural_edges_can_be_given_only_when_implied(backend: GraphBackend) -> None:
-    m = mem("tagged", agent_id="a1", tags=["x"])
+    m = memory("tagged", agent_id="a1", tags=["x"])
     implied = Edge(type=EdgeType.TAGGED, src=m, dst=(NodeLabel.TAG, "x"))
     backend.write(WriteBatch(nodes=[m], edges=[implied]))  # as an import or a migration passes them
     assert backend.stats().edges["TAGGED"] == 1

@@ -63,7 +63,7 @@ def test_small_payloads_stay_inline_large_ones_are_shared(mem: GraphMemory) -> N
     assert first.payload_size == BIG_SIZE
     [blob] = payloads(mem)
     assert (blob.id, blob.refcount, blob.size, blob.text) == (digest, 3, BIG_SIZE, BIG_TEXT)
-    assert mem.log.get(second.id).payload == BIG
+    assert mem.log.entry(second.id).payload == BIG
     sub = mem.backend.expand([blob.ref], [EdgeType.REFERENCES], direction="in")
     assert {n.id for n in sub.nodes} == {digest, first.id, second.id, third.id}
     stats = mem.log.stats()
@@ -85,16 +85,16 @@ def test_key_order_does_not_matter_but_content_does(mem: GraphMemory) -> None:
 def test_deleting_entries_counts_down_and_removes_unused_payloads(mem: GraphMemory) -> None:
     entries = [mem.log.log("a", "tool_result", BIG) for _ in range(3)]
     other = mem.log.log("a", "tool_result", {"other": "y" * 3000})
-    assert mem.log.delete([entries[0].id, entries[0].id]) == 1
+    assert mem.log.delete_entries([entries[0].id, entries[0].id]) == 1
     assert {p.refcount for p in payloads(mem) if p.id == entries[0].payload_ref} == {2}
-    assert mem.log.delete([entries[1].id, entries[2].id, "missing"]) == 2
+    assert mem.log.delete_entries([entries[1].id, entries[2].id, "missing"]) == 2
     assert [p.id for p in payloads(mem)] == [other.payload_ref]  # the last user took it along
-    assert mem.log.delete([]) == 0
+    assert mem.log.delete_entries([]) == 0
     stats = mem.log.stats()
     assert (stats.entries, stats.payloads, stats.bytes_saved) == (1, 1, 0)
     # logging the same payload again re-creates it from scratch
     again = mem.log.log("a", "tool_result", BIG)
-    assert mem.log.get(again.id).payload == BIG
+    assert mem.log.entry(again.id).payload == BIG
     assert {p.id: p.refcount for p in payloads(mem)}[again.payload_ref or ""] == 1
 
 
@@ -118,7 +118,7 @@ def test_parent_and_children(mem: GraphMemory) -> None:
     grandchild = mem.log.log("worker0", "tool_call", None, parent=kids[0].id)
     assert [r.entry.id for r in mem.log.children(root.id)] == [k.id for k in kids]
     assert [r.entry.id for r in mem.log.children(kids[0].id)] == [grandchild.id]
-    assert mem.log.get(grandchild.id).payload is None
+    assert mem.log.entry(grandchild.id).payload is None
     sub = mem.backend.expand(
         [NodeRef(NodeLabel.LOG_ENTRY, grandchild.id)], [EdgeType.CHILD_OF], direction="out", depth=5
     )
@@ -148,7 +148,7 @@ def test_bad_input_is_typed_and_writes_nothing(mem: GraphMemory, kwargs: dict) -
         mem.log.log(args.pop("agent_id"), args.pop("event_type"), args.pop("payload"), **args)
     assert mem.log.count() == 0 and payloads(mem) == []
     with pytest.raises(NotFound):
-        mem.log.get("nope")
+        mem.log.entry("nope")
 
 
 def test_inline_limit_is_configurable(mem: GraphMemory) -> None:
@@ -191,9 +191,9 @@ def test_large_results_and_responses_are_stored_once_at_any_depth(
     assert records[b.id] == {"response": answer, "call": 2}
     stats = mem.log.stats()
     assert stats.payloads == 1 and stats.bytes_saved > 200
-    mem.log.delete([a.id])
+    mem.log.delete_entries([a.id])
     assert backend.match(Payload, Filter(label=NodeLabel.PAYLOAD))[0].refcount == 1
-    mem.log.delete([b.id])
+    mem.log.delete_entries([b.id])
     assert backend.match(Payload, Filter(label=NodeLabel.PAYLOAD)) == []
 
 

@@ -4,8 +4,8 @@ the scheduler — graph parts on every backend through the GraphBackend seam."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -117,11 +117,9 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def mem(backend: GraphBackend, clock: Clock) -> Iterator[GraphMemory]:
+def mem_options(clock: Clock) -> dict[str, Any]:
     # these tests build duplicates and contradictions on purpose
-    m = GraphMemory(backend, embedder=None, owns_backend=False, settings=NO_RECONCILE, clock=clock)
-    yield m
-    m.close()
+    return {"settings": NO_RECONCILE, "clock": clock}
 
 
 def lifecycle(mem: GraphMemory, clock: Clock, **config: object) -> Lifecycle:

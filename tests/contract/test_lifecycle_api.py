@@ -3,8 +3,8 @@ exercised on every backend."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -19,13 +19,9 @@ NO_RECONCILE = Settings(reconcile={"mode": "off"})  # type: ignore[arg-type]
 
 
 @pytest.fixture
-def mem(backend: GraphBackend) -> Iterator[GraphMemory]:
+def mem_options() -> dict[str, Any]:
     # these tests build duplicates and contradictions on purpose
-    m = GraphMemory(
-        backend, embedder=None, owns_backend=False, settings=NO_RECONCILE, clock=lambda: NOW
-    )
-    yield m
-    m.close()
+    return {"settings": NO_RECONCILE, "clock": lambda: NOW}
 
 
 def test_consolidate_and_unmerge(mem: GraphMemory) -> None:

@@ -3,12 +3,11 @@ the trust score, through the public API."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
-from graphmem.backends.base import GraphBackend
 from graphmem.config import RankWeights, RecallConfig
 from graphmem.lifecycle import Scratchpad
 from graphmem.memory import GraphMemory
@@ -19,10 +18,8 @@ NOW = datetime(2024, 6, 1, tzinfo=UTC)
 
 
 @pytest.fixture
-def mem(backend: GraphBackend) -> Iterator[GraphMemory]:
-    m = GraphMemory(backend, embedder=None, owns_backend=False, clock=lambda: NOW)
-    yield m
-    m.close()
+def mem_options() -> dict[str, Any]:
+    return {"clock": lambda: NOW}
 
 
 def test_fleeting_tier_has_keys_recall_and_forget(mem: GraphMemory) -> None:

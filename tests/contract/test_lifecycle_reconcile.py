@@ -3,8 +3,8 @@ backend through the public API."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -20,10 +20,8 @@ NOW = datetime(2024, 6, 1, tzinfo=UTC)
 
 
 @pytest.fixture
-def mem(backend: GraphBackend) -> Iterator[GraphMemory]:
-    m = GraphMemory(backend, embedder=None, owns_backend=False, clock=lambda: NOW)
-    yield m
-    m.close()
+def mem_options() -> dict[str, Any]:
+    return {"clock": lambda: NOW}
 
 
 def statuses(mem: GraphMemory) -> list[tuple[str, str]]:

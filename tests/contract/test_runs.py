@@ -238,7 +238,7 @@ def test_statistics(tmem: GraphMemory, clock: Clock) -> None:
     tmem.runs.start("b", run_id="r2", user_id="u2")
     tmem.runs.add_event("r2", "user_message", "hi")
     tmem.runs.end("r2")
-    tmem.remember("not an event", run_id="r2")  # in the run, but not an event
+    tmem.remember("not an event", agent_id="b", run_id="r2")  # in the run, not an event
     tmem.runs.start("b", run_id="r3", user_id="u2")
     s = tmem.runs.stats()
     assert s.runs == 3 and s.events == 5 and s.active_events == 5

@@ -86,6 +86,7 @@ def test_memory_commands(db: str) -> None:
 
 
 def test_errors_are_helpful_and_change_nothing(db: str) -> None:
+    GraphMemory.open(db, embedder=None).close()  # a read command needs an existing store
     out = run("show", "nope", "--db", db, code=1)
     assert "NotFound" in out.stderr and "nope" in out.stderr
     bad = run("remember", "x", "--db", db, "--importance", "3", code=1)

@@ -531,7 +531,9 @@ def test_run_events_over_http_leave_out_what_the_caller_may_not_read(
     store: GraphMemory,
 ) -> None:
     c, _, _ = _moved_secret(store)
-    # an event of another agent in bob's run (written by the trusted Python API)
+    # a private event of another member of the run's namespace (written by the trusted
+    # Python API; only the run's agent or the namespace's members add to a run)
+    store.namespaces.add_members("team", ["carol"])
     store.runs.start("bob", run_id="r1", namespace="team")
     store.runs.add_event("r1", "user_message", "bob asks about the launch")
     store.runs.add_event("r1", "observation", "carol's private note", agent_id="carol")

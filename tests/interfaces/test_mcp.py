@@ -86,7 +86,7 @@ def test_tools_act_for_the_configured_agent_only(shared: GraphMemory) -> None:
 
     before = snapshot(shared)
     denied = _call(mine_server, "forget", {"memory_id": theirs.id})
-    assert denied.is_error and "AccessDenied" in _text(denied)
+    assert denied.is_error and "NotFound" in _text(denied)
     assert _call(mine_server, "history", {"memory_id": theirs.id}).is_error
     assert snapshot(shared) == before
 

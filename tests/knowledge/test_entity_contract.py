@@ -3,12 +3,11 @@ nodes, MENTIONS and RELATES round-trip through the write path and read back the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
-from graphmem.backends.base import GraphBackend
 from graphmem.memory import GraphMemory
 from graphmem.models import (
     Edge,
@@ -24,11 +23,9 @@ T0 = datetime(2024, 5, 1, 12, tzinfo=UTC)
 
 
 @pytest.fixture
-def mem(backend: GraphBackend) -> Iterator[GraphMemory]:
+def mem_options() -> dict[str, Any]:
     """A store without the automatic knowledge layer: these tests write entities by hand."""
-    m = GraphMemory(backend, embedder=None, owns_backend=False, knowledge=False)
-    yield m
-    m.close()
+    return {"knowledge": False}
 
 
 def _entity(norm: str, etype: EntityType, **kw: object) -> Entity:

@@ -112,13 +112,15 @@ def test_idle_maintenance_improves_and_consolidates_with_the_llm(stub: StubAnthr
     similar_pair(mem, "a")
     mem.remember("Alice lives in Oslo", created_at=NOW - timedelta(days=2))
     mem.remember("Alice lives in Bergen", created_at=NOW - timedelta(days=1))
-    # the improve call fails: the offline pass resolves the contradiction
+    # improve asks once per scope (agent "a"'s memories and the default agent's are never
+    # rewritten together); both calls fail, so the offline pass resolves the contradiction
+    stub.push(error_reply(529, "overloaded_error"))
     stub.push(error_reply(529, "overloaded_error"))
     report = mem.lifecycle.on_idle()
     names = [r["json"]["tool_choice"]["name"] for r in stub.requests]
-    assert names == ["record_improve", "record_summarize"]
+    assert names == ["record_improve", "record_improve", "record_summarize"]
     assert report.improvement is not None and report.consolidation is not None
-    assert report.llm_failures == 1
+    assert report.llm_failures == 2
     oslo = mem.list(status=None, metadata=None)
     states = {m.content: m.status for m in oslo if m.content.startswith("Alice")}
     assert states == {
@@ -126,7 +128,7 @@ def test_idle_maintenance_improves_and_consolidates_with_the_llm(stub: StubAnthr
         "Alice lives in Bergen": Status.ACTIVE,
     }
     dry = mem.lifecycle.on_idle(dry_run=True)
-    assert len(stub.requests) == 2  # a dry run makes no LLM call
+    assert len(stub.requests) == 3  # a dry run makes no LLM call
     assert dry.dry_run
 
 

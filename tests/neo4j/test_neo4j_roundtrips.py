@@ -37,6 +37,12 @@ from graphmem.models import (
 )
 from tests.neo4j.fake_driver import SPEC, FakeDriver, guard_failure
 
+
+def _put(backend: Any, nodes: Any) -> None:
+    """Store ``nodes`` through the one write entry."""
+    backend.write(WriteBatch(nodes=list(nodes)))
+
+
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
@@ -630,7 +636,8 @@ def test_recall_search_branches_are_independent_with_the_same_columns() -> None:
     assert len(branches) == 2  # an empty channel cannot empty the other
 
     def columns(branch: str) -> list[str]:
-        items = re.sub(r"\([^()]*\)", "", branch[branch.rindex("RETURN") + 6 :]).split(",")
+        tail = re.sub(r"\([^()]*\)", "", branch[branch.rindex("RETURN") + 6 :])
+        items = re.sub(r"\{[^{}]*\}", "", tail).split(",")  # a map projection is one item
         return [item.split(" AS ")[-1].strip() for item in items]
 
     assert (
@@ -744,3 +751,24 @@ def test_a_batch_over_many_runs_reads_its_runs_once() -> None:
     reads = [t for t in fake.recorder.transactions if t.mode == "read"]
     assert len(reads) <= 2, fake.recorder.names()  # the runs, then their last memories
     assert len(fake.recorder.writes()) == 1
+
+
+def test_every_write_locks_the_nodes_it_shares_in_id_order(fake: FakeDriver) -> None:
+    """Access records, node upserts and vectors go in id order, whatever order the caller
+    used: a remember and the background vector writer that both lock some of the same
+    memories then lock them in the same order, and cannot deadlock on each other."""
+    neo = _backend(fake, touch_flush_s=3600)
+    fake.dim = 2
+    ids = ["m5", "m1", "m4", "m2", "m3"]
+    neo.touch(list(reversed(ids)), T0)
+    ms = [Memory(id=i, content=f"memory {i}", agent_id="a", created_at=T0) for i in ids]
+    _put(neo, ms)
+    (st,) = fake.recorder.statements
+    assert [r["id"] for r in st.params["p0_rows"]] == sorted(ids)  # access records
+    upsert = next(k for k in st.params if k.endswith("_rows") and k != "p0_rows")
+    assert [r["id"] for r in st.params[upsert]] == sorted(ids)
+    fake.recorder.reset()
+    neo.write(WriteBatch(vectors={i: [1.0, 0.0] for i in ids}))  # type: ignore[call-arg]
+    (st,) = [s for s in fake.recorder.statements if s.name.startswith("write")]
+    assert [r["id"] for r in st.params["p0_rows"]] == sorted(ids)
+    neo.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from typing import Any
 
 from graphmem import GraphMemory
@@ -68,6 +69,8 @@ def work(
         w.start()
     for w in workers:
         w.join()
+    # when this process began its final read: the latest such reader saw every write
+    out["view_at"] = time.time()
     out["view"] = sorted(
         (m.id, m.status.value, m.content) for m in mem.list(status=None, limit=None)
     )

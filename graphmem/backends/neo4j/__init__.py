@@ -36,7 +36,7 @@ Example::
 
     backend = Neo4jBackend("neo4j://localhost:7687", auth=("neo4j", "secret"))
     backend.ensure_schema(embedding_dim=384)
-    backend.upsert([Memory(content="Alice prefers tea", agent_id="assistant")])
+    backend.write(WriteBatch(nodes=[Memory(content="Alice prefers tea", agent_id="assistant")]))
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from graphmem.backends.neo4j.values import props_projection
 from graphmem.errors import InvalidInput, QueryFailed
 from graphmem.models import (
     METADATA_PREFIX,
@@ -147,7 +148,8 @@ def compile_match(
         params.update(order_param.values)
         order = f"{key} IS NULL, {key} {direction}, n.id {direction}"
     text = (
-        f"MATCH (n:{label}){where_clause(clauses)}\nRETURN properties(n) AS props\nORDER BY {order}"
+        f"MATCH (n:{label}){where_clause(clauses)}\n"
+        f"RETURN {props_projection('n', flt.label)} AS props\nORDER BY {order}"
     )
     if offset:
         text += "\nSKIP $skip"

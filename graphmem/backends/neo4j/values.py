@@ -3,12 +3,14 @@ the values Neo4j cannot store refused before they are sent."""
 
 from __future__ import annotations
 
+import types
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from functools import lru_cache
+from typing import Any, Union, get_args, get_origin
 
 from graphmem.errors import BackendError, InvalidInput
-from graphmem.models import GraphNode, node_model
+from graphmem.models import GraphNode, NodeLabel, node_model
 
 _INT64 = (-(2**63), 2**63 - 1)
 
@@ -55,3 +57,26 @@ def node_from_db(label: str, props: Mapping[str, Any]) -> GraphNode:
         return model.from_props(props_from_db(props))
     except (InvalidInput, ValueError) as e:
         raise BackendError(f"stored {label} node {props.get('id')!r} is not valid: {e}") from e
+
+
+@lru_cache(maxsize=64)
+def temporal_fields(label: NodeLabel) -> tuple[str, ...]:
+    """The fields of ``label``'s model that hold a datetime."""
+    out = []
+    for name, info in node_model(label).model_fields.items():
+        ann = info.annotation
+        args = get_args(ann) if get_origin(ann) in (Union, types.UnionType) else (ann,)
+        if datetime in args:
+            out.append(name)
+    return tuple(out)
+
+
+def props_projection(var: str, label: NodeLabel) -> str:
+    """The Cypher expression of a ``label`` node's properties as graphmem reads them: its
+    datetimes as ISO text (``toString``), which the model's validation parses in one pass.
+    The driver builds a Python datetime from each temporal value one at a time, and that
+    cost more than the statement (0.8 s for 960 values at load 20, 0.08 s as text)."""
+    fields = temporal_fields(label)
+    if not fields:
+        return f"properties({var})"
+    return f"{var} {{.*, " + ", ".join(f"{f}: toString({var}.{f})" for f in fields) + "}"

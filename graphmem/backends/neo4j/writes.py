@@ -36,6 +36,8 @@ from graphmem.backends.neo4j.statements import (
     chunks,
     compose,
     create_variant,
+    times_as_text,
+    times_from_text,
 )
 from graphmem.backends.neo4j.values import check_value, props_from_db
 from graphmem.errors import Conflict, DimensionMismatch, GraphMemError, InvalidInput, QueryFailed
@@ -216,7 +218,20 @@ def _vector_rows(vectors: Mapping[str, Sequence[float]]) -> list[dict[str, Any]]
         if not values or not all(math.isfinite(x) for x in values):
             raise InvalidInput(f"embedding of {ident!r} must be a non-empty finite vector")
         rows.append({"id": str(ident), "embedding": values})
-    return rows
+    return sorted(rows, key=_by_id)
+
+
+def _by_id(row: Mapping[str, Any]) -> str:
+    """The order rows are written in: by id, in every statement (see :data:`LOCK_ORDER`)."""
+    return str(row["id"])
+
+
+LOCK_ORDER = "id"
+"""Every statement that writes existing nodes (upserts, vectors, access records) sends its
+rows sorted by id, so that two transactions lock the nodes they share in the same order:
+``remember`` (its access records, the previous memory its NEXT edge ends at) and the
+background vector writer (embeddings of recent memories) deadlocked now and then when they
+locked the same memories in opposite orders (``DeadlockDetected``, retried by the driver)."""
 
 
 _HUB_LABELS = frozenset({NodeLabel.AGENT, NodeLabel.TAG, NodeLabel.RUN})
@@ -248,6 +263,7 @@ class Neo4jWrites(Neo4jSchema):
             props = {k: check_value(k, v) for k, v in node.to_props().items()}
             row: dict[str, Any] = {"id": node.id, "props": props}
             row.update(_structural_row(node.label, props, hubs))
+            times_as_text(node.label, props)
             by_label[node.label].append(row)
         for ref in latest:  # written explicitly, with their own properties
             if ref.label is NodeLabel.AGENT:
@@ -262,18 +278,17 @@ class Neo4jWrites(Neo4jSchema):
             parts.append(WritePart(Q_HUBS, *self._bind(Q_HUBS, **hubs.params(agent_defaults))))
         for label in _UPSERT_ORDER:
             name = UPSERT_QUERIES[label]
-            rows = by_label.get(label, [])
+            rows = sorted(by_label.get(label, []), key=_by_id)
             new = [r for r in rows if NodeRef(label, r["id"]) in create]
             old = [r for r in rows if NodeRef(label, r["id"]) not in create]
             for chunk in chunks(new, self._batch_rows):
                 text, params = self._bind(name, rows=list(chunk))
-                parts.append(
-                    WritePart(
-                        f"{name} (create)", create_variant(text, label), params, rows=len(chunk)
-                    )
-                )
+                text = times_from_text(create_variant(text, label), label)
+                parts.append(WritePart(f"{name} (create)", text, params, rows=len(chunk)))
             for chunk in chunks(old, self._batch_rows):
-                parts.append(WritePart(name, *self._bind(name, rows=list(chunk)), rows=len(chunk)))
+                text, params = self._bind(name, rows=list(chunk))
+                text = times_from_text(text, label)
+                parts.append(WritePart(name, text, params, rows=len(chunk)))
         return parts
 
     def _edge_parts(self, edges: Sequence[Edge]) -> list[WritePart]:
@@ -560,7 +575,7 @@ class Neo4jWrites(Neo4jSchema):
     def _take_touches(self) -> list[dict[str, Any]]:
         with self._touch_lock:
             taken, self._touches, self._touches_since = self._touches, {}, None
-        return [{"id": i, "count": c, "at": at} for i, (c, at) in taken.items()]
+        return sorted(({"id": i, "count": c, "at": at} for i, (c, at) in taken.items()), key=_by_id)
 
     def _restore_touches(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Put back access records whose write failed (newer ones keep their time)."""

@@ -1,0 +1,146 @@
+"""One scope rule on every memory-producing path: what is made from memories (a merge, a
+summary, a fact, a new version) is of their one scope, and memories of different scopes
+(agent, namespace, visibility, user) are never combined; only a run's agent (or the members
+of the run's shared namespace) adds to a run."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphmem.errors import AccessDenied, InvalidInput
+from graphmem.memory import GraphMemory
+from graphmem.models import Memory
+from graphmem.scoping import Scope, scope_of
+
+FACT = "the deploy key for the staging cluster rotates every friday at noon"
+
+
+def _recall_ids(mem: GraphMemory, agent: str, text: str) -> set[str]:
+    return {r.memory.id for r in mem.recall(text, scope=Scope(agent_id=agent), k=20)}
+
+
+def test_consolidation_never_merges_private_with_org_or_two_users(mem: GraphMemory) -> None:
+    a = mem.remember(FACT, agent_id="alice")
+    b = mem.remember(FACT + ".", agent_id="alice", visibility="org")
+    u1 = mem.remember(FACT + "!", agent_id="alice", user_id="u1")
+    u2 = mem.remember(FACT + "!!", agent_id="alice", user_id="u2")
+    report = mem.lifecycle.consolidate()
+    for g in report.groups:
+        assert len({scope_of(mem.get(i)) for i in g.source_ids}) == 1, g
+    for m in (a, b, u1, u2):
+        assert mem.get(m.id).status.value == "active"
+
+
+def test_consolidating_shared_memories_keeps_them_shared(mem: GraphMemory) -> None:
+    mem.namespaces.create("team", owner="alice", members=["bob"])
+    first = mem.remember(FACT, agent_id="alice", namespace="team", visibility="shared")
+    mem.remember(FACT + ".", agent_id="alice", namespace="team", visibility="shared")
+    assert first.id in _recall_ids(mem, "bob", "deploy key staging")
+    report = mem.lifecycle.consolidate()
+    assert report.merged_ids, "the two near-duplicates are merged"
+    merged = mem.get(report.merged_ids[0])
+    assert merged.visibility.value == "shared" and merged.namespace == "team"
+    assert merged.id in _recall_ids(mem, "bob", "deploy key staging")
+
+
+def test_consolidated_user_memories_keep_their_user(mem: GraphMemory) -> None:
+    mem.remember(FACT, agent_id="alice", user_id="u1")
+    mem.remember(FACT + ".", agent_id="alice", user_id="u1")
+    report = mem.lifecycle.consolidate()
+    [merged_id] = report.merged_ids
+    assert mem.get(merged_id).metadata.get("user_id") == "u1"
+
+
+def test_a_summary_of_two_scopes_is_refused_and_writes_nothing(mem: GraphMemory) -> None:
+    a = mem.remember("alice's private note about the launch", agent_id="alice")
+    b = mem.remember("bob's private note about the launch", agent_id="bob")
+    before = mem.count(status=None)
+    with pytest.raises(InvalidInput):
+        mem.lifecycle.summarize([a.id, b.id])
+    assert mem.count(status=None) == before
+
+
+def test_a_summary_of_shared_memories_is_shared(mem: GraphMemory) -> None:
+    mem.namespaces.create("team", owner="alice", members=["bob"])
+    ms = [
+        mem.remember(
+            f"team note {i} about the launch",
+            agent_id="alice",
+            namespace="team",
+            visibility="shared",
+        )
+        for i in range(3)
+    ]
+    summary = mem.lifecycle.summarize([m.id for m in ms])
+    assert scope_of(summary) == scope_of(ms[0])
+    assert summary.id in _recall_ids(mem, "bob", "launch")
+
+
+def test_facts_extracted_from_a_users_turn_stay_with_that_user(mem: GraphMemory) -> None:
+    turn = mem.remember("I live in Oslo and I work as a nurse", agent_id="alice", user_id="u1")
+    report = mem.lifecycle.extract_facts(
+        "I live in Oslo and I work as a nurse", source_ids=[turn.id], agent_id="alice"
+    )
+    assert report.created
+    for f in report.created:
+        assert scope_of(mem.get(f.id)) == scope_of(turn)
+
+
+def test_an_update_with_new_metadata_keeps_the_user(mem: GraphMemory) -> None:
+    m = mem.remember("prefers window seats", agent_id="alice", user_id="u1")
+    v = mem.update(m.id, metadata={"source": "chat"})
+    assert v.metadata.get("user_id") == "u1"
+    with pytest.raises(InvalidInput):
+        mem.update(v.id, metadata={"user_id": "u2"})
+
+
+def test_a_version_cannot_be_made_from_another_scope(mem: GraphMemory) -> None:
+    a = mem.remember("alice's note", agent_id="alice")
+    b = mem.remember("bob's note", agent_id="bob")
+    with pytest.raises(InvalidInput):
+        mem.writes.supersede([b.id], a.id, reason="merge")
+    assert mem.get(b.id).status.value == "active"
+
+
+def test_another_agent_cannot_add_to_a_private_run(mem: GraphMemory) -> None:
+    run = mem.runs.start(agent_id="alice")
+    mem.remember("alice's step", agent_id="alice", run_id=run.id)
+    with pytest.raises(AccessDenied):
+        mem.remember("bob's secret", agent_id="bob", run_id=run.id)
+    with pytest.raises(AccessDenied):
+        mem.remember_many([{"content": "bob's other secret", "agent_id": "bob", "run_id": run.id}])
+    assert [m.content for m in mem.list(run_id=run.id, status=None)] == ["alice's step"]
+    report = mem.lifecycle.on_run_end(run.id)
+    assert report is not None
+    assert not [m for m in mem.list(agent_id="alice", status=None) if "bob" in m.content]
+
+
+def test_members_of_a_runs_namespace_may_add_to_it(mem: GraphMemory) -> None:
+    mem.namespaces.create("team", owner="alice", members=["bob"])
+    run = mem.runs.start(agent_id="alice", namespace="team")
+    mem.remember("bob's step", agent_id="bob", run_id=run.id, namespace="team", visibility="shared")
+    with pytest.raises(AccessDenied):
+        mem.remember("carol's step", agent_id="carol", run_id=run.id)
+    assert [m.content for m in mem.list(run_id=run.id)] == ["bob's step"]
+
+
+def test_a_run_summary_is_one_per_scope(mem: GraphMemory) -> None:
+    mem.namespaces.create("team", owner="alice", members=["bob"])
+    run = mem.runs.start(agent_id="alice", namespace="team")
+    for i in range(3):
+        mem.remember(f"alice private step {i}", agent_id="alice", run_id=run.id, tier="short_term")
+        mem.remember(
+            f"bob shared step {i}",
+            agent_id="bob",
+            run_id=run.id,
+            namespace="team",
+            visibility="shared",
+            tier="short_term",
+        )
+    mem.lifecycle.on_run_end(run.id)
+    summaries = [m for m in mem.list(run_id=run.id) if m.category.value == "summary"]
+    assert len(summaries) == 2
+    for s in summaries:
+        prov = mem.lifecycle.provenance(s.id)
+        sources = [n for n in prov.nodes if isinstance(n, Memory) and n.id != s.id]
+        assert sources and all(scope_of(n) == scope_of(s) for n in sources)

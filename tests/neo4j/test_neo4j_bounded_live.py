@@ -1,0 +1,201 @@
+"""Bounded server-side searches on a live Neo4j (NEO4J_URI, else skipped with the reason, see
+tests/neo4j_support.py): the full-text search asks the index for a limited number of
+matches and still returns exactly what the unbounded statement returns, ties at the cut
+and selective filters included."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from graphmem.backends.base import WriteBatch
+from graphmem.backends.neo4j import Neo4jBackend
+from graphmem.backends.neo4j import search as neo4j_search
+from graphmem.backends.neo4j.filters import compile_where
+from graphmem.backends.neo4j.search import lucene_query
+from graphmem.models import Filter, Memory, TextQuery
+from tests.neo4j_support import Neo4jTarget, neo4j_target
+
+
+def _put(backend: Any, nodes: Any) -> None:
+    """Store ``nodes`` through the one write entry."""
+    backend.write(WriteBatch(nodes=list(nodes)))
+
+
+pytestmark = pytest.mark.neo4j
+
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+WORDS = ["tea", "coffee", "milk", "sugar", "lemon", "honey", "water", "juice"]
+
+
+@pytest.fixture
+def target(request: pytest.FixtureRequest) -> Neo4jTarget:
+    t = neo4j_target(request)
+    t.wipe()
+    return t
+
+
+@pytest.fixture
+def neo(target: Neo4jTarget) -> Iterator[Neo4jBackend]:
+    with target.backend() as b:
+        yield b
+
+
+def _unbounded(target: Neo4jTarget, flt: Filter, text: str, k: int) -> list[tuple[str, float]]:
+    """The reference: every full-text match filtered, then the top k by score and id."""
+    clauses, params = compile_where(flt)
+    where = " AND ".join(["n:Memory", *clauses])
+    records, _s, _k = target.driver.execute_query(
+        "CALL db.index.fulltext.queryNodes('memory_content_fulltext', $query) "
+        f"YIELD node AS n, score WHERE {where} "
+        "WITH n, score ORDER BY score DESC, n.id LIMIT $k RETURN n.id AS id, score",
+        {**params, "query": lucene_query(text), "k": k},
+        database_=target.database,
+    )
+    return [(r["id"], r["score"]) for r in records]
+
+
+def _store(neo: Neo4jBackend) -> None:
+    rng = random.Random(3)
+    memories = []
+    for i in range(700):
+        if i < 250:  # identical texts: equal scores, so the cut falls inside a tie
+            content = "tea with milk"
+        else:
+            content = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 9)))
+        memories.append(
+            Memory(
+                content=content,
+                # agent c is rare (1 in 35): its matches are deep in the index's order
+                agent_id="c" if i % 35 == 0 else ("a" if i % 2 else "b"),
+                namespace=f"ns{i % 3}",
+                created_at=T0 + timedelta(seconds=i),
+            )
+        )
+    _put(neo, memories)
+
+
+@pytest.mark.parametrize("first_tier", [100, 3000])
+def test_the_bounded_text_search_equals_the_unbounded_one(
+    target: Neo4jTarget,
+    neo: Neo4jBackend,
+    monkeypatch: pytest.MonkeyPatch,
+    first_tier: int,
+) -> None:
+    """With the first tier small (100: ties and selective filters need the later tiers) or
+    larger than the store (3000: the first tier sees every match), every query and filter
+    returns the ids and scores of the unbounded statement, in its order."""
+    _store(neo)
+    monkeypatch.setattr(neo4j_search, "LEXICAL_OVERFETCH", 1)
+    monkeypatch.setattr(neo4j_search, "LEXICAL_SCOPED_OVERFETCH", 1)
+    monkeypatch.setattr(neo4j_search, "LEXICAL_MIN_FETCH", first_tier)
+    monkeypatch.setattr(neo4j_search, "LEXICAL_TIER_GROWTH", 2)
+    filters = [
+        Filter.for_memories(),
+        Filter.for_memories(agent_id="a"),
+        Filter.for_memories(agent_id="c"),
+        Filter.for_memories(namespace="ns1", agent_id="c"),
+        Filter.for_memories(agent_id="nobody"),
+    ]
+    compared = 0
+    for text in ["tea", "milk", "tea milk", "lemon honey water", "juice sugar", "absent"]:
+        for flt in filters:
+            for k in (5, 30):
+                got = [
+                    (h.node.id, h.score)
+                    for h in neo.search_text(TextQuery(text=text, k=k, filter=flt))
+                ]
+                assert got == _unbounded(target, flt, text, k), (text, flt.equals, k)
+                compared += 1
+    assert compared == 60
+
+
+def test_recall_search_uses_the_same_bounded_lexical_branch(
+    target: Neo4jTarget, neo: Neo4jBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _store(neo)
+    monkeypatch.setattr(neo4j_search, "LEXICAL_OVERFETCH", 1)
+    monkeypatch.setattr(neo4j_search, "LEXICAL_SCOPED_OVERFETCH", 1)
+    monkeypatch.setattr(neo4j_search, "LEXICAL_MIN_FETCH", 10)
+    for flt in (Filter.for_memories(), Filter.for_memories(agent_id="c")):
+        lexical, vector = neo.search_both(TextQuery(text="tea milk", k=30, filter=flt), None)
+        assert vector == []
+        assert [(h.node.id, h.score) for h in lexical] == _unbounded(target, flt, "tea milk", 30)
+
+
+def test_datetimes_sent_as_text_are_stored_as_temporal_values(
+    target: Neo4jTarget, neo: Neo4jBackend
+) -> None:
+    """Writes send datetimes as ISO text; the server stores them as zoned datetimes, so
+    that range filters and ordering compare times, and they read back equal."""
+    at = datetime(2025, 3, 1, 10, 20, 30, 123456, tzinfo=UTC)
+    m = Memory(content="dated", created_at=at, valid_from=at, expires_at=at + timedelta(days=1))
+    _put(neo, [m])
+    records, _s, _k = target.driver.execute_query(
+        "MATCH (n:Memory {id: $id}) RETURN valueType(n.created_at) AS created, "
+        "valueType(n.expires_at) AS expires, valueType(n.valid_to) AS valid_to",
+        {"id": m.id},
+        database_=target.database,
+    )
+    assert records[0]["created"] == "ZONED DATETIME NOT NULL"
+    assert records[0]["expires"] == "ZONED DATETIME NOT NULL"
+    assert records[0]["valid_to"] == "NULL"  # left out: absent, not a text "None"
+    (back,) = neo.get(m.label, [m.id])
+    assert isinstance(back, Memory)
+    assert back.created_at == at and back.expires_at == at + timedelta(days=1)
+    newer = Filter.for_memories(since=at - timedelta(seconds=1))
+    assert [n.id for n in neo.match(newer)] == [m.id]
+
+
+def _db_hits(target: Neo4jTarget, text: str, params: dict[str, Any]) -> int:
+    with target.driver.session(database=target.database) as session:
+        plan = session.run("PROFILE " + text, params).consume().profile
+
+    def total(op: dict[str, Any]) -> int:
+        return int(op.get("dbHits") or 0) + sum(total(c) for c in op.get("children") or [])
+
+    return total(plan)
+
+
+def test_scoped_recall_search_db_hits_stay_bounded_as_the_store_grows(
+    target: Neo4jTarget, neo: Neo4jBackend
+) -> None:
+    """PROFILE of recall's search statement, scoped to an agent: the database work follows
+    k, not the number of memories the words match (unbounded, it read every match)."""
+    from graphmem.backends.neo4j.search import compile_recall_search
+
+    rng = random.Random(5)
+
+    def grow(start: int, stop: int) -> None:
+        _put(
+            neo,
+            [
+                Memory(
+                    content=" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 14))),
+                    agent_id=f"agent{i % 4}",
+                    created_at=T0,
+                )
+                for i in range(start, stop)
+            ],
+        )
+
+    def hits() -> int:
+        text, params = compile_recall_search(
+            Filter.for_memories(agent_id="agent1"),
+            lucene=lucene_query("tea milk"),
+            text_k=5,
+            vector=None,
+            vector_fetch=0,
+            vector_k=0,
+        )
+        return _db_hits(target, text, params)
+
+    grow(0, 400)
+    small = hits()
+    grow(400, 1600)
+    large = hits()
+    assert large <= 1.5 * small, (small, large)
