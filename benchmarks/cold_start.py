@@ -149,9 +149,7 @@ def main() -> None:
         }
         for make in commands.values():  # warm-up: bytecode and the OS file cache
             timed(make(-1))
-        hogs = [
-            subprocess.Popen([py, "-c", "while True: pass"]) for _ in range(max(0, args.hogs))
-        ]
+        hogs = [subprocess.Popen([py, "-c", "while True: pass"]) for _ in range(max(0, args.hogs))]
         try:
             before = loadavg()
             results = {
