@@ -551,6 +551,7 @@ def _content_key(source: Path, cache: Path) -> str:
     hashed again."""
     files = [source / n for n in _KEY_FILES if (source / n).is_file()]
     stamp = "|".join(f"{f.resolve()}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files)
+    stamp += f"|format {_ONNX_FORMAT}"  # a new export format is a new key, memo or not
     memo_path = cache / _DIGESTS_FILE
     try:
         memo: dict[str, str] = json.loads(memo_path.read_text())

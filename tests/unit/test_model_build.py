@@ -166,6 +166,9 @@ def test_cache_key_is_the_content_and_stale_copies_go(
         f.seek(-4, os.SEEK_END)
         f.write(b"\x00\x00\x00\x00")
     assert OnnxEmbedder(c, cache_dir=cache).onnx_path != ea.onnx_path
+    # a new export format, another key, although the digest of these files is remembered
+    monkeypatch.setattr(emb_mod, "_ONNX_FORMAT", emb_mod._ONNX_FORMAT + 1)
+    assert OnnxEmbedder(a, cache_dir=cache).onnx_path != ea.onnx_path
 
 
 def _model_wheel(folder: Path, *, corrupt: bool = False) -> Path:
