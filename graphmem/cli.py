@@ -160,9 +160,10 @@ def _open(
     knowledge: bool | None = None,
     *,
     read: bool = False,
+    **options: Any,
 ) -> Iterator[GraphMemory]:
     """The store of a command; ``read``: the command only reads, so a store that does not
-    exist is an error instead of a new empty one."""
+    exist is an error instead of a new empty one; ``options`` go to ``GraphMemory.open``."""
     settings = _settings(
         url=db,
         embedder=embedder,
@@ -178,7 +179,7 @@ def _open(
         )
         raise typer.Exit(2)
     try:
-        mem = settings.open_memory()
+        mem = settings.open_memory(**options)
     except GraphMemError as e:
         typer.echo(f"error: {type(e).__name__}: {e}", err=True)
         raise typer.Exit(2) from e
@@ -277,10 +278,11 @@ def _metadata(text: str | None) -> dict[str, Any] | None:
 @app.command()
 def demo(db: DbOpt = None, embedder: EmbedOpt = None) -> None:
     """Ingest a short multi-session conversation, recall from it, show a fact's history."""
-    from graphmem.demo import run_demo
+    from graphmem.demo import DemoClock, run_demo
 
-    with _open(db, embedder, knowledge=True) as mem:  # the demo shows its entities too
-        run_demo(mem)
+    clock = DemoClock()  # the store records the conversation's dates, not today's
+    with _open(db, embedder, knowledge=True, clock=clock) as mem:  # it shows its entities too
+        run_demo(mem, clock=clock)
 
 
 @app.command()
