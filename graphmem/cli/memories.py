@@ -30,10 +30,11 @@ from graphmem.cli.app import (
 @app.command()
 def demo(db: DbOpt = None, embedder: EmbedOpt = None) -> None:
     """Ingest a short multi-session conversation, recall from it, show a fact's history."""
-    from graphmem.demo import run_demo
+    from graphmem.demo import DemoClock, run_demo
 
-    with _open(db, embedder, knowledge=True) as mem:  # the demo shows its entities too
-        run_demo(mem)
+    clock = DemoClock()  # the store records the conversation's dates, not today's
+    with _open(db, embedder, knowledge=True, clock=clock) as mem:  # it shows its entities too
+        run_demo(mem, clock=clock)
 
 
 @app.command()
