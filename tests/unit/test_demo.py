@@ -91,3 +91,22 @@ def test_the_demo_store_lives_on_the_demo_timeline_only(tmp_path: Path) -> None:
     with GraphMemory.open(db, embedder=None) as mem:
         ended = [r.ended_at for r in mem.runs.list(agent_id="travel-assistant")]
         assert all(e is not None and e.date().isoformat() < "2026-03-17" for e in ended)
+
+
+def test_recall_touches_unless_told_not_to(tmp_path: Path) -> None:
+    """Recall counts an access on each result (recency and frequency move, so scores of a
+    repeated query may drift); ``--no-touch`` only looks."""
+    db = str(tmp_path / "t.db")
+    with GraphMemory.open(db, embedder=None) as mem:
+        m = mem.remember("Alice prefers green tea", agent_id="a")
+    runner = CliRunner()
+    looked = runner.invoke(
+        app, ["recall", "green tea", "--db", db, "--embedder", "none", "--no-touch"]
+    )
+    assert looked.exit_code == 0 and m.id in looked.output, looked.output
+    with GraphMemory.open(db, embedder=None) as mem:
+        assert mem.get(m.id).access_count == 0 and mem.get(m.id).last_accessed is None
+    touched = runner.invoke(app, ["recall", "green tea", "--db", db, "--embedder", "none"])
+    assert touched.exit_code == 0 and m.id in touched.output, touched.output
+    with GraphMemory.open(db, embedder=None) as mem:
+        assert mem.get(m.id).access_count == 1 and mem.get(m.id).last_accessed is not None
