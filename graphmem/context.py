@@ -5,12 +5,15 @@ did you paint?" / "A sunset over the lake."), so a turn's own similarity to a qu
 undersells it. For the candidates the other channels found, this channel reads their
 NEXT neighbours inside the same run (one graph call) and scores every memory seen as
 
-    context(m) = cos(q, m) + neighbour_share * sum(cos(q, n) for n next to m)
+    context(m) = cos(q, m) + neighbour_share * sum(max(0, cos(q, n) - cos(q, m)))
 
-then ranks them as a channel fused like the others. Neighbours that no channel found join
-as candidates; the relevance floor still applies to them: their own similarity or term
-coverage, or both their context score and their best neighbour's own similarity reaching
-``min_similarity`` (a turn next to relevant evidence, as graph expansion admits).
+over the n next to m: a neighbour adds only the relevance the turn itself lacks, so a
+turn repeated around itself (a question echoed by the tool call that follows it) gains
+nothing. Memories outside any run keep their own similarity. Then it ranks them as a
+channel fused like the others. Neighbours that no channel found join as candidates; the
+relevance floor still applies to them: their own similarity or term coverage, or both
+their context score and their best neighbour's own similarity reaching ``min_similarity``
+(a turn next to relevant evidence, as graph expansion admits).
 """
 
 from __future__ import annotations
@@ -69,11 +72,10 @@ def neighbour_context(
     without a comparable vector are left out; a neighbour outside ``flt`` is never
     returned on a server backend (filtered in its query) and must be re-checked by the
     caller otherwise."""
+    pool = list(pool)
     members = [m for m in pool if m.run_id is not None]
-    if not members:
-        return []
-    links = _run_neighbours(backend, members, flt)
-    seen: dict[str, Memory] = {m.id: m for m in members}
+    links = _run_neighbours(backend, members, flt) if members else {}
+    seen: dict[str, Memory] = {m.id: m for m in pool}
     adj: dict[str, set[str]] = defaultdict(set)
     for a, nbs in links.items():
         for nb in nbs:
@@ -89,7 +91,9 @@ def neighbour_context(
     sim = {m.id: float(s) for m, s in zip(usable, sims, strict=True)}
     scored = []
     for m in usable:
+        own = sim[m.id]
         near = [sim.get(n, 0.0) for n in adj.get(m.id, ())]
-        scored.append((m, sim[m.id] + neighbour_share * sum(near), max(near, default=-1.0)))
+        lift = sum(max(0.0, s - own) for s in near)
+        scored.append((m, own + neighbour_share * lift, max(near, default=-1.0)))
     scored.sort(key=lambda t: (-t[1], t[0].id))
     return scored

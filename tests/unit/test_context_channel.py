@@ -79,12 +79,17 @@ def test_context_adds_the_neighbours_similarity_within_the_run() -> None:
             )
         }
         reply, near = scored[ids["reply"]]
-        assert abs(reply - (own[ids["reply"]] + 0.5 * (own[ids["ask"]] + own[ids["bye"]]))) < 1e-5
+        r = own[ids["reply"]]
+        # a neighbour adds only the similarity the turn itself lacks
+        lift = max(0.0, own[ids["ask"]] - r) + max(0.0, own[ids["bye"]] - r)
+        assert own[ids["ask"]] > r
+        assert abs(reply - (r + 0.5 * lift)) < 1e-5
         assert abs(near - max(own[ids["ask"]], own[ids["bye"]])) < 1e-5
         # the reply beside the question outranks the equally unlike turn of session 2
         assert scored[ids["reply"]][0] > scored[ids["other"]][0]
         # no NEXT link crosses runs: session 1's last turn is not session 2's neighbour
-        assert abs(scored[ids["chat"]][0] - (own[ids["chat"]] + 0.5 * own[ids["other"]])) < 1e-5
+        chat = own[ids["chat"]] + 0.5 * max(0.0, own[ids["other"]] - own[ids["chat"]])
+        assert abs(scored[ids["chat"]][0] - chat) < 1e-5
 
 
 def test_the_channel_lifts_an_answer_that_shares_no_word_with_the_question() -> None:
@@ -101,6 +106,23 @@ def test_the_channel_lifts_an_answer_that_shares_no_word_with_the_question() -> 
         assert ids["reply"] in ranked_on
         assert "context_rank" in with_ctx[ranked_on.index(ids["reply"])].breakdown
         assert ids["other"] not in ranked_on
+
+
+def test_an_echoed_turn_gains_nothing_and_a_memory_outside_runs_keeps_its_own_score() -> None:
+    with GraphMemory.open("memory://", embedder=KeywordEmbedder()) as mem:
+        alone = mem.remember("paint answer", agent_id="c")  # no run
+        asked = mem.remember("paint paint", agent_id="c", run_id="r")
+        mem.remember("paint paint paint", agent_id="c", run_id="r")  # the echo after it
+        mem.vectors.wait()
+        q = KeywordEmbedder().embed(["paint"])[0]
+        got = {
+            m.id: s
+            for m, s, _ in neighbour_context(
+                mem.backend, mem.get([alone.id, asked.id]), Filter.for_memories(), q, 0.5
+            )
+        }
+        assert abs(got[asked.id] - 1.0) < 1e-5  # its echo is no more relevant than itself
+        assert abs(got[alone.id] - float(KeywordEmbedder().embed(["paint answer"])[0] @ q)) < 1e-5
 
 
 def test_an_unrelated_query_still_finds_nothing() -> None:
