@@ -98,11 +98,12 @@ class RecallConfig(BaseModel):
     #: (those memories are then found by the lexical and graph channels only)
     vector_wait: float = Field(default=60.0, ge=0.0)
     #: neighbour-context channel (graphmem.context): the ``context_pool`` best candidates
-    #: and their NEXT neighbours in the same run, ranked by cos(q, m) + context_share x the
-    #: sum of their neighbours' cosines, fused by rank with this weight; 0: off. 0.25 chosen
-    #: on LoCoMo dev conv-26/30/41 among 0.25/0.5/1.0, confirmed on conv-42/43 (R@50 up on
-    #: both; benchmarks/RESULTS.md)
-    context_weight: float = Field(default=0.25, ge=0.0)
+    #: and their NEXT neighbours in the same run, ranked by cos(q, m) + context_share x what
+    #: their neighbours' cosines add to their own, fused by rank with this weight; 0: off.
+    #: Off by default: on LoCoMo dev (weight 0.25) it lifts R@50 (+0.7 / +0.3 on the two
+    #: splits) but lowers R@10 (-0.6 / -0.5) and costs a graph read per recall
+    #: (benchmarks/RESULTS.md)
+    context_weight: float = Field(default=0.0, ge=0.0)
     context_share: float = Field(default=0.3, ge=0.0)
     context_pool: int = Field(default=20, ge=1)
     # diversity: with embeddings, cosine between memories; without, bigram Jaccard of text
