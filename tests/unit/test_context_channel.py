@@ -9,10 +9,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from graphmem.config import RecallConfig
 from graphmem.context import neighbour_context
 from graphmem.memory import GraphMemory
 from graphmem.models import Filter
-from graphmem.retrieval import RecallConfig
 
 # the question's topic and the answer's (unlike the question)
 _TOPIC = {"paint": 0, "answer": 1}
