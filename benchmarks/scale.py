@@ -70,19 +70,24 @@ def sentence(rng: random.Random) -> str:
 
 
 def items(n: int, seed: int = 7) -> list[dict[str, Any]]:
+    """``n`` memories of 20 agents in 5 namespaces; a run belongs to one agent (only its
+    agent may add to it), about 50 memories a run."""
     rng = random.Random(seed)
-    return [
-        {
-            "content": sentence(rng),
-            "agent_id": f"agent{rng.randrange(20)}",
-            "namespace": f"ns{rng.randrange(5)}",
-            "run_id": f"run{rng.randrange(n // 50 + 1)}",
-            "tags": [f"tag{rng.randrange(50)}"],
-            "importance": rng.random(),
-            "created_at": T0 + timedelta(seconds=i),
-        }
-        for i in range(n)
-    ]
+    out = []
+    for i in range(n):
+        run = rng.randrange(n // 50 + 1)
+        out.append(
+            {
+                "content": sentence(rng),
+                "agent_id": f"agent{run % 20}",
+                "namespace": f"ns{rng.randrange(5)}",
+                "run_id": f"run{run}",
+                "tags": [f"tag{rng.randrange(50)}"],
+                "importance": rng.random(),
+                "created_at": T0 + timedelta(seconds=i),
+            }
+        )
+    return out
 
 
 def pct(values: list[float], p: float) -> float:
