@@ -296,6 +296,18 @@ class RecallNeighbours(Protocol):
 
 
 @runtime_checkable
+class GuardedWrite(Protocol):
+    """A backend that checks, inside a write's own statement, that no node matches a
+    filter (a server backend: reconcile's duplicate lookup and the write become one round
+    trip instead of two)."""
+
+    def write_unless(self, batch: WriteBatch, absent: Filter) -> None:
+        """Apply ``batch`` as :meth:`GraphBackend.write` does, unless a node matches
+        ``absent``: then Conflict, and nothing is written."""
+        ...
+
+
+@runtime_checkable
 class VectorQueue(Protocol):
     """A backend that stores memories without an embedding and embeds them later: it takes
     :attr:`WriteBatch.vectors` and lists the memories still waiting (the background

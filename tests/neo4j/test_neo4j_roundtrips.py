@@ -184,6 +184,54 @@ def test_remember_through_graphmemory_is_one_round_trip(
     assert len(fake.recorder.writes()) == 1
 
 
+def test_remember_with_reconcile_on_is_one_round_trip(neo: Neo4jBackend, fake: FakeDriver) -> None:
+    """Reconcile's exact-duplicate lookup travels inside the write (an index seek that
+    stops the statement when a duplicate exists): a new memory is one statement in one
+    transaction, with reconcile at its default (on)."""
+    mem = GraphMemory(neo, embedder=None, owns_backend=False, knowledge=False)
+    written = mem.remember("the 3 kettles are blue", agent_id="a", namespace="home")
+    assert fake.recorder.names() == [
+        "write guard absent + nodes/hubs + nodes/memory_upsert (create)"
+    ]
+    (tx,) = fake.recorder.transactions
+    assert tx.mode == "write" and tx.outcome == "committed"
+    (st,) = tx.statements
+    guard = st.text[: st.text.index("CREATE (m:Memory")]
+    assert "OPTIONAL MATCH (n:Memory)" in guard and "1 / CASE WHEN found = 0" in guard
+    # the duplicate's scope and content are parameters of the guard
+    assert {written.content_hash, "a", "home", "active"} <= set(
+        v for k, v in st.params.items() if k.startswith("p0_")
+    )
+    assert mem.last_reconcile is not None and mem.last_reconcile.action == "created"
+
+
+def test_a_duplicate_found_by_the_write_guard_is_reconciled_by_reading(
+    neo: Neo4jBackend, fake: FakeDriver
+) -> None:
+    """When the guard finds an exact duplicate, nothing is written; reconcile then reads
+    as before and returns the existing memory."""
+    old = Memory(content="the 3 kettles are blue", agent_id="a")
+
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if name.startswith("write guard absent"):
+            raise guard_failure()
+        if name == "match":
+            return [{"props": old.to_props()}]
+        if name == "nodes/memory_get":
+            return [{"id": old.id, "eid": "e1", "props": old.to_props()}]
+        return None
+
+    fake.respond = respond
+    mem = GraphMemory(neo, embedder=None, owns_backend=False, knowledge=False)
+    again = mem.remember("the 3 kettles are blue", agent_id="a")
+    assert again.id == old.id
+    assert mem.last_reconcile is not None and mem.last_reconcile.action == "duplicate"
+    assert fake.recorder.transactions[0].outcome == "rolled back"
+    assert not [
+        t for t in fake.recorder.transactions if t.outcome == "committed" and t.mode == "write"
+    ]
+
+
 @pytest.mark.parametrize(("n", "batch_rows"), [(10_000, 1000), (10_000, 5000), (2500, 1000)])
 def test_a_batch_is_at_most_ceil_n_over_batch_plus_one_statements(n: int, batch_rows: int) -> None:
     fake = FakeDriver()
