@@ -228,8 +228,10 @@ class GraphMemory(MemoryAPI):
             cfg = with_profile(cfg, profile)
         if url is None:
             url = cfg.url
-            auth = auth if auth is not None else cfg.auth
-            database = database if database is not None else cfg.database
+            if url.partition("://")[0].startswith(("neo4j", "bolt")):
+                # a server's credentials (NEO4J_USER ... may sit beside a file store)
+                auth = auth if auth is not None else cfg.auth
+                database = database if database is not None else cfg.database
         options = {**cfg.replace(url=url).backend_options(), **backend_options}
         if auth is not None:
             options["auth"] = auth
