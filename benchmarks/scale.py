@@ -70,24 +70,21 @@ def sentence(rng: random.Random) -> str:
 
 
 def items(n: int, seed: int = 7) -> list[dict[str, Any]]:
-    """``n`` memories of 20 agents in 5 namespaces; a run belongs to one agent (only its
-    agent may add to it), about 50 memories a run."""
     rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        run = rng.randrange(n // 50 + 1)
-        out.append(
-            {
-                "content": sentence(rng),
-                "agent_id": f"agent{run % 20}",
-                "namespace": f"ns{rng.randrange(5)}",
-                "run_id": f"run{run}",
-                "tags": [f"tag{rng.randrange(50)}"],
-                "importance": rng.random(),
-                "created_at": T0 + timedelta(seconds=i),
-            }
-        )
-    return out
+    # a run belongs to one agent (only its agent may add to it): run r is agent r % 20's
+    runs = [rng.randrange(n // 50 + 1) for _ in range(n)]
+    return [
+        {
+            "content": sentence(rng),
+            "agent_id": f"agent{runs[i] % 20}",
+            "namespace": f"ns{rng.randrange(5)}",
+            "run_id": f"run{runs[i]}",
+            "tags": [f"tag{rng.randrange(50)}"],
+            "importance": rng.random(),
+            "created_at": T0 + timedelta(seconds=i),
+        }
+        for i in range(n)
+    ]
 
 
 def pct(values: list[float], p: float) -> float:
