@@ -6,7 +6,8 @@ loop is never blocked by storage, embedding or LLM work. GraphMemory is thread-s
 concurrent coroutines are safe too.
 
 The facade has GraphMemory's core verbs and the same sub-objects (``runs``, ``agents``,
-``org``, ``namespaces``, ``lifecycle``, ``knowledge``, ``log``, ``vectors``, ``writes``),
+``org``, ``namespaces``, ``lifecycle``, ``knowledge``, ``log``, ``vectors``, ``transfer``,
+``writes``),
 each with the verbs of its :mod:`graphmem.protocol` Protocol as coroutines. Each coroutine
 method is typed from the synchronous one it runs (same parameters, awaitable result), so a
 misspelt name is an AttributeError and a wrong argument a type error.
@@ -41,6 +42,7 @@ from graphmem.reconcile import ReconcileResult
 from graphmem.reindex import Vectors
 from graphmem.runs import Runs
 from graphmem.scoping import Namespaces, Scope
+from graphmem.transfer import Transfer
 from graphmem.verbs import MemoryWrites
 
 __all__ = ["AsyncGraphMemory"]
@@ -248,6 +250,13 @@ class AsyncVectors(_Facade):
     reindex = _OffLoop(Vectors.reindex)
 
 
+class AsyncTransfer(_Facade):
+    """``mem.transfer`` as coroutines (see :class:`graphmem.transfer.Transfer`)."""
+
+    export = _OffLoop(Transfer.export)
+    import_ = _OffLoop(Transfer.import_)
+
+
 class AsyncWrites(_Facade):
     """``mem.writes`` as coroutines (see :class:`graphmem.verbs.MemoryWrites`)."""
 
@@ -286,6 +295,7 @@ class AsyncGraphMemory(_Facade):
         self.knowledge = AsyncKnowledge(mem.knowledge)
         self.log = AsyncLog(mem.log)
         self.vectors = AsyncVectors(mem.vectors)
+        self.transfer = AsyncTransfer(mem.transfer)
         self.writes = AsyncWrites(mem.writes)
 
     @classmethod
@@ -347,8 +357,6 @@ class AsyncGraphMemory(_Facade):
 
     recall = _OffLoop(GraphMemory.recall)
     relevance = _OffLoop(GraphMemory.relevance)
-    export = _OffLoop(GraphMemory.export)
-    import_ = _OffLoop(GraphMemory.import_)
     stats = _OffLoop(GraphMemory.stats)
 
     @overload

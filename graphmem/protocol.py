@@ -71,6 +71,7 @@ __all__ = [
     "NamespacesAPI",
     "OrgAPI",
     "RunsAPI",
+    "TransferAPI",
     "VectorsAPI",
     "WritesAPI",
 ]
@@ -478,6 +479,18 @@ class VectorsAPI(Protocol):
 
 
 @runtime_checkable
+class TransferAPI(Protocol):
+    """Export and import of a whole store (``mem.transfer``).
+
+    Implemented by :class:`~graphmem.transfer.Transfer` and by a null part of
+    :class:`~graphmem.null.NullMemory`."""
+
+    def export(self, dest: str | Path | IO[str]) -> ImportReport: ...
+
+    def import_(self, src: str | Path | IO[str], *, batch_size: int = 2000) -> ImportReport: ...
+
+
+@runtime_checkable
 class WritesAPI(Protocol):
     """The low-level write verbs (``mem.writes``).
 
@@ -537,6 +550,8 @@ class MemoryAPI(Protocol):
     log: LogAPI
 
     vectors: VectorsAPI
+
+    transfer: TransferAPI
 
     writes: WritesAPI
 
@@ -698,9 +713,5 @@ class MemoryAPI(Protocol):
         max_events: int = 20,
         **filters: Any,
     ) -> builtins.list[dict[str, str]]: ...
-
-    def export(self, dest: str | Path | IO[str]) -> ImportReport: ...
-
-    def import_(self, src: str | Path | IO[str], *, batch_size: int = 2000) -> ImportReport: ...
 
     def stats(self) -> dict[str, Any]: ...

@@ -5,8 +5,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from pathlib import Path
-from typing import IO, Any, Literal, overload
+from typing import Any, Literal, overload
 
 import networkx as nx
 
@@ -22,12 +21,11 @@ from graphmem.models import (
     validated,
 )
 from graphmem.null.lifecycle import NullKnowledge, NullLifecycle
-from graphmem.null.log import NullLog, NullVectors, NullWrites
+from graphmem.null.log import NullLog, NullTransfer, NullVectors, NullWrites
 from graphmem.null.org import NullNamespaces, NullOrg
 from graphmem.null.runs import NullAgents, NullRuns
 from graphmem.protocol import (
     ForgetReport,
-    ImportReport,
     MemoryAPI,
 )
 from graphmem.reconcile import ReconcileResult
@@ -45,6 +43,7 @@ class NullMemory(MemoryAPI):
     knowledge: NullKnowledge
     log: NullLog
     vectors: NullVectors
+    transfer: NullTransfer
     writes: NullWrites
 
     def __init__(self, *, clock: Callable[[], datetime] = utcnow) -> None:
@@ -57,6 +56,7 @@ class NullMemory(MemoryAPI):
         self.knowledge = NullKnowledge(clock)
         self.log = NullLog(clock)
         self.vectors = NullVectors(clock)
+        self.transfer = NullTransfer()
         self.writes = NullWrites(clock)
         self.llm: LLM | None = None
 
@@ -178,9 +178,6 @@ class NullMemory(MemoryAPI):
     ) -> ForgetReport:
         return ForgetReport(deleted=(), restored=(), dry_run=dry_run)
 
-    def import_(self, src: str | Path | IO[str], *, batch_size: int = 2000) -> ImportReport:
-        return ImportReport(nodes=0, edges=0)
-
     # -- reads: nothing there -----------------------------------------------------------
 
     @overload
@@ -240,9 +237,6 @@ class NullMemory(MemoryAPI):
         if format == "text":
             return ""
         return [{"role": "user", "content": query}] if query.strip() else []
-
-    def export(self, dest: str | Path | IO[str]) -> ImportReport:
-        return ImportReport(nodes=0, edges=0)
 
     def stats(self) -> dict[str, Any]:
         return {
