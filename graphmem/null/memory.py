@@ -141,7 +141,7 @@ class NullMemory(MemoryAPI):
         from graphmem.messages import add_messages
 
         return add_messages(
-            self,  # type: ignore[arg-type]
+            self,
             messages,
             agent_id=agent_id,
             user_id=user_id,
