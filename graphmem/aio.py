@@ -28,7 +28,16 @@ import builtins
 import contextvars
 from collections.abc import Callable, Coroutine, Generator, Sequence
 from types import TracebackType
-from typing import Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
+from typing import (
+    Any,
+    Concatenate,
+    Generic,
+    Literal,
+    ParamSpec,
+    TypeVar,
+    Unpack,
+    overload,
+)
 
 from graphmem.agents import Agents
 from graphmem.eventlog import EventLog
@@ -38,6 +47,7 @@ from graphmem.llm import LLM, Reflection
 from graphmem.memory import GraphMemory
 from graphmem.models import Entity, EntityType, Memory
 from graphmem.org import OrgMemory
+from graphmem.protocol import ContextOptions
 from graphmem.reconcile import ReconcileResult
 from graphmem.reindex import Vectors
 from graphmem.runs import Runs
@@ -386,12 +396,16 @@ class AsyncGraphMemory(_Facade):
 
     @overload
     async def context(
-        self, query: str = "", *, format: Literal["text"] = "text", **options: Any
+        self,
+        query: str = "",
+        *,
+        format: Literal["text"] = "text",
+        **options: Unpack[ContextOptions],
     ) -> str: ...
 
     @overload
     async def context(
-        self, query: str = "", *, format: Literal["messages"], **options: Any
+        self, query: str = "", *, format: Literal["messages"], **options: Unpack[ContextOptions]
     ) -> builtins.list[dict[str, str]]: ...
 
     async def context(

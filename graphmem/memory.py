@@ -33,7 +33,7 @@ import builtins
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Literal, overload
+from typing import Any, Literal, Unpack, overload
 
 import networkx as nx
 
@@ -61,7 +61,7 @@ from graphmem.models import (
 )
 from graphmem.org import OrgMemory
 from graphmem.profiles import with_profile
-from graphmem.protocol import ContextFormat, ForgetReport, ImportReport, MemoryAPI
+from graphmem.protocol import ContextFormat, ContextOptions, ForgetReport, ImportReport, MemoryAPI
 from graphmem.reconcile import ReconcileResult
 from graphmem.reindex import Vectors, check_embedder
 from graphmem.retrieval import Retriever
@@ -705,32 +705,12 @@ class GraphMemory(MemoryAPI):
         query: str = "",
         *,
         format: Literal["text"] = "text",
-        max_tokens: int = 2000,
-        k: int = 50,
-        policies: Sequence[str] | None = None,
-        config: RecallConfig | str | None = None,
-        touch: bool = True,
-        run_id: str | None = None,
-        system: str | None = None,
-        max_events: int = 20,
-        **filters: Any,
+        **options: Unpack[ContextOptions],
     ) -> str: ...
 
     @overload
     def context(
-        self,
-        query: str = "",
-        *,
-        format: Literal["messages"],
-        max_tokens: int = 2000,
-        k: int = 50,
-        policies: Sequence[str] | None = None,
-        config: RecallConfig | str | None = None,
-        touch: bool = True,
-        run_id: str | None = None,
-        system: str | None = None,
-        max_events: int = 20,
-        **filters: Any,
+        self, query: str = "", *, format: Literal["messages"], **options: Unpack[ContextOptions]
     ) -> builtins.list[dict[str, str]]: ...
 
     def context(

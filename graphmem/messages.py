@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from graphmem.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from graphmem.protocol import MemoryAPI
     from graphmem.models import Memory
+    from graphmem.protocol import MemoryAPI
 
 __all__ = [
     "EVENT_ROLES",

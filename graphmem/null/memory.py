@@ -5,18 +5,15 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Literal, overload
+from typing import Any, Literal, Unpack, overload
 
 import networkx as nx
 
 from graphmem.errors import InvalidInput, NotFound
 from graphmem.llm import LLM
 from graphmem.models import (
-    Category,
     Memory,
     RecallResult,
-    Tier,
-    Visibility,
     utcnow,
     validated,
 )
@@ -25,8 +22,10 @@ from graphmem.null.log import NullLog, NullTransfer, NullVectors, NullWrites
 from graphmem.null.org import NullNamespaces, NullOrg
 from graphmem.null.runs import NullAgents, NullRuns
 from graphmem.protocol import (
+    ContextOptions,
     ForgetReport,
     MemoryAPI,
+    MemoryFields,
 )
 from graphmem.reconcile import ReconcileResult
 from graphmem.scoping import Scope
@@ -87,45 +86,9 @@ class NullMemory(MemoryAPI):
     # -- writes: validated, returned, not stored ----------------------------------------
 
     def remember(
-        self,
-        content: str,
-        *,
-        agent_id: str = "default",
-        run_id: str | None = None,
-        namespace: str = "default",
-        category: Category | str = Category.SEMANTIC,
-        tier: Tier | str | None = None,
-        importance: float | None = None,
-        confidence: float = 1.0,
-        tags: Sequence[str] = (),
-        metadata: Mapping[str, Any] | None = None,
-        event_type: str | None = None,
-        created_at: datetime | None = None,
-        valid_from: datetime | None = None,
-        expires_at: datetime | None = None,
-        visibility: Visibility | str = Visibility.PRIVATE,
-        user_id: str | None = None,
-        reconcile: str | None = None,
+        self, content: str, *, reconcile: str | None = None, **fields: Unpack[MemoryFields]
     ) -> Memory:
-        return self.writes.reconcile(
-            content,
-            mode=reconcile,
-            agent_id=agent_id,
-            run_id=run_id,
-            namespace=namespace,
-            category=category,
-            tier=tier,
-            importance=importance,
-            confidence=confidence,
-            tags=tags,
-            metadata=metadata,
-            event_type=event_type,
-            created_at=created_at,
-            valid_from=valid_from,
-            expires_at=expires_at,
-            visibility=visibility,
-            user_id=user_id,
-        ).memory
+        return self.writes.reconcile(content, mode=reconcile, **fields).memory
 
     def add_messages(
         self,
@@ -221,12 +184,16 @@ class NullMemory(MemoryAPI):
 
     @overload
     def context(
-        self, query: str = "", *, format: Literal["text"] = "text", **_options: Any
+        self,
+        query: str = "",
+        *,
+        format: Literal["text"] = "text",
+        **options: Unpack[ContextOptions],
     ) -> str: ...
 
     @overload
     def context(
-        self, query: str = "", *, format: Literal["messages"], **_options: Any
+        self, query: str = "", *, format: Literal["messages"], **options: Unpack[ContextOptions]
     ) -> builtins.list[dict[str, str]]: ...
 
     def context(
