@@ -13,6 +13,7 @@ import numpy as np
 
 from graphmem.backends.base import GraphBackend, RecallNeighbours, RecallSearch
 from graphmem.config import RecallConfig
+from graphmem.context import neighbour_context
 from graphmem.embeddings import Embedder
 from graphmem.errors import ConfigError, InvalidInput
 from graphmem.knowledge.channel import entity_channel, shared_entity_neighbours
@@ -166,6 +167,8 @@ class Retriever:
             self._feedback(cands, query, flt, fetch, lexical, vector, cfg)
         if cfg.temporal_weight > 0 or cfg.when_weight > 0:
             self._temporal(cands, query, flt, qvec, fetch, lexical, vector, cfg)
+        if cfg.context_weight > 0 and qvec is not None and cands:
+            self._context(cands, flt, qvec, fetch, lexical, vector, cfg)
         qterms = _terms(query)
         self._score_evidence(cands.values(), qvec, qterms)
         # floor: only seeds with evidence of relevance survive (and may bring neighbours)
@@ -251,7 +254,8 @@ class Retriever:
         if coverage >= cfg.min_coverage or "temporal_rank" in c.breakdown:
             return True  # (a memory of the day or month the question names is evidence)
         if qvec is not None and c.cosine is not None:
-            return c.cosine >= cfg.min_similarity
+            near = min(c.breakdown.get("context", -1.0), c.breakdown.get("context_near", -1.0))
+            return max(c.cosine, near) >= cfg.min_similarity
         # no vector evidence: a BM25 match on a content word is all the evidence there is
         return "lexical" in c.breakdown and coverage > 0
 
@@ -430,6 +434,40 @@ class Retriever:
             cand.breakdown["prf_rank"] = float(rank)
             cand.fused += cfg.prf_weight / (cfg.rrf_k + rank) / top
             cand.breakdown["fused"] = cand.fused
+
+    def _context(
+        self,
+        cands: dict[str, _Cand],
+        flt: Filter,
+        qvec: np.ndarray,
+        fetch: int,
+        lexical: list[Hit],
+        vector: list[Hit],
+        cfg: RecallConfig,
+    ) -> None:
+        """The neighbour-context channel (graphmem.context), fused by rank."""
+        pool = sorted(cands.values(), key=lambda c: -c.fused)[: cfg.context_pool]
+        scored = neighbour_context(
+            self.backend, [c.memory for c in pool], flt, qvec, cfg.context_share
+        )[:fetch]
+        fresh = [m.id for m, _, _ in scored if m.id not in cands]
+        scoped = set(fresh) if self._neighbours is not None else self._within(flt, fresh)
+        ran = (cfg.lexical_weight if lexical else 0.0) + (cfg.vector_weight if vector else 0.0)
+        top = (ran / (cfg.rrf_k + 1) if cfg.fusion == "rrf" else ran) or 1.0
+        rank = 0
+        for m, score, near in scored:
+            c = cands.get(m.id)
+            if c is None:
+                if m.id not in scoped:
+                    continue
+                c = cands[m.id] = _Cand(m)
+            rank += 1
+            c.seed = True
+            c.breakdown["context_rank"] = float(rank)
+            c.breakdown["context"] = score
+            c.breakdown["context_near"] = near
+            c.fused += cfg.context_weight / (cfg.rrf_k + rank) / top
+            c.breakdown["fused"] = c.fused
 
     def _temporal(
         self,
