@@ -31,6 +31,7 @@ from graphmem.embeddings.base import (
     SMALL_BATCH,
     Embedder,
     HashEmbedder,
+    QueryEmbedder,
     log,
 )
 from graphmem.embeddings.factory import MODEL_PACKAGE, MODEL_SHA256, fetch_model, make_embedder
@@ -52,6 +53,7 @@ __all__ = [
     "HashEmbedder",
     "OnnxEmbedder",
     "Quantize",
+    "QueryEmbedder",
     "SentenceTransformerEmbedder",
     "bundled_model_path",
     "default_cache_dir",
