@@ -371,6 +371,9 @@ class Chroma(System):
                         "attention_mask": mask,
                         "token_type_ids": np.zeros_like(ids),
                     }
+                    # graphmem's export may leave out the (all-zero) token types
+                    wanted = {i.name for i in self.model.get_inputs()}
+                    feed = {k: v for k, v in feed.items() if k in wanted}
                     hidden = self.model.run(None, feed)[0]
                     m = mask[:, :, None].astype(np.float32)
                     pooled = (hidden * m).sum(1) / np.clip(m.sum(1), 1e-9, None)
