@@ -23,15 +23,13 @@ from graphmem.embeddings import HashEmbedder
 from graphmem.errors import ConfigError, InvalidInput
 from graphmem.memory import GraphMemory
 from graphmem.models import Filter, Memory, RecallResult
-from graphmem.retrieval import (
-    Retriever,
+from graphmem.retrieval import Retriever, estimate_tokens, neutralise
+from graphmem.retrieval.window import (
     _fence_texts,
     _fmt_memory,
     _footer,
     _header,
     _new_boundary,
-    estimate_tokens,
-    neutralise,
 )
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
