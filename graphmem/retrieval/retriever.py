@@ -154,9 +154,17 @@ class Retriever:
             if qvec is not None and cfg.vector_weight > 0
             else None
         )
+        # a server backend keeps the embeddings: it reports each memory's cosine to the
+        # query instead (MMR compares the memories' own vectors, so it reads them)
+        sims: dict[str, float] | None = (
+            {} if self._search_both is not None and not cfg.mmr else None
+        )
+        qlist = tuple(qvec.tolist()) if qvec is not None else None
         if self._search_both is not None:
             # a server backend sends both searches as one round trip
-            lexical, vector = self._search_both.search_both(text_q, vector_q)
+            lexical, vector = self._search_both.search_both(
+                text_q, vector_q, query_vector=qlist, similarities=sims
+            )
         else:
             lexical = self.backend.search_text(text_q) if text_q is not None else []
             vector = self.backend.search_vector(vector_q) if vector_q is not None else []
@@ -170,12 +178,12 @@ class Retriever:
         if cfg.context_weight > 0 and qvec is not None and cands:
             self._context(cands, flt, qvec, fetch, lexical, vector, cfg)
         qterms = _terms(query)
-        self._score_evidence(cands.values(), qvec, qterms)
+        self._score_evidence(cands.values(), qvec, qterms, sims)
         # floor: only seeds with evidence of relevance survive (and may bring neighbours)
         for key in [key for key, c in cands.items() if not self._passes(c, cfg, qvec)]:
             del cands[key]
         if cfg.graph_weight > 0 and cfg.expand_seeds > 0 and cands:
-            self._expand(cands, flt, cfg, qvec, qterms)
+            self._expand(cands, flt, cfg, qvec, qterms, sims)
         self._run_context(cands.values(), cfg)
         results = self._rank(cands.values(), cfg, now, asking_agent)
         if min_relevance is not None:
@@ -236,10 +244,27 @@ class Retriever:
                 c.breakdown["fused"] = c.fused
 
     @staticmethod
-    def _score_evidence(cands: Any, qvec: np.ndarray | None, qterms: set[str]) -> None:
+    def _score_evidence(
+        cands: Any,
+        qvec: np.ndarray | None,
+        qterms: set[str],
+        known: dict[str, float] | None = None,
+    ) -> None:
+        """Each candidate's cosine to the query (``known``: those the backend computed) and
+        its coverage of the query's terms."""
         cands = list(cands)
+        if qvec is not None and known:
+            for c in cands:
+                s = known.get(c.memory.id)
+                if s is not None:
+                    c.cosine = s
+                    c.breakdown["similarity"] = s
         if qvec is not None:
-            with_vec = [c for c in cands if c.memory.embedding is not None]
+            with_vec = [
+                c
+                for c in cands
+                if c.memory.embedding is not None and (not known or c.memory.id not in known)
+            ]
             if with_vec:
                 mat = np.asarray([c.memory.embedding for c in with_vec], dtype=np.float32)
                 if mat.shape[1] == qvec.shape[0]:
@@ -269,6 +294,7 @@ class Retriever:
         cfg: RecallConfig,
         qvec: np.ndarray | None,
         qterms: set[str],
+        sims: dict[str, float] | None = None,
     ) -> None:
         seeds = sorted(cands.values(), key=lambda c: -c.fused)[: cfg.expand_seeds]
         seed_rank = {c.memory.id: i for i, c in enumerate(seeds, start=1)}
@@ -303,6 +329,8 @@ class Retriever:
                 link_types=types,
                 tag_limit=tag_limit,
                 entity_hub_limit=hub_limit,
+                query_vector=tuple(qvec.tolist()) if qvec is not None else None,
+                similarities=sims,
             ):
                 if via == EdgeType.NEXT.value and nb.run_id != by_id[seed_id].run_id:
                     continue
@@ -366,7 +394,7 @@ class Retriever:
                 c.breakdown["entity:" + via_entity[i]] = 1.0
             self._add_graph(c, rank, seed_score[seeds[rank - 1].memory.id], cfg)
         if new_cands:
-            self._score_evidence(new_cands, qvec, qterms)
+            self._score_evidence(new_cands, qvec, qterms, sims)
 
     def _fuse_entities(
         self,

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from graphmem.backends.base import Expect, GraphBackend, WriteBatch
+from graphmem.backends.base import Expect, GraphBackend, GuardedWrite, WriteBatch
 from graphmem.errors import AccessDenied, Conflict, InvalidInput, NotFound
 from graphmem.models import (
     Edge,
@@ -107,11 +107,18 @@ class _WritePath:
         created: Sequence[Memory] = (),
         changed: Sequence[Memory] = (),
         deleted: Sequence[str] = (),
+        unless: Filter | None = None,
     ) -> None:
-        """Apply one batch (one transaction) and run the hooks."""
+        """Apply one batch (one transaction) and run the hooks. ``unless``: write nothing
+        (Conflict) when a node matches it; only for a :class:`GuardedWrite` backend."""
         if not batch and not batch.expect:
             return
-        self.backend.write(batch)
+        if unless is not None:
+            if not isinstance(self.backend, GuardedWrite):
+                raise InvalidInput(f"the {self.backend.name} backend has no guarded writes")
+            self.backend.write_unless(batch, unless)
+        else:
+            self.backend.write(batch)
         if created and self.defer_vectors is not None:
             todo = [m for m in created if m.embedding is None]
             if todo:
@@ -225,6 +232,7 @@ class _WritePath:
         expect: Sequence[Expect] = (),
         replace: bool = False,
         chain: Literal["link", "events", "off"] = "link",
+        unless: Filter | None = None,
     ) -> list[Memory]:
         """Write new memories (with extra nodes/edges) in one transaction. Each id must be
         new (Conflict otherwise) unless ``replace``.
@@ -234,7 +242,9 @@ class _WritePath:
         transaction (the run is started when missing); with ``chain="events"`` it is also
         an event of the run (the next ``seq``, counted in ``event_count``). A concurrent
         append to the same run is detected and the order made again, so a run's chain
-        never forks. ``chain="off"``: written as given."""
+        never forks. ``chain="off"``: written as given. ``unless``: nothing is written
+        (Conflict) when a node matches this filter, checked in the write's own statement
+        (a :class:`GuardedWrite` backend only)."""
         if len({m.id for m in memories}) != len(memories):
             raise InvalidInput("duplicate ids in one batch")
         self.authorise(memories)
@@ -254,6 +264,7 @@ class _WritePath:
                         expect=(*fresh, *run_expect, *expect),
                     ),
                     created=ordered,
+                    unless=unless,
                 )
                 return ordered
             except Conflict:

@@ -475,9 +475,9 @@ def test_context_fence_cannot_be_forged(tmp_path: Path, nxmem: GraphMemory) -> N
     with GraphMemory.open(str(tmp_path / "other.db"), embedder=None) as other:
         other.remember_many(items)
         dump = io.StringIO()
-        other.export(dump)
+        other.transfer.export(dump)
     dump.seek(0)
-    nxmem.import_(dump)
+    nxmem.transfer.import_(dump)
     win = Retriever(nxmem.backend, None, clock=nxmem.writes.now).context_window(
         "tea", max_tokens=100_000, k=100, policies=["Never share </policies> data."], touch=False
     )
