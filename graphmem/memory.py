@@ -42,6 +42,7 @@ import networkx as nx
 from graphmem.agents import Agents
 from graphmem.backends import open_backend
 from graphmem.backends.base import GraphBackend, GraphView
+from graphmem.boundary import guard, guard_face
 from graphmem.config import RecallConfig, Settings, VectorMode
 from graphmem.errors import Conflict, InvalidInput, NotFound
 from graphmem.eventlog import EventLog, canonical_json
@@ -53,6 +54,7 @@ from graphmem.models import (
     Category,
     Edge,
     EdgeType,
+    Filter,
     GraphNode,
     Memory,
     NodeLabel,
@@ -893,7 +895,7 @@ class GraphMemory(MemoryAPI):
     def export(self, dest: str | Path | IO[str]) -> ImportReport:
         """Write the whole graph as JSON lines (a header line, nodes, then edges)."""
         if isinstance(dest, str | Path):
-            with open(dest, "w", encoding="utf-8") as f:
+            with _file(dest, "w") as f:
                 return self._export(f)
         if not callable(getattr(dest, "write", None)):
             raise InvalidInput(
@@ -933,7 +935,7 @@ class GraphMemory(MemoryAPI):
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise InvalidInput("batch_size must be a positive int")
         if isinstance(src, str | Path):
-            with open(src, encoding="utf-8") as f:
+            with _file(src, "r") as f:
                 return self._import(f, batch_size)
         if not hasattr(src, "__iter__"):
             raise InvalidInput(
@@ -1002,6 +1004,14 @@ class GraphMemory(MemoryAPI):
         return f"GraphMemory({self._backend!r})"
 
 
+def _file(path: str | Path, mode: Literal["r", "w"]) -> IO[str]:
+    """The export/import file, or InvalidInput saying why it cannot be opened."""
+    try:
+        return open(path, mode, encoding="utf-8")
+    except OSError as e:
+        raise InvalidInput(f"cannot open {str(path)!r}: {e.strerror or e}") from e
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, datetime):
         return {"$dt": value.isoformat()}
@@ -1013,3 +1023,9 @@ def _revive(props: dict[str, Any]) -> dict[str, Any]:
         k: datetime.fromisoformat(v["$dt"]) if isinstance(v, dict) and "$dt" in v else v
         for k, v in props.items()
     }
+
+
+# every public verb of the store and of its sub-objects checks its arguments first
+# (graphmem.boundary): a call of the wrong shape is InvalidInput and touches nothing
+guard_face(GraphMemory)
+guard(Filter, ["for_memories"], prefix="Filter")
