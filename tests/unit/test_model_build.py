@@ -18,6 +18,10 @@ import pytest
 from graphmem import embeddings as emb_mod
 from graphmem.bert_onnx import build_bert_onnx, read_safetensors
 from graphmem.embeddings import OnnxEmbedder, bundled_model_path
+from graphmem.embeddings import base as emb_base
+from graphmem.embeddings import factory as emb_factory
+from graphmem.embeddings import onnx as emb_onnx
+from graphmem.embeddings import torch as emb_torch
 from graphmem.errors import ConfigError
 
 pytest.importorskip("onnx", reason="the onnx package is not installed")
@@ -57,18 +61,18 @@ def test_built_graph_matches_sentence_transformers(built: Path) -> None:
     pytest.importorskip("sentence_transformers", reason="sentence-transformers is absent")
     texts = _texts(200)
     assert len(set(texts)) == 200
-    layout = emb_mod._read_layout(MODEL)
+    layout = emb_torch._read_layout(MODEL)
     assert layout is not None
-    tok = emb_mod._tokenizer(MODEL, layout.max_length)
-    session = emb_mod._session(built)
+    tok = emb_onnx._tokenizer(MODEL, layout.max_length)
+    session = emb_onnx._session(built)
     got = np.concatenate(
         [
-            emb_mod._normalise_rows(
-                emb_mod._pool(
-                    emb_mod._run(session, {"input_ids", "attention_mask"}, *enc), enc[1], "mean"
+            emb_base._normalise_rows(
+                emb_onnx._pool(
+                    emb_onnx._run(session, {"input_ids", "attention_mask"}, *enc), enc[1], "mean"
                 )
             )
-            for enc in (emb_mod._encode(tok, texts[i : i + 32]) for i in range(0, 200, 32))
+            for enc in (emb_onnx._encode(tok, texts[i : i + 32]) for i in range(0, 200, 32))
         ]
     )
     want = emb_mod.SentenceTransformerEmbedder(cache_size=0).embed(texts)
@@ -134,7 +138,7 @@ def test_cache_key_is_the_content_and_stale_copies_go(
         to.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(built, to)
 
-    monkeypatch.setattr(emb_mod, "_export_onnx", copy_built)
+    monkeypatch.setattr(emb_onnx, "_export_onnx", copy_built)
     ea.prepare()
     assert ea.is_exported() and not stale.exists() and keep.exists()
     assert eb.is_exported()
@@ -196,7 +200,8 @@ def test_fetched_model_is_found_when_the_package_is_absent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("GRAPHMEM_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(emb_mod, "_BUNDLED_PACKAGE", "graphmem_no_such_package")
+    monkeypatch.setattr(emb_torch, "_BUNDLED_PACKAGE", "graphmem_no_such_package")
+    monkeypatch.setattr(emb_factory, "_BUNDLED_PACKAGE", "graphmem_no_such_package")
     assert bundled_model_path() is None
     with pytest.raises(ConfigError, match="graphmem model fetch"):
         emb_mod.make_embedder("bundled")

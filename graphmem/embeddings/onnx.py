@@ -1,0 +1,479 @@
+"""all-MiniLM-L6-v2 through ONNX Runtime: export once per model (optionally int8), then encode
+without torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import tempfile
+import threading
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from graphmem.embeddings.base import (
+    DEFAULT_MODEL,
+    SMALL_BATCH,
+    Embedder,
+    _CachedEmbedder,
+    _normalise_rows,
+    log,
+)
+from graphmem.embeddings.torch import (
+    _MODELS_LOCK,
+    _bundled_model,
+    _default_threads,
+    _Layout,
+    _load_sentence_transformer,
+    _read_layout,
+    _sentence_transformers_available,
+    default_cache_dir,
+)
+from graphmem.errors import ConfigError
+
+# ---------------------------------------------------------------------------------------
+# ONNX Runtime
+
+# Part of the cache key: bump it when the export changes so old files are not reused.
+_ONNX_FORMAT = 2
+Quantize = Literal["none", "int8"]
+_SAMPLE_TEXTS = (
+    "Alice drinks green tea every morning.",
+    "What did the team decide about the release date?",
+    "x",
+)
+_EXPORT_LOCK = threading.Lock()
+
+
+def onnx_runtime_available() -> bool:
+    """True when what :class:`OnnxEmbedder` needs at query time is installed."""
+    return all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "tokenizers"))
+
+
+def _onnx_export_available() -> bool:
+    """True when an ONNX file can be made here: for a BERT model with the onnx package alone
+    (no torch), for any other model through torch and sentence-transformers."""
+    return importlib.util.find_spec("onnx") is not None
+
+
+def _torch_export_available() -> bool:
+    return all(
+        importlib.util.find_spec(m) is not None for m in ("torch", "sentence_transformers", "onnx")
+    )
+
+
+# The files whose bytes decide a model's vectors; their digest names its cache folder.
+_KEY_FILES = ("config.json", "model.safetensors", "tokenizer.json", "modules.json")
+_DIGESTS_FILE = "digests.json"
+
+
+def _content_key(source: Path, cache: Path) -> str:
+    """A digest of the model files' *contents* (and the export format): the same model in two
+    virtual environments shares one cached ONNX file, a changed model gets another.
+
+    Hashing 90 MB costs a few tenths of a second, so the digest is remembered in
+    ``cache/digests.json`` against each file's path, size and time; a file that changes gets
+    hashed again."""
+    files = [source / n for n in _KEY_FILES if (source / n).is_file()]
+    stamp = "|".join(f"{f.resolve()}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files)
+    memo_path = cache / _DIGESTS_FILE
+    try:
+        memo: dict[str, str] = json.loads(memo_path.read_text())
+        if not isinstance(memo, dict):
+            memo = {}
+    except (OSError, ValueError):
+        memo = {}
+    key = memo.get(stamp)
+    if key is None:
+        h = hashlib.sha256(f"{_ONNX_FORMAT}\0".encode())
+        for f in files:
+            h.update(f"{f.name}\0".encode())
+            with f.open("rb") as fh:
+                while block := fh.read(1 << 20):
+                    h.update(block)
+        key = h.hexdigest()[:16]
+        memo = {k: v for k, v in memo.items() if Path(k.split(":", 1)[0]).exists()}
+        memo[stamp] = key
+        with contextlib.suppress(OSError):
+            with _temp_beside(memo_path) as tmp:
+                tmp.write_text(json.dumps(memo, indent=0))
+    return key
+
+
+@contextlib.contextmanager
+def _temp_beside(target: Path) -> Iterator[Path]:
+    """A temporary file next to ``target``, renamed onto it when the block succeeds: readers
+    never see a half-written model and concurrent exporters do not clash."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=target.stem + ".", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _tokenizer(source: Path, max_length: int) -> Any:
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(source / "tokenizer.json"))
+    tok.enable_truncation(max_length)
+    tok.no_padding()  # each call pads to its own longest text
+    return tok
+
+
+def _encode(tok: Any, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids and attention mask of ``texts``, right-padded to the longest."""
+    encs = [tok.encode(texts[0])] if len(texts) == 1 else tok.encode_batch(list(texts))
+    width = max(len(e.ids) for e in encs)
+    ids = np.zeros((len(encs), width), dtype=np.int64)
+    mask = np.zeros((len(encs), width), dtype=np.int64)
+    for i, e in enumerate(encs):
+        ids[i, : len(e.ids)] = e.ids
+        mask[i, : len(e.ids)] = 1
+    return ids, mask
+
+
+def _pool(tokens: np.ndarray, mask: np.ndarray, how: str) -> np.ndarray:
+    if how == "cls":
+        return np.ascontiguousarray(tokens[:, 0, :])
+    m = mask[:, :, None].astype(np.float32)
+    if how == "max":
+        pooled = np.where(m > 0, tokens, np.float32(-1e9)).max(axis=1)
+    else:
+        pooled = (tokens * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+    return np.asarray(pooled, dtype=np.float32)
+
+
+def _session(path: Path) -> Any:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    # One thread per run; parallelism, when a batch wants it, comes from concurrent runs.
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    # Spinning threads burn the cores other processes need on a busy machine.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    opts.log_severity_level = 3
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
+def _run(session: Any, inputs: set[str], ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    feed = {"input_ids": ids, "attention_mask": mask}
+    if "token_type_ids" in inputs:
+        feed["token_type_ids"] = np.zeros_like(ids)
+    return np.asarray(session.run(None, feed)[0], dtype=np.float32)
+
+
+def _export_onnx(source: Path, layout: _Layout, target: Path) -> None:
+    """Make the fp32 ONNX file of a sentence-transformers model's transformer.
+
+    A BERT model is built straight from its safetensors weights with the onnx package (no
+    torch); any other model is exported through torch, which then must be installed. When
+    sentence-transformers is installed the file is checked against it on sample texts.
+    """
+    from graphmem.bert_onnx import build_bert_onnx
+
+    # a first use pays this once (seconds): say so, rather than seem to hang
+    log.warning("preparing the embedding model for ONNX Runtime, once (a few seconds): %s", target)
+    with _temp_beside(target) as tmp:
+        try:
+            build_bert_onnx(source, tmp)
+        except ConfigError as e:
+            if not _torch_export_available():
+                raise ConfigError(
+                    f"the ONNX file of {source.name} cannot be made here ({e}); the torch "
+                    "export needs graphmem[torch] (or use embedder 'torch')"
+                ) from e
+            _torch_export(source, layout, tmp)
+        if _sentence_transformers_available():
+            _check_against_torch(source, layout, tmp)
+
+
+def _check_against_torch(source: Path, layout: _Layout, path: Path) -> None:
+    ids, mask = _encode(_tokenizer(source, layout.max_length), _SAMPLE_TEXTS)
+    session = _session(path)
+    got = _normalise_rows(
+        _pool(
+            _run(session, {i.name for i in session.get_inputs()}, ids, mask), mask, layout.pooling
+        )
+    )
+    st = _load_sentence_transformer(str(source), "cpu")
+    want = np.asarray(
+        st.encode(
+            list(_SAMPLE_TEXTS),
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+    )
+    worst = float((got * want).sum(axis=1).min())
+    if worst < 0.999:
+        raise ConfigError(
+            f"the ONNX file of {source.name} disagrees with the model "
+            f"(cosine {worst:.4f}); use embedder 'torch'"
+        )
+
+
+def _torch_export(source: Path, layout: _Layout, target: Path) -> None:
+    """Export a non-BERT transformer through torch (needs torch, sentence-transformers, onnx)."""
+    import inspect
+
+    import torch
+
+    st = _load_sentence_transformer(str(source), "cpu")
+    encoder = st[0].auto_model
+    takes_types = "token_type_ids" in inspect.signature(encoder.forward).parameters
+    names = ["input_ids", "attention_mask"] + (["token_type_ids"] if takes_types else [])
+
+    class TokenEmbeddings(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder = encoder
+
+        def forward(self, *args: Any) -> Any:
+            return self.encoder(**dict(zip(names, args, strict=True))).last_hidden_state
+
+    ids, mask = _encode(_tokenizer(source, layout.max_length), _SAMPLE_TEXTS)
+    sample = [torch.from_numpy(ids), torch.from_numpy(mask)]
+    if takes_types:
+        sample.append(torch.zeros_like(sample[0]))
+    dynamic = {n: {0: "batch", 1: "tokens"} for n in [*names, "token_embeddings"]}
+    with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tracer and exporter notes, not errors
+        torch.onnx.export(
+            TokenEmbeddings().eval(),
+            tuple(sample),
+            str(target),
+            dynamo=False,
+            input_names=names,
+            output_names=["token_embeddings"],
+            dynamic_axes=dynamic,
+            opset_version=17,
+            do_constant_folding=True,
+        )
+
+
+def _drop_stale_exports(folder: Path, model_name: str) -> None:
+    """Remove the cached ONNX files of older versions or exports of the same model (the
+    folder names end in a content digest): one cached copy per model, not one per venv."""
+    import shutil
+
+    for other in folder.parent.glob(f"{model_name}-*"):
+        if other != folder and other.is_dir():
+            tail = other.name[len(model_name) + 1 :]
+            if all(c in "0123456789abcdef" for c in tail):
+                log.info("removing a stale cached ONNX model: %s", other)
+                shutil.rmtree(other, ignore_errors=True)
+
+
+class _DropQuantizerNotes(logging.Filter):
+    """The quantizer logs advice through the root logger; it is not a problem here."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "onnxruntime" not in record.pathname
+
+
+def _quantize_int8(fp32: Path, target: Path) -> None:
+    """Dynamic int8 weights for the MatMuls, per output channel (cosine to fp32 about 0.99)."""
+    try:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+    except ImportError as e:
+        raise ConfigError("int8 quantisation needs the onnx package once") from e
+    notes = _DropQuantizerNotes()
+    root = logging.getLogger()
+    root.addFilter(notes)
+    try:
+        with _temp_beside(target) as tmp:
+            quantize_dynamic(
+                fp32,
+                tmp,
+                weight_type=QuantType.QInt8,
+                op_types_to_quantize=["MatMul"],
+                per_channel=True,
+            )
+    finally:
+        root.removeFilter(notes)
+
+
+_RUNTIMES: dict[tuple[Path, Path, int], tuple[Any, Any, set[str]]] = {}
+
+
+def _onnx_runtime(path: Path, source: Path, max_length: int) -> tuple[Any, Any, set[str]]:
+    """Session, tokenizer and input names for an ONNX file, loaded once per process (a
+    session holds the weights; stores opened in one process share it; runs are thread-safe)."""
+    key = (path, source, max_length)
+    with _MODELS_LOCK:
+        runtime = _RUNTIMES.get(key)
+        if runtime is None:
+            session = _session(path)
+            inputs = {i.name for i in session.get_inputs()}
+            runtime = (session, _tokenizer(source, max_length), inputs)
+            _RUNTIMES[key] = runtime
+        return runtime
+
+
+class OnnxEmbedder(_CachedEmbedder):
+    """A sentence-transformers model run by ONNX Runtime: no torch at query time.
+
+    ``model`` is a local sentence-transformers directory (Transformer + Pooling, optionally
+    Normalize); ``None`` means the bundled all-MiniLM-L6-v2. On first use the model is
+    built once into ``cache_dir`` (default :func:`default_cache_dir`; a BERT model needs only
+    the onnx package, others torch), keyed by the model files' contents so every virtual
+    environment shares it, and later processes only load the file. ``quantize="int8"`` uses
+    int8 weights: faster, with vectors at a cosine of about 0.99 to the model's (``name``
+    then ends in ``-int8``). Calls of up to ``SMALL_BATCH`` texts run on the calling thread;
+    larger ones are split by length into batches that run on up to ``threads`` threads.
+    """
+
+    def __init__(
+        self,
+        model: str | Path | None = None,
+        *,
+        quantize: Quantize = "none",
+        cache_dir: str | Path | None = None,
+        batch_size: int = 32,
+        threads: int | None = None,
+        cache_size: int = 32_768,
+        fallback: Callable[[], Embedder] | None = None,
+    ) -> None:
+        if model is None:
+            path = _bundled_model()
+            name = DEFAULT_MODEL
+        else:
+            path = Path(model)
+            name = path.name
+        layout = _read_layout(path)
+        if layout is None or not (path / "tokenizer.json").is_file():
+            raise ConfigError(
+                f"{str(model)!r} is not a local Transformer+Pooling sentence-transformers model "
+                "directory with a tokenizer.json; use embedder 'torch' for it"
+            )
+        if quantize not in ("none", "int8"):
+            raise ConfigError(f"quantize must be 'none' or 'int8', got {quantize!r}")
+        if batch_size < 1:
+            raise ConfigError("batch_size must be >= 1")
+        if threads is not None and threads < 1:
+            raise ConfigError("threads must be >= 1")
+        self.source = path
+        self._model_name = name
+        self.name = name if quantize == "none" else f"{name}-int8"
+        self.quantize = quantize
+        self.batch_size = batch_size
+        self.threads = threads or _default_threads()
+        self._layout = layout
+        self._cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self._onnx_path: Path | None = None
+        self._lock = threading.Lock()
+        self._runtime: tuple[Any, Any, set[str]] | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        #: the embedder to use when the ONNX file cannot be made here (``auto``: the same
+        #: model through sentence-transformers), and the one in use once that happened
+        self._fallback = fallback
+        self._replacement: Embedder | None = None
+        super().__init__(cache_size)
+
+    @property
+    def dim(self) -> int:
+        return self._layout.dim
+
+    @property
+    def onnx_path(self) -> Path:
+        """The ONNX file this embedder runs (it may not exist yet)."""
+        if self._onnx_path is None:
+            base = self._cache_dir if self._cache_dir is not None else default_cache_dir()
+            cache = base / "onnx"
+            folder = cache / f"{self._model_name}-{_content_key(self.source, cache)}"
+            name = "model.onnx" if self.quantize == "none" else "model-int8.onnx"
+            self._onnx_path = folder / name
+        return self._onnx_path
+
+    def is_exported(self) -> bool:
+        """True when the ONNX file is already in the cache (first use will not export)."""
+        return self.onnx_path.is_file()
+
+    def threads_for(self, n_texts: int) -> int:
+        """Threads used for a call of ``n_texts`` texts."""
+        return 1 if n_texts <= SMALL_BATCH else self.threads
+
+    def prepare(self) -> Path:
+        """Make the ONNX file if it is not cached yet; its path."""
+        target = self.onnx_path
+        with _EXPORT_LOCK:
+            fp32 = target.with_name("model.onnx")
+            if not fp32.is_file():
+                _export_onnx(self.source, self._layout, fp32)
+                _drop_stale_exports(fp32.parent, self._model_name)
+            if not target.is_file():
+                _quantize_int8(fp32, target)
+        return target
+
+    def _loaded(self) -> tuple[Any, Any, set[str]]:
+        with self._lock:
+            if self._runtime is None:
+                path = self.onnx_path
+                if not path.is_file():
+                    path = self.prepare()
+                self._runtime = _onnx_runtime(path, self.source, self._layout.max_length)
+            return self._runtime
+
+    def _embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        session, tok, inputs = self._loaded()
+        ids, mask = _encode(tok, texts)
+        return _pool(_run(session, inputs, ids, mask), mask, self._layout.pooling)
+
+    def _compute(self, texts: list[str]) -> np.ndarray:
+        if self._replacement is not None:
+            return self._replacement.embed(texts)
+        try:
+            self._loaded()
+        except Exception as e:  # the export needs torch, onnx and a writable cache
+            if self._fallback is None:
+                raise
+            log.warning(
+                "could not prepare the ONNX model (%s); embedding with the same model "
+                "through sentence-transformers instead",
+                e,
+            )
+            with self._lock:
+                if self._replacement is None:
+                    self._replacement = self._fallback()
+            return self._replacement.embed(texts)
+        if len(texts) <= SMALL_BATCH:
+            return _normalise_rows(self._embed_batch(texts))
+        # Sorted by length, batches pad little; the rows are put back in order after.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        ordered = [texts[i] for i in order]
+        chunks = [ordered[i : i + self.batch_size] for i in range(0, len(ordered), self.batch_size)]
+        workers = min(self.threads_for(len(texts)), len(chunks))
+        if workers > 1:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(self.threads, "graphmem-embed")
+                pool = self._pool
+            parts = list(pool.map(self._embed_batch, chunks))
+        else:
+            parts = [self._embed_batch(c) for c in chunks]
+        mat = np.empty((len(texts), self.dim), dtype=np.float32)
+        mat[order] = np.concatenate(parts)
+        return _normalise_rows(mat)
+
+    def close(self) -> None:
+        """Stop the batch threads (the embedder stays usable; they restart when needed)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
