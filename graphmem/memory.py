@@ -1008,8 +1008,8 @@ def _file(path: str | Path, mode: Literal["r", "w"]) -> IO[str]:
     """The export/import file, or InvalidInput saying why it cannot be opened."""
     try:
         return open(path, mode, encoding="utf-8")
-    except OSError as e:
-        raise InvalidInput(f"cannot open {str(path)!r}: {e.strerror or e}") from e
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+        raise InvalidInput(f"cannot open {str(path)!r}: {getattr(e, 'strerror', None) or e}") from e
 
 
 def _jsonable(value: Any) -> Any:

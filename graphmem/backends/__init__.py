@@ -40,7 +40,7 @@ def _embedded(url: str, **options: Any) -> GraphBackend:
             if url.startswith(prefix):
                 path = url[len(prefix) :]
                 break
-        if not path:
+        if not path or "\x00" in path:
             raise InvalidInput(f"no file path in {url!r}")
     allowed = {"durability", "busy_timeout_ms"}
     unknown = sorted(set(options) - allowed)

@@ -23,7 +23,7 @@ import random
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import chdir, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -206,7 +206,7 @@ def _plausible(name: str, annotation: str, w: World, rnd: random.Random) -> Any:
 
 
 def _value(name: str, annotation: str, w: World, rnd: random.Random) -> Any:
-    if name in ("dest", "src", "path") and rnd.random() < 0.8:
+    if name in ("dest", "src", "path"):
         # a file argument never names a path outside the test's folder
         return rnd.choice(
             [
@@ -217,6 +217,8 @@ def _value(name: str, annotation: str, w: World, rnd: random.Random) -> Any:
                 None,
                 b"x",
                 1.5,
+                str(w.tmp / "a\x00b"),
+                str(w.tmp / "a\ud800"),
             ]
         )
     if rnd.random() < 0.45:
@@ -312,6 +314,7 @@ def fuzz_open(tmp: Path, rnd: random.Random, report: Report, calls: int) -> None
         str(tmp),  # a directory
         str(garbage),
         "a\ud800.db",
+        "a\x00b.db",
         "",
         b"x.db",
         1.5,
@@ -340,6 +343,11 @@ def fuzz_open(tmp: Path, rnd: random.Random, report: Report, calls: int) -> None
 
 def run_fuzz(tmp: Path, *, seed: int = 24, calls: int = 5000, open_calls: int = 200) -> Report:
     """Fuzz ``calls`` verb calls (plus ``open_calls`` opens) in rounds on fresh stores."""
+    with chdir(tmp):  # a relative path (open's default ./graphmem.db) stays in tmp
+        return _run(tmp, seed, calls, open_calls)
+
+
+def _run(tmp: Path, seed: int, calls: int, open_calls: int) -> Report:
     rnd = random.Random(seed)
     report = Report()
     fuzz_open(tmp, rnd, report, open_calls)
