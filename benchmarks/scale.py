@@ -71,12 +71,14 @@ def sentence(rng: random.Random) -> str:
 
 def items(n: int, seed: int = 7) -> list[dict[str, Any]]:
     rng = random.Random(seed)
+    # a run belongs to one agent (only its agent may add to it): run r is agent r % 20's
+    runs = [rng.randrange(n // 50 + 1) for _ in range(n)]
     return [
         {
             "content": sentence(rng),
-            "agent_id": f"agent{rng.randrange(20)}",
+            "agent_id": f"agent{runs[i] % 20}",
             "namespace": f"ns{rng.randrange(5)}",
-            "run_id": f"run{rng.randrange(n // 50 + 1)}",
+            "run_id": f"run{runs[i]}",
             "tags": [f"tag{rng.randrange(50)}"],
             "importance": rng.random(),
             "created_at": T0 + timedelta(seconds=i),

@@ -131,3 +131,26 @@ def test_background_build_keeps_searches_exact_then_takes_over_with_changes() ->
     got = idx.search(mat[1], 3)
     assert got[0][0] == "new" and "m1" not in {k for k, _ in got}
     assert idx.search(mat[2], 1)[0][0] == "m2"
+
+
+def test_a_stored_vector_is_the_models_tuple_and_hands_numpy_its_row() -> None:
+    import copy
+    import pickle
+
+    from graphmem.backends.embedded.graph import StoredVector
+    from graphmem.models import Memory
+
+    row = np.array([0.25, -1.5, 3.0], dtype=np.float32)
+    vec = StoredVector(row)
+    assert isinstance(vec, tuple) and vec == (0.25, -1.5, 3.0)
+    stacked = np.asarray([vec, StoredVector(row * 2)], dtype=np.float32)
+    assert stacked.shape == (2, 3) and stacked[1].tolist() == [0.5, -3.0, 6.0]
+    assert np.asarray(vec, dtype=np.float64).dtype == np.float64
+    with pytest.raises(ValueError):  # numpy shares the row read-only, like the tuple
+        np.asarray(vec, dtype=np.float32)[0] = 9.0
+    for again in (pickle.loads(pickle.dumps(vec)), copy.deepcopy(vec), copy.copy(vec)):
+        assert type(again) is tuple and again == (0.25, -1.5, 3.0)
+    mem = Memory(content="x", agent_id="a")
+    mem.__dict__["embedding"] = vec
+    assert mem.model_dump()["embedding"] == (0.25, -1.5, 3.0)
+    assert Memory.model_validate_json(mem.model_dump_json()).embedding == vec

@@ -352,7 +352,10 @@ class NetworkXBackend(EmbeddedSearch):
                 for (s, t, d), data in edges.items()
                 if s in seen_set and d in seen_set
             ]
-            return Subgraph(nodes=tuple(self._node(k) for k in seen), edges=tuple(out_edges))
+            # built from validated state: constructing skips a second validation per node
+            return Subgraph.model_construct(
+                nodes=tuple(self._node(k) for k in seen), edges=tuple(out_edges)
+            )
 
     def touch(self, ids: Sequence[str], at: datetime) -> None:
         """Record accesses in memory at once and in the file in batches: recall must not

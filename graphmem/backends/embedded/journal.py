@@ -30,7 +30,6 @@ from graphmem.backends.embedded.graph import (
     _count_access,
     _datetime_fields,
     _gc_paused,
-    _index_into,
     _link,
 )
 from graphmem.backends.embedded.vector_index import VectorIndex
@@ -222,13 +221,21 @@ class EmbeddedJournal(EmbeddedGraph):
         labels = {lab.value: lab for lab in NodeLabel}
         fromiso = datetime.fromisoformat
         loads = orjson.loads
+        intern = sys.intern
+        # one datetime object per distinct text in a row (created_at, updated_at and
+        # valid_from are mostly equal): fewer objects to make and to keep
+        parsed: dict[str, datetime] = {}
         rows = self._db.execute("SELECT rid, label, id, props FROM nodes").fetchall()
         for rid, label_s, ident, props_s in rows:
             props = loads(props_s)
             for f in dt_fields[label_s]:
                 v = props.get(f)
                 if v is not None:
-                    props[f] = fromiso(v)
+                    dt = parsed.get(v)
+                    if dt is None:
+                        dt = parsed[v] = fromiso(v)
+                    props[f] = dt
+            parsed.clear()
             key = label_s + ":" + ident
             props["label"] = label_s
             node_attrs[key] = props
@@ -237,12 +244,39 @@ class EmbeddedJournal(EmbeddedGraph):
             rid_of[key] = rid
             key_of[rid] = key
             by_label[labels[label_s]].add(key)
-            _index_into(indexed[label_s], key, props)
+            # indexed values repeat across nodes (agents, namespaces, statuses, runs, tags):
+            # each node shares one string object per value instead of its own copy
+            for f, bucket in indexed[label_s]:
+                v = props.get(f)
+                if v.__class__ is str:
+                    v = props[f] = intern(v)
+                    bucket[v].add(key)
+                elif v.__class__ is list:
+                    items = props[f] = [intern(t) if t.__class__ is str else t for t in v]
+                    for item in items:
+                        bucket[item].add(key)
+                else:
+                    bucket[v].add(key)
         del rows
 
         # structural edges are a function of node properties, rebuilt here, never stored
         shared = _SHARED_EDGE_DATA
+        memory = NodeLabel.MEMORY.value
+        authored, in_run, tagged = (
+            shared[t.value] for t in (EdgeType.AUTHORED_BY, EdgeType.IN_RUN, EdgeType.TAGGED)
+        )
         for key, attrs in node_attrs.items():
+            if attrs["label"] == memory:  # most nodes: structural_targets inlined
+                tkey = "Agent:" + attrs["agent_id"]
+                if tkey in succ:
+                    _link(succ, pred, key, tkey, "AUTHORED_BY", authored)
+                run_id = attrs.get("run_id")
+                if run_id and (tkey := "Run:" + run_id) in succ:
+                    _link(succ, pred, key, tkey, "IN_RUN", in_run)
+                for tag in attrs.get("tags", ()):
+                    if (tkey := "Tag:" + tag) in succ:
+                        _link(succ, pred, key, tkey, "TAGGED", tagged)
+                continue
             for etype, tlabel, tid, _d in structural_targets(labels[attrs["label"]], attrs):
                 tkey = tlabel.value + ":" + tid
                 if tkey in succ:
@@ -252,7 +286,10 @@ class EmbeddedJournal(EmbeddedGraph):
             if src not in node_attrs or dst not in node_attrs:
                 dangling += 1  # never invent a node without properties for such an edge
                 continue
-            g.add_edge(src, dst, key=etype, type=etype, **_decode_edge_props(props_s))
+            # most stored edges (NEXT) carry no properties: no JSON to decode
+            data = {"type": etype} if props_s == "{}" else {**_decode_edge_props(props_s)}
+            data["type"] = etype
+            _link(succ, pred, src, dst, etype, data)
         if dangling:
             log.warning("ignored %d stored edges whose endpoints are missing", dangling)
         self._seen_seq = self._db.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0]

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 
 from graphmem.backends.embedded.journal import EmbeddedJournal
 from graphmem.errors import DimensionMismatch, InvalidInput, QueryFailed
-from graphmem.models import Hit, NodeLabel, TextQuery, VectorQuery
+from graphmem.models import Hit, Memory, NodeLabel, TextQuery, VectorQuery
 from graphmem.text import query_terms
 
 
@@ -70,7 +71,14 @@ class EmbeddedSearch(EmbeddedJournal):
                     fetch *= 8
             except sqlite3.Error as e:
                 raise QueryFailed(f"text search failed: {e}") from e
-            return [Hit(node=self._node(k), score=s) for k, s in results]
+            return self._hits(results)
+
+    def _hits(self, found: list[tuple[str, float]]) -> list[Hit]:
+        """Hits without validating them again: ``Hit(node=...)`` would re-run the memory's
+        model validators (about 20 µs a hit; ~100 hits per recall) on a node just built
+        from validated state."""
+        make = Hit.model_construct
+        return [make(node=cast(Memory, self._node(k)), score=float(s)) for k, s in found]
 
     def _selective_terms(self, terms: list[str]) -> list[str]:
         """The query terms worth matching: present in the index and not near-ubiquitous
@@ -136,4 +144,4 @@ class EmbeddedSearch(EmbeddedJournal):
                 candidates=cand,
                 allowed=lambda k: k in nodes and ok(nodes[k]),
             )
-            return [Hit(node=self._node(k), score=s) for k, s in found]
+            return self._hits(found)
