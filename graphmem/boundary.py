@@ -71,8 +71,13 @@ def _all_text_storable(value: Any, depth: int = 0, budget: list[int] | None = No
 
 
 def _describe(tp: Any) -> str:
+    """``a datetime or None``, ``a str or Sequence[str]``: the annotation in words."""
+    if tp is None or tp is type(None):
+        return "None"
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in typing.get_args(tp))
     if isinstance(tp, type):
-        return tp.__name__
+        return ("an " if tp.__name__[0] in "aeiouAEIOU" else "a ") + tp.__name__
     return str(tp).replace("typing.", "").replace("collections.abc.", "")
 
 
