@@ -247,12 +247,16 @@ def peak_rss_gb() -> float:
     return kb * (1 if sys.platform == "darwin" else 1024) / 1e9
 
 
-def bench_recall(url: str, n: int, *, queries: int = 200, **open_options: Any) -> dict[str, Any]:
+def bench_recall(
+    url: str, n: int, *, queries: int = 200, ingest: bool = True, **open_options: Any
+) -> dict[str, Any]:
     """Hybrid recall latency over ``n`` memories with synthetic 384-d embeddings.
 
     Per query the clock covers the real query embedding (bundled MiniLM on the query text)
     plus ``GraphMemory.recall`` (BM25 + vector + graph expansion + fusion + ranking) with a
-    synthetic query vector; ``touch=False`` so that reads stay reads."""
+    synthetic query vector; ``touch=False`` so that reads stay reads. ``ingest=False``:
+    the store already holds this workload's ``n`` memories (an earlier run's), so only the
+    reads are measured."""
     import numpy as np
 
     from graphmem.embeddings import make_embedder
@@ -266,17 +270,22 @@ def bench_recall(url: str, n: int, *, queries: int = 200, **open_options: Any) -
         item["embedding"] = vecs[i]
     out: dict[str, Any] = {"n": n}
     mem = GraphMemory.open(url, embedder=SyntheticQueries(384, vecs), **open_options)
-    t = time.perf_counter()
-    for i in range(0, n, 2000):
-        mem.remember_many(data[i : i + 2000])
-    mem.vectors.wait()  # background vectors: ingest ends when every vector is stored
-    out["ingest_per_s"] = n / (time.perf_counter() - t)
-    del data
     rng = random.Random(2)
     texts = [" ".join(word(rng) for _ in range(4)) for _ in range(queries)]
-    t = time.perf_counter()
-    mem.recall(texts[0], k=10, touch=False)  # the first search above the threshold builds HNSW
-    out["first_query_s"] = time.perf_counter() - t
+    if ingest:
+        t = time.perf_counter()
+        for i in range(0, n, 2000):
+            mem.remember_many(data[i : i + 2000])
+        mem.vectors.wait()  # background vectors: ingest ends when every vector is stored
+        out["ingest_per_s"] = n / (time.perf_counter() - t)
+        t = time.perf_counter()
+        mem.recall(texts[0], k=10, touch=False)  # above the threshold this builds HNSW
+        out["first_query_s"] = time.perf_counter() - t
+    else:
+        held = mem.backend.count(Filter.for_memories(status=None))
+        if held < n:
+            sys.exit(f"--keep: {url} holds {held} memories, not the {n} of this workload")
+    del data
     # the first large search starts the HNSW build in the background (searches stay exact
     # meanwhile); time the build, then measure steady-state queries
     t = time.perf_counter()
@@ -498,9 +507,10 @@ def compare_main(args: argparse.Namespace, argv: list[str] | None) -> None:
                 if args.recall
                 else bench(path, n, reopen=False, durability=args.durability)
             )
-        empty_server(args.url, options, args.wipe)
+        if not args.keep:
+            empty_server(args.url, options, args.wipe)
         server = (
-            bench_recall(args.url, n, **options)
+            bench_recall(args.url, n, ingest=not args.keep, **options)
             if args.recall
             else bench(args.url, n, reopen=False, **options)
         )
@@ -560,6 +570,12 @@ def main(argv: list[str] | None = None) -> None:
         help="run beside this many CPU-bound processes (started and stopped by the run)",
     )
     ap.add_argument("--note", default="", help="server settings to print with the figures")
+    ap.add_argument(
+        "--keep",
+        action="store_true",
+        help="--compare --recall: the server already holds this workload (an earlier run's "
+        "ingest); measure its reads only",
+    )
     args = ap.parse_args(argv)
     with cpu_neighbours(args.busy):
         run_main(args, argv)

@@ -6,7 +6,8 @@ loop is never blocked by storage, embedding or LLM work. GraphMemory is thread-s
 concurrent coroutines are safe too.
 
 The facade has GraphMemory's core verbs and the same sub-objects (``runs``, ``agents``,
-``org``, ``namespaces``, ``lifecycle``, ``knowledge``, ``log``, ``vectors``, ``writes``),
+``org``, ``namespaces``, ``lifecycle``, ``knowledge``, ``log``, ``vectors``, ``transfer``,
+``writes``),
 each with the verbs of its :mod:`graphmem.protocol` Protocol as coroutines. Each coroutine
 method is typed from the synchronous one it runs (same parameters, awaitable result), so a
 misspelt name is an AttributeError and a wrong argument a type error.
@@ -27,7 +28,16 @@ import builtins
 import contextvars
 from collections.abc import Callable, Coroutine, Generator, Sequence
 from types import TracebackType
-from typing import Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
+from typing import (
+    Any,
+    Concatenate,
+    Generic,
+    Literal,
+    ParamSpec,
+    TypeVar,
+    Unpack,
+    overload,
+)
 
 from graphmem.agents import Agents
 from graphmem.eventlog import EventLog
@@ -37,10 +47,12 @@ from graphmem.llm import LLM, Reflection
 from graphmem.memory import GraphMemory
 from graphmem.models import Entity, EntityType, Memory
 from graphmem.org import OrgMemory
+from graphmem.protocol import ContextOptions
 from graphmem.reconcile import ReconcileResult
 from graphmem.reindex import Vectors
 from graphmem.runs import Runs
 from graphmem.scoping import Namespaces, Scope
+from graphmem.transfer import Transfer
 from graphmem.verbs import MemoryWrites
 
 __all__ = ["AsyncGraphMemory"]
@@ -248,6 +260,13 @@ class AsyncVectors(_Facade):
     reindex = _OffLoop(Vectors.reindex)
 
 
+class AsyncTransfer(_Facade):
+    """``mem.transfer`` as coroutines (see :class:`graphmem.transfer.Transfer`)."""
+
+    export = _OffLoop(Transfer.export)
+    import_ = _OffLoop(Transfer.import_)
+
+
 class AsyncWrites(_Facade):
     """``mem.writes`` as coroutines (see :class:`graphmem.verbs.MemoryWrites`)."""
 
@@ -286,6 +305,7 @@ class AsyncGraphMemory(_Facade):
         self.knowledge = AsyncKnowledge(mem.knowledge)
         self.log = AsyncLog(mem.log)
         self.vectors = AsyncVectors(mem.vectors)
+        self.transfer = AsyncTransfer(mem.transfer)
         self.writes = AsyncWrites(mem.writes)
 
     @classmethod
@@ -347,8 +367,6 @@ class AsyncGraphMemory(_Facade):
 
     recall = _OffLoop(GraphMemory.recall)
     relevance = _OffLoop(GraphMemory.relevance)
-    export = _OffLoop(GraphMemory.export)
-    import_ = _OffLoop(GraphMemory.import_)
     stats = _OffLoop(GraphMemory.stats)
 
     @overload
@@ -378,12 +396,16 @@ class AsyncGraphMemory(_Facade):
 
     @overload
     async def context(
-        self, query: str = "", *, format: Literal["text"] = "text", **options: Any
+        self,
+        query: str = "",
+        *,
+        format: Literal["text"] = "text",
+        **options: Unpack[ContextOptions],
     ) -> str: ...
 
     @overload
     async def context(
-        self, query: str = "", *, format: Literal["messages"], **options: Any
+        self, query: str = "", *, format: Literal["messages"], **options: Unpack[ContextOptions]
     ) -> builtins.list[dict[str, str]]: ...
 
     async def context(

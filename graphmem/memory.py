@@ -10,9 +10,8 @@ that own everything else.
 The core verbs: :meth:`~GraphMemory.remember`, :meth:`~GraphMemory.remember_many`,
 :meth:`~GraphMemory.recall`, :meth:`~GraphMemory.context`, :meth:`~GraphMemory.get`,
 :meth:`~GraphMemory.update`, :meth:`~GraphMemory.forget`, :meth:`~GraphMemory.history`,
-:meth:`~GraphMemory.list`, :meth:`~GraphMemory.count`, :meth:`~GraphMemory.export`,
-:meth:`~GraphMemory.import_`, :meth:`~GraphMemory.stats`. Everything else lives whole on a
-sub-object:
+:meth:`~GraphMemory.list`, :meth:`~GraphMemory.count`, :meth:`~GraphMemory.stats`.
+Everything else lives whole on a sub-object:
 
 ==================  ===========================================================
 ``mem.runs``        sessions and their events (:class:`graphmem.runs.Runs`)
@@ -23,6 +22,7 @@ sub-object:
 ``mem.knowledge``   entities and what is known about one (:class:`graphmem.knowledge.Knowledge`)
 ``mem.log``         the orchestration log (:class:`graphmem.eventlog.EventLog`)
 ``mem.vectors``     wait for background vectors, reindex (:class:`graphmem.reindex.Vectors`)
+``mem.transfer``    export / import the whole store (:class:`graphmem.transfer.Transfer`)
 ``mem.writes``      the write path and its low-level verbs (:class:`graphmem.verbs.MemoryWrites`)
 ==================  ===========================================================
 """
@@ -30,12 +30,10 @@ sub-object:
 from __future__ import annotations
 
 import builtins
-import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from pathlib import Path
-from typing import IO, Any, Literal, overload
+from typing import Any, Literal, Unpack, overload
 
 import networkx as nx
 
@@ -52,10 +50,8 @@ from graphmem.llm import LLM
 from graphmem.models import (
     CONTENT_JSON_KEY,
     Category,
-    Edge,
     EdgeType,
     Filter,
-    GraphNode,
     Memory,
     NodeLabel,
     NodeRef,
@@ -63,26 +59,23 @@ from graphmem.models import (
     Status,
     Tier,
     Visibility,
-    node_model,
     utcnow,
 )
 from graphmem.org import OrgMemory
 from graphmem.profiles import with_profile
-from graphmem.protocol import ContextFormat, ForgetReport, ImportReport, MemoryAPI
+from graphmem.protocol import ContextFormat, ContextOptions, ForgetReport, ImportReport, MemoryAPI
 from graphmem.reconcile import ReconcileResult
 from graphmem.reindex import Vectors, check_embedder
 from graphmem.retrieval import Retriever
 from graphmem.runs import Runs
 from graphmem.scoping import Namespaces, Scope
+from graphmem.transfer import Transfer
 from graphmem.verbs import MemoryWrites
 from graphmem.writes import Committed
 
 __all__ = ["ContextFormat", "ForgetReport", "GraphMemory", "ImportReport"]
 
 log = logging.getLogger("graphmem.memory")
-
-EXPORT_FORMAT = "graphmem-jsonl"
-EXPORT_VERSION = 1
 
 _CHAT_ROLES = {"user_message": "user", "agent_response": "assistant"}
 
@@ -102,6 +95,7 @@ class GraphMemory(MemoryAPI):
     knowledge: Knowledge
     log: EventLog
     vectors: Vectors
+    transfer: Transfer
     writes: MemoryWrites
 
     def __init__(
@@ -173,6 +167,7 @@ class GraphMemory(MemoryAPI):
             indexer.attach(self.writes)
         self.knowledge = Knowledge(backend, self.namespaces.memory_filter, indexer)
         self.vectors = Vectors(backend, self.writes, embedder, mode=vectors)
+        self.transfer = Transfer(backend, self.writes)
         self._sweeper: MaintenanceScheduler | None = None
 
     # -- opening and closing ----------------------------------------------------------
@@ -230,8 +225,10 @@ class GraphMemory(MemoryAPI):
             cfg = with_profile(cfg, profile)
         if url is None:
             url = cfg.url
-            auth = auth if auth is not None else cfg.auth
-            database = database if database is not None else cfg.database
+            if url.partition("://")[0].startswith(("neo4j", "bolt")):
+                # a server's credentials (NEO4J_USER ... may sit beside a file store)
+                auth = auth if auth is not None else cfg.auth
+                database = database if database is not None else cfg.database
         options = {**cfg.replace(url=url).backend_options(), **backend_options}
         if auth is not None:
             options["auth"] = auth
@@ -712,32 +709,12 @@ class GraphMemory(MemoryAPI):
         query: str = "",
         *,
         format: Literal["text"] = "text",
-        max_tokens: int = 2000,
-        k: int = 50,
-        policies: Sequence[str] | None = None,
-        config: RecallConfig | str | None = None,
-        touch: bool = True,
-        run_id: str | None = None,
-        system: str | None = None,
-        max_events: int = 20,
-        **filters: Any,
+        **options: Unpack[ContextOptions],
     ) -> str: ...
 
     @overload
     def context(
-        self,
-        query: str = "",
-        *,
-        format: Literal["messages"],
-        max_tokens: int = 2000,
-        k: int = 50,
-        policies: Sequence[str] | None = None,
-        config: RecallConfig | str | None = None,
-        touch: bool = True,
-        run_id: str | None = None,
-        system: str | None = None,
-        max_events: int = 20,
-        **filters: Any,
+        self, query: str = "", *, format: Literal["messages"], **options: Unpack[ContextOptions]
     ) -> builtins.list[dict[str, str]]: ...
 
     def context(
@@ -892,108 +869,6 @@ class GraphMemory(MemoryAPI):
             "embedding_dim": s.embedding_dim,
         }
 
-    def export(self, dest: str | Path | IO[str]) -> ImportReport:
-        """Write the whole graph as JSON lines (a header line, nodes, then edges)."""
-        if isinstance(dest, str | Path):
-            with _file(dest, "w") as f:
-                return self._export(f)
-        if not callable(getattr(dest, "write", None)):
-            raise InvalidInput(
-                f"export writes to a path or a text file object, not {type(dest).__name__}"
-            )
-        return self._export(dest)
-
-    def _export(self, f: IO[str]) -> ImportReport:
-        f.write(json.dumps({"format": EXPORT_FORMAT, "version": EXPORT_VERSION}) + "\n")
-        n_nodes = n_edges = 0
-        for nodes, edges in self._backend.scan():
-            for n in nodes:
-                f.write(
-                    json.dumps({"node": n.label.value, "props": n.to_props()}, default=_jsonable)
-                    + "\n"
-                )
-                n_nodes += 1
-            for e in edges:
-                f.write(
-                    json.dumps(
-                        {
-                            "edge": e.type.value,
-                            "src": list(e.src),
-                            "dst": list(e.dst),
-                            "props": e.props,
-                        },
-                        default=_jsonable,
-                    )
-                    + "\n"
-                )
-                n_edges += 1
-        return ImportReport(nodes=n_nodes, edges=n_edges)
-
-    def import_(self, src: str | Path | IO[str], *, batch_size: int = 2000) -> ImportReport:
-        """Load an export. Every line is validated before anything is written (a bad line
-        raises InvalidInput naming it); existing nodes with the same ids are replaced."""
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-            raise InvalidInput("batch_size must be a positive int")
-        if isinstance(src, str | Path):
-            with _file(src, "r") as f:
-                return self._import(f, batch_size)
-        if not hasattr(src, "__iter__"):
-            raise InvalidInput(
-                f"import reads a path or a text file object, not {type(src).__name__}"
-            )
-        return self._import(src, batch_size)
-
-    def _import(self, f: IO[str], batch_size: int) -> ImportReport:
-        nodes: builtins.list[GraphNode] = []
-        edges: builtins.list[Edge] = []
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                if lineno == 1:
-                    if rec.get("format") != EXPORT_FORMAT:
-                        raise InvalidInput("not a graphmem export (missing header line)")
-                    if rec.get("version") != EXPORT_VERSION:
-                        raise InvalidInput(f"unsupported export version {rec.get('version')}")
-                    continue
-                if "node" in rec:
-                    nodes.append(node_model(rec["node"]).from_props(_revive(rec["props"])))
-                elif "edge" in rec:
-                    edges.append(
-                        Edge.from_row(
-                            {
-                                "type": rec["edge"],
-                                "src_label": rec["src"][0],
-                                "src": rec["src"][1],
-                                "dst_label": rec["dst"][0],
-                                "dst": rec["dst"][1],
-                                "props": _revive(rec.get("props") or {}),
-                            }
-                        )
-                    )
-                else:
-                    raise InvalidInput("line is neither a node nor an edge")
-            except (ValueError, KeyError, TypeError, IndexError) as e:
-                raise InvalidInput(f"import line {lineno}: {e}") from e
-        node_keys = {n.ref.key for n in nodes}
-        for edge in edges:
-            for end in (edge.src, edge.dst):
-                if end.key not in node_keys and not self._backend.get(
-                    node_model(end.label), [end.id]
-                ):
-                    raise InvalidInput(f"edge {edge.type.value} refers to missing node {end.key}")
-        dims = {len(n.embedding) for n in nodes if isinstance(n, Memory) and n.embedding}
-        if len(dims) > 1:
-            raise InvalidInput(f"the export mixes embedding dimensions {sorted(dims)}")
-        if dims:
-            self._backend.ensure_schema(embedding_dim=dims.pop())
-        for i in range(0, len(nodes), batch_size):
-            self.writes.load(nodes[i : i + batch_size])
-        for i in range(0, len(edges), batch_size):
-            self.writes.load((), edges[i : i + batch_size])
-        return ImportReport(nodes=len(nodes), edges=len(edges))
-
     def _after_write(self, done: Committed) -> None:
         # lifecycle work after a write: count short-term writes, refresh a run's
         # short-term tier every N writes (archival only, never an LLM call)
@@ -1002,27 +877,6 @@ class GraphMemory(MemoryAPI):
 
     def __repr__(self) -> str:
         return f"GraphMemory({self._backend!r})"
-
-
-def _file(path: str | Path, mode: Literal["r", "w"]) -> IO[str]:
-    """The export/import file, or InvalidInput saying why it cannot be opened."""
-    try:
-        return open(path, mode, encoding="utf-8")
-    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
-        raise InvalidInput(f"cannot open {str(path)!r}: {getattr(e, 'strerror', None) or e}") from e
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return {"$dt": value.isoformat()}
-    raise TypeError(f"cannot export {type(value).__name__}")
-
-
-def _revive(props: dict[str, Any]) -> dict[str, Any]:
-    return {
-        k: datetime.fromisoformat(v["$dt"]) if isinstance(v, dict) and "$dt" in v else v
-        for k, v in props.items()
-    }
 
 
 # every public verb of the store and of its sub-objects checks its arguments first

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from graphmem.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from graphmem.memory import GraphMemory
     from graphmem.models import Memory
+    from graphmem.protocol import MemoryAPI
 
 __all__ = [
     "EVENT_ROLES",
@@ -124,7 +124,7 @@ def message_from_event(event: Memory) -> dict[str, Any]:
 
 
 def add_messages(
-    mem: GraphMemory,
+    mem: MemoryAPI,
     messages: str | Sequence[Mapping[str, Any]],
     *,
     agent_id: str | None = None,
@@ -176,7 +176,7 @@ def add_messages(
     return result
 
 
-def _start(mem: GraphMemory, options: dict[str, Any]) -> str:
+def _start(mem: MemoryAPI, options: dict[str, Any]) -> str:
     agent = options.pop("agent_id")
     run = mem.runs.start(agent, **{k: v for k, v in options.items() if v is not None})
     return str(run.id)

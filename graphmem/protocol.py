@@ -14,7 +14,17 @@ import builtins
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, overload, runtime_checkable
+from typing import (
+    IO,
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    Protocol,
+    TypedDict,
+    Unpack,
+    overload,
+    runtime_checkable,
+)
 
 from pydantic import BaseModel, ConfigDict
 
@@ -62,21 +72,72 @@ if TYPE_CHECKING:
 __all__ = [
     "AgentsAPI",
     "ContextFormat",
+    "ContextOptions",
     "ForgetReport",
     "ImportReport",
     "KnowledgeAPI",
     "LifecycleAPI",
     "LogAPI",
     "MemoryAPI",
+    "MemoryFields",
     "NamespacesAPI",
     "OrgAPI",
     "RunsAPI",
+    "TransferAPI",
     "VectorsAPI",
     "WritesAPI",
 ]
 
 #: ``mem.context(format=...)``: one text block, or role-tagged chat messages
 ContextFormat = Literal["text", "messages"]
+
+
+class MemoryFields(TypedDict, total=False):
+    """What a caller may say about a new memory (``remember``; the defaults are
+    :meth:`GraphMemory.remember`'s)."""
+
+    agent_id: str
+    run_id: str | None
+    namespace: str
+    category: Category | str
+    tier: Tier | str | None
+    importance: float | None
+    confidence: float
+    tags: Sequence[str]
+    metadata: Mapping[str, Any] | None
+    event_type: str | None
+    created_at: datetime | None
+    valid_from: datetime | None
+    expires_at: datetime | None
+    visibility: Visibility | str
+    user_id: str | None
+
+
+class ContextOptions(TypedDict, total=False):
+    """The options of ``context`` besides the query and the format: the window, the
+    messages format's ``run_id``/``system``/``max_events``, and the memory filters."""
+
+    max_tokens: int
+    k: int
+    policies: Sequence[str] | None
+    config: RecallConfig | str | None
+    touch: bool
+    run_id: str | None
+    system: str | None
+    max_events: int
+    agent_id: str | Sequence[str] | None
+    namespace: str | Sequence[str] | None
+    category: str | Sequence[str] | None
+    tier: str | Sequence[str] | None
+    event_type: str | Sequence[str] | None
+    status: str | Sequence[str] | None
+    tags: Sequence[str] | None
+    since: datetime | None
+    until: datetime | None
+    as_of: datetime | None
+    metadata: Mapping[str, Any] | None
+    scope: Scope | str | None
+    user_id: str | None
 
 
 class ForgetReport(BaseModel):
@@ -478,6 +539,18 @@ class VectorsAPI(Protocol):
 
 
 @runtime_checkable
+class TransferAPI(Protocol):
+    """Export and import of a whole store (``mem.transfer``).
+
+    Implemented by :class:`~graphmem.transfer.Transfer` and by a null part of
+    :class:`~graphmem.null.NullMemory`."""
+
+    def export(self, dest: str | Path | IO[str]) -> ImportReport: ...
+
+    def import_(self, src: str | Path | IO[str], *, batch_size: int = 2000) -> ImportReport: ...
+
+
+@runtime_checkable
 class WritesAPI(Protocol):
     """The low-level write verbs (``mem.writes``).
 
@@ -538,6 +611,8 @@ class MemoryAPI(Protocol):
 
     vectors: VectorsAPI
 
+    transfer: TransferAPI
+
     writes: WritesAPI
 
     @property
@@ -549,25 +624,7 @@ class MemoryAPI(Protocol):
     def close(self) -> None: ...
 
     def remember(
-        self,
-        content: str,
-        *,
-        agent_id: str = "default",
-        run_id: str | None = None,
-        namespace: str = "default",
-        category: Category | str = Category.SEMANTIC,
-        tier: Tier | str | None = None,
-        importance: float | None = None,
-        confidence: float = 1.0,
-        tags: Sequence[str] = (),
-        metadata: Mapping[str, Any] | None = None,
-        event_type: str | None = None,
-        created_at: datetime | None = None,
-        valid_from: datetime | None = None,
-        expires_at: datetime | None = None,
-        visibility: Visibility | str = Visibility.PRIVATE,
-        user_id: str | None = None,
-        reconcile: str | None = None,
+        self, content: str, *, reconcile: str | None = None, **fields: Unpack[MemoryFields]
     ) -> Memory: ...
 
     def remember_many(
@@ -671,36 +728,12 @@ class MemoryAPI(Protocol):
         query: str = "",
         *,
         format: Literal["text"] = "text",
-        max_tokens: int = 2000,
-        k: int = 50,
-        policies: Sequence[str] | None = None,
-        config: RecallConfig | str | None = None,
-        touch: bool = True,
-        run_id: str | None = None,
-        system: str | None = None,
-        max_events: int = 20,
-        **filters: Any,
+        **options: Unpack[ContextOptions],
     ) -> str: ...
 
     @overload
     def context(
-        self,
-        query: str = "",
-        *,
-        format: Literal["messages"],
-        max_tokens: int = 2000,
-        k: int = 50,
-        policies: Sequence[str] | None = None,
-        config: RecallConfig | str | None = None,
-        touch: bool = True,
-        run_id: str | None = None,
-        system: str | None = None,
-        max_events: int = 20,
-        **filters: Any,
+        self, query: str = "", *, format: Literal["messages"], **options: Unpack[ContextOptions]
     ) -> builtins.list[dict[str, str]]: ...
-
-    def export(self, dest: str | Path | IO[str]) -> ImportReport: ...
-
-    def import_(self, src: str | Path | IO[str], *, batch_size: int = 2000) -> ImportReport: ...
 
     def stats(self) -> dict[str, Any]: ...

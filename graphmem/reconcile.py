@@ -42,6 +42,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from graphmem.backends.base import GuardedWrite
 from graphmem.config import ReconcileConfig
 from graphmem.errors import Conflict, LLMError
 from graphmem.knowledge.extract import normalise
@@ -152,7 +153,9 @@ def reconcile(
         return ReconcileResult(action="created", memory=writes.create([memory])[0])
     for attempt in range(3):
         try:
-            return _reconcile(writes, memory, cfg, llm, now or writes.now(), given)
+            return _reconcile(
+                writes, memory, cfg, llm, now or writes.now(), given, optimistic=attempt == 0
+            )
         except Conflict:
             # an old version changed between the read and the write: look again
             if attempt == 2:
@@ -168,16 +171,24 @@ def _reconcile(
     llm: LLM | None,
     now: datetime,
     given: frozenset[str] = frozenset(),
+    *,
+    optimistic: bool = False,
 ) -> ReconcileResult:
     backend = writes.backend
     scope = {"agent_id": memory.agent_id, "namespace": memory.namespace, "status": "active"}
+    same_text = validated(Filter, {"equals": {**scope, "content_hash": memory.content_hash}})
+    claim = claim_of(memory.content)
+    wide = cfg.near_duplicates != "keep" or (cfg.mode == "llm" and llm is not None)
+    if optimistic and claim is None and not wide and isinstance(backend, GuardedWrite):
+        # nothing to compare but an exact duplicate: a server backend writes the memory
+        # unless one exists, checked in the write's own statement (one round trip); when
+        # one does, nothing is written and the next attempt reads as below
+        return ReconcileResult(
+            action="created", memory=writes.create([memory], unless=same_text)[0]
+        )
     exact = [
         m
-        for m in backend.match(
-            Memory,
-            validated(Filter, {"equals": {**scope, "content_hash": memory.content_hash}}),
-            limit=20,
-        )
+        for m in backend.match(Memory, same_text, limit=20)
         if isinstance(m, Memory) and _same_scope(m, memory)
     ]
     if exact:
@@ -198,8 +209,6 @@ def _reconcile(
             reason="exact duplicate in the same scope"
             + (f"; kept the request's {', '.join(kept)}" if kept else ""),
         )
-    claim = claim_of(memory.content)
-    wide = cfg.near_duplicates != "keep" or (cfg.mode == "llm" and llm is not None)
     if claim is None and not wide:
         return ReconcileResult(action="created", memory=writes.create([memory])[0])
     if wide:

@@ -258,10 +258,18 @@ def check_kind(kind: type[GraphNode], flt: Filter | None = None) -> NodeLabel:
 @runtime_checkable
 class RecallSearch(Protocol):
     """A backend that runs recall's lexical and vector searches in one round trip, with the
-    same results as ``search_text`` and ``search_vector`` (the Neo4j backend)."""
+    same results as ``search_text`` and ``search_vector`` (the Neo4j backend). With
+    ``similarities`` (a dict it fills) the hits come without their embedding and the dict
+    receives each one's cosine to ``query_vector`` (default: the vector query's), computed
+    where the embeddings are."""
 
     def search_both(
-        self, text: TextQuery | None, vector: VectorQuery | None
+        self,
+        text: TextQuery | None,
+        vector: VectorQuery | None,
+        *,
+        query_vector: Sequence[float] | None = ...,
+        similarities: dict[str, float] | None = ...,
     ) -> tuple[list[Hit], list[Hit]]: ...
 
 
@@ -271,7 +279,8 @@ class RecallNeighbours(Protocol):
     memory)`` for the memories one ``link_types`` edge from each seed (via = the edge type)
     and up to ``tag_limit`` per seed sharing a tag (via = ``"tag"``) or a rare entity
     (via = ``"entity:<name>"``, mentioned by at most ``entity_hub_limit`` memories; 0:
-    none), all passing ``flt``."""
+    none), all passing ``flt``. ``query_vector`` and ``similarities``: as for
+    :class:`RecallSearch`."""
 
     def neighbours(
         self,
@@ -281,7 +290,21 @@ class RecallNeighbours(Protocol):
         link_types: Sequence[EdgeType] = ...,
         tag_limit: int = ...,
         entity_hub_limit: int = ...,
+        query_vector: Sequence[float] | None = ...,
+        similarities: dict[str, float] | None = ...,
     ) -> list[tuple[str, str, Memory]]: ...
+
+
+@runtime_checkable
+class GuardedWrite(Protocol):
+    """A backend that checks, inside a write's own statement, that no node matches a
+    filter (a server backend: reconcile's duplicate lookup and the write become one round
+    trip instead of two)."""
+
+    def write_unless(self, batch: WriteBatch, absent: Filter) -> None:
+        """Apply ``batch`` as :meth:`GraphBackend.write` does, unless a node matches
+        ``absent``: then Conflict, and nothing is written."""
+        ...
 
 
 @runtime_checkable

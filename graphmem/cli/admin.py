@@ -45,7 +45,7 @@ def export_cmd(
 ) -> None:
     """Export the whole graph as JSON lines."""
     with _open(db, "none", read=True) as mem:
-        report = mem.export(sys.stdout if path == "-" else path)
+        report = mem.transfer.export(sys.stdout if path == "-" else path)
         if path != "-":
             typer.echo(f"exported {report.nodes} nodes and {report.edges} edges to {path}")
 
@@ -57,7 +57,7 @@ def import_cmd(
 ) -> None:
     """Import a JSON-lines export (validated completely before anything is written)."""
     with _open(db, "none") as mem:
-        report = mem.import_(path)
+        report = mem.transfer.import_(path)
         typer.echo(f"imported {report.nodes} nodes and {report.edges} edges")
 
 

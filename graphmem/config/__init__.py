@@ -79,7 +79,6 @@ from graphmem.config.store import (
     StoreSettings,
     VectorMode,
     VectorSettings,
-    log,
 )
 from graphmem.scoring import RankWeights
 
@@ -121,7 +120,6 @@ __all__ = [
     "VectorMode",
     "VectorSettings",
     "WriteRule",
-    "log",
     "neo4j_from_env",
     "parse_interval",
 ]

@@ -97,6 +97,15 @@ class RecallConfig(BaseModel):
     #: recall right after ``remember`` ranks them as one a minute later would; 0: never wait
     #: (those memories are then found by the lexical and graph channels only)
     vector_wait: float = Field(default=60.0, ge=0.0)
+    #: neighbour-context channel (graphmem.context): the ``context_pool`` best candidates
+    #: and their NEXT neighbours in the same run, ranked by cos(q, m) + context_share x what
+    #: their neighbours' cosines add to their own, fused by rank with this weight; 0: off.
+    #: Off by default: on LoCoMo dev (weight 0.25) it lifts R@50 (+0.7 / +0.3 on the two
+    #: splits) but lowers R@10 (-0.6 / -0.5) and costs a graph read per recall
+    #: (benchmarks/RESULTS.md)
+    context_weight: float = Field(default=0.0, ge=0.0)
+    context_share: float = Field(default=0.3, ge=0.0)
+    context_pool: int = Field(default=20, ge=1)
     # diversity: with embeddings, cosine between memories; without, bigram Jaccard of text
     mmr: bool = False
     mmr_lambda: float = Field(default=0.7, ge=0.0, le=1.0)

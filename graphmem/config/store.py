@@ -67,7 +67,7 @@ class Neo4jSettings(_Frozen):
     index_timeout_s: int = Field(default=300, ge=1)
     connect_timeout_s: float = Field(default=3.0, gt=0.0)
     retry_s: float = Field(default=5.0, ge=0.0)
-    vector_overfetch: int = Field(default=10, ge=1)
+    vector_overfetch: int = Field(default=2, ge=1)
     touch_flush_s: float = Field(default=5.0, ge=0.0)
     touch_flush_rows: int = Field(default=1000, ge=1)
     driver_options: dict[str, Any] = Field(default_factory=dict)

@@ -46,7 +46,6 @@ from graphmem.consolidation.similarity import (
     find_similar_pairs,
     group_pairs,
     jaccard,
-    log,
     token_set,
 )
 
@@ -69,7 +68,6 @@ __all__ = [
     "improve_memories",
     "iter_memories",
     "jaccard",
-    "log",
     "reflect_on",
     "store_facts",
     "summarize_into_memory",

@@ -74,10 +74,13 @@ _BITMAP_WORDS = 4  # 256-bit token bitmaps
 
 
 def _popcount_rows(words: np.ndarray) -> np.ndarray:
+    counts: np.ndarray
     if hasattr(np, "bitwise_count"):  # numpy >= 2.0
-        return np.bitwise_count(words).sum(axis=1, dtype=np.int64)  # type: ignore[no-any-return]
-    bytes_ = words.view(np.uint8).reshape(len(words), -1)
-    return _POP8[bytes_].sum(axis=1, dtype=np.int64)  # type: ignore[no-any-return]
+        counts = np.bitwise_count(words).sum(axis=1, dtype=np.int64)
+    else:
+        bytes_ = words.view(np.uint8).reshape(len(words), -1)
+        counts = _POP8[bytes_].sum(axis=1, dtype=np.int64)
+    return counts
 
 
 _POP8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)

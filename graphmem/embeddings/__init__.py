@@ -31,7 +31,6 @@ from graphmem.embeddings.base import (
     SMALL_BATCH,
     Embedder,
     HashEmbedder,
-    log,
 )
 from graphmem.embeddings.factory import MODEL_PACKAGE, MODEL_SHA256, fetch_model, make_embedder
 from graphmem.embeddings.onnx import OnnxEmbedder, Quantize, onnx_runtime_available
@@ -57,7 +56,6 @@ __all__ = [
     "default_cache_dir",
     "fetch_model",
     "fetched_model_dir",
-    "log",
     "make_embedder",
     "onnx_runtime_available",
 ]

@@ -16,7 +16,7 @@ does not have is an AttributeError here too.
 """
 
 from graphmem.null.lifecycle import NullKnowledge, NullLifecycle
-from graphmem.null.log import NullLog, NullVectors, NullWrites
+from graphmem.null.log import NullLog, NullTransfer, NullVectors, NullWrites
 from graphmem.null.memory import NullMemory
 from graphmem.null.org import NullNamespaces, NullOrg
 from graphmem.null.runs import NullAgents, NullRuns
@@ -30,6 +30,7 @@ __all__ = [
     "NullNamespaces",
     "NullOrg",
     "NullRuns",
+    "NullTransfer",
     "NullVectors",
     "NullWrites",
 ]

@@ -1,4 +1,4 @@
-"""The null event log, vectors and write path."""
+"""The null event log, vectors, transfer and write path."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import builtins
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 from graphmem.errors import InvalidInput, NotFound
 from graphmem.eventlog import LogRecord, canonical_json
@@ -18,7 +19,9 @@ from graphmem.models import (
     validated,
 )
 from graphmem.protocol import (
+    ImportReport,
     LogAPI,
+    TransferAPI,
     VectorsAPI,
     WritesAPI,
 )
@@ -129,6 +132,16 @@ class NullVectors(VectorsAPI):
 
     def __repr__(self) -> str:
         return "<null vectors>"
+
+
+class NullTransfer(TransferAPI):
+    """``mem.transfer`` of a NullMemory: an export of nothing, an import that keeps nothing."""
+
+    def export(self, dest: str | Path | IO[str]) -> ImportReport:
+        return ImportReport(nodes=0, edges=0)
+
+    def import_(self, src: str | Path | IO[str], *, batch_size: int = 2000) -> ImportReport:
+        return ImportReport(nodes=0, edges=0)
 
 
 class NullWrites(WritesAPI):

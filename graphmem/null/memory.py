@@ -5,30 +5,27 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from pathlib import Path
-from typing import IO, Any, Literal, overload
+from typing import Any, Literal, Unpack, overload
 
 import networkx as nx
 
 from graphmem.errors import InvalidInput, NotFound
 from graphmem.llm import LLM
 from graphmem.models import (
-    Category,
     Memory,
     RecallResult,
-    Tier,
-    Visibility,
     utcnow,
     validated,
 )
 from graphmem.null.lifecycle import NullKnowledge, NullLifecycle
-from graphmem.null.log import NullLog, NullVectors, NullWrites
+from graphmem.null.log import NullLog, NullTransfer, NullVectors, NullWrites
 from graphmem.null.org import NullNamespaces, NullOrg
 from graphmem.null.runs import NullAgents, NullRuns
 from graphmem.protocol import (
+    ContextOptions,
     ForgetReport,
-    ImportReport,
     MemoryAPI,
+    MemoryFields,
 )
 from graphmem.reconcile import ReconcileResult
 from graphmem.scoping import Scope
@@ -45,6 +42,7 @@ class NullMemory(MemoryAPI):
     knowledge: NullKnowledge
     log: NullLog
     vectors: NullVectors
+    transfer: NullTransfer
     writes: NullWrites
 
     def __init__(self, *, clock: Callable[[], datetime] = utcnow) -> None:
@@ -57,6 +55,7 @@ class NullMemory(MemoryAPI):
         self.knowledge = NullKnowledge(clock)
         self.log = NullLog(clock)
         self.vectors = NullVectors(clock)
+        self.transfer = NullTransfer()
         self.writes = NullWrites(clock)
         self.llm: LLM | None = None
 
@@ -87,45 +86,9 @@ class NullMemory(MemoryAPI):
     # -- writes: validated, returned, not stored ----------------------------------------
 
     def remember(
-        self,
-        content: str,
-        *,
-        agent_id: str = "default",
-        run_id: str | None = None,
-        namespace: str = "default",
-        category: Category | str = Category.SEMANTIC,
-        tier: Tier | str | None = None,
-        importance: float | None = None,
-        confidence: float = 1.0,
-        tags: Sequence[str] = (),
-        metadata: Mapping[str, Any] | None = None,
-        event_type: str | None = None,
-        created_at: datetime | None = None,
-        valid_from: datetime | None = None,
-        expires_at: datetime | None = None,
-        visibility: Visibility | str = Visibility.PRIVATE,
-        user_id: str | None = None,
-        reconcile: str | None = None,
+        self, content: str, *, reconcile: str | None = None, **fields: Unpack[MemoryFields]
     ) -> Memory:
-        return self.writes.reconcile(
-            content,
-            mode=reconcile,
-            agent_id=agent_id,
-            run_id=run_id,
-            namespace=namespace,
-            category=category,
-            tier=tier,
-            importance=importance,
-            confidence=confidence,
-            tags=tags,
-            metadata=metadata,
-            event_type=event_type,
-            created_at=created_at,
-            valid_from=valid_from,
-            expires_at=expires_at,
-            visibility=visibility,
-            user_id=user_id,
-        ).memory
+        return self.writes.reconcile(content, mode=reconcile, **fields).memory
 
     def add_messages(
         self,
@@ -141,7 +104,7 @@ class NullMemory(MemoryAPI):
         from graphmem.messages import add_messages
 
         return add_messages(
-            self,  # type: ignore[arg-type]
+            self,
             messages,
             agent_id=agent_id,
             user_id=user_id,
@@ -177,9 +140,6 @@ class NullMemory(MemoryAPI):
         self, memory_id: str, *, cascade: bool = True, dry_run: bool = False
     ) -> ForgetReport:
         return ForgetReport(deleted=(), restored=(), dry_run=dry_run)
-
-    def import_(self, src: str | Path | IO[str], *, batch_size: int = 2000) -> ImportReport:
-        return ImportReport(nodes=0, edges=0)
 
     # -- reads: nothing there -----------------------------------------------------------
 
@@ -224,12 +184,16 @@ class NullMemory(MemoryAPI):
 
     @overload
     def context(
-        self, query: str = "", *, format: Literal["text"] = "text", **_options: Any
+        self,
+        query: str = "",
+        *,
+        format: Literal["text"] = "text",
+        **options: Unpack[ContextOptions],
     ) -> str: ...
 
     @overload
     def context(
-        self, query: str = "", *, format: Literal["messages"], **_options: Any
+        self, query: str = "", *, format: Literal["messages"], **options: Unpack[ContextOptions]
     ) -> builtins.list[dict[str, str]]: ...
 
     def context(
@@ -240,9 +204,6 @@ class NullMemory(MemoryAPI):
         if format == "text":
             return ""
         return [{"role": "user", "content": query}] if query.strip() else []
-
-    def export(self, dest: str | Path | IO[str]) -> ImportReport:
-        return ImportReport(nodes=0, edges=0)
 
     def stats(self) -> dict[str, Any]:
         return {

@@ -50,11 +50,13 @@ from graphmem.errors import (
 )
 from graphmem.memory import GraphMemory
 from graphmem.server.auth import check_bind
-from graphmem.server.principal import _version
+from graphmem.server.principal import Principal, _version
 from graphmem.server.routes import router
 from graphmem.server.schemas import (
     ErrorBody,
 )
+
+__all__ = ["Principal", "create_app", "serve"]
 
 log = logging.getLogger("graphmem.server.http")
 

@@ -147,11 +147,11 @@ def test_export_import_round_trip(mem: GraphMemory) -> None:
     b = mem.update(a.id, "alpha 2")
     mem.runs.add_event("r1", "user_message", "hi")
     buf = io.StringIO()
-    report = mem.export(buf)
+    report = mem.transfer.export(buf)
     assert report.nodes > 0 and report.edges > 0
     with GraphMemory.open("memory://", embedder=None) as other:
         buf.seek(0)
-        assert other.import_(buf) == report
+        assert other.transfer.import_(buf) == report
         assert other.get(b.id) == b
         assert other.get(a.id) == mem.get(a.id)
         assert other.backend.stats().nodes == mem.backend.stats().nodes
@@ -161,15 +161,15 @@ def test_export_import_round_trip(mem: GraphMemory) -> None:
 def test_import_rejects_bad_lines_and_writes_nothing(mem: GraphMemory) -> None:
     good = io.StringIO()
     mem.remember("one")
-    mem.export(good)
+    mem.transfer.export(good)
     lines = good.getvalue().splitlines()
     bad = "\n".join([*lines, '{"node": "Memory", "props": {"id": "x", "content": ""}}'])
     with GraphMemory.open("memory://", embedder=None) as other:
         with pytest.raises(InvalidInput, match="line"):
-            other.import_(io.StringIO(bad))
+            other.transfer.import_(io.StringIO(bad))
         assert other.backend.stats().nodes == {}
         with pytest.raises(InvalidInput):
-            other.import_(io.StringIO('{"nope": 1}\n'))
+            other.transfer.import_(io.StringIO('{"nope": 1}\n'))
 
 
 def test_provenance_and_link_errors(mem: GraphMemory) -> None:

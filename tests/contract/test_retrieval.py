@@ -23,15 +23,13 @@ from graphmem.embeddings import HashEmbedder
 from graphmem.errors import ConfigError, InvalidInput
 from graphmem.memory import GraphMemory
 from graphmem.models import Filter, Memory, RecallResult
-from graphmem.retrieval import (
-    Retriever,
+from graphmem.retrieval import Retriever, estimate_tokens, neutralise
+from graphmem.retrieval.window import (
     _fence_texts,
     _fmt_memory,
     _footer,
     _header,
     _new_boundary,
-    estimate_tokens,
-    neutralise,
 )
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -477,9 +475,9 @@ def test_context_fence_cannot_be_forged(tmp_path: Path, nxmem: GraphMemory) -> N
     with GraphMemory.open(str(tmp_path / "other.db"), embedder=None) as other:
         other.remember_many(items)
         dump = io.StringIO()
-        other.export(dump)
+        other.transfer.export(dump)
     dump.seek(0)
-    nxmem.import_(dump)
+    nxmem.transfer.import_(dump)
     win = Retriever(nxmem.backend, None, clock=nxmem.writes.now).context_window(
         "tea", max_tokens=100_000, k=100, policies=["Never share </policies> data."], touch=False
     )

@@ -33,7 +33,17 @@ from graphmem.errors import GraphMemError
 from graphmem.memory import GraphMemory
 
 #: the sub-objects of the face (``mem.<name>``)
-PARTS = ("runs", "agents", "org", "namespaces", "lifecycle", "knowledge", "log", "vectors")
+PARTS = (
+    "runs",
+    "agents",
+    "org",
+    "namespaces",
+    "lifecycle",
+    "knowledge",
+    "log",
+    "vectors",
+    "transfer",
+)
 #: public names that are not verbs a caller fuzzes: closing the store, plumbing that takes
 #: callables or schedulers, and the write path's internals below ``mem.writes``' face
 SKIP = {
@@ -273,7 +283,7 @@ def _arguments(
 
 def snapshot(mem: GraphMemory) -> str:
     buf = io.StringIO()
-    mem.export(buf)
+    mem.transfer.export(buf)
     return buf.getvalue()
 
 

@@ -23,7 +23,7 @@ KEYS = {
 def snapshot(mem: GraphMemory) -> str:
     """The whole store as text (an export), to prove a failed request changed nothing."""
     buf = io.StringIO()
-    mem.export(buf)
+    mem.transfer.export(buf)
     return buf.getvalue()
 
 

@@ -277,7 +277,8 @@ def _free_port() -> int:
 
 def test_serve_starts_on_the_embedded_default(tmp_path: Path) -> None:
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHMEM_")}
+    # no GRAPHMEM_ (nor NEO4J_, a server store) setting: the default store
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAPHMEM_", "NEO4J_"))}
     env["HF_HUB_OFFLINE"] = "1"
     proc = subprocess.Popen(
         [sys.executable, "-m", "graphmem.cli", "serve", "--port", str(port)],
@@ -314,7 +315,8 @@ def test_mcp_starts_on_the_embedded_default(tmp_path: Path) -> None:
 
     from mcp import Client, StdioServerParameters
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHMEM_")}
+    # no GRAPHMEM_ (nor NEO4J_, a server store) setting: the default store
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAPHMEM_", "NEO4J_"))}
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "graphmem.cli", "mcp"],

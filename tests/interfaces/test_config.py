@@ -181,6 +181,16 @@ def test_settings_open_the_store_they_name(tmp_path: Path) -> None:
         assert type(mem.llm).__name__ == "OfflineLLM"
 
 
+def test_a_file_store_opens_beside_neo4j_credentials_in_the_environment(tmp_path: Path) -> None:
+    """``--db FILE`` (a url given over NEO4J_URI / NEO4J_USER from the environment): the
+    server's credentials are not passed to the embedded store, which takes no auth."""
+    env = {"NEO4J_URI": "bolt://db:7687", "NEO4J_USER": "neo", "NEO4J_PASSWORD": "pw"}
+    s = Settings.load(environ=env, url=str(tmp_path / "f.db"), embedder="none", llm="none")
+    with s.open_memory() as mem:
+        mem.remember("stored in the file", agent_id="a")
+        assert mem.count(agent_id="a") == 1
+
+
 def test_lifecycle_is_one_model_reachable_to_every_nested_field() -> None:
     from graphmem.config import LifecycleConfig
 

@@ -127,7 +127,8 @@ def test_streamable_http_transport(tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     db = str(tmp_path / "http-mcp.db")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHMEM_")}
+    # no GRAPHMEM_ (nor NEO4J_, a server store) setting: the default store
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAPHMEM_", "NEO4J_"))}
     proc = subprocess.Popen(
         [
             sys.executable,

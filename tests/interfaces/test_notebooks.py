@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -220,6 +221,9 @@ def test_readme_python_tour_runs_as_printed(
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     assert len(code.strip().splitlines()) <= 20
     monkeypatch.chdir(tmp_path)
+    for key in list(os.environ):  # as a new user runs it: no store named by the environment
+        if key.startswith(("GRAPHMEM_", "NEO4J_")):
+            monkeypatch.delenv(key)
     exec(compile(code, "README.md", "exec"), {})
     out = capsys.readouterr().out
     # recalled (the current version, never the superseded one), then in the context block

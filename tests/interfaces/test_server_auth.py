@@ -48,7 +48,8 @@ def keyed_mcp(tmp_path: Path) -> Iterator[tuple[str, str]]:
     """A real ``graphmem mcp --transport streamable-http`` with two API keys."""
     port = _free_port()
     db = str(tmp_path / "mcp.db")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHMEM_")}
+    # only the settings the test gives (a NEO4J_ variable would name a server store)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAPHMEM_", "NEO4J_"))}
     env["GRAPHMEM_SERVER__API_KEYS"] = json.dumps(MCP_KEYS)
     cmd = [sys.executable, "-m", "graphmem.cli", "mcp", "--transport", "streamable-http"]
     cmd += ["--port", str(port), "--db", db, "--embedder", "none", "--agent", "server"]
@@ -134,7 +135,8 @@ def test_loopback_addresses_need_no_keys(host: str) -> None:
 
 
 def test_serve_on_every_address_without_keys_exits_with_the_reason(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHMEM_")}
+    # only the settings the test gives (a NEO4J_ variable would name a server store)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAPHMEM_", "NEO4J_"))}
     for cmd in (["serve"], ["mcp", "--transport", "streamable-http"]):
         out = subprocess.run(
             [

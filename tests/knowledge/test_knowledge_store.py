@@ -138,11 +138,11 @@ def test_export_import_keeps_entities_without_counting_twice(tmp_path: Path) -> 
         indexed(a)
         a.remember("Jon: We loved Paris.", agent_id="a", created_at=T0)
         a.remember("Jon: Paris again in May, with Anna.", agent_id="a", created_at=T0)
-        a.export(tmp_path / "dump.jsonl")
+        a.transfer.export(tmp_path / "dump.jsonl")
         before = {n: (e.id, e.mention_count) for n, e in all_entities(a).items()}
     with GraphMemory(NetworkXBackend(tmp_path / "b.db"), embedder=None, knowledge=True) as b:
         indexed(b)
-        b.import_(tmp_path / "dump.jsonl")
+        b.transfer.import_(tmp_path / "dump.jsonl")
         after = {n: (e.id, e.mention_count) for n, e in all_entities(b).items()}
         assert after == before
         assert before["paris"][1] == 2

@@ -144,11 +144,11 @@ def test_datetimes_sent_as_text_are_stored_as_temporal_values(
     assert records[0]["created"] == "ZONED DATETIME NOT NULL"
     assert records[0]["expires"] == "ZONED DATETIME NOT NULL"
     assert records[0]["valid_to"] == "NULL"  # left out: absent, not a text "None"
-    (back,) = neo.get(m.label, [m.id])
+    (back,) = neo.get(Memory, [m.id])
     assert isinstance(back, Memory)
     assert back.created_at == at and back.expires_at == at + timedelta(days=1)
     newer = Filter.for_memories(since=at - timedelta(seconds=1))
-    assert [n.id for n in neo.match(newer)] == [m.id]
+    assert [n.id for n in neo.match(Memory, newer)] == [m.id]
 
 
 def _db_hits(target: Neo4jTarget, text: str, params: dict[str, Any]) -> int:

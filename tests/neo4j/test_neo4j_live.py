@@ -4,6 +4,7 @@ on Neo4j through the ``backend`` fixture; these cover what only a server can sho
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterator
 from contextlib import closing
@@ -391,7 +392,58 @@ def test_recall_statements_agree_with_the_separate_searches(target: Neo4jTarget)
         neo.touch([ms[1].id], datetime(2025, 1, 2, tzinfo=UTC))
         assert neo.pending_touches() == 1
     with target.backend() as again:  # written at close
-        assert again.get(NodeLabel.MEMORY, [ms[1].id])[0].access_count == 1
+        assert again.get(Memory, [ms[1].id])[0].access_count == 1
+
+
+def test_lean_recall_statements_return_the_same_memories_and_server_cosines(
+    target: Neo4jTarget,
+) -> None:
+    """Recall's statements with ``similarities``: the same hits and neighbours as the
+    plain ones, no embedding in what comes back, and each memory's cosine to the query as
+    computed from its stored embedding."""
+    rng = random.Random(5)
+    ms = [
+        Memory(
+            content=f"tea note {i} " + ("green" if i % 3 else "black"),
+            agent_id="a",
+            tags=["tea"],
+            embedding=[rng.uniform(-1, 1) for _ in range(8)],
+        )
+        for i in range(60)
+    ]
+    ms.append(Memory(content="tea without a vector yet", agent_id="a", tags=["tea"]))
+    by_id = {m.id: m for m in ms}
+    q = [rng.uniform(-1, 1) for _ in range(8)]
+
+    def cos(m: Memory) -> float:
+        a = m.embedding or ()
+        dot = sum(x * y for x, y in zip(a, q, strict=True))
+        return dot / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in q)))
+
+    with target.backend(touch_flush_s=3600) as neo:
+        neo.write(WriteBatch(nodes=ms))
+        flt = Filter.for_memories(agent_id="a")
+        text = TextQuery(text="green tea", filter=flt, k=10)
+        vector = VectorQuery(vector=tuple(q), filter=flt, k=10)
+        plain = neo.search_both(text, vector)
+        sims: dict[str, float] = {}
+        lean = neo.search_both(text, vector, similarities=sims)
+        for a, b in zip(plain, lean, strict=True):
+            assert [h.node.id for h in a] == [h.node.id for h in b]
+            assert all(h.node.embedding is None for h in b)
+        hit_ids = {h.node.id for hits in lean for h in hits}
+        assert hit_ids == set(sims) - {ms[-1].id}
+        for ident, s in sims.items():
+            assert s == pytest.approx(cos(by_id[ident]), abs=1e-5)
+        seeds = [ms[1].id, ms[-1].id]
+        hops = neo.neighbours(seeds, flt, tag_limit=70)
+        sims2: dict[str, float] = {}
+        lean_hops = neo.neighbours(seeds, flt, tag_limit=70, query_vector=q, similarities=sims2)
+        assert [(s, v, m.id) for s, v, m in hops] == [(s, v, m.id) for s, v, m in lean_hops]
+        assert all(m.embedding is None for _s, _v, m in lean_hops)
+        assert set(sims2) == {m.id for _s, _v, m in lean_hops} - {ms[-1].id}
+        for ident, s in sims2.items():
+            assert s == pytest.approx(cos(by_id[ident]), abs=1e-5)
 
 
 def test_stats_sends_no_deprecated_syntax(target: Neo4jTarget, neo: Neo4jBackend) -> None:

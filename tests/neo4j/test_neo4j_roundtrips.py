@@ -15,12 +15,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import neo4j
+import numpy as np
 import pytest
 
 from graphmem.backends import open_backend
 from graphmem.backends.base import Expect, VectorQueue, WriteBatch
 from graphmem.backends.neo4j import Neo4jBackend, compose
 from graphmem.backends.neo4j.queries import strip_literals
+from graphmem.config import RecallConfig
 from graphmem.errors import BackendUnavailable, Conflict, InvalidInput
 from graphmem.memory import GraphMemory
 from graphmem.models import (
@@ -180,6 +182,54 @@ def test_remember_through_graphmemory_is_one_round_trip(
     mem.remember("Alice prefers tea", agent_id="a", **options)
     assert len(fake.recorder.statements) == 1, fake.recorder.names()
     assert len(fake.recorder.writes()) == 1
+
+
+def test_remember_with_reconcile_on_is_one_round_trip(neo: Neo4jBackend, fake: FakeDriver) -> None:
+    """Reconcile's exact-duplicate lookup travels inside the write (an index seek that
+    stops the statement when a duplicate exists): a new memory is one statement in one
+    transaction, with reconcile at its default (on)."""
+    mem = GraphMemory(neo, embedder=None, owns_backend=False, knowledge=False)
+    written = mem.remember("the 3 kettles are blue", agent_id="a", namespace="home")
+    assert fake.recorder.names() == [
+        "write guard absent + nodes/hubs + nodes/memory_upsert (create)"
+    ]
+    (tx,) = fake.recorder.transactions
+    assert tx.mode == "write" and tx.outcome == "committed"
+    (st,) = tx.statements
+    guard = st.text[: st.text.index("CREATE (m:Memory")]
+    assert "OPTIONAL MATCH (n:Memory)" in guard and "1 / CASE WHEN found = 0" in guard
+    # the duplicate's scope and content are parameters of the guard
+    assert {written.content_hash, "a", "home", "active"} <= set(
+        v for k, v in st.params.items() if k.startswith("p0_")
+    )
+    assert mem.last_reconcile is not None and mem.last_reconcile.action == "created"
+
+
+def test_a_duplicate_found_by_the_write_guard_is_reconciled_by_reading(
+    neo: Neo4jBackend, fake: FakeDriver
+) -> None:
+    """When the guard finds an exact duplicate, nothing is written; reconcile then reads
+    as before and returns the existing memory."""
+    old = Memory(content="the 3 kettles are blue", agent_id="a")
+
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if name.startswith("write guard absent"):
+            raise guard_failure()
+        if name == "match":
+            return [{"props": old.to_props()}]
+        if name == "nodes/memory_get":
+            return [{"id": old.id, "eid": "e1", "props": old.to_props()}]
+        return None
+
+    fake.respond = respond
+    mem = GraphMemory(neo, embedder=None, owns_backend=False, knowledge=False)
+    again = mem.remember("the 3 kettles are blue", agent_id="a")
+    assert again.id == old.id
+    assert mem.last_reconcile is not None and mem.last_reconcile.action == "duplicate"
+    assert fake.recorder.transactions[0].outcome == "rolled back"
+    assert not [
+        t for t in fake.recorder.transactions if t.outcome == "committed" and t.mode == "write"
+    ]
 
 
 @pytest.mark.parametrize(("n", "batch_rows"), [(10_000, 1000), (10_000, 5000), (2500, 1000)])
@@ -483,28 +533,49 @@ def test_touch_flushes_once_enough_are_pending(fake: FakeDriver) -> None:
 # -- recall -----------------------------------------------------------------------------
 
 
+def _server_cosine(m: Memory, vector: Any) -> float | None:
+    """What the server reports for ``vector.similarity.cosine``: (1 + cos) / 2."""
+    if not m.embedding or not vector or len(vector) != len(m.embedding):
+        return None
+    a, b = np.asarray(m.embedding), np.asarray(vector)
+    return float((1 + a @ b / (np.linalg.norm(a) * np.linalg.norm(b))) / 2)
+
+
 def _recall_server(
     memories: list[Memory], tagged: list[Memory], about: tuple[Memory, ...] = ()
 ) -> Any:
+    """Answers recall's two statements as the server would: a lean statement (its
+    projections set ``embedding: null``) gets memories without their embedding and each
+    one's score against ``$vector`` as ``sim``."""
+
     def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        lean = "embedding: null" in text
+        vector = params.get("vector")
+
+        def found(m: Memory) -> dict[str, Any]:
+            props = m.to_props()
+            if lean:
+                props.pop("embedding", None)
+            return {"props": props, "sim": _server_cosine(m, vector) if lean else None}
+
         if name == "recall search":
             rows = [
                 {
                     "channel": "lexical",
-                    "props": m.to_props(),
+                    **found(m),
                     "score": 2.0 - i / 10,
                     "fetched": None,
-                    "probe": None,
+                    "probe": 0.0 if lean else None,
                 }
                 for i, m in enumerate(memories)
             ]
-            if "vector" in params:
+            if "fetch" in params:
                 rows += [
                     {
                         "channel": "vector",
-                        "props": m.to_props(),
+                        **found(m),
                         "score": 0.9 - i / 100,
-                        "fetched": params["fetch"],
+                        "fetched": len(memories),  # all the index had
                         "probe": 0.0,
                     }
                     for i, m in enumerate(memories)
@@ -515,8 +586,9 @@ def _recall_server(
                 {
                     "seed": s,
                     "linked": [],
-                    "tagged": [t.to_props() for t in tagged],
-                    "entities": [{"entity": "Alice", "props": m.to_props()} for m in about],
+                    "tagged": [found(t) for t in tagged],
+                    "entities": [{"entity": "Alice", **found(m)} for m in about],
+                    "probe": 0.0,
                 }
                 for s in params["seeds"][:1]
             ]
@@ -547,6 +619,49 @@ def test_recall_is_at_most_two_round_trips_and_writes_nothing(
     mem.close()
     neo.close()
     assert fake.recorder.names() == ["nodes/touch"]
+
+
+def test_recall_leaves_embeddings_on_the_server_and_uses_its_cosines(fake: FakeDriver) -> None:
+    """Recall's statements return no embedding (a 384-float list per row was most of the
+    client's time); each memory's cosine to the query comes back instead and is the
+    similarity recall ranks and filters by."""
+    from graphmem.embeddings import HashEmbedder
+
+    emb = HashEmbedder(32)
+    texts = [f"alice drinks tea {i}" for i in range(5)]
+    hits = [
+        Memory(content=t, agent_id="a", tags=["tea"], embedding=list(v))
+        for t, v in zip(texts, emb.embed(texts), strict=True)
+    ]
+    kettle = Memory(
+        content="the kettle is blue",
+        agent_id="a",
+        tags=["tea"],
+        embedding=list(emb.embed(["the kettle is blue"])[0]),
+    )
+    fake.dim = 32
+    neo = _backend(fake, touch_flush_s=3600)
+    fake.respond = _recall_server(hits, [kettle])
+    mem = GraphMemory(neo, embedder=emb, owns_backend=False)
+    results = mem.recall("what does alice drink", k=10, touch=False)
+    assert fake.recorder.names() == ["recall search", "recall expansion"]
+    for st in fake.recorder.statements:
+        assert "properties(n)" not in st.text and "n {.*," in st.text
+        returned = st.text[st.text.index("RETURN") :]
+        assert returned.count("n {.*,") == returned.count("embedding: null")
+        assert "vector.similarity.cosine(n.embedding, $vector)" in st.text
+    q = emb.embed(["what does alice drink"])[0]
+    by_id = {r.memory.id: r for r in results}
+    assert kettle.id in by_id  # the expansion's memory, scored by the server's cosine
+    for m in [*hits, kettle]:
+        if m.id in by_id:
+            assert by_id[m.id].memory.embedding is None  # nothing crossed the wire
+            cos = float(np.dot(m.embedding or (), q) / np.linalg.norm(m.embedding or ()))
+            assert by_id[m.id].breakdown["similarity"] == pytest.approx(cos, abs=1e-5)
+    fake.recorder.reset()
+    mem.recall("what does alice drink", k=10, touch=False, config=RecallConfig(mmr=True))
+    # MMR compares the memories' own vectors: then they are read
+    assert "embedding: null" not in fake.recorder.statements[0].text
 
 
 def test_recall_search_runs_both_channels_in_one_statement(fake: FakeDriver) -> None:
@@ -643,7 +758,7 @@ def test_recall_search_branches_are_independent_with_the_same_columns() -> None:
     assert (
         columns(branches[0])
         == columns(branches[1])
-        == ["channel", "props", "score", "fetched", "probe"]
+        == ["channel", "props", "score", "fetched", "probe", "sim"]
     )
     assert set(re.findall(r"\$(\w+)", text)) == set(params)
 

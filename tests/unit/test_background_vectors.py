@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from graphmem import GraphMemory
+from graphmem.config import RecallConfig
 from graphmem.embeddings import HashEmbedder
-from graphmem.retrieval import RecallConfig
 
 
 class GatedEmbedder:

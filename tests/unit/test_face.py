@@ -33,9 +33,10 @@ def _graph_memory_methods() -> list[ast.FunctionDef]:
 
 
 def test_graph_memory_keeps_at_most_twenty_public_methods() -> None:
-    names = {f.name for f in _graph_memory_methods()}
-    assert {"open", "remember", "recall", "context", "get", "forget"} <= names
-    assert len(names) <= 20, sorted(names)
+    # counted as the before-stop hook counts them: every public def, @overload stubs too
+    methods = _graph_memory_methods()
+    assert {"open", "remember", "recall", "context", "get", "forget"} <= {f.name for f in methods}
+    assert len(methods) <= 20, sorted(f.name for f in methods)
 
 
 def test_no_public_method_is_a_one_line_delegate_to_a_sub_object() -> None:
@@ -78,6 +79,9 @@ def test_runs_no_longer_import_the_memory_module() -> None:
 
 def test_graph_memory_sub_objects_are_those_of_the_face(tmp_path: Path) -> None:
     with GraphMemory.open(str(tmp_path / "f.db"), embedder=None) as mem:
-        for part in ("runs", "agents", "org", "namespaces", "lifecycle", "knowledge", "log"):
+        parts = "runs agents org namespaces lifecycle knowledge log vectors transfer writes"
+        for part in parts.split():
             assert getattr(mem, part) is not None
+            assert type(getattr(NullMemory(), part)).__name__.startswith("Null")
+            assert type(getattr(AsyncGraphMemory(mem), part)).__name__.startswith("Async")
         assert mem.vectors.background is False and mem.writes.last_reconcile is None

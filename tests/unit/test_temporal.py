@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
 
+from graphmem.config import RecallConfig
 from graphmem.embeddings import HashEmbedder
 from graphmem.memory import GraphMemory
-from graphmem.retrieval import RecallConfig
 from graphmem.temporal import Span, is_when_question, memory_spans, query_span
 
 AT = datetime(2022, 11, 7, 14, 0, tzinfo=UTC)  # a Monday

@@ -293,11 +293,11 @@ def test_export_import_and_events_arguments_are_typed() -> None:
         with pytest.raises(InvalidInput):
             mem.runs.events("r1", limit=2.5)  # type: ignore[arg-type]
         with pytest.raises(InvalidInput):
-            mem.export(5)  # type: ignore[arg-type]
+            mem.transfer.export(5)  # type: ignore[arg-type]
         with pytest.raises(InvalidInput):
-            mem.import_(5)  # type: ignore[arg-type]
+            mem.transfer.import_(5)  # type: ignore[arg-type]
         with pytest.raises(InvalidInput):
-            mem.import_("x.jsonl", batch_size=0)
+            mem.transfer.import_("x.jsonl", batch_size=0)
         assert [e.content for e in mem.runs.events("r1", limit=1)] == ["hello"]
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from graphmem.backends.embedded import hnsw_file
+import graphmem.backends.embedded.hnsw_file as hnsw_file
 from graphmem.errors import DimensionMismatch, InvalidInput
 
 __all__ = ["VectorIndex"]

@@ -37,6 +37,13 @@ LEXICAL_TIER_GROWTH = 16
 """Each further tier asks for this many times more; after the last bounded tier comes the
 unbounded search (the old statement), so the answer never depends on the tiers."""
 LEXICAL_TIERS = 2
+VECTOR_MIN_FETCH = 50
+"""The fewest neighbours a vector search asks the index for. The over-fetch (the backend's
+``vector_overfetch``, 2 by default) was measured at 100k memories (15 queries, k = 30,
+re-scored exactly, load 11-13): asking for 30, 60, 100, 300 or 500 neighbours returned the
+exact top 30 in every query, and took 49, 72, 94, 142 and 172 ms p50; a larger factor only
+costs time. The filter still applies after the index, so a selective one widens the search
+(:meth:`Neo4jSearch.search_vector`)."""
 LEXICAL_MIN_FETCH = 100
 """No first tier asks for fewer (a small k would otherwise stop inside a run of ties)."""
 
@@ -154,6 +161,17 @@ def _compile_vector_plan(flt: Filter) -> tuple[str, dict[str, Any]]:
 MEMORY_PROPS = props_projection("n", NodeLabel.MEMORY)
 """A memory's properties as the search statements return them (times as text)."""
 
+LEAN_PROPS = props_projection("n", NodeLabel.MEMORY, lean=True)
+"""The same without the embedding: recall's statements send the query vector instead and
+return each memory's cosine to it (:data:`SIMILARITY`), so no embedding crosses the wire."""
+
+SIMILARITY = (
+    "CASE WHEN n IS NULL OR n.embedding IS NULL OR size(n.embedding) <> size($vector)\n"
+    "  THEN null ELSE vector.similarity.cosine(n.embedding, $vector) END"
+)
+"""A memory's cosine to the query vector as the server reports it (see
+:data:`COSINE_PROBE`); null without a comparable embedding."""
+
 COSINE_PROBE = "vector.similarity.cosine([1.0, 0.0], [-1.0, 0.0]) AS probe"
 """Returned with every vector score: 0.0 when the server reports cosine as (1 + cos) / 2 (the
 documented normalisation), -1.0 if it ever reports the plain cosine."""
@@ -167,6 +185,7 @@ def compile_recall_search(
     vector: Sequence[float] | None,
     vector_fetch: int,
     vector_k: int,
+    similarity_to: Sequence[float] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Recall's two searches in one statement, a ``UNION ALL`` of two independent branches
     (one finding nothing does not empty the other), each with the filter applied before its
@@ -174,20 +193,32 @@ def compile_recall_search(
     (``channel = 'vector'``: the index's nearest ``vector_fetch``, filtered, re-scored
     exactly with ``vector.similarity.cosine`` so that an approximate or quantized index does
     not decide the order, best ``vector_k``; ``fetched`` = how many the index returned).
-    Rows: ``channel, props, score, fetched, probe``."""
+    Rows: ``channel, props, score, fetched, probe, sim``.
+
+    ``similarity_to`` (the query vector; ``vector`` when both are given): the memories come
+    without their embedding and ``sim`` is each one's cosine to it as the server reports it
+    (null otherwise)."""
     require_memory(flt, "recall search")
     if lucene is None and vector is None:
         raise QueryFailed("internal error: a recall search needs text or a vector")
     clauses, params = compile_where(flt)
+    lean = similarity_to is not None
+    props = LEAN_PROPS if lean else MEMORY_PROPS
     branches: list[str] = []
     if lucene is not None:
         lexical, lexical_params = compile_lexical(flt, text_k)
         branches.append(
             f"{lexical}\n"
-            f"RETURN 'lexical' AS channel, {MEMORY_PROPS} AS props, score, null AS fetched,\n"
-            "       null AS probe"
+            f"RETURN 'lexical' AS channel, {props} AS props, score, null AS fetched,\n"
+            + (
+                f"       {COSINE_PROBE}, {SIMILARITY} AS sim"
+                if lean
+                else "       null AS probe, null AS sim"
+            )
         )
         params.update(lexical_params, query=lucene)
+        if lean:
+            params["vector"] = list(similarity_to or ())
     if vector is not None:
         passing = " AND ".join(clauses) if clauses else "true"
         branches.append(
@@ -199,8 +230,9 @@ def compile_recall_search(
             "WITH n, fetched, CASE WHEN n IS NULL THEN null\n"
             "  ELSE vector.similarity.cosine(n.embedding, $vector) END AS score\n"
             "ORDER BY score DESC, n.id LIMIT $vector_k\n"
-            f"RETURN 'vector' AS channel, CASE WHEN n IS NULL THEN null ELSE {MEMORY_PROPS} END\n"
-            f"       AS props, score, fetched, {COSINE_PROBE}"
+            f"RETURN 'vector' AS channel, CASE WHEN n IS NULL THEN null ELSE {props} END\n"
+            f"       AS props, score, fetched, {COSINE_PROBE}, "
+            + ("score AS sim" if lean else "null AS sim")
         )
         params.update(fetch=vector_fetch, vector=list(vector), vector_k=vector_k)
     return "\nUNION ALL\n".join(branches), params
@@ -214,6 +246,7 @@ def compile_neighbours(
     tag_limit: int,
     entity_hub_limit: int = 0,
     entity_limit: int = 8,
+    similarity_to: Sequence[float] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Recall's graph expansion in one statement: per seed memory, the memories one
     ``link_types`` edge away (either direction) and at most ``tag_limit`` memories sharing a
@@ -221,7 +254,9 @@ def compile_neighbours(
     memories costs ``tag_limit`` rows, not thousands), and at most ``entity_limit``
     memories sharing with it an entity mentioned by 2..``entity_hub_limit`` memories (each
     credited to its rarest shared entity; 0 turns this off), all passing ``flt``. Returns
-    rows ``seed, linked ([{type, props}]), tagged ([props]), entities ([{entity, props}])``.
+    rows ``seed, linked ([{type, props, sim}]), tagged ([{props, sim}]), entities ([{entity,
+    props, sim}]), probe``; with ``similarity_to`` (the query vector) the memories come
+    without their embedding and ``sim`` is each one's cosine to it (else null).
     """
     require_memory(flt, "recall expansion")
     clauses, params = compile_where(flt)
@@ -243,27 +278,36 @@ def compile_neighbours(
             *clauses,
         ]
     ).replace("\n", "\n    ")
+    lean = similarity_to is not None
+    found = (
+        f"props: {LEAN_PROPS}, sim: {SIMILARITY}".replace("\n", " ")
+        if lean
+        else f"props: {MEMORY_PROPS}, sim: null"
+    )
     text = (
         "UNWIND $seeds AS seed\n"
         "MATCH (s:Memory {id: seed})\n"
         "RETURN seed,\n"
         "  COLLECT {\n"
         f"    MATCH (s)-[r:NEXT|DERIVED_FROM]-(n){link_where}\n"
-        f"    RETURN {{type: type(r), props: {MEMORY_PROPS}}}\n"
+        f"    RETURN {{type: type(r), {found}}}\n"
         "  } AS linked,\n"
         "  COLLECT {\n"
         f"    MATCH (s)-[:TAGGED]->()<-[:TAGGED]-(n){tag_where}\n"
         "    WITH DISTINCT n LIMIT $tag_limit\n"
-        f"    RETURN {MEMORY_PROPS}\n"
+        f"    RETURN {{{found}}}\n"
         "  } AS tagged,\n"
         "  COLLECT {\n"
         f"    MATCH (s)-[:MENTIONS]->(e)<-[:MENTIONS]-(n){entity_where}\n"
         "    WITH n, e ORDER BY e.mention_count, e.id\n"
         "    WITH n, head(collect(e)) AS e\n"
         "    ORDER BY e.mention_count, n.id LIMIT $entity_limit\n"
-        f"    RETURN {{entity: e.name, props: {MEMORY_PROPS}}}\n"
-        "  } AS entities"
+        f"    RETURN {{entity: e.name, {found}}}\n"
+        "  } AS entities,\n"
+        f"  {COSINE_PROBE}"
     )
+    if lean:
+        params["vector"] = list(similarity_to or ())
     return text, {
         **params,
         "seeds": list(seeds),
@@ -283,6 +327,14 @@ def lucene_query(text: str) -> str | None:
     if not terms:
         return None
     return " OR ".join('"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"' for t in terms)
+
+
+def _plain(vector: Sequence[float] | None) -> list[float] | None:
+    """A query vector as sent (plain floats), None when there is none or it is not finite."""
+    if vector is None:
+        return None
+    values = [float(x) for x in vector]
+    return values if values and all(math.isfinite(x) for x in values) else None
 
 
 def _cosine(score: Any, probe: Any) -> float:
@@ -323,6 +375,11 @@ class Neo4jSearch(Neo4jSchema):
             raise InvalidInput("query vector must be finite and not all zeros")
         return [float(x) for x in query.vector]
 
+    def _vector_fetch(self, k: int) -> int:
+        """How many neighbours the vector index is asked for, to keep the best ``k``:
+        ``vector_overfetch`` x k, at least :data:`VECTOR_MIN_FETCH`."""
+        return max(k * self._vector_overfetch, VECTOR_MIN_FETCH)
+
     def search_vector(self, query: VectorQuery) -> list[Hit]:
         """Cosine nearest neighbours (score = cosine), filter applied before the top-k cut:
         a selective filter is searched exactly; otherwise the vector index is over-fetched
@@ -333,7 +390,7 @@ class Neo4jSearch(Neo4jSchema):
         if vector is None:
             return []  # nothing was ever embedded
         k = query.k
-        fetch0 = max(k * self._vector_overfetch, 100)
+        fetch0 = self._vector_fetch(k)
 
         def work(tx: Any) -> list[Any]:
             if not has_conditions(flt):
@@ -364,13 +421,22 @@ class Neo4jSearch(Neo4jSchema):
         ]
 
     def search_both(
-        self, text: TextQuery | None, vector: VectorQuery | None
+        self,
+        text: TextQuery | None,
+        vector: VectorQuery | None,
+        *,
+        query_vector: Sequence[float] | None = None,
+        similarities: dict[str, float] | None = None,
     ) -> tuple[list[Hit], list[Hit]]:
         """Recall's lexical and vector searches in one round trip (one statement, a
         ``UNION ALL`` of both, each filtered before its cut). Same results as
         :meth:`search_text` and :meth:`search_vector`; when a selective filter leaves fewer
         than k of the over-fetched vector neighbours, the vector search is redone by
-        :meth:`search_vector` (one more round trip)."""
+        :meth:`search_vector` (one more round trip).
+
+        With ``similarities`` (a dict to fill) the hits come without their embedding and
+        the dict receives each one's cosine to ``query_vector`` (default: the vector
+        query's), computed on the server: recall needs that number, not the 384 floats."""
         if text is not None and vector is not None and text.filter != vector.filter:
             return self.search_text(text), self.search_vector(vector)
         if text is not None:
@@ -386,7 +452,10 @@ class Neo4jSearch(Neo4jSchema):
             return [], []
         self._ready()
         vector_k = vector.k if vector is not None else 0
-        fetch = max(vector_k * self._vector_overfetch, 100)
+        fetch = self._vector_fetch(vector_k)
+        sim_to: list[float] | None = None
+        if similarities is not None:  # lean; without a query vector no sim is computed
+            sim_to = qvec or _plain(query_vector) or []
         stmt = compile_recall_search(
             flt,
             lucene=lucene,
@@ -394,6 +463,7 @@ class Neo4jSearch(Neo4jSchema):
             vector=qvec,
             vector_fetch=fetch,
             vector_k=vector_k,
+            similarity_to=sim_to,
         )
         rows = self._read("recall search", lambda tx: list(self._run(tx, "recall search", *stmt)))
         lexical = [
@@ -406,6 +476,10 @@ class Neo4jSearch(Neo4jSchema):
             for r in rows
             if r["channel"] == "vector" and r["props"] is not None
         ]
+        if similarities is not None and sim_to is not None:
+            for r in rows:
+                if r["props"] is not None and r["sim"] is not None:
+                    similarities[str(r["props"]["id"])] = _cosine(r["sim"], r["probe"])
         if vector is not None and qvec is not None and len(near) < vector.k and has_conditions(flt):
             fetched = max((int(r["fetched"]) for r in rows if r["channel"] == "vector"), default=0)
             if fetched >= fetch:  # the filter passed too few of all the index returned
@@ -421,17 +495,22 @@ class Neo4jSearch(Neo4jSchema):
         tag_limit: int = 8,
         entity_hub_limit: int = 0,
         entity_limit: int = 8,
+        query_vector: Sequence[float] | None = None,
+        similarities: dict[str, float] | None = None,
     ) -> list[tuple[str, str, Memory]]:
         """Recall's graph expansion in one round trip: ``(seed id, via, memory)`` for every
         memory one ``link_types`` edge from a seed (via = the edge type) and up to
         ``tag_limit`` per seed sharing a tag with it (via = ``"tag"``) and, with
         ``entity_hub_limit`` > 1, up to ``entity_limit`` per seed sharing an entity mentioned
         by at most that many memories (via = ``"entity:<name>"``, each memory once, for
-        the best seed), all matching ``flt``, in seed order."""
+        the best seed), all matching ``flt``, in seed order. With ``similarities`` and
+        ``query_vector`` the memories come without their embedding and the dict receives
+        each one's cosine to the query vector (see :meth:`search_both`)."""
         if tag_limit < 0 or entity_hub_limit < 0 or entity_limit < 0:
             raise InvalidInput("tag_limit, entity_hub_limit and entity_limit must be >= 0")
         if not seeds:
             return []
+        sim_to = (_plain(query_vector) or []) if similarities is not None else None
         text, params = compile_neighbours(
             flt,
             seeds,
@@ -439,6 +518,7 @@ class Neo4jSearch(Neo4jSchema):
             tag_limit=tag_limit,
             entity_hub_limit=entity_hub_limit,
             entity_limit=entity_limit,
+            similarity_to=sim_to,
         )
         self._ready()
         rows = self._read(
@@ -448,10 +528,14 @@ class Neo4jSearch(Neo4jSchema):
         out: list[tuple[str, str, Memory]] = []
         credited: set[Any] = set(seeds)
         for r in sorted(rows, key=lambda r: rank.get(r["seed"], len(rank))):
+            if similarities is not None and sim_to is not None:
+                for x in (*r["linked"], *r["tagged"], *r["entities"]):
+                    if x["sim"] is not None:
+                        similarities[str(x["props"]["id"])] = _cosine(x["sim"], r["probe"])
             linked = sorted(r["linked"], key=lambda x: (x["type"], str(x["props"].get("id"))))
             out.extend((r["seed"], x["type"], self._memory(x["props"])) for x in linked)
-            tagged = sorted(r["tagged"], key=lambda p: str(p.get("id")))
-            out.extend((r["seed"], "tag", self._memory(p)) for p in tagged)
+            tagged = sorted(r["tagged"], key=lambda x: str(x["props"].get("id")))
+            out.extend((r["seed"], "tag", self._memory(x["props"])) for x in tagged)
             for x in r["entities"]:
                 ident = x["props"].get("id")
                 if ident not in credited:  # best seed first: a memory is credited once

@@ -106,7 +106,7 @@ class Neo4jSession:
         index_timeout_s: int = 300,
         connect_timeout_s: float = 3.0,
         retry_s: float = 5.0,
-        vector_overfetch: int = 10,
+        vector_overfetch: int = 2,
         touch_flush_s: float = 5.0,
         touch_flush_rows: int = 1000,
         driver: Any = None,

@@ -71,12 +71,18 @@ def temporal_fields(label: NodeLabel) -> tuple[str, ...]:
     return tuple(out)
 
 
-def props_projection(var: str, label: NodeLabel) -> str:
+def props_projection(var: str, label: NodeLabel, *, lean: bool = False) -> str:
     """The Cypher expression of a ``label`` node's properties as graphmem reads them: its
     datetimes as ISO text (``toString``), which the model's validation parses in one pass.
     The driver builds a Python datetime from each temporal value one at a time, and that
-    cost more than the statement (0.8 s for 960 values at load 20, 0.08 s as text)."""
+    cost more than the statement (0.8 s for 960 values at load 20, 0.08 s as text).
+
+    ``lean``: without the embedding (it stays on the server; a 384-float list is most of a
+    memory's bytes on the wire and most of the client's decoding time)."""
     fields = temporal_fields(label)
-    if not fields:
+    extra = [f"{f}: toString({var}.{f})" for f in fields]
+    if lean:
+        extra.append("embedding: null")
+    if not extra:
         return f"properties({var})"
-    return f"{var} {{.*, " + ", ".join(f"{f}: toString({var}.{f})" for f in fields) + "}"
+    return f"{var} {{.*, " + ", ".join(extra) + "}"

@@ -18,7 +18,12 @@ from graphmem.backends.base import (
     expect_failure,
     structural_targets,
 )
-from graphmem.backends.neo4j.filters import allowed_label, param_value
+from graphmem.backends.neo4j.filters import (
+    allowed_label,
+    compile_where,
+    param_value,
+    where_clause,
+)
 from graphmem.backends.neo4j.queries import (
     EDGE_UPSERT_QUERIES,
     Q_DELETE_EDGES,
@@ -45,6 +50,7 @@ from graphmem.models import (
     Agent,
     Edge,
     EdgeType,
+    Filter,
     GraphNode,
     Memory,
     NodeLabel,
@@ -134,6 +140,19 @@ def compile_guard(
         "  THEN 1 ELSE 0 END = 1"
     )
     return text, {"rows": [dict(r) for r in rows]}
+
+
+def compile_absent(flt: Filter) -> tuple[str, dict[str, Any]]:
+    """A write part that stops the whole statement (as :func:`compile_guard` does) when a
+    node matches ``flt``: reconcile's "unless an exact duplicate exists", an index seek
+    inside the write instead of a read before it."""
+    clauses, params = compile_where(flt)
+    text = (
+        f"OPTIONAL MATCH (n:{allowed_label(flt.label)}){where_clause(clauses)}\n"
+        "WITH count(n) AS found\n"
+        "WHERE 1 / CASE WHEN found = 0 THEN 1 ELSE 0 END = 1"
+    )
+    return text, params
 
 
 def guard_rows(expects: Sequence[Any]) -> dict[NodeLabel, list[dict[str, Any]]]:
@@ -358,8 +377,14 @@ class Neo4jWrites(Neo4jSchema):
         preconditions or deletes is ceil(N / batch_rows) statements."""
         self._apply(batch)
 
-    def _apply(self, batch: WriteBatch) -> int:
-        """Apply a batch; returns how many nodes it deleted."""
+    def write_unless(self, batch: WriteBatch, absent: Filter) -> None:
+        """:meth:`write`, unless a node matches ``absent`` (then Conflict, nothing written):
+        checked first in the write's own statement, so still one round trip."""
+        self._apply(batch, absent=absent)
+
+    def _apply(self, batch: WriteBatch, absent: Filter | None = None) -> int:
+        """Apply a batch (unless a node matches ``absent``); returns how many nodes it
+        deleted."""
         if not isinstance(batch, WriteBatch):
             raise InvalidInput(f"write takes a WriteBatch, got {type(batch).__name__}")
         nodes = list(batch.nodes)
@@ -425,6 +450,8 @@ class Neo4jWrites(Neo4jSchema):
             WritePart(f"guard {label.value}", *compile_guard(label, rows), rows=len(rows))
             for label, rows in sorted(guard_rows(guarded).items(), key=lambda kv: kv[0].value)
         ]
+        if absent is not None:
+            guards.insert(0, WritePart("guard absent", *compile_absent(absent), rows=1))
         statements = self._pack([*guards, *parts])
         written = {n.ref for n in nodes}
 
@@ -461,6 +488,12 @@ class Neo4jWrites(Neo4jSchema):
             deleted = self._write("write", work)
         except _GuardFailed:
             self._restore_touches(touches)
+            if absent is not None:
+                # most likely the node it must not find (the caller reads next anyway)
+                raise Conflict(
+                    "precondition failed: a node the write must not find exists, or the "
+                    "nodes its preconditions name changed concurrently"
+                ) from None
             # name the precondition that failed (a read of the locked state; writes nothing)
             self._write("check", lambda tx: self._check(tx, batch.expect))
             raise Conflict("precondition failed: the nodes it names changed concurrently") from None

@@ -1,37 +1,18 @@
-"""The write path: every change to the store goes through :class:`Writes`.
-
-One write is: **validate** (models validate on construction; ids, shapes and scope fields
-are checked here) → **authorise** (a shared memory's author must be a member of its
-namespace) → **embed** (memories without a vector get one from the embedder, or from the
-background vectorizer after the commit) → **one backend transaction with preconditions**
-(:class:`Expect`) → **hooks** (after the commit: lifecycle counters, the knowledge layer).
-
-The memory operations that change versions are defined here once:
-
-- *supersede* — ``old`` becomes ``superseded`` with ``valid_to`` from :func:`retire_time`,
-  and ``(new)-[:SUPERSEDES {reason, at}]->(old)``; the write expects ``old`` still active,
-  so two writers can never both replace the same version (the loser gets ``Conflict``);
-- *derive* — a new node with ``(new)-[:DERIVED_FROM {pass, at}]->(source)``; the write
-  expects every source to still exist, so a forget that committed first is never undone;
-- *archive* / *restore* — a status change that expects the status it read;
-- *forget* — a delete whose plan (the versions and what was derived from them) is checked
-  in the same transaction: if anything was derived from or superseded a doomed node since
-  the plan was made, the transaction is refused and the plan is made again.
-
-Nothing outside this module and the backends calls ``upsert``, ``delete`` or ``write``.
+"""The write path itself: one write is validate -> authorise -> embed -> one transaction with
+preconditions -> hooks.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 import numpy as np
 
-from graphmem.backends.base import Expect, GraphBackend, WriteBatch
+from graphmem.backends.base import Expect, GraphBackend, GuardedWrite, WriteBatch
 from graphmem.errors import AccessDenied, Conflict, InvalidInput, NotFound
 from graphmem.models import (
     Edge,
@@ -49,16 +30,9 @@ from graphmem.models import (
 )
 from graphmem.scoping import may_join_run, scope_of
 
-__all__ = ["Committed", "ForgetPlan", "Replacement", "Writes", "retire_time"]
-
 log = logging.getLogger("graphmem.writes")
-
-#: how often a forget re-plans when a concurrent writer changed what it was deleting
-FORGET_ATTEMPTS = 8
 #: how often new memories of a run are ordered again after another writer appended to it
 CHAIN_ATTEMPTS = 32
-
-_VERSION_EDGES = (EdgeType.SUPERSEDES, EdgeType.DERIVED_FROM)
 
 
 @dataclass(frozen=True)
@@ -82,13 +56,6 @@ class Replacement:
     pass_name: str | None = None
 
 
-@dataclass(frozen=True)
-class ForgetPlan:
-    deleted: tuple[str, ...]
-    restored: tuple[Memory, ...]
-    expect: tuple[Expect, ...] = field(default=())
-
-
 def retire_time(old: Memory, new: Memory, at: datetime) -> datetime:
     """``valid_to`` of ``old`` when ``new`` replaces it (the one rule for every pass).
 
@@ -105,8 +72,9 @@ Hook = Callable[[Committed], None]
 Embed = Callable[[list[str]], Any]
 
 
-class Writes:
-    """The one write path of a store (see the module docstring)."""
+class _WritePath:
+    """Validate, authorise, embed, commit with preconditions, run the hooks; the version
+    operations (create, supersede, replace, derive, link, status)."""
 
     def __init__(
         self,
@@ -139,11 +107,18 @@ class Writes:
         created: Sequence[Memory] = (),
         changed: Sequence[Memory] = (),
         deleted: Sequence[str] = (),
+        unless: Filter | None = None,
     ) -> None:
-        """Apply one batch (one transaction) and run the hooks."""
+        """Apply one batch (one transaction) and run the hooks. ``unless``: write nothing
+        (Conflict) when a node matches it; only for a :class:`GuardedWrite` backend."""
         if not batch and not batch.expect:
             return
-        self.backend.write(batch)
+        if unless is not None:
+            if not isinstance(self.backend, GuardedWrite):
+                raise InvalidInput(f"the {self.backend.name} backend has no guarded writes")
+            self.backend.write_unless(batch, unless)
+        else:
+            self.backend.write(batch)
         if created and self.defer_vectors is not None:
             todo = [m for m in created if m.embedding is None]
             if todo:
@@ -257,6 +232,7 @@ class Writes:
         expect: Sequence[Expect] = (),
         replace: bool = False,
         chain: Literal["link", "events", "off"] = "link",
+        unless: Filter | None = None,
     ) -> list[Memory]:
         """Write new memories (with extra nodes/edges) in one transaction. Each id must be
         new (Conflict otherwise) unless ``replace``.
@@ -266,7 +242,9 @@ class Writes:
         transaction (the run is started when missing); with ``chain="events"`` it is also
         an event of the run (the next ``seq``, counted in ``event_count``). A concurrent
         append to the same run is detected and the order made again, so a run's chain
-        never forks. ``chain="off"``: written as given."""
+        never forks. ``chain="off"``: written as given. ``unless``: nothing is written
+        (Conflict) when a node matches this filter, checked in the write's own statement
+        (a :class:`GuardedWrite` backend only)."""
         if len({m.id for m in memories}) != len(memories):
             raise InvalidInput("duplicate ids in one batch")
         self.authorise(memories)
@@ -286,6 +264,7 @@ class Writes:
                         expect=(*fresh, *run_expect, *expect),
                     ),
                     created=ordered,
+                    unless=unless,
                 )
                 return ordered
             except Conflict:
@@ -653,125 +632,6 @@ class Writes:
         self.authorise(memories)
         self.commit(WriteBatch(nodes=memories, expect=expect), changed=memories)
         return list(memories)
-
-    # -- forget --------------------------------------------------------------------------
-
-    def plan_forget(self, memory_id: str, *, cascade: bool = True) -> ForgetPlan:
-        """What forgetting ``memory_id`` deletes and restores, with the preconditions that
-        make the plan still true when it is carried out.
-
-        The doomed set and the preconditions come from one snapshot: the cascade is read
-        first, then the neighbourhood the transaction will re-check; when that later read
-        shows a version or a derivation the cascade did not include (another writer
-        committed in between), the plan is made again, so the transaction never checks a
-        snapshot its doomed set was not derived from."""
-        for _attempt in range(FORGET_ATTEMPTS):
-            plan = self._plan_forget_once(memory_id, cascade=cascade)
-            if plan is not None:
-                return plan
-            log.info("forget: the store changed while planning; planning again")
-        raise Conflict(f"memory {memory_id!r} kept changing while its forget was planned")
-
-    def _plan_forget_once(self, memory_id: str, *, cascade: bool) -> ForgetPlan | None:
-        """One plan, or None when the reads disagree (see :meth:`plan_forget`)."""
-        b = self.backend
-        if not b.get(Memory, [memory_id]):
-            raise NotFound(f"no memory {memory_id!r}")
-        doomed: list[str] = [memory_id]
-        older_ids: set[str] = {memory_id}
-        if cascade:
-            older = b.expand(
-                [NodeRef(NodeLabel.MEMORY, memory_id)],
-                [EdgeType.SUPERSEDES],
-                direction="out",
-                depth=10_000,
-                limit=1_000_000,
-            )
-            doomed = [n.id for n in older.nodes if isinstance(n, Memory)]
-            older_ids = set(doomed)
-            derived = b.expand(
-                [NodeRef(NodeLabel.MEMORY, i) for i in doomed],
-                list(_VERSION_EDGES),
-                direction="in",
-                depth=10_000,
-                limit=1_000_000,
-            )
-            doomed = list(
-                dict.fromkeys(doomed + [n.id for n in derived.nodes if isinstance(n, Memory)])
-            )
-        doomed_set = set(doomed)
-        # every doomed node, and every node next to one over version edges, with its
-        # incoming version edges as seen now: the transaction re-checks all of them
-        around = b.expand(
-            [NodeRef(NodeLabel.MEMORY, i) for i in doomed],
-            list(_VERSION_EDGES),
-            direction="both",
-            depth=1,
-            limit=1_000_000,
-        )
-        near = [n.ref for n in around.nodes if isinstance(n, Memory)]
-        into = b.expand(near, list(_VERSION_EDGES), direction="in", depth=1, limit=1_000_000)
-        keys = {r.key for r in near}
-        incoming: dict[str, set[str]] = {r.id: set() for r in near}
-        for e in into.edges:
-            if e.dst.key in keys:
-                incoming[e.dst.id].add(e.src.id)
-        if cascade:
-            # the cascade as this snapshot (the one the transaction checks) sees it: every
-            # version of or derivation from a doomed node is doomed, and every older version
-            # of the forgotten one too; anything new means the plan is stale
-            if any(not srcs <= doomed_set for i, srcs in incoming.items() if i in doomed_set):
-                return None
-            for e in (*around.edges, *into.edges):
-                if (
-                    e.type is EdgeType.SUPERSEDES
-                    and e.src.id in older_ids
-                    and e.dst.id not in older_ids
-                ):
-                    return None
-        now = self._clock()
-        restored: list[Memory] = []
-        expect: list[Expect] = []
-        for n in around.nodes:
-            if not isinstance(n, Memory):
-                continue
-            srcs = frozenset(incoming.get(n.id, ()))
-            expect.append(
-                Expect(n.ref, props={"status": n.status}, incoming=_VERSION_EDGES, sources=srcs)
-            )
-            if n.id in doomed_set:
-                continue
-            sup = [e for e in into.edges if e.dst.id == n.id and e.type is EdgeType.SUPERSEDES]
-            if sup and n.status is Status.SUPERSEDED and all(e.src.id in doomed_set for e in sup):
-                restored.append(n.evolve(status=Status.ACTIVE, valid_to=None, updated_at=now))
-        return ForgetPlan(tuple(doomed), tuple(restored), tuple(expect))
-
-    def forget(self, memory_id: str, *, cascade: bool = True, dry_run: bool = False) -> ForgetPlan:
-        """Delete a memory (and, with ``cascade``, its versions and what was derived from
-        them), restoring memories superseded only by deleted ones. The plan is checked in
-        the deleting transaction; when a concurrent write changed it, it is made again."""
-        for attempt in range(FORGET_ATTEMPTS):
-            plan = self.plan_forget(memory_id, cascade=cascade)
-            if dry_run:
-                return plan
-            try:
-                self.commit(
-                    WriteBatch(
-                        nodes=plan.restored,
-                        delete_nodes=[NodeRef(NodeLabel.MEMORY, i) for i in plan.deleted],
-                        expect=plan.expect,
-                    ),
-                    changed=plan.restored,
-                    deleted=plan.deleted,
-                )
-            except Conflict:
-                if attempt == FORGET_ATTEMPTS - 1:
-                    raise
-                log.info("forget: the store changed while planning; planning again")
-                continue
-            log.info("forgot %d memories, restored %d", len(plan.deleted), len(plan.restored))
-            return plan
-        raise Conflict("forget could not complete")  # pragma: no cover - loop returns or raises
 
     # -- vectors -----------------------------------------------------------------------
 

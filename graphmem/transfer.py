@@ -1,0 +1,158 @@
+"""Moving a whole store in and out (``mem.transfer``): export as JSON lines, import an
+export.
+
+An export is one header line (``{"format": "graphmem-jsonl", "version": 1}``), then one line
+per node (``{"node": label, "props": {...}}``) and one per edge (``{"edge": type, "src":
+[label, id], "dst": [label, id], "props": {...}}``); datetimes are ``{"$dt": iso}``. An
+import validates every line before anything is written and loads through the write path.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from graphmem.backends.base import GraphBackend
+from graphmem.errors import InvalidInput
+from graphmem.models import Edge, GraphNode, Memory, node_model
+from graphmem.protocol import ImportReport
+from graphmem.writes import Writes
+
+__all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "Transfer"]
+
+EXPORT_FORMAT = "graphmem-jsonl"
+EXPORT_VERSION = 1
+
+
+class Transfer:
+    """Export and import of a whole store (``mem.transfer``)."""
+
+    def __init__(self, backend: GraphBackend, writes: Writes) -> None:
+        self._backend = backend
+        self.writes = writes
+
+    def export(self, dest: str | Path | IO[str]) -> ImportReport:
+        """Write the whole graph as JSON lines (a header line, nodes, then edges)."""
+        if isinstance(dest, str | Path):
+            with _file(dest, "w") as f:
+                return self._export(f)
+        if not callable(getattr(dest, "write", None)):
+            raise InvalidInput(
+                f"export writes to a path or a text file object, not {type(dest).__name__}"
+            )
+        return self._export(dest)
+
+    def _export(self, f: IO[str]) -> ImportReport:
+        f.write(json.dumps({"format": EXPORT_FORMAT, "version": EXPORT_VERSION}) + "\n")
+        n_nodes = n_edges = 0
+        for nodes, edges in self._backend.scan():
+            for n in nodes:
+                f.write(
+                    json.dumps({"node": n.label.value, "props": n.to_props()}, default=_jsonable)
+                    + "\n"
+                )
+                n_nodes += 1
+            for e in edges:
+                f.write(
+                    json.dumps(
+                        {
+                            "edge": e.type.value,
+                            "src": list(e.src),
+                            "dst": list(e.dst),
+                            "props": e.props,
+                        },
+                        default=_jsonable,
+                    )
+                    + "\n"
+                )
+                n_edges += 1
+        return ImportReport(nodes=n_nodes, edges=n_edges)
+
+    def import_(self, src: str | Path | IO[str], *, batch_size: int = 2000) -> ImportReport:
+        """Load an export. Every line is validated before anything is written (a bad line
+        raises InvalidInput naming it); existing nodes with the same ids are replaced."""
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise InvalidInput("batch_size must be a positive int")
+        if isinstance(src, str | Path):
+            with _file(src, "r") as f:
+                return self._import(f, batch_size)
+        if not hasattr(src, "__iter__"):
+            raise InvalidInput(
+                f"import reads a path or a text file object, not {type(src).__name__}"
+            )
+        return self._import(src, batch_size)
+
+    def _import(self, f: IO[str], batch_size: int) -> ImportReport:
+        nodes: builtins.list[GraphNode] = []
+        edges: builtins.list[Edge] = []
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                if lineno == 1:
+                    if rec.get("format") != EXPORT_FORMAT:
+                        raise InvalidInput("not a graphmem export (missing header line)")
+                    if rec.get("version") != EXPORT_VERSION:
+                        raise InvalidInput(f"unsupported export version {rec.get('version')}")
+                    continue
+                if "node" in rec:
+                    nodes.append(node_model(rec["node"]).from_props(_revive(rec["props"])))
+                elif "edge" in rec:
+                    edges.append(
+                        Edge.from_row(
+                            {
+                                "type": rec["edge"],
+                                "src_label": rec["src"][0],
+                                "src": rec["src"][1],
+                                "dst_label": rec["dst"][0],
+                                "dst": rec["dst"][1],
+                                "props": _revive(rec.get("props") or {}),
+                            }
+                        )
+                    )
+                else:
+                    raise InvalidInput("line is neither a node nor an edge")
+            except (ValueError, KeyError, TypeError, IndexError) as e:
+                raise InvalidInput(f"import line {lineno}: {e}") from e
+        node_keys = {n.ref.key for n in nodes}
+        for edge in edges:
+            for end in (edge.src, edge.dst):
+                if end.key not in node_keys and not self._backend.get(
+                    node_model(end.label), [end.id]
+                ):
+                    raise InvalidInput(f"edge {edge.type.value} refers to missing node {end.key}")
+        dims = {len(n.embedding) for n in nodes if isinstance(n, Memory) and n.embedding}
+        if len(dims) > 1:
+            raise InvalidInput(f"the export mixes embedding dimensions {sorted(dims)}")
+        if dims:
+            self._backend.ensure_schema(embedding_dim=dims.pop())
+        for i in range(0, len(nodes), batch_size):
+            self.writes.load(nodes[i : i + batch_size])
+        for i in range(0, len(edges), batch_size):
+            self.writes.load((), edges[i : i + batch_size])
+        return ImportReport(nodes=len(nodes), edges=len(edges))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return {"$dt": value.isoformat()}
+    raise TypeError(f"cannot export {type(value).__name__}")
+
+
+def _revive(props: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: datetime.fromisoformat(v["$dt"]) if isinstance(v, dict) and "$dt" in v else v
+        for k, v in props.items()
+    }
+
+
+def _file(path: str | Path, mode: Literal["r", "w"]) -> IO[str]:
+    """The export/import file, or InvalidInput saying why it cannot be opened."""
+    try:
+        return open(path, mode, encoding="utf-8")
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+        raise InvalidInput(f"cannot open {str(path)!r}: {getattr(e, 'strerror', None) or e}") from e
