@@ -240,7 +240,8 @@ def guard(cls: type, names: Iterable[str] | None = None, *, prefix: str = "") ->
     """Check the arguments of ``cls``'s public methods (or of ``names``) on every call
     (in place; idempotent). ``prefix`` names the object in messages (``mem.runs``)."""
     label = prefix or cls.__name__
-    chosen = names if names is not None else [n for n in vars(cls) if not n.startswith("_")]
+    # dir(): a verb a class takes from a base (a mixin of a split module) is guarded too
+    chosen = names if names is not None else [n for n in dir(cls) if not n.startswith("_")]
     for name in chosen:
         static = inspect.getattr_static(cls, name)
         verb = f"{label}.{name}"
