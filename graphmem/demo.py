@@ -14,10 +14,24 @@ from typing import Any
 from graphmem.memory import GraphMemory
 from graphmem.models import Status
 
-__all__ = ["DEMO_NAMESPACE", "run_demo"]
+__all__ = ["DEMO_NAMESPACE", "DemoClock", "run_demo"]
 
 DEMO_NAMESPACE = "demo"
 _T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+class DemoClock:
+    """The demo's own time, for ``GraphMemory.open(..., clock=...)``: it starts at the first
+    session (2 March 2026) and :func:`run_demo` moves it on as the story goes, so runs end,
+    new versions are written and recall counts its accesses on the conversation's dates,
+    not on today's."""
+
+    def __init__(self, at: datetime = _T0) -> None:
+        self.at = at
+
+    def __call__(self) -> datetime:
+        return self.at
+
 
 # (session, speaker, text): three sessions between a user and an assistant agent
 CONVERSATION: list[tuple[int, str, str]] = [
@@ -48,8 +62,18 @@ QUESTIONS = [
 ]
 
 
-def run_demo(mem: GraphMemory, out: Callable[[str], Any] = print) -> dict[str, Any]:
-    """Ingest the conversation, update two facts, recall, and print what happened."""
+def run_demo(
+    mem: GraphMemory, out: Callable[[str], Any] = print, clock: DemoClock | None = None
+) -> dict[str, Any]:
+    """Ingest the conversation, update two facts, recall, and print what happened.
+
+    ``clock``: the clock ``mem`` was opened with; the demo sets it to each moment of its
+    story (without one, only the writes that take a timestamp carry the story's dates)."""
+
+    def now(at: datetime) -> None:
+        if clock is not None:
+            clock.at = at
+
     old = mem.list(namespace=DEMO_NAMESPACE, status=None, limit=None)
     for m in old:
         try:
@@ -64,6 +88,7 @@ def run_demo(mem: GraphMemory, out: Callable[[str], Any] = print) -> dict[str, A
     for session in (1, 2, 3):
         run_id = f"demo-session-{session}"
         start = _T0 + timedelta(days=7 * (session - 1))
+        now(start)
         for existing in mem.runs.list(agent_id=agent):
             if existing.id == run_id:
                 break
@@ -91,6 +116,7 @@ def run_demo(mem: GraphMemory, out: Callable[[str], Any] = print) -> dict[str, A
                 for i, (_s, who, text) in enumerate(turns)
             ],
         )
+        now(start + timedelta(minutes=len(turns)))
         mem.runs.end(run_id)
     out(f"Ingested {len(CONVERSATION)} turns in 3 sessions (runs) for agent {agent!r}.")
 
@@ -113,6 +139,7 @@ def run_demo(mem: GraphMemory, out: Callable[[str], Any] = print) -> dict[str, A
 
     # the changes hold from session 3 of the demo's own timeline, not from today
     session_3 = _T0 + timedelta(days=14)
+    now(session_3 + timedelta(minutes=10))  # after the session, the assistant files its notes
     moved = mem.update(
         by_text["Alice is travelling to Lisbon in May."].id,
         "Alice is travelling to Lisbon in June (moved from May for work).",
@@ -153,6 +180,7 @@ def run_demo(mem: GraphMemory, out: Callable[[str], Any] = print) -> dict[str, A
             f"Porto.' ({moved_home.reason})."
         )
 
+    now(session_3 + timedelta(hours=1))  # the questions come after the third session
     out("")
     for q in QUESTIONS:
         out(f"Q: {q}")

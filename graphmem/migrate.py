@@ -18,7 +18,9 @@ Example::
 from __future__ import annotations
 
 import logging
+import sys
 import time
+import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -225,3 +227,15 @@ def migrate(
             destination.close()
         if own_src:
             source.close()
+
+
+class _CallableModule(types.ModuleType):
+    """``graphmem.migrate`` is both this module and the public function; the package loads
+    its names lazily, so whichever is bound there first, ``graphmem.migrate(src, dst)``
+    runs the migration."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> MigrationReport:
+        return migrate(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

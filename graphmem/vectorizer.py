@@ -32,9 +32,11 @@ The class knows nothing about backends. It takes three callables:
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -48,6 +50,20 @@ Missing = tuple[str, str]
 Embed = Callable[[Sequence[str]], np.ndarray]
 FetchMissing = Callable[[int], Sequence[Missing]]
 Store = Callable[[Sequence[Missing], np.ndarray], None]
+
+# Workers still running when the interpreter exits (their store was never closed).
+_RUNNING: weakref.WeakSet[Vectorizer] = weakref.WeakSet()
+#: how long the exit waits for a worker to finish the batch it is embedding
+EXIT_TIMEOUT = 30.0
+
+
+@atexit.register
+def _stop_at_exit() -> None:
+    """Stop every running worker after its current batch. A daemon thread killed inside the
+    embedder's native code aborts the process ("terminate called without an active
+    exception"); what is left is embedded at the store's next start."""
+    for worker in list(_RUNNING):
+        worker.close(flush=False, timeout=EXIT_TIMEOUT)
 
 
 class Vectorizer:
@@ -111,6 +127,7 @@ class Vectorizer:
                 return
             self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
             self._requested += 1
+        _RUNNING.add(self)
         self._thread.start()
 
     def notify(self) -> None:
@@ -165,6 +182,7 @@ class Vectorizer:
             self._drain = flush
             thread = self._thread
             self._cond.notify_all()
+        _RUNNING.discard(self)
         if thread is not None:
             thread.join(timeout)
             if thread.is_alive():

@@ -150,9 +150,10 @@ def _open(
     knowledge: bool | None = None,
     *,
     read: bool = False,
+    **options: Any,
 ) -> Iterator[GraphMemory]:
     """The store of a command; ``read``: the command only reads, so a store that does not
-    exist is an error instead of a new empty one."""
+    exist is an error instead of a new empty one; ``options`` go to ``GraphMemory.open``."""
     settings = _settings(
         url=db,
         embedder=embedder,
@@ -168,7 +169,7 @@ def _open(
         )
         raise typer.Exit(2)
     try:
-        mem = settings.open_memory()
+        mem = settings.open_memory(**options)
     except GraphMemError as e:
         typer.echo(f"error: {type(e).__name__}: {e}", err=True)
         raise typer.Exit(2) from e

@@ -30,10 +30,11 @@ from graphmem.cli.app import (
 @app.command()
 def demo(db: DbOpt = None, embedder: EmbedOpt = None) -> None:
     """Ingest a short multi-session conversation, recall from it, show a fact's history."""
-    from graphmem.demo import run_demo
+    from graphmem.demo import DemoClock, run_demo
 
-    with _open(db, embedder, knowledge=True) as mem:  # the demo shows its entities too
-        run_demo(mem)
+    clock = DemoClock()  # the store records the conversation's dates, not today's
+    with _open(db, embedder, knowledge=True, clock=clock) as mem:  # it shows its entities too
+        run_demo(mem, clock=clock)
 
 
 @app.command()
@@ -115,11 +116,23 @@ def recall(
     db: DbOpt = None,
     embedder: EmbedOpt = None,
     as_json: JsonOpt = False,
+    touch: Annotated[
+        bool,
+        typer.Option(
+            "--touch/--no-touch",
+            help="Count an access on each result (feeds recency and frequency, so a repeated "
+            "query can score a little differently); --no-touch only looks.",
+        ),
+    ] = True,
 ) -> None:
     """Recall the memories most relevant to a query, with scores."""
     with _open(db, embedder, read=True) as mem:
         results = mem.recall(
-            query, k=k, config=preset, **_recall_filters(agent, namespace, scope, tag, category)
+            query,
+            k=k,
+            config=preset,
+            touch=touch,
+            **_recall_filters(agent, namespace, scope, tag, category),
         )
         text = "\n".join(f"{r.score:7.3f}  {r.memory.id}  {r.memory.content}" for r in results)
         _emit(as_json, results, text or "(nothing relevant)")

@@ -31,6 +31,7 @@ from graphmem.embeddings.base import (
     SMALL_BATCH,
     Embedder,
     HashEmbedder,
+    QueryEmbedder,
 )
 from graphmem.embeddings.factory import MODEL_PACKAGE, MODEL_SHA256, fetch_model, make_embedder
 from graphmem.embeddings.onnx import OnnxEmbedder, Quantize, onnx_runtime_available
@@ -51,6 +52,7 @@ __all__ = [
     "HashEmbedder",
     "OnnxEmbedder",
     "Quantize",
+    "QueryEmbedder",
     "SentenceTransformerEmbedder",
     "bundled_model_path",
     "default_cache_dir",

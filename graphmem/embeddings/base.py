@@ -46,6 +46,16 @@ class Embedder(Protocol):
         ...
 
 
+@runtime_checkable
+class QueryEmbedder(Protocol):
+    """An embedder with a faster path for one search query, whose vector lives in the same
+    space as :meth:`Embedder.embed`'s (recall uses it for the query)."""
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """The unit-length float32 vector of one query."""
+        ...
+
+
 def _check_texts(texts: Sequence[str]) -> list[str]:
     if isinstance(texts, str):
         raise InvalidInput("embed() takes a sequence of strings, not a single string")

@@ -113,6 +113,7 @@ def make_embedder(spec: str | Embedder | None = "auto") -> Embedder | None:
       neither (or the model package) is installed.
     - ``"bundled"`` / ``"all-MiniLM-L6-v2"``: the same choice, an error if the model is missing.
     - ``"onnx"`` / ``"onnx:int8"``: the bundled model through ONNX Runtime (fp32 / int8).
+    - ``"onnx:int8-queries"``: fp32 stored vectors, int8 for search queries (faster recall).
     - ``"torch"``: the bundled model through sentence-transformers and torch.
     - ``"hash"`` or ``"hash:<dim>"``: the dependency-free :class:`HashEmbedder`.
     - anything else: a sentence-transformers model name (already cached locally) or path.
@@ -145,9 +146,11 @@ def make_embedder(spec: str | Embedder | None = "auto") -> Embedder | None:
             raise ConfigError(f"bad hash embedder spec {spec!r}; use 'hash' or 'hash:<dim>'") from e
     if low in ("bundled", DEFAULT_MODEL.lower(), "sentence-transformers/all-minilm-l6-v2"):
         return _bundled_default(strict=True)
-    if low in ("onnx", "onnx:fp32", "onnx:int8"):
+    if low in ("onnx", "onnx:fp32", "onnx:int8", "onnx:int8-queries"):
         if not onnx_runtime_available():
             raise ConfigError(f"embedder {spec!r} needs onnxruntime and tokenizers")
+        if low == "onnx:int8-queries":
+            return OnnxEmbedder(query_quantize="int8")
         return OnnxEmbedder(quantize="int8" if low.endswith("int8") else "none")
     if not _sentence_transformers_available():
         raise ConfigError(f"embedder {spec!r} needs sentence-transformers, which is not installed")

@@ -44,7 +44,7 @@ from graphmem.errors import ConfigError
 # ONNX Runtime
 
 # Part of the cache key: bump it when the export changes so old files are not reused.
-_ONNX_FORMAT = 2
+_ONNX_FORMAT = 3
 Quantize = Literal["none", "int8"]
 _SAMPLE_TEXTS = (
     "Alice drinks green tea every morning.",
@@ -85,6 +85,7 @@ def _content_key(source: Path, cache: Path) -> str:
     hashed again."""
     files = [source / n for n in _KEY_FILES if (source / n).is_file()]
     stamp = "|".join(f"{f.resolve()}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files)
+    stamp += f"|format {_ONNX_FORMAT}"  # a new export format is a new key, memo or not
     memo_path = cache / _DIGESTS_FILE
     try:
         memo: dict[str, str] = json.loads(memo_path.read_text())
@@ -189,7 +190,9 @@ def _export_onnx(source: Path, layout: _Layout, target: Path) -> None:
 
     # a first use pays this once (seconds): say so, rather than seem to hang
     log.warning("preparing the embedding model for ONNX Runtime, once (a few seconds): %s", target)
-    with _temp_beside(target) as tmp:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".export-") as work:
+        tmp = Path(work) / "inline.onnx"
         try:
             build_bert_onnx(source, tmp)
         except ConfigError as e:
@@ -201,6 +204,33 @@ def _export_onnx(source: Path, layout: _Layout, target: Path) -> None:
             _torch_export(source, layout, tmp)
         if _sentence_transformers_available():
             _check_against_torch(source, layout, tmp)
+        _save_with_external_weights(tmp, target)
+
+
+def _save_with_external_weights(model_file: Path, target: Path) -> None:
+    """Write an ONNX file as ``target`` plus its weights in ``target.name + ".data"``.
+
+    ONNX Runtime reads a side file of raw weights far faster than it parses them out of a
+    90 MB protobuf: a new session costs about a third of the CPU, which is most of what a cold
+    ``graphmem recall`` spends on the model. Both files are staged in a private folder and
+    renamed into place, weights first, so a reader that finds ``target`` finds its weights,
+    and concurrent exporters (which write the same bytes) do not clash."""
+    import onnx
+
+    model = onnx.load(str(model_file))
+    data_name = target.name + ".data"
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".stage-") as stage:
+        staged = Path(stage) / target.name
+        onnx.save_model(
+            model,
+            str(staged),
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location=data_name,
+            size_threshold=1024,
+        )
+        os.replace(staged.with_name(data_name), target.with_name(data_name))
+        os.replace(staged, target)
 
 
 def _check_against_torch(source: Path, layout: _Layout, path: Path) -> None:
@@ -335,8 +365,11 @@ class OnnxEmbedder(_CachedEmbedder):
     the onnx package, others torch), keyed by the model files' contents so every virtual
     environment shares it, and later processes only load the file. ``quantize="int8"`` uses
     int8 weights: faster, with vectors at a cosine of about 0.99 to the model's (``name``
-    then ends in ``-int8``). Calls of up to ``SMALL_BATCH`` texts run on the calling thread;
-    larger ones are split by length into batches that run on up to ``threads`` threads.
+    then ends in ``-int8``). ``query_quantize="int8"`` keeps the stored vectors at full
+    precision and embeds only search queries (:meth:`embed_query`) with the int8 weights:
+    half the CPU per query; on LoCoMo (999 questions) recall@10 moved by +0.2 points.
+    Calls of up to ``SMALL_BATCH`` texts run on the calling thread; larger ones are split
+    by length into batches that run on up to ``threads`` threads.
     """
 
     def __init__(
@@ -344,6 +377,7 @@ class OnnxEmbedder(_CachedEmbedder):
         model: str | Path | None = None,
         *,
         quantize: Quantize = "none",
+        query_quantize: Quantize = "none",
         cache_dir: str | Path | None = None,
         batch_size: int = 32,
         threads: int | None = None,
@@ -362,8 +396,9 @@ class OnnxEmbedder(_CachedEmbedder):
                 f"{str(model)!r} is not a local Transformer+Pooling sentence-transformers model "
                 "directory with a tokenizer.json; use embedder 'torch' for it"
             )
-        if quantize not in ("none", "int8"):
-            raise ConfigError(f"quantize must be 'none' or 'int8', got {quantize!r}")
+        for what, q in (("quantize", quantize), ("query_quantize", query_quantize)):
+            if q not in ("none", "int8"):
+                raise ConfigError(f"{what} must be 'none' or 'int8', got {q!r}")
         if batch_size < 1:
             raise ConfigError("batch_size must be >= 1")
         if threads is not None and threads < 1:
@@ -384,7 +419,27 @@ class OnnxEmbedder(_CachedEmbedder):
         #: model through sentence-transformers), and the one in use once that happened
         self._fallback = fallback
         self._replacement: Embedder | None = None
+        self.query_quantize = query_quantize
+        self._queries: OnnxEmbedder | None = None
         super().__init__(cache_size)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """One search query's vector: with ``query_quantize="int8"`` (and full-precision
+        stored vectors) from the int8 weights, made once beside the fp32 file; otherwise
+        as :meth:`embed`."""
+        if self.query_quantize == self.quantize or self._replacement is not None:
+            return np.asarray(self.embed([text])[0], dtype=np.float32)
+        with self._lock:
+            if self._queries is None:
+                self._queries = OnnxEmbedder(
+                    self.source,
+                    quantize=self.query_quantize,
+                    cache_dir=self._cache_dir,
+                    threads=1,
+                    cache_size=self._cache.max_entries,
+                )
+            queries = self._queries
+        return np.asarray(queries.embed([text])[0], dtype=np.float32)
 
     @property
     def dim(self) -> int:

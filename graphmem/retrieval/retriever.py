@@ -14,7 +14,7 @@ import numpy as np
 from graphmem.backends.base import GraphBackend, RecallNeighbours, RecallSearch
 from graphmem.config import RecallConfig
 from graphmem.context import neighbour_context
-from graphmem.embeddings import Embedder
+from graphmem.embeddings import Embedder, QueryEmbedder
 from graphmem.errors import ConfigError, InvalidInput
 from graphmem.knowledge.channel import entity_channel, shared_entity_neighbours
 from graphmem.models import (
@@ -205,7 +205,10 @@ class Retriever:
     def _query_vector(self, query: str, cfg: RecallConfig) -> np.ndarray | None:
         if self.embedder is None or (cfg.vector_weight <= 0 and cfg.min_similarity <= -1):
             return None
-        vec = np.asarray(self.embedder.embed([query])[0], dtype=np.float32)
+        if isinstance(self.embedder, QueryEmbedder):  # e.g. int8 weights for queries
+            vec = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
+        else:
+            vec = np.asarray(self.embedder.embed([query])[0], dtype=np.float32)
         norm = float(np.linalg.norm(vec))
         return vec / norm if norm > 0 else None
 

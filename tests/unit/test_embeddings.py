@@ -9,6 +9,7 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -222,7 +223,36 @@ def test_onnx_int8_stays_close_to_torch(onnx_cache: Path, torch_vectors: np.ndar
     assert e.name == "all-MiniLM-L6-v2-int8" and e.onnx_path.name == "model-int8.onnx"
     cos = (e.embed(SAMPLES) * torch_vectors).sum(axis=1)
     assert cos.mean() >= 0.98 and cos.min() >= 0.95
-    assert e.onnx_path.stat().st_size < OnnxEmbedder(cache_dir=onnx_cache).onnx_path.stat().st_size
+    fp32 = OnnxEmbedder(cache_dir=onnx_cache).onnx_path
+    fp32_bytes = fp32.stat().st_size + fp32.with_name(fp32.name + ".data").stat().st_size
+    assert e.onnx_path.stat().st_size < fp32_bytes
+
+
+def test_int8_queries_search_the_full_precision_vectors(
+    onnx_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphmem.embeddings import QueryEmbedder
+    from graphmem.memory import GraphMemory
+
+    e = OnnxEmbedder(cache_dir=onnx_cache, query_quantize="int8")
+    fp32 = OnnxEmbedder(cache_dir=onnx_cache)
+    assert isinstance(e, QueryEmbedder) and e.name == fp32.name  # stored vectors unchanged
+    np.testing.assert_array_equal(e.embed(SAMPLES), fp32.embed(SAMPLES))
+    q = e.embed_query(SAMPLES[0])
+    assert q.shape == (384,) and q.dtype == np.float32
+    assert abs(float(np.linalg.norm(q)) - 1.0) < 1e-5
+    assert 0.95 <= float(q @ fp32.embed([SAMPLES[0]])[0]) < 0.99999  # the int8 weights ran
+    with GraphMemory.open("memory://", embedder=e, vectors="inline") as mem:
+        for text in SAMPLES[2:5]:
+            mem.remember(text, agent_id="a")
+        calls: list[object] = []
+        inner = e.embed
+        monkeypatch.setattr(e, "embed", lambda texts: calls.append(texts) or inner(texts))
+        top = mem.recall(SAMPLES[2], k=1, agent_id="a")
+        assert top[0].memory.content == SAMPLES[2]
+        assert calls == []  # the query went through embed_query, not embed
+    with pytest.raises(ConfigError, match="query_quantize"):
+        OnnxEmbedder(cache_dir=onnx_cache, query_quantize=cast(Any, "int4"))
 
 
 def test_onnx_queries_do_not_import_torch(onnx_cache: Path) -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+
+import pytest
 
 import graphmem
 
@@ -81,6 +84,36 @@ def test_import_is_light_and_offline() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _loaded_after(statement: str, modules: tuple[str, ...]) -> list[str]:
+    code = f"import sys; {statement}; print([m for m in {modules!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return list(ast.literal_eval(out.stdout.strip()))
+
+
+def test_import_graphmem_is_lazy() -> None:
+    """``import graphmem`` defines the public names without loading them; the first use of
+    a name loads its module (and only what that module needs)."""
+    heavy = ("pydantic", "numpy", "networkx", "graphmem.memory", "graphmem.models", "asyncio")
+    assert _loaded_after("import graphmem", heavy) == []
+    assert _loaded_after("import graphmem; graphmem.NotFound", heavy) == []
+    loaded = _loaded_after("from graphmem import Memory", heavy)
+    assert loaded == ["pydantic", "numpy", "graphmem.models"]
+    assert "graphmem.memory" in _loaded_after("from graphmem import GraphMemory", heavy)
+    assert sorted(dir(graphmem)) == sorted(set(dir(graphmem)) | PUBLIC)
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        graphmem.nothing_here  # noqa: B018
+
+
+def test_migrate_is_the_function_whichever_is_imported_first() -> None:
+    code = (
+        "import graphmem.migrate, graphmem; from graphmem.migrate import migrate; "
+        "print(type(graphmem.migrate('memory://', 'memory://')).__name__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "MigrationReport"
+    assert graphmem.migrate is not None and callable(graphmem.migrate)
 
 
 def test_docstring_examples_run() -> None:

@@ -192,3 +192,37 @@ def test_bad_embedder_output_is_an_error(store: FakeStore, make: Callable[..., V
     assert store.vectors == {}
     with pytest.raises(ValueError):
         Vectorizer(CountingEmbed(), store.fetch_missing, store.store, batch_size=0)
+
+
+EXIT_SCRIPT = """
+import sys, time
+import numpy as np
+from graphmem.vectorizer import Vectorizer
+
+rows = [(f"m{i}", "text") for i in range(1000)]
+def embed(texts):
+    print("batch started", flush=True)
+    time.sleep(0.6)  # native code in a real embedder: a killed thread here aborts the process
+    print("batch finished", flush=True)
+    return np.ones((len(texts), 2), dtype=np.float32)
+v = Vectorizer(embed=embed, fetch_missing=lambda n: rows[:n], store=lambda items, vecs: None)
+v.start()
+time.sleep(0.2)
+print("exiting without close", flush=True)
+"""
+
+
+def test_interpreter_exit_stops_the_worker_after_its_batch_instead_of_killing_it() -> None:
+    """A program that exits with vectors pending (no close) lets the worker finish the batch
+    it is embedding, then stops it: a daemon thread killed inside ONNX Runtime printed
+    "terminate called without an active exception" and aborted the process."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_SCRIPT], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:3] == ["batch started", "exiting without close", "batch finished"], lines
+    assert lines.count("batch started") == 1  # no new batch after the exit began
