@@ -8,6 +8,10 @@ passes and /proc/loadavg, and always ends its hogs (bounded by ``--runs`` and
 ``--max-minutes``).
 
     python benchmarks/stress_repeat.py --runs 100 --hogs 1
+
+Each run is a fresh ``python -m pytest -q -x tests/stress`` process; plugin autoloading is
+off (``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 -p pytest_timeout``) unless ``--all-plugins``,
+because the installed plugins (hypothesis, langsmith, ...) only add start-up time.
 """
 
 from __future__ import annotations
@@ -35,11 +39,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hogs", type=int, default=1, help="CPU-bound processes beside the runs")
     ap.add_argument("--max-minutes", type=float, default=120.0)
     ap.add_argument("--target", default="tests/stress")
+    ap.add_argument(
+        "--all-plugins",
+        action="store_true",
+        help="load every installed pytest plugin (by default only pytest-timeout: the others "
+        "add ~15 s of imports to each run and take no part in the stress test)",
+    )
     args = ap.parse_args(argv)
 
     env = dict(os.environ)
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("TRANSFORMERS_OFFLINE", "1")
+    plugins: list[str] = []
+    if not args.all_plugins:
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        plugins = ["-p", "pytest_timeout"]
     hogs = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(args.hogs)]
     passed = 0
     failed_output = ""
@@ -51,7 +65,11 @@ def main(argv: list[str] | None = None) -> int:
                 break
             t0 = time.monotonic()
             proc = subprocess.run(
-                [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", args.target],
+                [
+                    *(sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider"),
+                    *plugins,
+                    args.target,
+                ],
                 cwd=ROOT,
                 env=env,
                 capture_output=True,

@@ -83,7 +83,8 @@ DEDUP_MIN_CHARS = 200  # characters of a value's canonical JSON
 BLOB_KEY = "$graphmem_blob"  # {"$graphmem_blob": sha256} stands for a stored value
 #: id prefix of the key-value entries (never a SHA-256, so never a blob's id)
 KV_PREFIX = "kv:"
-MAX_KEY_CHARS = 512
+#: a key is stored as the id ``kv:<key>``, and an id has at most 256 characters
+MAX_KEY_CHARS = 256 - len(KV_PREFIX)
 
 
 class LogRecord(BaseModel):
@@ -616,8 +617,15 @@ class _Boxed:
 
 
 def _check_key(key: Any) -> None:
-    if not isinstance(key, str) or not key or len(key) > MAX_KEY_CHARS:
-        raise InvalidInput(f"a key is a non-empty string of at most {MAX_KEY_CHARS} characters")
+    if (
+        not isinstance(key, str)
+        or not 0 < len(key) <= MAX_KEY_CHARS
+        or key.rstrip() != key
+        or any(ord(c) < 32 or ord(c) == 127 for c in key)
+    ):
+        raise InvalidInput(
+            f"a key is 1-{MAX_KEY_CHARS} printable characters without trailing whitespace"
+        )
 
 
 def _check_field(field: Any) -> None:

@@ -40,6 +40,7 @@ import networkx as nx
 from graphmem.agents import Agents
 from graphmem.backends import open_backend
 from graphmem.backends.base import GraphBackend, GraphView
+from graphmem.boundary import guard, guard_face
 from graphmem.config import RecallConfig, Settings, VectorMode
 from graphmem.errors import Conflict, InvalidInput, NotFound
 from graphmem.eventlog import EventLog, canonical_json
@@ -50,6 +51,7 @@ from graphmem.models import (
     CONTENT_JSON_KEY,
     Category,
     EdgeType,
+    Filter,
     Memory,
     NodeLabel,
     NodeRef,
@@ -875,3 +877,9 @@ class GraphMemory(MemoryAPI):
 
     def __repr__(self) -> str:
         return f"GraphMemory({self._backend!r})"
+
+
+# every public verb of the store and of its sub-objects checks its arguments first
+# (graphmem.boundary): a call of the wrong shape is InvalidInput and touches nothing
+guard_face(GraphMemory)
+guard(Filter, ["for_memories"], prefix="Filter")

@@ -101,6 +101,8 @@ def reindex(
     ``batch_size`` with ``embedder`` (see the module docstring)."""
     if embedder is None:
         raise InvalidInput("reindex needs an embedder")
+    if not callable(getattr(embedder, "embed", None)):
+        raise InvalidInput(f"embedder must have embed(texts), not {type(embedder).__name__}")
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise InvalidInput("batch_size must be a positive int")
     backend = writes.backend

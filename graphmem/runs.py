@@ -488,7 +488,10 @@ class Runs:
             or (isinstance(older_than_hours, float) and not math.isfinite(older_than_hours))
         ):
             raise InvalidInput("older_than_hours must be a non-negative number")
-        cutoff = (now or self._clock()) - timedelta(hours=older_than_hours)
+        try:
+            cutoff = (now or self._clock()) - timedelta(hours=older_than_hours)
+        except OverflowError:
+            raise InvalidInput("older_than_hours reaches back before the year 1") from None
         flt = validated(
             Filter, {"label": NodeLabel.RUN, "ranges": (Range(field="started_at", lt=cutoff),)}
         )

@@ -13,7 +13,7 @@ import builtins
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from graphmem.backends.base import GraphBackend
 from graphmem.errors import InvalidInput
@@ -37,7 +37,7 @@ class Transfer:
     def export(self, dest: str | Path | IO[str]) -> ImportReport:
         """Write the whole graph as JSON lines (a header line, nodes, then edges)."""
         if isinstance(dest, str | Path):
-            with open(dest, "w", encoding="utf-8") as f:
+            with _file(dest, "w") as f:
                 return self._export(f)
         if not callable(getattr(dest, "write", None)):
             raise InvalidInput(
@@ -77,7 +77,7 @@ class Transfer:
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise InvalidInput("batch_size must be a positive int")
         if isinstance(src, str | Path):
-            with open(src, encoding="utf-8") as f:
+            with _file(src, "r") as f:
                 return self._import(f, batch_size)
         if not hasattr(src, "__iter__"):
             raise InvalidInput(
@@ -148,3 +148,11 @@ def _revive(props: dict[str, Any]) -> dict[str, Any]:
         k: datetime.fromisoformat(v["$dt"]) if isinstance(v, dict) and "$dt" in v else v
         for k, v in props.items()
     }
+
+
+def _file(path: str | Path, mode: Literal["r", "w"]) -> IO[str]:
+    """The export/import file, or InvalidInput saying why it cannot be opened."""
+    try:
+        return open(path, mode, encoding="utf-8")
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+        raise InvalidInput(f"cannot open {str(path)!r}: {getattr(e, 'strerror', None) or e}") from e

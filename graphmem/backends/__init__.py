@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from graphmem.backends.base import GraphBackend
-from graphmem.errors import ConfigError, InvalidInput
+from graphmem.errors import BackendUnavailable, ConfigError, InvalidInput
 
 __all__ = ["DEFAULT_PATH", "GraphBackend", "open_backend", "register_scheme"]
 
@@ -40,7 +40,7 @@ def _embedded(url: str, **options: Any) -> GraphBackend:
             if url.startswith(prefix):
                 path = url[len(prefix) :]
                 break
-        if not path:
+        if not path or "\x00" in path:
             raise InvalidInput(f"no file path in {url!r}")
     allowed = {"durability", "busy_timeout_ms"}
     unknown = sorted(set(options) - allowed)
@@ -48,7 +48,10 @@ def _embedded(url: str, **options: Any) -> GraphBackend:
         raise InvalidInput(
             f"unknown option(s) {unknown} for the embedded store; it takes {sorted(allowed)}"
         )
-    return NetworkXBackend(path, **options)
+    try:
+        return NetworkXBackend(path, **options)
+    except OSError as e:  # a folder that cannot be made, a parent that is a file, ...
+        raise BackendUnavailable(f"cannot open the store at {path!r}: {e.strerror or e}") from e
 
 
 def open_backend(url: str | None = None, **options: Any) -> GraphBackend:

@@ -84,7 +84,11 @@ def entities(
     """The entities mentioned by memories ``flt`` admits, most mentioned first."""
     if not 1 <= limit <= 10_000:
         raise InvalidInput("limit must be in 1..10000")
-    equals = {"type": EntityType(type).value} if type is not None else {}
+    try:
+        equals = {"type": EntityType(type).value} if type is not None else {}
+    except ValueError:
+        kinds = ", ".join(t.value for t in EntityType)
+        raise InvalidInput(f"unknown entity type {type!r}; one of {kinds}") from None
     # over-fetch: some entities may be mentioned only by memories the filter refuses
     found = [
         e

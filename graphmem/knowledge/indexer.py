@@ -263,14 +263,22 @@ class KnowledgeIndexer:
             self.prune()
 
     def prune(self) -> int:
-        """After memories were deleted: delete the entities (of the audiences this indexer
-        has loaded) that no memory mentions any more — a forget leaves no names behind — and
-        set the others' ``mention_count`` to what the MENTIONS edges say. Returns how many
-        entities were deleted."""
+        """After memories were deleted: delete the entities that no memory mentions any
+        more — a forget leaves no names behind — and set the others' ``mention_count`` to
+        what the MENTIONS edges say. Returns how many entities were deleted.
+
+        Every stored entity is read, not only those this handle has loaded: the memories
+        deleted may have been indexed by another handle or process (a store reopened and
+        forgotten from a fresh handle must not keep their counts)."""
         writes = self._writes
-        with self._lock:
-            known = [e for g in self._gaz.values() for e in g.entities()]
-        if not known or writes is None:
+        if writes is None:
+            return 0
+        known = [
+            e
+            for e in self.backend.match(Entity, Filter(label=NodeLabel.ENTITY))
+            if isinstance(e, Entity)
+        ]
+        if not known:
             return 0
         sub = self.backend.expand(
             [e.ref for e in known], [EdgeType.MENTIONS], direction="in", depth=1, limit=1 << 30

@@ -13,6 +13,7 @@ import pytest
 from graphmem.backends.base import GraphBackend
 from graphmem.backends.embedded import NetworkXBackend
 from graphmem.memory import GraphMemory
+from graphmem.models import Status
 from tests.conftest import BACKENDS
 
 Pair = tuple[GraphMemory, GraphMemory]
@@ -92,3 +93,27 @@ def test_a_merge_committed_while_a_forget_plans_never_survives_it(pair: Pair, wi
     _after_expand(a, window, merge)
     a.forget(m.id)
     assert not [t for t in _active_texts(b) if "hunter2" in t]
+
+
+@pytest.mark.parametrize("window", [1, 2, 3, 4])
+def test_a_survivor_superseding_a_doomed_version_while_a_forget_plans(
+    pair: Pair, window: int
+) -> None:
+    """An existing memory made the new version of a doomed one inside the window is a
+    version of forgotten text: it goes with the forget (or the forget plans again); no
+    chain is left without an active head and no forgotten text stays."""
+    a, b = pair
+    m = a.remember("the old door code is 4321")
+    v = a.update(m.id, "the old door code is 4321, changed")
+    s = a.remember("the door code is now 9999")
+
+    def adopt() -> None:
+        b.writes.supersede([v.id], s.id, reason="replaced")
+
+    _after_expand(a, window, adopt)
+    a.forget(m.id)
+    for h in (a, b):
+        everything = h.list(status=None, limit=None)
+        assert not [x for x in everything if "4321" in x.content]
+        for x in everything:  # every chain left has an active head
+            assert [y for y in h.history(x.id) if y.status is Status.ACTIVE], x.content

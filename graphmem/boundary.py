@@ -1,0 +1,270 @@
+"""The one argument check of the public face: every public verb of
+:class:`~graphmem.memory.GraphMemory` and of its sub-objects checks its arguments against its
+own signature before it runs, and refuses a call that does not fit with
+:class:`~graphmem.errors.InvalidInput` — so a caller only ever sees graphmem's errors, and a
+refused call has touched nothing.
+
+What is checked, from the annotations the verbs already carry (the same ones mypy checks):
+
+- the call binds: no unknown keyword, no missing argument, no argument given twice;
+- each argument has its annotated type: ``str`` is text that can be stored (no lone
+  surrogate), ``int`` an integer (not a bool) that fits 64 bits, ``float`` a finite number,
+  ``bool`` a bool, a ``Sequence``/``Iterable`` of something is a container (a lone string is
+  not a list of strings) whose items fit, a ``Mapping`` is a mapping with fitting keys,
+  ``Literal`` one of its values, a class an instance of it; unions take any member;
+- text anywhere inside an argument (metadata values, payloads) can be stored.
+
+What a value *means* (an unknown category, a negative limit, a date out of range) is the
+verb's own business (mostly the pydantic models): this module only makes sure it gets the
+types its code was written for. :func:`guard` wraps the methods of a class in place; the store
+guards its face once, at import (bottom of :mod:`graphmem.memory`).
+"""
+
+from __future__ import annotations
+
+import collections.abc as cabc
+import functools
+import inspect
+import numbers
+import types
+import typing
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from graphmem.errors import InvalidInput
+
+__all__ = ["check_arguments", "guard"]
+
+_INT64 = 2**63
+#: how deep and how wide text inside an argument is looked at
+_MAX_DEPTH = 8
+_MAX_ITEMS = 10_000
+
+#: set on a checked function, so guarding twice wraps once
+_MARK = "__graphmem_guarded__"
+
+
+def _storable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _all_text_storable(value: Any, depth: int = 0, budget: list[int] | None = None) -> bool:
+    """Whether every string inside ``value`` (containers walked) can be stored."""
+    budget = budget if budget is not None else [_MAX_ITEMS]
+    budget[0] -= 1
+    if budget[0] < 0 or depth > _MAX_DEPTH:
+        return True
+    if isinstance(value, str):
+        return _storable(value)
+    if isinstance(value, cabc.Mapping):
+        return all(
+            _all_text_storable(k, depth + 1, budget) and _all_text_storable(v, depth + 1, budget)
+            for k, v in value.items()
+        )
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return all(_all_text_storable(v, depth + 1, budget) for v in value)
+    return True
+
+
+def _describe(tp: Any) -> str:
+    """``a datetime or None``, ``a str or Sequence[str]``: the annotation in words."""
+    if tp is None or tp is type(None):
+        return "None"
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in typing.get_args(tp))
+    if isinstance(tp, type):
+        return ("an " if tp.__name__[0] in "aeiouAEIOU" else "a ") + tp.__name__
+    return str(tp).replace("typing.", "").replace("collections.abc.", "")
+
+
+def _is_protocol(tp: type) -> bool:
+    return bool(getattr(tp, "_is_protocol", False))
+
+
+def _fits(value: Any, tp: Any) -> bool:
+    """Whether ``value`` has the annotated type ``tp`` (see the module docstring)."""
+    if tp is Any or tp is object or isinstance(tp, typing.TypeVar):
+        return True
+    if tp is None or tp is type(None):
+        return value is None
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_fits(value, a) for a in args)
+    if origin is typing.Literal:
+        return any(type(value) is type(a) and value == a for a in args) or any(
+            isinstance(a, str) and value == a for a in args
+        )
+    if origin is None:
+        return _fits_class(value, tp)
+    if origin is cabc.Callable:
+        return callable(value)
+    if origin is type:
+        return isinstance(value, type)
+    if origin is typing.IO or tp is typing.IO:
+        return hasattr(value, "read") or hasattr(value, "write")
+    if isinstance(origin, type) and issubclass(origin, (cabc.Iterable, cabc.Mapping)):
+        return _fits_container(value, origin, args)
+    return True
+
+
+def _fits_class(value: Any, tp: Any) -> bool:
+    if not isinstance(tp, type):
+        return True  # a forward reference that did not resolve: not checked
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return (
+            isinstance(value, numbers.Integral)
+            and not isinstance(value, bool)
+            and -_INT64 <= int(value) < _INT64
+        )
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return False
+        try:
+            return bool(abs(float(value)) < float("inf"))  # finite, and not NaN
+        except OverflowError:
+            return False
+    if tp is str:
+        return isinstance(value, str) and _storable(value)
+    if tp is typing.IO:
+        return hasattr(value, "read") or hasattr(value, "write")
+    if _is_protocol(tp) and not getattr(tp, "_is_runtime_protocol", False):
+        return True
+    try:
+        return isinstance(value, tp)
+    except TypeError:
+        return True
+
+
+def _fits_container(value: Any, origin: type, args: tuple[Any, ...]) -> bool:
+    if isinstance(value, (str, bytes, bytearray)) and not issubclass(origin, (str, bytes)):
+        return False  # one string is not a list of strings
+    if not isinstance(value, origin):
+        return False
+    if issubclass(origin, cabc.Mapping):
+        if len(args) == 2 and isinstance(value, dict):
+            return all(_fits(k, args[0]) and _fits(v, args[1]) for k, v in value.items())
+        return True
+    if not isinstance(value, (list, tuple, set, frozenset)) or not args:
+        return True  # a generator is not consumed here
+    if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+        return len(value) == len(args) and all(
+            _fits(v, a) for v, a in zip(value, args, strict=True)
+        )
+    return all(_fits(v, args[0]) for v in value)
+
+
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    """The resolved annotations of ``fn``; a name only imported for type checking stays
+    unchecked (Any)."""
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:
+        pass
+    ns = dict(getattr(fn, "__globals__", {}))
+    hints: dict[str, Any] = {}
+    for name, ann in getattr(fn, "__annotations__", {}).items():
+        try:
+            hints[name] = eval(ann, ns) if isinstance(ann, str) else ann
+        except Exception:
+            hints[name] = Any
+    return hints
+
+
+def check_arguments(
+    verb: str, sig: inspect.Signature, hints: dict[str, Any], args: Any, kwargs: Any
+) -> None:
+    """InvalidInput when ``args``/``kwargs`` do not fit ``sig`` (see the module docstring)."""
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise InvalidInput(f"{verb}(): {e}") from None
+    for name, value in bound.arguments.items():
+        param = sig.parameters[name]
+        tp = hints.get(name, Any)
+        if param.kind is param.VAR_POSITIONAL:
+            values: Iterable[tuple[str, Any]] = ((name, v) for v in value)
+        elif param.kind is param.VAR_KEYWORD:
+            values = value.items()
+        else:
+            values = ((name, value),)
+        for label, v in values:
+            if not _fits(v, tp):
+                raise InvalidInput(
+                    f"{verb}(): {label} must be {_describe(tp)}, not {type(v).__name__} {_short(v)}"
+                )
+            if not _all_text_storable(v):
+                raise InvalidInput(f"{verb}(): {label} holds text that cannot be stored")
+
+
+def _short(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        text = "?"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _wrap(fn: Callable[..., Any], verb: str, *, method: bool) -> Callable[..., Any]:
+    sig = inspect.signature(fn)
+    if method:  # the bound receiver is not the caller's argument
+        sig = sig.replace(parameters=list(sig.parameters.values())[1:])
+    hints = _hints(fn)
+
+    if not method:
+
+        @functools.wraps(fn)
+        def checked_static(*args: Any, **kwargs: Any) -> Any:
+            check_arguments(verb, sig, hints, args, kwargs)
+            return fn(*args, **kwargs)
+
+        setattr(checked_static, _MARK, True)
+        return checked_static
+
+    @functools.wraps(fn)
+    def checked(receiver: Any, /, *args: Any, **kwargs: Any) -> Any:
+        check_arguments(verb, sig, hints, args, kwargs)
+        return fn(receiver, *args, **kwargs)
+
+    setattr(checked, _MARK, True)
+    return checked
+
+
+def guard(cls: type, names: Iterable[str] | None = None, *, prefix: str = "") -> None:
+    """Check the arguments of ``cls``'s public methods (or of ``names``) on every call
+    (in place; idempotent). ``prefix`` names the object in messages (``mem.runs``)."""
+    label = prefix or cls.__name__
+    # dir(): a verb a class takes from a base (a mixin of a split module) is guarded too
+    chosen = names if names is not None else [n for n in dir(cls) if not n.startswith("_")]
+    for name in chosen:
+        static = inspect.getattr_static(cls, name)
+        verb = f"{label}.{name}"
+        if isinstance(static, (classmethod, staticmethod)):
+            fn = static.__func__
+            if not getattr(fn, _MARK, False):
+                is_class = isinstance(static, classmethod)
+                wrapped = _wrap(fn, verb, method=is_class)
+                setattr(cls, name, classmethod(wrapped) if is_class else staticmethod(wrapped))
+        elif inspect.isfunction(static) and not getattr(static, _MARK, False):
+            setattr(cls, name, _wrap(static, verb, method=True))
+
+
+#: the verbs of ``mem.writes`` (WritesAPI, plus the checks it offers); the rest of the write
+#: path is called by graphmem itself with values it made
+WRITES_FACE = ("reconcile", "supersede", "link", "set_status", "validate", "memories")
+
+
+def guard_face(store: type) -> None:
+    """Guard the store class and the class of each sub-object it declares (``runs: Runs``,
+    ...): every public method of each, and :data:`WRITES_FACE` of ``mem.writes``."""
+    guard(store, prefix="mem")
+    for name, part in typing.get_type_hints(store).items():
+        if name.startswith("_") or not isinstance(part, type) or part.__module__ == "builtins":
+            continue
+        guard(part, WRITES_FACE if name == "writes" else None, prefix=f"mem.{name}")
