@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextvars
+import os
 from collections.abc import Callable, Coroutine, Generator, Sequence
 from types import TracebackType
 from typing import (
@@ -309,7 +310,7 @@ class AsyncGraphMemory(_Facade):
         self.writes = AsyncWrites(mem.writes)
 
     @classmethod
-    def open(cls, url: str | None = None, **options: Any) -> _Opening:
+    def open(cls, url: str | os.PathLike[str] | None = None, **options: Any) -> _Opening:
         """:meth:`GraphMemory.open` off the loop (opening may touch disk or network); await
         it, or use it with ``async with``."""
         return _Opening(cls, url, options)
@@ -430,7 +431,9 @@ class _Opening:
     """What :meth:`AsyncGraphMemory.open` returns: awaitable, and an async context manager
     that closes the memory on exit."""
 
-    def __init__(self, cls: type[AsyncGraphMemory], url: str | None, options: Any) -> None:
+    def __init__(
+        self, cls: type[AsyncGraphMemory], url: str | os.PathLike[str] | None, options: Any
+    ) -> None:
         self._cls = cls
         self._url = url
         self._options = options

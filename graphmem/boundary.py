@@ -87,77 +87,147 @@ def _is_protocol(tp: type) -> bool:
 
 def _fits(value: Any, tp: Any) -> bool:
     """Whether ``value`` has the annotated type ``tp`` (see the module docstring)."""
-    if tp is Any or tp is object or isinstance(tp, typing.TypeVar):
-        return True
-    if tp is None or tp is type(None):
-        return value is None
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin is typing.Union or origin is types.UnionType:
-        return any(_fits(value, a) for a in args)
-    if origin is typing.Literal:
-        return any(type(value) is type(a) and value == a for a in args) or any(
-            isinstance(a, str) and value == a for a in args
-        )
-    if origin is None:
-        return _fits_class(value, tp)
-    if origin is cabc.Callable:
-        return callable(value)
-    if origin is type:
-        return isinstance(value, type)
-    if origin is typing.IO or tp is typing.IO:
-        return hasattr(value, "read") or hasattr(value, "write")
-    if isinstance(origin, type) and issubclass(origin, (cabc.Iterable, cabc.Mapping)):
-        return _fits_container(value, origin, args)
+    return _checker(tp)(value)
+
+
+_Check = Callable[[Any], bool]
+
+
+def _anything(value: Any) -> bool:
     return True
 
 
-def _fits_class(value: Any, tp: Any) -> bool:
-    if not isinstance(tp, type):
-        return True  # a forward reference that did not resolve: not checked
-    if tp is bool:
-        return isinstance(value, bool)
-    if tp is int:
-        return (
-            isinstance(value, numbers.Integral)
-            and not isinstance(value, bool)
-            and -_INT64 <= int(value) < _INT64
-        )
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            return False
-        try:
-            return bool(abs(float(value)) < float("inf"))  # finite, and not NaN
-        except OverflowError:
-            return False
-    if tp is str:
-        return isinstance(value, str) and _storable(value)
-    if tp is typing.IO:
-        return hasattr(value, "read") or hasattr(value, "write")
-    if _is_protocol(tp) and not getattr(tp, "_is_runtime_protocol", False):
-        return True
+def _checker(tp: Any) -> _Check:
+    """The check of annotation ``tp``, built once per annotation: a long list of items (a
+    batch of 100k memories) is then checked at the cost of one call per item, not of
+    re-reading the annotation for each."""
     try:
-        return isinstance(value, tp)
-    except TypeError:
-        return True
+        return _cached_checker(tp)
+    except TypeError:  # an unhashable annotation: built for this call only
+        return _build_checker(tp)
 
 
-def _fits_container(value: Any, origin: type, args: tuple[Any, ...]) -> bool:
-    if isinstance(value, (str, bytes, bytearray)) and not issubclass(origin, (str, bytes)):
-        return False  # one string is not a list of strings
-    if not isinstance(value, origin):
-        return False
-    if issubclass(origin, cabc.Mapping):
-        if len(args) == 2 and isinstance(value, dict):
-            return all(_fits(k, args[0]) and _fits(v, args[1]) for k, v in value.items())
-        return True
-    if not isinstance(value, (list, tuple, set, frozenset)) or not args:
-        return True  # a generator is not consumed here
-    if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
-        return len(value) == len(args) and all(
-            _fits(v, a) for v, a in zip(value, args, strict=True)
+@functools.lru_cache(maxsize=1024)
+def _cached_checker(tp: Any) -> _Check:
+    return _build_checker(tp)
+
+
+def _build_checker(tp: Any) -> _Check:
+    if tp is Any or tp is object or isinstance(tp, typing.TypeVar):
+        return _anything
+    if tp is None or tp is type(None):
+        return lambda value: value is None
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Union or origin is types.UnionType:
+        members = tuple(_checker(a) for a in args)
+
+        def union(value: Any) -> bool:
+            for check in members:
+                if check(value):
+                    return True
+            return False
+
+        return union
+    if origin is typing.Literal:
+        return lambda value: (
+            any(type(value) is type(a) and value == a for a in args)
+            or any(isinstance(a, str) and value == a for a in args)
         )
-    return all(_fits(v, args[0]) for v in value)
+    if origin is None:
+        return _class_checker(tp)
+    if origin is cabc.Callable:
+        return callable
+    if origin is type:
+        return lambda value: isinstance(value, type)
+    if origin is typing.IO or tp is typing.IO:
+        return lambda value: hasattr(value, "read") or hasattr(value, "write")
+    if isinstance(origin, type) and issubclass(origin, (cabc.Iterable, cabc.Mapping)):
+        return _container_checker(origin, args)
+    return _anything
+
+
+def _fits_int(value: Any) -> bool:
+    return (
+        isinstance(value, numbers.Integral)
+        and not isinstance(value, bool)
+        and -_INT64 <= int(value) < _INT64
+    )
+
+
+def _fits_float(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    try:
+        return bool(abs(float(value)) < float("inf"))  # finite, and not NaN
+    except OverflowError:
+        return False
+
+
+def _fits_str(value: Any) -> bool:
+    return isinstance(value, str) and _storable(value)
+
+
+def _class_checker(tp: Any) -> _Check:
+    if not isinstance(tp, type):
+        return _anything  # a forward reference that did not resolve: not checked
+    if tp is bool:
+        return lambda value: isinstance(value, bool)
+    if tp is int:
+        return _fits_int
+    if tp is float:
+        return _fits_float
+    if tp is str:
+        return _fits_str
+    if tp is typing.IO:
+        return lambda value: hasattr(value, "read") or hasattr(value, "write")
+    if _is_protocol(tp) and not getattr(tp, "_is_runtime_protocol", False):
+        return _anything
+
+    def instance(value: Any) -> bool:
+        try:
+            return isinstance(value, tp)
+        except TypeError:
+            return True
+
+    return instance
+
+
+def _container_checker(origin: type, args: tuple[Any, ...]) -> _Check:
+    textual = issubclass(origin, (str, bytes))
+    if issubclass(origin, cabc.Mapping):
+        key, val = (_checker(args[0]), _checker(args[1])) if len(args) == 2 else (None, None)
+
+        def mapping(value: Any) -> bool:
+            if not isinstance(value, origin):
+                return False
+            if key is None or val is None or not isinstance(value, dict):
+                return True
+            if val is _anything:
+                if key is _fits_str:  # the keys' text is looked at by the text walk
+                    return all(isinstance(k, str) for k in value)
+                return all(key(k) for k in value)
+            return all(key(k) and val(v) for k, v in value.items())
+
+        return mapping
+    fixed = origin is tuple and bool(args) and not (len(args) == 2 and args[1] is Ellipsis)
+    parts = tuple(_checker(a) for a in args) if fixed else ()
+    item = _checker(args[0]) if args and not fixed else None
+
+    def container(value: Any) -> bool:
+        if isinstance(value, (str, bytes, bytearray)) and not textual:
+            return False  # one string is not a list of strings
+        if not isinstance(value, origin):
+            return False
+        if not isinstance(value, (list, tuple, set, frozenset)) or not args:
+            return True  # a generator is not consumed here
+        if fixed:
+            return len(value) == len(parts) and all(
+                check(v) for check, v in zip(parts, value, strict=True)
+            )
+        return item is None or item is _anything or all(item(v) for v in value)
+
+    return container
 
 
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:

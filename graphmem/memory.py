@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import builtins
 import logging
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, Unpack, overload
@@ -175,7 +176,7 @@ class GraphMemory(MemoryAPI):
     @classmethod
     def open(
         cls,
-        url: str | None = None,
+        url: str | os.PathLike[str] | None = None,
         *,
         auth: tuple[str, str] | None = None,
         database: str | None = None,
@@ -223,6 +224,8 @@ class GraphMemory(MemoryAPI):
         cfg = settings if settings is not None else Settings.load()
         if profile is not None:
             cfg = with_profile(cfg, profile)
+        if url is not None:
+            url = os.fspath(url)  # a pathlib.Path names a file like its text does
         if url is None:
             url = cfg.url
             if url.partition("://")[0].startswith(("neo4j", "bolt")):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, Unpack, overload
@@ -60,7 +61,7 @@ class NullMemory(MemoryAPI):
         self.llm: LLM | None = None
 
     @classmethod
-    def open(cls, url: str | None = None, **_options: Any) -> NullMemory:
+    def open(cls, url: str | os.PathLike[str] | None = None, **_options: Any) -> NullMemory:
         """A NullMemory, whatever the URL and options (so it drops in for
         ``GraphMemory.open``)."""
         return cls()

@@ -1,0 +1,62 @@
+"""The argument check of the public face (graphmem.boundary) on long batches: every item is
+checked, and an annotation is read once, not once per item."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pytest
+
+from graphmem import GraphMemory
+from graphmem.boundary import _checker, _fits
+from graphmem.errors import InvalidInput
+from graphmem.models import Memory
+
+
+def test_a_wrong_item_deep_in_a_long_batch_is_refused_and_nothing_is_written(
+    tmp_path: Any,
+) -> None:
+    items: list[Any] = [{"content": f"note {i}"} for i in range(20_000)]
+    items[15_000] = 42
+    with GraphMemory.open(str(tmp_path / "b.db")) as mem:
+        with pytest.raises(InvalidInput):
+            mem.remember_many(items)
+        assert mem.count() == 0
+
+
+def test_checks_are_built_once_per_annotation() -> None:
+    tp = Iterable[Memory | Mapping[str, Any]]
+    assert _checker(tp) is _checker(tp)
+    assert _checker(list[str]) is _checker(list[str])
+
+
+@pytest.mark.parametrize(
+    ("value", "tp", "fits"),
+    [
+        (["a", "b"], list[str], True),
+        ("ab", list[str], False),
+        (["a", 1], list[str], False),
+        ({"a": 1}, dict[str, Any], True),
+        ({1: 1}, dict[str, Any], False),
+        ({"a": "x"}, dict[str, int], False),
+        ((1, "a"), tuple[int, str], True),
+        ((1, 2), tuple[int, str], False),
+        ((1, 2, 3), tuple[int, ...], True),
+        (None, int | None, True),
+        (True, int, False),
+        (2**70, int, False),
+        (float("nan"), float, False),
+        ("a\ud800", str, False),
+        ([{"content": "x"}, Memory(content="y")], Iterable[Memory | Mapping[str, Any]], True),
+    ],
+)
+def test_values_fit_their_annotations(value: Any, tp: Any, fits: bool) -> None:
+    assert _fits(value, tp) is fits
+
+
+def test_a_path_object_opens_the_same_store_as_its_text(tmp_path: Any) -> None:
+    with GraphMemory.open(tmp_path / "p.db") as mem:
+        mem.remember("kept in a file named by a Path")
+    with GraphMemory.open(str(tmp_path / "p.db")) as mem:
+        assert mem.count() == 1
