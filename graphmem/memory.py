@@ -252,6 +252,7 @@ class GraphMemory(MemoryAPI):
             backend.ensure_schema()
             if embedder is not None:  # a model of another dimension: say what to run
                 check_embedder(backend, embedder)
+                mem.vectors.check_model()  # same dimension, another model
             mem.vectors.resume()
             if mem.settings.maintenance.in_process:
                 # the maintenance cycle without a server: stopped by close()
