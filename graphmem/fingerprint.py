@@ -13,8 +13,8 @@ opening a store never loads a model just to record it). Checks:
   :data:`SAME_MODEL_COSINE`) is refused with :class:`~graphmem.errors.EmbedderMismatch`;
   the same model under another name (an alias, or the ONNX and torch runs of one model,
   which differ in the last digits) passes;
-* before the first vectors a handle writes, the same comparison for an embedder whose name
-  matches (another model saved under the same name).
+* before the first vectors a handle writes and before its first recall, the same comparison
+  for an embedder whose name matches (another model saved under the same name).
 
 A store with no record yet (no vectors, or written before records existed) takes the first
 model that writes vectors; so does a store with no memory left. ``reindex(all=True)``
@@ -155,6 +155,7 @@ class ModelGuard:
         self._embedder = embedder
         self._mine: ModelRecord | None = None
         self._ok = False
+        self._queried = False
         self._lock = threading.Lock()
 
     def _model(self) -> ModelRecord:
@@ -177,9 +178,20 @@ class ModelGuard:
             if not self._ok:
                 self._verify(recorded(self._backend), adopt=True)
 
+    def before_query(self) -> None:
+        """Before this handle's first recall: refuse another model's query vectors (one
+        meta read per handle; a store with no record yet has no vectors to mix with)."""
+        if self._ok or self._queried:
+            return
+        with self._lock:
+            have = recorded(self._backend)
+            if not self._ok and have is not None:
+                self._verify(have, adopt=False)
+            self._queried = True
+
     def reset(self) -> None:
-        """Check again at the next write (the store may have moved to another model)."""
-        self._ok = False
+        """Check again at the next write and recall (the store may have another model)."""
+        self._ok = self._queried = False
 
     def _verify(self, have: ModelRecord | None, *, adopt: bool) -> None:
         mine = self._model()

@@ -828,6 +828,7 @@ class GraphMemory(MemoryAPI):
     def _retriever(
         self, config: RecallConfig | str | None = None, *, settle: bool = True
     ) -> Retriever:
+        self.vectors.check_model(query=True)
         retriever = Retriever(
             self._backend, self._embedder, clock=self._clock, config=self.settings.recall
         )

@@ -234,12 +234,17 @@ class Vectors:
             if self._guard is not None:  # the store may have another model now
                 self._guard.reset()
 
-    def check_model(self) -> None:
-        """At open: EmbedderMismatch (naming the reindex command) when this handle's
-        embedder is, under another name, not the model that made the store's vectors
-        (see :mod:`graphmem.fingerprint`)."""
+    def check_model(self, *, query: bool = False) -> None:
+        """EmbedderMismatch (naming the reindex command) when this handle's embedder is
+        not the model that made the store's vectors (see :mod:`graphmem.fingerprint`).
+        At open (``query=False``) only an embedder of another name is compared (no model
+        loads for a name that matches); before a recall (``query=True``) every one is,
+        once per handle."""
         if self._guard is not None:
-            self._guard.check_open()
+            if query:
+                self._guard.before_query()
+            else:
+                self._guard.check_open()
 
     def resume(self) -> None:
         """After opening: start embedding what an earlier handle left without a vector."""
