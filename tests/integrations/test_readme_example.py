@@ -49,7 +49,11 @@ DOC_BLOCKS = _blocks(DOCS)
 
 def _run(code: str, origin: str, adapter: str) -> None:
     module, extra = FRAMEWORKS[adapter]
-    if importlib.util.find_spec(module.split(".")[0]) is None:
+    try:
+        found = importlib.util.find_spec(module)
+    except ModuleNotFoundError:  # its parent package is absent
+        found = None
+    if found is None:
         pytest.skip(f"{module} is not installed (pip install -e '.[{extra}]')")
     exec(compile(code, origin, "exec"), {"__name__": "__example__"})
 
