@@ -255,6 +255,7 @@ class GraphMemory(MemoryAPI):
             backend.ensure_schema()
             if embedder is not None:  # a model of another dimension: say what to run
                 check_embedder(backend, embedder)
+                mem.vectors.check_model()  # same dimension, another model
             mem.vectors.resume()
             if mem.settings.maintenance.in_process:
                 # the maintenance cycle without a server: stopped by close()
@@ -830,6 +831,7 @@ class GraphMemory(MemoryAPI):
     def _retriever(
         self, config: RecallConfig | str | None = None, *, settle: bool = True
     ) -> Retriever:
+        self.vectors.check_model(query=True)
         retriever = Retriever(
             self._backend, self._embedder, clock=self._clock, config=self.settings.recall
         )
