@@ -144,6 +144,8 @@ def _build_checker(tp: Any) -> _Check:
         return lambda value: hasattr(value, "read") or hasattr(value, "write")
     if isinstance(origin, type) and issubclass(origin, (cabc.Iterable, cabc.Mapping)):
         return _container_checker(origin, args)
+    if isinstance(origin, type):  # another generic class (os.PathLike[str]): its instances
+        return _class_checker(origin)
     return _anything
 
 

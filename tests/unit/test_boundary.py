@@ -60,3 +60,8 @@ def test_a_path_object_opens_the_same_store_as_its_text(tmp_path: Any) -> None:
         mem.remember("kept in a file named by a Path")
     with GraphMemory.open(str(tmp_path / "p.db")) as mem:
         assert mem.count() == 1
+
+
+def test_bytes_are_not_a_path() -> None:
+    with pytest.raises(InvalidInput):
+        GraphMemory.open(b"x.db")  # type: ignore[arg-type]
