@@ -8,7 +8,8 @@ Every error raised by graphmem derives from :class:`GraphMemError`; errors of lo
 
     GraphMemError
     ├── InvalidInput          bad arguments or data; nothing was written (also a ValueError)
-    │   └── DimensionMismatch an embedding of the wrong length for the store
+    │   ├── DimensionMismatch an embedding of the wrong length for the store
+    │   └── EmbedderMismatch  another embedding model than the one that made the store's vectors
     ├── NotFound              a node that does not exist (also a KeyError)
     ├── Conflict              a write that contradicts the stored state
     ├── AccessDenied          a write or read the caller may not make
@@ -30,6 +31,7 @@ __all__ = [
     "ConfigError",
     "Conflict",
     "DimensionMismatch",
+    "EmbedderMismatch",
     "GraphMemError",
     "InvalidInput",
     "LLMError",
@@ -50,6 +52,12 @@ class InvalidInput(GraphMemError, ValueError):
 
 class DimensionMismatch(InvalidInput):
     """An embedding does not have the dimension the store was created with."""
+
+
+class EmbedderMismatch(InvalidInput):
+    """The embedder is not the model that made the store's vectors (even if the dimension
+    is the same): its vectors would not be comparable. The message names the reindex
+    command that moves the store to the new model."""
 
 
 class NotFound(GraphMemError, KeyError):

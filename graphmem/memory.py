@@ -249,6 +249,7 @@ class GraphMemory(MemoryAPI):
             backend.ensure_schema()
             if embedder is not None:  # a model of another dimension: say what to run
                 check_embedder(backend, embedder)
+                mem.vectors.check_model()  # same dimension, another model
             mem.vectors.resume()
             if mem.settings.maintenance.in_process:
                 # the maintenance cycle without a server: stopped by close()
@@ -749,6 +750,7 @@ class GraphMemory(MemoryAPI):
     def _retriever(
         self, config: RecallConfig | str | None = None, *, settle: bool = True
     ) -> Retriever:
+        self.vectors.check_model(query=True)
         retriever = Retriever(
             self._backend, self._embedder, clock=self._clock, config=self.settings.recall
         )

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 from graphmem.backends.base import GraphBackend, VectorQueue
 from graphmem.consolidation import iter_memories
 from graphmem.errors import DimensionMismatch, InvalidInput
+from graphmem.fingerprint import ModelGuard, ModelStore, describe, record
 from graphmem.models import Filter, Memory
 from graphmem.vectorizer import Vectorizer
 from graphmem.writes import Writes
@@ -139,6 +140,9 @@ def reindex(
         if batch:
             cleared += len(writes.change(batch, expect_status=None))
         log.info("reindex: cleared %d vectors", cleared)
+        record(backend, describe(embedder))  # the store's vectors are this model's from now
+    else:  # adding to the store's vectors: only with the model that made them
+        ModelGuard(backend, embedder).before_vectors()
     total = len(_missing(backend, 10**9))
     done = batches = 0
     seen: set[str] = set()
@@ -147,7 +151,7 @@ def reindex(
         if not items:
             break
         vectors = np.asarray(embedder.embed([c for _i, c in items]), dtype=np.float32)
-        writes.store_vectors(items, vectors)
+        writes.store_vectors(items, vectors, checked=True)
         seen.update(i for i, _c in items)  # a memory changed meanwhile is not retried here
         done += len(items)
         batches += 1
@@ -184,6 +188,10 @@ class Vectors:
             queue.missing_vectors if queue is not None else None
         )
         self._missing = missing
+        self._guard: ModelGuard | None = None
+        if embedder is not None and isinstance(backend, ModelStore):
+            self._guard = ModelGuard(backend, embedder)
+            writes.before_vectors = self._guard.before_vectors
         if embedder is not None and missing is not None and _background(mode, embedder):
             self._worker = Vectorizer(
                 embed=embedder.embed, fetch_missing=missing, store=writes.store_vectors
@@ -213,14 +221,30 @@ class Vectors:
         """Embed the memories that have no vector, in batches (resumable: run it again);
         with ``all=True`` clear every vector first and re-embed everything — for a new
         model (``embedder``, default this store's). See :func:`reindex`."""
-        return reindex(
-            self._writes,
-            embedder if embedder is not None else self.embedder,
-            all=all,
-            batch_size=batch_size,
-            dry_run=dry_run,
-            progress=progress,
-        )
+        try:
+            return reindex(
+                self._writes,
+                embedder if embedder is not None else self.embedder,
+                all=all,
+                batch_size=batch_size,
+                dry_run=dry_run,
+                progress=progress,
+            )
+        finally:
+            if self._guard is not None:  # the store may have another model now
+                self._guard.reset()
+
+    def check_model(self, *, query: bool = False) -> None:
+        """EmbedderMismatch (naming the reindex command) when this handle's embedder is
+        not the model that made the store's vectors (see :mod:`graphmem.fingerprint`).
+        At open (``query=False``) only an embedder of another name is compared (no model
+        loads for a name that matches); before a recall (``query=True``) every one is,
+        once per handle."""
+        if self._guard is not None:
+            if query:
+                self._guard.before_query()
+            else:
+                self._guard.check_open()
 
     def resume(self) -> None:
         """After opening: start embedding what an earlier handle left without a vector."""

@@ -92,6 +92,9 @@ class _WritePath:
         #: when set, memories are written without vectors and handed to this callable
         #: (the background vectorizer) after the commit
         self.defer_vectors: Callable[[Sequence[Memory]], None] | None = None
+        #: called before vectors of this handle's embedder are written: records the model
+        #: in the store, or refuses another one (graphmem.fingerprint.ModelGuard)
+        self.before_vectors: Callable[[], None] | None = None
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -141,6 +144,8 @@ class _WritePath:
         todo = [i for i, m in enumerate(out) if m.embedding is None]
         if not todo:
             return out
+        if self.before_vectors is not None:
+            self.before_vectors()
         vectors = np.asarray(self._embed_fn([out[i].content for i in todo]))
         self.backend.ensure_schema(embedding_dim=int(vectors.shape[1]))
         for i, vec in zip(todo, vectors, strict=True):
@@ -635,12 +640,18 @@ class _WritePath:
 
     # -- vectors -----------------------------------------------------------------------
 
-    def store_vectors(self, items: Sequence[tuple[str, str]], vectors: Any) -> None:
+    def store_vectors(
+        self, items: Sequence[tuple[str, str]], vectors: Any, *, checked: bool = False
+    ) -> None:
         """Set the vectors computed for ``items`` ((id, content) pairs) on the memories
         that still exist with that content. Only the vector is written, so concurrent
-        changes to the memory's other properties are kept."""
+        changes to the memory's other properties are kept. ``checked``: the caller made
+        sure the vectors are of the store's model (reindex); else this handle's
+        embedder is checked (:attr:`before_vectors`)."""
         if not len(items):
             return
+        if not checked and self.before_vectors is not None:
+            self.before_vectors()
         vecs = np.asarray(vectors, dtype=np.float32)
         current = {
             m.id: m

@@ -13,6 +13,7 @@ from graphmem.backends.neo4j import CYPHER_DIR, QUERY_NAMES, UNVECTORED, load_qu
 from graphmem.backends.neo4j.queries import (
     EDGE_UPSERT_QUERIES,
     GET_QUERIES,
+    META_LABEL,
     SCHEMA_QUERIES,
     STRUCTURAL_SHAPES,
     UPSERT_QUERIES,
@@ -25,7 +26,8 @@ from graphmem.models import EdgeType, NodeLabel, node_model
 FILES = sorted(CYPHER_DIR.rglob("*.cypher"))
 NAMES = {str(p.relative_to(CYPHER_DIR).with_suffix("")) for p in FILES}
 README = (CYPHER_DIR / "README.md").read_text(encoding="utf-8")
-ALLOWED = {label.value for label in NodeLabel} | {t.value for t in EdgeType} | {UNVECTORED}
+ALLOWED = {label.value for label in NodeLabel} | {t.value for t in EdgeType}
+ALLOWED |= {UNVECTORED, META_LABEL}
 CYPHER_KEYWORDS = {"COUNT", "COLLECT", "EXISTS"}  # subqueries after a map key's colon
 
 

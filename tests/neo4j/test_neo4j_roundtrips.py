@@ -643,6 +643,9 @@ def test_recall_leaves_embeddings_on_the_server_and_uses_its_cosines(fake: FakeD
     neo = _backend(fake, touch_flush_s=3600)
     fake.respond = _recall_server(hits, [kettle])
     mem = GraphMemory(neo, embedder=emb, owns_backend=False)
+    mem.recall("warm-up", k=10, touch=False)  # a handle's first recall reads the model record
+    assert fake.recorder.names()[0] == "admin/get_meta"
+    fake.recorder.reset()
     results = mem.recall("what does alice drink", k=10, touch=False)
     assert fake.recorder.names() == ["recall search", "recall expansion"]
     for st in fake.recorder.statements:

@@ -37,7 +37,7 @@ from graphmem.backends.embedded.graph import (
 )
 from graphmem.backends.embedded.search import EmbeddedSearch
 from graphmem.backends.embedded.vector_index import VectorIndex
-from graphmem.errors import Conflict, DimensionMismatch, GraphMemError, InvalidInput
+from graphmem.errors import Conflict, DimensionMismatch, GraphMemError, InvalidInput, QueryFailed
 from graphmem.models import (
     BackendStats,
     Edge,
@@ -429,6 +429,27 @@ class NetworkXBackend(EmbeddedSearch):
                 file_bytes=size,
                 embedding_dim=self._dim,
             )
+
+    def get_meta(self, key: str) -> str | None:
+        """A value kept in the store's meta table (the embedding model's record)."""
+        with self._fresh():
+            try:
+                row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            except sqlite3.Error as e:
+                raise QueryFailed(f"embedded store read failed: {e}") from e
+            return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Keep ``value`` under ``key`` in the meta table (None removes it)."""
+        with self._transaction() as db:
+            if value is None:
+                db.execute("DELETE FROM meta WHERE key = ?", (key,))
+            else:
+                db.execute(
+                    "INSERT INTO meta(key, value) VALUES (?, ?) "
+                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    (key, value),
+                )
 
     def close(self) -> None:
         with self._lock:

@@ -11,11 +11,14 @@ from graphmem.backends.neo4j.filters import allowed_label, compile_count, compil
 from graphmem.backends.neo4j.queries import (
     ALL_LABELS,
     ALL_TYPES,
+    META_LABEL,
     Q_CLEAR,
     Q_EXPAND,
+    Q_GET_META,
     Q_MISSING_VECTORS,
     Q_SCAN_EDGES,
     Q_SCAN_NODES,
+    Q_SET_META,
     Q_STATS,
 )
 from graphmem.backends.neo4j.search import Neo4jSearch
@@ -262,13 +265,26 @@ class Neo4jBackend(Neo4jWrites, Neo4jSearch):
             embedding_dim=self._dim,
         )
 
+    def get_meta(self, key: str) -> str | None:
+        """A value kept on a ``GraphmemMeta`` node (the embedding model's record)."""
+        self._ready()
+        row = self._read("read meta", lambda tx: self._run_file(tx, Q_GET_META, key=key).single())
+        return None if row is None or row["value"] is None else str(row["value"])
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Keep ``value`` on the ``GraphmemMeta`` node of ``key`` (None removes it)."""
+        self._ready()
+        self._write(
+            "write meta", lambda tx: self._run_file(tx, Q_SET_META, key=key, value=value).consume()
+        )
+
     def clear(self, *, batch: int = 10_000) -> int:
         """Delete every graphmem node and relationship in the database (other labels are left
         alone), in transactions of ``batch`` nodes; returns how many nodes were deleted. For
         benchmarks and throwaway stores: there is no undo."""
         if batch < 1:
             raise InvalidInput("batch must be >= 1")
-        text, params = self._bind(Q_CLEAR, labels=ALL_LABELS, batch=batch)
+        text, params = self._bind(Q_CLEAR, labels=[*ALL_LABELS, META_LABEL], batch=batch)
         total = 0
         while True:
             deleted = int(

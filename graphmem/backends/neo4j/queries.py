@@ -193,6 +193,16 @@ Q_STATS = "admin/stats"
 Q_CLEAR = "admin/clear"
 
 
+Q_GET_META = "admin/get_meta"
+
+
+Q_SET_META = "admin/set_meta"
+
+
+META_LABEL = "GraphmemMeta"
+"""The label of the nodes that keep values beside the graph (the embedding model's record)."""
+
+
 QUERY_NAMES: tuple[str, ...] = (
     *SCHEMA_QUERIES,
     VECTOR_INDEX_QUERY,
@@ -217,6 +227,8 @@ QUERY_NAMES: tuple[str, ...] = (
     Q_COMPONENTS,
     Q_STATS,
     Q_CLEAR,
+    Q_GET_META,
+    Q_SET_META,
 )
 """Every query file the backend loads (relative to ``cypher/``, without ``.cypher``)."""
 

@@ -1,0 +1,181 @@
+"""The store records the embedding model that made its vectors (name, dimension, probe
+vector): another model of the same dimension is refused with the reindex command, and
+nothing is written; ``reindex(all=True)`` moves the store to the new model."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphmem.backends.base import GraphBackend
+from graphmem.consolidation import iter_memories
+from graphmem.embeddings import HashEmbedder
+from graphmem.errors import EmbedderMismatch
+from graphmem.fingerprint import ModelGuard, describe, recorded
+from graphmem.memory import GraphMemory
+from graphmem.models import Filter
+
+DIM = 64
+
+
+class Reversed(HashEmbedder):
+    """A second deterministic model of the same dimension: the hash embedder's vectors
+    with their components reversed (cosine to the first model's about 0)."""
+
+    def __init__(self, name: str = "reversed-64") -> None:
+        super().__init__(DIM)
+        self.name = name
+
+    def _compute(self, texts: list[str]) -> np.ndarray:
+        return np.ascontiguousarray(super()._compute(texts)[:, ::-1])
+
+
+class Calls:
+    """Counts the texts an embedder is asked for (to see that opening embeds nothing)."""
+
+    def __init__(self, inner: HashEmbedder) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.texts: list[str] = []
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
+
+
+def _contents(backend: GraphBackend) -> list[tuple[str, tuple[float, ...] | None]]:
+    """Every memory's text and vector."""
+    everything = iter_memories(backend, Filter.for_memories(status=None))
+    return sorted((m.content, m.embedding and tuple(m.embedding)) for m in everything)
+
+
+def test_the_first_vectors_record_the_model(backend: GraphBackend) -> None:
+    a = HashEmbedder(DIM)
+    with GraphMemory(backend, embedder=a, owns_backend=False) as mem:
+        assert recorded(backend) is None  # nothing embedded yet, nothing recorded
+        mem.remember("Alice drinks green tea", agent_id="alice")
+    have = recorded(backend)
+    assert have is not None
+    assert (have.name, have.dim) == (a.name, DIM)
+    assert have.same_model(describe(a)) and not have.same_model(describe(Reversed()))
+
+
+def test_another_model_of_the_same_dimension_is_refused_and_changes_nothing(
+    backend: GraphBackend,
+) -> None:
+    with GraphMemory(backend, embedder=HashEmbedder(DIM), owns_backend=False) as mem:
+        mem.remember("Alice drinks green tea", agent_id="alice")
+    before = _contents(backend)
+    with GraphMemory(backend, embedder=Reversed(), owns_backend=False) as other:
+        with pytest.raises(EmbedderMismatch, match="graphmem reindex --all") as err:
+            other.remember("Bob drinks coffee", agent_id="bob")
+        assert "hash-64" in str(err.value) and "vectors.reindex" in str(err.value)
+        with pytest.raises(EmbedderMismatch):
+            other.recall("tea", agent_id="alice")
+    assert _contents(backend) == before
+    have = recorded(backend)
+    assert have is not None and have.name == "hash-64"
+
+
+def test_reindex_moves_the_store_to_the_new_model(backend: GraphBackend) -> None:
+    with GraphMemory(backend, embedder=HashEmbedder(DIM), owns_backend=False) as mem:
+        mem.remember("Alice drinks green tea", agent_id="alice")
+        mem.remember("the kettle is blue", agent_id="alice")
+    b = Reversed()
+    with GraphMemory(backend, embedder=None, owns_backend=False) as plain:
+        report = plain.vectors.reindex(embedder=b, all=True)
+    assert report.embedded == 2
+    have = recorded(backend)
+    assert have is not None and have.name == b.name and have.same_model(describe(b))
+    with GraphMemory(backend, embedder=b, owns_backend=False) as mem:
+        hits = mem.recall("green tea", agent_id="alice", k=1)
+        assert hits and hits[0].memory.content == "Alice drinks green tea"
+        assert hits[0].breakdown.get("vector", 0) > 0.5  # ranked by the new model's vectors
+        mem.remember("Bob drinks coffee", agent_id="bob")
+    with GraphMemory(backend, embedder=HashEmbedder(DIM), owns_backend=False) as old:
+        with pytest.raises(EmbedderMismatch, match="reversed-64"):
+            old.recall("tea", agent_id="alice")
+
+
+def test_reindex_of_the_missing_vectors_keeps_to_the_store_model(backend: GraphBackend) -> None:
+    with GraphMemory(backend, embedder=HashEmbedder(DIM), owns_backend=False) as mem:
+        mem.remember("Alice drinks green tea", agent_id="alice")
+    with GraphMemory(backend, embedder=None, owns_backend=False) as plain:
+        plain.remember("written without vectors", agent_id="alice")
+        with pytest.raises(EmbedderMismatch, match="--all"):
+            plain.vectors.reindex(embedder=Reversed())
+        assert plain.vectors.reindex(embedder=HashEmbedder(DIM)).embedded == 1
+
+
+def test_the_same_model_and_no_embedder_open_fine(backend: GraphBackend) -> None:
+    with GraphMemory(backend, embedder=HashEmbedder(DIM), owns_backend=False) as mem:
+        mem.remember("Alice drinks green tea", agent_id="alice")
+    with GraphMemory(backend, embedder=HashEmbedder(DIM), owns_backend=False) as same:
+        same.remember("Bob drinks coffee", agent_id="bob")
+        assert same.recall("green tea", agent_id="alice", k=1)[0].memory.content.startswith("Alice")
+    with GraphMemory(backend, embedder=None, owns_backend=False) as plain:
+        plain.remember("no vectors here", agent_id="alice")
+        assert plain.recall("green tea", agent_id="alice", k=1)
+
+
+def test_a_store_without_vectors_takes_any_model(backend: GraphBackend) -> None:
+    with GraphMemory(backend, embedder=None, owns_backend=False) as plain:
+        plain.remember("Alice drinks green tea", agent_id="alice")
+    with GraphMemory(backend, embedder=Reversed(), owns_backend=False) as mem:
+        mem.remember("Bob drinks coffee", agent_id="bob")
+    have = recorded(backend)
+    assert have is not None and have.name == "reversed-64"
+
+
+def test_an_alias_of_the_same_model_passes(backend: GraphBackend) -> None:
+    with GraphMemory(backend, embedder=Reversed("model-a"), owns_backend=False) as mem:
+        mem.remember("Alice drinks green tea", agent_id="alice")
+    guard = ModelGuard(backend, Reversed("model-a-alias"))
+    guard.check_open()  # another name, same vectors: not refused
+    guard.before_vectors()
+
+
+# -- the file store: the check at open, across processes --------------------------------
+
+
+def test_open_refuses_another_model_and_embeds_nothing_for_the_same_name(tmp_path: Path) -> None:
+    url = str(tmp_path / "m.db")
+    with GraphMemory.open(url, embedder=HashEmbedder(DIM)) as mem:
+        mem.remember("Alice drinks green tea", agent_id="alice")
+    size = os.path.getsize(url)
+    with pytest.raises(EmbedderMismatch, match="graphmem reindex --all --embedder reversed-64"):
+        GraphMemory.open(url, embedder=Reversed())
+    assert os.path.getsize(url) == size
+    spy = Calls(HashEmbedder(DIM))
+    with GraphMemory.open(url, embedder=spy) as mem:
+        assert spy.texts == []  # same name: no probe at open (a model would load)
+        assert mem.count() == 1
+
+
+def test_the_fingerprint_is_the_same_in_another_process(tmp_path: Path) -> None:
+    url = str(tmp_path / "m.db")
+    with GraphMemory.open(url, embedder=HashEmbedder(DIM)) as mem:
+        mem.remember("Alice drinks green tea", agent_id="alice")
+    have = recorded(GraphMemory.open(url, embedder=None).backend)
+    assert have is not None
+    code = (
+        "from graphmem.embeddings import HashEmbedder\n"
+        "from graphmem.fingerprint import describe\n"
+        f"print(describe(HashEmbedder({DIM})).fingerprint)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == have.fingerprint
+    with GraphMemory.open(url, embedder=HashEmbedder(DIM)) as mem:
+        mem.remember("Bob drinks coffee", agent_id="bob")  # the record from a past process
