@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -132,12 +133,21 @@ def record(backend: Any, model: ModelRecord) -> None:
         backend.set_meta(_KEY, model.to_json())
 
 
+def _spec(name: str) -> str:
+    """The ``--embedder`` value that makes the model called ``name``."""
+    if re.fullmatch(r"hash-\d+", name):
+        return name.replace("-", ":", 1)
+    if name.lower() == "all-minilm-l6-v2-int8":
+        return "onnx:int8"
+    return name
+
+
 def mismatch(have: ModelRecord, name: str) -> EmbedderMismatch:
     return EmbedderMismatch(
         f"this store's vectors were made by {have.name!r} ({have.dim} dimensions, "
         f"fingerprint {have.fingerprint}), not by embedder {name!r}: their vectors cannot be "
         f"compared. Open it with {have.name!r}, or re-embed it for {name!r} with "
-        f"`graphmem reindex --all --embedder {name}` (Python: GraphMemory.open(url, "
+        f"`graphmem reindex --all --embedder {_spec(name)}` (Python: GraphMemory.open(url, "
         f"embedder=None).vectors.reindex(embedder=..., all=True))"
     )
 

@@ -34,22 +34,19 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Literal, Unpack, overload
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any, Literal, Unpack, overload
 
 from graphmem.agents import Agents
 from graphmem.backends import open_backend
-from graphmem.backends.base import GraphBackend, GraphView
+from graphmem.backends.base import GraphBackend
 from graphmem.boundary import guard, guard_face
 from graphmem.config import RecallConfig, Settings, VectorMode
 from graphmem.errors import Conflict, InvalidInput, NotFound
-from graphmem.eventlog import EventLog, canonical_json
+from graphmem.eventlog import EventLog
 from graphmem.knowledge import Knowledge, KnowledgeIndexer
-from graphmem.lifecycle import Lifecycle, MaintenanceScheduler, relevance
+from graphmem.lifecycle import Lifecycle
 from graphmem.llm import LLM
 from graphmem.models import (
-    CONTENT_JSON_KEY,
     Category,
     EdgeType,
     Filter,
@@ -68,17 +65,27 @@ from graphmem.protocol import ContextFormat, ContextOptions, ForgetReport, Impor
 from graphmem.reconcile import ReconcileResult
 from graphmem.reindex import Vectors, check_embedder
 from graphmem.retrieval import Retriever
+from graphmem.retrieval.prompt import chat_messages, fleeting_results, relevant_now, split_tiers
 from graphmem.runs import Runs
 from graphmem.scoping import Namespaces, Scope
-from graphmem.transfer import Transfer
+from graphmem.transfer import Transfer, graph_snapshot
 from graphmem.verbs import MemoryWrites
 from graphmem.writes import Committed
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from graphmem.lifecycle import MaintenanceScheduler
+
+#: the fields update() may change (the rest belong to the write path)
+_UPDATABLE = frozenset(
+    "importance confidence tags metadata category tier expires_at valid_from namespace "
+    "event_type visibility".split()
+)
 
 __all__ = ["ContextFormat", "ForgetReport", "GraphMemory", "ImportReport"]
 
 log = logging.getLogger("graphmem.memory")
-
-_CHAT_ROLES = {"user_message": "user", "agent_response": "assistant"}
 
 
 class GraphMemory(MemoryAPI):
@@ -226,17 +233,7 @@ class GraphMemory(MemoryAPI):
             cfg = with_profile(cfg, profile)
         if url is not None:
             url = os.fspath(url)  # a pathlib.Path names a file like its text does
-        if url is None:
-            url = cfg.url
-            if url.partition("://")[0].startswith(("neo4j", "bolt")):
-                # a server's credentials (NEO4J_USER ... may sit beside a file store)
-                auth = auth if auth is not None else cfg.auth
-                database = database if database is not None else cfg.database
-        options = {**cfg.replace(url=url).backend_options(), **backend_options}
-        if auth is not None:
-            options["auth"] = auth
-        if database is not None:
-            options["database"] = database
+        url, options = cfg.connection(url, auth, database, backend_options)
         backend = open_backend(url, **options)
         if isinstance(embedder, str):
             from graphmem.embeddings import make_embedder
@@ -473,19 +470,7 @@ class GraphMemory(MemoryAPI):
         otherwise). ``changes`` may set importance, confidence, tags, metadata, category,
         tier, expires_at, valid_from, namespace.
         """
-        allowed = {
-            "importance",
-            "confidence",
-            "tags",
-            "metadata",
-            "category",
-            "tier",
-            "expires_at",
-            "valid_from",
-            "namespace",
-            "event_type",
-            "visibility",
-        }
+        allowed = _UPDATABLE
         unknown = set(changes) - allowed
         if unknown:
             raise InvalidInput(
@@ -623,17 +608,12 @@ class GraphMemory(MemoryAPI):
         """
         fleeting: builtins.list[RecallResult] = []
         if tiers is not None:
-            names = [tiers] if isinstance(tiers, str) else builtins.list(tiers)
-            unknown = sorted({str(t) for t in names} - {"fleeting", *(t.value for t in Tier)})
-            if unknown or not names:
-                raise InvalidInput(
-                    f"tiers are fleeting, short_term, long_term; got {unknown or 'none'}"
+            with_fleeting, tier = split_tiers(tiers, tier)
+            if with_fleeting:
+                cfg = RecallConfig.preset(config) if isinstance(config, str) else config
+                fleeting = fleeting_results(
+                    self.lifecycle, query, k, run_id, cfg or self.settings.recall, self._clock()
                 )
-            if tier is not None:
-                raise InvalidInput("give tier or tiers, not both")
-            if "fleeting" in names:
-                fleeting = self._fleeting(query, k, run_id, config)
-            tier = [str(t) for t in names if t != "fleeting"]
             if not tier:
                 return fleeting
         flt = self.namespaces.memory_filter(
@@ -665,39 +645,6 @@ class GraphMemory(MemoryAPI):
         top = max([1.0] + [r.score for r in stored])
         fleeting = [r.model_copy(update={"score": top}) for r in fleeting]
         return (fleeting + stored)[:k]
-
-    def _fleeting(
-        self,
-        query: str,
-        k: int,
-        run_id: str | Sequence[str] | None,
-        config: RecallConfig | str | None,
-    ) -> builtins.list[RecallResult]:
-        """Scratchpad notes matching ``query`` as recall results (never persisted)."""
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidInput("query must be a non-empty string")
-        if isinstance(config, str):
-            config = RecallConfig.preset(config)
-        cfg = config or self.settings.recall
-        runs = [run_id] if run_id is None or isinstance(run_id, str) else builtins.list(run_id)
-        out = []
-        for run in runs:
-            pad = self.lifecycle.scratchpad(run)
-            for key, note in pad.recall(query, k, match=cfg.fleeting_match):
-                text = note if isinstance(note, str) else canonical_json(note)
-                meta: dict[str, Any] = {"tier": "fleeting", "key": key}
-                if not isinstance(note, str):
-                    meta[CONTENT_JSON_KEY] = True
-                m = Memory(
-                    id=f"fleeting-{run or ''}-{key}",
-                    content=text,
-                    run_id=run,
-                    tier=Tier.SHORT_TERM,
-                    metadata=meta,
-                    created_at=self._clock(),
-                )
-                out.append(RecallResult(memory=m, score=1.0, breakdown={"fleeting": 1.0}))
-        return out[:k]
 
     def relevance(self, memory: Memory, *, now: datetime | None = None) -> float:
         """The standing of ``memory`` at ``now`` (default: this store's clock) under the
@@ -761,19 +708,9 @@ class GraphMemory(MemoryAPI):
             block = self._window(query, max_tokens, k, policies, config, touch, filters)
         if format == "text":
             return block
-        head = "\n\n".join(p for p in (system, block) if p)
-        messages = [{"role": "system", "content": head}] if head else []
-        if run_id is not None and max_events > 0:
-            events = self.runs.events(run_id, event_types=list(_CHAT_ROLES), status="active")
-            messages += [
-                {"role": _CHAT_ROLES[e.event_type or ""], "content": e.content}
-                for e in events[-max_events:]
-            ]
-        if query.strip() and (
-            len(messages) < 2 or messages[-1] != {"role": "user", "content": query}
-        ):
-            messages.append({"role": "user", "content": query})
-        return messages
+        return chat_messages(
+            block, query, system=system, run_id=run_id, max_events=max_events, runs=self.runs
+        )
 
     def _window(
         self,
@@ -788,26 +725,11 @@ class GraphMemory(MemoryAPI):
         flt = self.namespaces.memory_filter(**filters)
         if policies is None:
             policies = self.org.core_policies()
-        results: builtins.list[RecallResult] | None = None
+        results = None
         if not query:  # no query: the most relevant memories among the newest
-            if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 1000:
-                raise InvalidInput("k must be an int in 1..1000")
-            now = self._clock()
-            decay = self.lifecycle.config.decay
-            pool = [
-                m
-                for m in self._backend.match(
-                    Memory, flt, limit=max(10 * k, 500), order_by="created_at", descending=True
-                )
-                if isinstance(m, Memory)
-            ]
-            scored = sorted(
-                ((relevance(m, now, decay), m) for m in pool), key=lambda sm: (-sm[0], sm[1].id)
-            )[:k]
-            results = [
-                RecallResult(memory=m, score=s, breakdown={"relevance": s, "score": s})
-                for s, m in scored
-            ]
+            results = relevant_now(
+                self._backend, flt, k, self._clock(), self.lifecycle.config.decay
+            )
         window = self._retriever(config, settle=bool(query)).context_window(
             query,
             max_tokens=max_tokens,
@@ -845,18 +767,7 @@ class GraphMemory(MemoryAPI):
     def graph(self) -> nx.MultiDiGraph:
         """The memory graph as networkx (read-only). Live for the embedded backend; a
         snapshot built from a full scan for server backends."""
-        if isinstance(self._backend, GraphView):
-            return self._backend.graph
-        g = nx.MultiDiGraph()
-        for nodes, edges in self._backend.scan():
-            for n in nodes:
-                props = n.to_props()
-                props.pop("embedding", None)
-                g.add_node(n.ref.key, label=n.label.value, **props)
-            for e in edges:
-                g.add_edge(e.src.key, e.dst.key, key=e.type.value, type=e.type.value, **e.props)
-        frozen: nx.MultiDiGraph = nx.freeze(g)
-        return frozen
+        return graph_snapshot(self._backend)
 
     def stats(self) -> dict[str, Any]:
         """Counts per label/edge type, memories per status and tier, and the store's size."""

@@ -13,13 +13,16 @@ import builtins
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
-from graphmem.backends.base import GraphBackend
+from graphmem.backends.base import GraphBackend, GraphView
 from graphmem.errors import InvalidInput
 from graphmem.models import Edge, GraphNode, Memory, node_model
 from graphmem.protocol import ImportReport
 from graphmem.writes import Writes
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "Transfer"]
 
@@ -156,3 +159,22 @@ def _file(path: str | Path, mode: Literal["r", "w"]) -> IO[str]:
         return open(path, mode, encoding="utf-8")
     except (OSError, ValueError) as e:  # ValueError: a NUL in the path
         raise InvalidInput(f"cannot open {str(path)!r}: {getattr(e, 'strerror', None) or e}") from e
+
+
+def graph_snapshot(backend: GraphBackend) -> nx.MultiDiGraph:
+    """The store as a read-only networkx graph: the live graph of the embedded backend, a
+    snapshot built from a full scan for server backends (embeddings left out)."""
+    if isinstance(backend, GraphView):
+        return backend.graph
+    import networkx as nx
+
+    g = nx.MultiDiGraph()
+    for nodes, edges in backend.scan():
+        for n in nodes:
+            props = n.to_props()
+            props.pop("embedding", None)
+            g.add_node(n.ref.key, label=n.label.value, **props)
+        for e in edges:
+            g.add_edge(e.src.key, e.dst.key, key=e.type.value, type=e.type.value, **e.props)
+    frozen: nx.MultiDiGraph = nx.freeze(g)
+    return frozen

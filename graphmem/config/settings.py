@@ -210,6 +210,28 @@ class Settings(_Frozen):
             return {**opts, **self.neo4j.driver_options}
         return self.store.model_dump()
 
+    def connection(
+        self,
+        url: str | None,
+        auth: tuple[str, str] | None,
+        database: str | None,
+        options: dict[str, Any],
+    ) -> tuple[str, dict[str, Any]]:
+        """The URL and backend options ``GraphMemory.open`` connects with: what is given
+        wins over these settings (``url`` None: :attr:`url`, with its credentials)."""
+        if url is None:
+            url = self.url
+            if url.partition("://")[0].startswith(("neo4j", "bolt")):
+                # a server's credentials (NEO4J_USER ... may sit beside a file store)
+                auth = auth if auth is not None else self.auth
+                database = database if database is not None else self.database
+        merged = {**self.replace(url=url).backend_options(), **options}
+        if auth is not None:
+            merged["auth"] = auth
+        if database is not None:
+            merged["database"] = database
+        return url, merged
+
     def make_llm(self) -> Any | None:
         """The LLM these settings name (constructed lazily: no network here)."""
         if self.llm == "none":

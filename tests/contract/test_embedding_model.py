@@ -17,7 +17,7 @@ from graphmem.backends.base import GraphBackend
 from graphmem.consolidation import iter_memories
 from graphmem.embeddings import HashEmbedder
 from graphmem.errors import EmbedderMismatch
-from graphmem.fingerprint import ModelGuard, describe, recorded
+from graphmem.fingerprint import ModelGuard, describe, mismatch, recorded
 from graphmem.memory import GraphMemory
 from graphmem.models import Filter
 
@@ -179,3 +179,10 @@ def test_the_fingerprint_is_the_same_in_another_process(tmp_path: Path) -> None:
     assert out.stdout.strip() == have.fingerprint
     with GraphMemory.open(url, embedder=HashEmbedder(DIM)) as mem:
         mem.remember("Bob drinks coffee", agent_id="bob")  # the record from a past process
+
+
+def test_the_refusal_names_an_embedder_value_the_cli_accepts() -> None:
+    have = describe(HashEmbedder(DIM))
+    assert "`graphmem reindex --all --embedder hash:384`" in str(mismatch(have, "hash-384"))
+    assert "--embedder onnx:int8`" in str(mismatch(have, "all-MiniLM-L6-v2-int8"))
+    assert "--embedder reversed-64`" in str(mismatch(have, "reversed-64"))
