@@ -31,13 +31,13 @@ def db(tmp_path: Path) -> str:
     return str(tmp_path / "cli.db")
 
 
-def run(*args: str, env: dict[str, str] | None = None, code: int = 0) -> Any:
+def run(*args: str, env: dict[str, str | None] | None = None, code: int = 0) -> Any:
     result = CliRunner().invoke(app, list(args), env={**ENV, **(env or {})})
     assert result.exit_code == code, (args, result.output, result.stderr)
     return result
 
 
-def run_json(*args: str, env: dict[str, str] | None = None) -> Any:
+def run_json(*args: str, env: dict[str, str | None] | None = None) -> Any:
     return json.loads(run(*args, "--json", env=env).stdout)
 
 
@@ -103,7 +103,12 @@ def test_settings_file_and_config_show(tmp_path: Path) -> None:
     conf.write_text(
         f'url = "{tmp_path / "fromfile.db"}"\npassword = "s3cret-pw"\n[server]\nport = 9999\n'
     )
-    mid = run("--config", str(conf), "remember", "configured").stdout.strip()
+    # the file's url counts only when no environment setting names a store (the environment
+    # wins: a live-server run of the suite sets GRAPHMEM_URL or NEO4J_URI)
+    no_server: dict[str, str | None] = {
+        k: None for k in ("GRAPHMEM_URL", "NEO4J_URI", "GRAPHMEM_DB") if k in os.environ
+    }
+    mid = run("--config", str(conf), "remember", "configured", env=no_server).stdout.strip()
     with GraphMemory.open(str(tmp_path / "fromfile.db"), embedder=None) as mem:
         assert mem.get(mid).content == "configured"
     shown = run(
