@@ -120,7 +120,44 @@ def _events_filter(run_id: str, status: str | None = None) -> Filter:
     return flt
 
 
-class Runs:
+class RunStarts:
+    """``start`` of the runs of every store: the run record is built and checked here
+    alike, and :meth:`_keep` stores it."""
+
+    _clock: Callable[[], datetime]
+
+    def start(
+        self,
+        agent_id: str = "default",
+        *,
+        run_id: str | None = None,
+        user_id: str | None = None,
+        app_name: str | None = None,
+        namespace: str = "default",
+        started_at: datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Run:
+        """Start a run (an agent session). Conflict if ``run_id`` already exists."""
+        data: dict[str, Any] = {
+            "agent_id": agent_id,
+            "user_id": user_id,
+            "app_name": app_name,
+            "namespace": namespace,
+            "started_at": started_at or self._clock(),
+            "metadata": metadata,
+        }
+        if run_id is not None:
+            data["id"] = run_id
+        run: Run = validated(Run, {k: v for k, v in data.items() if v is not None})
+        self._keep(run)
+        return run
+
+    def _keep(self, run: Run) -> None:
+        """Store a new run (the null store keeps nothing)."""
+        raise NotImplementedError
+
+
+class Runs(RunStarts):
     """Every run verb (``mem.runs``): sessions, their ordered events, limits, cleanup,
     statistics, conversation text and the fleeting scratchpad."""
 
@@ -148,35 +185,12 @@ class Runs:
 
     # -- sessions ---------------------------------------------------------------------
 
-    def start(
-        self,
-        agent_id: str = "default",
-        *,
-        run_id: str | None = None,
-        user_id: str | None = None,
-        app_name: str | None = None,
-        namespace: str = "default",
-        started_at: datetime | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> Run:
-        """Start a run (an agent session). Conflict if ``run_id`` already exists."""
-        data: dict[str, Any] = {
-            "agent_id": agent_id,
-            "user_id": user_id,
-            "app_name": app_name,
-            "namespace": namespace,
-            "started_at": started_at or self._clock(),
-            "metadata": metadata,
-        }
-        if run_id is not None:
-            data["id"] = run_id
-        run: Run = validated(Run, {k: v for k, v in data.items() if v is not None})
+    def _keep(self, run: Run) -> None:
         try:
             self._writes.put([run], expect=[Expect(run.ref, exists=False)])
         except Conflict as e:
             raise Conflict(f"run {run.id!r} already exists") from e
         self.enforce()
-        return run
 
     def get(self, run_id: str) -> Run:
         """The run ``run_id``; NotFound if there is none."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import Any
 
 from graphmem.config import ConsolidationConfig, LifecycleConfig
@@ -24,6 +23,7 @@ from graphmem.models import (
     Memory,
     Subgraph,
 )
+from graphmem.null.base import NullPart
 from graphmem.protocol import (
     KnowledgeAPI,
     LifecycleAPI,
@@ -31,11 +31,8 @@ from graphmem.protocol import (
 from graphmem.scoping import Scope
 
 
-class NullLifecycle(LifecycleAPI):
+class NullLifecycle(NullPart, LifecycleAPI):
     """``mem.lifecycle`` of a NullMemory: every verb accepted, nothing stored."""
-
-    def __init__(self, clock: Callable[[], datetime]) -> None:
-        self._clock = clock
 
     def maintain(
         self,
@@ -160,11 +157,8 @@ class NullLifecycle(LifecycleAPI):
         return "<null lifecycle>"
 
 
-class NullKnowledge(KnowledgeAPI):
+class NullKnowledge(NullPart, KnowledgeAPI):
     """``mem.knowledge`` of a NullMemory: every verb accepted, nothing stored."""
-
-    def __init__(self, clock: Callable[[], datetime]) -> None:
-        self._clock = clock
 
     def entities(
         self, *, type: EntityType | str | None = None, limit: int = 100, **filters: Any

@@ -18,6 +18,7 @@ from graphmem.models import (
     Tier,
     validated,
 )
+from graphmem.null.base import NullPart
 from graphmem.protocol import (
     ImportReport,
     LogAPI,
@@ -29,11 +30,8 @@ from graphmem.reconcile import ReconcileResult
 from graphmem.reindex import Progress, ReindexReport
 
 
-class NullLog(LogAPI):
+class NullLog(NullPart, LogAPI):
     """``mem.log`` of a NullMemory: every verb accepted, nothing stored."""
-
-    def __init__(self, clock: Callable[[], datetime]) -> None:
-        self._clock = clock
 
     def log(
         self,
@@ -110,11 +108,8 @@ class NullLog(LogAPI):
         return "<null log>"
 
 
-class NullVectors(VectorsAPI):
+class NullVectors(NullPart, VectorsAPI):
     """``mem.vectors`` of a NullMemory: every verb accepted, nothing stored."""
-
-    def __init__(self, clock: Callable[[], datetime]) -> None:
-        self._clock = clock
 
     def wait(self, timeout: float | None = None) -> None:
         return None
@@ -144,7 +139,7 @@ class NullTransfer(TransferAPI):
         return ImportReport(nodes=0, edges=0)
 
 
-class NullWrites(WritesAPI):
+class NullWrites(NullPart, WritesAPI):
     """``mem.writes`` of a NullMemory: every verb accepted, nothing stored."""
 
     def __init__(self, clock: Callable[[], datetime]) -> None:

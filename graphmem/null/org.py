@@ -5,8 +5,7 @@ kept.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from graphmem.errors import NotFound
@@ -16,17 +15,15 @@ from graphmem.models import (
     new_id,
     validated,
 )
+from graphmem.null.base import NullPart
 from graphmem.protocol import (
     NamespacesAPI,
     OrgAPI,
 )
 
 
-class NullOrg(OrgAPI):
+class NullOrg(NullPart, OrgAPI):
     """``mem.org`` of a NullMemory: every verb accepted, nothing stored."""
-
-    def __init__(self, clock: Callable[[], datetime]) -> None:
-        self._clock = clock
 
     def publish(
         self,
@@ -83,11 +80,8 @@ class NullOrg(OrgAPI):
         return "<null org>"
 
 
-class NullNamespaces(NamespacesAPI):
+class NullNamespaces(NullPart, NamespacesAPI):
     """``mem.namespaces`` of a NullMemory: every verb accepted, nothing stored."""
-
-    def __init__(self, clock: Callable[[], datetime]) -> None:
-        self._clock = clock
 
     def create(self, name: str, *, owner: str, members: Iterable[str] = ()) -> Namespace:
         ns: Namespace = validated(

@@ -18,44 +18,24 @@ from graphmem.models import (
     Tier,
     validated,
 )
+from graphmem.null.base import NullPart
 from graphmem.protocol import (
     AgentsAPI,
     RunsAPI,
 )
-from graphmem.runs import CleanupReport, DeleteRunReport, RunStats
+from graphmem.runs import CleanupReport, DeleteRunReport, RunStarts, RunStats
 from graphmem.scoping import Scope
 
 
-class NullRuns(RunsAPI):
+class NullRuns(NullPart, RunStarts, RunsAPI):
     """``mem.runs`` of a NullMemory: every verb accepted, nothing stored."""
 
     def __init__(self, clock: Callable[[], datetime]) -> None:
-        self._clock = clock
+        super().__init__(clock)
         self._pads: dict[str | None, Scratchpad] = {}
 
-    def start(
-        self,
-        agent_id: str = "default",
-        *,
-        run_id: str | None = None,
-        user_id: str | None = None,
-        app_name: str | None = None,
-        namespace: str = "default",
-        started_at: datetime | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> Run:
-        data: dict[str, Any] = {
-            "agent_id": agent_id,
-            "user_id": user_id,
-            "app_name": app_name,
-            "namespace": namespace,
-            "started_at": started_at or self._clock(),
-            "metadata": metadata,
-        }
-        if run_id is not None:
-            data["id"] = run_id
-        run: Run = validated(Run, {k: v for k, v in data.items() if v is not None})
-        return run
+    def _keep(self, run: Run) -> None:
+        pass
 
     def get(self, run_id: str) -> Run:
         raise NotFound(f"no run {run_id!r} (NullMemory stores nothing)")
@@ -191,11 +171,8 @@ class NullRuns(RunsAPI):
         return "<null runs>"
 
 
-class NullAgents(AgentsAPI):
+class NullAgents(NullPart, AgentsAPI):
     """``mem.agents`` of a NullMemory: every verb accepted, nothing stored."""
-
-    def __init__(self, clock: Callable[[], datetime]) -> None:
-        self._clock = clock
 
     def register(
         self,
