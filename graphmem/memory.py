@@ -231,8 +231,7 @@ class GraphMemory(MemoryAPI):
         cfg = settings if settings is not None else Settings.load()
         if profile is not None:
             cfg = with_profile(cfg, profile)
-        if url is not None:
-            url = os.fspath(url)  # a pathlib.Path names a file like its text does
+        url = None if url is None else os.fspath(url)  # a pathlib.Path: its text
         url, options = cfg.connection(url, auth, database, backend_options)
         backend = open_backend(url, **options)
         if isinstance(embedder, str):
