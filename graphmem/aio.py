@@ -236,12 +236,9 @@ class AsyncKnowledge(_Facade):
         return await asyncio.to_thread(self._sync.about, name, limit=limit, **filters)
 
 
-class AsyncLog(_Facade):
-    """``mem.log`` as coroutines (see :class:`graphmem.eventlog.EventLog`)."""
+class _AsyncKeyValues(_Facade):
+    """The log's keys, hashes and sets (``mem.log.set`` … ``smembers``) as coroutines."""
 
-    log = _OffLoop(EventLog.log)
-    tail = _OffLoop(EventLog.tail)
-    count = _OffLoop(EventLog.count)
     set = _OffLoop(EventLog.set)
     get = _OffLoop(EventLog.get)
     delete = _OffLoop(EventLog.delete)
@@ -252,6 +249,15 @@ class AsyncLog(_Facade):
     sadd = _OffLoop(EventLog.sadd)
     srem = _OffLoop(EventLog.srem)
     smembers = _OffLoop(EventLog.smembers)
+
+
+class AsyncLog(_AsyncKeyValues):
+    """``mem.log`` as coroutines (see :class:`graphmem.eventlog.EventLog`): the entries
+    here, the keys, hashes and sets from :class:`_AsyncKeyValues`."""
+
+    log = _OffLoop(EventLog.log)
+    tail = _OffLoop(EventLog.tail)
+    count = _OffLoop(EventLog.count)
 
 
 class AsyncVectors(_Facade):

@@ -12,6 +12,13 @@ the default, ``all``, both.
 
 ``mem`` (a GraphMemory over ``backend``) is defined here only; a module that needs other
 options (a fixed clock, no reconciliation, no knowledge layer) overrides ``mem_options``.
+
+Tests of the API that open their own stores (options given to ``GraphMemory.open``, a store
+reopened, an async facade, a server) take ``stores`` (:class:`Stores`) or ``store_mem``:
+they run on Neo4j when the switch names it alone (``--backend neo4j``), else on the embedded
+store. A test that is about the embedded store itself (its SQLite file, its journal, several
+processes on one file) opens it directly and says so with ``@pytest.mark.embedded("why")``;
+``tests/unit/test_store_switch.py`` holds every test to one or the other.
 """
 
 from __future__ import annotations
@@ -32,6 +39,14 @@ from graphmem.memory import GraphMemory
 
 BACKENDS = ["networkx", "neo4j"]
 BACKEND_ENV = "GRAPHMEM_TEST_BACKEND"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "embedded(reason): tests the embedded store itself (its file, its journal, processes "
+        "on one file), so it runs there whatever --backend says",
+    )
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -118,9 +133,78 @@ def mem(backend: GraphBackend, mem_options: dict[str, Any]) -> Iterator[GraphMem
     m.close()
 
 
+def store_kind(config: pytest.Config) -> str:
+    """The backend of the tests that open their own stores: Neo4j when the switch names it
+    alone, else the embedded store (the contract suite covers both either way)."""
+    return "neo4j" if _chosen(config) == ["neo4j"] else "networkx"
+
+
+class Stores:
+    """Opens a test's own stores on the switch's backend (:func:`store_kind`).
+
+    ``open(name, **options)`` is ``GraphMemory.open`` on that backend: the embedded file
+    ``tmp_path / name``, or the live Neo4j database (``auth``/``database`` from the
+    environment, see tests/neo4j_support.py). Opening ``name`` again reopens the same store;
+    another name is another, empty store — on Neo4j the one database emptied, so a test
+    that holds two separate stores open at once fails there (mark it ``embedded``).
+    Whatever a test leaves open is closed after it."""
+
+    def __init__(self, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+        self.kind = store_kind(request.config)
+        self._request = request
+        self._tmp = tmp_path
+        self._name: str | None = None
+        self._opened: list[GraphMemory] = []
+
+    def url(self, name: str = "store.db") -> str:
+        """Where store ``name`` lives: its file, or the Neo4j server's URL."""
+        if self.kind == "networkx":
+            return str(self._tmp / name)
+        from tests.neo4j_support import neo4j_target
+
+        target = neo4j_target(self._request)
+        if name != self._name:
+            if any(not m._closed for m in self._opened):
+                pytest.fail(f"store {name!r} beside {self._name!r}: Neo4j has one database")
+            target.wipe()
+            self._name = name
+        return target.uri
+
+    def connection(self) -> dict[str, Any]:
+        """The ``auth``/``database`` arguments of ``open`` for this backend."""
+        if self.kind == "networkx":
+            return {}
+        from tests.neo4j_support import neo4j_target
+
+        target = neo4j_target(self._request)
+        return {"auth": target.auth, "database": target.database}
+
+    def open(self, name: str = "store.db", **options: Any) -> GraphMemory:
+        url = self.url(name)
+        m = GraphMemory.open(url, **{**self.connection(), **options})
+        self._opened.append(m)
+        return m
+
+    def open_async(self, name: str = "store.db", **options: Any) -> Any:
+        """``AsyncGraphMemory.open`` of store ``name`` (await it, or ``async with`` it)."""
+        from graphmem.aio import AsyncGraphMemory
+
+        return AsyncGraphMemory.open(self.url(name), **{**self.connection(), **options})
+
+    def close(self) -> None:
+        for m in self._opened:
+            m.close()
+
+
 @pytest.fixture
-def nxmem(tmp_path: Path) -> Iterator[GraphMemory]:
-    """A GraphMemory on a fresh embedded file, without embeddings."""
-    m = GraphMemory.open(str(tmp_path / "mem.db"), embedder=None)
-    yield m
-    m.close()
+def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stores]:
+    """Opens the test's own stores on the backend the switch chose (see :class:`Stores`)."""
+    s = Stores(request, tmp_path)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def store_mem(stores: Stores) -> GraphMemory:
+    """A GraphMemory without embeddings on the switch's backend (see :class:`Stores`)."""
+    return stores.open(embedder=None)

@@ -58,8 +58,8 @@ def test_an_update_cannot_make_an_exact_duplicate(mem: GraphMemory) -> None:
     assert mem.update(other.id, "Alice prefers green tea").agent_id == "bob"
 
 
-def test_http_reports_the_outcome_of_a_write(nxmem: GraphMemory) -> None:
-    with TestClient(create_app(nxmem)) as client:
+def test_http_reports_the_outcome_of_a_write(store_mem: GraphMemory) -> None:
+    with TestClient(create_app(store_mem)) as client:
         r1 = client.post("/memories", json={"content": "Bob lives in Oslo"})
         assert r1.status_code == 201 and r1.json()["outcome"] == "created"
         r2 = client.post("/memories", json={"content": "Bob lives in Oslo", "tags": ["home"]})
@@ -71,14 +71,14 @@ def test_http_reports_the_outcome_of_a_write(nxmem: GraphMemory) -> None:
         assert r3.json()["related_ids"] == [r1.json()["id"]]
 
 
-def test_mcp_reports_the_outcome_of_a_write(nxmem: GraphMemory) -> None:
+def test_mcp_reports_the_outcome_of_a_write(store_mem: GraphMemory) -> None:
     import asyncio
 
     from mcp import Client
 
     from graphmem.server.mcp import create_mcp_server
 
-    server = create_mcp_server(nxmem, agent_id="alice")
+    server = create_mcp_server(store_mem, agent_id="alice")
 
     async def go() -> tuple[dict[str, object], dict[str, object]]:
         async with Client(server) as client:

@@ -148,6 +148,9 @@ def test_an_alias_of_the_same_model_passes(backend: GraphBackend) -> None:
 # -- the file store: the check at open, across processes --------------------------------
 
 
+@pytest.mark.embedded(
+    "the store file must not grow when open refuses (the Neo4j record: tests/neo4j)"
+)
 def test_open_refuses_another_model_and_embeds_nothing_for_the_same_name(tmp_path: Path) -> None:
     url = str(tmp_path / "m.db")
     with GraphMemory.open(url, embedder=HashEmbedder(DIM)) as mem:
@@ -162,6 +165,7 @@ def test_open_refuses_another_model_and_embeds_nothing_for_the_same_name(tmp_pat
         assert mem.count() == 1
 
 
+@pytest.mark.embedded("reopens one store file from a second process")
 def test_the_fingerprint_is_the_same_in_another_process(tmp_path: Path) -> None:
     url = str(tmp_path / "m.db")
     with GraphMemory.open(url, embedder=HashEmbedder(DIM)) as mem:

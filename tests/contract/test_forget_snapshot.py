@@ -14,28 +14,27 @@ from graphmem.backends.base import GraphBackend
 from graphmem.backends.embedded import NetworkXBackend
 from graphmem.memory import GraphMemory
 from graphmem.models import Status
-from tests.conftest import BACKENDS
 
 Pair = tuple[GraphMemory, GraphMemory]
 
 
-def _second_backend(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> GraphBackend:
-    if kind == "networkx":
+def _second_backend(
+    backend: GraphBackend, request: pytest.FixtureRequest, tmp_path: Path
+) -> GraphBackend:
+    """Another handle on the store of ``backend``."""
+    if isinstance(backend, NetworkXBackend):
         return NetworkXBackend(tmp_path / "store.db")
     from tests.neo4j_support import neo4j_target
 
     return neo4j_target(request).backend()
 
 
-@pytest.fixture(params=BACKENDS)
-def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Pair]:
-    """Two handles on one store (two files handles / two drivers)."""
-    from tests.conftest import make_backend
-
-    first = make_backend(request.param, request, tmp_path)
-    second = _second_backend(request.param, request, tmp_path)
-    a = GraphMemory(first, embedder=None)
-    b = GraphMemory(second, embedder=None)
+@pytest.fixture
+def pair(backend: GraphBackend, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Pair]:
+    """Two handles on one store (two file handles / two drivers), on each backend the
+    switch chose."""
+    a = GraphMemory(backend, embedder=None, owns_backend=False)
+    b = GraphMemory(_second_backend(backend, request, tmp_path), embedder=None)
     try:
         yield a, b
     finally:

@@ -15,6 +15,7 @@ from graphmem.llm import claim_of
 from graphmem.memory import GraphMemory
 from graphmem.models import Status, Tier
 from graphmem.reconcile import contradicts
+from tests.conftest import Stores
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 
@@ -224,13 +225,11 @@ def test_http_writes_are_reconciled_and_classified(mem: GraphMemory) -> None:
         assert (failed["importance"], failed["tier"]) == (0.4, "short_term")
 
 
-def test_reconcile_returns_the_outcome_also_through_aio() -> None:
+def test_reconcile_returns_the_outcome_also_through_aio(stores: Stores) -> None:
     import asyncio
 
-    from graphmem.aio import AsyncGraphMemory
-
     async def scenario() -> tuple[str, str, bool]:
-        async with AsyncGraphMemory.open("memory://", embedder=None) as amem:
+        async with stores.open_async("a1.db", embedder=None) as amem:
             first = await amem.writes.reconcile("Alice lives in Oslo", agent_id="a")
             again = await amem.writes.reconcile("Alice lives in Oslo", agent_id="a")
             moved = await amem.writes.reconcile("Alice lives in Bergen", agent_id="a")

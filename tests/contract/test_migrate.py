@@ -31,6 +31,11 @@ from graphmem.models import (
     Run,
 )
 
+pytestmark = pytest.mark.embedded(
+    "networkx to networkx between store files, reopened from disk "
+    "(the Neo4j round trip: tests/neo4j/test_neo4j_live.py)"
+)
+
 T0 = datetime(2025, 3, 1, 12, 30, 15, 123456, tzinfo=UTC)
 
 

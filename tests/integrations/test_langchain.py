@@ -3,7 +3,6 @@ message history, against the real langchain-core."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 
 from graphmem.integrations.langchain import GraphMemChatMessageHistory, GraphMemRetriever
 from graphmem.memory import GraphMemory
+from tests.conftest import Stores
 
 FACTS = [
     "Alice drinks green tea every morning",
@@ -25,8 +25,7 @@ FACTS = [
 ]
 
 
-def _filled() -> GraphMemory:
-    mem = GraphMemory.open("memory://", embedder="hash")
+def _filled(mem: GraphMemory) -> GraphMemory:
     for fact in FACTS:
         mem.remember(fact, agent_id="assistant")
     mem.remember("a private note of another agent about Alice", agent_id="other")
@@ -44,7 +43,8 @@ if RetrieversIntegrationTests is not None:
     class TestStandardRetrieverSuite(RetrieversIntegrationTests):
         """langchain-tests' own checks: k in the constructor and in invoke, Documents back."""
 
-        _mem = _filled()
+        # langchain-tests builds the retriever from the class: one embedded store for it
+        _mem = _filled(GraphMemory.open("memory://", embedder="hash"))
 
         @property
         def retriever_constructor(self) -> type[GraphMemRetriever]:
@@ -65,10 +65,8 @@ else:
 
 
 @pytest.fixture
-def mem() -> Iterator[GraphMemory]:
-    m = _filled()
-    yield m
-    m.close()
+def mem(stores: Stores) -> GraphMemory:
+    return _filled(stores.open(embedder="hash"))
 
 
 def test_documents_carry_id_score_and_scope(mem: GraphMemory) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any, TypedDict
 
 import pytest
@@ -15,13 +14,12 @@ from langgraph.store.base import BaseStore, GetOp, PutOp, SearchOp
 
 from graphmem.integrations.langgraph import GraphMemStore
 from graphmem.memory import GraphMemory
+from tests.conftest import Stores
 
 
 @pytest.fixture
-def mem() -> Iterator[GraphMemory]:
-    m = GraphMemory.open("memory://", embedder="hash")
-    yield m
-    m.close()
+def mem(stores: Stores) -> GraphMemory:
+    return stores.open(embedder="hash")
 
 
 @pytest.fixture

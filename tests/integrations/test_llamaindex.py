@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 
@@ -14,13 +13,12 @@ from llama_index.core.memory import Memory
 
 from graphmem.integrations.llamaindex import GraphMemMemoryBlock, GraphMemRetriever
 from graphmem.memory import GraphMemory
+from tests.conftest import Stores
 
 
 @pytest.fixture
-def mem() -> Iterator[GraphMemory]:
-    m = GraphMemory.open("memory://", embedder="hash")
-    yield m
-    m.close()
+def mem(stores: Stores) -> GraphMemory:
+    return stores.open(embedder="hash")
 
 
 def _words(text: str) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -24,15 +24,14 @@ from openai.types.responses import (
 
 from graphmem.integrations.openai_agents import GraphMemSession, memory_tools
 from graphmem.memory import GraphMemory
+from tests.conftest import Stores
 
 set_tracing_disabled(True)  # the SDK would export traces over the network
 
 
 @pytest.fixture
-def mem() -> Iterator[GraphMemory]:
-    m = GraphMemory.open("memory://", embedder="hash")
-    yield m
-    m.close()
+def mem(stores: Stores) -> GraphMemory:
+    return stores.open(embedder="hash")
 
 
 def test_session_round_trips_items_as_a_run(mem: GraphMemory) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,13 +20,12 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from graphmem.integrations.pydantic_ai import memory_toolset
 from graphmem.memory import GraphMemory
+from tests.conftest import Stores
 
 
 @pytest.fixture
-def mem() -> Iterator[GraphMemory]:
-    m = GraphMemory.open("memory://", embedder="hash")
-    yield m
-    m.close()
+def mem(stores: Stores) -> GraphMemory:
+    return stores.open(embedder="hash")
 
 
 def _returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -12,6 +11,7 @@ from fastapi.testclient import TestClient
 from graphmem.config import ApiKey, ServerSettings, Settings
 from graphmem.memory import GraphMemory
 from graphmem.server.http import create_app
+from tests.conftest import Stores
 
 KEYS = {
     "alice-key-123": ("alice", ("default",)),
@@ -28,11 +28,9 @@ def snapshot(mem: GraphMemory) -> str:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[GraphMemory]:
-    """A GraphMemory on a fresh embedded file, without embeddings."""
-    m = GraphMemory.open(str(tmp_path / "api.db"), embedder=None)
-    yield m
-    m.close()
+def store(stores: Stores) -> GraphMemory:
+    """A GraphMemory without embeddings on the switch's backend (tests/conftest.py)."""
+    return stores.open("api.db", embedder=None)
 
 
 @pytest.fixture

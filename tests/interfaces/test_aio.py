@@ -6,13 +6,11 @@ import asyncio
 import inspect
 import re
 import threading
-from pathlib import Path
 
 import pytest
 
 from graphmem.aio import AsyncGraphMemory
 from graphmem.errors import InvalidInput, NotFound
-from graphmem.memory import GraphMemory
 from graphmem.protocol import (
     AgentsAPI,
     KnowledgeAPI,
@@ -24,6 +22,7 @@ from graphmem.protocol import (
     VectorsAPI,
     WritesAPI,
 )
+from tests.conftest import Stores
 
 PARTS = {
     "runs": RunsAPI,
@@ -50,8 +49,8 @@ def _public_methods(obj: object) -> set[str]:
     }
 
 
-def test_every_verb_of_the_face_is_a_coroutine_function(tmp_path: Path) -> None:
-    mem = GraphMemory.open(str(tmp_path / "a.db"), embedder=None)
+def test_every_verb_of_the_face_is_a_coroutine_function(stores: Stores) -> None:
+    mem = stores.open("a.db", embedder=None)
     amem = AsyncGraphMemory(mem)
     try:
         names = _public_methods(mem) - {"open", "close"}
@@ -71,16 +70,16 @@ def test_every_verb_of_the_face_is_a_coroutine_function(tmp_path: Path) -> None:
         mem.close()
 
 
-def test_open_is_awaitable_and_an_async_context_manager(tmp_path: Path) -> None:
+def test_open_is_awaitable_and_an_async_context_manager(stores: Stores) -> None:
     async def scenario() -> tuple[bool, str]:
-        async with AsyncGraphMemory.open(str(tmp_path / "o.db"), embedder=None) as amem:
+        async with stores.open_async("o.db", embedder=None) as amem:
             await amem.remember("Alice lives in Oslo", agent_id="a")
             await amem.remember("Alice lives in Oslo", agent_id="a")
             outcome = amem.last_reconcile
             assert outcome is not None
             sync = amem.sync
         closed = sync._closed
-        again = await AsyncGraphMemory.open(str(tmp_path / "o.db"), embedder=None)
+        again = await stores.open_async("o.db", embedder=None)
         try:
             assert await again.count() == 1
         finally:
@@ -90,9 +89,9 @@ def test_open_is_awaitable_and_an_async_context_manager(tmp_path: Path) -> None:
     assert asyncio.run(scenario()) == (True, "duplicate")
 
 
-def test_same_results_as_the_sync_api(tmp_path: Path) -> None:
+def test_same_results_as_the_sync_api(stores: Stores) -> None:
     async def scenario() -> tuple[str, list[str], int, str]:
-        async with AsyncGraphMemory.open(str(tmp_path / "b.db"), embedder=None) as amem:
+        async with stores.open_async("b.db", embedder=None) as amem:
             m = await amem.remember("Alice prefers tea", agent_id="a", tags=["prefs"])
             new = await amem.update(m.id, "Alice prefers green tea")
             hits = await amem.recall("tea", agent_id="a")
@@ -106,7 +105,7 @@ def test_same_results_as_the_sync_api(tmp_path: Path) -> None:
     new_id, contents, n_versions, ctx = asyncio.run(scenario())
     assert contents == ["Alice prefers green tea"] and n_versions == 2
     assert "Alice prefers green tea" in ctx
-    with GraphMemory.open(str(tmp_path / "b.db"), embedder=None) as mem:  # durable, closed
+    with stores.open("b.db", embedder=None) as mem:  # durable, closed
         assert mem.get(new_id).content == "Alice prefers green tea"
         # the same block but for its fence code, which is random per call
         again = mem.context("tea", agent_id="a")
@@ -119,9 +118,9 @@ def test_same_results_as_the_sync_api(tmp_path: Path) -> None:
         assert again != ctx and unfenced(again) == unfenced(ctx)
 
 
-def test_errors_are_the_same_typed_errors(tmp_path: Path) -> None:
+def test_errors_are_the_same_typed_errors(stores: Stores) -> None:
     async def scenario() -> None:
-        async with AsyncGraphMemory.open(str(tmp_path / "c.db"), embedder=None) as amem:
+        async with stores.open_async("c.db", embedder=None) as amem:
             with pytest.raises(NotFound):
                 await amem.get("missing")
             with pytest.raises(InvalidInput):
@@ -131,11 +130,11 @@ def test_errors_are_the_same_typed_errors(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
-def test_work_runs_in_worker_threads_and_concurrently(tmp_path: Path) -> None:
+def test_work_runs_in_worker_threads_and_concurrently(stores: Stores) -> None:
     loop_thread = threading.get_ident()
 
     async def scenario() -> tuple[set[int], int, int]:
-        async with AsyncGraphMemory.open(str(tmp_path / "d.db"), embedder=None) as amem:
+        async with stores.open_async("d.db", embedder=None) as amem:
             threads = set(await asyncio.gather(*(amem.run(threading.get_ident) for _ in range(8))))
             memories = await asyncio.gather(
                 *(amem.remember(f"fact number {i}", agent_id="a") for i in range(50))
@@ -147,8 +146,8 @@ def test_work_runs_in_worker_threads_and_concurrently(tmp_path: Path) -> None:
     assert distinct == stored == 50
 
 
-def test_facade_does_not_close_a_memory_it_did_not_open(tmp_path: Path) -> None:
-    mem = GraphMemory.open(str(tmp_path / "e.db"), embedder=None)
+def test_facade_does_not_close_a_memory_it_did_not_open(stores: Stores) -> None:
+    mem = stores.open("e.db", embedder=None)
 
     async def scenario() -> None:
         async with AsyncGraphMemory(mem) as amem:

@@ -22,6 +22,10 @@ from typer.testing import CliRunner
 from graphmem.cli import app
 from graphmem.memory import GraphMemory
 
+pytestmark = pytest.mark.embedded(
+    "the CLI is run on store files named by path, read back by reopening them"
+)
+
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {"GRAPHMEM_EMBEDDER": "none", "GRAPHMEM_CONFIG": ""}
 

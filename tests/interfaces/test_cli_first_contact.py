@@ -14,6 +14,10 @@ import pytest
 from graphmem.cli.app import _config_first
 from graphmem.memory import GraphMemory
 
+pytestmark = pytest.mark.embedded(
+    "a new user's first commands on the default store file and a config file"
+)
+
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "GRAPHMEM_EMBEDDER": "hash"}

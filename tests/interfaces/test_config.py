@@ -238,6 +238,7 @@ def test_store_neo4j_vectors_and_knowledge_sections_reach_open(
     assert "unknown setting" not in caplog.text
 
 
+@pytest.mark.embedded("the environment names store files, which must appear on disk")
 def test_open_reads_the_connection_from_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

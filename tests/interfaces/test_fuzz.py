@@ -20,9 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
+from graphmem.config import Settings
 from graphmem.memory import GraphMemory
 from graphmem.server.http import create_app
 from graphmem.server.mcp import create_mcp_server
+from tests.conftest import Stores
 from tests.interfaces.api_fuzz import run_fuzz
 from tests.interfaces.conftest import auth, keyed_settings, snapshot
 
@@ -234,8 +236,8 @@ def request(draw: st.DrawFn) -> tuple[str, str, Any]:
 
 
 @pytest.fixture
-def fuzz_store(tmp_path: Path) -> Iterator[GraphMemory]:
-    mem = GraphMemory.open(str(tmp_path / "fuzz.db"), embedder=None)
+def fuzz_store(stores: Stores) -> Iterator[GraphMemory]:
+    mem = stores.open("fuzz.db", embedder=None)
     mem.agents.register("cto", seniority="lead")
     mem.remember("Alice prefers tea", agent_id="alice", tags=["prefs"])
     yield mem
@@ -444,8 +446,8 @@ def documented_request(draw: st.DrawFn, spec: dict[str, Any]) -> tuple[str, str,
 
 
 def _openapi() -> dict[str, Any]:
-    with GraphMemory.open("memory://", embedder=None) as mem:
-        return create_app(mem).openapi()
+    # the schema only: an app over settings opens its store when it starts, never here
+    return create_app(Settings(url="memory://", embedder="none")).openapi()
 
 
 _SPEC = _openapi()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +11,7 @@ from fastapi.testclient import TestClient
 from graphmem.config import Settings
 from graphmem.memory import GraphMemory
 from graphmem.server.http import create_app
+from tests.conftest import Stores
 from tests.interfaces.conftest import auth, keyed_settings, snapshot
 
 
@@ -282,6 +282,7 @@ def test_health_stats_and_openapi(client: TestClient) -> None:
     assert "MemoryIn" in spec["components"]["schemas"]
 
 
+@pytest.mark.embedded("the app opens the store its Settings name: here a file by its path")
 def test_app_from_settings_opens_and_closes_its_store(tmp_path: Any) -> None:
     settings = Settings(url=str(tmp_path / "own.db"), embedder="none")
     with TestClient(create_app(settings)) as c:
@@ -386,8 +387,8 @@ def test_padded_agent_id_of_a_run_is_422_not_500(client: TestClient, store: Grap
     assert snapshot(store) == before
 
 
-def test_an_unavailable_backend_is_503(tmp_path: Any) -> None:
-    mem = GraphMemory.open(str(tmp_path / "closed.db"), embedder=None)
+def test_an_unavailable_backend_is_503(stores: Stores) -> None:
+    mem = stores.open("closed.db", embedder=None)
     client = TestClient(create_app(mem))
     mem.backend.close()  # the store goes away under a running app
     r = client.post("/memories", json={"content": "x"})
@@ -543,14 +544,13 @@ def test_run_events_over_http_leave_out_what_the_caller_may_not_read(
         assert [e["content"] for e in r.json()] == ["bob asks about the launch"]
 
 
-def test_forget_report_names_only_what_the_key_may_read() -> None:
+def test_forget_report_names_only_what_the_key_may_read(stores: Stores) -> None:
     from fastapi.testclient import TestClient
 
-    from graphmem import GraphMemory
     from graphmem.config import ApiKey, ServerSettings, Settings
     from graphmem.server.http import create_app
 
-    mem = GraphMemory.open("memory://", embedder=None)
+    mem = stores.open(embedder=None)
     mine = mem.remember("bob's note about the launch", agent_id="bob")
     theirs = mem.lifecycle.summarize([mine.id])  # another agent's memory derived from bob's
     mem.writes.change([theirs.evolve(agent_id="alice")])
@@ -565,13 +565,13 @@ def test_forget_report_names_only_what_the_key_may_read() -> None:
     assert mem.get([mine.id, theirs.id]) == []
 
 
-def test_entities_over_http_follow_the_key(tmp_path: Path) -> None:
+def test_entities_over_http_follow_the_key(stores: Stores) -> None:
     from fastapi.testclient import TestClient
 
     from graphmem.config import ApiKey, ServerSettings, Settings
     from graphmem.server.http import create_app
 
-    store = GraphMemory.open(str(tmp_path / "k.db"), embedder=None, knowledge=True)
+    store = stores.open("k.db", embedder=None, knowledge=True)
     store.remember("Yesterday I walked with Jon around Lisbon", agent_id="alice")
     store.remember("Meeting Carla in Oslo next week about the secret deal", agent_id="bob")
     key = ApiKey(key="k-alice-secret", agent_id="alice", namespaces=["*"])

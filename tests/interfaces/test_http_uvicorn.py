@@ -76,6 +76,7 @@ def test_real_server_round_trip(base_url: str, tmp_path: Path) -> None:
         assert "paths" in http.get("/openapi.json").json()
 
 
+@pytest.mark.embedded("a uvicorn process serves a store file; the test reads the file after it")
 def test_writes_survive_the_server(base_url: str, tmp_path: Path) -> None:
     with httpx.Client(base_url=base_url, timeout=30) as http:
         http.post("/memories", json={"content": "durable through the API"})

@@ -19,6 +19,7 @@ from mcp import Client, StdioServerParameters
 
 from graphmem.memory import GraphMemory
 from graphmem.server.mcp import TOOLS, create_mcp_server
+from tests.conftest import Stores
 from tests.interfaces.conftest import snapshot
 
 
@@ -26,6 +27,7 @@ def _text(result: Any) -> str:
     return "".join(getattr(c, "text", "") for c in result.content)
 
 
+@pytest.mark.embedded("the server is another process, started on a store file by its path")
 def test_stdio_server_end_to_end(tmp_path: Path) -> None:
     db = str(tmp_path / "mcp.db")
     params = StdioServerParameters(
@@ -61,11 +63,9 @@ def test_stdio_server_end_to_end(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def shared(tmp_path: Path) -> Any:
+def shared(stores: Stores) -> Any:
     # with the knowledge layer (opt-in), so the entity tools have entities to show
-    mem = GraphMemory.open(str(tmp_path / "inproc.db"), embedder=None, knowledge=True)
-    yield mem
-    mem.close()
+    return stores.open("inproc.db", embedder=None, knowledge=True)
 
 
 def _call(server: Any, tool: str, args: dict[str, Any]) -> Any:
@@ -122,6 +122,7 @@ def test_reflect_cites_the_agents_memories(shared: GraphMemory) -> None:
     assert out.structured_content["cited_ids"] == [mine.id]  # never bob's private memory
 
 
+@pytest.mark.embedded("the server is another process, started on a store file by its path")
 def test_streamable_http_transport(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -82,6 +82,7 @@ def _as(url: str, key: str) -> Client:
     return Client(streamable_http_client(url, http_client=client), read_timeout_seconds=60)
 
 
+@pytest.mark.embedded("the server is another process, started on a store file by its path")
 def test_mcp_over_http_needs_a_key_and_acts_as_its_agent(keyed_mcp: tuple[str, str]) -> None:
     url, db = keyed_mcp
     init = {
@@ -182,21 +183,21 @@ def _call(server: Any, tool: str, args: dict[str, Any]) -> Any:
     return asyncio.run(go())
 
 
-def test_mcp_rejects_unknown_arguments_and_writes_nothing(nxmem: GraphMemory) -> None:
+def test_mcp_rejects_unknown_arguments_and_writes_nothing(store_mem: GraphMemory) -> None:
     from graphmem.server.mcp import create_mcp_server
 
-    server = create_mcp_server(nxmem, agent_id="alice")
+    server = create_mcp_server(store_mem, agent_id="alice")
     out = _call(server, "remember", {"content": "written as bob?", "agent_id": "bob"})
     assert out.is_error and "agent_id" in "".join(getattr(c, "text", "") for c in out.content)
-    assert nxmem.count(status=None) == 0
+    assert store_mem.count(status=None) == 0
     assert not _call(server, "remember", {"content": "plain"}).is_error
 
 
-def test_mcp_answers_unreadable_and_missing_ids_the_same(nxmem: GraphMemory) -> None:
+def test_mcp_answers_unreadable_and_missing_ids_the_same(store_mem: GraphMemory) -> None:
     from graphmem.server.mcp import create_mcp_server
 
-    theirs = nxmem.remember("bob's private plan", agent_id="bob")
-    server = create_mcp_server(nxmem, agent_id="alice")
+    theirs = store_mem.remember("bob's private plan", agent_id="bob")
+    server = create_mcp_server(store_mem, agent_id="alice")
 
     def text(tool: str, memory_id: str) -> str:
         out = _call(server, tool, {"memory_id": memory_id})

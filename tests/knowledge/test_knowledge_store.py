@@ -3,29 +3,27 @@ resolution across memories, forget, and the read API (entities / about)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from graphmem.backends.embedded import NetworkXBackend
 from graphmem.errors import NotFound
 from graphmem.knowledge import about, entities
 from graphmem.memory import GraphMemory
 from graphmem.models import EdgeType, Entity, EntityType, Filter, Memory, NodeLabel
 from graphmem.writes import Writes
+from tests.conftest import Stores
 from tests.knowledge import indexed
 
 T0 = datetime(2024, 5, 1, 12, tzinfo=UTC)
 
 
 @pytest.fixture
-def kmem(tmp_path: Path) -> Iterator[GraphMemory]:
-    m = GraphMemory(NetworkXBackend(tmp_path / "k.db"), embedder=None, knowledge=True)
+def kmem(stores: Stores) -> GraphMemory:
+    m = stores.open("k.db", embedder=None, knowledge=True)
     indexed(m)
-    yield m
-    m.close()
+    return m
 
 
 def all_entities(m: GraphMemory) -> dict[str, Entity]:
@@ -63,12 +61,11 @@ def test_later_memories_resolve_to_known_entities_and_count(kmem: GraphMemory) -
     assert ents["caroline"].mention_count == 2
 
 
-def test_a_new_handle_loads_known_entities_from_the_store(tmp_path: Path) -> None:
-    path = tmp_path / "k.db"
-    with GraphMemory(NetworkXBackend(path), embedder=None, knowledge=True) as m1:
+def test_a_new_handle_loads_known_entities_from_the_store(stores: Stores) -> None:
+    with stores.open("k.db", embedder=None, knowledge=True) as m1:
         indexed(m1)
         m1.remember("Jon: Hey Melanie, good to see you.", agent_id="a", created_at=T0)
-    with GraphMemory(NetworkXBackend(path), embedder=None, knowledge=True) as m2:
+    with stores.open("k.db", embedder=None, knowledge=True) as m2:
         indexed(m2)
         m2.remember("Jon: Mel loves it.", agent_id="a", created_at=T0)
         ents = all_entities(m2)
@@ -123,24 +120,27 @@ def test_superseded_and_archived_memories_are_not_indexed_again(kmem: GraphMemor
     assert all_entities(kmem)["paris"].mention_count == 1
 
 
-def test_backfill_indexes_memories_written_before_the_layer(tmp_path: Path) -> None:
-    backend = NetworkXBackend(tmp_path / "b.db")
-    # written by a write path without the knowledge layer
-    Writes(backend).create([Memory(content="Jon: We loved Paris.", agent_id="a", created_at=T0)])
-    with GraphMemory(backend, embedder=None, knowledge=True) as m:
+def test_backfill_indexes_memories_written_before_the_layer(stores: Stores) -> None:
+    with stores.open("b.db", embedder=None) as plain:
+        # written by a write path without the knowledge layer
+        old = Memory(content="Jon: We loved Paris.", agent_id="a", created_at=T0)
+        Writes(plain.backend).create([old])
+    with stores.open("b.db", embedder=None, knowledge=True) as m:
         assert all_entities(m) == {}
         assert indexed(m).backfill(m.list(limit=None)) == 2
         assert set(all_entities(m)) == {"jon", "paris"}
 
 
-def test_export_import_keeps_entities_without_counting_twice(tmp_path: Path) -> None:
-    with GraphMemory(NetworkXBackend(tmp_path / "a.db"), embedder=None, knowledge=True) as a:
+def test_export_import_keeps_entities_without_counting_twice(
+    stores: Stores, tmp_path: Path
+) -> None:
+    with stores.open("a.db", embedder=None, knowledge=True) as a:
         indexed(a)
         a.remember("Jon: We loved Paris.", agent_id="a", created_at=T0)
         a.remember("Jon: Paris again in May, with Anna.", agent_id="a", created_at=T0)
         a.transfer.export(tmp_path / "dump.jsonl")
         before = {n: (e.id, e.mention_count) for n, e in all_entities(a).items()}
-    with GraphMemory(NetworkXBackend(tmp_path / "b.db"), embedder=None, knowledge=True) as b:
+    with stores.open("b.db", embedder=None, knowledge=True) as b:
         indexed(b)
         b.transfer.import_(tmp_path / "dump.jsonl")
         after = {n: (e.id, e.mention_count) for n, e in all_entities(b).items()}
@@ -165,11 +165,10 @@ def test_concurrent_writers_count_every_mention(kmem: GraphMemory) -> None:
     assert ents["jon"].mention_count == 40
 
 
-def test_two_handles_on_one_file_count_from_the_store(tmp_path: Path) -> None:
-    path = tmp_path / "shared.db"
+def test_two_handles_on_one_store_count_from_the_store(stores: Stores) -> None:
     with (
-        GraphMemory(NetworkXBackend(path), embedder=None, knowledge=True) as m1,
-        GraphMemory(NetworkXBackend(path), embedder=None, knowledge=True) as m2,
+        stores.open("shared.db", embedder=None, knowledge=True) as m1,
+        stores.open("shared.db", embedder=None, knowledge=True) as m2,
     ):
         indexed(m1)
         indexed(m2)

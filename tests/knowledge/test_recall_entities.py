@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
-from graphmem.backends.embedded import NetworkXBackend
 from graphmem.config import RecallConfig
 from graphmem.knowledge import entity_channel
 from graphmem.memory import GraphMemory
 from graphmem.models import Filter
 from graphmem.retrieval import Retriever
+from tests.conftest import Stores
 from tests.knowledge import indexed
 
 T0 = datetime(2024, 5, 1, 12, tzinfo=UTC)
@@ -36,13 +34,12 @@ FILLER = [
 
 
 @pytest.fixture
-def kmem(tmp_path: Path) -> Iterator[GraphMemory]:
-    m = GraphMemory(NetworkXBackend(tmp_path / "k.db"), embedder=None, knowledge=True)
+def kmem(stores: Stores) -> GraphMemory:
+    m = stores.open("k.db", embedder=None, knowledge=True)
     indexed(m)
     for i, text in enumerate(FILLER):
         m.remember(f"Jon: {text}", agent_id="a", created_at=T0 + timedelta(hours=i))
-    yield m
-    m.close()
+    return m
 
 
 def test_a_seed_brings_memories_that_share_a_rare_entity(kmem: GraphMemory) -> None:

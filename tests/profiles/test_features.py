@@ -13,13 +13,14 @@ from graphmem.config import RecallConfig, Settings
 from graphmem.errors import InvalidInput
 from graphmem.models import Memory
 from graphmem.scoping import Scope
+from tests.conftest import Stores
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 
 
 @pytest.fixture
-def mem() -> GraphMemory:
-    m = GraphMemory.open("memory://", embedder=None, clock=lambda: NOW)
+def mem(stores: Stores) -> GraphMemory:
+    m = stores.open("m1.db", embedder=None, clock=lambda: NOW)
     yield m
     m.close()
 
@@ -45,9 +46,9 @@ def test_min_relevance_must_be_a_non_negative_number(mem: GraphMemory, bad: obje
         mem.recall("invoice", min_relevance=bad)  # type: ignore[arg-type]
 
 
-def test_min_relevance_from_the_config() -> None:
+def test_min_relevance_from_the_config(stores: Stores) -> None:
     cfg = RecallConfig(min_relevance=10.0)
-    with GraphMemory.open("memory://", embedder=None) as m:
+    with stores.open("m2.db", embedder=None) as m:
         m.remember("the invoice total is 40 euros")
         assert m.recall("invoice", config=cfg) == []
         assert m.recall("invoice", config=cfg, min_relevance=0.0)
@@ -56,9 +57,9 @@ def test_min_relevance_from_the_config() -> None:
 # -- personal boost --------------------------------------------------------------------------
 
 
-def test_personal_boost_lifts_the_asking_agents_own_memories() -> None:
+def test_personal_boost_lifts_the_asking_agents_own_memories(stores: Stores) -> None:
     s = Settings.load(environ={}, recall={"personal_boost": 0.5})
-    with GraphMemory.open("memory://", settings=s, embedder=None) as m:
+    with stores.open("m3.db", settings=s, embedder=None) as m:
         theirs = m.remember("release train friday", agent_id="bob", importance=1)
         mine = m.remember(
             "the release of the new version is planned for one friday afternoon soon",
@@ -70,15 +71,15 @@ def test_personal_boost_lifts_the_asking_agents_own_memories() -> None:
         asked = m.recall("release friday", touch=False, scope=Scope(agent_id="alice"))
         assert asked[0].memory.id == mine.id
         assert asked[0].breakdown["personal"] > 0
-    with GraphMemory.open("memory://", embedder=None) as m:  # off by default
+    with stores.open("m4.db", embedder=None) as m:  # off by default
         m.remember("release notes are due friday", agent_id="alice")
         [hit] = m.recall("release friday", touch=False, scope="alice")
         assert "personal" not in hit.breakdown
 
 
-def test_personal_boost_reorders_within_a_shared_scope() -> None:
+def test_personal_boost_reorders_within_a_shared_scope(stores: Stores) -> None:
     s = Settings.load(environ={}, recall={"personal_boost": 0.5})
-    with GraphMemory.open("memory://", settings=s, embedder=None) as m:
+    with stores.open("m5.db", settings=s, embedder=None) as m:
         theirs = m.remember("release train friday", agent_id="bob", importance=1)
         mine = m.remember(
             "the release of the new version is planned for one friday afternoon soon",
@@ -141,13 +142,13 @@ def _sweepers() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "graphmem-maintenance"]
 
 
-def test_in_process_sweep_is_off_by_default() -> None:
+def test_in_process_sweep_is_off_by_default(stores: Stores) -> None:
     before = len(_sweepers())
-    with GraphMemory.open("memory://", settings=Settings.load(environ={}), embedder=None):
+    with stores.open("m6.db", settings=Settings.load(environ={}), embedder=None):
         assert len(_sweepers()) == before
 
 
-def test_in_process_sweep_archives_expired_memories_and_stops_on_close() -> None:
+def test_in_process_sweep_archives_expired_memories_and_stops_on_close(stores: Stores) -> None:
     before = len(_sweepers())
     clock_at = [NOW]
     s = Settings.load(
@@ -155,7 +156,7 @@ def test_in_process_sweep_archives_expired_memories_and_stops_on_close() -> None
         profile="orka",
         maintenance={"in_process": True, "every": "0.05s"},
     )
-    mem = GraphMemory.open("memory://", settings=s, embedder=None, clock=lambda: clock_at[0])
+    mem = stores.open("m7.db", settings=s, embedder=None, clock=lambda: clock_at[0])
     try:
         assert len(_sweepers()) == before + 1
         short = mem.runs.add_event("r1", "debug", "a debug line")
@@ -188,13 +189,13 @@ def test_recall_searches_the_fleeting_tier_when_asked(mem: GraphMemory) -> None:
     assert mem.recall("Oslo flight", run_id="r1", tiers="fleeting") == []
 
 
-def test_fleeting_substring_match_finds_parts_of_words() -> None:
+def test_fleeting_substring_match_finds_parts_of_words(stores: Stores) -> None:
     s = Settings.load(environ={}, profile="openagentflow")
-    with GraphMemory.open("memory://", settings=s, embedder=None) as m:
+    with stores.open("m8.db", settings=s, embedder=None) as m:
         m.runs.scratchpad().put("user:42:pref", "likes dark roast")
         [hit] = m.recall("user:42", tiers="fleeting")
         assert hit.memory.metadata["key"] == "user:42:pref"
-    with GraphMemory.open("memory://", embedder=None) as m:  # words by default
+    with stores.open("m9.db", embedder=None) as m:  # words by default
         m.runs.scratchpad().put("user:42:pref", "likes dark roast")
         assert m.recall("roa", tiers="fleeting") == []
 
@@ -208,15 +209,15 @@ def test_recall_tiers_are_checked(mem: GraphMemory, tiers: object) -> None:
 # -- dense content compressed in context -------------------------------------------------------
 
 
-def test_context_compresses_dense_content_when_asked() -> None:
+def test_context_compresses_dense_content_when_asked(stores: Stores) -> None:
     code = "\n".join(
         [f"def handler_{i}(event, context):\n    return route(event, table_{i})" for i in range(40)]
     )
     s = Settings.load(environ={}, profile="synthorg")
-    with GraphMemory.open("memory://", settings=s, embedder=None) as m:
+    with stores.open("m10.db", settings=s, embedder=None) as m:
         m.remember("routing code for the handlers:\n" + code)
         compact = m.context("handler routing code", max_tokens=4000)
-    with GraphMemory.open("memory://", embedder=None) as m:
+    with stores.open("m11.db", embedder=None) as m:
         m.remember("routing code for the handlers:\n" + code)
         whole = m.context("handler routing code", max_tokens=4000)
     assert code in whole and code not in compact
@@ -225,10 +226,10 @@ def test_context_compresses_dense_content_when_asked() -> None:
     assert len(compact) < len(whole) / 2
 
 
-def test_prose_is_never_compressed() -> None:
+def test_prose_is_never_compressed(stores: Stores) -> None:
     prose = " ".join(["The team met on Monday and agreed on the plan for the launch."] * 20)
     s = Settings.load(environ={}, recall={"compress_dense": True})
-    with GraphMemory.open("memory://", settings=s, embedder=None) as m:
+    with stores.open("m12.db", settings=s, embedder=None) as m:
         m.remember(prose)
         assert prose in m.context("team launch plan", max_tokens=4000)
 

@@ -14,6 +14,7 @@ from graphmem.config import RetentionPolicy, Settings
 from graphmem.errors import ConfigError
 from graphmem.models import Memory
 from graphmem.profiles import PROFILES, get_profile
+from tests.conftest import Stores
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 NAMES = ("graphmem", "orka", "kaos", "synthorg", "openagentflow", "operator")
@@ -46,9 +47,9 @@ def clock() -> Clock:
     return Clock()
 
 
-def _open(profile: str, clock: Clock, **settings: object) -> GraphMemory:
+def _open(stores: Stores, profile: str, clock: Clock, **settings: object) -> GraphMemory:
     s = Settings.load(environ={}, url="memory://", profile=profile, **settings)
-    return GraphMemory.open("memory://", settings=s, embedder=None, clock=clock)
+    return stores.open(f"{profile}.db", settings=s, embedder=None, clock=clock)
 
 
 # -- selecting a profile ------------------------------------------------------------------
@@ -59,8 +60,10 @@ def test_the_profiles_are_the_five_sources_and_graphmem() -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_every_profile_opens_by_argument_env_and_toml(name: str, tmp_path: Path) -> None:
-    with GraphMemory.open("memory://", profile=name, embedder=None) as mem:
+def test_every_profile_opens_by_argument_env_and_toml(
+    name: str, tmp_path: Path, stores: Stores
+) -> None:
+    with stores.open("m1.db", profile=name, embedder=None) as mem:
         assert mem.settings.profile == name
         mem.remember("the profile opens and stores", agent_id="a")
         assert mem.recall("profile stores")
@@ -73,9 +76,9 @@ def test_every_profile_opens_by_argument_env_and_toml(name: str, tmp_path: Path)
     assert Settings.from_toml(top).profile == name
 
 
-def test_unknown_profile_is_a_config_error_naming_the_choices() -> None:
+def test_unknown_profile_is_a_config_error_naming_the_choices(stores: Stores) -> None:
     with pytest.raises(ConfigError, match="openagentflow"):
-        GraphMemory.open("memory://", profile="openagentflw", embedder=None)
+        stores.open("m2.db", profile="openagentflw", embedder=None)
     with pytest.raises(ConfigError, match="unknown profile"):
         Settings.load(environ={"GRAPHMEM_PROFILE": "nope"})
 
@@ -100,19 +103,19 @@ def test_graphmem_profile_is_exactly_the_defaults() -> None:
 # -- OpenAgentFlow ------------------------------------------------------------------------
 
 
-def test_openagentflow_scores_the_five_cases(clock: Clock) -> None:
-    with GraphMemory.open("memory://", profile="openagentflow", embedder=None) as mem:
+def test_openagentflow_scores_the_five_cases(stores: Stores, clock: Clock) -> None:
+    with stores.open("m3.db", profile="openagentflow", embedder=None) as mem:
         got = [mem.relevance(_case(*c), now=NOW) for c in CASES]
     assert got == pytest.approx([0.720, 0.545, 0.707, 0.131, 0.050], abs=1e-3)
 
 
-def test_graphmem_default_signal_on_the_five_cases_is_unchanged() -> None:
-    with GraphMemory.open("memory://", embedder=None) as mem:
+def test_graphmem_default_signal_on_the_five_cases_is_unchanged(stores: Stores) -> None:
+    with stores.open("m4.db", embedder=None) as mem:
         got = [mem.relevance(_case(*c), now=NOW) for c in CASES]
     assert got == pytest.approx([0.720, 0.720, 0.845, 0.233, 0.104], abs=1e-3)
 
 
-def test_openagentflow_recency_reads_the_last_access_and_decay_the_creation() -> None:
+def test_openagentflow_recency_reads_the_last_access_and_decay_the_creation(stores: Stores) -> None:
     # created 10 days ago, accessed just now: recency 1, decay 0.95^10
     m = Memory(
         content="x",
@@ -121,12 +124,14 @@ def test_openagentflow_recency_reads_the_last_access_and_decay_the_creation() ->
         created_at=NOW - timedelta(days=10),
         last_accessed=NOW,
     )
-    with GraphMemory.open("memory://", profile="openagentflow", embedder=None) as mem:
+    with stores.open("m5.db", profile="openagentflow", embedder=None) as mem:
         assert mem.relevance(m, now=NOW) == pytest.approx(0.3 + 0.2 + 0.1 * 0.95**10)
 
 
-def test_openagentflow_recall_ranks_matches_by_their_relevance(clock: Clock) -> None:
-    with _open("openagentflow", clock) as mem:
+def test_openagentflow_recall_ranks_matches_by_their_relevance(
+    stores: Stores, clock: Clock
+) -> None:
+    with _open(stores, "openagentflow", clock) as mem:
         low = mem.remember("the deploy key rotates weekly", importance=0.1)
         high = mem.remember("the deploy key lives in the vault", importance=0.9)
         hits = mem.recall("deploy key", touch=False)
@@ -135,9 +140,10 @@ def test_openagentflow_recall_ranks_matches_by_their_relevance(clock: Clock) -> 
 
 
 def test_openagentflow_prunes_long_term_below_0_10_and_marks_stale_after_30_days(
+    stores: Stores,
     clock: Clock,
 ) -> None:
-    with _open("openagentflow", clock) as mem:
+    with _open(stores, "openagentflow", clock) as mem:
         clock.at = NOW - timedelta(days=45)
         faded = mem.remember("an old note nobody reads", importance=0.1)
         clock.at = NOW - timedelta(days=31)
@@ -153,7 +159,7 @@ def test_openagentflow_prunes_long_term_below_0_10_and_marks_stale_after_30_days
         assert mem.get(fresh.id).status.value == "active"
         # archived, not destroyed: restorable
         assert mem.get(faded.id).status.value == "archived"
-    with GraphMemory.open("memory://", embedder=None, clock=clock) as default:
+    with stores.open("m6.db", embedder=None, clock=clock) as default:
         clock.at = NOW - timedelta(days=45)
         kept = default.remember("an old note nobody reads", importance=0.1)
         clock.at = NOW
@@ -161,8 +167,10 @@ def test_openagentflow_prunes_long_term_below_0_10_and_marks_stale_after_30_days
         assert default.get(kept.id).status.value == "active"
 
 
-def test_openagentflow_short_term_refresh_every_10_cuts_to_70_of_100(clock: Clock) -> None:
-    with _open("openagentflow", clock) as mem:
+def test_openagentflow_short_term_refresh_every_10_cuts_to_70_of_100(
+    stores: Stores, clock: Clock
+) -> None:
+    with _open(stores, "openagentflow", clock) as mem:
         written = []
         for i in range(110):
             clock.at = NOW + timedelta(seconds=i)
@@ -179,16 +187,17 @@ def test_openagentflow_short_term_refresh_every_10_cuts_to_70_of_100(clock: Cloc
         kept = {m.id for m in active}
         gone = [m for m in written if m.id not in kept]
         assert max(m.importance for m in gone) <= min(m.importance for m in active)
-    with GraphMemory.open("memory://", embedder=None, clock=clock) as default:
+    with stores.open("m7.db", embedder=None, clock=clock) as default:
         for i in range(110):
             default.remember(f"step {i}", run_id="r1", tier="short_term", importance=0.5)
         assert default.count(run_id="r1", status="active") == 110  # graphmem: 200 per run
 
 
 def test_openagentflow_run_summary_has_importance_0_8_and_keeps_the_10_newest(
+    stores: Stores,
     clock: Clock,
 ) -> None:
-    with _open("openagentflow", clock) as mem:
+    with _open(stores, "openagentflow", clock) as mem:
         ids = []
         for i in range(15):
             clock.at = NOW + timedelta(minutes=i)
@@ -215,6 +224,7 @@ def test_openagentflow_run_summary_has_importance_0_8_and_keeps_the_10_newest(
     ],
 )
 def test_orka_importance_and_tier(
+    stores: Stores,
     clock: Clock,
     agent: str,
     event: str,
@@ -222,13 +232,13 @@ def test_orka_importance_and_tier(
     importance: float,
     tier: str,
 ) -> None:
-    with _open("orka", clock) as mem:
+    with _open(stores, "orka", clock) as mem:
         m = mem.runs.add_event("r1", event, "an event", agent_id=agent, metadata=metadata)
     assert (m.importance, m.tier.value) == (pytest.approx(importance), tier)
 
 
-def test_orka_tier_expiry_table_1h_short_24h_long(clock: Clock) -> None:
-    with _open("orka", clock) as mem:
+def test_orka_tier_expiry_table_1h_short_24h_long(stores: Stores, clock: Clock) -> None:
+    with _open(stores, "orka", clock) as mem:
         short = mem.runs.add_event("r1", "debug", "a debug line", agent_id="planner")
         long = mem.runs.add_event("r1", "success", "the answer", agent_id="planner")
         assert short.expires_at == NOW + timedelta(hours=1)
@@ -237,7 +247,7 @@ def test_orka_tier_expiry_table_1h_short_24h_long(clock: Clock) -> None:
         assert mem.lifecycle.expire().ids("archive") == [short.id]
         clock.at = NOW + timedelta(hours=25)
         assert mem.lifecycle.expire().ids("archive") == [long.id]
-    with GraphMemory.open("memory://", embedder=None, clock=clock) as default:
+    with stores.open("m8.db", embedder=None, clock=clock) as default:
         assert default.runs.add_event("r1", "debug", "a line").expires_at is None
 
 
@@ -303,8 +313,8 @@ def test_synthorg_retention_resolves_agent_category_first() -> None:
 # -- Operator ---------------------------------------------------------------------------
 
 
-def test_operator_scores_0_7_relevance_plus_0_3_recency(clock: Clock) -> None:
-    with _open("operator", clock) as mem:
+def test_operator_scores_0_7_relevance_plus_0_3_recency(stores: Stores, clock: Clock) -> None:
+    with _open(stores, "operator", clock) as mem:
         clock.at = NOW - timedelta(days=30)
         old = mem.remember("the staging database is postgres 16")
         clock.at = NOW
@@ -337,13 +347,14 @@ def test_docs_table_has_a_row_for_every_setting_a_profile_changes() -> None:
 
 
 def test_orka_stores_a_whole_log_entry_with_a_result_once_from_200_characters(
+    stores: Stores,
     clock: Clock,
 ) -> None:
     def payload(chars: int) -> dict[str, str]:
         skeleton = len('{"note":"","result":"ok"}')
         return {"result": "ok", "note": "n" * (chars - skeleton)}
 
-    with _open("orka", clock) as mem:
+    with _open(stores, "orka", clock) as mem:
         assert len(json.dumps(payload(200), separators=(",", ":"))) == 200
         a = mem.log.log("memory-agent", "step", payload(200))
         b = mem.log.log("memory-agent", "step", payload(200))
@@ -353,6 +364,6 @@ def test_orka_stores_a_whole_log_entry_with_a_result_once_from_200_characters(
         assert small.payload_ref is None and plain.payload_ref is None
         assert mem.log.stats().payloads == 1
         assert mem.log.entry(b.id).payload == payload(200)
-    with _open("graphmem", clock) as mem:
+    with _open(stores, "graphmem", clock) as mem:
         entry = mem.log.log("memory-agent", "step", payload(200))
         assert entry.payload_ref is None and mem.log.stats().payloads == 0

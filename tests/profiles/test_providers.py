@@ -11,6 +11,7 @@ from graphmem import GraphMemory
 from graphmem.errors import ConfigError, InvalidInput
 from graphmem.models import Memory
 from graphmem.providers import REGISTRY, GraphMemoryProvider, ProviderRegistry
+from tests.conftest import Stores
 
 
 class Recorder:
@@ -40,8 +41,8 @@ class Broken:
 
 
 @pytest.fixture
-def mem() -> Iterator[GraphMemory]:
-    m = GraphMemory.open("memory://", embedder=None)
+def mem(stores: Stores) -> Iterator[GraphMemory]:
+    m = stores.open("m1.db", embedder=None)
     yield m
     m.close()
 

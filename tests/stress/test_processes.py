@@ -13,9 +13,13 @@ import multiprocessing as mp
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from graphmem import GraphMemory
 from graphmem.models import Status
 from tests.stress._worker import work
+
+pytestmark = pytest.mark.embedded("three processes and eight threads on one SQLite store file")
 
 
 def test_three_processes_and_eight_threads_keep_every_promise(tmp_path: Path) -> None:

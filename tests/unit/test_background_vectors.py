@@ -6,13 +6,12 @@ from __future__ import annotations
 import threading
 import time
 import zlib
-from pathlib import Path
 
 import numpy as np
 
-from graphmem import GraphMemory
 from graphmem.config import RecallConfig
 from graphmem.embeddings import HashEmbedder
+from tests.conftest import Stores
 
 
 class GatedEmbedder:
@@ -54,9 +53,9 @@ class SynonymEmbedder:
         return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
 
 
-def test_remember_returns_before_the_vector_and_recall_finds_it_lexically(tmp_path: Path) -> None:
+def test_remember_returns_before_the_vector_and_recall_finds_it_lexically(stores: Stores) -> None:
     emb = GatedEmbedder()
-    with GraphMemory.open(str(tmp_path / "s.db"), embedder=emb) as mem:
+    with stores.open("s.db", embedder=emb) as mem:
         m = mem.remember("Alice prefers green tea", agent_id="a")
         assert mem.get(m.id).embedding is None  # acknowledged, durable, no vector yet
         # a recall told not to wait (vector_wait=0) finds the memory lexically
@@ -70,9 +69,9 @@ def test_remember_returns_before_the_vector_and_recall_finds_it_lexically(tmp_pa
         assert np.allclose(vec, emb.inner.embed(["Alice prefers green tea"])[0], atol=1e-6)
 
 
-def test_a_recall_waits_for_this_handles_vectors_within_its_bound(tmp_path: Path) -> None:
+def test_a_recall_waits_for_this_handles_vectors_within_its_bound(stores: Stores) -> None:
     emb = GatedEmbedder()
-    with GraphMemory.open(str(tmp_path / "s.db"), embedder=emb) as mem:
+    with stores.open("s.db", embedder=emb) as mem:
         m = mem.remember("Alice prefers green tea", agent_id="a")
         # the vector cannot come (gate shut): recall gives up after its bound, lexically
         short = RecallConfig(vector_wait=0.2)
@@ -85,9 +84,9 @@ def test_a_recall_waits_for_this_handles_vectors_within_its_bound(tmp_path: Path
         assert mem.get(m.id).embedding is not None
 
 
-def test_a_recall_after_update_finds_the_new_version_by_meaning_at_once(tmp_path: Path) -> None:
+def test_a_recall_after_update_finds_the_new_version_by_meaning_at_once(stores: Stores) -> None:
     """The README example: remember, update, then ask in other words; no wait call."""
-    with GraphMemory.open(str(tmp_path / "s.db"), embedder=SynonymEmbedder()) as mem:
+    with stores.open("s.db", embedder=SynonymEmbedder()) as mem:
         m = mem.remember("Alice prefers tea", agent_id="assistant")
         v2 = mem.update(m.id, "Alice prefers green tea", reason="she said so")
         hits = mem.recall("favourite beverage", agent_id="assistant", k=5, touch=False)
@@ -95,22 +94,21 @@ def test_a_recall_after_update_finds_the_new_version_by_meaning_at_once(tmp_path
         assert hits[0].breakdown["vector"] > 0.5
 
 
-def test_memories_without_vectors_are_embedded_after_reopening(tmp_path: Path) -> None:
-    p = str(tmp_path / "s.db")
-    with GraphMemory.open(p, embedder=None) as mem:  # written with no embedder at all
+def test_memories_without_vectors_are_embedded_after_reopening(stores: Stores) -> None:
+    with stores.open("s.db", embedder=None) as mem:  # written with no embedder at all
         ids = [m.id for m in mem.remember_many([{"content": f"note {i}"} for i in range(70)])]
     emb = GatedEmbedder()
     emb.gate.set()
-    with GraphMemory.open(p, embedder=emb, vectors="background") as mem:
+    with stores.open("s.db", embedder=emb, vectors="background") as mem:
         mem.vectors.wait(timeout=30)
         assert all(m.embedding is not None for m in mem.get(ids))
-    with GraphMemory.open(p, embedder=None) as mem:  # and they were stored durably
+    with stores.open("s.db", embedder=None) as mem:  # and they were stored durably
         assert all(m.embedding is not None for m in mem.get(ids))
 
 
-def test_a_vector_is_never_attached_to_changed_content(tmp_path: Path) -> None:
+def test_a_vector_is_never_attached_to_changed_content(stores: Stores) -> None:
     emb = GatedEmbedder()
-    with GraphMemory.open(str(tmp_path / "s.db"), embedder=emb) as mem:
+    with stores.open("s.db", embedder=emb) as mem:
         m = mem.remember("first text", agent_id="a")
         mem.forget(m.id)  # gone before its vector was computed
         m2 = mem.remember("second text", agent_id="a")
@@ -122,40 +120,39 @@ def test_a_vector_is_never_attached_to_changed_content(tmp_path: Path) -> None:
         )
 
 
-def test_inline_mode_embeds_before_acknowledging(tmp_path: Path) -> None:
+def test_inline_mode_embeds_before_acknowledging(stores: Stores) -> None:
     emb = GatedEmbedder()
     emb.gate.set()
-    with GraphMemory.open(str(tmp_path / "s.db"), embedder=emb, vectors="inline") as mem:
+    with stores.open("s.db", embedder=emb, vectors="inline") as mem:
         m = mem.remember("Alice prefers green tea")
         assert mem.get(m.id).embedding is not None
 
 
-def test_recall_right_after_remember_sees_the_new_vector(tmp_path: Path) -> None:
+def test_recall_right_after_remember_sees_the_new_vector(stores: Stores) -> None:
     emb = GatedEmbedder()
     emb.gate.set()
-    with GraphMemory.open(str(tmp_path / "s.db"), embedder=emb) as mem:
+    with stores.open("s.db", embedder=emb) as mem:
         m = mem.remember("Alice prefers green tea", agent_id="a")
         [hit] = mem.recall("prefers green tea", agent_id="a", touch=False)
         assert hit.memory.id == m.id and "vector" in hit.breakdown
 
 
-def test_a_store_moves_to_a_model_of_another_dimension(tmp_path: Path) -> None:
-    p = str(tmp_path / "s.db")
-    with GraphMemory.open(p, embedder=HashEmbedder(64)) as mem:
+def test_a_store_moves_to_a_model_of_another_dimension(stores: Stores) -> None:
+    with stores.open("s.db", embedder=HashEmbedder(64)) as mem:
         ids = [
             m.id for m in mem.remember_many([{"content": f"note {i} on tea"} for i in range(30)])
         ]
-    with GraphMemory.open(p, embedder=None) as mem:
+    with stores.open("s.db", embedder=None) as mem:
         report = mem.vectors.reindex(embedder=HashEmbedder(32), all=True)
         assert report.embedded == 30
         assert {len(m.embedding or ()) for m in mem.get(ids)} == {32}
-    with GraphMemory.open(p, embedder=HashEmbedder(32)) as mem:  # the new model opens
+    with stores.open("s.db", embedder=HashEmbedder(32)) as mem:  # the new model opens
         assert mem.recall("tea", k=3, touch=False)[0].breakdown.get("vector") is not None
         assert mem.backend.stats().embedding_dim == 32
 
 
-def test_one_changed_memory_does_not_cost_the_batch_its_vectors() -> None:
-    with GraphMemory.open("memory://", embedder=None) as mem:
+def test_one_changed_memory_does_not_cost_the_batch_its_vectors(stores: Stores) -> None:
+    with stores.open("m1.db", embedder=None) as mem:
         a, b = mem.remember_many([{"content": "first"}, {"content": "second"}])
         real = mem.writes.commit
         raced = False

@@ -15,14 +15,15 @@ from graphmem.boundary import _checker, _fits, _hints, check_arguments
 from graphmem.errors import InvalidInput
 from graphmem.models import Memory
 from graphmem.scoping import Scope
+from tests.conftest import Stores
 
 
 def test_a_wrong_item_deep_in_a_long_batch_is_refused_and_nothing_is_written(
-    tmp_path: Any,
+    stores: Stores,
 ) -> None:
     items: list[Any] = [{"content": f"note {i}"} for i in range(20_000)]
     items[15_000] = 42
-    with GraphMemory.open(str(tmp_path / "b.db")) as mem:
+    with stores.open("b.db") as mem:
         with pytest.raises(InvalidInput):
             mem.remember_many(items)
         assert mem.count() == 0
@@ -58,6 +59,7 @@ def test_values_fit_their_annotations(value: Any, tp: Any, fits: bool) -> None:
     assert _fits(value, tp) is fits
 
 
+@pytest.mark.embedded("a pathlib.Path names a store file")
 def test_a_path_object_opens_the_same_store_as_its_text(tmp_path: Any) -> None:
     with GraphMemory.open(tmp_path / "p.db") as mem:
         mem.remember("kept in a file named by a Path")
@@ -65,6 +67,7 @@ def test_a_path_object_opens_the_same_store_as_its_text(tmp_path: Any) -> None:
         assert mem.count() == 1
 
 
+@pytest.mark.embedded("a bytes path is refused before any store is opened")
 def test_bytes_are_not_a_path() -> None:
     with pytest.raises(InvalidInput):
         GraphMemory.open(b"x.db")  # type: ignore[arg-type]
@@ -94,8 +97,8 @@ def test_keywords_unpacked_from_a_typed_dict_are_checked_key_by_key() -> None:
         check(("q",), {"scope": 3})
 
 
-def test_the_store_s_filter_keywords_are_checked_before_anything_runs(tmp_path: Any) -> None:
-    with GraphMemory.open(str(tmp_path / "f.db"), embedder=None) as mem:
+def test_the_store_s_filter_keywords_are_checked_before_anything_runs(stores: Stores) -> None:
+    with stores.open("f.db", embedder=None) as mem:
         mem.remember("tea", agent_id="a")
         for verb in (mem.list, mem.count, functools.partial(mem.recall, "tea")):
             with pytest.raises(InvalidInput, match="agent_idd"):

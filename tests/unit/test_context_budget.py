@@ -6,11 +6,13 @@ import logging
 
 import pytest
 
-from graphmem.memory import GraphMemory
+from tests.conftest import Stores
 
 
-def test_a_budget_that_fits_no_memory_says_so(caplog: pytest.LogCaptureFixture) -> None:
-    with GraphMemory.open("memory://", embedder=None) as mem:
+def test_a_budget_that_fits_no_memory_says_so(
+    stores: Stores, caplog: pytest.LogCaptureFixture
+) -> None:
+    with stores.open("m1.db", embedder=None) as mem:
         mem.remember("Alice drinks green tea every morning before work", agent_id="a")
         with caplog.at_level(logging.WARNING, logger="graphmem.memory"):
             tiny = mem.context("what does alice drink", agent_id="a", max_tokens=60)

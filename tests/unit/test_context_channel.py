@@ -13,6 +13,7 @@ from graphmem.config import RecallConfig
 from graphmem.context import neighbour_context
 from graphmem.memory import GraphMemory
 from graphmem.models import Filter
+from tests.conftest import Stores
 
 # the question's topic and the answer's (unlike the question)
 _TOPIC = {"paint": 0, "answer": 1}
@@ -59,8 +60,8 @@ def _store(mem: GraphMemory) -> dict[str, str]:
     return ids
 
 
-def test_context_adds_the_neighbours_similarity_within_the_run() -> None:
-    with GraphMemory.open("memory://", embedder=KeywordEmbedder()) as mem:
+def test_context_adds_the_neighbours_similarity_within_the_run(stores: Stores) -> None:
+    with stores.open("m1.db", embedder=KeywordEmbedder()) as mem:
         ids = _store(mem)
         q = KeywordEmbedder().embed(["what did Melanie paint?"])[0]
         pool = mem.get([ids["reply"], ids["other"]])
@@ -92,8 +93,8 @@ def test_context_adds_the_neighbours_similarity_within_the_run() -> None:
         assert abs(scored[ids["chat"]][0] - chat) < 1e-5
 
 
-def test_the_channel_lifts_an_answer_that_shares_no_word_with_the_question() -> None:
-    with GraphMemory.open("memory://", embedder=KeywordEmbedder()) as mem:
+def test_the_channel_lifts_an_answer_that_shares_no_word_with_the_question(stores: Stores) -> None:
+    with stores.open("m2.db", embedder=KeywordEmbedder()) as mem:
         ids = _store(mem)
         on = RecallConfig(context_weight=0.25, expand_next=False)
         off = on.model_copy(update={"context_weight": 0.0})
@@ -108,8 +109,10 @@ def test_the_channel_lifts_an_answer_that_shares_no_word_with_the_question() -> 
         assert ids["other"] not in ranked_on
 
 
-def test_an_echoed_turn_gains_nothing_and_a_memory_outside_runs_keeps_its_own_score() -> None:
-    with GraphMemory.open("memory://", embedder=KeywordEmbedder()) as mem:
+def test_an_echoed_turn_gains_nothing_and_a_memory_outside_runs_keeps_its_own_score(
+    stores: Stores,
+) -> None:
+    with stores.open("m3.db", embedder=KeywordEmbedder()) as mem:
         alone = mem.remember("paint answer", agent_id="c")  # no run
         asked = mem.remember("paint paint", agent_id="c", run_id="r")
         mem.remember("paint paint paint", agent_id="c", run_id="r")  # the echo after it
@@ -125,8 +128,8 @@ def test_an_echoed_turn_gains_nothing_and_a_memory_outside_runs_keeps_its_own_sc
         assert abs(got[alone.id] - float(KeywordEmbedder().embed(["paint answer"])[0] @ q)) < 1e-5
 
 
-def test_an_unrelated_query_still_finds_nothing() -> None:
-    with GraphMemory.open("memory://", embedder=KeywordEmbedder()) as mem:
+def test_an_unrelated_query_still_finds_nothing(stores: Stores) -> None:
+    with stores.open("m4.db", embedder=KeywordEmbedder()) as mem:
         _store(mem)
         # (words hashed to axes no stored word uses)
         for weight in (0.25, 0.0):

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from graphmem.cli import app
 from graphmem.demo import DEMO_NAMESPACE, run_demo
 from graphmem.memory import GraphMemory
 from graphmem.models import Status
+
+pytestmark = pytest.mark.embedded("the demo builds its own store file on its timeline")
 
 
 def test_demo_tells_the_story(tmp_path: Path) -> None:

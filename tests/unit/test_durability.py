@@ -18,6 +18,10 @@ from graphmem.backends.embedded import NetworkXBackend
 from graphmem.memory import GraphMemory
 from graphmem.models import EdgeType, NodeLabel, OrgFact
 
+pytestmark = pytest.mark.embedded(
+    "the embedded store's journal and file: kills, reopens, second processes"
+)
+
 WRITER = r"""
 import sys
 from graphmem.memory import GraphMemory

@@ -29,6 +29,7 @@ from graphmem.embeddings import factory as emb_factory
 from graphmem.embeddings import onnx as emb_onnx
 from graphmem.embeddings import torch as emb_torch
 from graphmem.errors import ConfigError, InvalidInput
+from tests.conftest import Stores
 
 
 def test_hash_embedder_is_normalised_deterministic_and_similarity_aware() -> None:
@@ -229,10 +230,9 @@ def test_onnx_int8_stays_close_to_torch(onnx_cache: Path, torch_vectors: np.ndar
 
 
 def test_int8_queries_search_the_full_precision_vectors(
-    onnx_cache: Path, monkeypatch: pytest.MonkeyPatch
+    stores: Stores, onnx_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from graphmem.embeddings import QueryEmbedder
-    from graphmem.memory import GraphMemory
 
     e = OnnxEmbedder(cache_dir=onnx_cache, query_quantize="int8")
     fp32 = OnnxEmbedder(cache_dir=onnx_cache)
@@ -242,7 +242,7 @@ def test_int8_queries_search_the_full_precision_vectors(
     assert q.shape == (384,) and q.dtype == np.float32
     assert abs(float(np.linalg.norm(q)) - 1.0) < 1e-5
     assert 0.95 <= float(q @ fp32.embed([SAMPLES[0]])[0]) < 0.99999  # the int8 weights ran
-    with GraphMemory.open("memory://", embedder=e, vectors="inline") as mem:
+    with stores.open("m1.db", embedder=e, vectors="inline") as mem:
         for text in SAMPLES[2:5]:
             mem.remember(text, agent_id="a")
         calls: list[object] = []

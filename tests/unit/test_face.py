@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from graphmem.aio import AsyncGraphMemory
-from graphmem.memory import GraphMemory
 from graphmem.null import NullMemory
 from graphmem.protocol import MemoryAPI
+from tests.conftest import Stores
 
 PKG = Path(__file__).resolve().parents[2] / "graphmem"
 
@@ -98,8 +98,8 @@ def test_runs_no_longer_import_the_memory_module() -> None:
     assert "_run_lock" not in (PKG / "runs.py").read_text(encoding="utf-8")
 
 
-def test_graph_memory_sub_objects_are_those_of_the_face(tmp_path: Path) -> None:
-    with GraphMemory.open(str(tmp_path / "f.db"), embedder=None) as mem:
+def test_graph_memory_sub_objects_are_those_of_the_face(stores: Stores) -> None:
+    with stores.open("f.db", embedder=None) as mem:
         parts = "runs agents org namespaces lifecycle knowledge log vectors transfer writes"
         for part in parts.split():
             assert getattr(mem, part) is not None

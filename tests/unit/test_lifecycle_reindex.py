@@ -16,6 +16,8 @@ from graphmem.embeddings import HashEmbedder
 from graphmem.errors import DimensionMismatch
 from graphmem.memory import GraphMemory
 
+pytestmark = pytest.mark.embedded("reindexes store files, also through the CLI on their paths")
+
 ENV = {"GRAPHMEM_EMBEDDER": "none", "GRAPHMEM_CONFIG": ""}
 TEXTS = ["Alice prefers tea", "the deploy key rotates monthly", "Bob works at Acme"]
 

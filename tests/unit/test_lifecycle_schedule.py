@@ -16,6 +16,7 @@ from graphmem.config import MaintenanceSettings, Settings, parse_interval
 from graphmem.errors import ConfigError
 from graphmem.memory import GraphMemory
 from graphmem.models import Status
+from tests.conftest import Stores
 
 PAST = datetime(2020, 1, 1, tzinfo=UTC)
 ENV = {"GRAPHMEM_EMBEDDER": "none", "GRAPHMEM_CONFIG": ""}
@@ -52,11 +53,11 @@ def expired(mem: GraphMemory) -> str:
     ).id
 
 
-def test_scheduler_from_settings(caplog: pytest.LogCaptureFixture) -> None:
+def test_scheduler_from_settings(stores: Stores, caplog: pytest.LogCaptureFixture) -> None:
     off = Settings(maintenance=MaintenanceSettings(enabled=False))
     dry = Settings(maintenance=MaintenanceSettings(every="1h", dry_run=True))
     real = Settings(maintenance=MaintenanceSettings(every="1h"))
-    with GraphMemory.open("memory://", embedder=None) as mem:
+    with stores.open(embedder=None) as mem:
         assert mem.lifecycle.scheduled(off) is None
         gone = expired(mem)
         sched = mem.lifecycle.scheduled(dry, run_immediately=True)
@@ -88,6 +89,7 @@ def test_serve_runs_the_scheduler_in_its_lifespan(tmp_path: Path) -> None:
         assert client.app.state.maintenance is None  # type: ignore[attr-defined]
 
 
+@pytest.mark.embedded("the CLI maintains a store file named by --db")
 def test_cli_maintain_every(tmp_path: Path) -> None:
     db = str(tmp_path / "cli.db")
     with GraphMemory.open(db, embedder=None) as mem:

@@ -7,9 +7,13 @@ import random
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from graphmem import GraphMemory
 from graphmem.backends.embedded import NetworkXBackend
 from graphmem.errors import Conflict, NotFound
+
+pytestmark = pytest.mark.embedded("the embedded store's incremental refresh from its SQLite file")
 
 
 def _state(b: NetworkXBackend) -> tuple[dict[str, Any], set[tuple[str, str, str]], set[str]]:

@@ -6,8 +6,8 @@ from datetime import UTC, date, datetime, timedelta
 
 from graphmem.config import RecallConfig
 from graphmem.embeddings import HashEmbedder
-from graphmem.memory import GraphMemory
 from graphmem.temporal import Span, is_when_question, memory_spans, query_span
+from tests.conftest import Stores
 
 AT = datetime(2022, 11, 7, 14, 0, tzinfo=UTC)  # a Monday
 
@@ -52,8 +52,8 @@ def test_relative_dates_resolve_against_the_day_written() -> None:
     assert date(2022, 11, 7) < lo <= hi <= date(2022, 11, 21)
 
 
-def test_a_question_naming_a_day_reaches_the_memory_that_says_last_night() -> None:
-    with GraphMemory.open("memory://", embedder=HashEmbedder(64)) as mem:
+def test_a_question_naming_a_day_reaches_the_memory_that_says_last_night(stores: Stores) -> None:
+    with stores.open("m1.db", embedder=HashEmbedder(64)) as mem:
         for i in range(30):  # other evenings, other films
             mem.remember(
                 f"Joanna: we watched film number {i} together",

@@ -61,27 +61,27 @@ BAD_MEMORIES: list[tuple[str, dict[str, Any]]] = [
 
 @pytest.mark.parametrize(("why", "item"), BAD_MEMORIES, ids=[b[0] for b in BAD_MEMORIES])
 def test_bad_memory_is_rejected_and_store_unchanged(
-    nxmem: GraphMemory, why: str, item: dict[str, Any]
+    store_mem: GraphMemory, why: str, item: dict[str, Any]
 ) -> None:
-    keep = nxmem.remember("already here")
-    before = nxmem.backend.stats()
+    keep = store_mem.remember("already here")
+    before = store_mem.backend.stats()
     with pytest.raises(InvalidInput) as info:
-        nxmem.remember_many([item])
+        store_mem.remember_many([item])
     assert isinstance(info.value, GraphMemError) and isinstance(info.value, ValueError)
     assert str(info.value)  # a message a person can read
-    assert nxmem.backend.stats() == before
-    assert nxmem.get(keep.id) == keep
+    assert store_mem.backend.stats() == before
+    assert store_mem.get(keep.id) == keep
 
 
-def test_messages_name_the_field(nxmem: GraphMemory) -> None:
+def test_messages_name_the_field(store_mem: GraphMemory) -> None:
     with pytest.raises(InvalidInput, match="importance"):
-        nxmem.remember("x", importance=7)
+        store_mem.remember("x", importance=7)
     with pytest.raises(InvalidInput, match="timezone-aware"):
-        nxmem.remember("x", created_at=NAIVE)
+        store_mem.remember("x", created_at=NAIVE)
     with pytest.raises(InvalidInput, match="malformed tag"):
-        nxmem.remember("x", tags=["a b"])
+        store_mem.remember("x", tags=["a b"])
     with pytest.raises(InvalidInput, match="content must not be empty"):
-        nxmem.remember("")
+        store_mem.remember("")
 
 
 def test_bad_edges_and_filters() -> None:
@@ -108,15 +108,15 @@ def test_bad_edges_and_filters() -> None:
         Filter.for_memories(since=NAIVE)
 
 
-def test_update_with_bad_values_changes_nothing(nxmem: GraphMemory) -> None:
-    m = nxmem.remember("original")
-    before = nxmem.backend.stats()
+def test_update_with_bad_values_changes_nothing(store_mem: GraphMemory) -> None:
+    m = store_mem.remember("original")
+    before = store_mem.backend.stats()
     with pytest.raises(InvalidInput):
-        nxmem.update(m.id, "")
+        store_mem.update(m.id, "")
     with pytest.raises(InvalidInput):
-        nxmem.update(m.id, importance=5)
-    assert nxmem.backend.stats() == before
-    assert nxmem.get(m.id) == m
+        store_mem.update(m.id, importance=5)
+    assert store_mem.backend.stats() == before
+    assert store_mem.get(m.id) == m
 
 
 def test_models_are_frozen_values() -> None:
@@ -128,6 +128,7 @@ def test_models_are_frozen_values() -> None:
         m.evolve(importance=2)
 
 
+@pytest.mark.embedded("a URL of no backend is refused before any store opens")
 def test_unknown_backend_scheme() -> None:
     with pytest.raises(InvalidInput, match="scheme"):
         GraphMemory.open("redis://localhost", embedder=None)
@@ -204,32 +205,32 @@ UNTYPED: list[tuple[str, Call]] = [
 @pytest.mark.parametrize(
     ("why", "call"), [pytest.param(why, call, id=why) for why, call in UNTYPED]
 )
-def test_bad_arguments_raise_invalid_input(nxmem: GraphMemory, why: str, call: Call) -> None:
-    nxmem.remember("tea at noon")
-    before = nxmem.backend.stats()
+def test_bad_arguments_raise_invalid_input(store_mem: GraphMemory, why: str, call: Call) -> None:
+    store_mem.remember("tea at noon")
+    before = store_mem.backend.stats()
     with pytest.raises(InvalidInput) as info:
-        call(nxmem)
+        call(store_mem)
     assert str(info.value)
-    assert nxmem.backend.stats() == before
+    assert store_mem.backend.stats() == before
 
 
-def test_errors_name_the_argument(nxmem: GraphMemory) -> None:
+def test_errors_name_the_argument(store_mem: GraphMemory) -> None:
     with pytest.raises(InvalidInput, match=r"as_of .* outside years 1-9999"):
-        nxmem.recall("tea", as_of=TOO_LATE)
+        store_mem.recall("tea", as_of=TOO_LATE)
     with pytest.raises(InvalidInput, match="since must be a datetime"):
-        nxmem.list(since="yesterday")  # type: ignore[arg-type]
+        store_mem.list(since="yesterday")  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="unknown status 'bogus'"):
-        nxmem.list(status="bogus")
+        store_mem.list(status="bogus")
 
 
-def test_extreme_but_valid_values_are_kept(nxmem: GraphMemory) -> None:
+def test_extreme_but_valid_values_are_kept(store_mem: GraphMemory) -> None:
     edge = datetime.max.replace(tzinfo=UTC)
-    m = nxmem.remember(
+    m = store_mem.remember(
         "x", created_at=edge, metadata={"k": [2**63 - 1, -(2**63)], "deep": _nested(60)}
     )
-    got = nxmem.get(m.id)
+    got = store_mem.get(m.id)
     assert got.created_at == edge and got.metadata["k"] == [2**63 - 1, -(2**63)]
-    assert nxmem.list(category=["semantic", "episodic"], status=None, limit=None) == [got]
+    assert store_mem.list(category=["semantic", "episodic"], status=None, limit=None) == [got]
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,10 @@ from graphmem.backends.embedded import vector_index as vector_index_module
 from graphmem.backends.embedded.hnsw_file import files_of
 from graphmem.backends.embedded.vector_index import VectorIndex
 
+pytestmark = pytest.mark.embedded(
+    "the embedded store's saved vector-graph file beside its SQLite file"
+)
+
 THRESHOLD = 200  # vectors above which the graph is used (50,000 by default)
 
 

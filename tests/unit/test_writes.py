@@ -11,10 +11,11 @@ from graphmem import GraphMemory
 from graphmem.backends.base import Expect, WriteBatch
 from graphmem.errors import Conflict, InvalidInput, NotFound
 from graphmem.models import EdgeType, Memory, NodeLabel, NodeRef, Status
+from tests.conftest import Stores
 
 
-def _open(p: Path) -> GraphMemory:
-    return GraphMemory.open(str(p), embedder=None)
+def _open(stores: Stores) -> GraphMemory:
+    return stores.open("s.db", embedder=None)
 
 
 def _active(history: list[Memory]) -> list[Memory]:
@@ -24,8 +25,8 @@ def _active(history: list[Memory]) -> list[Memory]:
 # -- the seam ------------------------------------------------------------------------------
 
 
-def test_failed_precondition_writes_nothing(tmp_path: Path) -> None:
-    with _open(tmp_path / "s.db") as mem:
+def test_failed_precondition_writes_nothing(stores: Stores) -> None:
+    with _open(stores) as mem:
         m = mem.remember("Alice lives in Oslo")
         other = m.evolve(id="other", content="something else", content_hash="")
         before = mem.backend.stats()
@@ -67,15 +68,15 @@ def test_failed_precondition_writes_nothing(tmp_path: Path) -> None:
         assert mem.get("other").content == "something else"
 
 
-def test_one_write_cannot_upsert_and_delete_the_same_node() -> None:
-    with GraphMemory.open("memory://", embedder=None) as mem:
+def test_one_write_cannot_upsert_and_delete_the_same_node(stores: Stores) -> None:
+    with stores.open("m1.db", embedder=None) as mem:
         m = mem.remember("x")
         with pytest.raises(InvalidInput):
             mem.backend.write(WriteBatch(nodes=[m], delete_nodes=[m.ref]))
 
 
-def test_remember_never_overwrites_an_existing_id() -> None:
-    with GraphMemory.open("memory://", embedder=None) as mem:
+def test_remember_never_overwrites_an_existing_id(stores: Stores) -> None:
+    with stores.open("m2.db", embedder=None) as mem:
         m = mem.remember("the original")
         with pytest.raises(Conflict):
             mem.remember_many([{"id": m.id, "content": "an impostor"}])
@@ -85,9 +86,8 @@ def test_remember_never_overwrites_an_existing_id() -> None:
 # -- finding 1: lost update ----------------------------------------------------------------
 
 
-def test_stale_update_gets_conflict_and_the_chain_never_forks(tmp_path: Path) -> None:
-    p = tmp_path / "s.db"
-    a, b = _open(p), _open(p)
+def test_stale_update_gets_conflict_and_the_chain_never_forks(stores: Stores) -> None:
+    a, b = _open(stores), _open(stores)
     try:
         m = a.remember("Alice lives in Oslo")
         real_get = a.get
@@ -110,8 +110,8 @@ def test_stale_update_gets_conflict_and_the_chain_never_forks(tmp_path: Path) ->
         b.close()
 
 
-def test_eight_threads_updating_one_chain_leave_one_active_version() -> None:
-    with GraphMemory.open("memory://", embedder=None) as mem:
+def test_eight_threads_updating_one_chain_leave_one_active_version(stores: Stores) -> None:
+    with stores.open("m3.db", embedder=None) as mem:
         m = mem.remember("counter 0")
         wins: list[str] = []
         conflicts = 0
@@ -149,9 +149,8 @@ def test_eight_threads_updating_one_chain_leave_one_active_version() -> None:
 # -- finding 2: forget undone --------------------------------------------------------------
 
 
-def test_update_racing_a_forget_never_brings_the_forgotten_text_back(tmp_path: Path) -> None:
-    p = tmp_path / "s.db"
-    a, b = _open(p), _open(p)
+def test_update_racing_a_forget_never_brings_the_forgotten_text_back(stores: Stores) -> None:
+    a, b = _open(stores), _open(stores)
     try:
         m = a.remember("my password is hunter2")
         real_get = a.get
@@ -172,9 +171,8 @@ def test_update_racing_a_forget_never_brings_the_forgotten_text_back(tmp_path: P
         b.close()
 
 
-def test_forget_replans_when_something_was_derived_meanwhile(tmp_path: Path) -> None:
-    p = tmp_path / "s.db"
-    a, b = _open(p), _open(p)
+def test_forget_replans_when_something_was_derived_meanwhile(stores: Stores) -> None:
+    a, b = _open(stores), _open(stores)
     try:
         m = a.remember("my password is hunter2")
         real = a.writes.plan_forget
@@ -198,8 +196,8 @@ def test_forget_replans_when_something_was_derived_meanwhile(tmp_path: Path) -> 
         b.close()
 
 
-def test_archive_of_a_superseded_memory_is_refused_when_it_changed() -> None:
-    with GraphMemory.open("memory://", embedder=None) as mem:
+def test_archive_of_a_superseded_memory_is_refused_when_it_changed(stores: Stores) -> None:
+    with stores.open("m4.db", embedder=None) as mem:
         m = mem.remember("Alice lives in Oslo")
         stale = mem.get(m.id)
         mem.update(m.id, "Alice lives in Bergen")
@@ -211,8 +209,8 @@ def test_archive_of_a_superseded_memory_is_refused_when_it_changed() -> None:
 # -- scoped reads ----------------------------------------------------------------------------
 
 
-def test_history_provenance_and_get_never_leak_another_namespace() -> None:
-    with GraphMemory.open("memory://", embedder=None) as mem:
+def test_history_provenance_and_get_never_leak_another_namespace(stores: Stores) -> None:
+    with stores.open("m5.db", embedder=None) as mem:
         mem.namespaces.create("secret", owner="alice")
         mem.namespaces.create("team", owner="alice", members=["bob"])
         v1 = mem.remember(
@@ -234,6 +232,7 @@ def test_history_provenance_and_get_never_leak_another_namespace() -> None:
         assert [m.id for m in mem.list(scope="bob", status=None)] == [v2.id]
 
 
+@pytest.mark.embedded("durability is an option of the embedded store, which makes no file")
 def test_a_misspelled_backend_option_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="durabilty"):
         GraphMemory.open(str(tmp_path / "s.db"), embedder=None, durabilty="full")
@@ -242,8 +241,8 @@ def test_a_misspelled_backend_option_is_rejected(tmp_path: Path) -> None:
         assert mem.remember("kept").content == "kept"
 
 
-def test_forget_restores_only_what_no_surviving_memory_supersedes() -> None:
-    with GraphMemory.open("memory://", embedder=None) as mem:
+def test_forget_restores_only_what_no_surviving_memory_supersedes(stores: Stores) -> None:
+    with stores.open("m6.db", embedder=None) as mem:
         old = mem.remember("the first draft of the plan")
         a = mem.remember("a second take on it")
         b = mem.remember("a third, independent rewrite")
@@ -268,8 +267,8 @@ def test_forget_restores_only_what_no_surviving_memory_supersedes() -> None:
         assert mem.get(old.id).status is Status.ACTIVE
 
 
-def test_archive_then_restore_of_an_old_version_never_forks_the_chain() -> None:
-    with GraphMemory.open("memory://", embedder=None) as mem:
+def test_archive_then_restore_of_an_old_version_never_forks_the_chain(stores: Stores) -> None:
+    with stores.open("m7.db", embedder=None) as mem:
         v1 = mem.remember("the plan is A")
         v2 = mem.update(v1.id, "the plan is B")
         mem.lifecycle.archive([v1.id])  # archiving an old version is allowed
@@ -287,8 +286,8 @@ def test_archive_then_restore_of_an_old_version_never_forks_the_chain() -> None:
         assert mem.get(v2.id).status is Status.ACTIVE and mem.get(v2.id).valid_to is None
 
 
-def test_export_import_and_events_arguments_are_typed() -> None:
-    with GraphMemory.open("memory://", embedder=None) as mem:
+def test_export_import_and_events_arguments_are_typed(stores: Stores) -> None:
+    with stores.open("m8.db", embedder=None) as mem:
         mem.runs.add_event("r1", "user_message", "hello")
         with pytest.raises(InvalidInput):
             mem.runs.events("r1", limit=2.5)  # type: ignore[arg-type]
@@ -301,9 +300,8 @@ def test_export_import_and_events_arguments_are_typed() -> None:
         assert [e.content for e in mem.runs.events("r1", limit=1)] == ["hello"]
 
 
-def test_memories_of_a_run_form_one_chain_across_handles_and_threads(tmp_path: Path) -> None:
-    p = tmp_path / "s.db"
-    a, b = _open(p), _open(p)
+def test_memories_of_a_run_form_one_chain_across_handles_and_threads(stores: Stores) -> None:
+    a, b = _open(stores), _open(stores)
     try:
         first = a.remember("we met at the station", run_id="s1", reconcile="off")
         a.runs.add_event("s1", "user_message", "where are we going?")
