@@ -264,9 +264,9 @@ def _events(mem: GraphMemory, n: int) -> list[Memory]:
 
 @pytest.mark.parametrize(("profile", "archived"), [("kaos", 1), ("graphmem", 3)])
 def test_kaos_evicts_the_one_oldest_event_over_the_limit(
-    clock: Clock, profile: str, archived: int
+    stores: Stores, clock: Clock, profile: str, archived: int
 ) -> None:
-    with _open(profile, clock, runs={"max_events_per_run": 20}) as mem:
+    with _open(stores, profile, clock, runs={"max_events_per_run": 20}) as mem:
         events = _events(mem, 21)
         gone = [e for e in events if mem.get(e.id).status.value == "archived"]
         assert [e.seq for e in gone] == list(range(archived))
@@ -280,8 +280,8 @@ def test_kaos_evicts_the_one_oldest_event_over_the_limit(
 
 
 @pytest.mark.parametrize(("profile", "k"), [("synthorg", 60), ("graphmem", 10)])
-def test_synthorg_fuses_with_rrf_k_60(clock: Clock, profile: str, k: int) -> None:
-    with _open(profile, clock) as mem:
+def test_synthorg_fuses_with_rrf_k_60(stores: Stores, clock: Clock, profile: str, k: int) -> None:
+    with _open(stores, profile, clock) as mem:
         mem.remember("tea tea tea with milk")
         mem.remember("tea and a biscuit with milk on the side")
         hits = mem.recall("tea milk", touch=False)
