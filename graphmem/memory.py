@@ -144,7 +144,7 @@ class GraphMemory(MemoryAPI):
             recall=self.recall,
             namespaces=self.namespaces,
         )
-        self.writes.classify = self.lifecycle.classify
+        self.writes.classify = self.lifecycle._classify
         self.org = OrgMemory(backend, self.writes, clock=clock, config=cfg.org)
         self.log = EventLog(
             backend,

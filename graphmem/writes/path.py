@@ -341,12 +341,14 @@ class _WritePath:
             for i in idxs:
                 m = out[i]
                 if events:
-                    m = out[i] = m.evolve(seq=count)
+                    # a count this loop made: nothing of the memory to validate again
+                    m = out[i] = m.model_copy(update={"seq": count})
                     count += 1
                 if prev is not None:
-                    edges.append(_edge(EdgeType.NEXT, NodeRef(NodeLabel.MEMORY, prev), m))
+                    edges.append(_next(prev, m))
                 prev = m.id
-            runs.append(run.evolve(event_count=count, last_event_id=prev))
+            # the count and a validated memory's id: no field to validate again
+            runs.append(run.model_copy(update={"event_count": count, "last_event_id": prev}))
         return out, runs, edges, expect
 
     def _ids_taken(self, memories: Sequence[Memory]) -> bool:
@@ -695,3 +697,12 @@ def _edge(
 ) -> Edge:
     edge: Edge = validated(Edge, {"type": etype, "src": src, "dst": dst, "props": props})
     return edge
+
+
+def _next(prev: str, m: Memory) -> Edge:
+    """``(prev)-[:NEXT]->(m)`` between two memory ids already validated, built without
+    validating again (a batch of 1,000 appends spent 25 ms on it); a memory following
+    itself still gets the model's error."""
+    if prev == m.id:
+        return _edge(EdgeType.NEXT, NodeRef(NodeLabel.MEMORY, prev), m)
+    return Edge.trusted(EdgeType.NEXT, NodeRef(NodeLabel.MEMORY, prev), m.ref, {})

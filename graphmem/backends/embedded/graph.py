@@ -374,11 +374,11 @@ def _edge_of(src: str, etype: str, dst: str, data: dict[str, Any]) -> Edge:
     """An Edge value from an in-memory edge (its data dict carries ``type``). Built without
     validation: every stored edge was validated when it was written (as ``_node`` does for
     nodes), and recall's graph expansion builds thousands of them."""
-    return Edge.model_construct(
-        type=_EDGE_TYPES[etype],
-        src=_ref_of(src),
-        dst=_ref_of(dst),
-        props={k: v for k, v in data.items() if k != "type"},
+    return Edge.trusted(
+        _EDGE_TYPES[etype],
+        _ref_of(src),
+        _ref_of(dst),
+        {k: v for k, v in data.items() if k != "type"},
     )
 
 
