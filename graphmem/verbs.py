@@ -27,6 +27,7 @@ from typing import Any
 from graphmem.backends.base import GraphBackend
 from graphmem.config import ReconcileConfig
 from graphmem.errors import InvalidInput, NotFound
+from graphmem.gcpause import gc_paused
 from graphmem.llm import LLM
 from graphmem.models import Memory, Status, utcnow, validated
 from graphmem.reconcile import DUPLICATE_FIELDS, ReconcileResult, reconcile
@@ -66,6 +67,10 @@ class MemoryWrites(Writes):
         """Memories from :class:`Memory` objects or mappings of their fields; fields not
         given are completed (``created_at`` now; importance and tier scored and
         classified). One bad item raises InvalidInput naming it."""
+        with gc_paused():  # many small acyclic objects (see graphmem.gcpause)
+            return self._validate(items)
+
+    def _validate(self, items: Iterable[Memory | Mapping[str, Any]]) -> list[Memory]:
         now = self._clock()
         memories: list[Memory] = []
         for i, item in enumerate(items):

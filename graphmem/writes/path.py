@@ -14,6 +14,7 @@ import numpy as np
 
 from graphmem.backends.base import Expect, GraphBackend, GuardedWrite, WriteBatch
 from graphmem.errors import AccessDenied, Conflict, InvalidInput, NotFound
+from graphmem.gcpause import gc_paused
 from graphmem.models import (
     Edge,
     EdgeType,
@@ -254,6 +255,19 @@ class _WritePath:
             raise InvalidInput("duplicate ids in one batch")
         self.authorise(memories)
         memories = self.embed(memories)
+        with gc_paused():  # a batch builds no cyclic garbage (see graphmem.gcpause)
+            return self._create(memories, edges, nodes, expect, replace, chain, unless)
+
+    def _create(
+        self,
+        memories: Sequence[Memory],
+        edges: Sequence[Edge],
+        nodes: Sequence[GraphNode],
+        expect: Sequence[Expect],
+        replace: bool,
+        chain: Literal["link", "events", "off"],
+        unless: Filter | None,
+    ) -> list[Memory]:
         fresh = () if replace else tuple(Expect(m.ref, exists=False) for m in memories)
         for attempt in range(CHAIN_ATTEMPTS):
             ordered, runs, links, run_expect = (

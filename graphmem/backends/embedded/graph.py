@@ -3,9 +3,7 @@ to it after their commit, and the filter evaluated in Python."""
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -73,20 +71,6 @@ def _link(
     if keydict is None:
         keydict = succ[u][v] = pred[v][u] = {}
     keydict[k] = data
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while building graph state. Those bursts allocate
-    many small acyclic containers; each collection they trigger would traverse the whole
-    in-memory graph for nothing (it halves ingest speed at 100k memories)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _index_into(
