@@ -367,7 +367,7 @@ class GraphMemory(MemoryAPI):
         Each item is a :class:`Memory` or a mapping of its fields. Every item is validated
         first: one bad item raises InvalidInput and nothing is written.
         """
-        memories = self.writes.create(self.writes.validate(items))
+        memories = self.writes.remember_many(items)
         log.debug("remembered %d memories", len(memories))
         return memories
 

@@ -70,6 +70,12 @@ class MemoryWrites(Writes):
         with gc_paused():  # many small acyclic objects (see graphmem.gcpause)
             return self._validate(items)
 
+    def remember_many(self, items: Iterable[Memory | Mapping[str, Any]]) -> list[Memory]:
+        """``mem.remember_many``: validate and create the batch. The store's boundary has
+        checked ``items`` already; this is not a checked verb, so a batch is walked once."""
+        with gc_paused():
+            return self.create(self._validate(items))
+
     def _validate(self, items: Iterable[Memory | Mapping[str, Any]]) -> list[Memory]:
         now = self._clock()
         memories: list[Memory] = []
@@ -106,7 +112,7 @@ class MemoryWrites(Writes):
             if mode not in ("auto", "off", "llm"):
                 raise InvalidInput(f"reconcile must be 'auto', 'off' or 'llm', not {mode!r}")
             cfg = cfg.model_copy(update={"mode": mode})
-        [memory] = self.validate([{"content": content, **fields}])
+        [memory] = self._validate([{"content": content, **fields}])
         if cfg.mode == "off":
             result = ReconcileResult(action="created", memory=self.create([memory])[0])
         else:

@@ -315,8 +315,15 @@ class _WritePath:
         # one read for every run of the batch and one for their last memories (a server
         # backend pays a round trip per read)
         stored = {r.id: r for r in self.backend.get(Run, list(groups)) if isinstance(r, Run)}
-        lasts = [r.last_event_id for r in stored.values() if r.last_event_id]
-        alive = {m.id for m in self.backend.get(Memory, lasts)} if lasts else set()
+        lasts = list({r.last_event_id for r in stored.values() if r.last_event_id})
+        alive: set[str] = set()
+        if lasts:
+            # usually every last memory is still there: one count, no memory read back
+            every = Filter.for_memories(ids=lasts, status=None)
+            if self.backend.count(every) == len(lasts):
+                alive = set(lasts)
+            else:
+                alive = {m.id for m in self.backend.get(Memory, lasts)}
         for run_id, idxs in groups.items():
             run = stored.get(run_id)
             joining = [memories[i] for i in idxs]
