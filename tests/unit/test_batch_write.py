@@ -4,6 +4,7 @@ without validation, run chaining checked with a count, and one boundary walk per
 from __future__ import annotations
 
 import gc
+import itertools
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -83,7 +84,7 @@ def test_runs_chain_across_batches_in_order(mem: GraphMemory) -> None:
     first = mem.remember_many([{"content": f"a{i}", "run_id": "r1"} for i in range(3)])
     second = mem.remember_many([{"content": f"b{i}", "run_id": "r1"} for i in range(2)])
     ids = [m.id for m in (*first, *second)]
-    assert _next_pairs(mem, "r1") == set(zip(ids, ids[1:], strict=False))
+    assert _next_pairs(mem, "r1") == set(itertools.pairwise(ids))
 
 
 def test_a_batch_after_the_runs_last_memory_was_forgotten_chains_on_the_newest_left(
