@@ -50,14 +50,16 @@ from graphmem.models.values import (
 # nodes
 
 
-def _utc(v: datetime, info: ValidationInfo) -> datetime:
+def _utc(v: datetime | None, info: ValidationInfo) -> datetime | None:
     """Every datetime field of every node: timezone-aware, kept in UTC. Attached to the
     datetime fields only (a validator on every field cost a Python call per field)."""
-    aware = _aware(v, info.field_name or "time")
-    return v if aware is None else aware
+    return _aware(v, info.field_name or "time")
 
 
+# the validator wraps the whole annotation, so a field's annotation stays ``datetime`` or
+# ``datetime | None`` for the code that reads it (the backends' datetime fields)
 UtcTime = Annotated[datetime, AfterValidator(_utc)]
+UtcTimeOrNone = Annotated[datetime | None, AfterValidator(_utc)]
 
 
 class GraphNode(BaseModel):
@@ -177,8 +179,8 @@ class Memory(GraphNode):
     importance: float = Field(default=0.5, ge=0.0, le=1.0)
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
     created_at: UtcTime = Field(default_factory=utcnow)
-    updated_at: UtcTime | None = None
-    last_accessed: UtcTime | None = None
+    updated_at: UtcTimeOrNone = None
+    last_accessed: UtcTimeOrNone = None
     access_count: int = Field(default=0, ge=0)
     agent_id: str = "default"
     run_id: str | None = None
@@ -188,9 +190,9 @@ class Memory(GraphNode):
     tags: tuple[str, ...] = ()
     metadata: dict[str, Any] = Field(default_factory=dict)
     embedding: tuple[float, ...] | None = Field(default=None, repr=False)
-    valid_from: UtcTime | None = None
-    valid_to: UtcTime | None = None
-    expires_at: UtcTime | None = None
+    valid_from: UtcTimeOrNone = None
+    valid_to: UtcTimeOrNone = None
+    expires_at: UtcTimeOrNone = None
     status: Status = Status.ACTIVE
     content_hash: str = ""
     visibility: Visibility = Visibility.PRIVATE
@@ -290,7 +292,7 @@ class Run(GraphNode):
     app_name: str | None = None
     namespace: str = "default"
     started_at: UtcTime = Field(default_factory=utcnow)
-    ended_at: UtcTime | None = None
+    ended_at: UtcTimeOrNone = None
     status: RunStatus = RunStatus.RUNNING
     event_count: int = Field(default=0, ge=0)
     last_event_id: str | None = None
@@ -337,7 +339,7 @@ class OrgFact(GraphNode):
     author: str
     author_seniority: str = "human"
     created_at: UtcTime = Field(default_factory=utcnow)
-    retracted_at: UtcTime | None = None
+    retracted_at: UtcTimeOrNone = None
     status: Status = Status.ACTIVE
     core: bool = False
     embedding: tuple[float, ...] | None = Field(default=None, repr=False)

@@ -106,7 +106,9 @@ class StoredVector(tuple[float, ...]):
     _row: np.ndarray
 
     def __new__(cls, row: np.ndarray) -> StoredVector:
-        self = super().__new__(cls, row.tolist())
+        # the same values (float32 widens exactly); numpy converts float64 items to Python
+        # floats about twice as fast as float32 ones (~100 vectors per recall)
+        self = super().__new__(cls, row.astype(np.float64).tolist())
         row = row.view()
         row.flags.writeable = False  # like the tuple: nobody changes it through numpy
         self._row = row
