@@ -17,6 +17,8 @@ from graphmem.errors import InvalidInput
 from graphmem.gcpause import gc_paused
 from graphmem.models import Edge, EdgeType, Memory, NodeLabel, NodeRef
 
+pytestmark = pytest.mark.embedded("checks the embedded write path on its networkx graph")
+
 
 @pytest.fixture
 def mem(tmp_path: Path) -> Iterator[GraphMemory]:
