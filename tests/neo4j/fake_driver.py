@@ -103,6 +103,14 @@ def guard_failure() -> Exception:
     )
 
 
+def server_error(code: str, message: str) -> Exception:
+    """The driver's exception for a server FAILURE with this code (the real class: a
+    ``...Schema.ConstraintValidationFailed`` code gives a ``ConstraintError``)."""
+    from neo4j.exceptions import Neo4jError
+
+    return Neo4jError._hydrate_neo4j(code=code, message=message)
+
+
 def statement_name(text: str) -> str:
     m = re.match(r"// graphmem: (.*)\n", text)
     return m.group(1) if m else "<unnamed>"
@@ -170,6 +178,10 @@ class FakeDriver:
         self.execute_query_bookmark_manager = object()
         self.closed = False
         self.fail: Exception | None = None  # raised by the next statement when set
+        #: act like the real driver when it rolls back a transaction whose statement
+        #: failed: its cleanup raises ``ResultFailedError`` (caused by the statement's
+        #: error) in place of what the transaction function raised
+        self.result_failed_on_rollback = False
 
     def _answer(self, text: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         name = statement_name(text)
@@ -201,6 +213,7 @@ class FakeTransaction:
     def __init__(self, driver: FakeDriver, index: int) -> None:
         self._driver = driver
         self._index = index
+        self.failed: Exception | None = None  # the error a statement of it raised
 
     def run(
         self, query: str, parameters: dict[str, Any] | None = None, **kwparameters: Any
@@ -211,7 +224,11 @@ class FakeTransaction:
         rec.statements.append(statement)
         if self._index >= 0:
             rec.transactions[self._index].statements.append(statement)
-        return FakeResult(self._driver._answer(query, params))
+        try:
+            return FakeResult(self._driver._answer(query, params))
+        except Exception as e:
+            self.failed = e
+            raise
 
 
 class FakeSession:
@@ -236,12 +253,19 @@ class FakeSession:
         rec = self._driver.recorder
         rec.transactions.append(Transaction(mode))
         tx = rec.transactions[-1]
+        handle = FakeTransaction(self._driver, len(rec.transactions) - 1)
         try:
-            out = transaction_function(
-                FakeTransaction(self._driver, len(rec.transactions) - 1), *args, **kwargs
-            )
+            out = transaction_function(handle, *args, **kwargs)
         except BaseException:
             tx.outcome = "rolled back"
+            if self._driver.result_failed_on_rollback and handle.failed is not None:
+                from neo4j.exceptions import ResultFailedError
+
+                raise ResultFailedError(
+                    None,
+                    "The result has failed. Either this result or another result in the "
+                    "same transaction has encountered an error.",
+                ) from handle.failed
             raise
         tx.outcome = "committed"
         return out
