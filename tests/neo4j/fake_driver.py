@@ -111,6 +111,16 @@ def server_error(code: str, message: str) -> Exception:
     return Neo4jError._hydrate_neo4j(code=code, message=message)
 
 
+def _result_failed() -> Exception:
+    from neo4j.exceptions import ResultFailedError
+
+    return ResultFailedError(
+        None,
+        "The result has failed. Either this result or another result in the same "
+        "transaction has encountered an error.",
+    )
+
+
 def statement_name(text: str) -> str:
     m = re.match(r"// graphmem: (.*)\n", text)
     return m.group(1) if m else "<unnamed>"
@@ -180,8 +190,9 @@ class FakeDriver:
         self.fail: Exception | None = None  # raised by the next statement when set
         #: act like the real driver when it rolls back a transaction whose statement
         #: failed: its cleanup raises ``ResultFailedError`` (caused by the statement's
-        #: error) in place of what the transaction function raised
-        self.result_failed_on_rollback = False
+        #: error) in place of what the transaction function raised (True: with that error
+        #: as the context, as the driver does; "bare": without it)
+        self.result_failed_on_rollback: bool | str = False
 
     def _answer(self, text: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         name = statement_name(text)
@@ -254,21 +265,20 @@ class FakeSession:
         rec.transactions.append(Transaction(mode))
         tx = rec.transactions[-1]
         handle = FakeTransaction(self._driver, len(rec.transactions) - 1)
+        mode_ = self._driver.result_failed_on_rollback
         try:
             out = transaction_function(handle, *args, **kwargs)
         except BaseException:
             tx.outcome = "rolled back"
-            if self._driver.result_failed_on_rollback and handle.failed is not None:
-                from neo4j.exceptions import ResultFailedError
-
-                raise ResultFailedError(
-                    None,
-                    "The result has failed. Either this result or another result in the "
-                    "same transaction has encountered an error.",
-                ) from handle.failed
-            raise
-        tx.outcome = "committed"
-        return out
+            if not mode_ or handle.failed is None:
+                raise
+            if mode_ != "bare":
+                raise _result_failed() from handle.failed
+        else:
+            tx.outcome = "committed"
+            return out
+        # "bare": the function's own error is not even the context
+        raise _result_failed() from handle.failed
 
     def execute_read(
         self, transaction_function: Callable[..., Any], *args: Any, **kwargs: Any

@@ -29,7 +29,7 @@ def _backend(driver: FakeDriver) -> Neo4jBackend:
     return b
 
 
-@pytest.fixture(params=[False, True], ids=["plain", "result-failed"])
+@pytest.fixture(params=[False, True, "bare"], ids=["plain", "result-failed", "bare"])
 def fake(request: pytest.FixtureRequest) -> FakeDriver:
     """Both ways the real driver reports a failed statement of a transaction function."""
     driver = FakeDriver()
@@ -174,5 +174,7 @@ def test_a_write_that_loses_names_no_node_as_changed_by_mistake() -> None:
     fake.respond = respond
     ref = NodeRef(NodeLabel.PAYLOAD, "kv:k")
     with pytest.raises(Conflict, match="text"):
-        neo.write(WriteBatch(nodes=[_payload("kv:k", "mine")], expect=[Expect(ref, props={"text": "x"})]))
+        neo.write(
+            WriteBatch(nodes=[_payload("kv:k", "mine")], expect=[Expect(ref, props={"text": "x"})])
+        )
     assert [t.statements[0].name for t in fake.recorder.writes()][-1] == "check"
