@@ -26,7 +26,7 @@ def _add(adj: Adjacency, ref: nx.MultiDiGraph, u: str, v: str, k: str) -> None:
 def _same(adj: Adjacency, ref: nx.MultiDiGraph) -> None:
     assert sorted(adj.edges(keys=True, data=True)) == sorted(ref.edges(keys=True, data=True))
     assert adj.number_of_nodes() == ref.number_of_nodes()
-    for n in list(ref.nodes) + ["absent"]:
+    for n in [*ref.nodes, "absent"]:
         assert (n in adj) == (n in ref)
         if n in ref:
             assert adj.nodes[n] == ref.nodes[n]
