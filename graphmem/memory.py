@@ -152,7 +152,7 @@ class GraphMemory(MemoryAPI):
             recall=self.recall,
             namespaces=self.namespaces,
         )
-        self.writes.classify = self.lifecycle.classify
+        self.writes.classify = self.lifecycle._classify
         self.org = OrgMemory(backend, self.writes, clock=clock, config=cfg.org)
         self.log = EventLog(
             backend,
@@ -375,7 +375,7 @@ class GraphMemory(MemoryAPI):
         Each item is a :class:`Memory` or a mapping of its fields. Every item is validated
         first: one bad item raises InvalidInput and nothing is written.
         """
-        memories = self.writes.create(self.writes.validate(items))
+        memories = self.writes.remember_many(items)
         log.debug("remembered %d memories", len(memories))
         return memories
 

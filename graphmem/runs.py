@@ -380,7 +380,7 @@ class Runs(RunBasics):
             data["run_id"] = run.id
             data.pop("seq", None)  # the write path gives each its place in the run
             try:
-                memories.append(validated(Memory, self._lifecycle.classify(data)))
+                memories.append(validated(Memory, self._lifecycle._classify(data)))
             except InvalidInput as e:
                 raise InvalidInput(f"event {i}: {e}") from e
         # the write path places them in the run (starting the run when it is new)
