@@ -18,11 +18,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import networkx as nx
 import numpy as np
 import orjson
 
 from graphmem.backends.base import STRUCTURAL, structural_targets
+from graphmem.backends.embedded.adjacency import Adjacency
 from graphmem.backends.embedded.graph import (
     _INDEXED,
     _SHARED_EDGE_DATA,
@@ -203,7 +203,7 @@ class EmbeddedJournal(EmbeddedGraph):
                 _count_access(attrs, n, at)
 
     def _load_state(self) -> None:
-        g = nx.MultiDiGraph()
+        g = Adjacency()
         rid_of: dict[str, int] = {}
         key_of: dict[int, str] = {}
         by_label: dict[NodeLabel, set[str]] = defaultdict(set)
