@@ -104,6 +104,12 @@ class RecallConfig(BaseModel):
     #: splits) but lowers R@10 (-0.6 / -0.5) and costs a graph read per recall
     #: (benchmarks/RESULTS.md)
     context_weight: float = Field(default=0.0, ge=0.0)
+    #: substance: each relevance is scaled by n / (n + substance), n the memory's distinct
+    #: content terms, so that a bare reply naming the person asked about ("thanks,
+    #: Melanie!") does not outrank what that person said; a memory of ``substance`` terms
+    #: keeps half its relevance, a longer one more. 8 chosen on LoCoMo dev conv-26/30/41
+    #: and confirmed on conv-42/43 (benchmarks/RESULTS.md); 0: off
+    substance: float = Field(default=8.0, ge=0.0)
     context_share: float = Field(default=0.3, ge=0.0)
     context_pool: int = Field(default=20, ge=1)
     # diversity: with embeddings, cosine between memories; without, bigram Jaccard of text
