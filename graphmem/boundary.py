@@ -249,6 +249,26 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
     return hints
 
 
+@functools.cache
+def _typed_dict_fields(td: Any) -> dict[str, Any]:
+    """The keys of the TypedDict ``td`` (``**options: Unpack[td]``) and their resolved types;
+    a key whose annotation names something only imported for type checking stays unchecked."""
+    try:
+        return typing.get_type_hints(td)
+    except Exception:
+        pass
+    module = inspect.getmodule(td)
+    ns = dict(vars(module)) if module is not None else {}
+    fields: dict[str, Any] = {}
+    for name, ann in getattr(td, "__annotations__", {}).items():
+        text = ann.__forward_arg__ if isinstance(ann, typing.ForwardRef) else ann
+        try:
+            fields[name] = eval(text, ns) if isinstance(text, str) else text
+        except Exception:
+            fields[name] = Any
+    return fields
+
+
 def check_arguments(
     verb: str, sig: inspect.Signature, hints: dict[str, Any], args: Any, kwargs: Any
 ) -> None:
@@ -260,13 +280,20 @@ def check_arguments(
     for name, value in bound.arguments.items():
         param = sig.parameters[name]
         tp = hints.get(name, Any)
+        keyed: dict[str, Any] | None = None
         if param.kind is param.VAR_POSITIONAL:
             values: Iterable[tuple[str, Any]] = ((name, v) for v in value)
         elif param.kind is param.VAR_KEYWORD:
             values = value.items()
+            if typing.get_origin(tp) is typing.Unpack:
+                keyed = _typed_dict_fields(typing.get_args(tp)[0])
         else:
             values = ((name, value),)
         for label, v in values:
+            if keyed is not None:
+                if label not in keyed:
+                    raise InvalidInput(f"{verb}(): got an unexpected keyword argument {label!r}")
+                tp = keyed[label]
             if not _fits(v, tp):
                 raise InvalidInput(
                     f"{verb}(): {label} must be {_describe(tp)}, not {type(v).__name__} {_short(v)}"

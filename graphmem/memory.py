@@ -61,7 +61,15 @@ from graphmem.models import (
 )
 from graphmem.org import OrgMemory
 from graphmem.profiles import with_profile
-from graphmem.protocol import ContextFormat, ContextOptions, ForgetReport, ImportReport, MemoryAPI
+from graphmem.protocol import (
+    ContextFormat,
+    ContextOptions,
+    ForgetReport,
+    ImportReport,
+    MemoryAPI,
+    MemoryFilters,
+    ReadFilters,
+)
 from graphmem.reconcile import ReconcileResult
 from graphmem.reindex import Vectors, check_embedder
 from graphmem.retrieval import Retriever
@@ -144,7 +152,7 @@ class GraphMemory(MemoryAPI):
             recall=self.recall,
             namespaces=self.namespaces,
         )
-        self.writes.classify = self.lifecycle.classify
+        self.writes.classify = self.lifecycle._classify
         self.org = OrgMemory(backend, self.writes, clock=clock, config=cfg.org)
         self.log = EventLog(
             backend,
@@ -367,7 +375,7 @@ class GraphMemory(MemoryAPI):
         Each item is a :class:`Memory` or a mapping of its fields. Every item is validated
         first: one bad item raises InvalidInput and nothing is written.
         """
-        memories = self.writes.create(self.writes.validate(items))
+        memories = self.writes.remember_many(items)
         log.debug("remembered %d memories", len(memories))
         return memories
 
@@ -397,41 +405,10 @@ class GraphMemory(MemoryAPI):
             metadata=metadata,
         )
 
-    @overload
-    def get(
-        self, memory_id: str, *, scope: Scope | str | None = None, current: bool = False
-    ) -> Memory: ...
-
-    @overload
-    def get(
-        self,
-        memory_id: builtins.list[str] | tuple[str, ...],
-        *,
-        scope: Scope | str | None = None,
-        current: bool = False,
-    ) -> builtins.list[Memory]: ...
-
-    def get(
-        self,
-        memory_id: str | Sequence[str],
-        *,
-        scope: Scope | str | None = None,
-        current: bool = False,
-    ) -> Memory | builtins.list[Memory]:
-        """The memory with this id (any status); NotFound if there is none, or if
-        ``scope`` (an agent id or :class:`Scope`) may not read it.
-
-        Given a list of ids: the memories that exist among them (and that ``scope`` may
-        read), in order — no NotFound. ``current=True``: the newest active version in
-        each memory's history instead (NotFound when a chain has none)."""
-        if isinstance(memory_id, str):
-            found = self._readable(self._memories([memory_id]), scope)
-            if not found:
-                raise NotFound(f"no memory {memory_id!r}")
-            return self._current(found[0], scope) if current else found[0]
-        if not isinstance(memory_id, Sequence):
-            raise InvalidInput("memory_id must be an id or a list of ids")
-        found = self._readable(self._memories(memory_id), scope)
+    def _fetch(
+        self, ids: Sequence[str], scope: Scope | str | None, current: bool
+    ) -> builtins.list[Memory]:
+        found = self._readable(self._memories(ids), scope)
         return [self._current(m, scope) for m in found] if current else found
 
     def _memories(self, ids: Sequence[str]) -> builtins.list[Memory]:
@@ -503,51 +480,25 @@ class GraphMemory(MemoryAPI):
     def list(
         self,
         *,
-        agent_id: str | Sequence[str] | None = None,
-        run_id: str | Sequence[str] | None = None,
-        namespace: str | Sequence[str] | None = None,
-        category: str | Sequence[str] | None = None,
-        tier: str | Sequence[str] | None = None,
-        event_type: str | Sequence[str] | None = None,
-        status: str | Sequence[str] | None = "active",
-        tags: Sequence[str] | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        metadata: Mapping[str, Any] | None = None,
         limit: int | None = 100,
         offset: int = 0,
         order_by: str = "created_at",
         descending: bool = True,
-        scope: Scope | str | None = None,
-        user_id: str | None = None,
+        **filters: Unpack[MemoryFilters],
     ) -> builtins.list[Memory]:
-        """Memories matching the filters (``status=None`` for every status), newest first;
-        with ``scope``, only those it may read; with ``user_id``, only that user's."""
-        flt = self.namespaces.memory_filter(
-            agent_id=agent_id,
-            run_id=run_id,
-            namespace=namespace,
-            category=category,
-            tier=tier,
-            event_type=event_type,
-            status=status,
-            tags=tags,
-            since=since,
-            until=until,
-            metadata=metadata,
-            scope=scope,
-            user_id=user_id,
-        )
+        """Memories matching the ``filters`` (:class:`~graphmem.protocol.MemoryFilters`:
+        ``agent_id``, ``run_id``, ``namespace``, ``category``, ``tier``, ``event_type``,
+        ``status`` — ``"active"`` unless given, ``None`` for every status — ``tags``,
+        ``since``, ``until``, ``as_of``, ``metadata``, ``scope``, ``user_id``), newest first."""
+        flt = self.namespaces.memory_filter(**filters)
         return self._backend.match(
             Memory, flt, limit=limit, offset=offset, order_by=order_by, descending=descending
         )
 
-    def count(self, *, scope: Scope | str | None = None, **filters: Any) -> int:
-        """How many memories match (same keyword filters as :meth:`list`)."""
-        status = filters.pop("status", "active")
-        return self._backend.count(
-            self.namespaces.memory_filter(scope=scope, status=status, **filters)
-        )
+    def count(self, **filters: Unpack[MemoryFilters]) -> int:
+        """How many memories match (the filters of :meth:`list`)."""
+        flt = self.namespaces.memory_filter(**filters)
+        return self._backend.count(flt)
 
     def history(self, memory_id: str, *, scope: Scope | str | None = None) -> builtins.list[Memory]:
         """Every version connected to this memory by SUPERSEDES, oldest first (the last
@@ -573,31 +524,21 @@ class GraphMemory(MemoryAPI):
         query: str,
         *,
         k: int = 10,
-        agent_id: str | Sequence[str] | None = None,
-        run_id: str | Sequence[str] | None = None,
-        namespace: str | Sequence[str] | None = None,
-        category: str | Sequence[str] | None = None,
-        tier: str | Sequence[str] | None = None,
-        tags: Sequence[str] | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        as_of: datetime | None = None,
-        status: str | Sequence[str] | None = "active",
         touch: bool = True,
-        scope: Scope | str | None = None,
         config: RecallConfig | str | None = None,
-        user_id: str | None = None,
         min_relevance: float | None = None,
         tiers: str | Sequence[str] | None = None,
+        **filters: Unpack[MemoryFilters],
     ) -> builtins.list[RecallResult]:
         """The ``k`` memories most relevant to ``query``, best first, each with its score
         breakdown (hybrid BM25 + vector + graph recall, see :mod:`graphmem.retrieval`).
 
-        Filters narrow the candidates before ranking; superseded and archived memories are
-        left out unless ``status`` says otherwise, and ``as_of`` recalls what was valid at
-        that time. ``scope`` (a :class:`~graphmem.scoping.Scope`, or an agent id for its
-        default scope) limits recall to what that agent may read; without it recall is
-        unscoped. ``config`` is a :class:`~graphmem.retrieval.RecallConfig` or preset name.
+        The ``filters`` (those of :meth:`list`) narrow the candidates before ranking;
+        superseded and archived memories are left out unless ``status`` says otherwise,
+        and ``as_of`` recalls what was valid at that time. ``scope`` (a
+        :class:`~graphmem.scoping.Scope`, or an agent id for its default scope) limits
+        recall to what that agent may read; without it recall is unscoped. ``config`` is a
+        :class:`~graphmem.retrieval.RecallConfig` or preset name.
         ``min_relevance`` drops results scoring below it (default: the config's). With
         ``scope``, the asking agent's own memories gain the config's ``personal_boost``.
         ``tiers`` (``fleeting``, ``short_term``, ``long_term``) limits the tiers searched;
@@ -607,37 +548,28 @@ class GraphMemory(MemoryAPI):
         """
         fleeting: builtins.list[RecallResult] = []
         if tiers is not None:
-            with_fleeting, tier = split_tiers(tiers, tier)
+            with_fleeting, filters["tier"] = split_tiers(tiers, filters.get("tier"))
             if with_fleeting:
                 cfg = RecallConfig.preset(config) if isinstance(config, str) else config
                 fleeting = fleeting_results(
-                    self.lifecycle, query, k, run_id, cfg or self.settings.recall, self._clock()
+                    self.lifecycle,
+                    query,
+                    k,
+                    filters.get("run_id"),
+                    cfg or self.settings.recall,
+                    self._clock(),
                 )
-            if not tier:
+            if not filters["tier"]:
                 return fleeting
-        flt = self.namespaces.memory_filter(
-            agent_id=agent_id,
-            run_id=run_id,
-            namespace=namespace,
-            category=category,
-            tier=tier,
-            tags=tags,
-            since=since,
-            until=until,
-            as_of=as_of,
-            status=status,
-            scope=scope,
-            user_id=user_id,
-        )
-        asker = scope.agent_id if isinstance(scope, Scope) else scope
+        scope = filters.get("scope")
         stored = self._retriever(config).recall(
             query,
             k=k,
-            filter=flt,
+            filter=self.namespaces.memory_filter(**filters),
             config=config,
             touch=touch,
             min_relevance=min_relevance,
-            asking_agent=asker,
+            asking_agent=scope.agent_id if isinstance(scope, Scope) else scope,
         )
         if not fleeting:
             return stored
@@ -680,7 +612,7 @@ class GraphMemory(MemoryAPI):
         run_id: str | None = None,
         system: str | None = None,
         max_events: int = 20,
-        **filters: Any,
+        **filters: Unpack[ReadFilters],
     ) -> str | builtins.list[dict[str, str]]:
         """Recalled memories for a prompt, within ``max_tokens``.
 
@@ -719,7 +651,7 @@ class GraphMemory(MemoryAPI):
         policies: Sequence[str] | None,
         config: RecallConfig | str | None,
         touch: bool,
-        filters: dict[str, Any],
+        filters: ReadFilters,
     ) -> str:
         flt = self.namespaces.memory_filter(**filters)
         if policies is None:

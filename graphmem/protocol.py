@@ -28,6 +28,7 @@ from typing import (
 
 from pydantic import BaseModel, ConfigDict
 
+from graphmem.errors import InvalidInput, NotFound
 from graphmem.models import (
     Agent,
     Category,
@@ -45,6 +46,7 @@ from graphmem.models import (
     Tier,
     Visibility,
 )
+from graphmem.scoping import Scope
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -67,7 +69,6 @@ if TYPE_CHECKING:
     from graphmem.reconcile import ReconcileResult
     from graphmem.reindex import Progress, ReindexReport
     from graphmem.runs import CleanupReport, DeleteRunReport, RunStats
-    from graphmem.scoping import Scope
 
 __all__ = [
     "AgentsAPI",
@@ -80,8 +81,10 @@ __all__ = [
     "LogAPI",
     "MemoryAPI",
     "MemoryFields",
+    "MemoryFilters",
     "NamespacesAPI",
     "OrgAPI",
+    "ReadFilters",
     "RunsAPI",
     "TransferAPI",
     "VectorsAPI",
@@ -113,18 +116,10 @@ class MemoryFields(TypedDict, total=False):
     user_id: str | None
 
 
-class ContextOptions(TypedDict, total=False):
-    """The options of ``context`` besides the query and the format: the window, the
-    messages format's ``run_id``/``system``/``max_events``, and the memory filters."""
+class ReadFilters(TypedDict, total=False):
+    """The memory filters of every read, the run aside: :class:`MemoryFilters` without
+    ``run_id``, which in ``context`` names the conversation instead."""
 
-    max_tokens: int
-    k: int
-    policies: Sequence[str] | None
-    config: RecallConfig | str | None
-    touch: bool
-    run_id: str | None
-    system: str | None
-    max_events: int
     agent_id: str | Sequence[str] | None
     namespace: str | Sequence[str] | None
     category: str | Sequence[str] | None
@@ -138,6 +133,32 @@ class ContextOptions(TypedDict, total=False):
     metadata: Mapping[str, Any] | None
     scope: Scope | str | None
     user_id: str | None
+
+
+class MemoryFilters(ReadFilters, total=False):
+    """The filters of ``list``, ``count``, ``recall`` (and ``context``): which memories a
+    read looks at. A sequence means "any of"; ``status`` is ``"active"`` unless given
+    (``None``: every status); ``tags`` must all be present; ``since``/``until`` bound
+    ``created_at``; ``as_of`` keeps what was valid then (superseded versions included);
+    ``metadata`` matches ``metadata.<key>`` exactly; ``user_id`` is ``metadata.user_id``;
+    ``scope`` (a :class:`~graphmem.scoping.Scope` or an agent id) keeps what it may read."""
+
+    run_id: str | Sequence[str] | None
+
+
+class ContextOptions(ReadFilters, total=False):
+    """The options of ``context`` besides the query and the format: the window, the
+    messages format's ``run_id``/``system``/``max_events``, and the memory filters
+    (:class:`MemoryFilters` but the run, which names the conversation here)."""
+
+    max_tokens: int
+    k: int
+    policies: Sequence[str] | None
+    config: RecallConfig | str | None
+    touch: bool
+    run_id: str | None
+    system: str | None
+    max_events: int
 
 
 class ForgetReport(BaseModel):
@@ -656,6 +677,35 @@ class MemoryAPI(Protocol):
         current: bool = False,
     ) -> builtins.list[Memory]: ...
 
+    def get(
+        self,
+        memory_id: str | Sequence[str],
+        *,
+        scope: Scope | str | None = None,
+        current: bool = False,
+    ) -> Memory | builtins.list[Memory]:
+        """The memory with this id (any status); NotFound if there is none, or if
+        ``scope`` (an agent id or :class:`Scope`) may not read it.
+
+        Given a list of ids: the memories that exist among them (and that ``scope`` may
+        read), in order — no NotFound. ``current=True``: the newest active version in
+        each memory's history instead (NotFound when a chain has none)."""
+        if isinstance(memory_id, str):
+            found = self._fetch([memory_id], scope, current)
+            if not found:
+                raise NotFound(f"no memory {memory_id!r}")
+            return found[0]
+        if not isinstance(memory_id, Sequence):
+            raise InvalidInput("memory_id must be an id or a list of ids")
+        return self._fetch(memory_id, scope, current)
+
+    def _fetch(
+        self, ids: Sequence[str], scope: Scope | str | None, current: bool
+    ) -> builtins.list[Memory]:
+        """The memories among ``ids`` that ``scope`` may read, in order (each replaced by
+        its newest active version when ``current``): what :meth:`get` is made of."""
+        ...
+
     def update(
         self,
         memory_id: str,
@@ -676,48 +726,25 @@ class MemoryAPI(Protocol):
     def list(
         self,
         *,
-        agent_id: str | Sequence[str] | None = None,
-        run_id: str | Sequence[str] | None = None,
-        namespace: str | Sequence[str] | None = None,
-        category: str | Sequence[str] | None = None,
-        tier: str | Sequence[str] | None = None,
-        event_type: str | Sequence[str] | None = None,
-        status: str | Sequence[str] | None = "active",
-        tags: Sequence[str] | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        metadata: Mapping[str, Any] | None = None,
         limit: int | None = 100,
         offset: int = 0,
         order_by: str = "created_at",
         descending: bool = True,
-        scope: Scope | str | None = None,
-        user_id: str | None = None,
+        **filters: Unpack[MemoryFilters],
     ) -> builtins.list[Memory]: ...
 
-    def count(self, *, scope: Scope | str | None = None, **filters: Any) -> int: ...
+    def count(self, **filters: Unpack[MemoryFilters]) -> int: ...
 
     def recall(
         self,
         query: str,
         *,
         k: int = 10,
-        agent_id: str | Sequence[str] | None = None,
-        run_id: str | Sequence[str] | None = None,
-        namespace: str | Sequence[str] | None = None,
-        category: str | Sequence[str] | None = None,
-        tier: str | Sequence[str] | None = None,
-        tags: Sequence[str] | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        as_of: datetime | None = None,
-        status: str | Sequence[str] | None = "active",
         touch: bool = True,
-        scope: Scope | str | None = None,
         config: RecallConfig | str | None = None,
-        user_id: str | None = None,
         min_relevance: float | None = None,
         tiers: str | Sequence[str] | None = None,
+        **filters: Unpack[MemoryFilters],
     ) -> builtins.list[RecallResult]: ...
 
     def relevance(self, memory: Memory, *, now: datetime | None = None) -> float: ...

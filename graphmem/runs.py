@@ -120,9 +120,10 @@ def _events_filter(run_id: str, status: str | None = None) -> Filter:
     return flt
 
 
-class RunStarts:
-    """``start`` of the runs of every store: the run record is built and checked here
-    alike, and :meth:`_keep` stores it."""
+class RunBasics:
+    """The run verbs every store builds alike: ``start`` (the run record is built and
+    checked here, and :meth:`_keep` stores it), ``get_or_create`` (from ``get`` and
+    ``start``) and ``add_event`` (one event through ``add_events``)."""
 
     _clock: Callable[[], datetime]
 
@@ -156,8 +157,81 @@ class RunStarts:
         """Store a new run (the null store keeps nothing)."""
         raise NotImplementedError
 
+    def get(self, run_id: str) -> Run:
+        """The run ``run_id``; NotFound if there is none (each store's own)."""
+        raise NotImplementedError
 
-class Runs(RunStarts):
+    def add_events(self, run_id: str, events: Sequence[Mapping[str, Any]]) -> builtins.list[Memory]:
+        """Append events to a run (each store's own)."""
+        raise NotImplementedError
+
+    def get_or_create(
+        self,
+        run_id: str,
+        *,
+        agent_id: str = "default",
+        user_id: str | None = None,
+        app_name: str | None = None,
+        namespace: str = "default",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> tuple[Run, bool]:
+        """The run ``run_id`` and False, or a new run (started now) and True."""
+        try:
+            return self.get(run_id), False
+        except NotFound:
+            pass
+        try:
+            run = self.start(
+                agent_id,
+                run_id=run_id,
+                user_id=user_id,
+                app_name=app_name,
+                namespace=namespace,
+                metadata=metadata,
+            )
+        except Conflict:  # created concurrently: that one wins
+            return self.get(run_id), False
+        return run, True
+
+    def add_event(
+        self,
+        run_id: str,
+        event_type: str,
+        content: Any,
+        *,
+        agent_id: str | None = None,
+        importance: float | None = None,
+        tier: Tier | str | None = None,
+        tags: Sequence[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+        created_at: datetime | None = None,
+    ) -> Memory:
+        """Append an episodic event to a run (started on the fly if it does not exist).
+
+        Events of a run are ordered: each has ``seq`` (0, 1, 2 …) and the previous event
+        links to it with ``(earlier)-[:NEXT]->(later)``. ``importance``/``tier`` not given
+        come from the lifecycle's scorer and classification rules. ``content`` is text or
+        any JSON value (stored as its canonical JSON text, searchable; ``Memory.value``
+        gives it back).
+        """
+        return self.add_events(
+            run_id,
+            [
+                {
+                    "event_type": event_type,
+                    "content": content,
+                    "agent_id": agent_id,
+                    "importance": importance,
+                    "tier": tier,
+                    "tags": tags,
+                    "metadata": metadata,
+                    "created_at": created_at,
+                }
+            ],
+        )[0]
+
+
+class Runs(RunBasics):
     """Every run verb (``mem.runs``): sessions, their ordered events, limits, cleanup,
     statistics, conversation text and the fleeting scratchpad."""
 
@@ -245,71 +319,7 @@ class Runs(RunStarts):
         )
         return [r for r in found if isinstance(r, Run)]
 
-    def get_or_create(
-        self,
-        run_id: str,
-        *,
-        agent_id: str = "default",
-        user_id: str | None = None,
-        app_name: str | None = None,
-        namespace: str = "default",
-        metadata: Mapping[str, Any] | None = None,
-    ) -> tuple[Run, bool]:
-        """The run ``run_id`` and False, or a new run (started now) and True."""
-        found = self._backend.get(Run, [run_id])
-        if found and isinstance(found[0], Run):
-            return found[0], False
-        try:
-            run = self.start(
-                agent_id,
-                run_id=run_id,
-                user_id=user_id,
-                app_name=app_name,
-                namespace=namespace,
-                metadata=metadata,
-            )
-        except Conflict:  # created concurrently: that one wins
-            return self.get(run_id), False
-        return run, True
-
     # -- events -----------------------------------------------------------------------
-
-    def add_event(
-        self,
-        run_id: str,
-        event_type: str,
-        content: Any,
-        *,
-        agent_id: str | None = None,
-        importance: float | None = None,
-        tier: Tier | str | None = None,
-        tags: Sequence[str] = (),
-        metadata: Mapping[str, Any] | None = None,
-        created_at: datetime | None = None,
-    ) -> Memory:
-        """Append an episodic event to a run (started on the fly if it does not exist).
-
-        Events of a run are ordered: each has ``seq`` (0, 1, 2 …) and the previous event
-        links to it with ``(earlier)-[:NEXT]->(later)``. ``importance``/``tier`` not given
-        come from the lifecycle's scorer and classification rules. ``content`` is text or
-        any JSON value (stored as its canonical JSON text, searchable; ``Memory.value``
-        gives it back).
-        """
-        return self.add_events(
-            run_id,
-            [
-                {
-                    "event_type": event_type,
-                    "content": content,
-                    "agent_id": agent_id,
-                    "importance": importance,
-                    "tier": tier,
-                    "tags": tags,
-                    "metadata": metadata,
-                    "created_at": created_at,
-                }
-            ],
-        )[0]
 
     def add_events(self, run_id: str, events: Sequence[Mapping[str, Any]]) -> builtins.list[Memory]:
         """Append several events to a run in one atomic write (see :meth:`add_event`).
@@ -370,7 +380,7 @@ class Runs(RunStarts):
             data["run_id"] = run.id
             data.pop("seq", None)  # the write path gives each its place in the run
             try:
-                memories.append(validated(Memory, self._lifecycle.classify(data)))
+                memories.append(validated(Memory, self._lifecycle._classify(data)))
             except InvalidInput as e:
                 raise InvalidInput(f"event {i}: {e}") from e
         # the write path places them in the run (starting the run when it is new)

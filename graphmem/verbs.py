@@ -27,6 +27,7 @@ from typing import Any
 from graphmem.backends.base import GraphBackend
 from graphmem.config import ReconcileConfig
 from graphmem.errors import InvalidInput, NotFound
+from graphmem.gcpause import gc_paused
 from graphmem.llm import LLM
 from graphmem.models import Memory, Status, utcnow, validated
 from graphmem.reconcile import DUPLICATE_FIELDS, ReconcileResult, reconcile
@@ -66,6 +67,16 @@ class MemoryWrites(Writes):
         """Memories from :class:`Memory` objects or mappings of their fields; fields not
         given are completed (``created_at`` now; importance and tier scored and
         classified). One bad item raises InvalidInput naming it."""
+        with gc_paused():  # many small acyclic objects (see graphmem.gcpause)
+            return self._validate(items)
+
+    def remember_many(self, items: Iterable[Memory | Mapping[str, Any]]) -> list[Memory]:
+        """``mem.remember_many``: validate and create the batch. The store's boundary has
+        checked ``items`` already; this is not a checked verb, so a batch is walked once."""
+        with gc_paused():
+            return self.create(self._validate(items))
+
+    def _validate(self, items: Iterable[Memory | Mapping[str, Any]]) -> list[Memory]:
         now = self._clock()
         memories: list[Memory] = []
         for i, item in enumerate(items):
@@ -101,7 +112,7 @@ class MemoryWrites(Writes):
             if mode not in ("auto", "off", "llm"):
                 raise InvalidInput(f"reconcile must be 'auto', 'off' or 'llm', not {mode!r}")
             cfg = cfg.model_copy(update={"mode": mode})
-        [memory] = self.validate([{"content": content, **fields}])
+        [memory] = self._validate([{"content": content, **fields}])
         if cfg.mode == "off":
             result = ReconcileResult(action="created", memory=self.create([memory])[0])
         else:

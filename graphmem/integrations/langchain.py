@@ -20,8 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from graphmem.errors import NotFound
-from graphmem.integrations import require
+from graphmem.integrations import RunConversation, require
 from graphmem.messages import message_from_event
 
 require("langchain_core", "langchain")
@@ -96,35 +95,18 @@ class GraphMemRetriever(BaseRetriever):
         return [document_of(r) for r in self.mem.recall(query, **options)]
 
 
-class GraphMemChatMessageHistory(BaseChatMessageHistory):
-    """The chat messages of one graphmem run (a session of ``agent_id`` with ``user_id``).
+class GraphMemChatMessageHistory(RunConversation, BaseChatMessageHistory):
+    """The chat messages of one graphmem run (a session of ``agent_id`` with ``user_id``):
+    ``GraphMemChatMessageHistory(mem, run_id, agent_id=..., user_id=..., namespace=...)``.
 
     Messages are stored as run events in order (``user_message``, ``agent_response``,
     ``tool_call``, ``tool_result``, ``system_message``), so graphmem's lifecycle (promotion,
     summaries, fact extraction) sees the conversation.
     """
 
-    def __init__(
-        self,
-        mem: Any,
-        run_id: str,
-        *,
-        agent_id: str = "default",
-        user_id: str | None = None,
-        namespace: str | None = None,
-    ) -> None:
-        self.mem = mem
-        self.run_id = run_id
-        self.agent_id = agent_id
-        self.user_id = user_id
-        self.namespace = namespace
-
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        try:
-            events = self.mem.runs.events(self.run_id, status="active")
-        except NotFound:
-            return []
+        events = self.run_events()
         return list(convert_to_messages([message_from_event(e) for e in events]))
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
@@ -140,7 +122,4 @@ class GraphMemChatMessageHistory(BaseChatMessageHistory):
 
     def clear(self) -> None:
         """Delete the run with its events (graphmem's cascade)."""
-        try:
-            self.mem.runs.delete(self.run_id)
-        except NotFound:
-            pass
+        self.delete_run()

@@ -23,7 +23,7 @@ import re
 from typing import Any
 
 from graphmem.errors import NotFound
-from graphmem.integrations import require
+from graphmem.integrations import RunConversation, require
 
 require("agents", "openai-agents")
 
@@ -80,7 +80,7 @@ def _event_type(item: dict[str, Any]) -> str:
     return name if name[0].isalpha() else f"item_{name}"
 
 
-class GraphMemSession(SessionABC):
+class GraphMemSession(RunConversation, SessionABC):
     """The conversation history of one agent session, kept as graphmem run ``session_id``."""
 
     def __init__(
@@ -92,18 +92,11 @@ class GraphMemSession(SessionABC):
         user_id: str | None = None,
         namespace: str | None = None,
     ) -> None:
+        super().__init__(mem, session_id, agent_id=agent_id, user_id=user_id, namespace=namespace)
         self.session_id = session_id
-        self.mem = mem
-        self.agent_id = agent_id
-        self.user_id = user_id
-        self.namespace = namespace
 
     def _events(self) -> list[Any]:
-        try:
-            events: list[Any] = self.mem.runs.events(self.session_id, status="active")
-        except NotFound:
-            return []
-        return [e for e in events if _ITEM in e.metadata]
+        return [e for e in self.run_events() if _ITEM in e.metadata]
 
     def _add(self, items: list[Any]) -> None:
         if not items:
@@ -146,13 +139,7 @@ class GraphMemSession(SessionABC):
         return await asyncio.to_thread(pop)
 
     async def clear_session(self) -> None:
-        def clear() -> None:
-            try:
-                self.mem.runs.delete(self.session_id)
-            except NotFound:
-                pass
-
-        await asyncio.to_thread(clear)
+        await asyncio.to_thread(self.delete_run)
 
 
 def memory_tools(

@@ -50,9 +50,10 @@ class Lifecycle(_Passes, _Maintenance):
 
     # -- write-time rules -------------------------------------------------------------
 
-    def classify(self, data: dict[str, Any]) -> dict[str, Any]:
+    def _classify(self, data: dict[str, Any]) -> dict[str, Any]:
         """Fill ``importance`` (the scorer) and ``tier`` (the classification rules) of a
-        memory about to be written, where the caller did not set them."""
+        memory about to be written, where the caller did not set them. Private: the write
+        path calls it once per item of a batch the boundary has already checked."""
         event_type = data.get("event_type")
         if isinstance(event_type, Enum):
             event_type = event_type.value

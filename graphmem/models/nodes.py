@@ -6,10 +6,11 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, ClassVar, Literal, NamedTuple, Self
+from typing import Annotated, Any, ClassVar, Literal, NamedTuple, Self
 
 import numpy as np
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -49,6 +50,18 @@ from graphmem.models.values import (
 # nodes
 
 
+def _utc(v: datetime | None, info: ValidationInfo) -> datetime | None:
+    """Every datetime field of every node: timezone-aware, kept in UTC. Attached to the
+    datetime fields only (a validator on every field cost a Python call per field)."""
+    return _aware(v, info.field_name or "time")
+
+
+# the validator wraps the whole annotation, so a field's annotation stays ``datetime`` or
+# ``datetime | None`` for the code that reads it (the backends' datetime fields)
+UtcTime = Annotated[datetime, AfterValidator(_utc)]
+UtcTimeOrNone = Annotated[datetime | None, AfterValidator(_utc)]
+
+
 class GraphNode(BaseModel):
     """Base of every node model: frozen, strict about unknown fields, flat-serialisable."""
 
@@ -56,12 +69,6 @@ class GraphNode(BaseModel):
 
     label: ClassVar[NodeLabel]
     id: str
-
-    @field_validator("*")
-    @classmethod
-    def _valid_time(cls, v: Any, info: ValidationInfo) -> Any:
-        """Every datetime field of every node: timezone-aware, kept in UTC."""
-        return _aware(v, info.field_name or "time") if isinstance(v, datetime) else v
 
     @field_validator("id")
     @classmethod
@@ -171,9 +178,9 @@ class Memory(GraphNode):
     tier: Tier = Tier.LONG_TERM
     importance: float = Field(default=0.5, ge=0.0, le=1.0)
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
-    created_at: datetime = Field(default_factory=utcnow)
-    updated_at: datetime | None = None
-    last_accessed: datetime | None = None
+    created_at: UtcTime = Field(default_factory=utcnow)
+    updated_at: UtcTimeOrNone = None
+    last_accessed: UtcTimeOrNone = None
     access_count: int = Field(default=0, ge=0)
     agent_id: str = "default"
     run_id: str | None = None
@@ -183,9 +190,9 @@ class Memory(GraphNode):
     tags: tuple[str, ...] = ()
     metadata: dict[str, Any] = Field(default_factory=dict)
     embedding: tuple[float, ...] | None = Field(default=None, repr=False)
-    valid_from: datetime | None = None
-    valid_to: datetime | None = None
-    expires_at: datetime | None = None
+    valid_from: UtcTimeOrNone = None
+    valid_to: UtcTimeOrNone = None
+    expires_at: UtcTimeOrNone = None
     status: Status = Status.ACTIVE
     content_hash: str = ""
     visibility: Visibility = Visibility.PRIVATE
@@ -265,7 +272,7 @@ class Agent(GraphNode):
     seniority: str = "junior"  # e.g. junior | mid | senior | lead | human (see org.py)
     autonomy: int = Field(default=1, ge=0, le=5)
     kind: str = "agent"  # agent type, used by importance scoring
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: UtcTime = Field(default_factory=utcnow)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("metadata", mode="before")
@@ -284,8 +291,8 @@ class Run(GraphNode):
     user_id: str | None = None
     app_name: str | None = None
     namespace: str = "default"
-    started_at: datetime = Field(default_factory=utcnow)
-    ended_at: datetime | None = None
+    started_at: UtcTime = Field(default_factory=utcnow)
+    ended_at: UtcTimeOrNone = None
     status: RunStatus = RunStatus.RUNNING
     event_count: int = Field(default=0, ge=0)
     last_event_id: str | None = None
@@ -331,8 +338,8 @@ class OrgFact(GraphNode):
     tags: tuple[str, ...] = ()
     author: str
     author_seniority: str = "human"
-    created_at: datetime = Field(default_factory=utcnow)
-    retracted_at: datetime | None = None
+    created_at: UtcTime = Field(default_factory=utcnow)
+    retracted_at: UtcTimeOrNone = None
     status: Status = Status.ACTIVE
     core: bool = False
     embedding: tuple[float, ...] | None = Field(default=None, repr=False)
@@ -370,7 +377,7 @@ class OrgOperation(GraphNode):
     operation: Literal["publish", "retract"]
     version: int = Field(ge=1)
     author: str
-    at: datetime = Field(default_factory=utcnow)
+    at: UtcTime = Field(default_factory=utcnow)
     reason: str | None = None
 
 
@@ -385,7 +392,7 @@ class LogEntry(GraphNode):
     run_id: str | None = None
     step: int | None = Field(default=None, ge=0)
     parent_id: str | None = None
-    at: datetime = Field(default_factory=utcnow)
+    at: UtcTime = Field(default_factory=utcnow)
     payload: str | None = None  # inline payload (JSON text) when small
     payload_ref: str | None = None  # Payload id (sha256) when large
     payload_size: int = Field(default=0, ge=0)
@@ -421,7 +428,7 @@ class Namespace(GraphNode):
 
     owner: str
     members: tuple[str, ...] = ()
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: UtcTime = Field(default_factory=utcnow)
 
     @field_validator("owner")
     @classmethod
@@ -460,8 +467,8 @@ class Entity(GraphNode):
     norm: str
     type: EntityType = EntityType.OTHER
     aliases: tuple[str, ...] = ()
-    first_seen: datetime = Field(default_factory=utcnow)
-    last_seen: datetime = Field(default_factory=utcnow)
+    first_seen: UtcTime = Field(default_factory=utcnow)
+    last_seen: UtcTime = Field(default_factory=utcnow)
     mention_count: int = Field(default=0, ge=0)
     agent_id: str = "default"
     namespace: str = "default"

@@ -144,35 +144,15 @@ class NullMemory(MemoryAPI):
 
     # -- reads: nothing there -----------------------------------------------------------
 
-    @overload
-    def get(
-        self, memory_id: str, *, scope: Scope | str | None = None, current: bool = False
-    ) -> Memory: ...
-
-    @overload
-    def get(
-        self,
-        memory_id: builtins.list[str] | tuple[str, ...],
-        *,
-        scope: Scope | str | None = None,
-        current: bool = False,
-    ) -> builtins.list[Memory]: ...
-
-    def get(
-        self,
-        memory_id: str | Sequence[str],
-        *,
-        scope: Scope | str | None = None,
-        current: bool = False,
-    ) -> Memory | builtins.list[Memory]:
-        if isinstance(memory_id, str):
-            raise NotFound(f"no memory {memory_id!r} (NullMemory stores nothing)")
+    def _fetch(
+        self, ids: Sequence[str], scope: Scope | str | None, current: bool
+    ) -> builtins.list[Memory]:
         return []
 
     def history(self, memory_id: str, *, scope: Scope | str | None = None) -> builtins.list[Memory]:
         raise NotFound(f"no memory {memory_id!r} (NullMemory stores nothing)")
 
-    def count(self, *, scope: Scope | str | None = None, **filters: Any) -> int:
+    def count(self, **_filters: Any) -> int:
         return 0
 
     def recall(self, query: str, **_filters: Any) -> builtins.list[RecallResult]:

@@ -23,11 +23,11 @@ from graphmem.protocol import (
     AgentsAPI,
     RunsAPI,
 )
-from graphmem.runs import CleanupReport, DeleteRunReport, RunStarts, RunStats
+from graphmem.runs import CleanupReport, DeleteRunReport, RunBasics, RunStats
 from graphmem.scoping import Scope
 
 
-class NullRuns(NullPart, RunStarts, RunsAPI):
+class NullRuns(NullPart, RunBasics, RunsAPI):
     """``mem.runs`` of a NullMemory: every verb accepted, nothing stored."""
 
     def __init__(self, clock: Callable[[], datetime]) -> None:
@@ -62,51 +62,6 @@ class NullRuns(NullPart, RunStarts, RunsAPI):
         offset: int = 0,
     ) -> builtins.list[Run]:
         return []
-
-    def get_or_create(
-        self,
-        run_id: str,
-        *,
-        agent_id: str = "default",
-        user_id: str | None = None,
-        app_name: str | None = None,
-        namespace: str = "default",
-        metadata: Mapping[str, Any] | None = None,
-    ) -> tuple[Run, bool]:
-        run = self.start(
-            agent_id,
-            run_id=run_id,
-            user_id=user_id,
-            app_name=app_name,
-            namespace=namespace,
-            metadata=metadata,
-        )
-        return run, True
-
-    def add_event(
-        self,
-        run_id: str,
-        event_type: str,
-        content: str,
-        *,
-        agent_id: str | None = None,
-        importance: float | None = None,
-        tier: Tier | str | None = None,
-        tags: Sequence[str] = (),
-        metadata: Mapping[str, Any] | None = None,
-        created_at: datetime | None = None,
-    ) -> Memory:
-        event = {
-            "event_type": event_type,
-            "content": content,
-            "agent_id": agent_id,
-            "importance": importance,
-            "tier": tier,
-            "tags": tags,
-            "metadata": metadata,
-            "created_at": created_at,
-        }
-        return self.add_events(run_id, [event])[0]
 
     def add_events(self, run_id: str, events: Sequence[Mapping[str, Any]]) -> builtins.list[Memory]:
         now = self._clock()

@@ -14,6 +14,7 @@ import numpy as np
 
 from graphmem.backends.base import Expect, GraphBackend, GuardedWrite, WriteBatch
 from graphmem.errors import AccessDenied, Conflict, InvalidInput, NotFound
+from graphmem.gcpause import gc_paused
 from graphmem.models import (
     Edge,
     EdgeType,
@@ -254,6 +255,19 @@ class _WritePath:
             raise InvalidInput("duplicate ids in one batch")
         self.authorise(memories)
         memories = self.embed(memories)
+        with gc_paused():  # a batch builds no cyclic garbage (see graphmem.gcpause)
+            return self._create(memories, edges, nodes, expect, replace, chain, unless)
+
+    def _create(
+        self,
+        memories: Sequence[Memory],
+        edges: Sequence[Edge],
+        nodes: Sequence[GraphNode],
+        expect: Sequence[Expect],
+        replace: bool,
+        chain: Literal["link", "events", "off"],
+        unless: Filter | None,
+    ) -> list[Memory]:
         fresh = () if replace else tuple(Expect(m.ref, exists=False) for m in memories)
         for attempt in range(CHAIN_ATTEMPTS):
             ordered, runs, links, run_expect = (
@@ -301,8 +315,15 @@ class _WritePath:
         # one read for every run of the batch and one for their last memories (a server
         # backend pays a round trip per read)
         stored = {r.id: r for r in self.backend.get(Run, list(groups)) if isinstance(r, Run)}
-        lasts = [r.last_event_id for r in stored.values() if r.last_event_id]
-        alive = {m.id for m in self.backend.get(Memory, lasts)} if lasts else set()
+        lasts = list({r.last_event_id for r in stored.values() if r.last_event_id})
+        alive: set[str] = set()
+        if lasts:
+            # usually every last memory is still there: one count, no memory read back
+            every = Filter.for_memories(ids=lasts, status=None)
+            if self.backend.count(every) == len(lasts):
+                alive = set(lasts)
+            else:
+                alive = {m.id for m in self.backend.get(Memory, lasts)}
         for run_id, idxs in groups.items():
             run = stored.get(run_id)
             joining = [memories[i] for i in idxs]
@@ -341,12 +362,14 @@ class _WritePath:
             for i in idxs:
                 m = out[i]
                 if events:
-                    m = out[i] = m.evolve(seq=count)
+                    # a count this loop made: nothing of the memory to validate again
+                    m = out[i] = m.model_copy(update={"seq": count})
                     count += 1
                 if prev is not None:
-                    edges.append(_edge(EdgeType.NEXT, NodeRef(NodeLabel.MEMORY, prev), m))
+                    edges.append(_next(prev, m))
                 prev = m.id
-            runs.append(run.evolve(event_count=count, last_event_id=prev))
+            # the count and a validated memory's id: no field to validate again
+            runs.append(run.model_copy(update={"event_count": count, "last_event_id": prev}))
         return out, runs, edges, expect
 
     def _ids_taken(self, memories: Sequence[Memory]) -> bool:
@@ -695,3 +718,12 @@ def _edge(
 ) -> Edge:
     edge: Edge = validated(Edge, {"type": etype, "src": src, "dst": dst, "props": props})
     return edge
+
+
+def _next(prev: str, m: Memory) -> Edge:
+    """``(prev)-[:NEXT]->(m)`` between two memory ids already validated, built without
+    validating again (a batch of 1,000 appends spent 25 ms on it); a memory following
+    itself still gets the model's error."""
+    if prev == m.id:
+        return _edge(EdgeType.NEXT, NodeRef(NodeLabel.MEMORY, prev), m)
+    return Edge.trusted(EdgeType.NEXT, NodeRef(NodeLabel.MEMORY, prev), m.ref, {})

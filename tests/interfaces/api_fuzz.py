@@ -21,6 +21,7 @@ import inspect
 import io
 import random
 import sys
+import typing
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import chdir, contextmanager
@@ -29,6 +30,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from graphmem.boundary import _hints, _typed_dict_fields
 from graphmem.errors import GraphMemError
 from graphmem.memory import GraphMemory
 
@@ -254,6 +256,14 @@ def verbs(mem: GraphMemory) -> list[tuple[str, Callable[..., Any]]]:
     return out
 
 
+def _unpacked(fn: Callable[..., Any], name: str) -> dict[str, Any]:
+    """The keys (and types) of ``**name`` when ``fn`` annotates it ``Unpack[SomeTypedDict]``."""
+    tp = _hints(inspect.unwrap(fn)).get(name)
+    if typing.get_origin(tp) is not typing.Unpack:
+        return {}
+    return dict(_typed_dict_fields(typing.get_args(tp)[0]))
+
+
 def _arguments(
     fn: Callable[..., Any], w: World, rnd: random.Random
 ) -> tuple[list[Any], dict[str, Any]]:
@@ -265,6 +275,12 @@ def _arguments(
         if p.kind is p.VAR_POSITIONAL:
             args.extend(_value(p.name, ann, w, rnd) for _ in range(rnd.randint(0, 2)))
         elif p.kind is p.VAR_KEYWORD:
+            keyed = _unpacked(fn, p.name)
+            if keyed:  # ``**filters: Unpack[MemoryFilters]``: its keys, and one it lacks
+                for key in rnd.sample([*keyed, "bogus"], 3):
+                    if rnd.random() < 0.5:
+                        kwargs[key] = _value(key, str(keyed.get(key, "")), w, rnd)
+                continue
             for key in rnd.sample(["status", "agent_id", "tags", "limit", "bogus"], 2):
                 if rnd.random() < 0.3:
                     kwargs[key] = _value(key, "", w, rnd)

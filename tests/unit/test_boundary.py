@@ -3,15 +3,18 @@ checked, and an annotation is read once, not once per item."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+import functools
+import inspect
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypedDict, Unpack
 
 import pytest
 
 from graphmem import GraphMemory
-from graphmem.boundary import _checker, _fits
+from graphmem.boundary import _checker, _fits, _hints, check_arguments
 from graphmem.errors import InvalidInput
 from graphmem.models import Memory
+from graphmem.scoping import Scope
 
 
 def test_a_wrong_item_deep_in_a_long_batch_is_refused_and_nothing_is_written(
@@ -65,3 +68,39 @@ def test_a_path_object_opens_the_same_store_as_its_text(tmp_path: Any) -> None:
 def test_bytes_are_not_a_path() -> None:
     with pytest.raises(InvalidInput):
         GraphMemory.open(b"x.db")  # type: ignore[arg-type]
+
+
+class _Window(TypedDict, total=False):
+    k: int
+    tags: Sequence[str] | None
+    scope: Scope | str | None
+
+
+def _windowed(query: str, **options: Unpack[_Window]) -> int:
+    return len(options)
+
+
+def test_keywords_unpacked_from_a_typed_dict_are_checked_key_by_key() -> None:
+    check = functools.partial(check_arguments, "w", inspect.signature(_windowed), _hints(_windowed))
+    check(("q",), {"k": 3, "tags": ["a"], "scope": "agent"})
+    check(("q",), {})
+    with pytest.raises(InvalidInput, match="unexpected keyword argument 'kk'"):
+        check(("q",), {"kk": 3})
+    with pytest.raises(InvalidInput, match="k must be an int"):
+        check(("q",), {"k": "3"})
+    with pytest.raises(InvalidInput, match="tags must be"):
+        check(("q",), {"tags": "a"})
+    with pytest.raises(InvalidInput, match="scope must be"):
+        check(("q",), {"scope": 3})
+
+
+def test_the_store_s_filter_keywords_are_checked_before_anything_runs(tmp_path: Any) -> None:
+    with GraphMemory.open(str(tmp_path / "f.db"), embedder=None) as mem:
+        mem.remember("tea", agent_id="a")
+        for verb in (mem.list, mem.count, functools.partial(mem.recall, "tea")):
+            with pytest.raises(InvalidInput, match="agent_idd"):
+                verb(agent_idd="a")
+            with pytest.raises(InvalidInput, match="since must be"):
+                verb(since="yesterday")
+        assert [m.content for m in mem.list(agent_id="a", status=None)] == ["tea"]
+        assert mem.count(agent_id="b") == 0

@@ -16,12 +16,33 @@ from graphmem.protocol import MemoryAPI
 PKG = Path(__file__).resolve().parents[2] / "graphmem"
 
 
+def _class_body(module: str, name: str) -> list[ast.stmt]:
+    tree = ast.parse((PKG / module).read_text(encoding="utf-8"))
+    return next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name).body
+
+
+def _is_stub(f: ast.FunctionDef) -> bool:
+    body = f.body[1:] if isinstance(f.body[0], ast.Expr) and len(f.body) > 1 else f.body
+    return all(isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) for s in body)
+
+
 def _graph_memory_methods() -> list[ast.FunctionDef]:
-    tree = ast.parse((PKG / "memory.py").read_text(encoding="utf-8"))
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "GraphMemory")
+    # GraphMemory's own defs, and the verbs it takes whole from MemoryAPI (``get``'s one
+    # dispatch of an id or a list, with its overloads), not the Protocol's stubs
+    inherited = [
+        f
+        for f in _class_body("protocol.py", "MemoryAPI")
+        if isinstance(f, ast.FunctionDef) and not _is_stub(f)
+    ]
+    taken = {f.name for f in inherited}
+    inherited += [
+        f
+        for f in _class_body("protocol.py", "MemoryAPI")
+        if isinstance(f, ast.FunctionDef) and f.name in taken and _is_stub(f)
+    ]
     return [
         f
-        for f in cls.body
+        for f in [*_class_body("memory.py", "GraphMemory"), *inherited]
         if isinstance(f, ast.FunctionDef)
         and not f.name.startswith("_")
         and not any(

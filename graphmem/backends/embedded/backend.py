@@ -31,13 +31,13 @@ from graphmem.backends.base import (
 from graphmem.backends.embedded.graph import (
     _count_access,
     _edge_of,
-    _gc_paused,
     _orderable,
     _ref_of,
 )
 from graphmem.backends.embedded.search import EmbeddedSearch
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.errors import Conflict, DimensionMismatch, GraphMemError, InvalidInput, QueryFailed
+from graphmem.gcpause import gc_paused
 from graphmem.models import (
     BackendStats,
     Edge,
@@ -71,7 +71,7 @@ def _locked(method: _F) -> _F:
 
     @functools.wraps(method)
     def wrapper(self: NetworkXBackend, *args: Any, **kwargs: Any) -> Any:
-        with self._lock, _gc_paused():
+        with self._lock, gc_paused():
             return method(self, *args, **kwargs)
 
     return cast(_F, wrapper)

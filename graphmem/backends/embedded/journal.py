@@ -29,11 +29,11 @@ from graphmem.backends.embedded.graph import (
     EmbeddedGraph,
     _count_access,
     _datetime_fields,
-    _gc_paused,
     _link,
 )
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.errors import BackendUnavailable, Conflict, DimensionMismatch, QueryFailed
+from graphmem.gcpause import gc_paused
 from graphmem.models import EdgeType, NodeLabel
 
 if sys.platform != "win32":
@@ -186,7 +186,7 @@ class EmbeddedJournal(EmbeddedGraph):
         else can commit, so the version read there is exact."""
         db = self._db
         outer = db.in_transaction
-        with _gc_paused():
+        with gc_paused():
             if not outer:
                 db.execute("BEGIN")
             try:

@@ -1,0 +1,131 @@
+"""The batch write path's shortcuts keep its promises: the collector pause, edges built
+without validation, run chaining checked with a count, and one boundary walk per batch."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from graphmem import GraphMemory
+from graphmem.backends.embedded import NetworkXBackend
+from graphmem.errors import InvalidInput
+from graphmem.gcpause import gc_paused
+from graphmem.models import Edge, EdgeType, Memory, NodeLabel, NodeRef
+
+
+@pytest.fixture
+def mem(tmp_path: Path) -> Iterator[GraphMemory]:
+    with GraphMemory.open(str(tmp_path / "s.db"), embedder=None) as m:
+        yield m
+
+
+def _next_pairs(mem: GraphMemory, run_id: str) -> set[tuple[str, str]]:
+    assert isinstance(mem.backend, NetworkXBackend)
+    g = mem.backend.graph
+    keys = {f"Memory:{m.id}" for m in mem.list(run_id=run_id, status=None, limit=1000)}
+    return {
+        (s[7:], d[7:])
+        for s, d, t in g.edges(keys=True)
+        if t == EdgeType.NEXT.value and s in keys and d in keys
+    }
+
+
+def test_gc_pause_nests_across_threads_and_restores_the_collector() -> None:
+    assert gc.isenabled()
+    inside = threading.Event()
+    leave = threading.Event()
+    seen: list[bool] = []
+
+    def worker() -> None:
+        with gc_paused():
+            inside.set()
+            leave.wait(5)
+            seen.append(gc.isenabled())
+
+    t = threading.Thread(target=worker)
+    t.start()
+    inside.wait(5)
+    with gc_paused(), gc_paused():
+        assert not gc.isenabled()
+    # the other thread still holds its pause: leaving ours must not resume collection
+    assert not gc.isenabled()
+    leave.set()
+    t.join(5)
+    assert seen == [False]
+    assert gc.isenabled()
+
+
+def test_gc_pause_leaves_a_disabled_collector_disabled() -> None:
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_a_trusted_edge_is_the_validated_edge() -> None:
+    a, b = NodeRef(NodeLabel.MEMORY, "a"), NodeRef(NodeLabel.MEMORY, "b")
+    trusted = Edge.trusted(EdgeType.NEXT, a, b, {})
+    checked = Edge(type=EdgeType.NEXT, src=a, dst=b)
+    assert trusted == checked
+    assert trusted.key == checked.key
+    assert trusted.model_dump() == checked.model_dump()
+    assert trusted.model_copy(update={"props": {"x": 1}}).props == {"x": 1}
+
+
+def test_runs_chain_across_batches_in_order(mem: GraphMemory) -> None:
+    first = mem.remember_many([{"content": f"a{i}", "run_id": "r1"} for i in range(3)])
+    second = mem.remember_many([{"content": f"b{i}", "run_id": "r1"} for i in range(2)])
+    ids = [m.id for m in (*first, *second)]
+    assert _next_pairs(mem, "r1") == set(itertools.pairwise(ids))
+
+
+def test_a_batch_after_the_runs_last_memory_was_forgotten_chains_on_the_newest_left(
+    mem: GraphMemory,
+) -> None:
+    first = mem.remember_many([{"content": f"a{i}", "run_id": "r1"} for i in range(3)])
+    mem.forget(first[-1].id)
+    [late] = mem.remember_many([{"content": "later", "run_id": "r1"}])
+    pairs = _next_pairs(mem, "r1")
+    assert (first[1].id, late.id) in pairs
+    assert (first[0].id, first[1].id) in pairs
+
+
+def test_events_get_consecutive_seqs_across_batches(mem: GraphMemory) -> None:
+    mem.runs.start(run_id="r2")
+    one = mem.runs.add_events("r2", [{"content": "e0"}, {"content": "e1"}])
+    two = mem.runs.add_events("r2", [{"content": "e2"}])
+    assert [m.seq for m in (*one, *two)] == [0, 1, 2]
+    assert [m.seq for m in mem.runs.events("r2")] == [0, 1, 2]
+
+
+def test_a_memory_cannot_follow_itself_in_its_run(mem: GraphMemory) -> None:
+    [m] = mem.remember_many([{"content": "one", "run_id": "r3"}])
+    with pytest.raises(InvalidInput, match="itself"):
+        mem.writes.create([m], replace=True)
+
+
+def test_bad_text_late_in_a_large_batch_is_refused_and_nothing_is_written(
+    mem: GraphMemory,
+) -> None:
+    # wide items: the boundary's text walk stops before item 1400 (it is bounded), so the
+    # batch's own validation must catch it
+    items = [
+        {"content": f"fine {i}", "run_id": f"r{i % 7}", "agent_id": "a", "tags": ["x", "y"]}
+        for i in range(1500)
+    ]
+    items[1400]["content"] = "bad \ud800 text"
+    with pytest.raises(InvalidInput, match="item 1400"):
+        mem.remember_many(items)
+    items[1400] = {"content": "fine", "tags": ["ok", "t\udc80"]}
+    with pytest.raises(InvalidInput, match="item 1400"):
+        mem.remember_many(items)
+    assert mem.count() == 0
+    assert mem.backend.get(Memory, ["x"]) == []
