@@ -591,13 +591,17 @@ class Retriever:
 
     @staticmethod
     def _substance(cands: Any, cfg: RecallConfig) -> None:
-        """Scale each relevance by n / (n + ``substance``), n the memory's distinct content
-        terms: a bare reply that names the person asked about says little about them.
-        Shares are relative to the largest among the candidates, so the scale of scores
-        (and of ``min_relevance``) stays that of the fusion."""
+        """Scale each relevance by its substance share: n / (n + ``substance``), n the
+        memory's distinct content terms, or its coverage of the query's terms if that is
+        more. A bare reply that only names the person asked about says little about
+        them; a short memory that states all the query asks about loses nothing. Shares
+        are relative to the largest among the candidates, so the scale of scores (and of
+        ``min_relevance``) stays that of the fusion."""
         cands = list(cands)
-        raw = [len(_content_terms(c.memory.content)) for c in cands]
-        shares = [n / (n + cfg.substance) for n in raw]
+        shares = []
+        for c in cands:
+            n = len(_content_terms(c.memory.content))
+            shares.append(max(n / (n + cfg.substance), c.breakdown.get("coverage", 0.0)))
         top = max(shares, default=0.0) or 1.0
         for c, share in zip(cands, shares, strict=True):
             c.breakdown["substance"] = share / top
