@@ -105,10 +105,11 @@ class RecallConfig(BaseModel):
     #: (benchmarks/RESULTS.md)
     context_weight: float = Field(default=0.0, ge=0.0)
     #: substance: each relevance is scaled by n / (n + substance), n the memory's distinct
-    #: content terms, so that a bare reply naming the person asked about ("thanks,
-    #: Melanie!") does not outrank what that person said; a memory of ``substance`` terms
-    #: keeps half its relevance, a longer one more. 8 chosen on LoCoMo dev conv-26/30/41
-    #: and confirmed on conv-42/43 (benchmarks/RESULTS.md); 0: off
+    #: content terms, or by its coverage of the query's terms if that is more, so that a
+    #: bare reply naming the person asked about ("thanks, Melanie!") does not outrank
+    #: what that person said, while a short memory stating all the query asks keeps its
+    #: place. 8 chosen on LoCoMo dev conv-26/30/41 and confirmed on conv-42/43
+    #: (benchmarks/RESULTS.md); 0: off
     substance: float = Field(default=8.0, ge=0.0)
     context_share: float = Field(default=0.3, ge=0.0)
     context_pool: int = Field(default=20, ge=1)
