@@ -374,10 +374,12 @@ def recall_main(args: argparse.Namespace, argv: list[str] | None) -> None:
         if server:
             options = server_options(args)
             empty_server(args.url, options, args.wipe)
-            rows.append(bench_recall(args.url, n, **options))
+            rows.append(bench_recall(args.url, n, queries=args.queries, **options))
             continue
         with tempfile.TemporaryDirectory() as d:
-            rows.append(bench_recall(args.url or os.path.join(d, "recall.db"), n))
+            rows.append(
+                bench_recall(args.url or os.path.join(d, "recall.db"), n, queries=args.queries)
+            )
         print(recall_table(rows[-1:]), flush=True)
     cmd = "python benchmarks/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = (
@@ -503,14 +505,14 @@ def compare_main(args: argparse.Namespace, argv: list[str] | None) -> None:
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "compare.db")
             embedded = (
-                bench_recall(path, n)
+                bench_recall(path, n, queries=args.queries)
                 if args.recall
                 else bench(path, n, reopen=False, durability=args.durability)
             )
         if not args.keep:
             empty_server(args.url, options, args.wipe)
         server = (
-            bench_recall(args.url, n, ingest=not args.keep, **options)
+            bench_recall(args.url, n, queries=args.queries, ingest=not args.keep, **options)
             if args.recall
             else bench(args.url, n, reopen=False, **options)
         )
@@ -575,6 +577,9 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="--compare --recall: the server already holds this workload (an earlier run's "
         "ingest); measure its reads only",
+    )
+    ap.add_argument(
+        "--queries", type=int, default=200, help="--recall: timed queries per filter (default 200)"
     )
     args = ap.parse_args(argv)
     with cpu_neighbours(args.busy):

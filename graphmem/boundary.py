@@ -311,16 +311,25 @@ def _short(value: Any) -> str:
 
 
 def _wrap(fn: Callable[..., Any], verb: str, *, method: bool) -> Callable[..., Any]:
-    sig = inspect.signature(fn)
-    if method:  # the bound receiver is not the caller's argument
-        sig = sig.replace(parameters=list(sig.parameters.values())[1:])
-    hints = _hints(fn)
+    # the signature and the resolved hints are read at the first call, not when the class
+    # is guarded: resolving ~120 verbs' annotations at import costs every process (a cold
+    # CLI command uses two or three verbs)
+    spec: list[tuple[inspect.Signature, dict[str, Any]]] = []
+
+    def check(args: Any, kwargs: Any) -> None:
+        if not spec:
+            sig = inspect.signature(fn)
+            if method:  # the bound receiver is not the caller's argument
+                sig = sig.replace(parameters=list(sig.parameters.values())[1:])
+            spec.append((sig, _hints(fn)))
+        sig, hints = spec[0]
+        check_arguments(verb, sig, hints, args, kwargs)
 
     if not method:
 
         @functools.wraps(fn)
         def checked_static(*args: Any, **kwargs: Any) -> Any:
-            check_arguments(verb, sig, hints, args, kwargs)
+            check(args, kwargs)
             return fn(*args, **kwargs)
 
         setattr(checked_static, _MARK, True)
@@ -328,7 +337,7 @@ def _wrap(fn: Callable[..., Any], verb: str, *, method: bool) -> Callable[..., A
 
     @functools.wraps(fn)
     def checked(receiver: Any, /, *args: Any, **kwargs: Any) -> Any:
-        check_arguments(verb, sig, hints, args, kwargs)
+        check(args, kwargs)
         return fn(receiver, *args, **kwargs)
 
     setattr(checked, _MARK, True)

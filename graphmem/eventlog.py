@@ -38,7 +38,10 @@ import builtins
 import hashlib
 import json
 import logging
+import random
 import threading
+import time
+import zlib
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -85,6 +88,20 @@ BLOB_KEY = "$graphmem_blob"  # {"$graphmem_blob": sha256} stands for a stored va
 KV_PREFIX = "kv:"
 #: a key is stored as the id ``kv:<key>``, and an id has at most 256 characters
 MAX_KEY_CHARS = 256 - len(KV_PREFIX)
+#: writes a key change tries before it gives up with Conflict (each after a fresh read)
+KV_ATTEMPTS = 32
+#: the longest pause between two of them (seconds); the first is at most 2 ms
+KV_BACKOFF_MAX_S = 0.1
+#: key changes of one handle are serialised per key stripe (no lost race inside a process)
+_KEY_STRIPES = 64
+_sleep = time.sleep
+
+
+def backoff(attempt: int) -> float:
+    """The pause before retry ``attempt + 1`` after a lost race: random ("full jitter", so
+    that writers who lost together do not collide again in step) under a bound that
+    doubles from 2 ms up to :data:`KV_BACKOFF_MAX_S`."""
+    return random.uniform(0.0, min(KV_BACKOFF_MAX_S, 0.002 * 2**attempt))
 
 
 class LogRecord(BaseModel):
@@ -153,6 +170,7 @@ class EventLog:
         self.dedup_min_chars = dedup_min_chars
         # reference counts are read-modify-write: serialise them inside this process
         self._lock = threading.Lock()
+        self._key_locks = tuple(threading.Lock() for _ in range(_KEY_STRIPES))
 
     # -- writing ----------------------------------------------------------------------
 
@@ -206,7 +224,7 @@ class EventLog:
             },
         )
         with self._lock:
-            for attempt in range(32):
+            for attempt in range(KV_ATTEMPTS):
                 nodes: list[GraphNode] = [entry]
                 edges: list[Edge] = []
                 expect = [Expect(entry.ref, exists=False)]
@@ -236,10 +254,11 @@ class EventLog:
                     break
                 except Conflict:
                     # another handle changed the shared payload's count: count again
-                    if attempt == 31 or (
+                    if attempt == KV_ATTEMPTS - 1 or (
                         parent is not None and not self._backend.get(LogEntry, [parent])
                     ):
                         raise
+                    _sleep(backoff(attempt))
         log.debug(
             "logged %s entry (%d payload bytes, %d blobs)", entry.event_type, size, len(blobs)
         )
@@ -340,8 +359,17 @@ class EventLog:
 
     def _kv_change(self, key: str, kind: str, change: Callable[[Any], tuple[Any, Any]]) -> Any:
         """Apply ``change(current value or None) -> (new value or None to delete, result)``
-        to ``key`` of type ``kind`` atomically; returns the result."""
-        for attempt in range(32):
+        to ``key`` of type ``kind`` atomically; returns the result.
+
+        Optimistic: read, change, write only if the stored text is still the one read.
+        Writers of this handle queue per key first, so only other handles (processes) can
+        make it lose; a lost race reads again after a jittered pause, at most
+        :data:`KV_ATTEMPTS` times, then raises Conflict (nothing of this call written)."""
+        with self._key_locks[zlib.crc32(key.encode("utf-8", "surrogatepass")) % _KEY_STRIPES]:
+            return self._kv_attempts(key, kind, change)
+
+    def _kv_attempts(self, key: str, kind: str, change: Callable[[Any], tuple[Any, Any]]) -> Any:
+        for attempt in range(KV_ATTEMPTS):
             t, value, text = self._kv_read(key)
             if t is not None and t != kind:
                 raise InvalidInput(f"key {key!r} holds a {t}, not a {kind}")
@@ -362,9 +390,13 @@ class EventLog:
                     )
                     self._writes.put([node], [], expect=expect)
                 return result
-            except Conflict:
-                if attempt == 31:
-                    raise
+            except Conflict as e:
+                if attempt == KV_ATTEMPTS - 1:
+                    raise Conflict(
+                        f"key {key!r} kept changing: {KV_ATTEMPTS} writes lost to other "
+                        "writers; nothing of this change was written"
+                    ) from e
+                _sleep(backoff(attempt))
         raise AssertionError("unreachable")
 
     def set(self, key: str, value: Any) -> bool:

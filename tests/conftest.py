@@ -105,6 +105,23 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GraphBac
 
 
 @pytest.fixture
+def twin(
+    backend: GraphBackend, request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[GraphBackend]:
+    """A second handle on ``backend``'s store (its own file handle / its own driver)."""
+    if request.node.callspec.params["backend"] == "networkx":
+        b: GraphBackend = NetworkXBackend(tmp_path / "store.db")
+    else:
+        from tests.neo4j_support import neo4j_target
+
+        b = neo4j_target(request).backend()
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+@pytest.fixture
 def mem_options() -> dict[str, Any]:
     """Extra GraphMemory arguments of ``mem`` (a module overrides this fixture)."""
     return {}

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import typer
 from typer.core import TyperCommand, TyperGroup
+from typer.main import get_command_name
 
 from graphmem.cli.app import _config_first, app
 
@@ -45,6 +48,48 @@ def _quiet_flags(typer_app: typer.Typer) -> None:
 _quiet_flags(app)
 
 
+def _invoked(argv: list[str]) -> str | None:
+    """The command (or group) name ``argv`` invokes, None for none (help, version)."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--config":
+            i += 2
+            continue
+        if not arg.startswith("-"):
+            return arg
+        if arg == "--":
+            return argv[i + 1] if i + 1 < len(argv) else None
+        i += 1
+    return None
+
+
+@contextmanager
+def _only(name: str | None) -> Iterator[None]:
+    """Let typer build only the command (or group) ``name`` into the click tree: building
+    all ~40 commands reads every signature and costs a cold ``graphmem recall`` tens of
+    ms. An unknown or absent name keeps the whole tree (help, "No such command")."""
+    commands = app.registered_commands
+    groups = app.registered_groups
+    chosen = [c for c in commands if _command_name(c) == name]
+    chosen_groups = [g for g in groups if g.name == name]
+    if name is None or not (chosen or chosen_groups):
+        yield
+        return
+    app.registered_commands, app.registered_groups = chosen, chosen_groups
+    try:
+        yield
+    finally:
+        app.registered_commands, app.registered_groups = commands, groups
+
+
+def _command_name(info: Any) -> str:
+    callback = info.callback
+    return str(info.name or get_command_name(getattr(callback, "__name__", "")))
+
+
 def main() -> None:
     """Console-script entry point."""
-    app(args=_config_first(sys.argv[1:]), prog_name="graphmem")
+    argv = _config_first(sys.argv[1:])
+    with _only(_invoked(argv)):
+        app(args=argv, prog_name="graphmem")

@@ -4,11 +4,11 @@ nothing is written; ``reindex(all=True)`` moves the store to the new model."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,6 +22,7 @@ from graphmem.memory import GraphMemory
 from graphmem.models import Filter
 
 DIM = 64
+Store = tuple[str, dict[str, Any]]
 
 
 class Reversed(HashEmbedder):
@@ -145,28 +146,44 @@ def test_an_alias_of_the_same_model_passes(backend: GraphBackend) -> None:
     guard.before_vectors()
 
 
-# -- the file store: the check at open, across processes --------------------------------
+# -- the check at open by URL, across handles and processes -----------------------------
 
 
-def test_open_refuses_another_model_and_embeds_nothing_for_the_same_name(tmp_path: Path) -> None:
-    url = str(tmp_path / "m.db")
-    with GraphMemory.open(url, embedder=HashEmbedder(DIM)) as mem:
+@pytest.fixture
+def store(backend: GraphBackend, request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    """How :meth:`GraphMemory.open` reaches ``backend``'s store: its URL and options."""
+    if request.node.callspec.params["backend"] == "networkx":
+        return str(tmp_path / "store.db"), {}
+    from tests.neo4j_support import neo4j_target
+
+    target = neo4j_target(request)
+    return target.uri, {"auth": target.auth, "database": target.database}
+
+
+def test_open_refuses_another_model_and_embeds_nothing_for_the_same_name(
+    backend: GraphBackend, store: Store
+) -> None:
+    url, options = store
+    with GraphMemory.open(url, embedder=HashEmbedder(DIM), **options) as mem:
         mem.remember("Alice drinks green tea", agent_id="alice")
-    size = os.path.getsize(url)
+    before = (_contents(backend), recorded(backend))
     with pytest.raises(EmbedderMismatch, match="graphmem reindex --all --embedder reversed-64"):
-        GraphMemory.open(url, embedder=Reversed())
-    assert os.path.getsize(url) == size
+        GraphMemory.open(url, embedder=Reversed(), **options)
+    assert (_contents(backend), recorded(backend)) == before  # refused before any write
     spy = Calls(HashEmbedder(DIM))
-    with GraphMemory.open(url, embedder=spy) as mem:
+    with GraphMemory.open(url, embedder=spy, **options) as mem:
         assert spy.texts == []  # same name: no probe at open (a model would load)
         assert mem.count() == 1
 
 
-def test_the_fingerprint_is_the_same_in_another_process(tmp_path: Path) -> None:
-    url = str(tmp_path / "m.db")
-    with GraphMemory.open(url, embedder=HashEmbedder(DIM)) as mem:
+def test_the_fingerprint_is_the_same_in_another_process(
+    backend: GraphBackend, store: Store
+) -> None:
+    url, options = store
+    with GraphMemory.open(url, embedder=HashEmbedder(DIM), **options) as mem:
         mem.remember("Alice drinks green tea", agent_id="alice")
-    have = recorded(GraphMemory.open(url, embedder=None).backend)
+    with GraphMemory.open(url, embedder=None, **options) as plain:
+        have = recorded(plain.backend)  # read by another handle (another driver)
     assert have is not None
     code = (
         "from graphmem.embeddings import HashEmbedder\n"
@@ -177,8 +194,9 @@ def test_the_fingerprint_is_the_same_in_another_process(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.strip() == have.fingerprint
-    with GraphMemory.open(url, embedder=HashEmbedder(DIM)) as mem:
+    with GraphMemory.open(url, embedder=HashEmbedder(DIM), **options) as mem:
         mem.remember("Bob drinks coffee", agent_id="bob")  # the record from a past process
+        assert mem.count() == 2
 
 
 def test_the_refusal_names_an_embedder_value_the_cli_accepts() -> None:

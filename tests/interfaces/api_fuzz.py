@@ -318,10 +318,10 @@ def _kind(verb: str, e: BaseException) -> str:
 
 
 @contextmanager
-def _world(tmp: Path, i: int) -> Iterator[World]:
+def _world(tmp: Path, i: int, open_store: Opener) -> Iterator[World]:
     folder = tmp / f"round{i}"
     folder.mkdir()
-    mem = GraphMemory.open(str(folder / "fuzz.db"), embedder=None)
+    mem = open_store(folder)
     try:
         yield _seed(mem, folder)
     finally:
@@ -367,20 +367,35 @@ def fuzz_open(tmp: Path, rnd: random.Random, report: Report, calls: int) -> None
             report.examples.setdefault(kind, f"open({_short(url)}, {kwargs}) -> {e!r}"[:300])
 
 
-def run_fuzz(tmp: Path, *, seed: int = 24, calls: int = 5000, open_calls: int = 200) -> Report:
-    """Fuzz ``calls`` verb calls (plus ``open_calls`` opens) in rounds on fresh stores."""
+Opener = Callable[[Path], GraphMemory]
+
+
+def _file_store(folder: Path) -> GraphMemory:
+    return GraphMemory.open(str(folder / "fuzz.db"), embedder=None)
+
+
+def run_fuzz(
+    tmp: Path,
+    *,
+    seed: int = 24,
+    calls: int = 5000,
+    open_calls: int = 200,
+    open_store: Opener = _file_store,
+) -> Report:
+    """Fuzz ``calls`` verb calls (plus ``open_calls`` opens) in rounds on fresh stores,
+    each made by ``open_store(folder)`` (default: an embedded file in ``folder``)."""
     with chdir(tmp):  # a relative path (open's default ./graphmem.db) stays in tmp
-        return _run(tmp, seed, calls, open_calls)
+        return _run(tmp, seed, calls, open_calls, open_store)
 
 
-def _run(tmp: Path, seed: int, calls: int, open_calls: int) -> Report:
+def _run(tmp: Path, seed: int, calls: int, open_calls: int, open_store: Opener) -> Report:
     rnd = random.Random(seed)
     report = Report()
     fuzz_open(tmp, rnd, report, open_calls)
     done = 0
     i = 0
     while done < calls:
-        with _world(tmp, i) as w:
+        with _world(tmp, i, open_store) as w:
             table = verbs(w.mem)
             for _ in range(min(ROUND, calls - done)):
                 verb, fn = rnd.choice(table)

@@ -20,6 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
+from graphmem.backends.base import GraphBackend
+from graphmem.backends.embedded import NetworkXBackend
 from graphmem.memory import GraphMemory
 from graphmem.server.http import create_app
 from graphmem.server.mcp import create_mcp_server
@@ -498,4 +500,28 @@ def test_every_public_verb_answers_hostile_arguments_with_typed_errors(tmp_path:
     assert report.calls >= 5000
     assert len(report.verbs) >= 100  # every verb of the face, not a few
     assert report.raised > 1000  # the arguments really were hostile
+    assert not report.untyped and not report.changed, report.summary()
+
+
+def test_hostile_arguments_get_typed_errors_on_each_backend(
+    backend: GraphBackend, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """A shorter run of the same fuzzer on each backend the switch chose (on Neo4j every
+    round starts from the emptied database): typed errors, and a call that raised changed
+    nothing there either."""
+    options: dict[str, Any] = {}
+    if not isinstance(backend, NetworkXBackend):
+        from tests.neo4j_support import neo4j_target
+
+        target = neo4j_target(request)
+
+        def on_neo4j(folder: Path) -> GraphMemory:
+            target.wipe()
+            return GraphMemory.open(
+                target.uri, auth=target.auth, database=target.database, embedder=None
+            )
+
+        options["open_store"] = on_neo4j
+    report = run_fuzz(tmp_path, seed=18, calls=450, open_calls=0, **options)
+    assert report.calls >= 450 and report.raised > 50
     assert not report.untyped and not report.changed, report.summary()

@@ -103,6 +103,24 @@ def guard_failure() -> Exception:
     )
 
 
+def server_error(code: str, message: str) -> Exception:
+    """The driver's exception for a server FAILURE with this code (the real class: a
+    ``...Schema.ConstraintValidationFailed`` code gives a ``ConstraintError``)."""
+    from neo4j.exceptions import Neo4jError
+
+    return Neo4jError._hydrate_neo4j(code=code, message=message)
+
+
+def _result_failed() -> Exception:
+    from neo4j.exceptions import ResultFailedError
+
+    return ResultFailedError(
+        None,
+        "The result has failed. Either this result or another result in the same "
+        "transaction has encountered an error.",
+    )
+
+
 def statement_name(text: str) -> str:
     m = re.match(r"// graphmem: (.*)\n", text)
     return m.group(1) if m else "<unnamed>"
@@ -170,6 +188,11 @@ class FakeDriver:
         self.execute_query_bookmark_manager = object()
         self.closed = False
         self.fail: Exception | None = None  # raised by the next statement when set
+        #: act like the real driver when it rolls back a transaction whose statement
+        #: failed: its cleanup raises ``ResultFailedError`` (caused by the statement's
+        #: error) in place of what the transaction function raised (True: with that error
+        #: as the context, as the driver does; "bare": without it)
+        self.result_failed_on_rollback: bool | str = False
 
     def _answer(self, text: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         name = statement_name(text)
@@ -201,6 +224,7 @@ class FakeTransaction:
     def __init__(self, driver: FakeDriver, index: int) -> None:
         self._driver = driver
         self._index = index
+        self.failed: Exception | None = None  # the error a statement of it raised
 
     def run(
         self, query: str, parameters: dict[str, Any] | None = None, **kwparameters: Any
@@ -211,7 +235,11 @@ class FakeTransaction:
         rec.statements.append(statement)
         if self._index >= 0:
             rec.transactions[self._index].statements.append(statement)
-        return FakeResult(self._driver._answer(query, params))
+        try:
+            return FakeResult(self._driver._answer(query, params))
+        except Exception as e:
+            self.failed = e
+            raise
 
 
 class FakeSession:
@@ -236,15 +264,21 @@ class FakeSession:
         rec = self._driver.recorder
         rec.transactions.append(Transaction(mode))
         tx = rec.transactions[-1]
+        handle = FakeTransaction(self._driver, len(rec.transactions) - 1)
+        mode_ = self._driver.result_failed_on_rollback
         try:
-            out = transaction_function(
-                FakeTransaction(self._driver, len(rec.transactions) - 1), *args, **kwargs
-            )
+            out = transaction_function(handle, *args, **kwargs)
         except BaseException:
             tx.outcome = "rolled back"
-            raise
-        tx.outcome = "committed"
-        return out
+            if not mode_ or handle.failed is None:
+                raise
+            if mode_ != "bare":
+                raise _result_failed() from handle.failed
+        else:
+            tx.outcome = "committed"
+            return out
+        # "bare": the function's own error is not even the context
+        raise _result_failed() from handle.failed
 
     def execute_read(
         self, transaction_function: Callable[..., Any], *args: Any, **kwargs: Any

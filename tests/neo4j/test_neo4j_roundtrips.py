@@ -890,3 +890,72 @@ def test_every_write_locks_the_nodes_it_shares_in_id_order(fake: FakeDriver) -> 
     (st,) = [s for s in fake.recorder.statements if s.name.startswith("write")]
     assert [r["id"] for r in st.params["p0_rows"]] == sorted(ids)
     neo.close()
+
+
+@pytest.mark.parametrize(
+    ("flt", "start"),
+    [
+        (Filter.for_memories(agent_id="a"), "MATCH (n:Memory) USING INDEX n:Memory(agent_id)"),
+        (
+            Filter.for_memories(agent_id="a", run_id="r"),
+            "MATCH (n:Memory) USING INDEX n:Memory(run_id)",
+        ),
+        (Filter.for_memories(namespace="ns"), "MATCH (n:Memory) USING INDEX n:Memory(namespace)"),
+        (
+            Filter.for_memories(namespace="ns", tags=["t"]),
+            "MATCH (:Tag {id: $scope_tag})<-[:TAGGED]-(n:Memory)",
+        ),
+    ],
+)
+def test_a_scoped_recall_reads_its_scope_through_an_index_never_the_status_one(
+    flt: Filter, start: str
+) -> None:
+    """The scoped vector branch first reads a bounded part of the scope; it must seek the
+    most selective field's index (every memory is in the status index)."""
+    from graphmem.backends.neo4j.search import VECTOR_SCOPE_EXACT, compile_recall_search
+
+    text, params = compile_recall_search(
+        flt, lucene=None, text_k=0, vector=[1.0, 0.0], vector_fetch=50, vector_k=10
+    )
+    assert start in text and "WITH n LIMIT $vector_scope" in text
+    assert params["vector_scope"] == VECTOR_SCOPE_EXACT
+    assert set(re.findall(r"\$(\w+)", text)) == set(params)
+    if flt.tags_all:
+        assert params["scope_tag"] == "t"
+    # unscoped (the status alone): the plain index branch, no scope read
+    plain, _ = compile_recall_search(
+        Filter.for_memories(),
+        lucene=None,
+        text_k=0,
+        vector=[1.0, 0.0],
+        vector_fetch=50,
+        vector_k=10,
+    )
+    assert "$vector_scope" not in plain
+
+
+def test_a_scoped_recall_answered_completely_is_one_round_trip(fake: FakeDriver) -> None:
+    """``fetched`` 0 from the scoped branch means its answer is complete (the scope was
+    searched exactly): fewer than k hits and no second statement."""
+    fake.dim = 2
+    neo = _backend(fake)
+    m = Memory(content="tea", agent_id="a", embedding=[1.0, 0.0])
+    fake.respond = lambda name, text, params: (
+        [
+            {
+                "channel": "vector",
+                "props": m.to_props(),
+                "score": 1.0,
+                "fetched": 0,
+                "probe": 0.0,
+                "sim": None,
+            }
+        ]
+        if name == "recall search"
+        else None
+    )
+    _lex, near = neo.search_both(
+        None, VectorQuery(vector=(1.0, 0.0), k=5, filter=Filter.for_memories(agent_id="a"))
+    )
+    assert fake.recorder.names() == ["recall search"]
+    assert [h.node.id for h in near] == [m.id]

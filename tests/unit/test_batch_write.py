@@ -129,3 +129,24 @@ def test_bad_text_late_in_a_large_batch_is_refused_and_nothing_is_written(
         mem.remember_many(items)
     assert mem.count() == 0
     assert mem.backend.get(Memory, ["x"]) == []
+
+
+def test_the_change_log_stays_bounded_under_large_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    import graphmem.backends.embedded.journal as journal
+
+    monkeypatch.setattr(journal, "_CHANGES_KEPT", 200)
+    path = tmp_path / "s.db"
+    with GraphMemory.open(str(path), embedder=None) as mem:
+        other = GraphMemory.open(str(path), embedder=None)
+        for b in range(12):  # 12 writes of 60 memories and their runs: ~780 log rows
+            mem.remember_many([{"content": f"m{b}-{i}", "run_id": f"r{i % 3}"} for i in range(60)])
+        with sqlite3.connect(path) as db:
+            [(rows,)] = db.execute("SELECT count(*) FROM changes").fetchall()
+        assert 0 < rows <= 200 + 50 + 63
+        # a handle that fell behind the pruned log still sees every memory (a full reload)
+        assert other.count() == 720
+        other.close()

@@ -1,4 +1,5 @@
-"""Embedded backend: a networkx MultiDiGraph in memory, journalled to one SQLite file.
+"""Embedded backend: an in-memory graph (networkx's MultiDiGraph layout), journalled to one
+SQLite file.
 
 Every ``upsert``/``delete``/``touch`` is one SQLite transaction (WAL mode); the in-memory
 graph is changed only after the commit succeeds, so a failed write changes nothing and an

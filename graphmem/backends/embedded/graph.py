@@ -1,16 +1,17 @@
-"""The in-memory graph: a networkx MultiDiGraph with per-field index buckets, writes applied
-to it after their commit, and the filter evaluated in Python."""
+"""The in-memory graph: dicts in networkx's MultiDiGraph layout (:mod:`.adjacency`) with
+per-field index buckets, writes applied to it after their commit, and the filter evaluated
+in Python."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 
 from graphmem.backends.base import STRUCTURAL
+from graphmem.backends.embedded.adjacency import Adjacency
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.models import (
     Edge,
@@ -22,6 +23,9 @@ from graphmem.models import (
     NodeRef,
     node_model,
 )
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 # fields indexed in memory for fast filtering (value -> set of node keys)
 _INDEXED: dict[NodeLabel, tuple[str, ...]] = {
@@ -128,7 +132,7 @@ class EmbeddedGraph:
     """The in-memory half of :class:`NetworkXBackend` (no file access)."""
 
     # the in-memory state, built by the journal when it loads the file
-    _g: nx.MultiDiGraph
+    _g: Adjacency
     _rid_of: dict[str, int]
     _key_of: dict[int, str]
     _by_label: dict[NodeLabel, set[str]]
@@ -141,8 +145,7 @@ class EmbeddedGraph:
     @property
     def graph(self) -> nx.MultiDiGraph:
         """A read-only live view of the in-memory graph (node keys are ``Label:id``)."""
-        view: nx.MultiDiGraph = self._g.copy(as_view=True)
-        return view
+        return self._g.as_networkx()
 
     def _index_add(self, label: NodeLabel, key: str, props: dict[str, Any]) -> None:
         _index_into(self._buckets[label], key, props)

@@ -44,6 +44,15 @@ re-scored exactly, load 11-13): asking for 30, 60, 100, 300 or 500 neighbours re
 exact top 30 in every query, and took 49, 72, 94, 142 and 172 ms p50; a larger factor only
 costs time. The filter still applies after the index, so a selective one widens the search
 (:meth:`Neo4jSearch.search_vector`)."""
+VECTOR_SCOPE_EXACT = 500
+"""A scoped recall first reads up to this many memories of its scope (through the index of
+its most selective field): a scope that small is searched exactly, in the same statement;
+a larger one through the vector index. Measured at 100k memories (load 5): an exact cosine
+costs about 50 us per memory on the server (the 384 floats are read from the store), so 500
+is about the price of one index search for a few hundred neighbours."""
+SCOPE_INDEXED = ("run_id", "agent_id", "namespace", "audience", "category")
+"""Memory fields with a range index, most selective first: the scope's first read seeks
+the first one the filter pins (an index hint), never the status index every memory is in."""
 LEXICAL_MIN_FETCH = 100
 """No first tier asks for fewer (a small k would otherwise stop inside a run of ties)."""
 
@@ -219,7 +228,17 @@ def compile_recall_search(
         params.update(lexical_params, query=lucene)
         if lean:
             params["vector"] = list(similarity_to or ())
-    if vector is not None:
+    if vector is not None and _scoped(flt):
+        branches.append(_scoped_vector_branch(flt, clauses, props, lean))
+        params.update(
+            fetch=vector_fetch,
+            vector=list(vector),
+            vector_k=vector_k,
+            vector_scope=VECTOR_SCOPE_EXACT,
+        )
+        if flt.tags_all:
+            params["scope_tag"] = str(flt.tags_all[0])
+    elif vector is not None:
         passing = " AND ".join(clauses) if clauses else "true"
         branches.append(
             f"CALL db.index.vector.queryNodes('{VECTOR_INDEX}', $fetch, $vector) YIELD node\n"
@@ -236,6 +255,76 @@ def compile_recall_search(
         )
         params.update(fetch=vector_fetch, vector=list(vector), vector_k=vector_k)
     return "\nUNION ALL\n".join(branches), params
+
+
+def _scope_start(flt: Filter) -> str:
+    """The first clause of a scope read: a seek of the Tag a ``tags_all`` filter names
+    (its memories through TAGGED), else a Memory match with an index hint on the most
+    selective field the filter pins (see :data:`SCOPE_INDEXED`)."""
+    if flt.tags_all:
+        return "MATCH (:Tag {id: $scope_tag})<-[:TAGGED]-(n:Memory)"
+    for field in SCOPE_INDEXED:
+        if flt.equals.get(field) is not None or field in flt.any_of:
+            return f"MATCH (n:Memory) USING INDEX n:Memory({field})"
+    if flt.ids is not None:
+        return "MATCH (n:Memory) USING INDEX n:Memory(id)"
+    return "MATCH (n:Memory)"
+
+
+def _scoped_vector_branch(flt: Filter, clauses: list[str], props: str, lean: bool) -> str:
+    """Recall's vector branch under a scope (an agent, a namespace, tags ...), one
+    statement whose cost follows k and the scope's share of the store, not the store:
+
+    1. read up to ``$vector_scope`` memories of the scope through an index
+       (:func:`_scope_start`); fewer than that: the scope is searched exactly;
+    2. else the index's ``$fetch`` nearest, filtered;
+    3. if fewer than ``$vector_k`` pass (and the index had more), the nearest
+       ``3 x $vector_k / share``, share = (passing + 1) / ``$fetch`` from step 2 (the
+       margin and the + 1 because a few dozen neighbours estimate the share roughly),
+       filtered.
+
+    The rows are those of the unscoped branch; ``fetched`` is how many neighbours the
+    answering step read from the index, 0 when its answer is complete (an exact search, or
+    the index had no more), so the caller widens only when it is neither."""
+    passing = " AND ".join(clauses) if clauses else "true"
+    index = f"CALL db.index.vector.queryNodes('{VECTOR_INDEX}'"
+    small = "size(scope) < $vector_scope"
+    return (
+        "CALL {\n"
+        f"  {_scope_start(flt)}\n"
+        f"  WHERE {passing} AND n.embedding IS NOT NULL\n"
+        "  WITH n LIMIT $vector_scope\n"
+        "  RETURN collect(n) AS scope\n"
+        "}\n"
+        "CALL {\n"
+        "  WITH scope\n"
+        f"  WITH scope WHERE NOT {small}\n"
+        f"  {index}, $fetch, $vector) YIELD node AS n\n"
+        "  WITH collect(n) AS near\n"
+        f"  RETURN size(near) AS fetched0, [n IN near WHERE {passing}] AS passed0\n"
+        "}\n"
+        "CALL {\n"
+        "  WITH scope, fetched0, passed0\n"
+        "  WITH scope, fetched0, passed0\n"
+        f"  WHERE NOT {small} AND size(passed0) < $vector_k AND fetched0 >= $fetch\n"
+        "  WITH 3 * $vector_k * $fetch / (size(passed0) + 1) AS asked\n"
+        f"  {index}, asked, $vector) YIELD node AS n\n"
+        "  WITH max(asked) AS asked, collect(n) AS near\n"
+        "  RETURN CASE WHEN size(near) < asked THEN 0 ELSE size(near) END AS fetched1,\n"
+        f"    [n IN near WHERE {passing}] AS passed1\n"
+        "}\n"
+        f"WITH CASE WHEN {small} THEN [scope, 0]\n"
+        "  WHEN size(passed0) >= $vector_k OR fetched0 < $fetch THEN [passed0, fetched0]\n"
+        "  ELSE [passed1, fetched1] END AS answer\n"
+        "WITH answer[0] AS pool, answer[1] AS fetched\n"
+        "UNWIND CASE WHEN size(pool) = 0 THEN [null] ELSE pool END AS n\n"
+        "WITH n, fetched, CASE WHEN n IS NULL THEN null\n"
+        "  ELSE vector.similarity.cosine(n.embedding, $vector) END AS score\n"
+        "ORDER BY score DESC, n.id LIMIT $vector_k\n"
+        f"RETURN 'vector' AS channel, CASE WHEN n IS NULL THEN null ELSE {props} END\n"
+        f"       AS props, score, fetched, {COSINE_PROBE}, "
+        + ("score AS sim" if lean else "null AS sim")
+    )
 
 
 def compile_neighbours(

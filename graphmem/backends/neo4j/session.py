@@ -279,6 +279,16 @@ class Neo4jSession:
             raise QueryFailed(f"{what}: {_msg(e)}") from e
         except nx.ConfigurationError as e:
             raise ConfigError(f"{what}: {e}") from e
+        except nx.ResultFailedError as e:
+            # the driver's rollback of a transaction whose statement failed can raise this
+            # in place of what the transaction function raised (the function's own error is
+            # the context, the statement's the cause): judge the write by those, so a lost
+            # race stays a Conflict that callers retry instead of an untyped failure
+            inner = e.__context__ if isinstance(e.__context__, GraphMemError) else e.__cause__
+            if not isinstance(inner, Exception) or isinstance(inner, nx.ResultFailedError):
+                raise BackendError(f"{what}: Neo4j driver error: {e}") from e
+            with self._translated(what):
+                raise inner  # noqa: B904 - the original error, its own cause kept
         except nx.DriverError as e:
             if type(e).__name__ == "ConnectionPoolError" or isinstance(
                 e, getattr(nx, "ConnectionPoolError", ())

@@ -454,9 +454,14 @@ class Neo4jWrites(Neo4jSchema):
             guards.insert(0, WritePart("guard absent", *compile_absent(absent), rows=1))
         statements = self._pack([*guards, *parts])
         written = {n.ref for n in nodes}
+        # set when a guard stops the write: the driver may report the rollback that follows
+        # with an error of its own (see Neo4jSession._translated), and the guard still decides
+        guard_hit: list[bool] = []
 
         def work(tx: Any) -> int:
             from neo4j.exceptions import ClientError
+
+            guard_hit.clear()
 
             if structural:
                 implied = dict(implied_here)
@@ -475,6 +480,7 @@ class Neo4jWrites(Neo4jSchema):
                     if guards and (
                         GUARD_ERROR in str(getattr(e, "code", "")) or "/ by zero" in str(e)
                     ):
+                        guard_hit.append(True)
                         raise _GuardFailed(str(e)) from e
                     raise
                 for i, part in enumerate(st.parts):
@@ -486,7 +492,10 @@ class Neo4jWrites(Neo4jSchema):
 
         try:
             deleted = self._write("write", work)
-        except _GuardFailed:
+        except GraphMemError as e:
+            if not (isinstance(e, _GuardFailed) or guard_hit):
+                self._restore_touches(touches)
+                raise
             self._restore_touches(touches)
             if absent is not None:
                 # most likely the node it must not find (the caller reads next anyway)
