@@ -155,9 +155,9 @@ def mcp(
     embedder: EmbedOpt = None,
     allow_open: AllowOpenOpt = False,
 ) -> None:
-    """Run the MCP server (stdio by default) with tools remember, recall, forget, reflect,
-    context and history. Over streamable-http it asks for the HTTP API's keys when any are
-    configured, and each call acts as its key's agent."""
+    """Run the MCP server (stdio by default) with tools remember, recall, context, forget,
+    history, entities, about and reflect. Over streamable-http it asks for the HTTP API's keys
+    when any are configured, and each call acts as its key's agent."""
     with _server_extras():
         from graphmem.server.mcp import run_mcp
 
