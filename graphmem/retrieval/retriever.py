@@ -32,7 +32,14 @@ from graphmem.models import (
     utcnow,
     validated,
 )
-from graphmem.retrieval.evidence import _DATE_TEXT_RE, _bigram_similarity, _coverage, _terms, log
+from graphmem.retrieval.evidence import (
+    _DATE_TEXT_RE,
+    _bigram_similarity,
+    _content_terms,
+    _coverage,
+    _terms,
+    log,
+)
 from graphmem.retrieval.window import (
     ContextWindow,
     _fence_texts,
@@ -184,6 +191,8 @@ class Retriever:
             del cands[key]
         if cfg.graph_weight > 0 and cfg.expand_seeds > 0 and cands:
             self._expand(cands, flt, cfg, qvec, qterms, sims)
+        if cfg.substance > 0:
+            self._substance(cands.values(), cfg)
         self._run_context(cands.values(), cfg)
         results = self._rank(cands.values(), cfg, now, asking_agent)
         if min_relevance is not None:
@@ -579,6 +588,24 @@ class Retriever:
             c.breakdown["graph"] = lifted
             c.breakdown["graph_seed_rank"] = float(seed_rank)
             c.fused = max(c.fused, lifted)
+
+    @staticmethod
+    def _substance(cands: Any, cfg: RecallConfig) -> None:
+        """Scale each relevance by its substance share: n / (n + ``substance``), n the
+        memory's distinct content terms, or its coverage of the query's terms if that is
+        more. A bare reply that only names the person asked about says little about
+        them; a short memory that states all the query asks about loses nothing. Shares
+        are relative to the largest among the candidates, so the scale of scores (and of
+        ``min_relevance``) stays that of the fusion."""
+        cands = list(cands)
+        shares = []
+        for c in cands:
+            n = len(_content_terms(c.memory.content))
+            shares.append(max(n / (n + cfg.substance), c.breakdown.get("coverage", 0.0)))
+        top = max(shares, default=0.0) or 1.0
+        for c, share in zip(cands, shares, strict=True):
+            c.breakdown["substance"] = share / top
+            c.fused *= share / top
 
     @staticmethod
     def _run_context(cands: Any, cfg: RecallConfig) -> None:

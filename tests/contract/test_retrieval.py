@@ -132,7 +132,8 @@ def test_hybrid_finds_lexical_and_semantic_matches_with_breakdown(tmem: GraphMem
 
 def test_rrf_fusion_math(tmem: GraphMemory) -> None:
     _seed(tmem)
-    r = _retriever(tmem, signal_weight=0.0, graph_weight=0.0, rrf_k=10)
+    # the fusion alone: no signals, no graph, no substance share
+    r = _retriever(tmem, signal_weight=0.0, graph_weight=0.0, rrf_k=10, substance=0.0)
     [top, *_] = r.recall("Alice tea", k=5, touch=False)
     b = top.breakdown
     want = (1 / (10 + b["lexical_rank"]) + 0.5 / (10 + b["vector_rank"])) / (1.5 / 11)
@@ -143,7 +144,7 @@ def test_rrf_fusion_math(tmem: GraphMemory) -> None:
     for res in lex_only.recall("Alice tea", k=5, touch=False):
         assert "vector_rank" not in res.breakdown
     # linear fusion blends normalised scores instead of ranks
-    lin = _retriever(tmem, fusion="linear", signal_weight=0.0, graph_weight=0.0)
+    lin = _retriever(tmem, fusion="linear", signal_weight=0.0, graph_weight=0.0, substance=0.0)
     [best, *_] = lin.recall("Alice tea", k=5, touch=False)
     b = best.breakdown
     want = (b["lexical"] / b["lexical"] + 0.5 * max(b["vector"], 0)) / 1.5
