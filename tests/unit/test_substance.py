@@ -6,6 +6,7 @@ import pytest
 
 from graphmem.config import RecallConfig
 from graphmem.memory import GraphMemory
+from tests.conftest import Stores
 
 
 def _store(mem: GraphMemory) -> tuple[str, str]:
@@ -22,8 +23,8 @@ def _store(mem: GraphMemory) -> tuple[str, str]:
     return bare, told
 
 
-def test_a_bare_acknowledgement_ranks_below_a_memory_that_says_something() -> None:
-    with GraphMemory.open("memory://", embedder=None) as mem:
+def test_a_bare_acknowledgement_ranks_below_a_memory_that_says_something(stores: Stores) -> None:
+    with stores.open("m1.db", embedder=None) as mem:
         bare, told = _store(mem)
         off = RecallConfig(substance=0.0)
         on = RecallConfig(substance=3.0)
@@ -42,15 +43,15 @@ def test_a_bare_acknowledgement_ranks_below_a_memory_that_says_something() -> No
         assert share[bare] == pytest.approx((3 / 6) / (9 / 12))
 
 
-def test_zero_leaves_the_ranking_alone() -> None:
-    with GraphMemory.open("memory://", embedder=None) as mem:
+def test_zero_leaves_the_ranking_alone(stores: Stores) -> None:
+    with stores.open("m2.db", embedder=None) as mem:
         _store(mem)
         got = mem.recall("Melanie", agent_id="c", k=5, config=RecallConfig(substance=0.0))
         assert got and all("substance" not in r.breakdown for r in got)
 
 
-def test_a_short_memory_that_says_all_the_query_asks_keeps_its_place() -> None:
-    with GraphMemory.open("memory://", embedder=None) as mem:
+def test_a_short_memory_that_says_all_the_query_asks_keeps_its_place(stores: Stores) -> None:
+    with stores.open("m3.db", embedder=None) as mem:
         short = mem.remember("release train friday", importance=1).id
         long = mem.remember(
             "the release of the new version is planned for one friday afternoon soon",
