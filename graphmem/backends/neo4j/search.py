@@ -244,17 +244,25 @@ def compile_recall_search(
             f"CALL db.index.vector.queryNodes('{VECTOR_INDEX}', $fetch, $vector) YIELD node\n"
             "WITH collect(node) AS near\n"
             f"WITH size(near) AS fetched, [n IN near WHERE {passing}] AS passed\n"
-            # a row even when none passes: it says how many the index returned
-            "UNWIND CASE WHEN size(passed) = 0 THEN [null] ELSE passed END AS n\n"
-            "WITH n, fetched, CASE WHEN n IS NULL THEN null\n"
-            "  ELSE vector.similarity.cosine(n.embedding, $vector) END AS score\n"
-            "ORDER BY score DESC, n.id LIMIT $vector_k\n"
-            f"RETURN 'vector' AS channel, CASE WHEN n IS NULL THEN null ELSE {props} END\n"
-            f"       AS props, score, fetched, {COSINE_PROBE}, "
-            + ("score AS sim" if lean else "null AS sim")
+            + _ranked_vector_rows("passed", props, lean)
         )
         params.update(fetch=vector_fetch, vector=list(vector), vector_k=vector_k)
     return "\nUNION ALL\n".join(branches), params
+
+
+def _ranked_vector_rows(pool: str, props: str, lean: bool) -> str:
+    """The vector branch's last clauses: the top ``$vector_k`` of the list ``pool`` by cosine,
+    with one row even when the list is empty (it carries ``fetched``, how many the index
+    returned, so the caller can tell "none passed" from "none near")."""
+    return (
+        f"UNWIND CASE WHEN size({pool}) = 0 THEN [null] ELSE {pool} END AS n\n"
+        "WITH n, fetched, CASE WHEN n IS NULL THEN null\n"
+        "  ELSE vector.similarity.cosine(n.embedding, $vector) END AS score\n"
+        "ORDER BY score DESC, n.id LIMIT $vector_k\n"
+        f"RETURN 'vector' AS channel, CASE WHEN n IS NULL THEN null ELSE {props} END\n"
+        f"       AS props, score, fetched, {COSINE_PROBE}, "
+        + ("score AS sim" if lean else "null AS sim")
+    )
 
 
 def _scope_start(flt: Filter) -> str:
@@ -316,14 +324,7 @@ def _scoped_vector_branch(flt: Filter, clauses: list[str], props: str, lean: boo
         f"WITH CASE WHEN {small} THEN [scope, 0]\n"
         "  WHEN size(passed0) >= $vector_k OR fetched0 < $fetch THEN [passed0, fetched0]\n"
         "  ELSE [passed1, fetched1] END AS answer\n"
-        "WITH answer[0] AS pool, answer[1] AS fetched\n"
-        "UNWIND CASE WHEN size(pool) = 0 THEN [null] ELSE pool END AS n\n"
-        "WITH n, fetched, CASE WHEN n IS NULL THEN null\n"
-        "  ELSE vector.similarity.cosine(n.embedding, $vector) END AS score\n"
-        "ORDER BY score DESC, n.id LIMIT $vector_k\n"
-        f"RETURN 'vector' AS channel, CASE WHEN n IS NULL THEN null ELSE {props} END\n"
-        f"       AS props, score, fetched, {COSINE_PROBE}, "
-        + ("score AS sim" if lean else "null AS sim")
+        "WITH answer[0] AS pool, answer[1] AS fetched\n" + _ranked_vector_rows("pool", props, lean)
     )
 
 
