@@ -133,9 +133,9 @@ class Neo4jSchema(Neo4jSession):
         384-d vectors: hours against minutes on a small machine; see docs/neo4j.md).
 
         Searches through this handle inside the block stay exact (every memory's cosine is
-        computed, slow but complete). Other handles on the same database must not search
-        vectors meanwhile: the index they query is missing (a QueryFailed). Yields a
-        :class:`BulkLoad` report, completed when the block ends. Not reentrant."""
+        computed, slow but complete). Other handles on the same database should not search
+        vectors meanwhile: a search of theirs that asks the index fails while it is missing.
+        Yields a :class:`BulkLoad` report, completed when the block ends. Not reentrant."""
         self._ready()
         with self._lock:
             if self._bulk is not None:
