@@ -49,6 +49,9 @@ from graphmem.models.values import (
 # ---------------------------------------------------------------------------------------
 # nodes
 
+#: property values stored as they are (exact classes: a StrEnum is a str but stored as text)
+_PLAIN_TYPES: frozenset[Any] = frozenset({str, float, int, bool, datetime})
+
 
 def _utc(v: datetime | None, info: ValidationInfo) -> datetime | None:
     """Every datetime field of every node: timezone-aware, kept in UTC. Attached to the
@@ -82,10 +85,13 @@ class GraphNode(BaseModel):
     def to_props(self) -> dict[str, PropValue]:
         """Flat, Neo4j-legal properties (datetimes stay aware ``datetime`` objects)."""
         props: dict[str, PropValue] = {}
+        plain = _PLAIN_TYPES
         for name, value in self.__dict__.items():  # hot path: plain attribute walk
             if value is None:
                 continue
-            if name == "metadata":
+            if value.__class__ in plain:  # most fields: stored as they are
+                props[name] = value
+            elif name == "metadata":
                 for k, v in value.items():
                     props[METADATA_PREFIX + k] = v
             elif isinstance(value, str):
@@ -529,4 +535,5 @@ class NodeRef(NamedTuple):
 
     @property
     def key(self) -> str:
-        return f"{self.label.value}:{self.id}"
+        # str(): a StrEnum's text without the enum's slow ``.value`` descriptor (hot path)
+        return str(self.label) + ":" + self.id
