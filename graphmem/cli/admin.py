@@ -111,7 +111,19 @@ def serve(
     with _server_extras():
         from graphmem.server.http import serve as run_http
 
-    run_http(_settings(url=db, embedder=embedder), host=host, port=port, allow_open=allow_open)
+    with _refusal():
+        run_http(_settings(url=db, embedder=embedder), host=host, port=port, allow_open=allow_open)
+
+
+@contextmanager
+def _refusal() -> Iterator[None]:
+    """A server that will not start (an open bind without keys, bad settings) says why in
+    one line, status 2, as every other command does."""
+    try:
+        yield
+    except GraphMemError as e:
+        typer.echo(f"error: {type(e).__name__}: {e}", err=True)
+        raise typer.Exit(2) from e
 
 
 @contextmanager
@@ -161,14 +173,15 @@ def mcp(
     with _server_extras():
         from graphmem.server.mcp import run_mcp
 
-    run_mcp(
-        _settings(url=db, embedder=embedder),
-        transport=transport.value,
-        host=host,
-        port=port,
-        agent_id=agent,
-        allow_open=allow_open,
-    )
+    with _refusal():
+        run_mcp(
+            _settings(url=db, embedder=embedder),
+            transport=transport.value,
+            host=host,
+            port=port,
+            agent_id=agent,
+            allow_open=allow_open,
+        )
 
 
 @config_app.command("show")

@@ -150,8 +150,11 @@ def test_serve_on_every_address_without_keys_exits_with_the_reason(tmp_path: Pat
             timeout=120,
             check=False,
         )
-        assert out.returncode != 0, cmd
+        assert out.returncode == 2, (cmd, out.stderr)
         assert "--allow-open" in out.stderr, out.stderr
+        # the reason, as every other refused command says it: one line, no traceback
+        assert out.stderr.startswith("error: InvalidInput: refusing to serve"), out.stderr
+        assert "Traceback" not in out.stderr, out.stderr
 
 
 def test_another_agents_key_cannot_add_to_a_run_over_http(
