@@ -111,11 +111,6 @@ class RecallConfig(BaseModel):
     #: 8: chosen on LoCoMo dev conv-26/30/41, confirmed on conv-42/43
     #: (benchmarks/RESULTS.md); 0: off
     substance: float = Field(default=8.0, ge=0.0)
-    #: name channel (graphmem.retrieval.names): the memories containing a name the query
-    #: gives (up to ``name_limit`` per name), ranked by similarity to the query, fused by
-    #: rank with this weight; 0: off
-    name_weight: float = Field(default=0.0, ge=0.0)
-    name_limit: int = Field(default=400, ge=1, le=10_000)
     context_share: float = Field(default=0.3, ge=0.0)
     context_pool: int = Field(default=20, ge=1)
     # diversity: with embeddings, cosine between memories; without, bigram Jaccard of text

@@ -41,7 +41,6 @@ from graphmem.retrieval.evidence import (
     _terms,
     log,
 )
-from graphmem.retrieval.names import query_names
 from graphmem.retrieval.window import (
     ContextWindow,
     _fence_texts,
@@ -206,8 +205,6 @@ class Retriever:
             self._temporal(cands, query, flt, qvec, fetch, lexical, vector, cfg)
         if cfg.context_weight > 0 and qvec is not None and cands:
             self._context(cands, flt, qvec, fetch, lexical, vector, cfg)
-        if cfg.name_weight > 0 and qvec is not None:
-            self._names(cands, query, flt, qvec, fetch, _fusion_top(cfg, lexical, vector), cfg)
         qterms = _terms(query)
         self._score_evidence(cands.values(), qvec, qterms, sims)
         # floor: only seeds with evidence of relevance survive (and may bring neighbours)
@@ -521,32 +518,6 @@ class Retriever:
             c.breakdown["context_near"] = near
             c.fused += cfg.context_weight / (cfg.rrf_k + rank) / top
             c.breakdown["fused"] = c.fused
-
-    def _names(
-        self,
-        cands: dict[str, _Cand],
-        query: str,
-        flt: Filter,
-        qvec: np.ndarray,
-        fetch: int,
-        top: float,
-        cfg: RecallConfig,
-    ) -> None:
-        """The name channel (graphmem.retrieval.names): the memories that contain a name
-        the query gives, ranked by similarity, fused by rank."""
-        pool: dict[str, Memory] = {}
-        for name in query_names(query):
-            for h in self.backend.search_text(TextQuery(text=name, filter=flt, k=cfg.name_limit)):
-                m = h.node
-                if isinstance(m, Memory) and m.embedding is not None:
-                    pool.setdefault(m.id, m)
-        mems = [m for m in pool.values() if len(m.embedding or ()) == qvec.shape[0]]
-        if not mems:
-            return
-        mat = np.asarray([m.embedding for m in mems], dtype=np.float32)
-        sims = (mat @ qvec) / np.maximum(np.linalg.norm(mat, axis=1), 1e-12)
-        order = np.argsort(-sims, kind="stable")[:fetch]
-        _add_ranked(cands, [mems[int(j)] for j in order], "name", cfg.name_weight / top, cfg)
 
     def _temporal(
         self,
