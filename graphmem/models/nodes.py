@@ -120,7 +120,9 @@ class GraphNode(BaseModel):
     def from_trusted(cls, props: Mapping[str, Any]) -> Self:
         """Rebuild a node from properties this process validated when they were written
         (the embedded backend's in-memory graph): types are restored, validators skipped.
-        Never use it for data from outside (files, servers, users): use :meth:`from_props`."""
+        Never use it for data from outside (files, users): use :meth:`from_props`. A server
+        backend uses it only for rows of its own statements it has checked the shape of
+        (:func:`graphmem.backends.neo4j.values.node_from_db`)."""
         conv = _converters(cls)
         # to_props drops only None values, so a missing field is None (field order kept)
         data: dict[str, Any] = dict.fromkeys(_field_names(cls))

@@ -151,6 +151,9 @@ queue, read through the label index (the only label graphmem adds to its own).""
 VECTOR_INDEX_EXACT_QUERY = "schema/memory_embedding_vector_exact"
 
 
+VECTOR_INDEX_DROP = "schema/memory_embedding_vector_drop"
+
+
 Q_DELETE_NODES = "nodes/delete"
 
 
@@ -207,6 +210,7 @@ QUERY_NAMES: tuple[str, ...] = (
     *SCHEMA_QUERIES,
     VECTOR_INDEX_QUERY,
     VECTOR_INDEX_EXACT_QUERY,
+    VECTOR_INDEX_DROP,
     Q_HUBS,
     Q_VECTORS,
     Q_MISSING_VECTORS,
