@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from graphmem.config import Settings
 from graphmem.memory import GraphMemory
-from graphmem.null import NullMemory
 
 if TYPE_CHECKING:
     from graphmem.llm import LLM
@@ -50,6 +49,9 @@ def open_memory(settings: Settings, **options: Any) -> GraphMemory:
     :meth:`GraphMemory.open <graphmem.memory.GraphMemory.open>`); a
     :class:`~graphmem.null.NullMemory` when ``settings.enabled`` is false."""
     if not settings.enabled:
+        # imported here: the null face pulls in what a command on a real store never needs
+        from graphmem.null import NullMemory
+
         return NullMemory()  # type: ignore[return-value]
     options.setdefault("embedder", settings.embedder)
     options.setdefault("llm", make_llm(settings))
