@@ -199,6 +199,12 @@ Q_GET_META = "admin/get_meta"
 Q_SET_META = "admin/set_meta"
 
 
+Q_ANY_VECTOR = "admin/any_vector"
+
+
+Q_DROP_VECTOR_INDEX = "admin/drop_vector_index"
+
+
 META_LABEL = "GraphmemMeta"
 """The label of the nodes that keep values beside the graph (the embedding model's record)."""
 
@@ -229,6 +235,8 @@ QUERY_NAMES: tuple[str, ...] = (
     Q_CLEAR,
     Q_GET_META,
     Q_SET_META,
+    Q_ANY_VECTOR,
+    Q_DROP_VECTOR_INDEX,
 )
 """Every query file the backend loads (relative to ``cypher/``, without ``.cypher``)."""
 
