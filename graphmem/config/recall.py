@@ -12,7 +12,7 @@ from pydantic import (
 )
 
 from graphmem.errors import ConfigError
-from graphmem.scoring import Composition, Curve, Frequency, RankWeights, Scoring
+from graphmem.models.scoring import Composition, Curve, Frequency, RankWeights, Scoring
 
 # ---------------------------------------------------------------------------------------
 # recall
@@ -62,7 +62,7 @@ class RecallConfig(BaseModel):
     recency_half_life_days: float = Field(default=7.0, gt=0.0)
     decay_half_life_days: float = Field(default=90.0, gt=0.0)
     frequency_saturation: int = Field(default=10, ge=1)
-    #: the scoring strategy (graphmem.scoring); None: graphmem's own, built from the
+    #: the scoring strategy (graphmem.models.scoring); None: graphmem's own, built from the
     #: weights, signal_weight, half-lives and frequency_saturation above
     scoring: Scoring | None = None
     #: the asking agent's own memories (``recall(..., asking_agent=...)``) gain
