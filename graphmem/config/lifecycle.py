@@ -18,7 +18,7 @@ from pydantic import (
 
 from graphmem.config.service import parse_interval
 from graphmem.models import Tier
-from graphmem.scoring import Curve, Frequency, RankWeights, Scoring
+from graphmem.models.scoring import Curve, Frequency, RankWeights, Scoring
 
 # ---------------------------------------------------------------------------------------
 # lifecycle: importance, tiers, decay, retention, consolidation
@@ -145,7 +145,7 @@ class DecayConfig(BaseModel):
     access_saturation: int = Field(default=10, ge=1)
 
     def scoring(self) -> Scoring:
-        """This formula as a :class:`~graphmem.scoring.Scoring` strategy (what maintenance
+        """This formula as a :class:`~graphmem.models.scoring.Scoring` strategy (what maintenance
         evaluates)."""
         return _decay_scoring(self)
 

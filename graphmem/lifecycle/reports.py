@@ -23,7 +23,7 @@ from graphmem.llm import tokens
 from graphmem.models import (
     Memory,
 )
-from graphmem.scoring import Scoring
+from graphmem.models.scoring import Scoring
 
 log = logging.getLogger("graphmem.lifecycle")
 
