@@ -12,7 +12,7 @@ from pydantic import (
 )
 
 from graphmem.errors import ConfigError
-from graphmem.scoring import Composition, Curve, Frequency, RankWeights, Scoring
+from graphmem.models.scoring import Composition, Curve, Frequency, RankWeights, Scoring
 
 # ---------------------------------------------------------------------------------------
 # recall
@@ -22,7 +22,7 @@ class RecallConfig(BaseModel):
     """How recall finds, fuses and ranks candidates. Frozen; derive variants with
     ``config.model_copy(update={...})`` or start from a preset."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     fusion: Literal["rrf", "linear"] = "rrf"
     rrf_k: int = Field(default=10, ge=1)
@@ -62,7 +62,7 @@ class RecallConfig(BaseModel):
     recency_half_life_days: float = Field(default=7.0, gt=0.0)
     decay_half_life_days: float = Field(default=90.0, gt=0.0)
     frequency_saturation: int = Field(default=10, ge=1)
-    #: the scoring strategy (graphmem.scoring); None: graphmem's own, built from the
+    #: the scoring strategy (graphmem.models.scoring); None: graphmem's own, built from the
     #: weights, signal_weight, half-lives and frequency_saturation above
     scoring: Scoring | None = None
     #: the asking agent's own memories (``recall(..., asking_agent=...)``) gain
@@ -186,7 +186,7 @@ NearDuplicatePolicy = Literal["link", "supersede", "keep"]
 class ReconcileConfig(BaseModel):
     """How a write is reconciled with the memories already in its scope."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     mode: ReconcileMode = "auto"
     near_duplicates: NearDuplicatePolicy = "keep"

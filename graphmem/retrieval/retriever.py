@@ -204,7 +204,7 @@ class Retriever:
         if cfg.temporal_weight > 0 or cfg.when_weight > 0:
             self._temporal(cands, query, flt, qvec, fetch, lexical, vector, cfg)
         if cfg.context_weight > 0 and qvec is not None and cands:
-            self._context(cands, flt, qvec, fetch, lexical, vector, cfg)
+            self._context(cands, flt, qvec, fetch, lexical, vector, cfg, sims)
         qterms = _terms(query)
         self._score_evidence(cands.values(), qvec, qterms, sims)
         # floor: only seeds with evidence of relevance survive (and may bring neighbours)
@@ -495,11 +495,12 @@ class Retriever:
         lexical: list[Hit],
         vector: list[Hit],
         cfg: RecallConfig,
+        sims: dict[str, float] | None,
     ) -> None:
         """The neighbour-context channel (graphmem.context), fused by rank."""
         pool = sorted(cands.values(), key=lambda c: -c.fused)[: cfg.context_pool]
         scored = neighbour_context(
-            self.backend, [c.memory for c in pool], flt, qvec, cfg.context_share
+            self.backend, [c.memory for c in pool], flt, qvec, cfg.context_share, sims
         )[:fetch]
         fresh = [m.id for m, _, _ in scored if m.id not in cands]
         scoped = set(fresh) if self._neighbours is not None else self._within(flt, fresh)
@@ -649,7 +650,7 @@ class Retriever:
                 breakdown["personal"] = boost
                 score += boost
             breakdown["score"] = score
-            out.append(RecallResult(memory=c.memory, score=score, breakdown=breakdown))
+            out.append(RecallResult.trusted(c.memory, score, breakdown))
         out.sort(key=lambda r: (-r.score, r.memory.id))
         return out
 
