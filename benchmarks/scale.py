@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -274,10 +274,16 @@ def bench_recall(
     texts = [" ".join(word(rng) for _ in range(4)) for _ in range(queries)]
     if ingest:
         t = time.perf_counter()
-        for i in range(0, n, 2000):
-            mem.remember_many(data[i : i + 2000])
-        mem.vectors.wait()  # background vectors: ingest ends when every vector is stored
+        # a server defers its vector index to the end of the load (populated before the
+        # ingest's clock stops, so the first query finds every vector)
+        bulk = getattr(mem.backend, "bulk_load", None)
+        with bulk() if bulk is not None else nullcontext() as report:
+            for i in range(0, n, 2000):
+                mem.remember_many(data[i : i + 2000])
+            mem.vectors.wait()  # background vectors: ingest ends when every vector is stored
         out["ingest_per_s"] = n / (time.perf_counter() - t)
+        if report is not None:
+            out["index_build_s"] = report.index_s
         t = time.perf_counter()
         mem.recall(texts[0], k=10, touch=False)  # above the threshold this builds HNSW
         out["first_query_s"] = time.perf_counter() - t
@@ -342,6 +348,7 @@ def bench_recall(
 RECALL_COLUMNS = [
     ("n", "memories", "{:,}"),
     ("ingest_per_s", "ingest /s (with vectors)", "{:,.0f}"),
+    ("index_build_s", "of which vector index population s (server, after the load)", "{:.1f}"),
     ("first_query_s", "first query s", "{:.2f}"),
     ("ann_build_s", "HNSW background build s", "{:.1f}"),
     ("embed_p50_ms", "query embed p50 ms", "{:.1f}"),

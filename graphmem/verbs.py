@@ -30,6 +30,7 @@ from graphmem.errors import InvalidInput, NotFound
 from graphmem.gcpause import gc_paused
 from graphmem.llm import LLM
 from graphmem.models import Memory, Status, utcnow, validated
+from graphmem.models.plain import plain_memory
 from graphmem.reconcile import DUPLICATE_FIELDS, ReconcileResult, reconcile
 from graphmem.writes import Embed, Writes
 
@@ -92,7 +93,7 @@ class MemoryWrites(Writes):
             try:
                 if self.classify is not None:
                     data = self.classify(data)
-                memories.append(validated(Memory, data))
+                memories.append(plain_memory(data) or validated(Memory, data))
             except InvalidInput as e:
                 raise InvalidInput(f"item {i}: {e}") from e
         return memories

@@ -49,6 +49,9 @@ from graphmem.models.values import (
 # ---------------------------------------------------------------------------------------
 # nodes
 
+#: property values stored as they are (exact classes: a StrEnum is a str but stored as text)
+_PLAIN_TYPES: frozenset[Any] = frozenset({str, float, int, bool, datetime})
+
 
 def _utc(v: datetime | None, info: ValidationInfo) -> datetime | None:
     """Every datetime field of every node: timezone-aware, kept in UTC. Attached to the
@@ -82,10 +85,13 @@ class GraphNode(BaseModel):
     def to_props(self) -> dict[str, PropValue]:
         """Flat, Neo4j-legal properties (datetimes stay aware ``datetime`` objects)."""
         props: dict[str, PropValue] = {}
+        plain = _PLAIN_TYPES
         for name, value in self.__dict__.items():  # hot path: plain attribute walk
             if value is None:
                 continue
-            if name == "metadata":
+            if value.__class__ in plain:  # most fields: stored as they are
+                props[name] = value
+            elif name == "metadata":
                 for k, v in value.items():
                     props[METADATA_PREFIX + k] = v
             elif isinstance(value, str):
@@ -114,7 +120,9 @@ class GraphNode(BaseModel):
     def from_trusted(cls, props: Mapping[str, Any]) -> Self:
         """Rebuild a node from properties this process validated when they were written
         (the embedded backend's in-memory graph): types are restored, validators skipped.
-        Never use it for data from outside (files, servers, users): use :meth:`from_props`."""
+        Never use it for data from outside (files, users): use :meth:`from_props`. A server
+        backend uses it only for rows of its own statements it has checked the shape of
+        (:func:`graphmem.backends.neo4j.values.node_from_db`)."""
         conv = _converters(cls)
         # to_props drops only None values, so a missing field is None (field order kept)
         data: dict[str, Any] = dict.fromkeys(_field_names(cls))
@@ -527,4 +535,5 @@ class NodeRef(NamedTuple):
 
     @property
     def key(self) -> str:
-        return f"{self.label.value}:{self.id}"
+        # str(): a StrEnum's text without the enum's slow ``.value`` descriptor (hot path)
+        return str(self.label) + ":" + self.id

@@ -176,16 +176,34 @@ def check_text(value: str, what: str) -> str:
     return value
 
 
+#: ids (agents, namespaces, runs) and tags already found good: a batch repeats the same few
+#: (a str is immutable, so a good one stays good); cleared when full
+_GOOD_IDS: set[str] = set()
+_NORMAL_TAGS: dict[str, str] = {}
+_REMEMBERED = 4096
+
+
 def _check_id(value: str, what: str) -> str:
+    if value.__class__ is str and value in _GOOD_IDS:
+        return value
     if not isinstance(value, str) or not _ID_RE.match(value) or value.strip() != value:
         raise ValueError(
             f"{what} must be 1-256 printable characters without surrounding whitespace"
         )
-    return check_text(value, what)
+    check_text(value, what)
+    if value.__class__ is str:
+        if len(_GOOD_IDS) >= _REMEMBERED:
+            _GOOD_IDS.clear()
+        _GOOD_IDS.add(value)
+    return value
 
 
 def normalise_tag(tag: str) -> str:
     """Tags are case-insensitive: stored lowercased and stripped."""
+    if tag.__class__ is str:
+        known = _NORMAL_TAGS.get(tag)
+        if known is not None:
+            return known
     if not isinstance(tag, str):
         raise ValueError(f"tag must be a string, got {type(tag).__name__}")
     norm = tag.strip().lower()
@@ -194,6 +212,10 @@ def normalise_tag(tag: str) -> str:
             f"malformed tag {tag!r}: 1-64 chars of a-z 0-9 _ - : . / + #, "
             "starting with a letter or digit"
         )
+    if tag.__class__ is str:
+        if len(_NORMAL_TAGS) >= _REMEMBERED:
+            _NORMAL_TAGS.clear()
+        _NORMAL_TAGS[tag] = norm
     return norm
 
 

@@ -196,7 +196,9 @@ class FakeDriver:
 
     def _answer(self, text: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         name = statement_name(text)
-        if name.startswith("schema/memory_embedding_vector"):
+        if name == "schema/memory_embedding_vector_drop":
+            self.dim = None
+        elif name.startswith("schema/memory_embedding_vector"):
             self.dim = int(params["dimensions"])  # SHOW INDEXES lists it from now on
         if self.fail is not None:
             err, self.fail = self.fail, None

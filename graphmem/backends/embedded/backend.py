@@ -206,9 +206,10 @@ class NetworkXBackend(EmbeddedSearch):
             key = queue.pop()
             label, _ident, props, _vec = node_rows[key]
             targets = structural_targets(label, props)
-            struct[key] = [(etype.value, f"{tl.value}:{tid}") for etype, tl, tid, _d in targets]
+            # str(member): its text, without the slow ``.value`` descriptor (per memory)
+            struct[key] = [(str(etype), str(tl) + ":" + tid) for etype, tl, tid, _d in targets]
             for _etype, tlabel, tid, defaults in targets:
-                tkey = f"{tlabel.value}:{tid}"
+                tkey = str(tlabel) + ":" + tid
                 if tkey not in node_rows and tkey not in self._rid_of and tkey not in auto:
                     target = node_model(tlabel)(id=tid, **defaults)
                     auto[tkey] = target
@@ -216,14 +217,14 @@ class NetworkXBackend(EmbeddedSearch):
                     queue.append(tkey)
         edge_rows: list[tuple[str, str, str, dict[str, Any]]] = []
         for e in edges:
-            src, dst = e.src.key, e.dst.key
+            src, dst, etype = e.src.key, e.dst.key, str(e.type)
             if (e.src.label, e.type) in STRUCTURAL:
                 # implied by the source node's properties: accepted when they agree (as in an
                 # import or migration), never stored on their own
                 implied = struct.get(src)
                 if implied is None and src in self._g:
                     implied = [(t, d) for _s, d, t in self._structural_edges_of(src)]
-                if (e.type.value, dst) not in (implied or ()):
+                if (etype, dst) not in (implied or ()):
                     raise InvalidInput(
                         f"{e.type.value} edges follow the node's fields (agent_id, run_id, "
                         f"tags); {src} does not imply one to {dst}"
@@ -231,8 +232,8 @@ class NetworkXBackend(EmbeddedSearch):
                 continue
             for end in (src, dst):
                 if end in doomed or (end not in node_rows and end not in self._rid_of):
-                    raise InvalidInput(f"edge {e.type.value} refers to missing node {end}")
-            edge_rows.append((src, e.type.value, dst, dict(e.props)))
+                    raise InvalidInput(f"edge {etype} refers to missing node {end}")
+            edge_rows.append((src, etype, dst, dict(e.props)))
         return {"nodes": node_rows, "struct": struct, "edges": edge_rows, "rids": {}}
 
     def _plan_delete(

@@ -216,7 +216,7 @@ class EmbeddedGraph:
         succ, pred = g._succ, g._pred  # raw dicts: the API is slow here
         for key, (label, _ident, props, vec) in plan["nodes"].items():
             attrs = dict(props)
-            attrs["label"] = label.value
+            attrs["label"] = str(label)
             self._put_node(label, key, attrs, rids[key])
             if vec is not None:
                 vec_keys.append(key)

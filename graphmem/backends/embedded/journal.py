@@ -85,6 +85,8 @@ def _dumps(props: dict[str, Any]) -> str:
 
 
 def _encode_edge_props(props: dict[str, Any]) -> str:
+    if not props:  # every NEXT, IN_RUN ... edge of a batch
+        return "{}"
     return json.dumps(
         {k: ({"$dt": v.isoformat()} if isinstance(v, datetime) else v) for k, v in props.items()}
     )
@@ -584,9 +586,9 @@ class EmbeddedJournal(EmbeddedGraph):
             if rid is None:
                 rid = next_rid
                 next_rid += 1
-                node_new.append((rid, label.value, ident, _dumps(props)))
+                node_new.append((rid, str(label), ident, _dumps(props)))
             else:
-                node_old.append((_dumps(props), rid, label.value, ident))
+                node_old.append((_dumps(props), rid, str(label), ident))
             rids[key] = rid
             if label is NodeLabel.MEMORY:
                 old = self._g.nodes[key] if key in self._g else None

@@ -151,6 +151,9 @@ queue, read through the label index (the only label graphmem adds to its own).""
 VECTOR_INDEX_EXACT_QUERY = "schema/memory_embedding_vector_exact"
 
 
+VECTOR_INDEX_DROP = "schema/memory_embedding_vector_drop"
+
+
 Q_DELETE_NODES = "nodes/delete"
 
 
@@ -202,9 +205,6 @@ Q_SET_META = "admin/set_meta"
 Q_ANY_VECTOR = "admin/any_vector"
 
 
-Q_DROP_VECTOR_INDEX = "admin/drop_vector_index"
-
-
 META_LABEL = "GraphmemMeta"
 """The label of the nodes that keep values beside the graph (the embedding model's record)."""
 
@@ -213,6 +213,7 @@ QUERY_NAMES: tuple[str, ...] = (
     *SCHEMA_QUERIES,
     VECTOR_INDEX_QUERY,
     VECTOR_INDEX_EXACT_QUERY,
+    VECTOR_INDEX_DROP,
     Q_HUBS,
     Q_VECTORS,
     Q_MISSING_VECTORS,
@@ -236,7 +237,6 @@ QUERY_NAMES: tuple[str, ...] = (
     Q_GET_META,
     Q_SET_META,
     Q_ANY_VECTOR,
-    Q_DROP_VECTOR_INDEX,
 )
 """Every query file the backend loads (relative to ``cypher/``, without ``.cypher``)."""
 

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import logging
 import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from graphmem.backends.neo4j.queries import (
     Q_ANY_VECTOR,
     Q_AWAIT_INDEXES,
     Q_COMPONENTS,
-    Q_DROP_VECTOR_INDEX,
     Q_SHOW_CONSTRAINTS,
     Q_SHOW_INDEXES,
     SCHEMA_QUERIES,
     VECTOR_INDEX,
+    VECTOR_INDEX_DROP,
     VECTOR_INDEX_EXACT_QUERY,
     VECTOR_INDEX_QUERY,
 )
@@ -33,8 +37,23 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in parts)
 
 
+@dataclass
+class BulkLoad:
+    """What a :meth:`Neo4jSchema.bulk_load` did, filled in when it ends."""
+
+    dimension: int | None = None
+    """The vector index's dimension (None: no vector was ever written, no index)."""
+    dropped: bool = False
+    """Whether a vector index existed when the load began (and was dropped)."""
+    index_s: float = 0.0
+    """Seconds spent creating the vector index and awaiting its population at the end."""
+
+
 class Neo4jSchema(Neo4jSession):
     """Ensures the schema on first use (see :meth:`ensure_schema`)."""
+
+    _bulk: BulkLoad | None = None
+    """Set while a bulk load of this handle defers the vector index."""
 
     def ensure_schema(self, *, embedding_dim: int | None = None) -> None:
         """Create the constraints and indexes that are missing (``IF NOT EXISTS``; cheap
@@ -91,11 +110,10 @@ class Neo4jSchema(Neo4jSession):
                 self._dim = int(dim) if dim is not None else None
         return {row["name"] for row in indexes} | {row["name"] for row in constraints}
 
-    def _await_indexes(self) -> None:
+    def _await_indexes(self, timeout_s: float | None = None) -> None:
+        timeout = self._index_timeout_s if timeout_s is None else timeout_s
         self._execute(
-            "await indexes",
-            Q_AWAIT_INDEXES,
-            *self._bind(Q_AWAIT_INDEXES, timeout=self._index_timeout_s),
+            "await indexes", Q_AWAIT_INDEXES, *self._bind(Q_AWAIT_INDEXES, timeout=int(timeout))
         )
 
     def vector_index_query(self) -> str:
@@ -105,16 +123,67 @@ class Neo4jSchema(Neo4jSession):
         version = _version_tuple(self._server_version or "0")
         return VECTOR_INDEX_EXACT_QUERY if version >= (5, 23) else VECTOR_INDEX_QUERY
 
-    def _ensure_dim(self, dim: int) -> None:
+    @contextmanager
+    def bulk_load(self, *, timeout_s: float = 3600.0) -> Iterator[BulkLoad]:
+        """Defer the vector index for a large load: ``with backend.bulk_load(): ...writes...``.
+
+        On entry the vector index is dropped; writes inside the block store their vectors
+        without it, and on exit (also after an error) the index is created again with the
+        store's dimension and its population is awaited (up to ``timeout_s``), so the
+        first search after the block sees every vector. The server then inserts each vector
+        once into one graph instead of once per committed write (at 100k memories with
+        384-d vectors: hours against minutes on a small machine; see docs/neo4j.md).
+
+        Searches through this handle inside the block stay exact (every memory's cosine is
+        computed, slow but complete). Other handles on the same database should not search
+        vectors meanwhile: a search of theirs that asks the index fails while it is missing.
+        Yields a :class:`BulkLoad` report, completed when the block ends. Not reentrant."""
+        self._ready()
+        with self._lock:
+            if self._bulk is not None:
+                raise InvalidInput("a bulk load is already under way on this handle")
+            self._schema_names()
+            report = BulkLoad(dimension=self._dim, dropped=self._dim is not None)
+            if report.dropped:
+                self._execute(
+                    "drop vector index", VECTOR_INDEX_DROP, *self._bind(VECTOR_INDEX_DROP)
+                )
+            self._dim = None
+            self._bulk = report
+        try:
+            yield report
+        finally:
+            with self._lock:
+                self._bulk = None
+                started = time.perf_counter()
+                if report.dimension is not None:
+                    self._ensure_dim(report.dimension, timeout_s=timeout_s)
+                report.index_s = time.perf_counter() - started
+            log.info(
+                "bulk load: vector index %s in %.1f s",
+                "populated" if report.dimension is not None else "not needed",
+                report.index_s,
+            )
+
+    def _ensure_dim(self, dim: int, *, timeout_s: float | None = None) -> None:
         if self._dim == dim:
             return
         with self._lock:
+            bulk = self._bulk
+            if bulk is not None:  # the index is created when the load ends
+                if bulk.dimension is None:
+                    bulk.dimension = dim
+                if bulk.dimension != dim:
+                    raise DimensionMismatch(
+                        f"embedding has {dim} dimensions; this store uses {bulk.dimension}"
+                    )
+                return
             self._schema_names()  # another handle may have created or changed the index
             if self._dim is not None and self._dim != dim and not self._any_vector():
                 # every vector was cleared (reindex --all to a new model): a vector index has
                 # one fixed dimension, so it is made again for the new one
                 self._execute(
-                    "drop vector index", Q_DROP_VECTOR_INDEX, *self._bind(Q_DROP_VECTOR_INDEX)
+                    "drop vector index", VECTOR_INDEX_DROP, *self._bind(VECTOR_INDEX_DROP)
                 )
                 log.info(
                     "vector index %s dropped (%d dimensions, no vector left)",
@@ -125,7 +194,7 @@ class Neo4jSchema(Neo4jSession):
             if self._dim is None:
                 name = self.vector_index_query()
                 self._execute("create vector index", name, *self._bind(name, dimensions=dim))
-                self._await_indexes()
+                self._await_indexes(timeout_s)
                 self._schema_names()
                 log.info("vector index %s created with %d dimensions", VECTOR_INDEX, dim)
             if self._dim != dim:

@@ -195,6 +195,7 @@ def compile_recall_search(
     vector_fetch: int,
     vector_k: int,
     similarity_to: Sequence[float] | None = None,
+    exact: bool = False,
 ) -> tuple[str, dict[str, Any]]:
     """Recall's two searches in one statement, a ``UNION ALL`` of two independent branches
     (one finding nothing does not empty the other), each with the filter applied before its
@@ -206,7 +207,8 @@ def compile_recall_search(
 
     ``similarity_to`` (the query vector; ``vector`` when both are given): the memories come
     without their embedding and ``sim`` is each one's cosine to it as the server reports it
-    (null otherwise)."""
+    (null otherwise). ``exact``: the vector branch computes the cosine of every memory that
+    passes the filter instead of asking the index (a bulk load has deferred it)."""
     require_memory(flt, "recall search")
     if lucene is None and vector is None:
         raise QueryFailed("internal error: a recall search needs text or a vector")
@@ -228,7 +230,19 @@ def compile_recall_search(
         params.update(lexical_params, query=lucene)
         if lean:
             params["vector"] = list(similarity_to or ())
-    if vector is not None and _scoped(flt):
+    if vector is not None and exact:
+        passing = " AND ".join(["n.embedding IS NOT NULL", *clauses])
+        branches.append(
+            "CALL {\n"
+            f"  MATCH (n:Memory) WHERE {passing}\n"
+            "  WITH n ORDER BY vector.similarity.cosine(n.embedding, $vector) DESC, n.id\n"
+            "  LIMIT $vector_k\n"
+            "  RETURN collect(n) AS pool\n"
+            "}\n"
+            "WITH pool, 0 AS fetched\n" + _ranked_vector_rows("pool", props, lean)
+        )
+        params.update(vector=list(vector), vector_k=vector_k)
+    elif vector is not None and _scoped(flt):
         branches.append(_scoped_vector_branch(flt, clauses, props, lean))
         params.update(
             fetch=vector_fetch,
@@ -452,13 +466,15 @@ class Neo4jSearch(Neo4jSchema):
         """The query vector as sent, or None when nothing was ever embedded (no index)."""
         require_memory(query.filter, "vector search")
         self._ready()
-        if self._dim is None:
+        bulk = self._bulk
+        if bulk is None and self._dim is None:
             self._schema_names()
-        if self._dim is None:
+        dim = bulk.dimension if bulk is not None else self._dim
+        if dim is None:
             return None
-        if len(query.vector) != self._dim:
+        if len(query.vector) != dim:
             raise DimensionMismatch(
-                f"query vector has {len(query.vector)} dimensions; this store uses {self._dim}"
+                f"query vector has {len(query.vector)} dimensions; this store uses {dim}"
             )
         q = np.asarray(query.vector, dtype=np.float32)
         if not np.isfinite(q).all() or float(np.linalg.norm(q)) == 0.0:
@@ -483,6 +499,9 @@ class Neo4jSearch(Neo4jSchema):
         fetch0 = self._vector_fetch(k)
 
         def work(tx: Any) -> list[Any]:
+            if self._bulk is not None:  # no index during a bulk load: every memory
+                text, params = compile_vector_exact_search(flt, vector, k)
+                return list(self._run(tx, "vector exact", text, params))
             if not has_conditions(flt):
                 return list(self._run_file(tx, Q_SEARCH_VECTOR, fetch=fetch0, k=k, vector=vector))
             text, params = _compile_vector_plan(flt)
@@ -554,6 +573,7 @@ class Neo4jSearch(Neo4jSchema):
             vector_fetch=fetch,
             vector_k=vector_k,
             similarity_to=sim_to,
+            exact=self._bulk is not None,
         )
         rows = self._read("recall search", lambda tx: list(self._run(tx, "recall search", *stmt)))
         lexical = [

@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import types
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, Union, get_args, get_origin
 
 from graphmem.errors import BackendError, InvalidInput
-from graphmem.models import GraphNode, NodeLabel, node_model
+from graphmem.models import (
+    METADATA_PREFIX,
+    GraphNode,
+    Memory,
+    NodeLabel,
+    audience_key,
+    node_model,
+)
 
 _INT64 = (-(2**63), 2**63 - 1)
 
@@ -52,11 +60,112 @@ def check_value(key: str, value: Any) -> Any:
 
 
 def node_from_db(label: str, props: Mapping[str, Any]) -> GraphNode:
+    """A node read from the server. A memory row of the shape graphmem's own writes give it
+    (every field that has a default present, times as ISO text or temporal values, enum
+    values known, derived fields as the model derives them) is rebuilt without running the
+    model's validators again: they ran when the node
+    was written, and running them for each of the ~100 memories a recall reads cost more
+    than the recall's statements. Any other row is validated in full (BackendError when it
+    is not a valid node)."""
     model = node_model(label)
+    if model is Memory:
+        fast = _rebuilt_memory(props)
+        if fast is not None:
+            return fast
     try:
         return model.from_props(props_from_db(props))
     except (InvalidInput, ValueError) as e:
         raise BackendError(f"stored {label} node {props.get('id')!r} is not valid: {e}") from e
+
+
+_SCALARS: dict[Any, tuple[type, ...]] = {str: (str,), float: (float, int), int: (int,)}
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What a stored row must hold to be rebuilt without the validators (see
+    :func:`_rebuilt_memory`)."""
+
+    needed: frozenset[str]
+    """Fields with a default a missing value would not get."""
+    known: frozenset[str]
+    times: tuple[str, ...]
+    scalars: tuple[tuple[str, tuple[type, ...], Any, Any], ...]
+    """Plain fields: name, the stored types, the model's bounds."""
+
+
+@lru_cache(maxsize=8)
+def _shape(model: type[GraphNode]) -> _Shape:
+    scalars = []
+    for name, info in model.model_fields.items():
+        ann = info.annotation
+        args = get_args(ann) if get_origin(ann) in (Union, types.UnionType) else (ann,)
+        kinds = [a for a in args if a is not type(None)]
+        if len(kinds) == 1 and kinds[0] in _SCALARS:
+            lo = next((m.ge for m in info.metadata if hasattr(m, "ge")), None)
+            hi = next((m.le for m in info.metadata if hasattr(m, "le")), None)
+            scalars.append((name, _SCALARS[kinds[0]], lo, hi))
+    return _Shape(
+        needed=frozenset(
+            name
+            for name, info in model.model_fields.items()
+            if name != "metadata" and (info.is_required() or info.get_default() is not None)
+        ),
+        known=frozenset(model.model_fields),
+        times=temporal_fields(model.label),
+        scalars=tuple(scalars),
+    )
+
+
+def _plain_fields_hold(data: Mapping[str, Any], shape: _Shape) -> bool:
+    for name, kinds, lo, hi in shape.scalars:
+        value: Any = data.get(name)
+        if value is None:
+            continue
+        if type(value) is bool or not isinstance(value, kinds):
+            return False
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            return False
+    return True
+
+
+def _time(value: Any) -> datetime:
+    if isinstance(value, str):  # as the search statements return times (toString)
+        value = datetime.fromisoformat(value)
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise ValueError("not an aware datetime")
+    return value.astimezone(UTC)
+
+
+def _rebuilt_memory(props: Mapping[str, Any]) -> Memory | None:
+    """``props`` as a Memory without its validators, or None when the row is not of the
+    shape graphmem writes (the caller then validates it in full). What the model derives
+    must hold as stored: the audience (who may read it) is recomputed and compared, the
+    times it fills from ``created_at`` must be there."""
+    shape = _shape(Memory)
+    if not props.get("id") or not shape.needed.issubset(props):
+        return None
+    data = {k: v if type(v) in _PLAIN else _from_db(v) for k, v in props.items()}
+    try:
+        for field in shape.times:
+            value = data.get(field)
+            if value is not None:
+                data[field] = _time(value)
+        if not _plain_fields_hold(data, shape) or not all(
+            k in shape.known or k.startswith(METADATA_PREFIX) for k in data
+        ):
+            return None
+        memory = Memory.from_trusted(data)
+        if (
+            memory.updated_at is None
+            or memory.valid_from is None
+            or (memory.valid_to is not None and memory.valid_to < memory.valid_from)
+            or memory.audience != audience_key(memory.visibility, memory.agent_id, memory.namespace)
+        ):
+            return None
+        return memory
+    except (KeyError, ValueError, TypeError, AttributeError):
+        return None  # an unknown enum value, a malformed time ...
 
 
 @lru_cache(maxsize=64)
