@@ -22,7 +22,7 @@ class RecallConfig(BaseModel):
     """How recall finds, fuses and ranks candidates. Frozen; derive variants with
     ``config.model_copy(update={...})`` or start from a preset."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     fusion: Literal["rrf", "linear"] = "rrf"
     rrf_k: int = Field(default=10, ge=1)
@@ -186,7 +186,7 @@ NearDuplicatePolicy = Literal["link", "supersede", "keep"]
 class ReconcileConfig(BaseModel):
     """How a write is reconciled with the memories already in its scope."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     mode: ReconcileMode = "auto"
     near_duplicates: NearDuplicatePolicy = "keep"

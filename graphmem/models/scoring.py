@@ -64,7 +64,7 @@ TRUST_PER_RECALL = 0.02
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class RankWeights(_Frozen):
