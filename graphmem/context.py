@@ -30,14 +30,25 @@ __all__ = ["neighbour_context"]
 
 
 def _run_neighbours(
-    backend: GraphBackend, pool: list[Memory], flt: Filter
+    backend: GraphBackend,
+    pool: list[Memory],
+    flt: Filter,
+    qvec: np.ndarray,
+    sims: dict[str, float] | None,
 ) -> dict[str, list[Memory]]:
-    """Each pool memory's NEXT neighbours inside its own run, in both directions."""
+    """Each pool memory's NEXT neighbours inside its own run, in both directions (with
+    ``sims``, read as the pool was: without their vectors, their cosines added to it)."""
     by_id = {m.id: m for m in pool}
     out: dict[str, list[Memory]] = defaultdict(list)
     if isinstance(backend, RecallNeighbours):
         for seed_id, via, nb in backend.neighbours(
-            list(by_id), flt, link_types=[EdgeType.NEXT], tag_limit=0, entity_hub_limit=0
+            list(by_id),
+            flt,
+            link_types=[EdgeType.NEXT],
+            tag_limit=0,
+            entity_hub_limit=0,
+            query_vector=tuple(qvec.tolist()) if sims is not None else None,
+            similarities=sims,
         ):
             if via == EdgeType.NEXT.value and nb.run_id == by_id[seed_id].run_id:
                 out[seed_id].append(nb)
@@ -66,15 +77,18 @@ def neighbour_context(
     flt: Filter,
     qvec: np.ndarray,
     neighbour_share: float,
+    sims: dict[str, float] | None = None,
 ) -> list[tuple[Memory, float, float]]:
     """(memory, context score, best neighbour's similarity) for the pool and its run
-    neighbours, best first. Memories
-    without a comparable vector are left out; a neighbour outside ``flt`` is never
-    returned on a server backend (filtered in its query) and must be re-checked by the
-    caller otherwise."""
+    neighbours, best first. ``sims``: the cosines to the query of memories read without
+    their vector (a server backend keeps the embeddings and reports the cosines, see
+    :class:`~graphmem.backends.base.RecallSearch`); the neighbours are then read the same
+    way. Memories with neither a comparable vector nor a known cosine are left out; a
+    neighbour outside ``flt`` is never returned on a server backend (filtered in its
+    query) and must be re-checked by the caller otherwise."""
     pool = list(pool)
     members = [m for m in pool if m.run_id is not None]
-    links = _run_neighbours(backend, members, flt) if members else {}
+    links = _run_neighbours(backend, members, flt, qvec, sims) if members else {}
     seen: dict[str, Memory] = {m.id: m for m in pool}
     adj: dict[str, set[str]] = defaultdict(set)
     for a, nbs in links.items():
@@ -83,12 +97,15 @@ def neighbour_context(
             adj[a].add(nb.id)
             adj[nb.id].add(a)
     dim = qvec.shape[0]
-    usable = [m for m in seen.values() if m.embedding is not None and len(m.embedding) == dim]
-    if not usable:
-        return []
-    mat = np.asarray([m.embedding for m in usable], dtype=np.float32)
-    sims = (mat @ qvec) / np.maximum(np.linalg.norm(mat, axis=1), 1e-12)
-    sim = {m.id: float(s) for m, s in zip(usable, sims, strict=True)}
+    own_vec = [m for m in seen.values() if m.embedding is not None and len(m.embedding) == dim]
+    sim: dict[str, float] = {}
+    if own_vec:
+        mat = np.asarray([m.embedding for m in own_vec], dtype=np.float32)
+        cos = (mat @ qvec) / np.maximum(np.linalg.norm(mat, axis=1), 1e-12)
+        sim = {m.id: float(c) for m, c in zip(own_vec, cos, strict=True)}
+    known = sims or {}
+    sim.update({i: known[i] for i in seen if i not in sim and i in known})
+    usable = [m for m in seen.values() if m.id in sim]
     scored = []
     for m in usable:
         own = sim[m.id]

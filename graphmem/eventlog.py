@@ -107,7 +107,7 @@ def backoff(attempt: int) -> float:
 class LogRecord(BaseModel):
     """A log entry with its payload decoded (from the entry or its shared Payload)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     entry: LogEntry
     payload: Any = None
@@ -117,7 +117,7 @@ class LogStats(BaseModel):
     """Size of the log. ``logical_bytes`` is what the referenced payloads would take if
     every entry stored its own copy; ``bytes_saved`` = logical - stored."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     entries: int
     inline_entries: int

@@ -41,6 +41,7 @@ from graphmem.backends import open_backend
 from graphmem.backends.base import GraphBackend
 from graphmem.boundary import guard, guard_face
 from graphmem.config import RecallConfig, Settings, VectorMode
+from graphmem.config.profiles import with_profile
 from graphmem.errors import Conflict, InvalidInput, NotFound
 from graphmem.eventlog import EventLog
 from graphmem.knowledge import Knowledge, KnowledgeIndexer
@@ -60,7 +61,6 @@ from graphmem.models import (
     utcnow,
 )
 from graphmem.org import OrgMemory
-from graphmem.profiles import with_profile
 from graphmem.protocol import (
     ContextFormat,
     ContextOptions,
@@ -232,7 +232,7 @@ class GraphMemory(MemoryAPI):
         ``mem.knowledge``; ``mem.knowledge.indexer.backfill`` indexes memories written
         before it was on.
 
-        ``profile``: a named profile (:mod:`graphmem.profiles`: ``orka``, ``kaos``,
+        ``profile``: a named profile (:mod:`graphmem.config.profiles`: ``orka``, ``kaos``,
         ``synthorg``, ``openagentflow``, ``operator``; ``graphmem`` is the default) whose
         defaults fill what ``settings`` leave unset.
         """

@@ -55,7 +55,7 @@ _SERVER_SCHEMES = ("neo4j", "neo4j+s", "neo4j+ssc", "bolt", "bolt+s", "bolt+ssc"
 class MigrationReport(BaseModel):
     """What a migration did and whether the destination matches the source."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     source: str
     destination: str

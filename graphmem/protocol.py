@@ -164,7 +164,7 @@ class ContextOptions(ReadFilters, total=False):
 class ForgetReport(BaseModel):
     """What ``forget`` deleted (or would delete, on a dry run) and what it restored."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     deleted: tuple[str, ...]
     restored: tuple[str, ...]
@@ -174,7 +174,7 @@ class ForgetReport(BaseModel):
 class ImportReport(BaseModel):
     """How many nodes and edges an export wrote or an import loaded."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     nodes: int
     edges: int

@@ -67,7 +67,7 @@ class ReconcileResult(BaseModel):
     ``supersede`` policy), ``linked`` (``memory`` is new and names the near-duplicate in
     ``metadata.near_duplicate_of``)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     action: ReconcileAction
     memory: Memory

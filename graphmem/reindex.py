@@ -44,7 +44,7 @@ Progress = Callable[[int, int], None]
 class ReindexReport(BaseModel):
     """What :func:`reindex` did (or, on a dry run, would do)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     dry_run: bool
     model: str | None

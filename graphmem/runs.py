@@ -76,7 +76,7 @@ DEFAULT_SPEAKERS: dict[str, str] = {
 class RunStats(BaseModel):
     """Counts over runs and their events (events: memories with a ``seq`` in a run)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     runs: int
     runs_by_status: dict[str, int]
@@ -86,7 +86,7 @@ class RunStats(BaseModel):
 
 
 class DeleteRunReport(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     run_id: str
     memories: int
@@ -97,7 +97,7 @@ class DeleteRunReport(BaseModel):
 class CleanupReport(BaseModel):
     """What :meth:`Runs.cleanup` removed (or archived, or would, on a dry run)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     runs: tuple[str, ...]
     memories: int

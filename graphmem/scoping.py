@@ -157,7 +157,7 @@ class Scope(BaseModel):
     silent widening. ``own=False`` / ``shared=()`` / ``org=False`` narrow the scope.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     agent_id: str
     own: bool = True

@@ -7,9 +7,14 @@ Errors print ``error: <Type>: <message>`` on stderr and exit with status 1 (2 fo
 settings or usage). Long work shows a progress bar on stderr.
 """
 
-# importing the command modules registers their commands on ``app``; main then finishes it
-from graphmem.cli import admin, groups, lifecycle, memories
-from graphmem.cli.app import app
-from graphmem.cli.main import main
+from graphmem.gcpause import gc_paused
+
+# The imports below build ~40k objects (pydantic's model schemas above all) and none of
+# them is garbage: the collector would run ~100 times over them for nothing.
+with gc_paused():
+    # importing the command modules registers their commands on ``app``; main finishes it
+    from graphmem.cli import admin, groups, lifecycle, memories
+    from graphmem.cli.app import app
+    from graphmem.cli.main import main
 
 __all__ = ["admin", "app", "groups", "lifecycle", "main", "memories"]

@@ -17,6 +17,7 @@ import typer
 from graphmem.config import Settings
 from graphmem.errors import ConfigError, GraphMemError
 from graphmem.memory import GraphMemory
+from graphmem.opening import open_memory
 
 app = typer.Typer(
     name="graphmem",
@@ -169,7 +170,7 @@ def _open(
         )
         raise typer.Exit(2)
     try:
-        mem = settings.open_memory(**options)
+        mem = open_memory(settings, **options)
     except GraphMemError as e:
         typer.echo(f"error: {type(e).__name__}: {e}", err=True)
         raise typer.Exit(2) from e

@@ -19,11 +19,11 @@ Sections (each one frozen model): ``store`` (the embedded store), ``neo4j`` (the
 backend and its driver options), ``vectors``, ``knowledge``, ``recall``, ``reconcile``,
 ``lifecycle`` (with ``decay``, ``retention``, ``consolidation``, ``scorer``, ``rules``),
 ``org``, ``runs``, ``maintenance``, ``log``, ``server``; ``profile`` names a profile
-(:mod:`graphmem.profiles`) whose defaults sit under everything configured. The models live
-here, at the bottom of the house (this module imports only :mod:`graphmem.errors`,
-:mod:`graphmem.models` and :mod:`graphmem.scoring`, which imports only the models; the
-profiles are imported when settings are built); the modules that act on them import them
-from here.
+(:mod:`graphmem.config.profiles`) whose defaults sit under everything configured. The models live
+here, at the bottom of the house: this package imports nothing of graphmem but
+:mod:`graphmem.errors` and :mod:`graphmem.models` (the scoring strategies are the value types
+of :mod:`graphmem.models.scoring`); the modules that act on the settings import them from
+here, and :func:`graphmem.opening.open_memory` builds what they describe.
 
 The environment is read only by :meth:`Settings.from_env` and :meth:`Settings.load`, never at
 import or in the constructor. Secrets (passwords, API keys) are ``SecretStr`` and print masked.
@@ -80,7 +80,7 @@ from graphmem.config.store import (
     VectorMode,
     VectorSettings,
 )
-from graphmem.scoring import RankWeights
+from graphmem.models.scoring import RankWeights
 
 __all__ = [
     "CACHE_DIR_ENV",

@@ -18,7 +18,7 @@ from pydantic import (
 
 from graphmem.config.service import parse_interval
 from graphmem.models import Tier
-from graphmem.scoring import Curve, Frequency, RankWeights, Scoring
+from graphmem.models.scoring import Curve, Frequency, RankWeights, Scoring
 
 # ---------------------------------------------------------------------------------------
 # lifecycle: importance, tiers, decay, retention, consolidation
@@ -38,7 +38,7 @@ class ImportanceScorer(BaseModel):
     0.4
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     base: float = Field(default=0.5, ge=0.0, le=1.0)
     event_boosts: dict[str, float] = Field(
@@ -107,7 +107,7 @@ class ClassificationRules(BaseModel):
     (a fact stored with ``remember``) is long-term — the seed's rules classify events.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     log_tier: Tier = Tier.SHORT_TERM
     long_term_events: tuple[str, ...] = ("success", "completion", "write", "result")
@@ -137,7 +137,7 @@ class DecayConfig(BaseModel):
     """Relevance = (w_i * importance + w_a * access signal) * 0.5 ** (days since the last
     access, or creation, / half_life_days)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     half_life_days: float = Field(default=30.0, gt=0.0)
     importance_weight: float = Field(default=0.7, ge=0.0)
@@ -145,7 +145,7 @@ class DecayConfig(BaseModel):
     access_saturation: int = Field(default=10, ge=1)
 
     def scoring(self) -> Scoring:
-        """This formula as a :class:`~graphmem.scoring.Scoring` strategy (what maintenance
+        """This formula as a :class:`~graphmem.models.scoring.Scoring` strategy (what maintenance
         evaluates)."""
         return _decay_scoring(self)
 
@@ -171,7 +171,7 @@ def _decay_scoring(cfg: DecayConfig) -> Scoring:
 class AgentRetention(BaseModel):
     """An agent's overrides of the company retention policy."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     default: timedelta | None = None
     by_category: dict[str, timedelta] = Field(default_factory=dict)
@@ -187,7 +187,7 @@ class RetentionPolicy(BaseModel):
     the orchestration log are deleted when older than ``logs`` (else ``default``).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     default: timedelta | None = None
     by_category: dict[str, timedelta] = Field(default_factory=dict)
@@ -227,7 +227,7 @@ class ConsolidationConfig(BaseModel):
     adds pairs whose embeddings have at least that cosine similarity.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     merge_threshold: float = Field(default=0.6, gt=0.0, le=1.0)
     duplicate_threshold: float = Field(default=0.7, gt=0.0, le=1.0)
@@ -250,7 +250,7 @@ class ConsolidationConfig(BaseModel):
 class LifecycleConfig(BaseModel):
     """Thresholds of the lifecycle (all configurable; frozen)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     short_term_max: int = Field(default=200, ge=1)
     refresh_every: int = Field(default=20, ge=1)

@@ -26,7 +26,7 @@ class WriteRule(BaseModel):
     ``min_autonomy``: the lowest agent autonomy level allowed; ``humans``: whether humans may.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     min_seniority: str | None = "senior"
     min_autonomy: int = Field(default=0, ge=0, le=5)
@@ -49,7 +49,7 @@ class OrgConfig(BaseModel):
     for core facts, the seniority ladder, and the configured core policies (texts that head
     every ``context()``; they are not stored and cannot be retracted)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     rules: dict[str, WriteRule] = Field(default_factory=lambda: dict(DEFAULT_WRITE_RULES))
     default_rule: WriteRule = DEFAULT_RULE
@@ -85,7 +85,7 @@ class RunLimits(BaseModel):
     """Session limits (the seed's defaults); ``None`` means unlimited. Over a limit, the
     oldest ``archive_fraction`` (at least the excess) is archived."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     max_runs: int | None = Field(default=1000, ge=1)
     max_events_per_run: int | None = Field(default=500, ge=1)

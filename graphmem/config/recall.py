@@ -12,7 +12,7 @@ from pydantic import (
 )
 
 from graphmem.errors import ConfigError
-from graphmem.scoring import Composition, Curve, Frequency, RankWeights, Scoring
+from graphmem.models.scoring import Composition, Curve, Frequency, RankWeights, Scoring
 
 # ---------------------------------------------------------------------------------------
 # recall
@@ -22,7 +22,7 @@ class RecallConfig(BaseModel):
     """How recall finds, fuses and ranks candidates. Frozen; derive variants with
     ``config.model_copy(update={...})`` or start from a preset."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     fusion: Literal["rrf", "linear"] = "rrf"
     rrf_k: int = Field(default=10, ge=1)
@@ -62,7 +62,7 @@ class RecallConfig(BaseModel):
     recency_half_life_days: float = Field(default=7.0, gt=0.0)
     decay_half_life_days: float = Field(default=90.0, gt=0.0)
     frequency_saturation: int = Field(default=10, ge=1)
-    #: the scoring strategy (graphmem.scoring); None: graphmem's own, built from the
+    #: the scoring strategy (graphmem.models.scoring); None: graphmem's own, built from the
     #: weights, signal_weight, half-lives and frequency_saturation above
     scoring: Scoring | None = None
     #: the asking agent's own memories (``recall(..., asking_agent=...)``) gain
@@ -104,13 +104,13 @@ class RecallConfig(BaseModel):
     #: splits) but lowers R@10 (-0.6 / -0.5) and costs a graph read per recall
     #: (benchmarks/RESULTS.md)
     context_weight: float = Field(default=0.0, ge=0.0)
-    #: substance: each relevance is scaled by n / (n + substance), n the memory's distinct
-    #: content terms, or by its coverage of the query's terms if that is more, so that a
-    #: bare reply naming the person asked about ("thanks, Melanie!") does not outrank
-    #: what that person said. 8 lifts LoCoMo dev (chosen on conv-26/30/41, confirmed on
-    #: conv-42/43: benchmarks/RESULTS.md) but is off by default (0): without vectors it
-    #: pushes the demo's short fact about Carla out of the top 3
-    substance: float = Field(default=0.0, ge=0.0)
+    #: substance: each episodic memory's relevance is scaled by n / (n + substance), n its
+    #: distinct content terms, or by its coverage of the query's terms if that is more, so
+    #: that a bare reply naming the person asked about ("thanks, Melanie!") does not
+    #: outrank what that person said; other categories (stated facts) are left alone.
+    #: 8: chosen on LoCoMo dev conv-26/30/41, confirmed on conv-42/43
+    #: (benchmarks/RESULTS.md); 0: off
+    substance: float = Field(default=8.0, ge=0.0)
     context_share: float = Field(default=0.3, ge=0.0)
     context_pool: int = Field(default=20, ge=1)
     # diversity: with embeddings, cosine between memories; without, bigram Jaccard of text
@@ -186,7 +186,7 @@ NearDuplicatePolicy = Literal["link", "supersede", "keep"]
 class ReconcileConfig(BaseModel):
     """How a write is reconciled with the memories already in its scope."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     mode: ReconcileMode = "auto"
     near_duplicates: NearDuplicatePolicy = "keep"

@@ -10,7 +10,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import (
@@ -22,10 +22,6 @@ from pydantic import (
     field_validator,
 )
 
-from graphmem.errors import ConfigError
-
-if TYPE_CHECKING:
-    from graphmem.memory import GraphMemory
 from graphmem.config.lifecycle import LifecycleConfig
 from graphmem.config.org import OrgConfig, RunLimits
 from graphmem.config.recall import RecallConfig, ReconcileConfig
@@ -38,6 +34,7 @@ from graphmem.config.store import (
     _Frozen,
     log,
 )
+from graphmem.errors import ConfigError
 
 ENV_PREFIX = "GRAPHMEM_"
 CONFIG_ENV = "GRAPHMEM_CONFIG"
@@ -60,9 +57,10 @@ class Settings(_Frozen):
     """
 
     url: str = "graphmem.db"
-    #: false: ``open_memory`` gives a NullMemory (stores nothing), as KAOS's MEMORY_ENABLED
+    #: false: ``graphmem.opening.open_memory`` gives a NullMemory (stores nothing), as
+    #: KAOS's MEMORY_ENABLED
     enabled: bool = True
-    #: the named profile (graphmem.profiles) whose defaults sit under everything configured
+    #: the named profile (graphmem.config.profiles) whose defaults sit under everything configured
     profile: str = "graphmem"
     username: str | None = None
     password: SecretStr | None = None
@@ -100,7 +98,7 @@ class Settings(_Frozen):
     @field_validator("profile", mode="before")
     @classmethod
     def _profile_name(cls, v: Any) -> Any:
-        from graphmem.profiles import get_profile
+        from graphmem.config.profiles import get_profile
 
         if isinstance(v, Mapping):  # a [profile] table: name = "..."
             v = v.get("name", "graphmem")
@@ -154,7 +152,7 @@ class Settings(_Frozen):
         try:
             # the one place a profile applies: its overlay goes under what was configured
             if merged.get("profile") is not None:
-                from graphmem.profiles import get_profile
+                from graphmem.config.profiles import get_profile
 
                 name = merged["profile"]
                 if isinstance(name, Mapping):
@@ -231,38 +229,6 @@ class Settings(_Frozen):
         if database is not None:
             merged["database"] = database
         return url, merged
-
-    def make_llm(self) -> Any | None:
-        """The LLM these settings name (constructed lazily: no network here)."""
-        if self.llm == "none":
-            return None
-        if self.llm == "offline":
-            from graphmem.llm import OfflineLLM
-
-            return OfflineLLM()
-        from graphmem.llm import AnthropicLLM
-
-        key = self.anthropic_api_key.get_secret_value() if self.anthropic_api_key else None
-        return AnthropicLLM(
-            model=self.llm_model,
-            max_tokens=self.llm_max_tokens,
-            api_key=key,
-            base_url=self.anthropic_base_url,
-        )
-
-    def open_memory(self, **options: Any) -> GraphMemory:
-        """Open the GraphMemory these settings describe (``options`` go to ``open``); a
-        :class:`~graphmem.null.NullMemory` when ``enabled`` is false."""
-        from graphmem.memory import GraphMemory
-
-        if not self.enabled:
-            from graphmem.null import NullMemory
-
-            return NullMemory()  # type: ignore[return-value]
-
-        options.setdefault("embedder", self.embedder)
-        options.setdefault("llm", self.make_llm())
-        return GraphMemory.open(settings=self, **options)
 
     def masked(self) -> dict[str, Any]:
         """The effective settings as plain data with every secret replaced by asterisks

@@ -19,7 +19,7 @@ log = logging.getLogger("graphmem.config")
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class ApiKey(_Frozen):

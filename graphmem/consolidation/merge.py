@@ -52,7 +52,7 @@ from graphmem.writes import Replacement, Writes
 
 
 class SimilarPair(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     a: str
     b: str
@@ -63,7 +63,7 @@ class SimilarPair(BaseModel):
 class MergeGroup(BaseModel):
     """One planned (dry run) or applied merge: exactly what it writes."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     scope: dict[str, str | None]
     source_ids: tuple[str, ...]
@@ -82,7 +82,7 @@ class MergeGroup(BaseModel):
 
 
 class ConsolidationReport(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     dry_run: bool
     scanned: int
@@ -101,7 +101,7 @@ class ConsolidationReport(BaseModel):
 
 
 class UnmergeReport(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     merged_id: str
     restored_ids: tuple[str, ...]

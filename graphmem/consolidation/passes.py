@@ -130,7 +130,7 @@ def _summarize_or_fallback(
 class ImproveReport(BaseModel):
     """What ``improve`` changed (or would change): new versions and contradictions."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     dry_run: bool
     improvement: Improvement
@@ -267,7 +267,7 @@ def improve_memories(
 
 
 class FactsReport(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     dry_run: bool
     facts: tuple[Fact, ...]

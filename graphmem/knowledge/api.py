@@ -35,7 +35,7 @@ __all__ = ["About", "Knowledge", "RelationView", "about", "entities"]
 class RelationView(BaseModel):
     """One RELATES edge seen from an entity: ``subject -[predicate]-> object``."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     subject: str
     predicate: str
@@ -49,7 +49,7 @@ class About(BaseModel):
     """What the store knows about one entity: the entity, the memories that mention it
     (oldest first) and its relations."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     entity: Entity
     memories: tuple[Memory, ...] = ()

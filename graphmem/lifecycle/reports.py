@@ -23,7 +23,7 @@ from graphmem.llm import tokens
 from graphmem.models import (
     Memory,
 )
-from graphmem.scoring import Scoring
+from graphmem.models.scoring import Scoring
 
 log = logging.getLogger("graphmem.lifecycle")
 
@@ -53,7 +53,7 @@ ActionKind = Literal["archive", "delete", "promote", "create", "restore"]
 class Action(BaseModel):
     """One change made (or, on a dry run, to be made) by a maintenance step."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     step: str
     action: ActionKind
@@ -64,7 +64,7 @@ class Action(BaseModel):
 class MaintenanceReport(BaseModel):
     """Every action of a maintenance call, in order; ``dry_run`` says if they were taken."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     dry_run: bool
     at: datetime
@@ -98,7 +98,7 @@ class MaintenanceReport(BaseModel):
 
 
 class TurnReport(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     cleared: int
     facts: FactsReport | None = None

@@ -34,7 +34,9 @@ Example (offline, no network)::
 
 from __future__ import annotations
 
-from graphmem.llm.anthropic import AnthropicLLM
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from graphmem.llm.offline import Claim, OfflineLLM, claim_of
 from graphmem.llm.protocol import (
     LLM,
@@ -53,6 +55,9 @@ from graphmem.llm.protocol import (
     tokens,
 )
 from graphmem.text import split_sentences
+
+if TYPE_CHECKING:
+    from graphmem.llm.anthropic import AnthropicLLM
 
 __all__ = [
     "LLM",
@@ -75,3 +80,14 @@ __all__ = [
     "split_sentences",
     "tokens",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The Anthropic client's module (its prompts and response models) loads when it is
+    # first named: a recall or a command that uses no LLM never pays for it. The import
+    # system's module lock makes a first use from many threads safe.
+    if name == "AnthropicLLM":
+        value = importlib.import_module("graphmem.llm.anthropic").AnthropicLLM
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'graphmem.llm' has no attribute {name!r}")

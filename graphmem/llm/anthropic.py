@@ -34,35 +34,37 @@ DEFAULT_MODEL = "claude-sonnet-4-6"
 
 
 class _SummaryOut(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
     summary: str = Field(min_length=1)
 
 
 class _RewriteOut(BaseModel):
+    model_config = ConfigDict(defer_build=True)
     id: str
     content: str = Field(min_length=1)
     reason: str = Field(min_length=1)
 
 
 class _ContradictionOut(BaseModel):
+    model_config = ConfigDict(defer_build=True)
     keep_id: str
     superseded_ids: list[str] = Field(min_length=1)
     reason: str = Field(min_length=1)
 
 
 class _ImproveOut(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
     rewrites: list[_RewriteOut] = Field(default_factory=list)
     contradictions: list[_ContradictionOut] = Field(default_factory=list)
 
 
 class _FactsOut(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
     facts: list[Fact] = Field(default_factory=list)
 
 
 class _ReflectOut(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
     answer: str = Field(min_length=1)
     cited_ids: list[str] = Field(default_factory=list)
 

@@ -62,7 +62,7 @@ class Claim(BaseModel):
     normalised: lowercased tokens). Two claims with the same subject and attribute and
     different values contradict each other."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     subject: str
     attribute: str

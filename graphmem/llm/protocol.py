@@ -29,7 +29,7 @@ class Summary(BaseModel):
     """The result of ``summarize``: text, the memories it covers, and which of them were
     dense and therefore kept verbatim rather than summarised."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     content: str
     source_ids: tuple[str, ...]
@@ -39,7 +39,7 @@ class Summary(BaseModel):
 class Rewrite(BaseModel):
     """A more precise wording of one memory."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     id: str
     content: str = Field(min_length=1)
@@ -49,7 +49,7 @@ class Rewrite(BaseModel):
 class Contradiction(BaseModel):
     """Memories that cannot all hold: ``keep_id`` wins and supersedes ``superseded_ids``."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     keep_id: str
     superseded_ids: tuple[str, ...] = Field(min_length=1)
@@ -59,7 +59,7 @@ class Contradiction(BaseModel):
 class Improvement(BaseModel):
     """The result of ``improve``."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     rewrites: tuple[Rewrite, ...] = ()
     contradictions: tuple[Contradiction, ...] = ()
@@ -68,7 +68,7 @@ class Improvement(BaseModel):
 class Fact(BaseModel):
     """A durable fact extracted from a conversation turn."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     content: str = Field(min_length=1, max_length=2000)
     category: Literal["semantic", "procedural", "episodic"] = "semantic"
@@ -79,7 +79,7 @@ class Fact(BaseModel):
 class Reflection(BaseModel):
     """An answer to a question, with the ids of the memories it rests on."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     answer: str
     cited_ids: tuple[str, ...] = ()
@@ -88,7 +88,7 @@ class Reflection(BaseModel):
 class PassUsage(BaseModel):
     """Calls and tokens spent by one pass (offline passes count calls, zero tokens)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     calls: int = 0
     input_tokens: int = 0

@@ -55,7 +55,7 @@ _EDGE_FIELDS = frozenset({"type", "src", "dst", "props"})
 class Edge(BaseModel):
     """A relationship. (type, src, dst) identifies it; upserting again merges props."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     type: EdgeType
     src: NodeRef

@@ -68,7 +68,7 @@ UtcTimeOrNone = Annotated[datetime | None, AfterValidator(_utc)]
 class GraphNode(BaseModel):
     """Base of every node model: frozen, strict about unknown fields, flat-serialisable."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True, defer_build=True)
 
     label: ClassVar[NodeLabel]
     id: str

@@ -38,7 +38,7 @@ class Range(BaseModel):
     """``gte <= field <= lte`` (any bound may be omitted); ``or_missing`` also accepts nodes
     where the field is absent (e.g. ``valid_to`` of a current fact)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     field: str
     gte: Any = None
@@ -65,7 +65,7 @@ class Filter(BaseModel):
     ``equals`` with a ``None`` value means "property is absent".
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     label: NodeLabel = NodeLabel.MEMORY
     ids: tuple[str, ...] | None = None
@@ -277,7 +277,7 @@ def check_field(model: type[GraphNode], name: str) -> str:
 class TextQuery(BaseModel):
     """Lexical (BM25 / full-text) search over Memory content."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     text: str = Field(min_length=1, max_length=10_000)
     filter: Filter = Field(default_factory=Filter)
@@ -287,7 +287,7 @@ class TextQuery(BaseModel):
 class VectorQuery(BaseModel):
     """Nearest neighbours by cosine similarity over Memory embeddings."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     vector: tuple[float, ...] = Field(min_length=1)
     filter: Filter = Field(default_factory=Filter)
@@ -297,7 +297,7 @@ class VectorQuery(BaseModel):
 class Hit(BaseModel):
     """One search result from a backend: the node and the backend's raw score."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     node: Memory
     score: float
@@ -306,7 +306,7 @@ class Hit(BaseModel):
 class Subgraph(BaseModel):
     """Nodes and edges returned by a neighbourhood expansion."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     nodes: tuple[GraphNode, ...] = ()
     edges: tuple[Edge, ...] = ()
@@ -315,7 +315,7 @@ class Subgraph(BaseModel):
 class RecallResult(BaseModel):
     """One recalled memory with its final score and the signals that made it."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     memory: Memory
     score: float
@@ -323,7 +323,7 @@ class RecallResult(BaseModel):
 
 
 class BackendStats(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     backend: str
     nodes: dict[str, int]

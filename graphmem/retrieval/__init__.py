@@ -26,6 +26,7 @@ a token budget, fencing each as untrusted data.
 """
 
 from graphmem.models import RecallResult
+from graphmem.models.scoring import trust_score
 from graphmem.retrieval.retriever import Retriever
 from graphmem.retrieval.window import (
     DENSE_MAX_CHARS,
@@ -34,7 +35,6 @@ from graphmem.retrieval.window import (
     estimate_tokens,
     neutralise,
 )
-from graphmem.scoring import trust_score
 
 __all__ = [
     "DENSE_MAX_CHARS",

@@ -18,6 +18,7 @@ from graphmem.embeddings import Embedder, QueryEmbedder
 from graphmem.errors import ConfigError, InvalidInput
 from graphmem.knowledge.channel import entity_channel, shared_entity_neighbours
 from graphmem.models import (
+    Category,
     EdgeType,
     Filter,
     Hit,
@@ -56,6 +57,26 @@ from graphmem.text import WORD_RE as _TOKEN_RE
 
 # ---------------------------------------------------------------------------------------
 # the pipeline
+
+
+def _fusion_top(cfg: RecallConfig, lexical: list[Hit], vector: list[Hit]) -> float:
+    """The fused score of first place in every channel that ran (fusion divides by it)."""
+    ran = (cfg.lexical_weight if lexical else 0.0) + (cfg.vector_weight if vector else 0.0)
+    return (ran / (cfg.rrf_k + 1) if cfg.fusion == "rrf" else ran) or 1.0
+
+
+def _add_ranked(
+    cands: dict[str, _Cand], ranked: list[Memory], channel: str, weight: float, cfg: RecallConfig
+) -> None:
+    """Fuse a channel's ranking by rank: the n-th memory adds weight / (rrf_k + n)."""
+    for rank, m in enumerate(ranked, start=1):
+        c = cands.get(m.id)
+        if c is None:
+            c = cands[m.id] = _Cand(m)
+        c.seed = True
+        c.breakdown[f"{channel}_rank"] = float(rank)
+        c.fused += weight / (cfg.rrf_k + rank)
+        c.breakdown["fused"] = c.fused
 
 
 class _Cand:
@@ -183,7 +204,7 @@ class Retriever:
         if cfg.temporal_weight > 0 or cfg.when_weight > 0:
             self._temporal(cands, query, flt, qvec, fetch, lexical, vector, cfg)
         if cfg.context_weight > 0 and qvec is not None and cands:
-            self._context(cands, flt, qvec, fetch, lexical, vector, cfg)
+            self._context(cands, flt, qvec, fetch, lexical, vector, cfg, sims)
         qterms = _terms(query)
         self._score_evidence(cands.values(), qvec, qterms, sims)
         # floor: only seeds with evidence of relevance survive (and may bring neighbours)
@@ -228,8 +249,7 @@ class Retriever:
         top_lex = max((h.score for h in lexical), default=0.0)
         # fused relevance is normalised so that first place in every channel that ran
         # scores 1 (a lexical-only recall is not capped by the missing vector channel)
-        ran = (cfg.lexical_weight if lexical else 0.0) + (cfg.vector_weight if vector else 0.0)
-        top = (ran / (cfg.rrf_k + 1) if cfg.fusion == "rrf" else ran) or 1.0
+        top = _fusion_top(cfg, lexical, vector)
         for channel, hits, weight in (
             ("lexical", lexical, cfg.lexical_weight),
             ("vector", vector, cfg.vector_weight),
@@ -420,8 +440,7 @@ class Retriever:
         entities the query names, fused by rank like the other channels."""
         hits = entity_channel(self.backend, query, flt, qvec, k=fetch)
         scoped = self._within(flt, [h.memory.id for h in hits]) if hits else set()
-        ran = (cfg.lexical_weight if lexical else 0.0) + (cfg.vector_weight if vector else 0.0)
-        top = (ran / (cfg.rrf_k + 1) if cfg.fusion == "rrf" else ran) or 1.0
+        top = _fusion_top(cfg, lexical, vector)
         rank = 0
         for h in hits:
             if h.memory.id not in scoped:
@@ -464,16 +483,8 @@ class Retriever:
             return
         text = query + " " + " ".join(extra[: cfg.prf_terms])
         hits = self.backend.search_text(TextQuery(text=text, filter=flt, k=fetch))
-        ran = (cfg.lexical_weight if lexical else 0.0) + (cfg.vector_weight if vector else 0.0)
-        top = (ran / (cfg.rrf_k + 1) if cfg.fusion == "rrf" else ran) or 1.0
-        for rank, hit in enumerate(hits, start=1):
-            cand = cands.get(hit.node.id)
-            if cand is None:
-                cand = cands[hit.node.id] = _Cand(hit.node)
-            cand.seed = True
-            cand.breakdown["prf_rank"] = float(rank)
-            cand.fused += cfg.prf_weight / (cfg.rrf_k + rank) / top
-            cand.breakdown["fused"] = cand.fused
+        mems = [h.node for h in hits if isinstance(h.node, Memory)]
+        _add_ranked(cands, mems, "prf", cfg.prf_weight / _fusion_top(cfg, lexical, vector), cfg)
 
     def _context(
         self,
@@ -484,16 +495,16 @@ class Retriever:
         lexical: list[Hit],
         vector: list[Hit],
         cfg: RecallConfig,
+        sims: dict[str, float] | None,
     ) -> None:
         """The neighbour-context channel (graphmem.context), fused by rank."""
         pool = sorted(cands.values(), key=lambda c: -c.fused)[: cfg.context_pool]
         scored = neighbour_context(
-            self.backend, [c.memory for c in pool], flt, qvec, cfg.context_share
+            self.backend, [c.memory for c in pool], flt, qvec, cfg.context_share, sims
         )[:fetch]
         fresh = [m.id for m, _, _ in scored if m.id not in cands]
         scoped = set(fresh) if self._neighbours is not None else self._within(flt, fresh)
-        ran = (cfg.lexical_weight if lexical else 0.0) + (cfg.vector_weight if vector else 0.0)
-        top = (ran / (cfg.rrf_k + 1) if cfg.fusion == "rrf" else ran) or 1.0
+        top = _fusion_top(cfg, lexical, vector)
         rank = 0
         for m, score, near in scored:
             c = cands.get(m.id)
@@ -548,20 +559,14 @@ class Retriever:
             if pool:
                 mat = np.asarray([m.embedding for m in pool], dtype=np.float32)
                 sims = (mat @ qvec) / np.maximum(np.linalg.norm(mat, axis=1), 1e-12)
-                ran = (cfg.lexical_weight if lexical else 0.0) + (
-                    cfg.vector_weight if vector else 0.0
-                )
-                top = (ran / (cfg.rrf_k + 1) if cfg.fusion == "rrf" else ran) or 1.0
                 order = np.argsort(-sims, kind="stable")[:fetch]
-                for rank, j in enumerate(order, start=1):
-                    m = pool[int(j)]
-                    c = cands.get(m.id)
-                    if c is None:
-                        c = cands[m.id] = _Cand(m)
-                    c.seed = True
-                    c.breakdown["temporal_rank"] = float(rank)
-                    c.fused += cfg.temporal_weight / (cfg.rrf_k + rank) / top
-                    c.breakdown["fused"] = c.fused
+                _add_ranked(
+                    cands,
+                    [pool[int(j)] for j in order],
+                    "temporal",
+                    cfg.temporal_weight / _fusion_top(cfg, lexical, vector),
+                    cfg,
+                )
         for c in cands.values():
             spans = memory_spans(c.memory.content, c.memory.created_at)
             if span is not None and span.any_year and any(s.overlaps(span) for s in spans):
@@ -591,19 +596,21 @@ class Retriever:
 
     @staticmethod
     def _substance(cands: Any, cfg: RecallConfig) -> None:
-        """Scale each relevance by its substance share: n / (n + ``substance``), n the
-        memory's distinct content terms, or its coverage of the query's terms if that is
-        more. A bare reply that only names the person asked about says little about
-        them; a short memory that states all the query asks about loses nothing. Shares
-        are relative to the largest among the candidates, so the scale of scores (and of
-        ``min_relevance``) stays that of the fusion."""
-        cands = list(cands)
+        """Scale each episodic memory's relevance by its substance share: n / (n +
+        ``substance``), n its distinct content terms, or its coverage of the query's terms
+        if that is more. A turn of talk can be a bare reply that only names the person
+        asked about ("thanks, Melanie!") and says nothing about them; a short turn that
+        states all the query asks about loses nothing. Facts, procedures and summaries
+        are statements by construction and keep their relevance. Shares are relative to
+        the largest among the episodic candidates, so the best turn keeps its score and
+        the scale (and ``min_relevance``) stays that of the fusion."""
+        turns = [c for c in cands if c.memory.category is Category.EPISODIC]
         shares = []
-        for c in cands:
+        for c in turns:
             n = len(_content_terms(c.memory.content))
             shares.append(max(n / (n + cfg.substance), c.breakdown.get("coverage", 0.0)))
         top = max(shares, default=0.0) or 1.0
-        for c, share in zip(cands, shares, strict=True):
+        for c, share in zip(turns, shares, strict=True):
             c.breakdown["substance"] = share / top
             c.fused *= share / top
 

@@ -148,7 +148,7 @@ class ContextWindow(BaseModel):
     """A packed context block and what went into it. ``boundary`` is the random code of
     this block's fences (``<memory-<boundary> …>`` … ``</memory-<boundary>>``)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     text: str
     memories: tuple[RecallResult, ...]

@@ -49,6 +49,7 @@ from graphmem.errors import (
     NotFound,
 )
 from graphmem.memory import GraphMemory
+from graphmem.opening import open_memory
 from graphmem.server.auth import check_bind
 from graphmem.server.principal import Principal, _version
 from graphmem.server.routes import router
@@ -196,7 +197,7 @@ def create_app(
             return
         import anyio.to_thread
 
-        opened = await anyio.to_thread.run_sync(cfg.open_memory)
+        opened = await anyio.to_thread.run_sync(open_memory, cfg)
         app.state.graphmem = opened
         # scheduled maintenance of the store the server opened (settings.maintenance)
         scheduler = opened.lifecycle.scheduled(cfg)

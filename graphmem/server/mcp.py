@@ -33,6 +33,7 @@ from graphmem.config import ApiKey, ServerSettings, Settings
 from graphmem.errors import GraphMemError, NotFound
 from graphmem.memory import GraphMemory
 from graphmem.models import Memory
+from graphmem.opening import open_memory
 from graphmem.server.auth import check_bind
 
 __all__ = ["TOOLS", "create_mcp_server", "mcp_http_app", "run_mcp"]
@@ -309,7 +310,7 @@ def run_mcp(
     bind = host or cfg.server.host
     if transport != "stdio":
         check_bind(bind, cfg.server.api_keys, allow_open=allow_open, what="MCP server")
-    with cfg.open_memory() as mem:
+    with open_memory(cfg) as mem:
         server = create_mcp_server(mem, agent_id=agent_id)
         if transport == "stdio":
             server.run("stdio")

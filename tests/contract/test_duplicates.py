@@ -39,6 +39,21 @@ def test_an_exact_duplicate_keeps_the_requests_fields(mem: GraphMemory) -> None:
     assert mem.count() == 1
 
 
+def test_remember_of_an_exact_duplicate_keeps_what_the_caller_said(mem: GraphMemory) -> None:
+    """The public verb itself (issue 24 finding 4: a new expiry in the past came back as
+    the old one), not only ``writes.reconcile``."""
+    first = mem.remember("Alice prefers green tea", tags=["prefs"])
+    past = mem.writes.now() - timedelta(days=1)
+    again = mem.remember(
+        "Alice prefers green tea", tags=["drinks"], metadata={"lang": "en"}, expires_at=past
+    )
+    assert again.id == first.id and again.expires_at == past
+    kept = mem.get(first.id)
+    assert kept.expires_at == past
+    assert kept.tags == ("prefs", "drinks") and kept.metadata["lang"] == "en"
+    assert mem.count(status=None) == 1
+
+
 def test_a_duplicate_that_says_nothing_new_changes_nothing(mem: GraphMemory) -> None:
     first = mem.remember("Alice prefers green tea", tags=["prefs"], importance=0.8)
     result = mem.writes.reconcile("Alice prefers green tea", importance=0.2)
@@ -69,6 +84,27 @@ def test_http_reports_the_outcome_of_a_write(store_mem: GraphMemory) -> None:
         r3 = client.post("/memories", json={"content": "Bob lives in Bergen"})
         assert r3.json()["outcome"] == "superseded"
         assert r3.json()["related_ids"] == [r1.json()["id"]]
+
+
+def test_an_http_duplicate_keeps_the_requests_fields(store_mem: GraphMemory) -> None:
+    with TestClient(create_app(store_mem)) as client:
+        first = client.post("/memories", json={"content": "Bob lives in Oslo", "tags": ["home"]})
+        again = client.post(
+            "/memories",
+            json={
+                "content": "Bob lives in Oslo",
+                "tags": ["city"],
+                "metadata": {"source": "form"},
+                "expires_at": "2031-01-01T00:00:00Z",
+            },
+        )
+    assert again.status_code in (200, 201), again.text
+    body = again.json()
+    assert body["id"] == first.json()["id"]
+    assert body["tags"] == ["home", "city"] and body["metadata"]["source"] == "form"
+    kept = store_mem.get(body["id"])
+    assert kept.expires_at is not None and kept.expires_at.year == 2031
+    assert kept.tags == ("home", "city")
 
 
 def test_mcp_reports_the_outcome_of_a_write(store_mem: GraphMemory) -> None:

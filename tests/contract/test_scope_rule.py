@@ -51,6 +51,17 @@ def test_consolidated_user_memories_keep_their_user(mem: GraphMemory) -> None:
     assert mem.get(merged_id).metadata.get("user_id") == "u1"
 
 
+def test_improve_resolves_contradictions_within_a_user_never_across_two(mem: GraphMemory) -> None:
+    u1 = mem.remember("Alice lives in Oslo", agent_id="alice", user_id="u1", reconcile="off")
+    u2 = mem.remember("Alice lives in Bergen", agent_id="alice", user_id="u2", reconcile="off")
+    old = mem.remember("Bob lives in Oslo", agent_id="alice", user_id="u1", reconcile="off")
+    new = mem.remember("Bob lives in Bergen", agent_id="alice", user_id="u1", reconcile="off")
+    report = mem.lifecycle.improve()
+    assert report.superseded_ids == (old.id,)  # the pass ran: one user's own contradiction
+    assert mem.get(new.id).status.value == "active"
+    assert mem.get(u1.id).status.value == "active" and mem.get(u2.id).status.value == "active"
+
+
 def test_a_summary_of_two_scopes_is_refused_and_writes_nothing(mem: GraphMemory) -> None:
     a = mem.remember("alice's private note about the launch", agent_id="alice")
     b = mem.remember("bob's private note about the launch", agent_id="bob")

@@ -11,6 +11,7 @@ from pydantic import SecretStr
 
 from graphmem.config import Settings
 from graphmem.errors import ConfigError, GraphMemError
+from graphmem.opening import open_memory
 
 TOML = """
 url = "from-file.db"
@@ -173,10 +174,10 @@ def test_secrets_are_masked_everywhere(toml_file: Path) -> None:
 
 def test_settings_open_the_store_they_name(tmp_path: Path) -> None:
     s = Settings(url=str(tmp_path / "s.db"), embedder="none", llm="none")
-    with s.open_memory() as mem:
+    with open_memory(s) as mem:
         mem.remember("configured", agent_id="a")
         assert mem.settings is s and mem.llm is None and mem.embedder is None
-    with Settings(url=str(tmp_path / "s.db"), embedder="none").open_memory() as mem:
+    with open_memory(Settings(url=str(tmp_path / "s.db"), embedder="none")) as mem:
         assert mem.count(agent_id="a") == 1
         assert type(mem.llm).__name__ == "OfflineLLM"
 
@@ -186,7 +187,7 @@ def test_a_file_store_opens_beside_neo4j_credentials_in_the_environment(tmp_path
     server's credentials are not passed to the embedded store, which takes no auth."""
     env = {"NEO4J_URI": "bolt://db:7687", "NEO4J_USER": "neo", "NEO4J_PASSWORD": "pw"}
     s = Settings.load(environ=env, url=str(tmp_path / "f.db"), embedder="none", llm="none")
-    with s.open_memory() as mem:
+    with open_memory(s) as mem:
         mem.remember("stored in the file", agent_id="a")
         assert mem.count(agent_id="a") == 1
 
@@ -232,7 +233,7 @@ def test_store_neo4j_vectors_and_knowledge_sections_reach_open(
     neo = s.replace(url="neo4j://localhost:7687").backend_options()
     assert neo["batch_rows"] == 100 and neo["max_connection_pool_size"] == 5
     assert "cypher_dir" not in neo
-    with s.open_memory() as mem:
+    with open_memory(s) as mem:
         assert mem.backend._busy_timeout == 2.5  # type: ignore[attr-defined]
         assert mem.knowledge.indexer is None and not mem.vectors.background
     assert "unknown setting" not in caplog.text
@@ -323,7 +324,7 @@ def test_every_section_reaches_the_store(tmp_path: Path) -> None:
     )
     assert (s.runs.max_runs, s.runs.max_events_per_run) == (25, 100)  # env over file
     assert s.recall.weights.trust == 0.3 and s.recall.candidates == 40
-    with s.open_memory() as mem:
+    with open_memory(s) as mem:
         lc = mem.lifecycle.config
         assert lc.retention.log_period is not None and lc.retention.log_period.days == 7
         assert lc.retention.period_for("a", "episodic") is not None

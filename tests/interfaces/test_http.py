@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from graphmem.config import Settings
 from graphmem.memory import GraphMemory
+from graphmem.opening import open_memory
 from graphmem.server.http import create_app
 from tests.conftest import Stores
 from tests.interfaces.conftest import auth, keyed_settings, snapshot
@@ -367,7 +368,7 @@ def test_runs_are_private_to_their_agent_under_auth(keyed: TestClient) -> None:
 def test_keys_come_from_settings_of_the_memory(tmp_path: Any) -> None:
     settings = keyed_settings()
     with (
-        settings.replace(url=str(tmp_path / "k.db")).open_memory() as mem,
+        open_memory(settings.replace(url=str(tmp_path / "k.db"))) as mem,
         TestClient(create_app(mem)) as c,
     ):
         assert c.get("/memories").status_code == 401

@@ -227,6 +227,6 @@ def test_read_commands_never_create_a_store(tmp_path: Path, args: list[str]) -> 
     db = tmp_path / "nonexistent" / "dir" / "x.db"
     env = {"GRAPHMEM_EMBEDDER": "none", "GRAPHMEM_CONFIG": ""}
     result = CliRunner().invoke(app, [*args, "--db", str(db)], env=env)
+    assert not (tmp_path / "nonexistent").exists()
     assert result.exit_code == 2, result.output
     assert "no store at" in result.output
-    assert not (tmp_path / "nonexistent").exists()

@@ -71,7 +71,7 @@ def test_every_query_file_runs_or_explains(
     q = parse_cypher(path.read_text(encoding="utf-8"), path.name)
     params = _evaluate_params(target, dict(q.examples))
     head = q.text.lstrip().upper()
-    if head.startswith(("CREATE ", "SHOW ", "CALL DB.AWAITINDEXES")):
+    if head.startswith(("CREATE ", "DROP ", "SHOW ", "CALL DB.AWAITINDEXES")):
         # schema and admin commands cannot be explained; they are idempotent, so run them
         target.driver.execute_query(q.text, params, database_=target.database)
         return
@@ -105,12 +105,32 @@ def test_schema_is_created_once_and_the_dimension_is_fixed(
     states = {r["name"]: r["state"] for r in records}
     for name in (*(q.split("/", 1)[1] for q in SCHEMA_QUERIES), VECTOR_INDEX):
         assert states.get(name) == "ONLINE", name
+    neo.write(WriteBatch(nodes=[Memory(content="kept", embedding=[1.0] * 8)]))
     with target.backend() as other:  # a new process finds the dimension on the server
         assert other.stats().embedding_dim == 8
         with pytest.raises(DimensionMismatch):
             other.ensure_schema(embedding_dim=16)
         with pytest.raises(DimensionMismatch):
             other.write(WriteBatch(nodes=[Memory(content="x", embedding=[1.0] * 16)]))
+        assert other.stats().embedding_dim == 8  # a refused change leaves the index as it was
+
+
+def test_the_vector_index_takes_a_new_dimension_once_no_vector_is_left(
+    target: Neo4jTarget, neo: Neo4jBackend
+) -> None:
+    old = Memory(content="old model", embedding=[1.0] * 8)
+    neo.write(WriteBatch(nodes=[old]))
+    with target.backend() as other:  # another handle still believes in 8 dimensions
+        assert other.stats().embedding_dim == 8
+        neo.write(WriteBatch(nodes=[old.evolve(embedding=None)]))  # reindex --all clears
+        new = Memory(content="new model", embedding=[0.0, 1.0, 0.0, 0.0])
+        other.write(WriteBatch(nodes=[new]))
+        assert other.stats().embedding_dim == 4
+        [hit] = other.search_vector(VectorQuery(vector=(0.0, 1.0, 0.0, 0.0), k=1))
+        assert hit.node.id == new.id
+    with target.backend() as third, pytest.raises(DimensionMismatch):
+        # now the 4-dimension vector holds the index
+        third.write(WriteBatch(nodes=[Memory(content="x", embedding=[1.0] * 8)]))
 
 
 def test_health_and_version(neo: Neo4jBackend) -> None:

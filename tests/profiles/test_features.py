@@ -12,6 +12,7 @@ from graphmem import GraphMemory
 from graphmem.config import RecallConfig, Settings
 from graphmem.errors import InvalidInput
 from graphmem.models import Memory
+from graphmem.opening import open_memory
 from graphmem.scoping import Scope
 from tests.conftest import Stores
 
@@ -252,12 +253,12 @@ def test_graphmem_enabled_false_opens_a_memory_that_stores_nothing() -> None:
     from graphmem.null import NullMemory
 
     s = Settings.load(environ={"GRAPHMEM_ENABLED": "false", "GRAPHMEM_URL": "memory://"})
-    m = s.open_memory(embedder=None)
+    m = open_memory(s, embedder=None)
     assert isinstance(m, NullMemory)
     m.remember("nothing kept")
     assert not m.recall("nothing")
     m.close()
-    on = Settings.load(environ={"GRAPHMEM_URL": "memory://"}).open_memory(embedder=None)
+    on = open_memory(Settings.load(environ={"GRAPHMEM_URL": "memory://"}), embedder=None)
     assert isinstance(on, GraphMemory)
     on.close()
 

@@ -11,9 +11,9 @@ import pytest
 
 from graphmem import GraphMemory
 from graphmem.config import RetentionPolicy, Settings
+from graphmem.config.profiles import PROFILES, get_profile
 from graphmem.errors import ConfigError
 from graphmem.models import Memory
-from graphmem.profiles import PROFILES, get_profile
 from tests.conftest import Stores
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)

@@ -12,7 +12,7 @@ import numpy as np
 from graphmem.config import RecallConfig
 from graphmem.context import neighbour_context
 from graphmem.memory import GraphMemory
-from graphmem.models import Filter
+from graphmem.models import Filter, Memory
 from tests.conftest import Stores
 
 # the question's topic and the answer's (unlike the question)
@@ -91,6 +91,32 @@ def test_context_adds_the_neighbours_similarity_within_the_run(stores: Stores) -
         # no NEXT link crosses runs: session 1's last turn is not session 2's neighbour
         chat = own[ids["chat"]] + 0.5 * max(0.0, own[ids["other"]] - own[ids["chat"]])
         assert abs(scored[ids["chat"]][0] - chat) < 1e-5
+
+
+def test_memories_read_without_their_vector_score_from_the_cosines_given(stores: Stores) -> None:
+    # a server backend's recall reads its candidates without their embeddings and reports
+    # their cosines instead: the channel must score them as if it had the vectors
+    with stores.open("m5.db", embedder=KeywordEmbedder()) as mem:
+        ids = _store(mem)
+        q = KeywordEmbedder().embed(["what did Melanie paint?"])[0]
+        full = mem.get([ids["reply"], ids["other"]])
+        cosines = {m.id: float(np.asarray(m.embedding) @ q) for m in full}
+        lean = [m.evolve(embedding=None) for m in full]
+
+        def scores(
+            pool: list[Memory], sims: dict[str, float] | None
+        ) -> dict[str, tuple[float, float]]:
+            return {
+                m.id: (round(s, 5), round(near, 5))
+                for m, s, near in neighbour_context(
+                    mem.backend, pool, Filter.for_memories(), q, 0.5, sims
+                )
+            }
+
+        expected = scores(full, None)
+        assert ids["reply"] in expected and ids["ask"] in expected
+        assert scores(lean, dict(cosines)) == expected
+        assert ids["reply"] not in scores(lean, None)  # no vector, no cosine: left out
 
 
 def test_the_channel_lifts_an_answer_that_shares_no_word_with_the_question(stores: Stores) -> None:

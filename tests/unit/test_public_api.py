@@ -120,7 +120,8 @@ def test_docstring_examples_run() -> None:
     import doctest
 
     import graphmem.memory
+    import graphmem.opening
 
-    for module in (graphmem, graphmem.memory):
+    for module in (graphmem, graphmem.memory, graphmem.opening):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__

@@ -202,6 +202,9 @@ Q_GET_META = "admin/get_meta"
 Q_SET_META = "admin/set_meta"
 
 
+Q_ANY_VECTOR = "admin/any_vector"
+
+
 META_LABEL = "GraphmemMeta"
 """The label of the nodes that keep values beside the graph (the embedding model's record)."""
 
@@ -233,6 +236,7 @@ QUERY_NAMES: tuple[str, ...] = (
     Q_CLEAR,
     Q_GET_META,
     Q_SET_META,
+    Q_ANY_VECTOR,
 )
 """Every query file the backend loads (relative to ``cypher/``, without ``.cypher``)."""
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphmem.backends.neo4j.queries import (
+    Q_ANY_VECTOR,
     Q_AWAIT_INDEXES,
     Q_COMPONENTS,
     Q_SHOW_CONSTRAINTS,
@@ -58,7 +59,8 @@ class Neo4jSchema(Neo4jSession):
         """Create the constraints and indexes that are missing (``IF NOT EXISTS``; cheap
         once done) and wait until they are online. ``embedding_dim`` creates the vector
         index with that dimension the first time; a different one later is a
-        DimensionMismatch."""
+        DimensionMismatch while any memory holds a vector (with none left, the index is
+        made again for the new dimension, as the embedded store takes one)."""
         if embedding_dim is not None and (
             isinstance(embedding_dim, bool)
             or not isinstance(embedding_dim, int)
@@ -176,8 +178,19 @@ class Neo4jSchema(Neo4jSession):
                         f"embedding has {dim} dimensions; this store uses {bulk.dimension}"
                     )
                 return
-            if self._dim is None:
-                self._schema_names()  # another process may have created the index
+            self._schema_names()  # another handle may have created or changed the index
+            if self._dim is not None and self._dim != dim and not self._any_vector():
+                # every vector was cleared (reindex --all to a new model): a vector index has
+                # one fixed dimension, so it is made again for the new one
+                self._execute(
+                    "drop vector index", VECTOR_INDEX_DROP, *self._bind(VECTOR_INDEX_DROP)
+                )
+                log.info(
+                    "vector index %s dropped (%d dimensions, no vector left)",
+                    VECTOR_INDEX,
+                    self._dim,
+                )
+                self._dim = None
             if self._dim is None:
                 name = self.vector_index_query()
                 self._execute("create vector index", name, *self._bind(name, dimensions=dim))
@@ -186,5 +199,10 @@ class Neo4jSchema(Neo4jSession):
                 log.info("vector index %s created with %d dimensions", VECTOR_INDEX, dim)
             if self._dim != dim:
                 raise DimensionMismatch(
-                    f"embedding has {dim} dimensions; this store uses {self._dim}"
+                    f"embedding has {dim} dimensions; this store uses {self._dim} (re-embed "
+                    "everything with `graphmem reindex --all`)"
                 )
+
+    def _any_vector(self) -> bool:
+        row = self._read("any vector", lambda tx: self._run_file(tx, Q_ANY_VECTOR).single())
+        return bool(row["found"])

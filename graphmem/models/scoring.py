@@ -3,7 +3,7 @@ and how it combines with query relevance.
 
 A :class:`Scoring` is data — named curve shapes with their parameters, signal weights and a
 composition — so graphmem's own ranking is one instance among others (the profiles of
-:mod:`graphmem.profiles` choose other shapes, they do not add code paths).
+:mod:`graphmem.config.profiles` choose other shapes, they do not add code paths).
 
 Signals, each in 0..1:
 
@@ -46,7 +46,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from graphmem.models import Memory
+from graphmem.models.nodes import Memory
 
 __all__ = [
     "Composition",
@@ -64,7 +64,7 @@ TRUST_PER_RECALL = 0.02
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class RankWeights(_Frozen):

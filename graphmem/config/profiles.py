@@ -1,7 +1,7 @@
 """Named profiles: the defaults of the systems graphmem was built from, one switch away.
 
 A profile is data: an overlay of :class:`~graphmem.config.Settings` (nested sections as
-dicts) whose scoring entries are :class:`~graphmem.scoring.Scoring` strategies — named curve
+dicts) whose scoring entries are :class:`~graphmem.models.scoring.Scoring` strategies — named curve
 shapes and a composition — so no profile adds a code path of its own. ``graphmem`` (the
 default) is the empty overlay.
 
@@ -30,7 +30,7 @@ from types import MappingProxyType
 from typing import Any
 
 from graphmem.errors import ConfigError
-from graphmem.scoring import Composition, Curve, Frequency, RankWeights, Scoring
+from graphmem.models.scoring import Composition, Curve, Frequency, RankWeights, Scoring
 
 __all__ = ["DEFAULT_PROFILE", "PROFILES", "Profile", "get_profile", "with_profile"]
 

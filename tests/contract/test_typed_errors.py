@@ -1,0 +1,82 @@
+"""Every kind of untyped error issue 24 (finding 5) counted in its fuzz of 1ed2a17, called
+once by name: each is now InvalidInput from graphmem.errors and changes nothing.
+
+The seeded fuzzer (tests/interfaces/api_fuzz.py) covers every public verb; these are its
+regression cases, kept apart so that a change to the fuzzer's draws cannot drop one.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graphmem.errors import GraphMemError, InvalidInput
+from graphmem.memory import GraphMemory
+
+# the store as Any: these calls are wrong on purpose
+Call = Callable[[Any, dict[str, str]], Any]
+
+# (what the issue saw on 1ed2a17, the call)
+CASES: list[tuple[str, Call]] = [
+    ("about(<non-str>): TypeError", lambda m, w: m.knowledge.about(12)),
+    ("about(<bytes>): TypeError", lambda m, w: m.knowledge.about(b"Alice")),
+    ("count(bogus=1): TypeError from Filter.for_memories", lambda m, w: m.count(bogus=1)),
+    ("remember_many(None): TypeError", lambda m, w: m.remember_many(None)),
+    ('entities(type="x"): ValueError', lambda m, w: m.knowledge.entities(type="x")),
+    ("entities(limit=None): TypeError", lambda m, w: m.knowledge.entities(limit=None)),
+    (
+        "org.publish(fact_id=1.5): AttributeError",
+        lambda m, w: m.org.publish("a policy", author="alice", fact_id=1.5),
+    ),
+    (
+        'org.publish(fact_id=b"x"): AttributeError',
+        lambda m, w: m.org.publish("a policy", author="alice", fact_id=b"x"),
+    ),
+    (
+        "remember(event_type=[...]): TypeError unhashable type",
+        lambda m, w: m.remember("x", event_type=["a", "b"]),
+    ),
+    (
+        "add_event(event_type=[...]): TypeError unhashable type",
+        lambda m, w: m.runs.add_event(w["run"], ["a"], "hello"),
+    ),
+    ("context(policies=[None])", lambda m, w: m.context("tea", policies=[None])),
+    (
+        'start_run(app_name="a\\ud800"): TypeError from SQLite',
+        lambda m, w: m.runs.start("alice", app_name="a\ud800"),
+    ),
+]
+
+
+def _export(mem: GraphMemory) -> str:
+    buf = io.StringIO()
+    mem.transfer.export(buf)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("seen, call", CASES, ids=[c[0].split(":")[0] for c in CASES])
+def test_each_untyped_kind_of_the_fuzz_is_now_invalid_input(
+    mem: GraphMemory, seen: str, call: Call
+) -> None:
+    mem.remember("Alice drinks tea with Carla in Lisbon", agent_id="alice")
+    world = {"run": mem.runs.start("alice").id}
+    before = _export(mem)
+    with pytest.raises(InvalidInput):
+        call(mem, world)
+    assert _export(mem) == before, seen
+
+
+@pytest.mark.embedded("opening a path of the local file system is the embedded store's door")
+@pytest.mark.parametrize("where", ["/proc/graphmem-no-such/x.db", "a file as the parent"])
+def test_opening_a_path_that_cannot_hold_a_store_is_a_typed_error(
+    tmp_path: Path, where: str
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    path = str(blocker / "x.db") if where == "a file as the parent" else where
+    with pytest.raises(GraphMemError):
+        GraphMemory.open(path, embedder=None).close()
