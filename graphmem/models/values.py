@@ -119,7 +119,8 @@ class Visibility(StrEnum):
 
 def audience_key(visibility: Visibility | str, agent_id: str, namespace: str) -> str:
     """The one scalar a scoped filter matches on: ``agent:<id>`` | ``ns:<name>`` | ``org``."""
-    vis = Visibility(visibility)
+    # a member as it is: Visibility(...) costs an enum lookup per memory built
+    vis = visibility if visibility.__class__ is Visibility else Visibility(visibility)
     if vis is Visibility.PRIVATE:
         return f"agent:{agent_id}"
     if vis is Visibility.SHARED:

@@ -650,7 +650,7 @@ class Retriever:
                 breakdown["personal"] = boost
                 score += boost
             breakdown["score"] = score
-            out.append(RecallResult(memory=c.memory, score=score, breakdown=breakdown))
+            out.append(RecallResult.trusted(c.memory, score, breakdown))
         out.sort(key=lambda r: (-r.score, r.memory.id))
         return out
 

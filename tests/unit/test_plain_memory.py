@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from graphmem.errors import InvalidInput
 from graphmem.models import Category, Memory, Tier, Visibility, validated
 from graphmem.models.plain import plain_memory
+from graphmem.models.queries import RecallResult
 
 T = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -140,3 +141,14 @@ def test_remember_many_refuses_what_the_model_refuses(store_mem: Any) -> None:
     model = validated(Memory, {"content": "a", "importance": 1})
     assert type(stored[0].importance) is type(model.importance)
     assert [m.content for m in store_mem.list(limit=5)] == ["a", "b"] or store_mem.count() == 2
+
+
+def test_a_trusted_recall_result_equals_a_validated_one() -> None:
+    m = validated(Memory, {"content": "x", "created_at": T})
+    fast = RecallResult.trusted(m, 0.5, {"relevance": 0.25, "score": 0.5})
+    assert fast == RecallResult(memory=m, score=0.5, breakdown={"relevance": 0.25, "score": 0.5})
+    assert fast.memory is m
+    # values pydantic would convert still go through it
+    odd = RecallResult.trusted(m, 1.0, {"hit": 1, "flag": True})
+    assert odd.breakdown == {"hit": 1.0, "flag": 1.0}
+    assert all(type(v) is float for v in odd.breakdown.values())
