@@ -3,7 +3,8 @@ and one Protocol per sub-object. :class:`~graphmem.memory.GraphMemory` and
 :class:`~graphmem.null.NullMemory` implement them explicitly (mypy checks every
 signature); :class:`~graphmem.aio.AsyncGraphMemory` mirrors them as coroutines (a sync
 Protocol cannot describe coroutine methods; ``tests/unit/test_face.py`` checks that the
-async facade has every name). The reports of the core verbs live here too.
+async facade has every name). Each sub-object's Protocol names the class that implements it;
+a null part of NullMemory implements it too. The reports of the core verbs live here too.
 
 It is called ``MemoryAPI``, not ``Memory``: :class:`graphmem.Memory` is the memory node.
 """
@@ -146,6 +147,14 @@ class MemoryFilters(ReadFilters, total=False):
     run_id: str | Sequence[str] | None
 
 
+class RunFilters(TypedDict, total=False):
+    """Which runs ``runs.list`` reads: those whose field equals each value given."""
+
+    agent_id: str | None
+    user_id: str | None
+    status: str | None
+
+
 class ContextOptions(ReadFilters, total=False):
     """The options of ``context`` besides the query and the format: the window, the
     messages format's ``run_id``/``system``/``max_events``, and the memory filters
@@ -182,10 +191,7 @@ class ImportReport(BaseModel):
 
 @runtime_checkable
 class RunsAPI(Protocol):
-    """Sessions and their ordered events (``mem.runs``).
-
-    Implemented by :class:`Runs` and by a null part of
-    :class:`~graphmem.null.NullMemory`."""
+    """Sessions and their ordered events (``mem.runs``: :class:`Runs`)."""
 
     def start(
         self,
@@ -204,13 +210,7 @@ class RunsAPI(Protocol):
     def end(self, run_id: str, *, status: RunStatus | str = RunStatus.COMPLETED) -> Run: ...
 
     def list(
-        self,
-        *,
-        agent_id: str | None = None,
-        user_id: str | None = None,
-        status: str | None = None,
-        limit: int | None = 100,
-        offset: int = 0,
+        self, *, limit: int | None = 100, offset: int = 0, **filters: Unpack[RunFilters]
     ) -> builtins.list[Run]: ...
 
     def get_or_create(
@@ -278,10 +278,7 @@ class RunsAPI(Protocol):
 
 @runtime_checkable
 class AgentsAPI(Protocol):
-    """The agents that author memories (``mem.agents``).
-
-    Implemented by :class:`Agents` and by a null part of
-    :class:`~graphmem.null.NullMemory`."""
+    """The agents that author memories (``mem.agents``: :class:`Agents`)."""
 
     def register(
         self,
@@ -301,10 +298,7 @@ class AgentsAPI(Protocol):
 
 @runtime_checkable
 class OrgAPI(Protocol):
-    """Organisation memory: versioned facts and policies (``mem.org``).
-
-    Implemented by :class:`OrgMemory` and by a null part of
-    :class:`~graphmem.null.NullMemory`."""
+    """Organisation memory: versioned facts and policies (``mem.org``: :class:`OrgMemory`)."""
 
     def publish(
         self,
@@ -349,10 +343,7 @@ class OrgAPI(Protocol):
 
 @runtime_checkable
 class NamespacesAPI(Protocol):
-    """Shared namespaces and their members (``mem.namespaces``).
-
-    Implemented by :class:`Namespaces` and by a null part of
-    :class:`~graphmem.null.NullMemory`."""
+    """Shared namespaces and their members (``mem.namespaces``: :class:`Namespaces`)."""
 
     def create(self, name: str, *, owner: str, members: Iterable[str] = ()) -> Namespace: ...
 
@@ -371,10 +362,8 @@ class NamespacesAPI(Protocol):
 
 @runtime_checkable
 class LifecycleAPI(Protocol):
-    """Maintenance, the passes over memories and the hooks (``mem.lifecycle``).
-
-    Implemented by :class:`Lifecycle` and by a null part of
-    :class:`~graphmem.null.NullMemory`."""
+    """Maintenance, the passes over memories and the hooks
+    (``mem.lifecycle``: :class:`Lifecycle`)."""
 
     def maintain(
         self,
@@ -476,10 +465,8 @@ class LifecycleAPI(Protocol):
 
 @runtime_checkable
 class KnowledgeAPI(Protocol):
-    """The knowledge layer: entities and what is known about one (``mem.knowledge``).
-
-    Implemented by :class:`Knowledge` and by a null part of
-    :class:`~graphmem.null.NullMemory`."""
+    """The knowledge layer: entities and what is known about one
+    (``mem.knowledge``: :class:`Knowledge`)."""
 
     def entities(
         self, *, type: EntityType | str | None = None, limit: int = 100, **filters: Any
@@ -490,10 +477,7 @@ class KnowledgeAPI(Protocol):
 
 @runtime_checkable
 class LogAPI(Protocol):
-    """The orchestration log (``mem.log``).
-
-    Implemented by :class:`EventLog` and by a null part of
-    :class:`~graphmem.null.NullMemory`."""
+    """The orchestration log (``mem.log``: :class:`EventLog`)."""
 
     def log(
         self,
@@ -541,10 +525,7 @@ class LogAPI(Protocol):
 
 @runtime_checkable
 class VectorsAPI(Protocol):
-    """The store's vectors (``mem.vectors``).
-
-    Implemented by :class:`Vectors` and by a null part of
-    :class:`~graphmem.null.NullMemory`."""
+    """The store's vectors (``mem.vectors``: :class:`Vectors`)."""
 
     def wait(self, timeout: float | None = None) -> None: ...
 
@@ -561,10 +542,8 @@ class VectorsAPI(Protocol):
 
 @runtime_checkable
 class TransferAPI(Protocol):
-    """Export and import of a whole store (``mem.transfer``).
-
-    Implemented by :class:`~graphmem.transfer.Transfer` and by a null part of
-    :class:`~graphmem.null.NullMemory`."""
+    """Export and import of a whole store
+    (``mem.transfer``: :class:`~graphmem.transfer.Transfer`)."""
 
     def export(self, dest: str | Path | IO[str]) -> ImportReport: ...
 
@@ -573,10 +552,7 @@ class TransferAPI(Protocol):
 
 @runtime_checkable
 class WritesAPI(Protocol):
-    """The low-level write verbs (``mem.writes``).
-
-    Implemented by :class:`MemoryWrites` and by a null part of
-    :class:`~graphmem.null.NullMemory`."""
+    """The low-level write verbs (``mem.writes``: :class:`MemoryWrites`)."""
 
     def reconcile(
         self, content: str, *, mode: str | None = None, **fields: Any

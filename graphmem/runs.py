@@ -30,7 +30,7 @@ import math
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from pydantic import BaseModel, ConfigDict
 
@@ -57,6 +57,7 @@ from graphmem.models import (
     utcnow,
     validated,
 )
+from graphmem.protocol import RunFilters
 from graphmem.scoping import Namespaces, Scope
 from graphmem.writes import Writes
 
@@ -299,20 +300,11 @@ class Runs(RunBasics):
         raise Conflict(f"run {run_id!r} keeps changing; try again")
 
     def list(
-        self,
-        *,
-        agent_id: str | None = None,
-        user_id: str | None = None,
-        status: str | None = None,
-        limit: int | None = 100,
-        offset: int = 0,
+        self, *, limit: int | None = 100, offset: int = 0, **filters: Unpack[RunFilters]
     ) -> builtins.list[Run]:
-        """Runs, newest first."""
-        equals = {
-            k: v
-            for k, v in (("agent_id", agent_id), ("user_id", user_id), ("status", status))
-            if v is not None
-        }
+        """Runs, newest first, whose ``agent_id``, ``user_id`` and ``status`` equal the
+        :class:`~graphmem.protocol.RunFilters` given."""
+        equals = {k: v for k, v in filters.items() if v is not None}
         flt = validated(Filter, {"label": NodeLabel.RUN, "equals": equals})
         found = self._backend.match(
             Run, flt, limit=limit, offset=offset, order_by="started_at", descending=True

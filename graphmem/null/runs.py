@@ -5,8 +5,9 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
+from graphmem.boundary import guard
 from graphmem.errors import InvalidInput, NotFound
 from graphmem.lifecycle import Scratchpad
 from graphmem.models import (
@@ -19,10 +20,7 @@ from graphmem.models import (
     validated,
 )
 from graphmem.null.base import NullPart
-from graphmem.protocol import (
-    AgentsAPI,
-    RunsAPI,
-)
+from graphmem.protocol import AgentsAPI, RunFilters, RunsAPI
 from graphmem.runs import CleanupReport, DeleteRunReport, RunBasics, RunStats
 from graphmem.scoping import Scope
 
@@ -53,13 +51,7 @@ class NullRuns(NullPart, RunBasics, RunsAPI):
         return run
 
     def list(
-        self,
-        *,
-        agent_id: str | None = None,
-        user_id: str | None = None,
-        status: str | None = None,
-        limit: int | None = 100,
-        offset: int = 0,
+        self, *, limit: int | None = 100, offset: int = 0, **filters: Unpack[RunFilters]
     ) -> builtins.list[Run]:
         return []
 
@@ -153,3 +145,8 @@ class NullAgents(NullPart, AgentsAPI):
 
     def __repr__(self) -> str:
         return "<null agents>"
+
+
+# runs.list takes its filters as keywords (RunFilters): without the check a misspelt filter
+# would pass unseen on the null face, where it is refused on the store's
+guard(NullRuns, ["list"], prefix="mem.runs")

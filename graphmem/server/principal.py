@@ -93,6 +93,15 @@ class Principal:
         """The scope GraphMemory's reads take for this caller (None: unrestricted)."""
         return self.agent_id
 
+    def reading(self, agent_id: str | None, namespace: str | None) -> dict[str, Any]:
+        """The who-may-read part of a read's filters (``agent_id``, ``namespace``, ``scope``)
+        for the agent and namespace a caller asked for."""
+        return {
+            "agent_id": self.writer(agent_id),
+            "namespace": self.namespace_filter(namespace),
+            "scope": self.read_scope,
+        }
+
     def readable(self, memories: list[Memory]) -> list[Memory]:
         """Of memories already limited to :attr:`read_scope`, those in the key's
         namespaces (a read path that returns several memories never leaks one)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import typing
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -53,6 +54,15 @@ from graphmem.server.schemas import (
 router = APIRouter(responses=_ERRORS)
 
 
+def _without_vectors(model: Any, tag: str, status_code: int | None = None) -> dict[str, Any]:
+    """The options of a route that answers with memories or facts (one, or a list): sent
+    without their embeddings."""
+    many = typing.get_origin(model) is list
+    exclude = _LIST_NO_EMBEDDING if many else _NO_EMBEDDING
+    options = {"response_model": model, "response_model_exclude": exclude, "tags": [tag]}
+    return options if status_code is None else {**options, "status_code": status_code}
+
+
 @router.get("/health", response_model=Health, tags=["service"])
 def health(mem: Mem) -> Health:
     """The store answers (else 503) and the backend in use (no authentication)."""
@@ -66,13 +76,7 @@ def stats(mem: Mem, who: Who) -> dict[str, Any]:
     return mem.stats()
 
 
-@router.post(
-    "/memories",
-    response_model=Memory,
-    status_code=201,
-    response_model_exclude=_NO_EMBEDDING,
-    tags=["memories"],
-)
+@router.post("/memories", **_without_vectors(Memory, "memories", status_code=201))
 def create_memory(body: MemoryIn, mem: Mem, who: Who) -> Any:
     """Store one memory. The body is the memory as stored, with what reconciliation did:
     ``outcome`` (``created``, ``duplicate``: an existing memory kept the request's fields,
@@ -97,13 +101,7 @@ def _outcome(result: Any) -> dict[str, Any]:
     }
 
 
-@router.post(
-    "/memories/batch",
-    response_model=list[Memory],
-    status_code=201,
-    response_model_exclude=_LIST_NO_EMBEDDING,
-    tags=["memories"],
-)
+@router.post("/memories/batch", **_without_vectors(list[Memory], "memories", status_code=201))
 def create_memories(body: MemoryBatch, request: Request, mem: Mem, who: Who) -> list[Memory]:
     """Store many memories atomically: one invalid item and nothing is written."""
     _check_batch(request, len(body.items))
@@ -118,12 +116,7 @@ def create_memories(body: MemoryBatch, request: Request, mem: Mem, who: Who) -> 
     return mem.remember_many(items)
 
 
-@router.get(
-    "/memories",
-    response_model=list[Memory],
-    response_model_exclude=_LIST_NO_EMBEDDING,
-    tags=["memories"],
-)
+@router.get("/memories", **_without_vectors(list[Memory], "memories"))
 def list_memories(
     mem: Mem,
     who: Who,
@@ -140,16 +133,14 @@ def list_memories(
     """Memories matching the filters, newest first (``status=all``: every version; under
     auth: the key's own)."""
     return mem.list(
-        agent_id=who.writer(agent_id),
         run_id=run_id,
-        namespace=who.namespace_filter(namespace),
         category=category,
         tier=tier,
         status=None if status == "all" else status,
         tags=tag,
         limit=limit,
         offset=offset,
-        scope=who.read_scope,
+        **who.reading(agent_id, namespace),
     )
 
 
@@ -164,13 +155,7 @@ def list_entities(
 ) -> list[Entity]:
     """The entities (people, places, organisations, events, things) that memories the
     caller may read mention, most mentioned first."""
-    return mem.knowledge.entities(
-        type=type,
-        limit=limit,
-        agent_id=who.writer(agent_id),
-        namespace=who.namespace_filter(namespace),
-        scope=who.read_scope,
-    )
+    return mem.knowledge.entities(type=type, limit=limit, **who.reading(agent_id, namespace))
 
 
 @router.get(
@@ -189,32 +174,16 @@ def about_entity(
 ) -> About:
     """What the caller's memories say about an entity (by name or alias): the memories that
     mention it, oldest first, and the relations they record; 404 when none does."""
-    return mem.knowledge.about(
-        name,
-        limit=limit,
-        agent_id=who.writer(agent_id),
-        namespace=who.namespace_filter(namespace),
-        scope=who.read_scope,
-    )
+    return mem.knowledge.about(name, limit=limit, **who.reading(agent_id, namespace))
 
 
-@router.get(
-    "/memories/{memory_id}",
-    response_model=Memory,
-    response_model_exclude=_NO_EMBEDDING,
-    tags=["memories"],
-)
+@router.get("/memories/{memory_id}", **_without_vectors(Memory, "memories"))
 def get_memory(memory_id: str, mem: Mem, who: Who) -> Memory:
     """One memory (any status)."""
     return who.check_read(mem, mem.get(memory_id))
 
 
-@router.patch(
-    "/memories/{memory_id}",
-    response_model=Memory,
-    response_model_exclude=_NO_EMBEDDING,
-    tags=["memories"],
-)
+@router.patch("/memories/{memory_id}", **_without_vectors(Memory, "memories"))
 def update_memory(memory_id: str, body: MemoryPatch, mem: Mem, who: Who) -> Memory:
     """Write a new version that SUPERSEDES this one; returns the new version."""
     who.check_write(mem.get(memory_id))
@@ -250,12 +219,7 @@ def delete_memory(
     )
 
 
-@router.get(
-    "/memories/{memory_id}/history",
-    response_model=list[Memory],
-    response_model_exclude=_LIST_NO_EMBEDDING,
-    tags=["memories"],
-)
+@router.get("/memories/{memory_id}/history", **_without_vectors(list[Memory], "memories"))
 def memory_history(memory_id: str, mem: Mem, who: Who) -> list[Memory]:
     """Every version of a memory, oldest first. Under auth: 403 when the key may not read
     this version; versions it may not read (e.g. from before a move out of another
@@ -337,13 +301,7 @@ def delete_run(run_id: str, mem: Mem, who: Who) -> Any:
     return mem.runs.delete(run_id)
 
 
-@router.post(
-    "/runs/{run_id}/events",
-    response_model=list[Memory],
-    status_code=201,
-    response_model_exclude=_LIST_NO_EMBEDDING,
-    tags=["runs"],
-)
+@router.post("/runs/{run_id}/events", **_without_vectors(list[Memory], "runs", status_code=201))
 def add_events(
     run_id: str, body: EventsAppend, request: Request, mem: Mem, who: Who
 ) -> list[Memory]:
@@ -360,12 +318,7 @@ def add_events(
     return mem.runs.add_events(run_id, events)
 
 
-@router.get(
-    "/runs/{run_id}/events",
-    response_model=list[Memory],
-    response_model_exclude=_LIST_NO_EMBEDDING,
-    tags=["runs"],
-)
+@router.get("/runs/{run_id}/events", **_without_vectors(list[Memory], "runs"))
 def run_events(
     run_id: str,
     mem: Mem,
@@ -419,12 +372,7 @@ def agent_sessions(
 # -- org facts ----------------------------------------------------------------------------
 
 
-@router.get(
-    "/org/facts",
-    response_model=list[OrgFact],
-    response_model_exclude=_LIST_NO_EMBEDDING,
-    tags=["org"],
-)
+@router.get("/org/facts", **_without_vectors(list[OrgFact], "org"))
 def list_facts(
     mem: Mem,
     who: Who,
@@ -445,46 +393,25 @@ def list_facts(
     )
 
 
-@router.get(
-    "/org/policies",
-    response_model=list[OrgFact],
-    response_model_exclude=_LIST_NO_EMBEDDING,
-    tags=["org"],
-)
+@router.get("/org/policies", **_without_vectors(list[OrgFact], "org"))
 def list_policies(mem: Mem, who: Who, limit: Limit = 100, offset: Offset = 0) -> list[OrgFact]:
     """Current policies: core ones first, in a stable order."""
     return mem.org.list_policies(limit=limit, offset=offset)
 
 
-@router.post(
-    "/org/facts",
-    response_model=OrgFact,
-    status_code=201,
-    response_model_exclude=_NO_EMBEDDING,
-    tags=["org"],
-)
+@router.post("/org/facts", **_without_vectors(OrgFact, "org", status_code=201))
 def publish_fact(body: PublishRequest, mem: Mem, who: Who) -> OrgFact:
     """Publish a fact or a new version of one (write access by the author's seniority)."""
     data = body.model_dump(exclude_none=True, exclude={"content", "author"})
     return mem.org.publish(body.content, author=who.agent(body.author), **data)
 
 
-@router.get(
-    "/org/facts/{fact_id}",
-    response_model=OrgFact,
-    response_model_exclude=_NO_EMBEDDING,
-    tags=["org"],
-)
+@router.get("/org/facts/{fact_id}", **_without_vectors(OrgFact, "org"))
 def get_fact(fact_id: str, mem: Mem, who: Who) -> OrgFact:
     return mem.org.get(fact_id)
 
 
-@router.get(
-    "/org/facts/{fact_id}/versions",
-    response_model=list[OrgFact],
-    response_model_exclude=_LIST_NO_EMBEDDING,
-    tags=["org"],
-)
+@router.get("/org/facts/{fact_id}/versions", **_without_vectors(list[OrgFact], "org"))
 def fact_versions(fact_id: str, mem: Mem, who: Who) -> list[OrgFact]:
     return mem.org.versions(fact_id)
 
@@ -495,12 +422,7 @@ def fact_history(fact_id: str, mem: Mem, who: Who) -> list[OrgOperation]:
     return mem.org.history(fact_id)
 
 
-@router.post(
-    "/org/facts/{fact_id}/retract",
-    response_model=OrgFact,
-    response_model_exclude=_NO_EMBEDDING,
-    tags=["org"],
-)
+@router.post("/org/facts/{fact_id}/retract", **_without_vectors(OrgFact, "org"))
 def retract_fact(fact_id: str, body: RetractRequest, mem: Mem, who: Who) -> OrgFact:
     return mem.org.retract(fact_id, author=who.agent(body.author), reason=body.reason)
 

@@ -89,8 +89,19 @@ def test_get_or_create_and_listing_by_user_and_agent(tmem: GraphMemory, clock: C
     assert [x.id for x in tmem.runs.list(user_id="u1")] == ["s3", "s1"]  # newest first
     assert [x.id for x in tmem.runs.list(agent_id="bot")] == ["s2", "s1"]
     assert [x.id for x in tmem.runs.list(agent_id="bot", user_id="u2")] == ["s2"]
+    assert [x.id for x in tmem.runs.list(agent_id="bot", limit=1, offset=1)] == ["s1"]
+    assert [x.id for x in tmem.runs.list(agent_id=None, status="running")] == ["s3", "s2", "s1"]
     with pytest.raises(InvalidInput):
         tmem.runs.get_or_create(" bad id")
+
+
+@pytest.mark.parametrize("bad", [{"agent": "bot"}, {"status": 3}, {"user_id": ["u1"]}])
+def test_a_run_filter_that_does_not_fit_is_refused_on_both_faces(
+    tmem: GraphMemory, bad: dict[str, object]
+) -> None:
+    for face in (tmem, NullMemory()):
+        with pytest.raises(InvalidInput, match=r"runs\.list"):
+            face.runs.list(**bad)  # type: ignore[arg-type]
 
 
 def test_events_of_every_standard_type_and_listing_by_type(tmem: GraphMemory) -> None:
