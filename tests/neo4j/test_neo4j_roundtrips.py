@@ -37,7 +37,7 @@ from graphmem.models import (
     TextQuery,
     VectorQuery,
 )
-from tests.neo4j.fake_driver import SPEC, FakeDriver, guard_failure
+from tests.neo4j.fake_driver import SPEC, FakeDriver, guard_failure, schema_rows
 
 
 def _put(backend: Any, nodes: Any) -> None:
@@ -113,6 +113,27 @@ def test_a_vector_index_without_quantization_where_the_server_has_the_option() -
         assert expected in fake.recorder.names()
         created = next(s for s in fake.recorder.statements if s.name == expected)
         assert ("quantization" in created.text) is (expected.endswith("_exact"))
+
+
+def test_a_store_with_the_content_only_full_text_index_moves_to_the_scoped_one() -> None:
+    """An older store has ``memory_content_fulltext`` (content only): the first use creates
+    the index with the scope fields, awaits it, then drops the old one (a write then
+    updates one Lucene index); a store without it sends no drop."""
+
+    def older(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if name != "admin/show_indexes":
+            return None
+        rows = [r for r in schema_rows(None)[name] if r["name"] != "memory_fulltext"]
+        return [*rows, {"name": "memory_content_fulltext", "type": "FULLTEXT", "state": "ONLINE"}]
+
+    fake = FakeDriver(older)
+    Neo4jBackend("bolt://127.0.0.1:7687", driver=fake).ensure_schema()
+    names = fake.recorder.names()
+    assert names.index("schema/memory_fulltext") < names.index("admin/await_indexes")
+    assert names.index("admin/await_indexes") < names.index("schema/memory_content_fulltext_drop")
+    fresh = FakeDriver()
+    Neo4jBackend("bolt://127.0.0.1:7687", driver=fresh).ensure_schema()
+    assert "schema/memory_content_fulltext_drop" not in fresh.recorder.names()
 
 
 # -- options ----------------------------------------------------------------------------
