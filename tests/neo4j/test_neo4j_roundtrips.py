@@ -443,6 +443,32 @@ def test_preconditions_travel_in_the_write_statement_and_a_broken_one_is_named(
         neo.write(batch)
 
 
+def test_a_batch_of_new_memories_creates_their_edges_instead_of_merging_them(
+    neo: Neo4jBackend, fake: FakeDriver
+) -> None:
+    """remember_many into runs: the new memories, their structural edges and the NEXT
+    edges that end at them are CREATEd (a MERGE of an edge reads the other end's edges,
+    a Run's hundreds); nothing removes stale edges a new node cannot have; an existing
+    memory written with them is still MERGEd, its stale edges removed. One statement."""
+    mem = GraphMemory(neo, embedder=None)
+    first = mem.remember_many([{"content": "a", "run_id": "r1", "tags": ["t"]}])[0]
+    fake.recorder.reset()
+    mem.remember_many([{"content": f"m{i}", "run_id": "r1", "tags": ["t"]} for i in range(3)])
+    write = next(s for s in fake.recorder.statements if s.name.startswith("write"))
+    assert "nodes/memory_upsert (create)" in write.name
+    assert "edges/next_upsert (create)" in write.name
+    created = write.text.split("CREATE (m:Memory {id: row.id})", 1)[1]
+    for edge in ("AUTHORED_BY", "IN_RUN", "TAGGED", "NEXT"):
+        assert f"CREATE (m)-[:{edge}]->" in created or f"CREATE (a)-[r:{edge}]->" in created
+        assert f"MERGE (m)-[:{edge}]" not in created and f"MERGE (a)-[r:{edge}]" not in created
+    assert "FOREACH (stale" not in created and "REMOVE m:Unvectored" not in created
+    fake.recorder.reset()
+    neo.write(WriteBatch(nodes=[first.evolve(tags=["u"])]))
+    (update,) = fake.recorder.statements
+    assert "MERGE (m:Memory {id: row.id})" in update.text
+    assert "FOREACH (stale" in update.text and "MERGE (m)-[:TAGGED]" in update.text
+
+
 def test_a_new_node_is_created_so_that_a_concurrent_creator_conflicts(
     neo: Neo4jBackend, fake: FakeDriver
 ) -> None:
