@@ -8,6 +8,14 @@ settings or usage). Long work shows a progress bar on stderr.
 """
 
 import gc
+import os
+
+# numpy's OpenBLAS starts a worker thread per core that spins (~0.1 s of busy waiting) before
+# it sleeps, once at import and after each threaded product: 35-45 ms of CPU that every cold
+# command paid for nothing, taken from a core the command could use on a busy machine. A
+# worker woken from sleep costs microseconds, little beside a product big enough to thread. Before
+# anything imports numpy; a value the user set wins.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 from graphmem.gcpause import gc_paused
 
