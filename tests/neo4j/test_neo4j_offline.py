@@ -20,7 +20,11 @@ from graphmem.backends.neo4j import (
     lucene_query,
 )
 from graphmem.backends.neo4j.queries import strip_literals
-from graphmem.backends.neo4j.search import SCOPE_CLAUSE_MAX_VALUES, fulltext_query
+from graphmem.backends.neo4j.search import (
+    SCOPE_CLAUSE_MAX_VALUES,
+    fulltext_query,
+    lexical_fetches,
+)
 from graphmem.errors import BackendUnavailable, InvalidInput
 from graphmem.models import (
     Agent,
@@ -172,6 +176,23 @@ def test_the_full_text_query_names_the_scope_without_scoring_it() -> None:
     # an OR and lose agent a's memories), punctuation only, quotes, spaces, non-ASCII
     for odd in (["a", "c"], "the-team", "--", 'x"y', "two words", "café"):
         assert fulltext_query(terms, Filter.for_memories(agent_id=odd)) == plain, odd
+
+
+def test_a_scope_the_full_text_query_names_is_fetched_like_an_unscoped_search() -> None:
+    """The index returns only the named scope's matches, so the first tier asks for as many
+    as an unscoped search; a filter narrower than the query (ids, a time range, a value
+    that names no clause) keeps the scoped over-fetch."""
+    unscoped = lexical_fetches(Filter.for_memories(), 30)
+    named = Filter.for_memories(agent_id="agent3", namespace="ns1", tags=["t1"])
+    assert lexical_fetches(named, 30) == unscoped
+    assert lexical_fetches(Filter.for_memories(agent_id=["a1", "a2"]), 30) == unscoped
+    since = datetime(2025, 1, 1, tzinfo=UTC)
+    for narrower in (
+        Filter.for_memories(agent_id="the"),
+        Filter.for_memories(agent_id="agent3", since=since),
+        Filter.for_memories(ids=["m1"]),
+    ):
+        assert lexical_fetches(narrower, 30)[0] > unscoped[0], narrower
 
 
 def test_search_compilers_put_the_filter_before_the_cut() -> None:

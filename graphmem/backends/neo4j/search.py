@@ -33,8 +33,10 @@ LEXICAL_OVERFETCH = 10
 only the status (measured at 10k and 100k: 300 for k = 30 gave the exact top 30 in every
 query, at a tenth of the unbounded statement's cost)."""
 LEXICAL_SCOPED_OVERFETCH = 40
-"""The first tier's factor under a narrower filter (an agent, a namespace ...): the filter
-passes a fraction of the matches, so more are fetched before the cut."""
+"""The first tier's factor under a filter narrower than what the full-text query names (ids,
+time ranges, a scope value that names no clause): the filter passes a fraction of the
+matches, so more are fetched before the cut. A scope the query names (an agent, a
+namespace, tags) is fetched like an unscoped search: the index returns only its matches."""
 LEXICAL_TIER_GROWTH = 16
 """Each further tier asks for this many times more; after the last bounded tier comes the
 unbounded search (the old statement), so the answer never depends on the tiers."""
@@ -65,8 +67,10 @@ def _scoped(flt: Filter) -> bool:
 
 
 def lexical_fetches(flt: Filter, k: int) -> list[int]:
-    """How many full-text matches each bounded tier asks the index for."""
-    first = k * (LEXICAL_SCOPED_OVERFETCH if _scoped(flt) else LEXICAL_OVERFETCH)
+    """How many full-text matches each bounded tier asks the index for: the scoped
+    over-fetch only when the filter narrows beyond what the Lucene query names."""
+    narrower = _scoped(flt) and not _index_scope(flt)[1]
+    first = k * (LEXICAL_SCOPED_OVERFETCH if narrower else LEXICAL_OVERFETCH)
     return [max(first, LEXICAL_MIN_FETCH) * LEXICAL_TIER_GROWTH**i for i in range(LEXICAL_TIERS)]
 
 
@@ -147,16 +151,12 @@ def _scope_value(value: object) -> str | None:
     return f'"{value}"'
 
 
-def fulltext_query(terms: str, flt: Filter) -> str:
-    """The Lucene query of a lexical search: ``terms`` (from :func:`lucene_query`) on the
-    content field, AND, for each scope field of the filter held by the full-text index
-    (:data:`FULLTEXT_FIELDS`), a required clause with boost 0, so that the index returns
-    only the scope's matches, scored by their content alone (the same scores as an
-    unscoped search). The clauses only narrow what the index returns (the filter itself is
-    applied after it), and only with values the analyzer surely keeps (see
-    :func:`_scope_value`): a field with any other value, or with more than
-    :data:`SCOPE_CLAUSE_MAX_VALUES` allowed values, names no clause."""
-    parts = [f"content:({terms})"]
+def _index_scope(flt: Filter) -> tuple[list[str], bool]:
+    """The zero-boost Lucene clauses naming ``flt``'s scope (see :func:`fulltext_query`),
+    and whether they name all of it but the status (then nearly every match the index
+    returns passes the filter, and the first tier needs no scoped over-fetch)."""
+    clauses: list[str] = []
+    named = {"status"}
     for field in FULLTEXT_FIELDS[1:]:
         if field == "tags":
             groups: list[Sequence[Any]] = [[t] for t in flt.tags_all]
@@ -166,11 +166,35 @@ def fulltext_query(terms: str, flt: Filter) -> str:
             groups = [flt.any_of[field]]
         else:
             continue
+        done = True
         for allowed in groups:
             phrases = [_scope_value(v) for v in allowed]
             if 0 < len(phrases) <= SCOPE_CLAUSE_MAX_VALUES and None not in phrases:
-                parts.append(f"{field}:({' OR '.join(str(p) for p in phrases)})^0")
-    return " AND ".join(parts)
+                clauses.append(f"{field}:({' OR '.join(str(p) for p in phrases)})^0")
+            else:
+                done = False
+        if done:
+            named.add(field)
+    whole = (
+        flt.ids is None
+        and not flt.ranges
+        and set(flt.equals) <= named
+        and set(flt.any_of) <= named
+        and (not flt.tags_all or "tags" in named)
+    )
+    return clauses, whole
+
+
+def fulltext_query(terms: str, flt: Filter) -> str:
+    """The Lucene query of a lexical search: ``terms`` (from :func:`lucene_query`) on the
+    content field, AND, for each scope field of the filter held by the full-text index
+    (:data:`FULLTEXT_FIELDS`), a required clause with boost 0, so that the index returns
+    only the scope's matches, scored by their content alone (the same scores as an
+    unscoped search). The clauses only narrow what the index returns (the filter itself is
+    applied after it), and only with values the analyzer surely keeps (see
+    :func:`_scope_value`): a field with any other value, or with more than
+    :data:`SCOPE_CLAUSE_MAX_VALUES` allowed values, names no clause."""
+    return " AND ".join([f"content:({terms})", *_index_scope(flt)[0]])
 
 
 def compile_text_search(flt: Filter, query: str, k: int) -> tuple[str, dict[str, Any]]:
