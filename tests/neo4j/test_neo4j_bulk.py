@@ -82,6 +82,11 @@ def test_the_index_is_dropped_before_the_load_and_populated_once_after(
     assert names.index(INDEX_NAMES[1]) > last_write
     wait = next(s for s in fake.recorder.statements if s.name == "admin/await_indexes")
     assert wait.params["timeout"] == 3600
+    # then the populated index is read once (its graph in memory before the first recall),
+    # with a probe vector of the store's dimension
+    warm = next(s for s in fake.recorder.statements if s.name == "admin/warm_vector_index")
+    assert names.index("admin/warm_vector_index") > names.index("admin/await_indexes")
+    assert len(warm.params["vector"]) == 2 and fake.recorder.transactions[warm.tx].mode == "read"
     assert report.index_s >= 0.0
 
 

@@ -218,6 +218,9 @@ Q_SET_META = "admin/set_meta"
 Q_ANY_VECTOR = "admin/any_vector"
 
 
+Q_WARM_VECTOR_INDEX = "admin/warm_vector_index"
+
+
 META_LABEL = "GraphmemMeta"
 """The label of the nodes that keep values beside the graph (the embedding model's record)."""
 
@@ -251,6 +254,7 @@ QUERY_NAMES: tuple[str, ...] = (
     Q_GET_META,
     Q_SET_META,
     Q_ANY_VECTOR,
+    Q_WARM_VECTOR_INDEX,
 )
 """Every query file the backend loads (relative to ``cypher/``, without ``.cypher``)."""
 
