@@ -187,6 +187,22 @@ class VectorIndex:
             row = self._row.get(key)
             return None if row is None else self._mat[row].copy()
 
+    def cosines(self, keys: Collection[str], query: Sequence[float]) -> dict[str, float]:
+        """The cosine of each key's vector to ``query``, for the keys that have one
+        (nothing when the dimensions differ)."""
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        if q.shape[0] != self.dim:
+            return {}
+        with self._lock:
+            present = [k for k in keys if k in self._row]
+            if not present:
+                return {}
+            rows = np.fromiter((self._row[k] for k in present), dtype=np.int64)
+            mat = self._mat[rows]
+        # as recall scores a memory's own embedding, so either way gives the same number
+        sims = (mat @ q) / np.maximum(np.linalg.norm(mat, axis=1), 1e-12)
+        return dict(zip(present, sims.tolist(), strict=True))
+
     def rows(self) -> tuple[list[str], np.ndarray]:
         """Every key and a copy of its vector, row by row (what a state file keeps)."""
         with self._lock:
