@@ -41,6 +41,7 @@ from graphmem.retrieval.evidence import (
     _terms,
     log,
 )
+from graphmem.retrieval.questions import is_list_question
 from graphmem.retrieval.window import (
     ContextWindow,
     _fence_texts,
@@ -201,6 +202,8 @@ class Retriever:
             self._fuse_entities(cands, query, flt, qvec, fetch, lexical, vector, cfg)
         if cfg.prf_weight > 0 and cands:
             self._feedback(cands, query, flt, fetch, lexical, vector, cfg)
+        if cfg.vector_prf_weight > 0 and qvec is not None and cands:
+            self._vector_feedback(cands, qvec, flt, fetch, lexical, vector, cfg)
         if cfg.temporal_weight > 0 or cfg.when_weight > 0:
             self._temporal(cands, query, flt, qvec, fetch, lexical, vector, cfg)
         if cfg.context_weight > 0 and qvec is not None and cands:
@@ -214,11 +217,19 @@ class Retriever:
             self._expand(cands, flt, cfg, qvec, qterms, sims)
         if cfg.substance > 0:
             self._substance(cands.values(), cfg)
-        self._run_context(cands.values(), cfg)
+        listing = (
+            cfg.list_run_weight is not None or cfg.list_diversity > 0
+        ) and is_list_question(query)
+        run_weight = cfg.run_weight
+        if listing and cfg.list_run_weight is not None:
+            run_weight = cfg.list_run_weight
+        self._run_context(cands.values(), run_weight)
         results = self._rank(cands.values(), cfg, now, asking_agent)
         if min_relevance is not None:
             results = [r for r in results if r.score >= min_relevance]
-        if cfg.mmr and len(results) > 1:
+        if listing and cfg.list_diversity > 0 and len(results) > 1:
+            results = self._mmr(results, cands, k, 1.0 - cfg.list_diversity)
+        elif cfg.mmr and len(results) > 1:
             results = self._mmr(results, cands, k, cfg.mmr_lambda)
         results = results[:k]
         if touch and results:
@@ -486,6 +497,36 @@ class Retriever:
         mems = [h.node for h in hits if isinstance(h.node, Memory)]
         _add_ranked(cands, mems, "prf", cfg.prf_weight / _fusion_top(cfg, lexical, vector), cfg)
 
+    def _vector_feedback(
+        self,
+        cands: dict[str, _Cand],
+        qvec: np.ndarray,
+        flt: Filter,
+        fetch: int,
+        lexical: list[Hit],
+        vector: list[Hit],
+        cfg: RecallConfig,
+    ) -> None:
+        """Pseudo-relevance feedback on the vector channel: search again with the query's
+        vector moved towards the best candidates' mean vector, fuse by rank."""
+        best = [
+            c.memory.embedding
+            for c in sorted(cands.values(), key=lambda c: -c.fused)[: cfg.vector_prf_docs]
+            if c.memory.embedding is not None and len(c.memory.embedding) == qvec.shape[0]
+        ]
+        if not best:
+            return
+        mat = np.asarray(best, dtype=np.float32)
+        mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
+        moved = qvec + cfg.vector_prf_share * mat.mean(axis=0)
+        moved /= max(float(np.linalg.norm(moved)), 1e-12)
+        hits = self.backend.search_vector(
+            VectorQuery(vector=tuple(moved.tolist()), filter=flt, k=fetch)
+        )
+        mems = [h.node for h in hits if isinstance(h.node, Memory)]
+        weight = cfg.vector_prf_weight / _fusion_top(cfg, lexical, vector)
+        _add_ranked(cands, mems, "vector_prf", weight, cfg)
+
     def _context(
         self,
         cands: dict[str, _Cand],
@@ -615,9 +656,9 @@ class Retriever:
             c.fused *= share / top
 
     @staticmethod
-    def _run_context(cands: Any, cfg: RecallConfig) -> None:
+    def _run_context(cands: Any, run_weight: float) -> None:
         """Add ``run_weight`` x the best relevance in each memory's run, renormalised."""
-        if cfg.run_weight <= 0:
+        if run_weight <= 0:
             return
         cands = list(cands)
         best: dict[str, float] = {}
@@ -628,7 +669,7 @@ class Retriever:
         for c in cands:
             run_best = best.get(c.memory.run_id, 0.0) if c.memory.run_id else c.fused
             c.breakdown["run"] = run_best
-            c.fused = (c.fused + cfg.run_weight * run_best) / (1.0 + cfg.run_weight)
+            c.fused = (c.fused + run_weight * run_best) / (1.0 + run_weight)
 
     def _rank(
         self, cands: Any, cfg: RecallConfig, now: datetime, asking_agent: str | None = None
