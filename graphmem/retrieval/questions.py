@@ -23,9 +23,10 @@ False
 
 from __future__ import annotations
 
+import calendar
 import re
 
-__all__ = ["is_list_question"]
+__all__ = ["is_list_question", "without_names"]
 
 _WORD_RE = re.compile(r"[A-Za-z][A-Za-z'’+-]*")
 _WH = frozenset("what which where who whom".split())
@@ -74,3 +75,19 @@ def is_list_question(query: str) -> bool:
         if _plural(w):
             return True
     return False
+
+
+_NAME_RE = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]+)(?:['’]s\b|['’](?=\s))?")
+
+_CALENDAR = frozenset([*calendar.month_name[1:], *calendar.month_abbr[1:], *calendar.day_name])
+
+
+def without_names(query: str) -> str:
+    """``query`` without the capitalised words inside it (the people and places it
+    names), so that what it asks about can be matched on its own:
+
+    >>> without_names("What activities does Melanie partake in?")
+    'What activities does partake in?'
+    """
+    out = _NAME_RE.sub(lambda m: m.group(0) if m.group(1) in _CALENDAR else "", query)
+    return re.sub(r"\s+", " ", out).replace(" ?", "?").strip()

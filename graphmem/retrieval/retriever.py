@@ -41,7 +41,7 @@ from graphmem.retrieval.evidence import (
     _terms,
     log,
 )
-from graphmem.retrieval.questions import is_list_question
+from graphmem.retrieval.questions import is_list_question, without_names
 from graphmem.retrieval.window import (
     ContextWindow,
     _fence_texts,
@@ -204,6 +204,8 @@ class Retriever:
             self._feedback(cands, query, flt, fetch, lexical, vector, cfg)
         if cfg.vector_prf_weight > 0 and qvec is not None and cands:
             self._vector_feedback(cands, qvec, flt, fetch, lexical, vector, cfg)
+        if cfg.topic_weight > 0 and qvec is not None:
+            self._topic(cands, query, flt, fetch, lexical, vector, cfg)
         if cfg.temporal_weight > 0 or cfg.when_weight > 0:
             self._temporal(cands, query, flt, qvec, fetch, lexical, vector, cfg)
         if cfg.context_weight > 0 and qvec is not None and cands:
@@ -496,6 +498,27 @@ class Retriever:
         hits = self.backend.search_text(TextQuery(text=text, filter=flt, k=fetch))
         mems = [h.node for h in hits if isinstance(h.node, Memory)]
         _add_ranked(cands, mems, "prf", cfg.prf_weight / _fusion_top(cfg, lexical, vector), cfg)
+
+    def _topic(
+        self,
+        cands: dict[str, _Cand],
+        query: str,
+        flt: Filter,
+        fetch: int,
+        lexical: list[Hit],
+        vector: list[Hit],
+        cfg: RecallConfig,
+    ) -> None:
+        """The topic channel: the query without its names, searched by vector."""
+        topic = without_names(query)
+        if topic == query or not _content_terms(topic):
+            return
+        tvec = self._query_vector(topic, cfg)
+        if tvec is None:
+            return
+        hits = self.backend.search_vector(VectorQuery(vector=tuple(tvec.tolist()), filter=flt, k=fetch))
+        mems = [h.node for h in hits if isinstance(h.node, Memory)]
+        _add_ranked(cands, mems, "topic", cfg.topic_weight / _fusion_top(cfg, lexical, vector), cfg)
 
     def _vector_feedback(
         self,
