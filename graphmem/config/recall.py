@@ -128,9 +128,11 @@ class RecallConfig(BaseModel):
     vector_prf_weight: float = Field(default=0.0, ge=0.0)
     vector_prf_docs: int = Field(default=5, ge=1)
     vector_prf_share: float = Field(default=0.5, ge=0.0)
-    #: topic channel: the query without the names in it (graphmem.retrieval.questions),
+    #: topic channel: the query without the names it gives that occur in at least
+    #: ``topic_share`` of its vector channel's hits (graphmem.retrieval.questions),
     #: embedded and searched by vector, fused by rank with this weight (0: off)
     topic_weight: float = Field(default=0.0, ge=0.0)
+    topic_share: float = Field(default=0.25, ge=0.0, le=1.0)
 
     @property
     def strategy(self) -> Scoring:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import calendar
 import re
 
-__all__ = ["is_list_question", "without_names"]
+__all__ = ["is_list_question", "names", "without_names"]
 
 _WORD_RE = re.compile(r"[A-Za-z][A-Za-z'’+-]*")
 _WH = frozenset("what which where who whom".split())
@@ -82,12 +82,22 @@ _NAME_RE = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]+)(?:['’]s\b|['’](?=\
 _CALENDAR = frozenset([*calendar.month_name[1:], *calendar.month_abbr[1:], *calendar.day_name])
 
 
-def without_names(query: str) -> str:
-    """``query`` without the capitalised words inside it (the people and places it
-    names), so that what it asks about can be matched on its own:
+def names(query: str) -> set[str]:
+    """The capitalised words inside ``query`` (not its first word, not months or days):
+    the people, places and titles it names.
 
-    >>> without_names("What activities does Melanie partake in?")
+    >>> sorted(names("Did Melanie read Charlotte's Web in May?"))
+    ['Charlotte', 'Melanie', 'Web']
+    """
+    return {m.group(1) for m in _NAME_RE.finditer(query)} - _CALENDAR
+
+
+def without_names(query: str, drop: set[str]) -> str:
+    """``query`` without the names in ``drop`` (and their possessive ending), so that
+    what it asks about can be matched on its own:
+
+    >>> without_names("What activities does Melanie partake in?", {"Melanie"})
     'What activities does partake in?'
     """
-    out = _NAME_RE.sub(lambda m: m.group(0) if m.group(1) in _CALENDAR else "", query)
+    out = _NAME_RE.sub(lambda m: "" if m.group(1) in drop else m.group(0), query)
     return re.sub(r"\s+", " ", out).replace(" ?", "?").strip()

@@ -5,6 +5,7 @@ MMR, and the context window it fills.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
@@ -41,7 +42,7 @@ from graphmem.retrieval.evidence import (
     _terms,
     log,
 )
-from graphmem.retrieval.questions import is_list_question, without_names
+from graphmem.retrieval.questions import is_list_question, names, without_names
 from graphmem.retrieval.window import (
     ContextWindow,
     _fence_texts,
@@ -509,8 +510,20 @@ class Retriever:
         vector: list[Hit],
         cfg: RecallConfig,
     ) -> None:
-        """The topic channel: the query without its names, searched by vector."""
-        topic = without_names(query)
+        """The topic channel: the query without the names it gives that are common in
+        what it is near (the people of a conversation, named in most of their turns),
+        searched by vector. Such a name dominates the query's vector and carries little
+        about what is asked; a rarer name (a title, a place) is the topic and stays."""
+        named = names(query)
+        if not named or not vector:
+            return
+        texts = [h.node.content for h in vector if isinstance(h.node, Memory)]
+        common = {
+            n
+            for n in named
+            if sum(1 for t in texts if re.search(rf"\b{n}\b", t)) >= cfg.topic_share * len(texts)
+        }
+        topic = without_names(query, common) if common else query
         if topic == query or not _content_terms(topic):
             return
         tvec = self._query_vector(topic, cfg)
