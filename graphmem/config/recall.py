@@ -122,6 +122,9 @@ class RecallConfig(BaseModel):
     #: diversity ``list_diversity`` (MMR at lambda = 1 - list_diversity; 0: none)
     list_run_weight: float | None = Field(default=None, ge=0.0)
     list_diversity: float = Field(default=0.0, ge=0.0, le=1.0)
+    #: for a list question, a memory whose first word is a name the question gives (its
+    #: speaker, or the subject of a fact) ranks with relevance x (1 + list_subject)
+    list_subject: float = Field(default=0.0, ge=0.0)
     #: pseudo-relevance feedback on the vector channel: the query's vector moved towards
     #: the mean vector of the ``vector_prf_docs`` best candidates (by ``vector_prf_share``)
     #: searches again and joins as a channel of weight ``vector_prf_weight`` (0: off)

@@ -221,8 +221,15 @@ class Retriever:
         if cfg.substance > 0:
             self._substance(cands.values(), cfg)
         listing = (
-            cfg.list_run_weight is not None or cfg.list_diversity > 0
+            cfg.list_run_weight is not None or cfg.list_diversity > 0 or cfg.list_subject > 0
         ) and is_list_question(query)
+        if listing and cfg.list_subject > 0:
+            named = names(query)
+            for c in cands.values():
+                first = c.memory.content.split(maxsplit=1)[:1]
+                if first and first[0].rstrip(":,;") in named:
+                    c.breakdown["subject"] = 1.0
+                    c.fused *= 1.0 + cfg.list_subject
         run_weight = cfg.run_weight
         if listing and cfg.list_run_weight is not None:
             run_weight = cfg.list_run_weight
