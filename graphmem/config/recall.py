@@ -116,21 +116,6 @@ class RecallConfig(BaseModel):
     # diversity: with embeddings, cosine between memories; without, bigram Jaccard of text
     mmr: bool = False
     mmr_lambda: float = Field(default=0.7, ge=0.0, le=1.0)
-    #: list questions (graphmem.retrieval.questions: "What activities does X do?", "Which
-    #: cities has X visited?"): their evidence is spread over many sessions, so they may
-    #: rank with their own session-context weight (None: ``run_weight``) and with MMR
-    #: diversity ``list_diversity`` (MMR at lambda = 1 - list_diversity; 0: none)
-    list_run_weight: float | None = Field(default=None, ge=0.0)
-    list_diversity: float = Field(default=0.0, ge=0.0, le=1.0)
-    #: for a list question, a memory whose first word is a name the question gives (its
-    #: speaker, or the subject of a fact) ranks with relevance x (1 + list_subject)
-    list_subject: float = Field(default=0.0, ge=0.0)
-    #: pseudo-relevance feedback on the vector channel: the query's vector moved towards
-    #: the mean vector of the ``vector_prf_docs`` best candidates (by ``vector_prf_share``)
-    #: searches again and joins as a channel of weight ``vector_prf_weight`` (0: off)
-    vector_prf_weight: float = Field(default=0.0, ge=0.0)
-    vector_prf_docs: int = Field(default=5, ge=1)
-    vector_prf_share: float = Field(default=0.5, ge=0.0)
     #: topic channel: the query without the names it gives that occur in at least
     #: ``topic_share`` of its vector channel's hits (graphmem.retrieval.questions),
     #: embedded and searched by vector, fused by rank with this weight (0: off)

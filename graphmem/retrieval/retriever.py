@@ -5,7 +5,6 @@ MMR, and the context window it fills.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
@@ -42,7 +41,7 @@ from graphmem.retrieval.evidence import (
     _terms,
     log,
 )
-from graphmem.retrieval.questions import is_list_question, names, without_names
+from graphmem.retrieval.topic import topic_query
 from graphmem.retrieval.window import (
     ContextWindow,
     _fence_texts,
@@ -203,8 +202,6 @@ class Retriever:
             self._fuse_entities(cands, query, flt, qvec, fetch, lexical, vector, cfg)
         if cfg.prf_weight > 0 and cands:
             self._feedback(cands, query, flt, fetch, lexical, vector, cfg)
-        if cfg.vector_prf_weight > 0 and qvec is not None and cands:
-            self._vector_feedback(cands, qvec, flt, fetch, lexical, vector, cfg)
         if cfg.topic_weight > 0 and qvec is not None:
             self._topic(cands, query, flt, fetch, lexical, vector, cfg)
         if cfg.temporal_weight > 0 or cfg.when_weight > 0:
@@ -220,26 +217,11 @@ class Retriever:
             self._expand(cands, flt, cfg, qvec, qterms, sims)
         if cfg.substance > 0:
             self._substance(cands.values(), cfg)
-        listing = (
-            cfg.list_run_weight is not None or cfg.list_diversity > 0 or cfg.list_subject > 0
-        ) and is_list_question(query)
-        if listing and cfg.list_subject > 0:
-            named = names(query)
-            for c in cands.values():
-                first = c.memory.content.split(maxsplit=1)[:1]
-                if first and first[0].rstrip(":,;") in named:
-                    c.breakdown["subject"] = 1.0
-                    c.fused *= 1.0 + cfg.list_subject
-        run_weight = cfg.run_weight
-        if listing and cfg.list_run_weight is not None:
-            run_weight = cfg.list_run_weight
-        self._run_context(cands.values(), run_weight)
+        self._run_context(cands.values(), cfg)
         results = self._rank(cands.values(), cfg, now, asking_agent)
         if min_relevance is not None:
             results = [r for r in results if r.score >= min_relevance]
-        if listing and cfg.list_diversity > 0 and len(results) > 1:
-            results = self._mmr(results, cands, k, 1.0 - cfg.list_diversity)
-        elif cfg.mmr and len(results) > 1:
+        if cfg.mmr and len(results) > 1:
             results = self._mmr(results, cands, k, cfg.mmr_lambda)
         results = results[:k]
         if touch and results:
@@ -333,7 +315,7 @@ class Retriever:
             return True  # (a memory of the day or month the question names is evidence)
         if qvec is not None and c.cosine is not None:
             near = min(c.breakdown.get("context", -1.0), c.breakdown.get("context_near", -1.0))
-            return max(c.cosine, near) >= cfg.min_similarity
+            return max(c.cosine, near, c.breakdown.get("topic", -1.0)) >= cfg.min_similarity
         # no vector evidence: a BM25 match on a content word is all the evidence there is
         return "lexical" in c.breakdown and coverage > 0
 
@@ -517,58 +499,22 @@ class Retriever:
         vector: list[Hit],
         cfg: RecallConfig,
     ) -> None:
-        """The topic channel: the query without the names it gives that are common in
-        what it is near (the people of a conversation, named in most of their turns),
-        searched by vector. Such a name dominates the query's vector and carries little
-        about what is asked; a rarer name (a title, a place) is the topic and stays."""
-        named = names(query)
-        if not named or not vector:
-            return
-        texts = [h.node.content for h in vector if isinstance(h.node, Memory)]
-        common = {
-            n
-            for n in named
-            if sum(1 for t in texts if re.search(rf"\b{n}\b", t)) >= cfg.topic_share * len(texts)
-        }
-        topic = without_names(query, common) if common else query
-        if topic == query or not _content_terms(topic):
-            return
-        tvec = self._query_vector(topic, cfg)
+        """The topic channel (graphmem.retrieval.topic): the query without the names it
+        gives that are common among its vector hits, searched by vector, fused by rank.
+        Each memory keeps its cosine to the topic query: evidence for the floor."""
+        near = [h.node.content for h in vector if isinstance(h.node, Memory)]
+        topic = topic_query(query, near, cfg.topic_share)
+        tvec = self._query_vector(topic, cfg) if topic is not None else None
         if tvec is None:
             return
-        hits = self.backend.search_vector(VectorQuery(vector=tuple(tvec.tolist()), filter=flt, k=fetch))
-        mems = [h.node for h in hits if isinstance(h.node, Memory)]
-        _add_ranked(cands, mems, "topic", cfg.topic_weight / _fusion_top(cfg, lexical, vector), cfg)
-
-    def _vector_feedback(
-        self,
-        cands: dict[str, _Cand],
-        qvec: np.ndarray,
-        flt: Filter,
-        fetch: int,
-        lexical: list[Hit],
-        vector: list[Hit],
-        cfg: RecallConfig,
-    ) -> None:
-        """Pseudo-relevance feedback on the vector channel: search again with the query's
-        vector moved towards the best candidates' mean vector, fuse by rank."""
-        best = [
-            c.memory.embedding
-            for c in sorted(cands.values(), key=lambda c: -c.fused)[: cfg.vector_prf_docs]
-            if c.memory.embedding is not None and len(c.memory.embedding) == qvec.shape[0]
-        ]
-        if not best:
-            return
-        mat = np.asarray(best, dtype=np.float32)
-        mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
-        moved = qvec + cfg.vector_prf_share * mat.mean(axis=0)
-        moved /= max(float(np.linalg.norm(moved)), 1e-12)
         hits = self.backend.search_vector(
-            VectorQuery(vector=tuple(moved.tolist()), filter=flt, k=fetch)
+            VectorQuery(vector=tuple(tvec.tolist()), filter=flt, k=fetch)
         )
-        mems = [h.node for h in hits if isinstance(h.node, Memory)]
-        weight = cfg.vector_prf_weight / _fusion_top(cfg, lexical, vector)
-        _add_ranked(cands, mems, "vector_prf", weight, cfg)
+        found = [(h.node, h.score) for h in hits if isinstance(h.node, Memory)]
+        weight = cfg.topic_weight / _fusion_top(cfg, lexical, vector)
+        _add_ranked(cands, [m for m, _ in found], "topic", weight, cfg)
+        for m, score in found:
+            cands[m.id].breakdown["topic"] = score
 
     def _context(
         self,
@@ -699,9 +645,9 @@ class Retriever:
             c.fused *= share / top
 
     @staticmethod
-    def _run_context(cands: Any, run_weight: float) -> None:
+    def _run_context(cands: Any, cfg: RecallConfig) -> None:
         """Add ``run_weight`` x the best relevance in each memory's run, renormalised."""
-        if run_weight <= 0:
+        if cfg.run_weight <= 0:
             return
         cands = list(cands)
         best: dict[str, float] = {}
@@ -712,7 +658,7 @@ class Retriever:
         for c in cands:
             run_best = best.get(c.memory.run_id, 0.0) if c.memory.run_id else c.fused
             c.breakdown["run"] = run_best
-            c.fused = (c.fused + run_weight * run_best) / (1.0 + run_weight)
+            c.fused = (c.fused + cfg.run_weight * run_best) / (1.0 + cfg.run_weight)
 
     def _rank(
         self, cands: Any, cfg: RecallConfig, now: datetime, asking_agent: str | None = None
