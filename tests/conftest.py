@@ -24,6 +24,7 @@ processes on one file) opens it directly and says so with ``@pytest.mark.embedde
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,24 @@ def pytest_configure(config: pytest.Config) -> None:
         "embedded(reason): tests the embedded store itself (its file, its journal, processes "
         "on one file), so it runs there whatever --backend says",
     )
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
+) -> None:
+    """Skips as one line per reason with its count: without a Neo4j server over a hundred
+    tests skip for the same long reason. ``-rs`` (or ``-ra``) lists every place instead."""
+    if set(config.option.reportchars or "") & set("saA"):
+        return
+    reasons: Counter[str] = Counter()
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    if reasons:
+        terminalreporter.write_sep("-", "skipped, by reason (-rs lists each test)")
+        for reason, count in reasons.most_common():
+            terminalreporter.write_line(f"{count:5d}  {reason}")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

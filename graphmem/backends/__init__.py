@@ -74,7 +74,8 @@ def _neo4j(url: str, **options: Any) -> GraphBackend:
 
     if importlib.util.find_spec("neo4j") is None:
         raise ConfigError(
-            f"{url.partition('://')[0]}:// needs the Neo4j driver: pip install 'graphmem[neo4j]'"
+            f"{url.partition('://')[0]}:// needs the Neo4j driver: pip install -e '.[neo4j]' "
+            "in the graphmem folder"
         )
     from graphmem.backends.neo4j import Neo4jBackend  # the driver loads only when used
 

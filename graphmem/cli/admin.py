@@ -136,7 +136,7 @@ def _server_extras() -> Iterator[None]:
             raise
         typer.echo(
             f"error: the servers need {e.name}, which is not installed: "
-            "pip install 'graphmem[server]'",
+            "pip install -e '.[server]' in the graphmem folder",
             err=True,
         )
         raise typer.Exit(2) from e

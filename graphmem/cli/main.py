@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import inspect
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +26,13 @@ def _without_flag_hints(params: list[Any]) -> list[Any]:
 
 
 class _Command(TyperCommand):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.short_help is None and self.help:
+            # the command list shows the first paragraph of the docstring, and in rich
+            # markup keeps its source line breaks: one line, rich wraps it to the column
+            self.short_help = " ".join(inspect.cleandoc(self.help).split("\n\n")[0].split())
+
     def get_params(self, ctx: Any) -> list[Any]:
         return _without_flag_hints(super().get_params(ctx))
 

@@ -31,7 +31,8 @@ def require(module: str, extra: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as e:
         raise ImportError(
-            f"this graphmem adapter needs {module.split('.')[0]}: pip install 'graphmem[{extra}]'"
+            f"this graphmem adapter needs {module.split('.')[0]}: "
+            f"pip install -e '.[{extra}]' in the graphmem folder"
         ) from e
 
 

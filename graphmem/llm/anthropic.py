@@ -116,7 +116,8 @@ def _anthropic_sdk() -> Any:
         import anthropic
     except ImportError as e:
         raise LLMUnavailable(
-            "the Anthropic SDK is not installed: pip install 'graphmem[anthropic]'"
+            "the Anthropic SDK is not installed: "
+            "pip install -e '.[anthropic]' in the graphmem folder"
         ) from e
     return anthropic
 

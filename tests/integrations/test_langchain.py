@@ -61,7 +61,7 @@ if RetrieversIntegrationTests is not None:
 else:
 
     def test_standard_retriever_suite() -> None:
-        pytest.skip("langchain-tests is not installed (pip install 'graphmem[dev]')")
+        pytest.skip("langchain-tests is not installed (pip install -e '.[dev]')")
 
 
 @pytest.fixture

@@ -35,6 +35,14 @@ def test_help_shows_no_value_hint_on_flags() -> None:
     assert "--dry-run" in forget and "<str>" in forget  # options with values keep theirs
 
 
+def test_the_command_list_shows_each_summary_as_one_paragraph() -> None:
+    """A docstring's first paragraph is wrapped at 100 columns in the source; in the list of
+    ``graphmem --help`` those line breaks made ragged rows."""
+    listing = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "400"}).output
+    rows = [line for line in listing.splitlines() if line.startswith("│ mcp ")]
+    assert len(rows) == 1 and "reflect" in rows[0] and "key's agent" in rows[0], listing
+
+
 @pytest.mark.parametrize("command", ["serve", "mcp"])
 def test_servers_on_a_plain_install_name_the_extra(command: str) -> None:
     # a plain install: the server libraries cannot be imported
@@ -55,4 +63,5 @@ def test_servers_on_a_plain_install_name_the_extra(command: str) -> None:
     )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "pip install 'graphmem[server]'" in lines[0], done.stderr
+    # graphmem is installed from a clone (README), not from a package index
+    assert len(lines) == 1 and "pip install -e '.[server]'" in lines[0], done.stderr

@@ -304,6 +304,9 @@ class NetworkXBackend(EmbeddedSearch):
 
     def count(self, flt: Filter) -> int:
         with self._fresh():
+            exact = self._indexed_matches(flt)
+            if exact is not None:
+                return len(exact)
             return sum(1 for _ in self._matching_keys(flt))
 
     def expand(
@@ -460,6 +463,7 @@ class NetworkXBackend(EmbeddedSearch):
                 self.flush()
             except GraphMemError as e:  # never lose the close; the accesses are advisory
                 log.warning("could not write access statistics at close: %s", e)
+            self._save_state()
             self._save_ann()
             self._closed = True
             try:

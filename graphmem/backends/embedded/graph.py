@@ -177,11 +177,18 @@ class EmbeddedGraph:
             g._pred[key] = {}
         prev = self._rid_of.get(key)
         if prev is not None and prev != rid:
-            self._key_of.pop(prev, None)
+            self._drop_rid(prev, key)
         self._rid_of[key] = rid
         self._key_of[rid] = key
         self._by_label[label].add(key)
         self._index_add(label, key, attrs)
+
+    def _drop_rid(self, rid: int, key: str) -> None:
+        """Forget that row ``rid`` holds ``key`` — unless another node holds it by now: a
+        handle catching up replays another process's changes in any order, and a freed
+        row id is taken by the next new node."""
+        if self._key_of.get(rid) == key:
+            del self._key_of[rid]
 
     def _structural_edges_of(self, key: str) -> list[tuple[str, str, str]]:
         if key not in self._g:
@@ -201,7 +208,7 @@ class EmbeddedGraph:
         self._by_label[label].discard(key)
         rid = self._rid_of.pop(key, None)
         if rid is not None:
-            self._key_of.pop(rid, None)
+            self._drop_rid(rid, key)
         self._pending_touch.pop(key, None)
         self._unvectored.discard(key)
         if self._vindex is not None and key in self._vindex:
@@ -257,7 +264,7 @@ class EmbeddedGraph:
             label = NodeLabel(attrs["label"])
             self._index_remove(label, k, attrs)
             self._by_label[label].discard(k)
-            self._key_of.pop(self._rid_of.pop(k), None)
+            self._drop_rid(self._rid_of.pop(k), k)
             self._pending_touch.pop(k, None)
             self._unvectored.discard(k)
             if self._vindex is not None:
@@ -301,6 +308,19 @@ class EmbeddedGraph:
         if len(sets) == 1:
             return sets[0]
         return sets[0].intersection(*sets[1:])  # C-speed narrowing before any predicate
+
+    def _indexed_matches(self, flt: Filter) -> set[str] | None:
+        """The keys matching ``flt`` straight from the index buckets, when they answer all
+        of it (equality on indexed single-valued fields, required tags); else None and the
+        predicate has to look at the nodes."""
+        indexed = _INDEXED.get(flt.label, ())
+        if flt.ids is not None or flt.ranges or (flt.tags_all and "tags" not in indexed):
+            return None
+        for f in (*flt.equals, *flt.any_of):
+            if f not in indexed or f == "tags":  # a list field: equality is not membership
+                return None
+        cand = self._candidates(flt)
+        return cand if cand is not None else self._by_label.get(flt.label, set())
 
     @staticmethod
     def _predicate(flt: Filter) -> Callable[[dict[str, Any]], bool]:

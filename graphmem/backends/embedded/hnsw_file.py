@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["SavedGraph", "files_of", "load", "remove", "save"]
+__all__ = ["SavedGraph", "files_of", "load", "remove", "save", "temp_beside"]
 
 log = logging.getLogger("graphmem.backends.embedded")
 
@@ -60,7 +60,10 @@ def _crc(f: Any) -> tuple[int, int]:
 
 
 @contextlib.contextmanager
-def _temp_beside(target: Path) -> Iterator[Path]:
+def temp_beside(target: Path) -> Iterator[Path]:
+    """A temporary file beside ``target`` for the caller to fill; on success it is flushed
+    to disk and renamed over ``target`` (a reader sees the old file or the new, never a
+    part), otherwise removed."""
     fd, name = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".tmp")
     os.close(fd)
     tmp = Path(name)
@@ -84,7 +87,7 @@ def save(
 ) -> None:
     """Write the graph and its description beside ``store`` (see the module docstring)."""
     bin_path, meta_path = files_of(store)
-    with _temp_beside(bin_path) as tmp:
+    with temp_beside(bin_path) as tmp:
         ann.save_index(str(tmp))
         with open(tmp, "rb") as f:
             crc, size = _crc(f)
@@ -97,7 +100,7 @@ def save(
         "bin_crc32": crc,
         "labels": label_keys,
     }
-    with _temp_beside(meta_path) as tmp:
+    with temp_beside(meta_path) as tmp:
         tmp.write_bytes(orjson.dumps(meta))
 
 

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import numpy as np
 import orjson
 
+import graphmem.backends.embedded.state_file as state_file
 from graphmem.backends.base import STRUCTURAL, structural_targets
 from graphmem.backends.embedded.adjacency import Adjacency
 from graphmem.backends.embedded.graph import (
@@ -75,6 +76,13 @@ CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, key T
 #: changes kept for processes that fall behind (further behind: a full reload)
 _CHANGES_KEPT = 100_000
 
+#: nodes from which a closing process keeps its state beside the file (read at the next
+#: open instead of the rows; below this the rows read in a fraction of a second anyway)
+STATE_MIN_NODES = 5_000
+#: changes logged after the state file's position that the next open may catch up with
+#: instead of writing the file again at close (a short session should not pay the write)
+STATE_LAG = 2_000
+
 
 _SCHEMA_VERSION = "2"  # 2: structural edges are no longer stored
 
@@ -122,6 +130,10 @@ class EmbeddedJournal(EmbeddedGraph):
         self._busy_timeout = busy_timeout_ms / 1000
         self._lock_fd: int | None = None
         self._logged_since_prune = 0
+        #: the change-log position of the state file beside the store, when this process
+        #: read or wrote it (None: no file known to be current enough)
+        self._state_seq: int | None = None
+        self._opened = False
         try:
             if self._path is not None:
                 self._path.parent.mkdir(parents=True, exist_ok=True)
@@ -205,6 +217,163 @@ class EmbeddedJournal(EmbeddedGraph):
                 _count_access(attrs, n, at)
 
     def _load_state(self) -> None:
+        """The in-memory state from the state file beside the store when it checks out
+        (at the first open only), else from the rows."""
+        db = self._db
+        self._seen_seq = db.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0]
+        dim_row = db.execute("SELECT value FROM meta WHERE key='embedding_dim'").fetchone()
+        self._dim: int | None = int(dim_row[0]) if dim_row else None
+        first, self._opened = not self._opened, True
+        if not (first and self._path is not None and self._load_saved_state()):
+            self._load_rows()
+        vindex = self._vindex
+        if vindex is not None:
+            vindex.on_ann_built = self._save_ann
+            if self._path is not None and len(vindex) >= vindex.ann_threshold:
+                vindex.load_ann(
+                    self._path, store_id=self._store_id, changes=self._memory_changes_since
+                )
+
+    def _install(
+        self,
+        g: Adjacency,
+        rid_of: dict[str, int],
+        by_label: dict[NodeLabel, set[str]],
+        index: dict[tuple[NodeLabel, str], dict[Any, set[str]]],
+        vindex: VectorIndex | None,
+    ) -> None:
+        """Make a freshly read state this process's."""
+        self._g = g
+        self._rid_of = rid_of
+        self._key_of = {rid: key for key, rid in rid_of.items()}
+        self._by_label = by_label
+        self._index = index
+        # per label, its indexed fields with their buckets (no tuple/enum hashing per write)
+        self._buckets = {
+            lab: [(f, index[(lab, f)]) for f in _INDEXED.get(lab, ())] for lab in NodeLabel
+        }
+        self._vindex = vindex
+        self._unvectored = {
+            k for k in by_label.get(NodeLabel.MEMORY, ()) if vindex is None or k not in vindex
+        }
+        self._next_rid = max(self._key_of, default=0) + 1
+        self._df_cache: dict[str, int] = {}
+        self._df_cache_n = len(by_label.get(NodeLabel.MEMORY, ()))
+
+    def _load_saved_state(self) -> bool:
+        """Use the state file beside the store (see ``state_file``) and catch up with the
+        changes logged after it; False (nothing installed that the row read does not
+        replace) when it is missing, damaged, foreign, too far behind, ahead of the store
+        or does not add up to the rows the file holds."""
+        assert self._path is not None
+        db = self._db
+        saved = state_file.load(self._path, store_id=self._store_id, dim=self._dim)
+        if saved is None:
+            return False
+        seq = saved.seq
+        lo, hi = db.execute("SELECT min(seq), max(seq) FROM changes").fetchone()
+        reason = None
+        if hi is None or seq > hi or seq < lo - 1:
+            reason = "its change-log position is not this store's"
+        elif seq >= lo:
+            row = db.execute("SELECT key FROM changes WHERE seq = ?", (seq,)).fetchone()
+            if row is None or row[0] != saved.seq_key:
+                reason = "the change log at its position names another change"
+        changed: set[str] = set()
+        if reason is None:
+            changed = {k for (k,) in db.execute("SELECT key FROM changes WHERE seq > ?", (seq,))}
+            if len(changed) > max(STATE_LAG, saved.nodes // 4):
+                reason = f"{len(changed)} changes behind"
+        if reason is None:
+            try:
+                self._install_saved(saved)
+                self._reload_keys(db, changed)
+                held = db.execute("SELECT count(*) FROM nodes").fetchone()[0]
+                if held != self._g.number_of_nodes():
+                    reason = f"it adds up to {self._g.number_of_nodes()} nodes, not {held}"
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                reason = f"malformed state: {e!r}"
+        if reason is not None:
+            log.warning(
+                "not using the saved state beside %s (%s); reading the store", self._path, reason
+            )
+            return False
+        self._next_rid = max(self._key_of, default=0) + 1
+        self._state_seq = seq
+        return True
+
+    def _install_saved(self, saved: state_file.SavedState) -> None:
+        p = saved.payload
+        g = Adjacency()
+        g._node, g._succ, g._pred = p["nodes"], p["succ"], p["pred"]
+        labels = {lab.value: lab for lab in NodeLabel}
+        by_label: dict[NodeLabel, set[str]] = defaultdict(set)
+        for lab_s, keys in p["by_label"].items():
+            by_label[labels[lab_s]] = keys
+        index: dict[tuple[NodeLabel, str], dict[Any, set[str]]] = defaultdict(
+            lambda: defaultdict(set)
+        )
+        for (lab_s, f), bucket in p["index"].items():
+            index[(labels[lab_s], f)] = defaultdict(set, bucket)
+        vindex = VectorIndex(self._dim) if self._dim else None
+        if vindex is not None and saved.vec_keys:
+            vindex.add(saved.vec_keys, saved.vectors)
+        self._install(g, p["rid_of"], by_label, index, vindex)
+
+    def _save_state(self) -> None:
+        """Keep this process's in-memory state beside the file for the next open (see
+        ``state_file``), marked with the change-log position it reflects — unless the
+        store is small, or the file there is at most ``STATE_LAG`` changes behind."""
+        with self._lock:
+            if self._closed or self._path is None or self._pending_touch:
+                return
+            if self._g.number_of_nodes() < STATE_MIN_NODES:
+                return
+            db = self._db
+            try:
+                if db.execute("PRAGMA data_version").fetchone()[0] != self._data_version:
+                    self._refresh()
+                if self._state_seq is not None:
+                    behind = db.execute(
+                        "SELECT count(*) FROM changes WHERE seq > ?", (self._state_seq,)
+                    ).fetchone()[0]
+                    if behind <= STATE_LAG:
+                        return
+                seq = self._seen_seq
+                row = db.execute("SELECT key FROM changes WHERE seq = ?", (seq,)).fetchone()
+                g = self._g
+                payload = {
+                    "nodes": g._node,
+                    "succ": g._succ,
+                    "pred": g._pred,
+                    "rid_of": self._rid_of,
+                    "by_label": {lab.value: keys for lab, keys in self._by_label.items()},
+                    "index": {
+                        (lab.value, f): dict(bucket) for (lab, f), bucket in self._index.items()
+                    },
+                }
+                vindex = self._vindex
+                keys, vectors = (
+                    vindex.rows() if vindex is not None else ([], np.zeros((0, 0), np.float32))
+                )
+                with gc_paused():
+                    state_file.save(
+                        self._path,
+                        payload,
+                        keys,
+                        vectors,
+                        store_id=self._store_id,
+                        dim=self._dim,
+                        seq=seq,
+                        seq_key=None if row is None else row[0],
+                        nodes=g.number_of_nodes(),
+                    )
+                self._state_seq = seq
+            except (OSError, sqlite3.Error, BackendUnavailable, QueryFailed) as e:
+                # an optimisation: the next open reads the rows
+                log.info("could not keep the state beside %s: %s", self._path, e)
+
+    def _load_rows(self) -> None:
         g = Adjacency()
         rid_of: dict[str, int] = {}
         key_of: dict[int, str] = {}
@@ -294,9 +463,6 @@ class EmbeddedJournal(EmbeddedGraph):
             _link(succ, pred, src, dst, etype, data)
         if dangling:
             log.warning("ignored %d stored edges whose endpoints are missing", dangling)
-        self._seen_seq = self._db.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0]
-        dim_row = self._db.execute("SELECT value FROM meta WHERE key='embedding_dim'").fetchone()
-        self._dim: int | None = int(dim_row[0]) if dim_row else None
         vindex = VectorIndex(self._dim) if self._dim else None
         if vindex is not None:
             keys: list[str] = []
@@ -309,27 +475,7 @@ class EmbeddedJournal(EmbeddedGraph):
             if keys:
                 vindex.add(keys, np.vstack(vecs))
             del vecs
-            vindex.on_ann_built = self._save_ann
-            if self._path is not None and len(vindex) >= vindex.ann_threshold:
-                vindex.load_ann(
-                    self._path, store_id=self._store_id, changes=self._memory_changes_since
-                )
-        self._g = g
-        self._rid_of = rid_of
-        self._key_of = key_of
-        self._by_label = by_label
-        self._index = index
-        # per label, its indexed fields with their buckets (no tuple/enum hashing per write)
-        self._buckets = {
-            lab: [(f, index[(lab, f)]) for f in _INDEXED.get(lab, ())] for lab in NodeLabel
-        }
-        self._vindex = vindex
-        self._unvectored = {
-            k for k in by_label.get(NodeLabel.MEMORY, ()) if vindex is None or k not in vindex
-        }
-        self._next_rid = max(key_of, default=0) + 1
-        self._df_cache: dict[str, int] = {}
-        self._df_cache_n = len(by_label.get(NodeLabel.MEMORY, ()))
+        self._install(g, rid_of, by_label, index, vindex)
 
     def _memory_changes_since(self, seq: int) -> set[str] | None:
         """The memory keys the change log names after ``seq`` (inside the caller's read

@@ -177,6 +177,12 @@ class VectorIndex:
             row = self._row.get(key)
             return None if row is None else self._mat[row].copy()
 
+    def rows(self) -> tuple[list[str], np.ndarray]:
+        """Every key and a copy of its vector, row by row (what a state file keeps)."""
+        with self._lock:
+            n = len(self._keys)
+            return list(self._keys), self._mat[:n].copy()
+
     # -- HNSW ------------------------------------------------------------------------
 
     def build_ann(self) -> bool:

@@ -1,0 +1,160 @@
+"""The embedded store's in-memory state, kept beside the store so that an open reads it
+whole instead of decoding every row.
+
+Opening a store builds its graph from the SQLite rows: a JSON decode, a few datetimes, ten
+index entries and the structural edges per node, about 25 µs a node — seconds at 100k.
+The same state written by the last process that held it reads back several times faster.
+One file sits beside the store ``X``: ``X-state.bin``, made of a fixed magic, a JSON
+header (format, store id, the change-log position the state reflects and the key logged
+there, node count, vector dimension, the body's sizes and CRC-32) and the body: the node
+and edge dicts and index buckets as a pickle, then the vectors as raw float32 rows. It is
+written to a temporary file, flushed to disk and renamed over the old one, so a reader
+sees an old file or a new one, never a mix.
+
+Nothing in it is trusted: :func:`load` returns ``None`` (with the reason logged) unless
+the header parses, names this store, and the body has the recorded size and checksum. The
+pickle is read by an unpickler that knows only the datetime types, so a file planted
+beside a store cannot run code. The caller then checks the position against the store's
+change log and catches up with what was written since (or reads the rows when it cannot).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import pickle
+import struct
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from graphmem.backends.embedded.hnsw_file import temp_beside
+
+__all__ = ["SavedState", "file_of", "load", "save"]
+
+log = logging.getLogger("graphmem.backends.embedded")
+
+FORMAT = 1
+_MAGIC = b"GMSTATE\n"
+_HEAD = struct.Struct("<8sI")
+#: the only globals a state pickle may name: what a node's datetime needs
+_ALLOWED = {("datetime", "datetime"), ("datetime", "timezone"), ("datetime", "timedelta")}
+
+
+@dataclass
+class SavedState:
+    """A state read back from disk, and the store position it reflects."""
+
+    payload: dict[str, Any]
+    vec_keys: list[str]
+    vectors: np.ndarray  # float32 rows, one per vec_keys entry
+    seq: int
+    seq_key: str | None
+    nodes: int
+
+
+def file_of(store: Path) -> Path:
+    """The state file beside ``store``."""
+    return store.with_name(store.name + "-state.bin")
+
+
+class _Unpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in _ALLOWED:
+            raise pickle.UnpicklingError(f"{module}.{name} is not part of a saved state")
+        return super().find_class(module, name)
+
+
+def save(
+    store: Path,
+    payload: dict[str, Any],
+    vec_keys: list[str],
+    vectors: np.ndarray,
+    *,
+    store_id: str,
+    dim: int | None,
+    seq: int,
+    seq_key: str | None,
+    nodes: int,
+) -> None:
+    """Write the state beside ``store`` (see the module docstring)."""
+    body = pickle.dumps({"state": payload, "vec_keys": vec_keys}, protocol=5)
+    vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+    crc = zlib.crc32(vecs.data, zlib.crc32(body))
+    head = orjson.dumps(
+        {
+            "format": FORMAT,
+            "store_id": store_id,
+            "seq": seq,
+            "seq_key": seq_key,
+            "nodes": nodes,
+            "dim": dim,
+            "pickle_size": len(body),
+            "vec_rows": int(vecs.shape[0]),
+            "crc32": crc,
+        }
+    )
+    with temp_beside(file_of(store)) as tmp, open(tmp, "wb") as f:
+        f.write(_HEAD.pack(_MAGIC, len(head)))
+        f.write(head)
+        f.write(body)
+        f.write(vecs.data)
+
+
+def load(store: Path, *, store_id: str, dim: int | None) -> SavedState | None:
+    """The saved state when the file is there and checks out, else None (reason logged)."""
+    path = file_of(store)
+    if not path.exists():
+        return None
+    try:
+        with open(path, "rb") as f:
+            magic, head_len = _HEAD.unpack(f.read(_HEAD.size))
+            if magic != _MAGIC:
+                raise ValueError("not a state file")
+            head = orjson.loads(f.read(head_len))
+            if not isinstance(head, dict) or head.get("format") != FORMAT:
+                raise ValueError("unknown format")
+            if head.get("store_id") != store_id:
+                raise ValueError("it belongs to another store")
+            if head.get("dim") != dim:
+                raise ValueError(f"dimension {head.get('dim')} is not the store's {dim}")
+            seq, seq_key, nodes = head["seq"], head["seq_key"], head["nodes"]
+            size, rows = head["pickle_size"], head["vec_rows"]
+            if not all(isinstance(v, int) for v in (seq, nodes, size, rows)):
+                raise ValueError("malformed header")
+            if seq_key is not None and not isinstance(seq_key, str):
+                raise ValueError("malformed header")
+            body = f.read(size)
+            width = dim or 0
+            vectors = np.fromfile(f, dtype=np.float32, count=rows * width)
+            if len(body) != size or vectors.size != rows * width or f.read(1):
+                raise ValueError("the file is not the size its header records")
+            if zlib.crc32(vectors.data, zlib.crc32(body)) != head["crc32"]:
+                raise ValueError("the file does not match its checksum")
+        try:
+            data = _Unpickler(io.BytesIO(body)).load()
+        except Exception as e:  # whatever a damaged pickle raises: not a state
+            raise ValueError(f"unreadable body: {e}") from e
+        del body
+        if not isinstance(data, dict):
+            raise ValueError("malformed body")
+        payload, vec_keys = data["state"], data["vec_keys"]
+        if not isinstance(payload, dict) or not isinstance(vec_keys, list):
+            raise ValueError("malformed body")
+        if len(vec_keys) != rows:
+            raise ValueError("the vectors do not match their keys")
+    except (OSError, ValueError, KeyError, TypeError, struct.error) as e:
+        log.warning("not using the saved state beside %s (%s); reading the store", store, e)
+        return None
+    return SavedState(
+        payload=payload,
+        vec_keys=vec_keys,
+        vectors=vectors.reshape(rows, width),
+        seq=seq,
+        seq_key=seq_key,
+        nodes=nodes,
+    )

@@ -1,0 +1,326 @@
+"""The embedded store keeps its in-memory state beside the file: an open reads it instead
+of the rows, catches up with what was written after it (also by a killed process or one
+still running), and never trusts a damaged, foreign, stale or planted file."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from graphmem import GraphMemory
+from graphmem.backends.embedded import journal as journal_module
+from graphmem.backends.embedded import state_file
+from graphmem.backends.embedded.backend import NetworkXBackend
+from graphmem.backends.embedded.state_file import file_of
+from graphmem.models import Filter, Memory
+
+pytestmark = pytest.mark.embedded("the embedded store's saved state file beside its SQLite file")
+
+SMALL = 50  # nodes from which the state is kept (5,000 by default)
+
+
+@pytest.fixture(autouse=True)
+def small_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(journal_module, "STATE_MIN_NODES", SMALL)
+    monkeypatch.setattr(journal_module, "STATE_LAG", 20)
+
+
+def _fill(path: Path, n: int, start: int = 0) -> list[str]:
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        made = mem.remember_many(
+            [
+                {
+                    "content": f"note {i} about topic {i % 17}",
+                    "agent_id": f"a{i % 3}",
+                    "run_id": f"r{i % 3}",
+                    "namespace": f"ns{i % 2}",
+                    "tags": [f"t{i % 5}", "all"],
+                }
+                for i in range(start, start + n)
+            ]
+        )
+        mem.vectors.wait(timeout=60)
+        ids = [m.id for m in made]
+        mem.writes.link(ids[0], [ids[1]])  # a stored edge with properties
+        mem.update(ids[2], content="note 2, corrected")
+    return ids
+
+
+def _view(b: NetworkXBackend) -> dict[str, Any]:
+    """Everything an open builds, in comparable form."""
+    vi = b._vindex
+    vecs = {} if vi is None else {k: vi.get(k).tobytes() for k in vi._row}  # type: ignore[union-attr]
+    return {
+        "nodes": b._g._node,
+        "succ": b._g._succ,
+        "pred": b._g._pred,
+        "rid_of": b._rid_of,
+        "key_of": b._key_of,
+        "by_label": {k: v for k, v in b._by_label.items() if v},
+        "index": {k: {v: s for v, s in d.items() if s} for k, d in b._index.items() if d},
+        "unvectored": b._unvectored,
+        "vectors": vecs,
+        "dim": b._dim,
+        "next_rid": b._next_rid,
+    }
+
+
+def _open_both(path: Path) -> tuple[bool, dict[str, Any], dict[str, Any]]:
+    """(whether the state file was used, its view, the view read from the rows)."""
+    saved = file_of(path)
+    b = NetworkXBackend(path)
+    used = b._state_seq is not None
+    via_state = _view(b)
+    b._closed = True  # leave the file as it is (no save at close)
+    aside = saved.with_suffix(".aside")
+    if saved.exists():
+        os.replace(saved, aside)
+    try:
+        rows = NetworkXBackend(path)
+        via_rows = _view(rows)
+        rows._closed = True
+    finally:
+        if aside.exists():
+            os.replace(aside, saved)
+    return used, via_state, via_rows
+
+
+def test_reopen_reads_the_saved_state_and_it_equals_the_rows(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    _fill(path, 120)
+    assert file_of(path).stat().st_size > 0
+    used, via_state, via_rows = _open_both(path)
+    assert used
+    assert via_state == via_rows
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        assert len(mem.list(limit=None, agent_id="a1")) == 40
+        hits = mem.recall("note 7 about topic 7", k=3, touch=False)
+        assert hits and "topic 7" in hits[0].memory.content
+
+
+def test_below_the_threshold_no_state_is_written(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with GraphMemory.open(str(path), embedder=None) as mem:
+        mem.remember("only one")
+    assert not file_of(path).exists()
+
+
+def test_a_short_session_does_not_rewrite_the_state_and_the_next_open_catches_up(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    ids = _fill(path, 120)
+    before = file_of(path).read_bytes()
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        mem.remember("a later note", agent_id="a1")
+        mem.forget(ids[5])
+    assert file_of(path).read_bytes() == before  # 2 changes behind: not worth a write
+    used, via_state, via_rows = _open_both(path)
+    assert used and via_state == via_rows
+    # far behind: rewritten at close
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        mem.remember_many([{"content": f"more {i}", "agent_id": "a2"} for i in range(40)])
+        mem.vectors.wait(timeout=60)
+    assert file_of(path).read_bytes() != before
+    used, via_state, via_rows = _open_both(path)
+    assert used and via_state == via_rows
+
+
+def test_writes_of_a_killed_process_after_the_save_are_caught_up(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    ids = _fill(path, 120)
+    saved = file_of(path).read_bytes()
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from graphmem import GraphMemory
+        mem = GraphMemory.open({str(path)!r}, embedder="hash:32")
+        made = mem.remember_many([{{"content": f"late note {{i}}"}} for i in range(6)])
+        mem.vectors.wait(timeout=60)
+        mem.forget({ids[3]!r})
+        mem.update({ids[4]!r}, content="changed by the killed process")
+        print(",".join(m.id for m in made), flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)  # acknowledged, never closed
+        """
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == -signal.SIGKILL, run.stderr
+    late = run.stdout.strip().split(",")
+    assert file_of(path).read_bytes() == saved
+    used, via_state, via_rows = _open_both(path)
+    assert used and via_state == via_rows
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        assert mem.backend.get(Memory, [ids[3]]) == []
+        assert {m.id for m in mem.backend.get(Memory, late)} == set(late)
+
+
+def test_another_process_writing_while_this_one_saves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One process writes without pause while another opens, reads and closes (saving its
+    state): every state file it leaves describes some moment of the store exactly, so
+    each one, caught up afterwards, equals the rows."""
+    monkeypatch.setattr(journal_module, "STATE_LAG", 100_000)  # catch up from any of them
+    path = tmp_path / "s.db"
+    _fill(path, 120)
+    writer = textwrap.dedent(
+        f"""
+        from graphmem import GraphMemory
+        with GraphMemory.open({str(path)!r}, embedder="hash:32") as mem:
+            for i in range(40):
+                mem.remember_many(
+                    [{{"content": f"w{{i}} {{j}}", "agent_id": "w"}} for j in range(5)]
+                )
+                mem.forget(mem.list(agent_id="w", limit=1)[0].id)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", writer])
+    saved: list[bytes] = []
+    try:
+        while proc.poll() is None or len(saved) < 2:
+            with GraphMemory.open(str(path), embedder="hash:32") as mem:
+                mem.backend._state_seq = None  # type: ignore[attr-defined]  # save at close
+                mem.count()
+            saved.append(file_of(path).read_bytes())
+    finally:
+        assert proc.wait(timeout=120) == 0
+    for data in saved:
+        file_of(path).write_bytes(data)
+        used, via_state, via_rows = _open_both(path)
+        assert used and via_state == via_rows
+
+
+class _Planted:
+    def __init__(self, target: Path) -> None:
+        self.target = target
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.system, (f"touch {self.target}",))
+
+
+@pytest.mark.parametrize(
+    "damage", ["flip", "truncate", "header", "foreign", "ahead", "history", "planted"]
+)
+def test_a_damaged_foreign_stale_or_planted_state_is_not_trusted(
+    tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "s.db"
+    ids = _fill(path, 120)
+    state = file_of(path)
+    if damage == "flip":
+        data = bytearray(state.read_bytes())
+        for at in range(len(data) // 2, len(data) // 2 + 16):
+            data[at] ^= 0xFF
+        state.write_bytes(bytes(data))
+    elif damage == "truncate":
+        with open(state, "r+b") as f:
+            f.truncate(state.stat().st_size - 100)
+    elif damage == "header":
+        state.write_bytes(state.read_bytes().replace(b'"nodes":', b'"nodes":"x",', 1))
+    elif damage == "foreign":  # another store's state of the same dimension
+        other = tmp_path / "other.db"
+        _fill(other, 120)
+        os.replace(file_of(other), state)
+    elif damage == "ahead":  # the store was put back from an older copy
+        copy = tmp_path / "copy.db"
+        shutil.copy(path, copy)
+        with GraphMemory.open(str(path), embedder="hash:32") as mem:
+            mem.remember_many([{"content": f"gone {i}"} for i in range(40)])
+            mem.vectors.wait(timeout=60)
+        os.replace(copy, path)
+    elif damage == "history":  # put back, then written to again past the same position
+        copy = tmp_path / "copy.db"
+        shutil.copy(path, copy)
+        with GraphMemory.open(str(path), embedder="hash:32") as mem:
+            mem.remember_many([{"content": f"first {i}"} for i in range(40)])
+        first = state.read_bytes()
+        shutil.copy(copy, path)
+        with GraphMemory.open(str(path), embedder="hash:32") as mem:
+            mem.remember_many([{"content": f"second {i}"} for i in range(40)])
+            for i in ids[:10]:
+                mem.forget(i)
+        state.write_bytes(first)
+    else:  # a well-formed file whose pickle would run a command when loaded
+        b = NetworkXBackend(path)
+        store_id, seq = b._store_id, b._seen_seq
+        b.close()
+        state_file.save(
+            path,
+            {"nodes": _Planted(tmp_path / "pwned")},
+            [],
+            np.zeros((0, 32), np.float32),
+            store_id=store_id,
+            dim=32,
+            seq=seq,
+            seq_key=None,
+            nodes=1,
+        )
+    caplog.set_level(logging.INFO)
+    b = NetworkXBackend(path)
+    try:
+        assert b._state_seq is None
+        assert "not using the saved state" in caplog.text
+        rows = _view(b)
+    finally:
+        b.close()
+    if damage in ("flip", "truncate", "header", "foreign", "planted"):
+        with GraphMemory.open(str(path), embedder="hash:32") as mem:
+            assert {m.id for m in mem.backend.get(Memory, ids[10:])} == set(ids[10:])
+    used, via_state, via_rows = _open_both(path)
+    assert used and via_state == via_rows == rows  # replaced at close by a good one
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_count_from_the_index_agrees_with_the_predicate(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    ids = _fill(path, 120)
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        for i in ids[:7]:
+            mem.forget(i)
+        backend = mem.backend
+        assert isinstance(backend, NetworkXBackend)
+        filters = [
+            Filter.for_memories(),
+            Filter.for_memories(status=None),
+            Filter.for_memories(agent_id="a1"),
+            Filter.for_memories(agent_id=["a1", "a2"], namespace="ns0"),
+            Filter.for_memories(tags=["t3", "all"]),
+            Filter.for_memories(tags=["t3"], run_id="r0"),
+            Filter.for_memories(status=["active", "superseded"]),
+            Filter.for_memories(agent_id="nobody"),
+            Filter.for_memories(ids=ids[:20]),
+        ]
+        for flt in filters:
+            slow = len(backend.match(Memory, flt, limit=None))
+            assert backend.count(flt) == slow, flt
+        assert np.isfinite(len(ids))
+
+
+def test_a_reused_row_id_stays_searchable_in_a_handle_that_catches_up(tmp_path: Path) -> None:
+    """Another handle forgets the newest memory and writes a new one, which takes the freed
+    row id; catching up must not drop the new memory from lexical search, whatever order
+    the two changes are replayed in."""
+    path = tmp_path / "s.db"
+    for attempt in range(6):  # the replay order follows set order: try a few pairs
+        with (
+            GraphMemory.open(str(path), embedder=None) as reader,
+            GraphMemory.open(str(path), embedder=None) as writer,
+        ):
+            doomed = writer.remember(f"doomed zebra{attempt} note", agent_id="a")
+            assert reader.count(agent_id="a") == attempt + 1  # the reader has seen it
+            writer.forget(doomed.id)
+            fresh = writer.remember(f"fresh okapi{attempt} note", agent_id="a")
+            hits = reader.recall(f"okapi{attempt}", k=3, touch=False, agent_id="a")
+            assert [h.memory.id for h in hits] == [fresh.id]
