@@ -203,7 +203,8 @@ class Retriever:
         if cfg.prf_weight > 0 and cands:
             self._feedback(cands, query, flt, fetch, lexical, vector, cfg)
         if cfg.topic_weight > 0 and qvec is not None:
-            self._topic(cands, query, flt, fetch, lexical, vector, cfg)
+            weight = cfg.topic_weight / _fusion_top(cfg, lexical, vector)
+            self._topic(cands, query, flt, fetch, vector, weight, cfg)
         if cfg.temporal_weight > 0 or cfg.when_weight > 0:
             self._temporal(cands, query, flt, qvec, fetch, lexical, vector, cfg)
         if cfg.context_weight > 0 and qvec is not None and cands:
@@ -495,8 +496,8 @@ class Retriever:
         query: str,
         flt: Filter,
         fetch: int,
-        lexical: list[Hit],
         vector: list[Hit],
+        weight: float,
         cfg: RecallConfig,
     ) -> None:
         """The topic channel (graphmem.retrieval.topic): the query without the names it
@@ -511,7 +512,6 @@ class Retriever:
             VectorQuery(vector=tuple(tvec.tolist()), filter=flt, k=fetch)
         )
         found = [(h.node, h.score) for h in hits if isinstance(h.node, Memory)]
-        weight = cfg.topic_weight / _fusion_top(cfg, lexical, vector)
         _add_ranked(cands, [m for m, _ in found], "topic", weight, cfg)
         for m, score in found:
             cands[m.id].breakdown["topic"] = score

@@ -18,6 +18,14 @@ from tests.conftest import Stores
 _AXES = {"melanie": (0, 1.0), "activities": (1, 0.5), "swimming": (1, 0.5)}
 
 
+def _vector(text: str, dim: int) -> np.ndarray:
+    v = np.zeros(dim, dtype=np.float32)
+    for word in re.findall(r"[a-z]+", text.lower()):
+        axis, weight = _AXES.get(word, (2 + zlib.crc32(word.encode()) % (dim - 2), 0.3))
+        v[axis] += weight
+    return v / max(float(np.linalg.norm(v)), 1e-12)
+
+
 class NameHeavyEmbedder:
     """Vectors from keywords: "melanie" along one axis with weight 1, "activities" and
     "swimming" along a shared one with weight 0.5, every other word 0.3 along an axis of
@@ -27,14 +35,9 @@ class NameHeavyEmbedder:
     dim = 64
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, t in enumerate(texts):
-            v = np.zeros(self.dim, dtype=np.float32)
-            for word in re.findall(r"[a-z]+", t.lower()):
-                axis, weight = _AXES.get(word, (2 + zlib.crc32(word.encode()) % 62, 0.3))
-                v[axis] += weight
-            out[i] = v / max(float(np.linalg.norm(v)), 1e-12)
-        return out
+        return np.asarray([_vector(t, self.dim) for t in texts], dtype=np.float32).reshape(
+            len(texts), self.dim
+        )
 
 
 def _store(mem: GraphMemory) -> tuple[str, str]:
