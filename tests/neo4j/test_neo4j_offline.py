@@ -20,6 +20,7 @@ from graphmem.backends.neo4j import (
     lucene_query,
 )
 from graphmem.backends.neo4j.queries import strip_literals
+from graphmem.backends.neo4j.search import SCOPE_CLAUSE_MAX_VALUES, fulltext_query
 from graphmem.errors import BackendUnavailable, InvalidInput
 from graphmem.models import (
     Agent,
@@ -149,11 +150,37 @@ def test_filters_that_bypass_validation_are_still_refused() -> None:
         compile_match(Filter(), limit=-1)
 
 
+def test_the_full_text_query_names_the_scope_without_scoring_it() -> None:
+    """Words on the content field only (an unscoped search asks nothing else); each scope
+    field the index holds is a required zero-boost clause, its values quoted and escaped;
+    values that would need too many clauses, or that hold no word at all, add none (the
+    filter after the index still applies)."""
+    terms = '"tea" OR "milk"'
+    assert fulltext_query(terms, Filter.for_memories()) == 'content:("tea" OR "milk")'
+    scoped = Filter.for_memories(agent_id="bot-7", namespace="Team.X", tags=["t1", "t2"])
+    assert fulltext_query(terms, scoped) == (
+        'content:("tea" OR "milk") AND agent_id:("bot-7")^0 AND namespace:("Team.X")^0'
+        ' AND tags:("t1")^0 AND tags:("t2")^0'
+    )
+    assert fulltext_query(terms, Filter.for_memories(agent_id=["x", "y"])).endswith(
+        'agent_id:("x" OR "y")^0'
+    )
+    plain = f"content:({terms})"
+    many = [f"x{i}" for i in range(SCOPE_CLAUSE_MAX_VALUES + 1)]
+    assert fulltext_query(terms, Filter.for_memories(agent_id=many)) == plain
+    # values the analyzer may empty or read otherwise: a stop word ("a" would drop from
+    # an OR and lose agent a's memories), punctuation only, quotes, spaces, non-ASCII
+    for odd in (["a", "c"], "the-team", "--", 'x"y', "two words", "café"):
+        assert fulltext_query(terms, Filter.for_memories(agent_id=odd)) == plain, odd
+
+
 def test_search_compilers_put_the_filter_before_the_cut() -> None:
     flt = Filter.for_memories(agent_id="me")
     text, params = compile_text_search(flt, '"tea"', 5)
     assert text.index("n:Memory AND n.agent_id = $f0") < text.index("LIMIT $text_k")
-    assert params["query"] == '"tea"' and params["text_k"] == 5 and params["f0"] == "me"
+    assert params["text_k"] == 5 and params["f0"] == "me"
+    # the scope also narrows what the index returns (a zero-boost clause: no score change)
+    assert params["query"] == 'content:("tea") AND agent_id:("me")^0'
     # a common word matches thousands of memories: only the k kept are read whole
     assert text.rindex("LIMIT $text_k") < text.index("RETURN n {.*")
     assert _params_used(text) == set(params)

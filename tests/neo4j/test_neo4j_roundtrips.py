@@ -37,7 +37,7 @@ from graphmem.models import (
     TextQuery,
     VectorQuery,
 )
-from tests.neo4j.fake_driver import SPEC, FakeDriver, guard_failure
+from tests.neo4j.fake_driver import SPEC, FakeDriver, guard_failure, schema_rows
 
 
 def _put(backend: Any, nodes: Any) -> None:
@@ -113,6 +113,27 @@ def test_a_vector_index_without_quantization_where_the_server_has_the_option() -
         assert expected in fake.recorder.names()
         created = next(s for s in fake.recorder.statements if s.name == expected)
         assert ("quantization" in created.text) is (expected.endswith("_exact"))
+
+
+def test_a_store_with_the_content_only_full_text_index_moves_to_the_scoped_one() -> None:
+    """An older store has ``memory_content_fulltext`` (content only): the first use creates
+    the index with the scope fields, awaits it, then drops the old one (a write then
+    updates one Lucene index); a store without it sends no drop."""
+
+    def older(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if name != "admin/show_indexes":
+            return None
+        rows = [r for r in schema_rows(None)[name] if r["name"] != "memory_fulltext"]
+        return [*rows, {"name": "memory_content_fulltext", "type": "FULLTEXT", "state": "ONLINE"}]
+
+    fake = FakeDriver(older)
+    Neo4jBackend("bolt://127.0.0.1:7687", driver=fake).ensure_schema()
+    names = fake.recorder.names()
+    assert names.index("schema/memory_fulltext") < names.index("admin/await_indexes")
+    assert names.index("admin/await_indexes") < names.index("schema/memory_content_fulltext_drop")
+    fresh = FakeDriver()
+    Neo4jBackend("bolt://127.0.0.1:7687", driver=fresh).ensure_schema()
+    assert "schema/memory_content_fulltext_drop" not in fresh.recorder.names()
 
 
 # -- options ----------------------------------------------------------------------------
@@ -420,6 +441,32 @@ def test_preconditions_travel_in_the_write_statement_and_a_broken_one_is_named(
     fake.respond = derived
     with pytest.raises(Conflict, match="changed since it was read"):
         neo.write(batch)
+
+
+def test_a_batch_of_new_memories_creates_their_edges_instead_of_merging_them(
+    neo: Neo4jBackend, fake: FakeDriver
+) -> None:
+    """remember_many into runs: the new memories, their structural edges and the NEXT
+    edges that end at them are CREATEd (a MERGE of an edge reads the other end's edges,
+    a Run's hundreds); nothing removes stale edges a new node cannot have; an existing
+    memory written with them is still MERGEd, its stale edges removed. One statement."""
+    mem = GraphMemory(neo, embedder=None)
+    first = mem.remember_many([{"content": "a", "run_id": "r1", "tags": ["t"]}])[0]
+    fake.recorder.reset()
+    mem.remember_many([{"content": f"m{i}", "run_id": "r1", "tags": ["t"]} for i in range(3)])
+    write = next(s for s in fake.recorder.statements if s.name.startswith("write"))
+    assert "nodes/memory_upsert (create)" in write.name
+    assert "edges/next_upsert (create)" in write.name
+    created = write.text.split("CREATE (m:Memory {id: row.id})", 1)[1]
+    for edge in ("AUTHORED_BY", "IN_RUN", "TAGGED", "NEXT"):
+        assert f"CREATE (m)-[:{edge}]->" in created or f"CREATE (a)-[r:{edge}]->" in created
+        assert f"MERGE (m)-[:{edge}]" not in created and f"MERGE (a)-[r:{edge}]" not in created
+    assert "FOREACH (stale" not in created and "REMOVE m:Unvectored" not in created
+    fake.recorder.reset()
+    neo.write(WriteBatch(nodes=[first.evolve(tags=["u"])]))
+    (update,) = fake.recorder.statements
+    assert "MERGE (m:Memory {id: row.id})" in update.text
+    assert "FOREACH (stale" in update.text and "MERGE (m)-[:TAGGED]" in update.text
 
 
 def test_a_new_node_is_created_so_that_a_concurrent_creator_conflicts(

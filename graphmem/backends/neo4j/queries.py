@@ -16,7 +16,20 @@ CYPHER_DIR = Path(__file__).resolve().parents[2] / "cypher"  # also at ./cypher 
 """Where the ``.cypher`` files live (the repository's ``cypher/`` folder)."""
 
 
-FULLTEXT_INDEX = "memory_content_fulltext"
+FULLTEXT_INDEX = "memory_fulltext"
+
+
+FULLTEXT_FIELDS = ("content", "agent_id", "namespace", "tags")
+"""The Memory properties :data:`FULLTEXT_INDEX` holds: the text recall ranks by, then the
+scope fields a scoped search names in its Lucene query (see ``schema/memory_fulltext``)."""
+
+
+OLD_FULLTEXT_INDEX = "memory_content_fulltext"
+"""The content-only full-text index of older stores, dropped once :data:`FULLTEXT_INDEX` is
+online (by :data:`OLD_FULLTEXT_DROP`)."""
+
+
+OLD_FULLTEXT_DROP = "schema/memory_content_fulltext_drop"
 
 
 VECTOR_INDEX = "memory_embedding_vector"
@@ -47,7 +60,7 @@ SCHEMA_QUERIES: tuple[str, ...] = (
     "schema/run_agent_id",
     "schema/org_fact_fact_id",
     "schema/log_entry_run_id",
-    "schema/memory_content_fulltext",
+    "schema/memory_fulltext",
 )
 
 
@@ -214,6 +227,7 @@ QUERY_NAMES: tuple[str, ...] = (
     VECTOR_INDEX_QUERY,
     VECTOR_INDEX_EXACT_QUERY,
     VECTOR_INDEX_DROP,
+    OLD_FULLTEXT_DROP,
     Q_HUBS,
     Q_VECTORS,
     Q_MISSING_VECTORS,

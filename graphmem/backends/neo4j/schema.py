@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphmem.backends.neo4j.queries import (
+    OLD_FULLTEXT_DROP,
+    OLD_FULLTEXT_INDEX,
     Q_ANY_VECTOR,
     Q_AWAIT_INDEXES,
     Q_COMPONENTS,
@@ -95,6 +97,12 @@ class Neo4jSchema(Neo4jSession):
             if missing:
                 log.info("created %d schema objects; waiting for indexes", len(missing))
                 self._await_indexes()
+            if OLD_FULLTEXT_INDEX in existing:
+                # a store made before the scope fields were indexed: its content-only index
+                # is replaced by the one just populated (one Lucene index per write)
+                self._execute(
+                    "drop old full-text index", OLD_FULLTEXT_DROP, *self._bind(OLD_FULLTEXT_DROP)
+                )
             self._schema_ready = True
 
     def _schema_names(self) -> set[str]:

@@ -4,6 +4,7 @@ expansion), each with the filter applied before its cut."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +17,7 @@ from graphmem.backends.neo4j.filters import (
     where_clause,
 )
 from graphmem.backends.neo4j.queries import (
+    FULLTEXT_FIELDS,
     FULLTEXT_INDEX,
     Q_SEARCH_VECTOR,
     VECTOR_INDEX,
@@ -118,12 +120,70 @@ def compile_lexical(flt: Filter, k: int) -> tuple[str, dict[str, Any]]:
     return text, {**params, "text_k": k}
 
 
+SCOPE_CLAUSE_MAX_VALUES = 64
+"""A scope field with more allowed values than this adds no clause to the Lucene query (the
+filter after the index still applies): Lucene caps a query's clauses at 1,024."""
+
+
+ANALYZER_STOP_WORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their "
+    "then there these they this to was will with".split()
+)
+"""The stop words of the full-text index's analyzer (Lucene's English analyzer): a scope
+value holding one may analyze to fewer tokens, or none."""
+
+_SCOPE_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-.:/+#@]*")
+
+
+def _scope_value(value: object) -> str | None:
+    """``value`` as a quoted Lucene phrase when the analyzer surely keeps a token of it (an
+    identifier of ASCII letters, digits and ``_-.:/+#@`` holding no stop word), else None.
+    A value the analyzer empties would drop its alternative from an OR clause, and so a
+    memory of the scope from the index's answer: such values name no clause."""
+    if not isinstance(value, str) or _SCOPE_VALUE.fullmatch(value) is None:
+        return None
+    if any(w in ANALYZER_STOP_WORDS for w in re.findall(r"[a-z0-9]+", value.lower())):
+        return None
+    return f'"{value}"'
+
+
+def fulltext_query(terms: str, flt: Filter) -> str:
+    """The Lucene query of a lexical search: ``terms`` (from :func:`lucene_query`) on the
+    content field, AND, for each scope field of the filter held by the full-text index
+    (:data:`FULLTEXT_FIELDS`), a required clause with boost 0, so that the index returns
+    only the scope's matches, scored by their content alone (the same scores as an
+    unscoped search). The clauses only narrow what the index returns (the filter itself is
+    applied after it), and only with values the analyzer surely keeps (see
+    :func:`_scope_value`): a field with any other value, or with more than
+    :data:`SCOPE_CLAUSE_MAX_VALUES` allowed values, names no clause."""
+    parts = [f"content:({terms})"]
+    for field in FULLTEXT_FIELDS[1:]:
+        if field == "tags":
+            groups: list[Sequence[Any]] = [[t] for t in flt.tags_all]
+        elif flt.equals.get(field) is not None:
+            groups = [[flt.equals[field]]]
+        elif field in flt.any_of:
+            groups = [flt.any_of[field]]
+        else:
+            continue
+        for allowed in groups:
+            phrases = [_scope_value(v) for v in allowed]
+            if 0 < len(phrases) <= SCOPE_CLAUSE_MAX_VALUES and None not in phrases:
+                parts.append(f"{field}:({' OR '.join(str(p) for p in phrases)})^0")
+    return " AND ".join(parts)
+
+
 def compile_text_search(flt: Filter, query: str, k: int) -> tuple[str, dict[str, Any]]:
-    """Full-text search with the filter applied to every hit before the top-``k`` cut,
-    bounded on the server (see :func:`compile_lexical`)."""
+    """Full-text search (``query``: the terms of :func:`lucene_query`) with the filter
+    applied to every hit before the top-``k`` cut, bounded on the server (see
+    :func:`compile_lexical`) and narrowed to the filter's scope inside the index (see
+    :func:`fulltext_query`)."""
     require_memory(flt, "text search")
     text, params = compile_lexical(flt, k)
-    return text + f"\nRETURN {MEMORY_PROPS} AS props, score", {**params, "query": query}
+    return text + f"\nRETURN {MEMORY_PROPS} AS props, score", {
+        **params,
+        "query": fulltext_query(query, flt),
+    }
 
 
 def compile_vector_index_search(
@@ -227,7 +287,7 @@ def compile_recall_search(
                 else "       null AS probe, null AS sim"
             )
         )
-        params.update(lexical_params, query=lucene)
+        params.update(lexical_params, query=fulltext_query(lucene, flt))
         if lean:
             params["vector"] = list(similarity_to or ())
     if vector is not None and exact:

@@ -103,9 +103,13 @@ class WriteStatement:
 
 
 def create_variant(text: str, label: NodeLabel) -> str:
-    """An upsert file's statement with its node MERGE made a CREATE."""
+    """An upsert file's statement for nodes that are new: its node MERGE made a CREATE, and
+    what only an existing node needs left out: the removal of stale structural edges and of
+    the Unvectored label (a new node has neither), and its structural edges CREATEd instead
+    of MERGEd (a new node has none yet to find: each MERGE read the other end's edges, the
+    most expensive part of a bulk write, e.g. a Run's hundreds of IN_RUN edges)."""
     new, n = re.subn(
-        rf"^MERGE (\(\w+:{allowed_label(label)} \{{id: row\.id\}}\))$",
+        rf"^MERGE (\((\w+):{allowed_label(label)} \{{id: row\.id\}}\))$",
         r"CREATE \1",
         text,
         count=1,
@@ -113,6 +117,20 @@ def create_variant(text: str, label: NodeLabel) -> str:
     )
     if n != 1:
         raise QueryFailed(f"internal error: no node MERGE in the {label.value} upsert")
+    var = re.escape(text[text.index("MERGE (") + 7 :].split(":", 1)[0])
+    new = re.sub(r"^FOREACH \(stale IN .*\n", "", new, flags=re.MULTILINE)
+    new = re.sub(rf"^FOREACH \(.*\| REMOVE {var}:\w+\)\n", "", new, flags=re.MULTILINE)
+    return re.sub(rf"\bMERGE \({var}\)-\[", f"CREATE ({var})-[", new)
+
+
+def create_edge_variant(text: str) -> str:
+    """An edge upsert file's statement for edges with a new end (a node this write
+    creates): the edge cannot exist yet, so it is CREATEd instead of MERGEd."""
+    new, n = re.subn(
+        r"^MERGE (\(a\)-\[r:\w+\]->\(b\))$", r"CREATE \1", text, count=1, flags=re.MULTILINE
+    )
+    if n != 1:
+        raise QueryFailed("internal error: no relationship MERGE in an edge upsert")
     return new
 
 

@@ -40,6 +40,7 @@ from graphmem.backends.neo4j.statements import (
     WriteStatement,
     chunks,
     compose,
+    create_edge_variant,
     create_variant,
     times_as_text,
     times_from_text,
@@ -310,9 +311,13 @@ class Neo4jWrites(Neo4jSchema):
                 parts.append(WritePart(name, text, params, rows=len(chunk)))
         return parts
 
-    def _edge_parts(self, edges: Sequence[Edge]) -> list[WritePart]:
-        """The upsert parts that write (non-structural) ``edges``, endpoints matched by id."""
-        groups: dict[tuple[EdgeType, NodeLabel, NodeLabel], dict[Any, tuple[Edge, Any]]] = (
+    def _edge_parts(
+        self, edges: Sequence[Edge], create: frozenset[NodeRef] = frozenset()
+    ) -> list[WritePart]:
+        """The upsert parts that write (non-structural) ``edges``, endpoints matched by id.
+        An edge with an end in ``create`` (a node this write creates) is CREATEd: it cannot
+        exist yet."""
+        groups: dict[tuple[EdgeType, NodeLabel, NodeLabel, bool], dict[Any, tuple[Edge, Any]]] = (
             defaultdict(dict)
         )
         for e in edges:
@@ -326,18 +331,22 @@ class Neo4jWrites(Neo4jSchema):
                     f"no {e.type.value} edge from {e.src.label.value} to {e.dst.label.value}"
                 )
             props = {k: check_value(k, v) for k, v in e.props.items()}
-            groups[key][e.key] = (e, {"src": e.src.id, "dst": e.dst.id, "props": props})
+            new = e.src in create or e.dst in create
+            groups[(*key, new)][e.key] = (e, {"src": e.src.id, "dst": e.dst.id, "props": props})
         parts: list[WritePart] = []
         for key, name in EDGE_UPSERT_QUERIES.items():
-            for chunk in chunks(list(groups.get(key, {}).values()), self._batch_rows):
-                parts.append(
-                    WritePart(
-                        name,
-                        *self._bind(name, rows=[row for _e, row in chunk]),
-                        rows=len(chunk),
-                        edges=tuple(e for e, _row in chunk),
+            for new in (True, False):
+                for chunk in chunks(list(groups.get((*key, new), {}).values()), self._batch_rows):
+                    text, params = self._bind(name, rows=[row for _e, row in chunk])
+                    parts.append(
+                        WritePart(
+                            f"{name} (create)" if new else name,
+                            create_edge_variant(text) if new else text,
+                            params,
+                            rows=len(chunk),
+                            edges=tuple(e for e, _row in chunk),
+                        )
                     )
-                )
         return parts
 
     def _pack(self, parts: Sequence[WritePart]) -> list[WriteStatement]:
@@ -421,7 +430,7 @@ class Neo4jWrites(Neo4jSchema):
             if not ex.exists and ex.ref in upserted and ex.ref.label not in _HUB_LABELS
         )
         guarded = [ex for ex in batch.expect if ex.exists or ex.ref not in create]
-        parts = [*self._node_parts(nodes, create), *self._edge_parts(plain)]
+        parts = [*self._node_parts(nodes, create), *self._edge_parts(plain, create)]
         # only an import or a migration passes structural edges: check those against the
         # nodes (an ordinary write does not pay for it)
         implied_here = {n.ref: _implied(n.label, n.to_props()) for n in nodes} if structural else {}
