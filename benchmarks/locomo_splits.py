@@ -1,7 +1,7 @@
 """Recall settings compared on LoCoMo dev splits (how issue 20's ideas were measured).
 
-Ingests the user path once (``remember`` per turn, knowledge layer off unless
-``--knowledge``), waits for the vectors, then asks every question through
+Ingests the user path once for all five dev conversations (``remember`` per turn,
+knowledge layer off unless ``--knowledge``), waits for the vectors, then asks every question through
 ``Retriever.recall(k=50, touch=False)`` once per variant, so variants do not disturb each
 other's access statistics. Splits: ``a`` = the first three dev conversations (conv-26,
 conv-30, conv-41: where settings are chosen), ``b`` = the last two (conv-42, conv-43: where
@@ -52,7 +52,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.embed_cache is not None:
         embedder = locomo.DiskCachedEmbedder(embedder, args.embed_cache)
     mem = GraphMemory.open("memory://", embedder=embedder, knowledge=args.knowledge)
-    for conv in chosen:
+    # the store holds every dev conversation (BM25's document frequencies as in
+    # locomo.py); only the chosen split's questions are asked
+    for conv in convs:
         locomo.ingest_user(mem, conv)
     mem.vectors.wait()
     base = RecallConfig().model_dump()

@@ -116,6 +116,15 @@ class RecallConfig(BaseModel):
     # diversity: with embeddings, cosine between memories; without, bigram Jaccard of text
     mmr: bool = False
     mmr_lambda: float = Field(default=0.7, ge=0.0, le=1.0)
+    #: topic channel (graphmem.retrieval.topic): the query without the names it gives that
+    #: occur in at least ``topic_share`` of its vector channel's hits (the people of a
+    #: conversation, whose names dominate a small model's vector), embedded and searched
+    #: by vector, fused by rank with this weight; 0: off. Off by default: on LoCoMo dev
+    #: (weight 1.0, chosen on conv-26/30/41) it lifts R@10 +3.2, R@50 +2.4 and multi-hop
+    #: +3.9 there, but on conv-42/43 R@10 -0.3, multi-hop +0.4, temporal and adversarial
+    #: -2.0 (benchmarks/RESULTS.md); it costs one more query embedding and vector search
+    topic_weight: float = Field(default=0.0, ge=0.0)
+    topic_share: float = Field(default=0.25, ge=0.0, le=1.0)
 
     @property
     def strategy(self) -> Scoring:

@@ -43,7 +43,14 @@ CACHE_DIR_ENV = "GRAPHMEM_CACHE_DIR"
 #: switches of graphmem's own test suite and notebooks, not settings: recognised, so that
 #: every process they start does not warn about them
 TEST_ONLY_ENV = frozenset(
-    {"GRAPHMEM_NEO4J_ALLOW_WIPE", "GRAPHMEM_NOTEBOOK_NEO4J_CLEANUP", "GRAPHMEM_TEST_BACKEND"}
+    {
+        "GRAPHMEM_NEO4J_ALLOW_WIPE",
+        "GRAPHMEM_TEST_BACKEND",
+        "GRAPHMEM_CYPHER_LINT",
+        "GRAPHMEM_NOTEBOOK_NEO4J_CLEANUP",
+        "GRAPHMEM_NOTEBOOK_DATA",
+        "GRAPHMEM_NOTEBOOK_ANTHROPIC",
+    }
 )
 _MASK = "**********"
 

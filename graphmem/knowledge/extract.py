@@ -507,8 +507,8 @@ def extract(
                     break
             span = [wm.group().rstrip(".") for wm in words[i:j]]
             lead = sentence[: words[i].start()].rstrip()
-            # a sentence, clause, list item or note body starts here
-            start = not lead or lead[-1] in '"“(-–—:;'
+            # a sentence, clause, list item, note body or quoted title starts here
+            start = not lead or lead[-1] in "\"“'‘(-–—:;"
             first = span[0].lower()
             while start and span and first not in known and _starter(span[0]):
                 # a common word capitalised only because it comes first ("Migrate",

@@ -41,6 +41,7 @@ from graphmem.retrieval.evidence import (
     _terms,
     log,
 )
+from graphmem.retrieval.topic import topic_query
 from graphmem.retrieval.window import (
     ContextWindow,
     _fence_texts,
@@ -201,6 +202,9 @@ class Retriever:
             self._fuse_entities(cands, query, flt, qvec, fetch, lexical, vector, cfg)
         if cfg.prf_weight > 0 and cands:
             self._feedback(cands, query, flt, fetch, lexical, vector, cfg)
+        if cfg.topic_weight > 0 and qvec is not None:
+            weight = cfg.topic_weight / _fusion_top(cfg, lexical, vector)
+            self._topic(cands, query, flt, fetch, vector, weight, cfg)
         if cfg.temporal_weight > 0 or cfg.when_weight > 0:
             self._temporal(cands, query, flt, qvec, fetch, lexical, vector, cfg)
         if cfg.context_weight > 0 and qvec is not None and cands:
@@ -312,7 +316,7 @@ class Retriever:
             return True  # (a memory of the day or month the question names is evidence)
         if qvec is not None and c.cosine is not None:
             near = min(c.breakdown.get("context", -1.0), c.breakdown.get("context_near", -1.0))
-            return max(c.cosine, near) >= cfg.min_similarity
+            return max(c.cosine, near, c.breakdown.get("topic", -1.0)) >= cfg.min_similarity
         # no vector evidence: a BM25 match on a content word is all the evidence there is
         return "lexical" in c.breakdown and coverage > 0
 
@@ -485,6 +489,32 @@ class Retriever:
         hits = self.backend.search_text(TextQuery(text=text, filter=flt, k=fetch))
         mems = [h.node for h in hits if isinstance(h.node, Memory)]
         _add_ranked(cands, mems, "prf", cfg.prf_weight / _fusion_top(cfg, lexical, vector), cfg)
+
+    def _topic(
+        self,
+        cands: dict[str, _Cand],
+        query: str,
+        flt: Filter,
+        fetch: int,
+        vector: list[Hit],
+        weight: float,
+        cfg: RecallConfig,
+    ) -> None:
+        """The topic channel (graphmem.retrieval.topic): the query without the names it
+        gives that are common among its vector hits, searched by vector, fused by rank.
+        Each memory keeps its cosine to the topic query: evidence for the floor."""
+        near = [h.node.content for h in vector if isinstance(h.node, Memory)]
+        topic = topic_query(query, near, cfg.topic_share)
+        tvec = self._query_vector(topic, cfg) if topic is not None else None
+        if tvec is None:
+            return
+        hits = self.backend.search_vector(
+            VectorQuery(vector=tuple(tvec.tolist()), filter=flt, k=fetch)
+        )
+        found = [(h.node, h.score) for h in hits if isinstance(h.node, Memory)]
+        _add_ranked(cands, [m for m, _ in found], "topic", weight, cfg)
+        for m, score in found:
+            cands[m.id].breakdown["topic"] = score
 
     def _context(
         self,

@@ -49,6 +49,15 @@ def test_sentence_initial_word_is_a_name_when_known_or_followed_by_a_verb() -> N
     assert names("Thanks, Mel! See you on Friday. Wow.") == {"mel": EntityType.PERSON}
 
 
+def test_a_title_in_single_quotes_starts_like_a_sentence() -> None:
+    """A ticket quoted in a message: its first word is capitalised because it opens the
+    title, as after a colon or a double quote."""
+    found = names("researcher, please take 'Rotate the leaked API token' and report back.")
+    assert found == {"api": EntityType.OTHER}, found
+    assert "remove" not in names("Closed ‘Remove secrets from the CI logs’.")
+    assert names("She said 'Anna went home' twice.")["anna"] is EntityType.PERSON
+
+
 def test_acronyms_quoted_titles_activities_and_groups() -> None:
     found = names(
         "Jon: I went camping, joined an LGBTQ support group and loved reading \"Charlotte's "

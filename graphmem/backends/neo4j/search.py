@@ -365,15 +365,18 @@ def _ranked_vector_rows(pool: str, props: str, lean: bool) -> str:
 
 def _scope_start(flt: Filter) -> str:
     """The first clause of a scope read: a seek of the Tag a ``tags_all`` filter names
-    (its memories through TAGGED), else a Memory match with an index hint on the most
-    selective field the filter pins (see :data:`SCOPE_INDEXED`)."""
+    (its memories through TAGGED), else a Memory match with an index seek hint on the most
+    selective field the filter pins (see :data:`SCOPE_INDEXED`). The hint names the seek,
+    not only the index: planned on statistics the server has not yet resampled (a store
+    that has just grown), a plain index hint may be met by a scan of the whole index, one
+    read of every memory with the field per recall."""
     if flt.tags_all:
         return "MATCH (:Tag {id: $scope_tag})<-[:TAGGED]-(n:Memory)"
     for field in SCOPE_INDEXED:
         if flt.equals.get(field) is not None or field in flt.any_of:
-            return f"MATCH (n:Memory) USING INDEX n:Memory({field})"
+            return f"MATCH (n:Memory) USING INDEX SEEK n:Memory({field})"
     if flt.ids is not None:
-        return "MATCH (n:Memory) USING INDEX n:Memory(id)"
+        return "MATCH (n:Memory) USING INDEX SEEK n:Memory(id)"
     return "MATCH (n:Memory)"
 
 
