@@ -258,7 +258,7 @@ def test_a_narrow_scope_is_searched_inside_the_full_text_index(
         text, params = compile_recall_search(
             flt, lucene=lucene_query("tea milk"), text_k=5, vector=None, vector_fetch=0, vector_k=0
         )
-        return _db_hits(target, text, params).total()
+        return _db_hits(target, text, params)
 
     scoped = hits()
     answer = [

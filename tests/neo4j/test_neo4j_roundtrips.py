@@ -494,6 +494,22 @@ def test_a_new_node_is_created_so_that_a_concurrent_creator_conflicts(
     assert fake.recorder.transactions[-1].outcome == "rolled back"
 
 
+def test_a_guard_reads_incoming_edges_only_for_a_precondition_on_sources() -> None:
+    """remember_many checks each run's counters (event_count, last_event_id): the guard
+    does not read the run's incoming edges (hundreds of IN_RUN) for that; a precondition
+    naming the sources of a node still gets them."""
+    from graphmem.backends.neo4j.writes import compile_guard, guard_rows
+
+    run = NodeRef(NodeLabel.RUN, "r1")
+    rows = guard_rows([Expect(run, props={"event_count": 3})])[NodeLabel.RUN]
+    assert rows[0]["sources"] is None
+    text, _params = compile_guard(NodeLabel.RUN, rows)
+    assert "CASE WHEN n IS NULL OR row.sources IS NULL THEN []" in text
+    memory = NodeRef(NodeLabel.MEMORY, "m1")
+    derived = [Expect(memory, incoming=[EdgeType.DERIVED_FROM], sources=["m0"])]
+    assert guard_rows(derived)[NodeLabel.MEMORY][0]["sources"] == ["m0"]
+
+
 def test_a_hub_that_must_not_exist_is_guarded(neo: Neo4jBackend, fake: FakeDriver) -> None:
     """Runs, Agents and Tags are also MERGEd as hubs by other writes: checked by the guard."""
     run = Run(id="r1", agent_id="a", started_at=T0)

@@ -122,7 +122,9 @@ def compile_guard(
     whole statement (and so its transaction) when one does not hold, by evaluating
     ``1 / 0`` (Cypher has no assertion clause without APOC; the backend reads the resulting
     ArithmeticError as a Conflict and then names the failing precondition). Rows come from
-    :func:`guard_rows`. The label is allowlisted; everything else is a parameter."""
+    :func:`guard_rows`. A node's incoming edges are read only for a precondition that names
+    its sources (a Run's hundreds of IN_RUN edges are not read to check its counters). The
+    label is allowlisted; everything else is a parameter."""
     lab = allowed_label(label)
     text = (
         "UNWIND $rows AS row\n"
@@ -130,7 +132,7 @@ def compile_guard(
         "FOREACH (x IN CASE WHEN n IS NULL THEN [] ELSE [n] END |\n"
         f"  SET x.{LOCK_PROPERTY} = true\n"
         f"  REMOVE x.{LOCK_PROPERTY})\n"
-        "WITH row, n, CASE WHEN n IS NULL THEN []\n"
+        "WITH row, n, CASE WHEN n IS NULL OR row.sources IS NULL THEN []\n"
         "  ELSE [(s)-[r]->(n) WHERE type(r) IN row.types | s.id] END AS sources\n"
         "WHERE 1 / CASE WHEN (n IS NULL AND NOT row.exists)\n"
         "  OR (n IS NOT NULL AND row.exists\n"
