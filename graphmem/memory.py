@@ -544,7 +544,9 @@ class GraphMemory(MemoryAPI):
         ``tiers`` (``fleeting``, ``short_term``, ``long_term``) limits the tiers searched;
         ``fleeting`` adds the matching notes of the scratchpad of ``run_id`` (the process's
         without one), first, with ``metadata.key`` — matched by the config's
-        ``fleeting_match``.
+        ``fleeting_match``. A result's ``memory.embedding`` may be None although the memory
+        has a vector: recall scores vectors where the store keeps them and does not copy
+        them into its results (``list`` reads them).
         """
         fleeting: builtins.list[RecallResult] = []
         if tiers is not None:

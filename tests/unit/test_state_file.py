@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
@@ -23,6 +22,7 @@ from graphmem.backends.embedded import state_file
 from graphmem.backends.embedded.backend import NetworkXBackend
 from graphmem.backends.embedded.state_file import file_of
 from graphmem.models import Filter, Memory
+from tests.killed_writer import ids_written_then_killed
 
 pytestmark = pytest.mark.embedded("the embedded store's saved state file beside its SQLite file")
 
@@ -140,24 +140,16 @@ def test_writes_of_a_killed_process_after_the_save_are_caught_up(tmp_path: Path)
     path = tmp_path / "s.db"
     ids = _fill(path, 120)
     saved = file_of(path).read_bytes()
-    script = textwrap.dedent(
+    late = ids_written_then_killed(
         f"""
-        import os, signal
         from graphmem import GraphMemory
         mem = GraphMemory.open({str(path)!r}, embedder="hash:32")
         made = mem.remember_many([{{"content": f"late note {{i}}"}} for i in range(6)])
         mem.vectors.wait(timeout=60)
         mem.forget({ids[3]!r})
         mem.update({ids[4]!r}, content="changed by the killed process")
-        print(",".join(m.id for m in made), flush=True)
-        os.kill(os.getpid(), signal.SIGKILL)  # acknowledged, never closed
         """
     )
-    run = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
-    )
-    assert run.returncode == -signal.SIGKILL, run.stderr
-    late = run.stdout.strip().split(",")
     assert file_of(path).read_bytes() == saved
     used, via_state, via_rows = _open_both(path)
     assert used and via_state == via_rows

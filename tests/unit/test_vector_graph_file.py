@@ -6,10 +6,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +15,7 @@ from graphmem import GraphMemory
 from graphmem.backends.embedded import vector_index as vector_index_module
 from graphmem.backends.embedded.hnsw_file import files_of
 from graphmem.backends.embedded.vector_index import VectorIndex
+from tests.killed_writer import ids_written_then_killed
 
 pytestmark = pytest.mark.embedded(
     "the embedded store's saved vector-graph file beside its SQLite file"
@@ -92,9 +89,8 @@ def test_writes_after_the_save_are_caught_up_even_when_the_writer_was_killed(
     ids = _fill(path, 400)
     _build_and_close(path)
     saved = files_of(path)[1].read_bytes()
-    script = textwrap.dedent(
+    late = ids_written_then_killed(
         f"""
-        import os, signal
         from graphmem import GraphMemory
         from graphmem.backends.embedded import vector_index
         vector_index.ANN_THRESHOLD = {THRESHOLD}
@@ -103,15 +99,8 @@ def test_writes_after_the_save_are_caught_up_even_when_the_writer_was_killed(
         mem.vectors.wait(timeout=60)
         for i in {ids[:10]!r}:
             mem.forget(i)
-        print(",".join(m.id for m in made), flush=True)
-        os.kill(os.getpid(), signal.SIGKILL)  # acknowledged, never closed
         """
     )
-    run = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
-    )
-    assert run.returncode == -signal.SIGKILL, run.stderr
-    late = run.stdout.strip().split(",")
     assert len(late) == 60
     assert files_of(path)[1].read_bytes() == saved  # the killed process saved nothing
     with GraphMemory.open(str(path), embedder="hash:32") as mem:

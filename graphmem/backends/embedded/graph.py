@@ -271,12 +271,13 @@ class EmbeddedGraph:
                 self._vindex.remove([k])
             g.remove_node(k)
 
-    def _node(self, key: str) -> GraphNode:
+    def _node(self, key: str, *, vector: bool = True) -> GraphNode:
+        """The node's model; a memory with its embedding unless ``vector`` is False."""
         attrs = self._g._node[key]
         model = _MODELS[attrs["label"]]
         # validated when written by graphmem; a file edited by hand is not re-validated
         node = model.from_trusted(attrs)  # ignores the non-field "label"
-        if model is Memory and self._vindex is not None:
+        if vector and model is Memory and self._vindex is not None:
             vec = self._vindex.get(key)
             if vec is not None:  # just built here, so setting the frozen field is safe
                 node.__dict__["embedding"] = StoredVector(vec)

@@ -36,6 +36,9 @@ class EmbeddedSearch(EmbeddedJournal):
     """Lexical and vector search of :class:`NetworkXBackend`."""
 
     def search_text(self, query: TextQuery) -> list[Hit]:
+        return self._search_text(query, vectors=True)
+
+    def _search_text(self, query: TextQuery, *, vectors: bool) -> list[Hit]:
         if query.filter.label is not NodeLabel.MEMORY:
             raise InvalidInput("text search runs over Memory nodes")
         terms = query_terms(query.text)
@@ -71,14 +74,15 @@ class EmbeddedSearch(EmbeddedJournal):
                     fetch *= 8
             except sqlite3.Error as e:
                 raise QueryFailed(f"text search failed: {e}") from e
-            return self._hits(results)
+            return self._hits(results, vectors)
 
-    def _hits(self, found: list[tuple[str, float]]) -> list[Hit]:
+    def _hits(self, found: list[tuple[str, float]], vectors: bool) -> list[Hit]:
         """Hits without validating them again: ``Hit(node=...)`` would re-run the memory's
         model validators (about 20 µs a hit; ~100 hits per recall) on a node just built
         from validated state."""
         make = Hit.model_construct
-        return [make(node=cast(Memory, self._node(k)), score=float(s)) for k, s in found]
+        node = self._node
+        return [make(node=cast(Memory, node(k, vector=vectors)), score=float(s)) for k, s in found]
 
     def _selective_terms(self, terms: list[str]) -> list[str]:
         """The query terms worth matching: present in the index and not near-ubiquitous
@@ -123,6 +127,9 @@ class EmbeddedSearch(EmbeddedJournal):
         return [terms[i] for i in sorted(keep)]
 
     def search_vector(self, query: VectorQuery) -> list[Hit]:
+        return self._search_vector(query, vectors=True)
+
+    def _search_vector(self, query: VectorQuery, *, vectors: bool) -> list[Hit]:
         if query.filter.label is not NodeLabel.MEMORY:
             raise InvalidInput("vector search runs over Memory nodes")
         with self._fresh():
@@ -144,4 +151,30 @@ class EmbeddedSearch(EmbeddedJournal):
                 candidates=cand,
                 allowed=lambda k: k in nodes and ok(nodes[k]),
             )
-            return self._hits(found)
+            return self._hits(found, vectors)
+
+    def search_both(
+        self,
+        text: TextQuery | None,
+        vector: VectorQuery | None,
+        *,
+        query_vector: Sequence[float] | None = None,
+        similarities: dict[str, float] | None = None,
+    ) -> tuple[list[Hit], list[Hit]]:
+        """Recall's lexical and vector searches (the ``RecallSearch`` capability): the
+        results of :meth:`search_text` and :meth:`search_vector`. With ``similarities`` (a
+        dict to fill) the hits come without their embedding and the dict receives each
+        one's cosine to ``query_vector`` (default: the vector query's), from the vector
+        index: recall needs that number, and a memory's tuple of 384 Python floats costs
+        more to build than the rest of its model."""
+        lean = similarities is not None
+        lexical = self._search_text(text, vectors=not lean) if text is not None else []
+        found = self._search_vector(vector, vectors=not lean) if vector is not None else []
+        if similarities is not None:
+            q = query_vector if query_vector is not None else vector.vector if vector else None
+            with self._fresh():
+                if q is not None and self._vindex is not None:
+                    keys = {"Memory:" + h.node.id for h in (*lexical, *found)}
+                    for key, cos in self._vindex.cosines(keys, q).items():
+                        similarities[key[7:]] = cos
+        return lexical, found
