@@ -12,6 +12,8 @@ from pydantic import SecretStr
 from graphmem.config import Settings
 from graphmem.errors import ConfigError, GraphMemError
 from graphmem.opening import open_memory
+from tests.conftest import BACKEND_ENV
+from tests.neo4j_support import WIPE_OPT_IN
 
 TOML = """
 url = "from-file.db"
@@ -123,14 +125,9 @@ def test_unknown_variables_are_ignored(caplog: pytest.LogCaptureFixture) -> None
 
 @pytest.mark.parametrize(
     "name",
-    [
-        "GRAPHMEM_NEO4J_ALLOW_WIPE",
-        "GRAPHMEM_TEST_BACKEND",
-        "GRAPHMEM_CYPHER_LINT",
-        "GRAPHMEM_NOTEBOOK_NEO4J_CLEANUP",
-        "GRAPHMEM_NOTEBOOK_DATA",
-        "GRAPHMEM_NOTEBOOK_ANTHROPIC",
-    ],
+    # the suite's own switches (by their constants where it has them), then the notebooks'
+    [WIPE_OPT_IN, BACKEND_ENV, "GRAPHMEM_CYPHER_LINT"]
+    + [f"GRAPHMEM_NOTEBOOK_{s}" for s in ("NEO4J_CLEANUP", "DATA", "ANTHROPIC")],
 )
 def test_the_switches_of_the_tests_and_notebooks_are_not_settings_nor_warned_about(
     name: str, caplog: pytest.LogCaptureFixture
