@@ -129,11 +129,15 @@ def test_eight_threads_updating_one_chain_leave_one_active_version(stores: Store
                     with lock:
                         conflicts += 1
 
-        threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+        # daemon threads joined with a bound: a worker stuck in a driver call fails the
+        # test with the count instead of blocking the run (and the interpreter's exit)
+        threads = [threading.Thread(target=worker, args=(n,), daemon=True) for n in range(8)]
         for t in threads:
             t.start()
         for t in threads:
-            t.join()
+            t.join(timeout=240)
+        stuck = sum(t.is_alive() for t in threads)
+        assert not stuck, f"{stuck} of 8 workers never finished their 15 updates"
         history = mem.history(m.id)
         assert len(_active(history)) == 1
         assert len(history) == len(wins) + 1  # every acknowledged version is in the chain
