@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from graphmem.backends.base import STRUCTURAL
-from graphmem.backends.embedded.adjacency import Adjacency
+from graphmem.backends.embedded.adjacency import Adj, Adjacency
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.models import (
     Edge,
@@ -283,6 +283,40 @@ class EmbeddedGraph:
                 node.__dict__["embedding"] = StoredVector(vec)
         return node
 
+    def _walk(
+        self, frontier: list[str], types: set[str], direction: str, depth: int, limit: int
+    ) -> tuple[list[str], dict[tuple[str, str, str], dict[str, Any]]]:
+        """The node keys reached from ``frontier`` (those present, first) over edges of
+        ``types`` within ``depth`` hops, at most ``limit`` of them in the order reached, and
+        the edges walked ``(src, type, dst) -> attrs``: what :meth:`expand` returns, as
+        keys."""
+        succ, pred = self._g._succ, self._g._pred
+        nodes = self._g._node
+        seen = [k for k in dict.fromkeys(frontier) if k in nodes]
+        seen_set = set(seen)
+        frontier = list(seen)
+        edges: dict[tuple[str, str, str], dict[str, Any]] = {}
+        for _ in range(depth):
+            nxt = []
+            for k in frontier:
+                # the scan of a node's edges stops at the node limit, so a hub (a tag on
+                # 100k memories) costs `limit`, not its degree
+                for s, d, t, data in _steps(succ, pred, k, direction):
+                    if t not in types:
+                        continue
+                    other = d if s == k else s
+                    if other not in seen_set:
+                        if len(seen) >= limit:
+                            break
+                        seen_set.add(other)
+                        seen.append(other)
+                        nxt.append(other)
+                    edges[(s, t, d)] = data
+            frontier = nxt
+            if not frontier:
+                break
+        return seen, edges
+
     def _candidates(self, flt: Filter) -> set[str] | None:
         """The smallest indexed key set the filter implies (None: the whole label)."""
         label = flt.label
@@ -374,6 +408,20 @@ class EmbeddedGraph:
         for k in keys:
             if k in nodes and ok(nodes[k]):
                 yield k
+
+
+def _steps(
+    succ: Adj, pred: Adj, k: str, direction: str
+) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
+    """The edges at ``k`` as ``(src, dst, type, attrs)``: leaving it, then arriving."""
+    if direction != "in":
+        for dst, keyed in succ.get(k, {}).items():
+            for etype, attrs in keyed.items():
+                yield k, dst, etype, attrs
+    if direction != "out":
+        for src, keyed in pred.get(k, {}).items():
+            for etype, attrs in keyed.items():
+                yield src, k, etype, attrs
 
 
 _EDGE_TYPES = {t.value: t for t in EdgeType}
