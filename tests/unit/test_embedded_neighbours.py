@@ -56,8 +56,8 @@ def _store(path: Path, seed: int) -> None:
         for _ in range(25):
             derived, *sources = rng.sample(ids, 4)
             mem.writes.link(derived, sources)
-        for i in rng.sample(ids, 20):
-            mem.forget(i)
+        for gone in rng.sample(ids, 20):
+            mem.forget(gone)
         mem.vectors.wait(timeout=60)
 
 
@@ -116,14 +116,14 @@ def test_in_process_expansion_ranks_as_the_generic_one(tmp_path: Path, seed: int
             for flt in FILTERS:
                 for _ in range(6):
                     query = f"{rng.choice(NAMES)} {rng.choice(WORDS)} {rng.choice(WORDS)}"
-                    ask = {"k": 15, "filter": flt, "config": cfg, "touch": False, "now": now}
-                    got, want = one.recall(query, **ask), other.recall(query, **ask)
+                    got, want = (
+                        r.recall(query, k=15, filter=flt, config=cfg, touch=False, now=now)
+                        for r in (one, other)
+                    )
                     assert _key(got) == _key(want), (cfg, flt, query)
                     assert _cosines(got) == pytest.approx(_cosines(want), abs=1e-6)
                     compared += 1
-                    with_graph += any(
-                        k.startswith("graph_via_") for r in got for k in r.breakdown
-                    )
+                    with_graph += any(k.startswith("graph_via_") for r in got for k in r.breakdown)
         # the expansion did contribute: the comparison is not of empty expansions
         assert compared == len(CONFIGS) * len(FILTERS) * 6 and with_graph > compared // 2
     finally:
