@@ -32,6 +32,17 @@ _COMMON_SHARE = 0.05
 _COMMON_MIN = 1000
 
 
+#: a query term -> the index's stems of it (the store's tokenizer, as the temporary
+#: vocabulary table gives them): most queries repeat words, and asking SQLite takes
+#: three statements
+_STEMS: dict[str, list[str]] = {}
+_STEMS_MAX = 50_000
+
+
+def _by_stem(pair: tuple[int, str]) -> tuple[str, int]:
+    return pair[1], pair[0]
+
+
 class EmbeddedSearch(EmbeddedJournal):
     """Lexical and vector search of :class:`NetworkXBackend`."""
 
@@ -89,11 +100,21 @@ class EmbeddedSearch(EmbeddedJournal):
         (see _COMMON_SHARE); when every term is common, the two rarest."""
         db = self._db
         try:
-            db.executemany(
-                "INSERT INTO temp.query_tokens(rowid, t) VALUES (?, ?)", list(enumerate(terms))
-            )
-            stems = db.execute("SELECT doc, term FROM temp.query_tokens_vocab").fetchall()
-            db.execute("DELETE FROM temp.query_tokens")
+            new = [t for t in dict.fromkeys(terms) if t not in _STEMS]
+            if new:
+                db.executemany(
+                    "INSERT INTO temp.query_tokens(rowid, t) VALUES (?, ?)", list(enumerate(new))
+                )
+                rows = db.execute("SELECT doc, term FROM temp.query_tokens_vocab").fetchall()
+                db.execute("DELETE FROM temp.query_tokens")
+                if len(_STEMS) > _STEMS_MAX:
+                    _STEMS.clear()
+                stemmed: dict[str, list[str]] = {t: [] for t in new}
+                for d, stem in rows:
+                    stemmed[new[d]].append(stem)
+                _STEMS.update(stemmed)
+            # as the vocabulary table lists them: by stem, then by term
+            stems = sorted(((i, s) for i, t in enumerate(terms) for s in _STEMS[t]), key=_by_stem)
             # document frequencies only steer which terms to match, so a cached value is
             # good enough until the store has grown or shrunk by a tenth
             n_now = len(self._by_label.get(NodeLabel.MEMORY, ()))
