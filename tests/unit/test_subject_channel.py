@@ -9,23 +9,12 @@ from graphmem.memory import GraphMemory
 from graphmem.retrieval.questions import is_list_question
 from graphmem.retrieval.topic import subject
 from tests.conftest import Stores
-from tests.unit.test_topic_channel import NameHeavyEmbedder
+from tests.unit.test_topic_channel import BARE_REPLIES, NameHeavyEmbedder
 
 
 def _store(mem: GraphMemory) -> dict[str, str]:
     ids = {}
-    for i, text in enumerate(
-        [
-            "Caroline: thanks Melanie!",
-            "Caroline: Melanie, you rock",
-            "Caroline: good night Melanie",
-            "Melanie: hi Caroline",
-            "Caroline: miss you Melanie",
-            "Caroline: Melanie, call me",
-            "Melanie: sure thing",
-            "Caroline: cheers Melanie",
-        ]
-    ):
+    for i, text in enumerate(BARE_REPLIES):
         mem.remember(text, agent_id="c", run_id=f"s{i}", category="episodic")
     for key, text in (
         # her answer shares no word with the question but her name, and is long
