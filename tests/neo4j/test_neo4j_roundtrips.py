@@ -1001,6 +1001,52 @@ def test_a_scoped_recall_reads_its_scope_through_an_index_never_the_status_one(
     assert "$vector_scope" not in plain
 
 
+@pytest.mark.parametrize(
+    ("flt", "counted", "values", "always_read"),
+    [
+        (Filter.for_memories(agent_id="a"), "c.agent_id IN $scope_values", ["a"], False),
+        (Filter.for_memories(namespace=["n1", "n2"]), "c.namespace IN", ["n1", "n2"], False),
+        (Filter.for_memories(tags=["t"]), "(:Tag {id: $scope_tag})<-[:TAGGED]-(c)", None, False),
+        (Filter.for_memories(namespace="ns", tags=["t"]), "<-[:TAGGED]-(c)", None, True),
+        (Filter.for_memories(agent_id="a", namespace="ns"), "c.agent_id IN", ["a"], True),
+    ],
+)
+def test_a_scoped_recall_sizes_its_vector_fetch_by_the_count_of_its_scope(
+    flt: Filter, counted: str, values: list[str] | None, always_read: bool
+) -> None:
+    """The scoped vector branch counts the scope's entries in the index it starts from
+    (capped) and asks the vector index for enough neighbours that about
+    ``scope_expected_hits(k)`` of the scope are among them; it reads the scope itself only
+    when the count may be below the exact-search threshold, or when the rest of the filter
+    narrows the counted entries (then only the read knows the scope is small)."""
+    from graphmem.backends.neo4j.search import (
+        SCOPE_COUNT_MAX,
+        compile_recall_search,
+        scope_expected_hits,
+    )
+
+    text, params = compile_recall_search(
+        flt, lucene=None, text_k=0, vector=[1.0, 0.0], vector_fetch=50, vector_k=10
+    )
+    assert counted in text and params["scope_cap"] == SCOPE_COUNT_MAX
+    assert params["vector_mu"] == scope_expected_hits(10)
+    assert set(re.findall(r"\$(\w+)", text)) == set(params)
+    read = "true AS read" if always_read else "entries IS NULL OR entries < $vector_scope AS read"
+    assert read in text
+    assert params.get("scope_values") == values
+
+
+@pytest.mark.parametrize("k", [1, 10, 30, 100])
+def test_the_scoped_fetch_expects_the_least_poisson_mean_three_deviations_above_k(
+    k: int,
+) -> None:
+    from graphmem.backends.neo4j.search import scope_expected_hits
+
+    m = scope_expected_hits(k)
+    assert m - 3 * math.sqrt(m) >= k - 1e-9
+    assert (m - 0.5) - 3 * math.sqrt(m - 0.5) < k
+
+
 def test_a_scoped_recall_answered_completely_is_one_round_trip(fake: FakeDriver) -> None:
     """``fetched`` 0 from the scoped branch means its answer is complete (the scope was
     searched exactly): fewer than k hits and no second statement."""
