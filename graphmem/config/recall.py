@@ -125,6 +125,13 @@ class RecallConfig(BaseModel):
     #: -2.0 (benchmarks/RESULTS.md); it costs one more query embedding and vector search
     topic_weight: float = Field(default=0.0, ge=0.0)
     topic_share: float = Field(default=0.25, ge=0.0, le=1.0)
+    #: subject channel (graphmem.retrieval.topic, graphmem.retrieval.questions): for a
+    #: question that asks for a list ("What activities does Melanie partake in?") about a
+    #: name common among its vector hits, the topic search's hits that the person opens
+    #: (their own turns: "Melanie: I'm off to go swimming"), fused by rank with this weight
+    #: x the best of them's cosine / the best hit's; 0: off. It costs nothing beyond the
+    #: topic search, which it runs when the topic channel is off.
+    subject_weight: float = Field(default=0.0, ge=0.0)
 
     @property
     def strategy(self) -> Scoring:
