@@ -59,8 +59,8 @@ class Neo4jBackend(Neo4jWrites, Neo4jSearch):
     updates the full-text index in its commit) or ``"background"`` (behind it: this
     handle's next lexical search waits for it, other handles may miss a write for a
     moment; see :data:`~graphmem.backends.neo4j.session.FULLTEXT_REFRESH`). ``driver``: an
-    already made driver (the backend will not close it). Other keywords must be ``neo4j`` driver options
-    (:data:`DRIVER_OPTIONS`).
+    already made driver (the backend will not close it). Other keywords must be ``neo4j``
+    driver options (:data:`DRIVER_OPTIONS`).
     """
 
     name = "neo4j"
