@@ -13,7 +13,7 @@ import numpy as np
 
 from graphmem.backends.base import GraphBackend, RecallNeighbours, RecallSearch
 from graphmem.config import RecallConfig
-from graphmem.context import neighbour_context
+from graphmem.context import neighbour_context, within
 from graphmem.embeddings import Embedder, QueryEmbedder
 from graphmem.errors import ConfigError, InvalidInput
 from graphmem.knowledge.channel import entity_channel, shared_entity_neighbours
@@ -547,15 +547,11 @@ class Retriever:
         scored = neighbour_context(
             self.backend, [c.memory for c in pool], flt, qvec, cfg.context_share, sims
         )[:fetch]
-        fresh = [m.id for m, _, _ in scored if m.id not in cands]
-        scoped = set(fresh) if self._neighbours is not None else self._within(flt, fresh)
         top = _fusion_top(cfg, lexical, vector)
         rank = 0
         for m, score, near in scored:
             c = cands.get(m.id)
-            if c is None:
-                if m.id not in scoped:
-                    continue
+            if c is None:  # (neighbour_context keeps to the filter)
                 c = cands[m.id] = _Cand(m)
             rank += 1
             c.seed = True
@@ -622,13 +618,7 @@ class Retriever:
                 c.fused *= 1.0 + cfg.when_weight
 
     def _within(self, flt: Filter, ids: list[str]) -> set[str]:
-        allowed = set(ids) if flt.ids is None else set(ids) & set(flt.ids)
-        if not allowed:
-            return set()
-        data = flt.model_dump()
-        data["ids"] = tuple(allowed)
-        scoped = validated(Filter, data)
-        return {n.id for n in self.backend.match(Memory, scoped, limit=len(allowed))}
+        return within(self.backend, flt, ids)
 
     @staticmethod
     def _add_graph(c: _Cand, seed_rank: int, seed_fused: float, cfg: RecallConfig) -> None:
