@@ -24,9 +24,9 @@ from collections.abc import Iterable
 import numpy as np
 
 from graphmem.backends.base import GraphBackend, RecallNeighbours
-from graphmem.models import EdgeType, Filter, Memory, NodeLabel, NodeRef
+from graphmem.models import EdgeType, Filter, Memory, NodeLabel, NodeRef, validated
 
-__all__ = ["neighbour_context"]
+__all__ = ["neighbour_context", "within"]
 
 
 def _run_neighbours(
@@ -61,6 +61,10 @@ def _run_neighbours(
         limit=3 * len(by_id) + 16,
     )
     nodes = {n.id: n for n in sub.nodes if isinstance(n, Memory)}
+    # a neighbour outside the caller's scope lends no relevance to one inside it (a
+    # server backend filters inside its query)
+    admitted = within(backend, flt, [i for i in nodes if i not in by_id])
+    nodes = {i: n for i, n in nodes.items() if i in by_id or i in admitted}
     for e in sub.edges:
         if e.type is not EdgeType.NEXT:
             continue
@@ -69,6 +73,17 @@ def _run_neighbours(
             if a in by_id and node is not None and node.run_id == by_id[a].run_id:
                 out[a].append(node)
     return out
+
+
+def within(backend: GraphBackend, flt: Filter, ids: list[str]) -> set[str]:
+    """The ``ids`` of memories that match ``flt``."""
+    allowed = set(ids) if flt.ids is None else set(ids) & set(flt.ids)
+    if not allowed:
+        return set()
+    data = flt.model_dump()
+    data["ids"] = tuple(allowed)
+    scoped = validated(Filter, data)
+    return {n.id for n in backend.match(Memory, scoped, limit=len(allowed))}
 
 
 def neighbour_context(
@@ -84,8 +99,7 @@ def neighbour_context(
     their vector (a server backend keeps the embeddings and reports the cosines, see
     :class:`~graphmem.backends.base.RecallSearch`); the neighbours are then read the same
     way. Memories with neither a comparable vector nor a known cosine are left out; a
-    neighbour outside ``flt`` is never returned on a server backend (filtered in its
-    query) and must be re-checked by the caller otherwise."""
+    neighbour outside ``flt`` is neither returned nor counted."""
     pool = list(pool)
     members = [m for m in pool if m.run_id is not None]
     links = _run_neighbours(backend, members, flt, qvec, sims) if members else {}

@@ -275,9 +275,11 @@ class RecallSearch(Protocol):
 
 @runtime_checkable
 class RecallNeighbours(Protocol):
-    """A backend that runs recall's graph expansion in one round trip: ``(seed id, via,
+    """A backend that runs recall's graph expansion in one call (a server: one round trip;
+    the embedded store: without building a model for every node walked): ``(seed id, via,
     memory)`` for the memories one ``link_types`` edge from each seed (via = the edge type)
-    and up to ``tag_limit`` per seed sharing a tag (via = ``"tag"``) or a rare entity
+    and up to ``tag_limit`` per seed sharing a tag (via = ``"tag"``; the embedded store
+    bounds them as the generic expansion does, over all seeds together) or a rare entity
     (via = ``"entity:<name>"``, mentioned by at most ``entity_hub_limit`` memories; 0:
     none), all passing ``flt``. ``query_vector`` and ``similarities``: as for
     :class:`RecallSearch`."""

@@ -15,7 +15,15 @@ from pydantic import (
 )
 
 from graphmem.models.nodes import GraphNode, NodeRef
-from graphmem.models.values import _IDENT_RE, EdgeType, NodeLabel, _aware, _check_id, validated
+from graphmem.models.values import (
+    _IDENT_RE,
+    EdgeType,
+    NodeLabel,
+    _aware,
+    _check_id,
+    assembled,
+    validated,
+)
 
 _EDGE_ENDPOINTS: dict[EdgeType, frozenset[tuple[NodeLabel, NodeLabel]]] = {
     EdgeType.SUPERSEDES: frozenset(
@@ -47,9 +55,6 @@ _EDGE_ENDPOINTS: dict[EdgeType, frozenset[tuple[NodeLabel, NodeLabel]]] = {
     EdgeType.MENTIONS: frozenset({(NodeLabel.MEMORY, NodeLabel.ENTITY)}),
     EdgeType.RELATES: frozenset({(NodeLabel.ENTITY, NodeLabel.ENTITY)}),
 }
-
-
-_EDGE_FIELDS = frozenset({"type", "src", "dst", "props"})
 
 
 class Edge(BaseModel):
@@ -106,14 +111,7 @@ class Edge(BaseModel):
         link of a run between two validated memories): validators skipped. It is what
         ``model_construct`` does, several times faster (it resolves every field's default).
         Never for data from outside: use :func:`graphmem.models.validated`."""
-        edge = cls.__new__(cls)
-        object.__setattr__(
-            edge, "__dict__", {"type": etype, "src": src, "dst": dst, "props": props}
-        )
-        object.__setattr__(edge, "__pydantic_fields_set__", set(_EDGE_FIELDS))
-        object.__setattr__(edge, "__pydantic_extra__", None)
-        object.__setattr__(edge, "__pydantic_private__", None)
-        return edge
+        return assembled(cls, {"type": etype, "src": src, "dst": dst, "props": props})
 
     @property
     def key(self) -> tuple[str, str, str]:

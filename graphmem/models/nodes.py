@@ -36,6 +36,7 @@ from graphmem.models.values import (
     _aware,
     _check_id,
     _flat_metadata,
+    assembled,
     audience_key,
     check_content,
     check_tags,
@@ -135,13 +136,7 @@ class GraphNode(BaseModel):
                 meta[k[len(METADATA_PREFIX) :]] = v
         if "metadata" in data:
             data["metadata"] = meta
-        # what model_construct does, without its per-field default resolution
-        obj = cls.__new__(cls)
-        object.__setattr__(obj, "__dict__", data)
-        object.__setattr__(obj, "__pydantic_fields_set__", set(data))
-        object.__setattr__(obj, "__pydantic_extra__", None)
-        object.__setattr__(obj, "__pydantic_private__", None)
-        return obj
+        return assembled(cls, data)
 
     def evolve(self, **changes: Any) -> Self:
         """A validated copy with ``changes`` applied (``model_copy`` would skip validation)."""

@@ -8,7 +8,7 @@ generated items."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -24,6 +24,7 @@ from graphmem.models.values import (
     _aware,
     _check_id,
     _flat_metadata,
+    assembled,
     audience_key,
     check_content,
     check_tags,
@@ -143,10 +144,4 @@ def plain_memory(item: Mapping[str, Any]) -> Memory | None:
 
 def _construct(data: dict[str, Any], fields_set: set[str]) -> Memory:
     """What pydantic's validation leaves behind, without running it (as ``from_trusted``)."""
-    obj = Memory.__new__(Memory)
-    setter: Callable[[object, str, Any], None] = object.__setattr__
-    setter(obj, "__dict__", data)
-    setter(obj, "__pydantic_fields_set__", fields_set)
-    setter(obj, "__pydantic_extra__", None)
-    setter(obj, "__pydantic_private__", None)
-    return obj
+    return assembled(Memory, data, fields_set)

@@ -22,6 +22,7 @@ from graphmem.models.values import (
     METADATA_PREFIX,
     NodeLabel,
     _aware,
+    assembled,
     check_text,
     normalise_tag,
     validated,
@@ -302,6 +303,12 @@ class Hit(BaseModel):
     node: Memory
     score: float
 
+    @classmethod
+    def trusted(cls, node: Memory, score: float) -> Hit:
+        """A hit on a memory this process built from validated state, without validating
+        again (``Hit(node=...)`` re-runs Memory's after-validator)."""
+        return assembled(cls, {"node": node, "score": score})
+
 
 class Subgraph(BaseModel):
     """Nodes and edges returned by a neighbourhood expansion."""
@@ -332,7 +339,7 @@ class RecallResult(BaseModel):
             or any(v.__class__ is not float for v in breakdown.values())
         ):  # something pydantic would check or convert (an int, a numpy float)
             return cls(memory=memory, score=score, breakdown=breakdown)
-        return cls.model_construct(memory=memory, score=score, breakdown=breakdown)
+        return assembled(cls, {"memory": memory, "score": score, "breakdown": breakdown})
 
 
 class BackendStats(BaseModel):

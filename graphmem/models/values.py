@@ -33,6 +33,23 @@ Scalar: TypeAlias = str | int | float | bool
 PropValue: TypeAlias = Scalar | datetime | list[Any] | None
 
 
+_B = TypeVar("_B", bound=BaseModel)
+
+
+def assembled(cls: type[_B], data: dict[str, Any], fields_set: set[str] | None = None) -> _B:
+    """An instance of ``cls`` holding ``data`` as its fields, as pydantic's validation
+    leaves one behind, without running it (``model_construct`` also resolves every
+    field's default, several times slower). Only for values this process built or
+    validated itself: never for data from outside."""
+    obj = cls.__new__(cls)
+    setter: Callable[[object, str, Any], None] = object.__setattr__
+    setter(obj, "__dict__", data)
+    setter(obj, "__pydantic_fields_set__", set(data) if fields_set is None else fields_set)
+    setter(obj, "__pydantic_extra__", None)
+    setter(obj, "__pydantic_private__", None)
+    return obj
+
+
 def utcnow() -> datetime:
     """The current time, timezone-aware UTC (graphmem never stores naive datetimes)."""
     return datetime.now(UTC)

@@ -13,7 +13,7 @@ import numpy as np
 
 from graphmem.backends.base import GraphBackend, RecallNeighbours, RecallSearch
 from graphmem.config import RecallConfig
-from graphmem.context import neighbour_context
+from graphmem.context import neighbour_context, within
 from graphmem.embeddings import Embedder, QueryEmbedder
 from graphmem.errors import ConfigError, InvalidInput
 from graphmem.knowledge.channel import entity_channel, shared_entity_neighbours
@@ -41,7 +41,8 @@ from graphmem.retrieval.evidence import (
     _terms,
     log,
 )
-from graphmem.retrieval.topic import topic_query
+from graphmem.retrieval.questions import is_list_question
+from graphmem.retrieval.topic import common_names, subject, without
 from graphmem.retrieval.window import (
     ContextWindow,
     _fence_texts,
@@ -202,9 +203,8 @@ class Retriever:
             self._fuse_entities(cands, query, flt, qvec, fetch, lexical, vector, cfg)
         if cfg.prf_weight > 0 and cands:
             self._feedback(cands, query, flt, fetch, lexical, vector, cfg)
-        if cfg.topic_weight > 0 and qvec is not None:
-            weight = cfg.topic_weight / _fusion_top(cfg, lexical, vector)
-            self._topic(cands, query, flt, fetch, vector, weight, cfg)
+        if (cfg.topic_weight > 0 or cfg.subject_weight > 0) and qvec is not None:
+            self._topic(cands, query, flt, fetch, vector, _fusion_top(cfg, lexical, vector), cfg)
         if cfg.temporal_weight > 0 or cfg.when_weight > 0:
             self._temporal(cands, query, flt, qvec, fetch, lexical, vector, cfg)
         if cfg.context_weight > 0 and qvec is not None and cands:
@@ -497,14 +497,23 @@ class Retriever:
         flt: Filter,
         fetch: int,
         vector: list[Hit],
-        weight: float,
+        top: float,
         cfg: RecallConfig,
     ) -> None:
         """The topic channel (graphmem.retrieval.topic): the query without the names it
         gives that are common among its vector hits, searched by vector, fused by rank.
-        Each memory keeps its cosine to the topic query: evidence for the floor."""
+        Each memory keeps its cosine to the topic query: evidence for the floor.
+
+        The subject channel shares its search: for a list question, the hits that one of
+        those names opens, fused by rank. Its weight is scaled by how near the best of them
+        comes to the best hit of all, so that when the person named did not do what is
+        asked about (the best matches are someone else's) their memories do not bury it."""
+        lists = cfg.subject_weight > 0 and is_list_question(query)
+        if cfg.topic_weight <= 0 and not lists:
+            return
         near = [h.node.content for h in vector if isinstance(h.node, Memory)]
-        topic = topic_query(query, near, cfg.topic_share)
+        common = common_names(query, near, cfg.topic_share)
+        topic = without(query, common)
         tvec = self._query_vector(topic, cfg) if topic is not None else None
         if tvec is None:
             return
@@ -512,8 +521,14 @@ class Retriever:
             VectorQuery(vector=tuple(tvec.tolist()), filter=flt, k=fetch)
         )
         found = [(h.node, h.score) for h in hits if isinstance(h.node, Memory)]
-        _add_ranked(cands, [m for m, _ in found], "topic", weight, cfg)
-        for m, score in found:
+        if cfg.topic_weight > 0:
+            _add_ranked(cands, [m for m, _ in found], "topic", cfg.topic_weight / top, cfg)
+        own = [(m, score) for m, score in found if subject(m.content) in common] if lists else []
+        if own:
+            share = max(own[0][1], 0.0) / max(found[0][1], 1e-12)
+            weight = cfg.subject_weight * share / top
+            _add_ranked(cands, [m for m, _ in own], "subject", weight, cfg)
+        for m, score in found if cfg.topic_weight > 0 else own:
             cands[m.id].breakdown["topic"] = score
 
     def _context(
@@ -532,15 +547,11 @@ class Retriever:
         scored = neighbour_context(
             self.backend, [c.memory for c in pool], flt, qvec, cfg.context_share, sims
         )[:fetch]
-        fresh = [m.id for m, _, _ in scored if m.id not in cands]
-        scoped = set(fresh) if self._neighbours is not None else self._within(flt, fresh)
         top = _fusion_top(cfg, lexical, vector)
         rank = 0
         for m, score, near in scored:
             c = cands.get(m.id)
-            if c is None:
-                if m.id not in scoped:
-                    continue
+            if c is None:  # (neighbour_context keeps to the filter)
                 c = cands[m.id] = _Cand(m)
             rank += 1
             c.seed = True
@@ -607,13 +618,7 @@ class Retriever:
                 c.fused *= 1.0 + cfg.when_weight
 
     def _within(self, flt: Filter, ids: list[str]) -> set[str]:
-        allowed = set(ids) if flt.ids is None else set(ids) & set(flt.ids)
-        if not allowed:
-            return set()
-        data = flt.model_dump()
-        data["ids"] = tuple(allowed)
-        scoped = validated(Filter, data)
-        return {n.id for n in self.backend.match(Memory, scoped, limit=len(allowed))}
+        return within(self.backend, flt, ids)
 
     @staticmethod
     def _add_graph(c: _Cand, seed_rank: int, seed_fused: float, cfg: RecallConfig) -> None:

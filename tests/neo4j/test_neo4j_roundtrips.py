@@ -115,6 +115,83 @@ def test_a_vector_index_without_quantization_where_the_server_has_the_option() -
         assert ("quantization" in created.text) is (expected.endswith("_exact"))
 
 
+def _fulltext_rows(eventual: bool | None, dim: int | None = None) -> Any:
+    """A responder whose SHOW INDEXES has the full-text index refreshed behind commits
+    (True), at commit (False), or not at all (None: the first use makes it), and a vector
+    index of ``dim`` dimensions."""
+
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if name != "admin/show_indexes":
+            return None
+        rows = [r for r in schema_rows(dim)[name] if r["name"] != "memory_fulltext"]
+        if eventual is None:
+            return rows
+        config = {"fulltext.analyzer": "english", "fulltext.eventually_consistent": eventual}
+        return [
+            *rows,
+            {
+                "name": "memory_fulltext",
+                "type": "FULLTEXT",
+                "state": "ONLINE",
+                "options": {"indexConfig": config},
+            },
+        ]
+
+    return respond
+
+
+def test_an_eventual_full_text_index_is_made_only_when_asked() -> None:
+    for refresh, made in (
+        ("background", "schema/memory_fulltext_eventual"),
+        ("commit", "schema/memory_fulltext"),
+    ):
+        fake = FakeDriver(_fulltext_rows(None))
+        Neo4jBackend("bolt://127.0.0.1:7687", driver=fake, fulltext_refresh=refresh).ensure_schema()
+        names = fake.recorder.names()
+        created = [n for n in names if n.startswith("schema/memory_fulltext")]
+        assert created == [made], names
+        text = next(s.text for s in fake.recorder.statements if s.name == made)
+        assert ("eventually_consistent" in text) is (refresh == "background")
+    with pytest.raises(InvalidInput, match="fulltext_refresh"):
+        Neo4jBackend("bolt://127.0.0.1:7687", driver=FakeDriver(), fulltext_refresh="later")
+
+
+@pytest.mark.parametrize("refresh", ["commit", "background"])
+@pytest.mark.parametrize("eventual", [True, False])
+def test_a_handle_waits_for_an_eventual_full_text_index_after_its_own_writes_only(
+    refresh: str, eventual: bool
+) -> None:
+    """With the full-text index updated behind commits (as the server reports it, whatever
+    this handle asked), the first lexical search after a memory write waits for the index
+    in the same read transaction; the next one and a vector-only write do not. A store
+    whose index is updated at commit never waits."""
+    fake = FakeDriver(_fulltext_rows(eventual, dim=2), dim=2)
+    neo = _backend(fake, fulltext_refresh=refresh, touch_flush_s=3600)
+    flt = Filter.for_memories()
+
+    def searched() -> list[str]:
+        fake.recorder.reset()
+        neo.search_text(TextQuery(text="tea", k=5, filter=flt))
+        neo.search_both(
+            TextQuery(text="tea", k=5, filter=flt),
+            VectorQuery(vector=[1.0, 0.0], k=5, filter=flt),
+        )
+        return [n for n in fake.recorder.names() if "search" in n or "await" in n]
+
+    assert searched() == ["search/text (bounded)", "recall search"]
+    _put(neo, [Memory(id="m1", content="tea", created_at=T0)])
+    after = searched()
+    if eventual:
+        assert after == ["admin/await_fulltext", "search/text (bounded)", "recall search"]
+        reads = [t for t in fake.recorder.transactions if t.mode == "read"]
+        assert [s.name for s in reads[0].statements][:1] == ["admin/await_fulltext"]
+    else:
+        assert after == ["search/text (bounded)", "recall search"]
+    neo.write(WriteBatch(vectors={"m1": [1.0, 0.0]}))
+    assert searched() == ["search/text (bounded)", "recall search"]
+    neo.close()
+
+
 def test_a_store_with_the_content_only_full_text_index_moves_to_the_scoped_one() -> None:
     """An older store has ``memory_content_fulltext`` (content only): the first use creates
     the index with the scope fields, awaits it, then drops the old one (a write then
@@ -1019,6 +1096,52 @@ def test_a_scoped_recall_reads_its_scope_through_an_index_never_the_status_one(
         vector_k=10,
     )
     assert "$vector_scope" not in plain
+
+
+@pytest.mark.parametrize(
+    ("flt", "counted", "values", "always_read"),
+    [
+        (Filter.for_memories(agent_id="a"), "c.agent_id IN $scope_values", ["a"], False),
+        (Filter.for_memories(namespace=["n1", "n2"]), "c.namespace IN", ["n1", "n2"], False),
+        (Filter.for_memories(tags=["t"]), "(:Tag {id: $scope_tag})<-[:TAGGED]-(c)", None, False),
+        (Filter.for_memories(namespace="ns", tags=["t"]), "<-[:TAGGED]-(c)", None, True),
+        (Filter.for_memories(agent_id="a", namespace="ns"), "c.agent_id IN", ["a"], True),
+    ],
+)
+def test_a_scoped_recall_sizes_its_vector_fetch_by_the_count_of_its_scope(
+    flt: Filter, counted: str, values: list[str] | None, always_read: bool
+) -> None:
+    """The scoped vector branch counts the scope's entries in the index it starts from
+    (capped) and asks the vector index for enough neighbours that about
+    ``scope_expected_hits(k)`` of the scope are among them; it reads the scope itself only
+    when the count may be below the exact-search threshold, or when the rest of the filter
+    narrows the counted entries (then only the read knows the scope is small)."""
+    from graphmem.backends.neo4j.search import (
+        SCOPE_COUNT_MAX,
+        compile_recall_search,
+        scope_expected_hits,
+    )
+
+    text, params = compile_recall_search(
+        flt, lucene=None, text_k=0, vector=[1.0, 0.0], vector_fetch=50, vector_k=10
+    )
+    assert counted in text and params["scope_cap"] == SCOPE_COUNT_MAX
+    assert params["vector_mu"] == scope_expected_hits(10)
+    assert set(re.findall(r"\$(\w+)", text)) == set(params)
+    read = "true AS read" if always_read else "entries IS NULL OR entries < $vector_scope AS read"
+    assert read in text
+    assert params.get("scope_values") == values
+
+
+@pytest.mark.parametrize("k", [1, 10, 30, 100])
+def test_the_scoped_fetch_expects_the_least_poisson_mean_three_deviations_above_k(
+    k: int,
+) -> None:
+    from graphmem.backends.neo4j.search import scope_expected_hits
+
+    m = scope_expected_hits(k)
+    assert m - 3 * math.sqrt(m) >= k - 1e-9
+    assert (m - 0.5) - 3 * math.sqrt(m - 0.5) < k
 
 
 def test_a_scoped_recall_answered_completely_is_one_round_trip(fake: FakeDriver) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from graphmem import GraphMemory
+from graphmem.backends.base import WriteBatch
 from graphmem.backends.embedded import NetworkXBackend
 from graphmem.errors import InvalidInput
 from graphmem.gcpause import gc_paused
@@ -152,3 +153,26 @@ def test_the_change_log_stays_bounded_under_large_batches(
         # a handle that fell behind the pruned log still sees every memory (a full reload)
         assert other.count() == 720
         other.close()
+
+
+def test_edges_without_properties_stay_bare_when_another_gets_some(tmp_path: Path) -> None:
+    """Edges without properties share their type's data dict in memory: giving one edge
+    properties must not give them to the others, before or after a reopen."""
+    path = str(tmp_path / "e.db")
+    with GraphMemory.open(path, embedder=None) as m:
+        a, b, c = (m.remember(f"memory {i}").id for i in range(3))
+        ref = {i: NodeRef(NodeLabel.MEMORY, i) for i in (a, b, c)}
+        bare = [Edge(type=EdgeType.DERIVED_FROM, src=ref[a], dst=ref[i]) for i in (b, c)]
+        m.backend.write(WriteBatch(edges=bare))
+    for reopen in range(2):
+        with GraphMemory.open(path, embedder=None) as m:
+            backend = m.backend
+            assert isinstance(backend, NetworkXBackend)
+            if reopen == 0:
+                weighted = Edge(
+                    type=EdgeType.DERIVED_FROM, src=ref[a], dst=ref[b], props={"weight": 0.5}
+                )
+                backend.write(WriteBatch(edges=[weighted]))
+            sub = backend.expand([ref[a]], [EdgeType.DERIVED_FROM], direction="out")
+            props = {e.dst.id: dict(e.props) for e in sub.edges}
+            assert props == {b: {"weight": 0.5}, c: {}}

@@ -40,19 +40,21 @@ class NameHeavyEmbedder:
         )
 
 
+# bare replies that name her and say nothing about her: most of what her name is near
+BARE_REPLIES = (
+    "Caroline: thanks Melanie!",
+    "Caroline: Melanie, you rock",
+    "Caroline: good night Melanie",
+    "Melanie: hi Caroline",
+    "Caroline: miss you Melanie",
+    "Caroline: Melanie, call me",
+    "Melanie: sure thing",
+    "Caroline: cheers Melanie",
+)
+
+
 def _store(mem: GraphMemory) -> tuple[str, str]:
-    for i, text in enumerate(
-        [
-            "Caroline: thanks Melanie!",
-            "Caroline: Melanie, you rock",
-            "Caroline: good night Melanie",
-            "Melanie: hi Caroline",
-            "Caroline: miss you Melanie",
-            "Caroline: Melanie, call me",
-            "Melanie: sure thing",
-            "Caroline: cheers Melanie",
-        ]
-    ):
+    for i, text in enumerate(BARE_REPLIES):
         mem.remember(text, agent_id="c", run_id=f"s{i}", category="episodic")
     for i, text in enumerate(["the weather turned grey", "a parcel arrived at noon"]):
         mem.remember(text, agent_id="c", run_id=f"t{i}", category="episodic")

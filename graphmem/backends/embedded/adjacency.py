@@ -48,10 +48,15 @@ class Adjacency:
         return key in self._succ.get(src, {}).get(dst, {})
 
     def remove_edge(self, src: str, dst: str, key: str) -> None:
-        """Remove one edge (KeyError if there is none)."""
+        """Remove one edge (KeyError if there is none). The pair's keyed dict is replaced,
+        not edited: pairs of nodes may share one (see the embedded graph's ``_link``)."""
         keyed = self._succ[src][dst]
-        del keyed[key]
-        if not keyed:
+        if key not in keyed:
+            raise KeyError(key)
+        rest = {t: data for t, data in keyed.items() if t != key}
+        if rest:
+            self._succ[src][dst] = self._pred[dst][src] = rest
+        else:
             del self._succ[src][dst]
             del self._pred[dst][src]
 

@@ -322,35 +322,9 @@ class NetworkXBackend(EmbeddedSearch):
             raise InvalidInput("depth must be >= 0 and limit >= 1")
         types = {EdgeType(t).value for t in edge_types}
         with self._fresh():
-            g = self._g
             frontier = [NodeRef(NodeLabel(s[0]), s[1]).key for s in seeds]
-            seen = [k for k in dict.fromkeys(frontier) if k in g]
+            seen, edges = self._walk(frontier, types, direction, depth, limit)
             seen_set = set(seen)
-            frontier = list(seen)
-            edges: dict[tuple[str, str, str], dict[str, Any]] = {}
-            for _ in range(depth):
-                nxt = []
-                for k in frontier:
-                    # edge views are iterated lazily and the scan stops at the node limit,
-                    # so a hub (a tag on 100k memories) costs `limit`, not its degree
-                    steps = itertools.chain(
-                        g.out_edges(k, keys=True, data=True) if direction != "in" else (),
-                        g.in_edges(k, keys=True, data=True) if direction != "out" else (),
-                    )
-                    for s, d, t, data in steps:
-                        if t not in types:
-                            continue
-                        other = d if s == k else s
-                        if other not in seen_set:
-                            if len(seen) >= limit:
-                                break
-                            seen_set.add(other)
-                            seen.append(other)
-                            nxt.append(other)
-                        edges[(s, t, d)] = data
-                frontier = nxt
-                if not frontier:
-                    break
             out_edges = [
                 _edge_of(s, t, d, data)
                 for (s, t, d), data in edges.items()

@@ -100,6 +100,15 @@ def _encode_edge_props(props: dict[str, Any]) -> str:
     )
 
 
+def _edge_data(etype: str, props_s: str) -> dict[str, Any]:
+    """An in-memory edge's data dict from its stored row. Most stored edges (NEXT) carry
+    no properties: no JSON to decode, and their type's one shared dict (an edge whose
+    properties change is given a dict of its own, the shared one is never edited)."""
+    if props_s == "{}" and etype in _SHARED_EDGE_DATA:
+        return _SHARED_EDGE_DATA[etype]
+    return {**_decode_edge_props(props_s), "type": etype}
+
+
 def _decode_edge_props(text: str) -> dict[str, Any]:
     raw = json.loads(text)
     return {
@@ -457,10 +466,7 @@ class EmbeddedJournal(EmbeddedGraph):
             if src not in node_attrs or dst not in node_attrs:
                 dangling += 1  # never invent a node without properties for such an edge
                 continue
-            # most stored edges (NEXT) carry no properties: no JSON to decode
-            data = {"type": etype} if props_s == "{}" else {**_decode_edge_props(props_s)}
-            data["type"] = etype
-            _link(succ, pred, src, dst, etype, data)
+            _link(succ, pred, src, dst, etype, _edge_data(etype, props_s))
         if dangling:
             log.warning("ignored %d stored edges whose endpoints are missing", dangling)
         vindex = VectorIndex(self._dim) if self._dim else None
@@ -691,9 +697,7 @@ class EmbeddedJournal(EmbeddedGraph):
                 "SELECT src, type, dst, props FROM edges WHERE src = ? OR dst = ?", (key, key)
             ):
                 if src in nodes and dst in nodes and etype not in succ[src].get(dst, ()):
-                    _link(
-                        succ, pred, src, dst, etype, {**_decode_edge_props(props_s), "type": etype}
-                    )
+                    _link(succ, pred, src, dst, etype, _edge_data(etype, props_s))
         self._df_cache = {}
         self._df_cache_n = len(self._by_label.get(NodeLabel.MEMORY, ()))
 

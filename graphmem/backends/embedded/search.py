@@ -4,14 +4,14 @@ cosine search over the vector index, the filter applied before the top-k cut."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import cast
 
 import numpy as np
 
 from graphmem.backends.embedded.journal import EmbeddedJournal
 from graphmem.errors import DimensionMismatch, InvalidInput, QueryFailed
-from graphmem.models import Hit, Memory, NodeLabel, TextQuery, VectorQuery
+from graphmem.models import EdgeType, Filter, Hit, Memory, NodeLabel, TextQuery, VectorQuery
 from graphmem.text import query_terms
 
 
@@ -30,6 +30,17 @@ _COMMON_SHARE = 0.05
 
 
 _COMMON_MIN = 1000
+
+
+#: a query term -> the index's stems of it (the store's tokenizer, as the temporary
+#: vocabulary table gives them): most queries repeat words, and asking SQLite takes
+#: three statements
+_STEMS: dict[str, list[str]] = {}
+_STEMS_MAX = 50_000
+
+
+def _by_stem(pair: tuple[int, str]) -> tuple[str, int]:
+    return pair[1], pair[0]
 
 
 class EmbeddedSearch(EmbeddedJournal):
@@ -80,20 +91,30 @@ class EmbeddedSearch(EmbeddedJournal):
         """Hits without validating them again: ``Hit(node=...)`` would re-run the memory's
         model validators (about 20 µs a hit; ~100 hits per recall) on a node just built
         from validated state."""
-        make = Hit.model_construct
+        make = Hit.trusted
         node = self._node
-        return [make(node=cast(Memory, node(k, vector=vectors)), score=float(s)) for k, s in found]
+        return [make(cast(Memory, node(k, vector=vectors)), float(s)) for k, s in found]
 
     def _selective_terms(self, terms: list[str]) -> list[str]:
         """The query terms worth matching: present in the index and not near-ubiquitous
         (see _COMMON_SHARE); when every term is common, the two rarest."""
         db = self._db
         try:
-            db.executemany(
-                "INSERT INTO temp.query_tokens(rowid, t) VALUES (?, ?)", list(enumerate(terms))
-            )
-            stems = db.execute("SELECT doc, term FROM temp.query_tokens_vocab").fetchall()
-            db.execute("DELETE FROM temp.query_tokens")
+            new = [t for t in dict.fromkeys(terms) if t not in _STEMS]
+            if new:
+                db.executemany(
+                    "INSERT INTO temp.query_tokens(rowid, t) VALUES (?, ?)", list(enumerate(new))
+                )
+                rows = db.execute("SELECT doc, term FROM temp.query_tokens_vocab").fetchall()
+                db.execute("DELETE FROM temp.query_tokens")
+                if len(_STEMS) > _STEMS_MAX:
+                    _STEMS.clear()
+                stemmed: dict[str, list[str]] = {t: [] for t in new}
+                for d, stem in rows:
+                    stemmed[new[d]].append(stem)
+                _STEMS.update(stemmed)
+            # as the vocabulary table lists them: by stem, then by term
+            stems = sorted(((i, s) for i, t in enumerate(terms) for s in _STEMS[t]), key=_by_stem)
             # document frequencies only steer which terms to match, so a cached value is
             # good enough until the store has grown or shrunk by a tenth
             n_now = len(self._by_label.get(NodeLabel.MEMORY, ()))
@@ -140,16 +161,30 @@ class EmbeddedSearch(EmbeddedJournal):
                     f"query vector has {len(query.vector)} dimensions; "
                     f"this store uses {self._vindex.dim}"
                 )
-            ok = self._predicate(query.filter)
-            nodes = self._g.nodes
-            cand = self._candidates(query.filter)
+            allowed: Callable[[str], bool] | None
+            exact = self._indexed_matches(query.filter)
+            if exact is not None:
+                # the index buckets answer the whole filter: membership is a C call, and a
+                # filter every memory passes (recall's default, when nothing is forgotten)
+                # needs no check at all — the HNSW search visits ~400 nodes per query
+                every = len(exact) >= len(self._by_label.get(NodeLabel.MEMORY, ()))
+                cand: set[str] | None = None if every else exact
+                allowed = None if every else exact.__contains__
+            else:
+                ok = self._predicate(query.filter)
+                nodes = self._g.nodes
+                cand = self._candidates(query.filter)
+
+                def allowed(k: str) -> bool:
+                    return k in nodes and ok(nodes[k])
+
             if cand is not None and len(cand) > len(self._vindex) // 5:
                 cand = None  # broad filter: scan everything and check while taking top-k
             found = self._vindex.search(
                 np.asarray(query.vector, dtype=np.float32),
                 query.k,
                 candidates=cand,
-                allowed=lambda k: k in nodes and ok(nodes[k]),
+                allowed=allowed,
             )
             return self._hits(found, vectors)
 
@@ -178,3 +213,106 @@ class EmbeddedSearch(EmbeddedJournal):
                     for key, cos in self._vindex.cosines(keys, q).items():
                         similarities[key[7:]] = cos
         return lexical, found
+
+    def neighbours(
+        self,
+        seeds: Sequence[str],
+        flt: Filter,
+        *,
+        link_types: Sequence[EdgeType] = (EdgeType.NEXT, EdgeType.DERIVED_FROM),
+        tag_limit: int = 8,
+        entity_hub_limit: int = 0,
+        entity_limit: int = 8,
+        query_vector: Sequence[float] | None = None,
+        similarities: dict[str, float] | None = None,
+    ) -> list[tuple[str, str, Memory]]:
+        """Recall's graph expansion in process (the ``RecallNeighbours`` capability):
+        ``(seed id, via, memory)`` as the generic expansion over :meth:`expand` finds them,
+        in the same order, keeping only memories that match ``flt`` — so recall ranks
+        exactly as it does over ``expand``, without building a model for every node the
+        walk passes (seeds, tags, entities, neighbours outside the filter). The same
+        bounds: ``8 * len(seeds) + 16`` nodes over ``link_types``; ``len(tagged seeds) +
+        tag_limit`` nodes (tags included) two hops over TAGGED, each memory credited to the
+        best seed sharing a tag; with ``entity_hub_limit`` > 0, memories sharing an entity
+        mentioned by 2..``entity_hub_limit`` memories, rarest entity first, at most
+        ``entity_limit`` per seed. ``similarities``: as for :meth:`search_both`."""
+        if tag_limit < 0 or entity_hub_limit < 0 or entity_limit < 0:
+            raise InvalidInput("tag_limit, entity_hub_limit and entity_limit must be >= 0")
+        if not seeds:
+            return []
+        with self._fresh():
+            nodes = self._g._node
+            keys = ["Memory:" + i for i in dict.fromkeys(seeds)]
+            keys = [k for k in keys if k in nodes]
+            rank = {k: i for i, k in enumerate(keys)}
+            found: list[tuple[str, str, str]] = []  # (seed key, via, memory key)
+            types = {EdgeType(t).value for t in link_types}
+            if types:
+                seen, edges = self._walk(keys, types, "both", 1, len(keys) * 8 + 16)
+                mems = {k for k in seen if nodes[k].get("label") == "Memory"}
+                for s, t, d in edges:
+                    for a, b in ((s, d), (d, s)):
+                        if a in rank and b in mems:
+                            found.append((a, t, b))
+            if tag_limit > 0:
+                tagged = [k for k in keys if nodes[k].get("tags")]
+                if tagged:
+                    seen, _ = self._walk(tagged, {"TAGGED"}, "both", 2, len(tagged) + tag_limit)
+                    for k in seen:
+                        attrs = nodes[k]
+                        if attrs.get("label") != "Memory" or k in rank:
+                            continue
+                        tags = set(attrs.get("tags") or ())
+                        shared = [c for c in tagged if tags & set(nodes[c].get("tags") or ())]
+                        if shared:
+                            found.append((min(shared, key=rank.__getitem__), "tag", k))
+            if entity_hub_limit > 0:
+                found += self._entity_neighbours(keys, rank, entity_hub_limit, entity_limit)
+            ok = self._predicate(flt)
+            passing = {b for _a, _v, b in found if ok(nodes[b])}
+            lean = similarities is not None
+            built = {b: cast(Memory, self._node(b, vector=not lean)) for b in passing}
+            if similarities is not None and query_vector is not None and self._vindex:
+                for key, cos in self._vindex.cosines(built, query_vector).items():
+                    similarities[key[7:]] = cos
+            return [(a[7:], via, built[b]) for a, via, b in found if b in passing]
+
+    def _entity_neighbours(
+        self, keys: list[str], rank: dict[str, int], hub_limit: int, per_seed: int
+    ) -> list[tuple[str, str, str]]:
+        """``(seed key, "entity:<name>", memory key)`` of memories sharing a rare entity with
+        the seeds, as the knowledge layer's ``shared_entity_neighbours`` finds them over
+        :meth:`expand` (the same bounds, order and credit), best seed first."""
+        nodes = self._g._node
+        seen, edges = self._walk(keys, {"MENTIONS"}, "out", 1, len(keys) * 32 + 1)
+        ents = {
+            k: nodes[k]
+            for k in seen
+            if nodes[k].get("label") == "Entity"
+            and 1 < nodes[k].get("mention_count", 0) <= hub_limit
+        }
+        best: dict[str, str] = {}  # entity key -> its best seed
+        for s, _t, d in edges:
+            if d in ents and s in rank:
+                cur = best.get(d)
+                if cur is None or rank[s] < rank[cur]:
+                    best[d] = s
+        if not best:
+            return []
+        seen, edges = self._walk(list(best), {"MENTIONS"}, "in", 1, len(best) * (hub_limit + 1) + 1)
+        mems = {k for k in seen if nodes[k].get("label") == "Memory"}
+        out: dict[str, tuple[str, str, str]] = {}
+        taken: dict[str, int] = {}
+        # rarest entity first, so a memory is credited to the most specific link
+        far = 1 << 30
+        for s, _t, d in sorted(
+            edges, key=lambda e: ents[e[2]]["mention_count"] if e[2] in ents else far
+        ):
+            if s not in mems or d not in ents or s in rank or s in out:
+                continue
+            seed = best[d]
+            if taken.get(seed, 0) >= per_seed:
+                continue
+            taken[seed] = taken.get(seed, 0) + 1
+            out[s] = (seed, "entity:" + ents[d]["name"], s)
+        return sorted(out.values(), key=lambda f: rank[f[0]])

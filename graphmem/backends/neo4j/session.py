@@ -55,8 +55,17 @@ _BACKEND_OPTIONS = (
     "vector_overfetch",
     "touch_flush_s",
     "touch_flush_rows",
+    "fulltext_refresh",
     "driver",
 )
+
+
+FULLTEXT_REFRESH = ("commit", "background")
+"""When the full-text index takes a write: ``commit`` (in the write's commit, so every
+handle's lexical search finds a memory once ``remember`` returns) or ``background`` (behind
+it: a write commits without waiting for Lucene, the handle that wrote waits for the index
+before its next lexical search, and other handles may miss a write for a moment). Applies
+when the index is made; an existing index keeps how it was made."""
 
 
 DRIVER_OPTIONS = frozenset(
@@ -110,6 +119,7 @@ class Neo4jSession:
         vector_overfetch: int = 2,
         touch_flush_s: float = 5.0,
         touch_flush_rows: int = 1000,
+        fulltext_refresh: str = "commit",
         driver: Any = None,
         **driver_options: Any,
     ) -> None:
@@ -166,6 +176,12 @@ class Neo4jSession:
                 "batch_rows, index_timeout_s, connect_timeout_s and "
                 "vector_overfetch must be positive"
             )
+        if fulltext_refresh not in FULLTEXT_REFRESH:
+            raise InvalidInput(
+                f"fulltext_refresh must be one of {', '.join(FULLTEXT_REFRESH)}, "
+                f"got {fulltext_refresh!r}"
+            )
+        self._fulltext_refresh = fulltext_refresh
         self._batch_rows = int(batch_rows)
         self._exact_search_max = int(exact_search_max)
         self._index_timeout_s = int(index_timeout_s)
@@ -186,6 +202,10 @@ class Neo4jSession:
         self._lock = threading.RLock()
         self._schema_ready = False
         self._dim: int | None = None
+        # the full-text index is updated behind commits (as the server reports it), and
+        # this handle wrote memories it has not yet waited for there
+        self._fulltext_eventual = False
+        self._fulltext_behind = False
         self._server_version: str | None = None
         self._closed = False
         # deferred touches: memory id -> [accesses, latest access time]
