@@ -129,9 +129,13 @@ class RecallConfig(BaseModel):
     #: question that asks for a list ("What activities does Melanie partake in?") about a
     #: name common among its vector hits, the topic search's hits that the person opens
     #: (their own turns: "Melanie: I'm off to go swimming"), fused by rank with this weight
-    #: x the best of them's cosine / the best hit's; 0: off. It costs nothing beyond the
-    #: topic search, which it runs when the topic channel is off.
-    subject_weight: float = Field(default=0.0, ge=0.0)
+    #: x the best of them's cosine / the best hit's; 0: off. Its cost, for list questions
+    #: only, is the topic search (one query embedding, one vector search; shared with the
+    #: topic channel when both are on). 1.0 (chosen on LoCoMo conv-26/30/41): multi-hop
+    #: R@10 +3.6 there and +2.8 on conv-42/43 (45.0), the only setting measured that
+    #: holds there; it costs adversarial -2.4 on conv-42/43 (about 3 questions) and, for
+    #: list questions only, ~12 ms a recall (benchmarks/RESULTS.md)
+    subject_weight: float = Field(default=1.0, ge=0.0)
 
     @property
     def strategy(self) -> Scoring:

@@ -23,7 +23,7 @@ from graphmem.backends.base import Expect, VectorQueue, WriteBatch
 from graphmem.backends.neo4j import Neo4jBackend, compose
 from graphmem.backends.neo4j.queries import strip_literals
 from graphmem.config import RecallConfig
-from graphmem.errors import BackendUnavailable, Conflict, InvalidInput
+from graphmem.errors import BackendUnavailable, Conflict, InvalidInput, QueryFailed
 from graphmem.memory import GraphMemory
 from graphmem.models import (
     Edge,
@@ -37,7 +37,7 @@ from graphmem.models import (
     TextQuery,
     VectorQuery,
 )
-from tests.neo4j.fake_driver import SPEC, FakeDriver, guard_failure, schema_rows
+from tests.neo4j.fake_driver import SPEC, FakeDriver, guard_failure, schema_rows, server_error
 
 
 def _put(backend: Any, nodes: Any) -> None:
@@ -645,8 +645,28 @@ def test_touch_is_deferred_and_rides_on_the_next_write(neo: Neo4jBackend, fake: 
     assert neo.pending_touches() == 0
 
 
+def test_a_retryable_failure_runs_the_transaction_again_within_retry_s(fake: FakeDriver) -> None:
+    """A deadlock the server broke (or a lost leader) is retried, the session closed between
+    attempts; the failed attempt was rolled back, the second committed."""
+    neo = _backend(fake, initial_retry_delay=0.001)
+    fake.recorder.reset()
+    fake.fail = server_error("Neo.TransientError.Transaction.DeadlockDetected", "deadlock")
+    neo.write(WriteBatch(nodes=[Run(id="r", agent_id="a", started_at=T0)]))
+    assert [t.outcome for t in fake.recorder.writes()] == ["rolled back", "committed"]
+    assert fake.recorder.events.count("session") == 2
+
+
+def test_a_retryable_failure_past_retry_s_is_reported_not_retried(fake: FakeDriver) -> None:
+    neo = _backend(fake, retry_s=0)
+    fake.recorder.reset()
+    fake.fail = server_error("Neo.TransientError.Transaction.DeadlockDetected", "deadlock")
+    with pytest.raises(QueryFailed, match="transient"):
+        neo.write(WriteBatch(nodes=[Run(id="r", agent_id="a", started_at=T0)]))
+    assert [t.outcome for t in fake.recorder.writes()] == ["rolled back"]
+
+
 def test_touches_survive_a_failed_write_and_are_written_at_close(fake: FakeDriver) -> None:
-    neo = _backend(fake, touch_flush_s=3600)
+    neo = _backend(fake, touch_flush_s=3600, retry_s=0)  # no second attempt
     neo.touch(["m1"], T0)
     fake.fail = neo4j.exceptions.ServiceUnavailable("gone")
     with pytest.raises(BackendUnavailable):

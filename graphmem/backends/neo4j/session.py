@@ -4,6 +4,7 @@ transactions, and driver errors translated into :mod:`graphmem.errors` at this b
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections import defaultdict
@@ -327,14 +328,59 @@ class Neo4jSession:
         )
 
     def _read(self, what: str, work: Callable[[Any], T]) -> T:
-        with self._translated(what), self._session(write=False) as session:
-            result: T = session.execute_read(work)
-            return result
+        return self._transact(what, work, write=False)
 
     def _write(self, what: str, work: Callable[[Any], T]) -> T:
-        with self._translated(what), self._session(write=True) as session:
-            result: T = session.execute_write(work)
-            return result
+        return self._transact(what, work, write=True)
+
+    def _transact(self, what: str, work: Callable[[Any], T], *, write: bool) -> T:
+        """Run ``work`` in one transaction, again while the driver calls the failure
+        retryable (a deadlock, a leader change), for up to ``retry_s`` in all.
+
+        Not the driver's ``execute_read``/``execute_write``: when the server fails a
+        statement, the driver resets the connection and returns it to the pool at once, and
+        those helpers' clean-up of a function that then raises still reads its socket to
+        see whether it is dead. Another thread may have taken the connection by then; the
+        stray read takes a byte of that thread's reply, which then never completes while the
+        server keeps its transaction and locks. Here the clean-up is the session's, which
+        knows whether it still holds the connection."""
+        from neo4j.exceptions import DriverError, Neo4jError
+
+        opts = self._driver_options
+        delay = float(opts.get("initial_retry_delay", 1.0))
+        factor = float(opts.get("retry_delay_multiplier", 2.0))
+        jitter = float(opts.get("retry_delay_jitter_factor", 0.2))
+        give_up: float | None = None
+        while True:
+            with self._translated(what):
+                try:
+                    return self._attempt(work, write)
+                except (DriverError, Neo4jError) as e:
+                    now = time.monotonic()
+                    if give_up is None:
+                        give_up = now + float(opts["max_transaction_retry_time"])
+                    if not e.is_retryable() or now >= give_up:
+                        raise
+                    log.info("%s: retrying a transaction in %.2fs (%s)", what, delay, _msg(e))
+            time.sleep(delay * random.uniform(1 - jitter, 1 + jitter))
+            delay *= factor
+
+    def _attempt(self, work: Callable[[Any], T], write: bool) -> T:
+        session = self._session(write)
+        try:
+            tx = session.begin_transaction()
+            result = work(tx)
+            tx.commit()
+        except BaseException:
+            # the session rolls back a transaction it still holds; one whose statement the
+            # server failed is rolled back there already, its connection back in the pool
+            try:
+                session.close()
+            except Exception as e:  # the first error is the one to report
+                log.debug("%r while closing the session of a failed transaction", e)
+            raise
+        session.close()
+        return result
 
     @staticmethod
     def _run(tx: Any, name: str, text: str, params: Mapping[str, Any]) -> Any:
