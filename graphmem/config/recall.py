@@ -129,8 +129,11 @@ class RecallConfig(BaseModel):
     #: question that asks for a list ("What activities does Melanie partake in?") about a
     #: name common among its vector hits, the topic search's hits that the person opens
     #: (their own turns: "Melanie: I'm off to go swimming"), fused by rank with this weight
-    #: x the best of them's cosine / the best hit's; 0: off. It costs nothing beyond the
-    #: topic search, which it runs when the topic channel is off.
+    #: x the best of them's cosine / the best hit's; 0: off. Its cost, for list questions
+    #: only, is the topic search (one query embedding, one vector search; shared with the
+    #: topic channel when both are on). Off by default: on LoCoMo dev (1.0, chosen on
+    #: conv-26/30/41) multi-hop R@10 +3.6 there and +2.8 on conv-42/43, but adversarial
+    #: -2.4 on conv-42/43 (benchmarks/RESULTS.md)
     subject_weight: float = Field(default=0.0, ge=0.0)
 
     @property

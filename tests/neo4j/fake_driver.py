@@ -1,8 +1,9 @@
 """A recording stand-in for the ``neo4j`` driver, for tests that need no server.
 
 It implements the part of the driver's API the backend uses (``Driver.session``,
-``Session.execute_read/execute_write/run``, ``ManagedTransaction.run``, ``Result.single/
-consume/fetch`` and iteration), with the real driver's method names and parameters (checked
+``Session.begin_transaction/close/run``, ``Transaction.run/commit/rollback/close``,
+``Result.single/consume/fetch`` and iteration; ``Session.execute_read/execute_write`` and
+``ManagedTransaction.run`` too), with the real driver's method names and parameters (checked
 against the installed ``neo4j`` package by ``test_the_fake_driver_has_the_real_api``). It
 evaluates no Cypher: every statement is recorded with its transaction, and answered by a
 responder from the statement's name (the ``// graphmem: <name>`` line the backend puts
@@ -111,7 +112,8 @@ def server_error(code: str, message: str) -> Exception:
     return Neo4jError._hydrate_neo4j(code=code, message=message)
 
 
-def _result_failed() -> Exception:
+def result_failed() -> Exception:
+    """The driver's report of a transaction whose statement failed earlier."""
     from neo4j.exceptions import ResultFailedError
 
     return ResultFailedError(
@@ -188,11 +190,6 @@ class FakeDriver:
         self.execute_query_bookmark_manager = object()
         self.closed = False
         self.fail: Exception | None = None  # raised by the next statement when set
-        #: act like the real driver when it rolls back a transaction whose statement
-        #: failed: its cleanup raises ``ResultFailedError`` (caused by the statement's
-        #: error) in place of what the transaction function raised (True: with that error
-        #: as the context, as the driver does; "bare": without it)
-        self.result_failed_on_rollback: bool | str = False
 
     def _answer(self, text: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         name = statement_name(text)
@@ -244,12 +241,61 @@ class FakeTransaction:
             raise
 
 
+class FakeExplicitTransaction(FakeTransaction):
+    """Stands in for ``neo4j.Transaction``. As with the real driver, a statement the server
+    fails ends the transaction there and hands its connection back to the pool: the session
+    lets go of it, and rolling it back or closing it after that is an error here (the real
+    driver would read a connection another thread may be using)."""
+
+    def __init__(self, driver: FakeDriver, index: int, session: FakeSession) -> None:
+        super().__init__(driver, index)
+        self._session = session
+        self._done = False
+
+    def _record(self) -> Transaction:
+        return self._driver.recorder.transactions[self._index]
+
+    def run(
+        self, query: str, parameters: dict[str, Any] | None = None, **kwparameters: Any
+    ) -> FakeResult:
+        assert not self._done and self.failed is None, "a statement after the end"
+        try:
+            return super().run(query, parameters, **kwparameters)
+        except Exception:
+            self._done = True
+            self._record().outcome = "rolled back"
+            self._session._tx = None
+            raise
+
+    def commit(self) -> None:
+        assert not self._done, "commit of an ended transaction"
+        self._done = True
+        self._record().outcome = "committed"
+        self._session._tx = None
+
+    def rollback(self) -> None:
+        assert self.failed is None, (
+            "rollback of a transaction whose statement failed: its connection is back in the pool"
+        )
+        if not self._done:
+            self._done = True
+            self._record().outcome = "rolled back"
+        self._session._tx = None
+
+    def close(self) -> None:
+        self.rollback()
+
+    def closed(self) -> bool:
+        return self._done
+
+
 class FakeSession:
     """Stands in for ``neo4j.Session``."""
 
     def __init__(self, driver: FakeDriver, config: dict[str, Any]) -> None:
         self._driver = driver
         self.config = config
+        self._tx: FakeExplicitTransaction | None = None  # held until it ends or fails
 
     def __enter__(self) -> FakeSession:
         return self
@@ -258,7 +304,10 @@ class FakeSession:
         self.close()
 
     def close(self) -> None:
-        pass
+        """Like the real session: roll back a transaction it still holds."""
+        if self._tx is not None and not self._tx.closed():
+            self._tx.rollback()
+        self._tx = None
 
     def _managed(
         self, mode: str, transaction_function: Callable[..., Any], *args: Any, **kwargs: Any
@@ -267,20 +316,22 @@ class FakeSession:
         rec.transactions.append(Transaction(mode))
         tx = rec.transactions[-1]
         handle = FakeTransaction(self._driver, len(rec.transactions) - 1)
-        mode_ = self._driver.result_failed_on_rollback
         try:
             out = transaction_function(handle, *args, **kwargs)
         except BaseException:
             tx.outcome = "rolled back"
-            if not mode_ or handle.failed is None:
-                raise
-            if mode_ != "bare":
-                raise _result_failed() from handle.failed
-        else:
-            tx.outcome = "committed"
-            return out
-        # "bare": the function's own error is not even the context
-        raise _result_failed() from handle.failed
+            raise
+        tx.outcome = "committed"
+        return out
+
+    def begin_transaction(
+        self, metadata: dict[str, Any] | None = None, timeout: float | None = None
+    ) -> FakeExplicitTransaction:
+        mode = self.config.get("default_access_mode", "WRITE")
+        rec = self._driver.recorder
+        rec.transactions.append(Transaction("read" if mode == "READ" else "write"))
+        self._tx = FakeExplicitTransaction(self._driver, len(rec.transactions) - 1, self)
+        return self._tx
 
     def execute_read(
         self, transaction_function: Callable[..., Any], *args: Any, **kwargs: Any
@@ -305,5 +356,6 @@ SPEC: tuple[tuple[type, str], ...] = (
     (FakeDriver, "Driver"),
     (FakeSession, "Session"),
     (FakeTransaction, "ManagedTransaction"),
+    (FakeExplicitTransaction, "Transaction"),
     (FakeResult, "Result"),
 )

@@ -371,3 +371,32 @@ def test_scoped_recall_vector_search_is_one_statement_and_its_db_hits_stay_bound
     _vector_store(neo, 2000, 8000)
     large = hits()
     assert large.total() <= 2 * small.total(), _where(small, large)
+
+
+def test_a_writer_finds_its_memories_at_once_in_an_eventual_full_text_index(
+    target: Neo4jTarget,
+) -> None:
+    """``fulltext_refresh="background"``: the full-text index is made eventually consistent
+    (the server updates it behind each commit), and the handle that wrote still finds
+    every memory lexically as soon as its write returns: its search first waits for the
+    index. 25 writes, each searched at once by its own word."""
+    drop = f"DROP INDEX {FULLTEXT_INDEX} IF EXISTS"
+    target.driver.execute_query(drop, database_=target.database)
+    try:
+        with target.backend(fulltext_refresh="background") as neo:
+            neo.ensure_schema()
+            records, _s, _k = target.driver.execute_query(
+                "SHOW INDEXES YIELD name, options WHERE name = $name RETURN options",
+                {"name": FULLTEXT_INDEX},
+                database_=target.database,
+            )
+            assert records[0]["options"]["indexConfig"]["fulltext.eventually_consistent"]
+            flt = Filter.for_memories()
+            for i in range(25):
+                word = f"zebra{i}x"
+                _put(neo, [Memory(content=f"a note about {word}", agent_id="a", created_at=T0)])
+                hits = neo.search_text(TextQuery(text=word, k=3, filter=flt))
+                assert [h.node.content for h in hits] == [f"a note about {word}"], i
+    finally:
+        # the next test's backend makes the index again, refreshed at commit
+        target.driver.execute_query(drop, database_=target.database)

@@ -1,9 +1,8 @@
 """Driver errors become typed graphmem errors, without a server: the recording driver
-(tests/neo4j/fake_driver.py) raises what the real one raises, including the driver's
-habit of replacing a failed transaction's error by ``ResultFailedError`` when it rolls the
-transaction back. A write that lost a race must come out as Conflict (which the callers
-retry), never as BackendError (which they pass on: an acknowledged write then goes
-missing). The live counterpart: tests/contract/test_log_keys.py on ``--backend neo4j``."""
+(tests/neo4j/fake_driver.py) raises what the real one raises. A write that lost a race must
+come out as Conflict (which the callers retry), never as BackendError (which they pass on:
+an acknowledged write then goes missing). The live counterparts:
+tests/contract/test_log_keys.py on ``--backend neo4j`` and tests/neo4j/test_neo4j_pool_live.py."""
 
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ from graphmem.backends.neo4j import Neo4jBackend
 from graphmem.errors import Conflict, QueryFailed
 from graphmem.memory import GraphMemory
 from graphmem.models import Payload
-from tests.neo4j.fake_driver import FakeDriver, guard_failure, server_error
+from tests.neo4j.fake_driver import FakeDriver, guard_failure, result_failed, server_error
 
 CONSTRAINT = "Neo.ClientError.Schema.ConstraintValidationFailed"
 
@@ -29,12 +28,23 @@ def _backend(driver: FakeDriver) -> Neo4jBackend:
     return b
 
 
-@pytest.fixture(params=[False, True, "bare"], ids=["plain", "result-failed", "bare"])
-def fake(request: pytest.FixtureRequest) -> FakeDriver:
-    """Both ways the real driver reports a failed statement of a transaction function."""
-    driver = FakeDriver()
-    driver.result_failed_on_rollback = request.param
-    return driver
+@pytest.fixture
+def fake() -> FakeDriver:
+    return FakeDriver()
+
+
+@pytest.mark.parametrize("carried", ["context", "cause"])
+def test_a_result_failed_error_is_judged_by_the_error_it_carries(carried: str) -> None:
+    """The driver can report a failed transaction as ``ResultFailedError`` with the real
+    failure as its context or cause: a lost race inside stays a Conflict."""
+    session = Neo4jBackend("bolt://127.0.0.1:7687", driver=FakeDriver())
+    with pytest.raises(Conflict, match="lost"), session._translated("write"):
+        try:
+            raise Conflict("lost the race")
+        except Conflict as e:
+            if carried == "cause":
+                raise result_failed() from e
+            raise result_failed()  # noqa: B904 - the driver's way: the failure as context
 
 
 def _payload(key: str, text: str) -> Payload:

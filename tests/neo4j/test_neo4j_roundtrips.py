@@ -23,7 +23,7 @@ from graphmem.backends.base import Expect, VectorQueue, WriteBatch
 from graphmem.backends.neo4j import Neo4jBackend, compose
 from graphmem.backends.neo4j.queries import strip_literals
 from graphmem.config import RecallConfig
-from graphmem.errors import BackendUnavailable, Conflict, InvalidInput
+from graphmem.errors import BackendUnavailable, Conflict, InvalidInput, QueryFailed
 from graphmem.memory import GraphMemory
 from graphmem.models import (
     Edge,
@@ -37,7 +37,7 @@ from graphmem.models import (
     TextQuery,
     VectorQuery,
 )
-from tests.neo4j.fake_driver import SPEC, FakeDriver, guard_failure, schema_rows
+from tests.neo4j.fake_driver import SPEC, FakeDriver, guard_failure, schema_rows, server_error
 
 
 def _put(backend: Any, nodes: Any) -> None:
@@ -113,6 +113,83 @@ def test_a_vector_index_without_quantization_where_the_server_has_the_option() -
         assert expected in fake.recorder.names()
         created = next(s for s in fake.recorder.statements if s.name == expected)
         assert ("quantization" in created.text) is (expected.endswith("_exact"))
+
+
+def _fulltext_rows(eventual: bool | None, dim: int | None = None) -> Any:
+    """A responder whose SHOW INDEXES has the full-text index refreshed behind commits
+    (True), at commit (False), or not at all (None: the first use makes it), and a vector
+    index of ``dim`` dimensions."""
+
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if name != "admin/show_indexes":
+            return None
+        rows = [r for r in schema_rows(dim)[name] if r["name"] != "memory_fulltext"]
+        if eventual is None:
+            return rows
+        config = {"fulltext.analyzer": "english", "fulltext.eventually_consistent": eventual}
+        return [
+            *rows,
+            {
+                "name": "memory_fulltext",
+                "type": "FULLTEXT",
+                "state": "ONLINE",
+                "options": {"indexConfig": config},
+            },
+        ]
+
+    return respond
+
+
+def test_an_eventual_full_text_index_is_made_only_when_asked() -> None:
+    for refresh, made in (
+        ("background", "schema/memory_fulltext_eventual"),
+        ("commit", "schema/memory_fulltext"),
+    ):
+        fake = FakeDriver(_fulltext_rows(None))
+        Neo4jBackend("bolt://127.0.0.1:7687", driver=fake, fulltext_refresh=refresh).ensure_schema()
+        names = fake.recorder.names()
+        created = [n for n in names if n.startswith("schema/memory_fulltext")]
+        assert created == [made], names
+        text = next(s.text for s in fake.recorder.statements if s.name == made)
+        assert ("eventually_consistent" in text) is (refresh == "background")
+    with pytest.raises(InvalidInput, match="fulltext_refresh"):
+        Neo4jBackend("bolt://127.0.0.1:7687", driver=FakeDriver(), fulltext_refresh="later")
+
+
+@pytest.mark.parametrize("refresh", ["commit", "background"])
+@pytest.mark.parametrize("eventual", [True, False])
+def test_a_handle_waits_for_an_eventual_full_text_index_after_its_own_writes_only(
+    refresh: str, eventual: bool
+) -> None:
+    """With the full-text index updated behind commits (as the server reports it, whatever
+    this handle asked), the first lexical search after a memory write waits for the index
+    in the same read transaction; the next one and a vector-only write do not. A store
+    whose index is updated at commit never waits."""
+    fake = FakeDriver(_fulltext_rows(eventual, dim=2), dim=2)
+    neo = _backend(fake, fulltext_refresh=refresh, touch_flush_s=3600)
+    flt = Filter.for_memories()
+
+    def searched() -> list[str]:
+        fake.recorder.reset()
+        neo.search_text(TextQuery(text="tea", k=5, filter=flt))
+        neo.search_both(
+            TextQuery(text="tea", k=5, filter=flt),
+            VectorQuery(vector=[1.0, 0.0], k=5, filter=flt),
+        )
+        return [n for n in fake.recorder.names() if "search" in n or "await" in n]
+
+    assert searched() == ["search/text (bounded)", "recall search"]
+    _put(neo, [Memory(id="m1", content="tea", created_at=T0)])
+    after = searched()
+    if eventual:
+        assert after == ["admin/await_fulltext", "search/text (bounded)", "recall search"]
+        reads = [t for t in fake.recorder.transactions if t.mode == "read"]
+        assert [s.name for s in reads[0].statements][:1] == ["admin/await_fulltext"]
+    else:
+        assert after == ["search/text (bounded)", "recall search"]
+    neo.write(WriteBatch(vectors={"m1": [1.0, 0.0]}))
+    assert searched() == ["search/text (bounded)", "recall search"]
+    neo.close()
 
 
 def test_a_store_with_the_content_only_full_text_index_moves_to_the_scoped_one() -> None:
@@ -568,8 +645,28 @@ def test_touch_is_deferred_and_rides_on_the_next_write(neo: Neo4jBackend, fake: 
     assert neo.pending_touches() == 0
 
 
+def test_a_retryable_failure_runs_the_transaction_again_within_retry_s(fake: FakeDriver) -> None:
+    """A deadlock the server broke (or a lost leader) is retried, the session closed between
+    attempts; the failed attempt was rolled back, the second committed."""
+    neo = _backend(fake, initial_retry_delay=0.001)
+    fake.recorder.reset()
+    fake.fail = server_error("Neo.TransientError.Transaction.DeadlockDetected", "deadlock")
+    neo.write(WriteBatch(nodes=[Run(id="r", agent_id="a", started_at=T0)]))
+    assert [t.outcome for t in fake.recorder.writes()] == ["rolled back", "committed"]
+    assert fake.recorder.events.count("session") == 2
+
+
+def test_a_retryable_failure_past_retry_s_is_reported_not_retried(fake: FakeDriver) -> None:
+    neo = _backend(fake, retry_s=0)
+    fake.recorder.reset()
+    fake.fail = server_error("Neo.TransientError.Transaction.DeadlockDetected", "deadlock")
+    with pytest.raises(QueryFailed, match="transient"):
+        neo.write(WriteBatch(nodes=[Run(id="r", agent_id="a", started_at=T0)]))
+    assert [t.outcome for t in fake.recorder.writes()] == ["rolled back"]
+
+
 def test_touches_survive_a_failed_write_and_are_written_at_close(fake: FakeDriver) -> None:
-    neo = _backend(fake, touch_flush_s=3600)
+    neo = _backend(fake, touch_flush_s=3600, retry_s=0)  # no second attempt
     neo.touch(["m1"], T0)
     fake.fail = neo4j.exceptions.ServiceUnavailable("gone")
     with pytest.raises(BackendUnavailable):

@@ -115,19 +115,24 @@ def test_eight_threads_updating_one_chain_leave_one_active_version(stores: Store
         m = mem.remember("counter 0")
         wins: list[str] = []
         conflicts = 0
+        errors: list[BaseException] = []
         lock = threading.Lock()
 
         def worker(n: int) -> None:
             nonlocal conflicts
-            for j in range(15):
-                try:
-                    cur = mem.get(m.id, current=True)
-                    new = mem.update(cur.id, f"counter {n}-{j}")
-                    with lock:
-                        wins.append(new.id)
-                except (Conflict, NotFound):
-                    with lock:
-                        conflicts += 1
+            try:
+                for j in range(15):
+                    try:
+                        cur = mem.get(m.id, current=True)
+                        new = mem.update(cur.id, f"counter {n}-{j}")
+                        with lock:
+                            wins.append(new.id)
+                    except (Conflict, NotFound):
+                        with lock:
+                            conflicts += 1
+            except BaseException as e:  # any other error fails the test below
+                with lock:
+                    errors.append(e)
 
         # daemon threads joined with a bound: a worker stuck in a driver call fails the
         # test with the count instead of blocking the run (and the interpreter's exit)
@@ -138,6 +143,7 @@ def test_eight_threads_updating_one_chain_leave_one_active_version(stores: Store
             t.join(timeout=240)
         stuck = sum(t.is_alive() for t in threads)
         assert not stuck, f"{stuck} of 8 workers never finished their 15 updates"
+        assert errors == []
         history = mem.history(m.id)
         assert len(_active(history)) == 1
         assert len(history) == len(wins) + 1  # every acknowledged version is in the chain

@@ -55,9 +55,12 @@ class Neo4jBackend(Neo4jWrites, Neo4jSearch):
     times k from the vector index and re-scores them exactly. ``touch_flush_s`` /
     ``touch_flush_rows``: recall's access records (``touch``) are kept in this process and
     written with the next write, at ``close()``, or once they are this old / this many
-    (``touch_flush_s=0``: written at once). ``driver``: an already made driver (the backend
-    will not close it). Other keywords must be ``neo4j`` driver options
-    (:data:`DRIVER_OPTIONS`).
+    (``touch_flush_s=0``: written at once). ``fulltext_refresh``: ``"commit"`` (a write
+    updates the full-text index in its commit) or ``"background"`` (behind it: this
+    handle's next lexical search waits for it, other handles may miss a write for a
+    moment; see :data:`~graphmem.backends.neo4j.session.FULLTEXT_REFRESH`). ``driver``: an
+    already made driver (the backend will not close it). Other keywords must be ``neo4j``
+    driver options (:data:`DRIVER_OPTIONS`).
     """
 
     name = "neo4j"

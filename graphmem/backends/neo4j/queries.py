@@ -32,6 +32,16 @@ online (by :data:`OLD_FULLTEXT_DROP`)."""
 OLD_FULLTEXT_DROP = "schema/memory_content_fulltext_drop"
 
 
+FULLTEXT_QUERY = "schema/memory_fulltext"
+
+
+FULLTEXT_EVENTUAL_QUERY = "schema/memory_fulltext_eventual"
+"""The same index updated behind each commit (the ``fulltext_refresh="background"`` option)."""
+
+
+Q_AWAIT_FULLTEXT = "admin/await_fulltext"
+
+
 VECTOR_INDEX = "memory_embedding_vector"
 
 
@@ -231,6 +241,8 @@ QUERY_NAMES: tuple[str, ...] = (
     VECTOR_INDEX_EXACT_QUERY,
     VECTOR_INDEX_DROP,
     OLD_FULLTEXT_DROP,
+    FULLTEXT_EVENTUAL_QUERY,
+    Q_AWAIT_FULLTEXT,
     Q_HUBS,
     Q_VECTORS,
     Q_MISSING_VECTORS,

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphmem.backends.neo4j.queries import (
+    FULLTEXT_EVENTUAL_QUERY,
+    FULLTEXT_INDEX,
+    FULLTEXT_QUERY,
     OLD_FULLTEXT_DROP,
     OLD_FULLTEXT_INDEX,
     Q_ANY_VECTOR,
@@ -94,8 +97,20 @@ class Neo4jSchema(Neo4jSession):
                 )
             existing = self._schema_names()
             missing = [q for q in SCHEMA_QUERIES if q.split("/", 1)[1] not in existing]
+            background = self._fulltext_refresh == "background"
             for name in missing:
-                self._execute(f"create {name}", name, *self._bind(name))
+                made = FULLTEXT_EVENTUAL_QUERY if name == FULLTEXT_QUERY and background else name
+                self._execute(f"create {name}", made, *self._bind(made))
+            if FULLTEXT_QUERY in missing:
+                self._fulltext_eventual = background
+            elif self._fulltext_eventual != background:
+                log.warning(
+                    "the full-text index %s is refreshed %s, not as fulltext_refresh=%r asks: "
+                    "an existing index keeps how it was made (drop it to make it again)",
+                    FULLTEXT_INDEX,
+                    "behind commits" if self._fulltext_eventual else "at commit",
+                    self._fulltext_refresh,
+                )
             if missing:
                 log.info("created %d schema objects; waiting for indexes", len(missing))
                 self._await_indexes()
@@ -114,6 +129,9 @@ class Neo4jSchema(Neo4jSession):
         indexes, constraints = self._read("show schema", work)
         self._dim = None
         for row in indexes:
+            if row["name"] == FULLTEXT_INDEX:
+                config = (row["options"] or {}).get("indexConfig") or {}
+                self._fulltext_eventual = bool(config.get("fulltext.eventually_consistent"))
             if row["name"] == VECTOR_INDEX:
                 config = (row["options"] or {}).get("indexConfig") or {}
                 dim = config.get("vector.dimensions")

@@ -20,6 +20,7 @@ from graphmem.backends.neo4j.filters import (
 from graphmem.backends.neo4j.queries import (
     FULLTEXT_FIELDS,
     FULLTEXT_INDEX,
+    Q_AWAIT_FULLTEXT,
     Q_SEARCH_VECTOR,
     VECTOR_INDEX,
 )
@@ -644,8 +645,36 @@ class Neo4jSearch(Neo4jSchema):
         text, params = compile_text_search(query.filter, lucene, query.k)
         name = "search/text (bounded)"
         self._ready()
-        rows = self._read("text search", lambda tx: list(self._run(tx, name, text, params)))
+        wait = self._fulltext_wait()
+
+        def work(tx: Any) -> list[Any]:
+            if wait:
+                self._run_file(tx, Q_AWAIT_FULLTEXT).consume()
+            return list(self._run(tx, name, text, params))
+
+        rows = self._waited_read("text search", work, wait)
         return [Hit(node=self._memory(r["props"]), score=float(r["score"])) for r in rows]
+
+    def _fulltext_wait(self) -> bool:
+        """Whether a lexical search must first wait for the full-text index: it is updated
+        behind commits and this handle wrote memories since it last waited (cleared here:
+        a write after this point marks it again, and its caller has not yet been told it
+        is written)."""
+        if not (self._fulltext_eventual and self._fulltext_behind):
+            return False
+        self._fulltext_behind = False
+        return True
+
+    def _waited_read(self, what: str, work: Any, waited: bool) -> list[Any]:
+        """:meth:`_read` of a lexical search; if it fails after taking the wait for the
+        full-text index (:meth:`_fulltext_wait`), the next search waits instead."""
+        try:
+            rows: list[Any] = self._read(what, work)
+        except BaseException:
+            if waited:
+                self._fulltext_behind = True
+            raise
+        return rows
 
     def _query_vector(self, query: VectorQuery) -> list[float] | None:
         """The query vector as sent, or None when nothing was ever embedded (no index)."""
@@ -760,7 +789,14 @@ class Neo4jSearch(Neo4jSchema):
             similarity_to=sim_to,
             exact=self._bulk is not None,
         )
-        rows = self._read("recall search", lambda tx: list(self._run(tx, "recall search", *stmt)))
+        wait = lucene is not None and self._fulltext_wait()
+
+        def work(tx: Any) -> list[Any]:
+            if wait:
+                self._run_file(tx, Q_AWAIT_FULLTEXT).consume()
+            return list(self._run(tx, "recall search", *stmt))
+
+        rows = self._waited_read("recall search", work, wait)
         lexical = [
             Hit(node=self._memory(r["props"]), score=float(r["score"]))
             for r in rows

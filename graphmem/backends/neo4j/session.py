@@ -4,6 +4,7 @@ transactions, and driver errors translated into :mod:`graphmem.errors` at this b
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections import defaultdict
@@ -54,8 +55,17 @@ _BACKEND_OPTIONS = (
     "vector_overfetch",
     "touch_flush_s",
     "touch_flush_rows",
+    "fulltext_refresh",
     "driver",
 )
+
+
+FULLTEXT_REFRESH = ("commit", "background")
+"""When the full-text index takes a write: ``commit`` (in the write's commit, so every
+handle's lexical search finds a memory once ``remember`` returns) or ``background`` (behind
+it: a write commits without waiting for Lucene, the handle that wrote waits for the index
+before its next lexical search, and other handles may miss a write for a moment). Applies
+when the index is made; an existing index keeps how it was made."""
 
 
 DRIVER_OPTIONS = frozenset(
@@ -109,6 +119,7 @@ class Neo4jSession:
         vector_overfetch: int = 2,
         touch_flush_s: float = 5.0,
         touch_flush_rows: int = 1000,
+        fulltext_refresh: str = "commit",
         driver: Any = None,
         **driver_options: Any,
     ) -> None:
@@ -165,6 +176,12 @@ class Neo4jSession:
                 "batch_rows, index_timeout_s, connect_timeout_s and "
                 "vector_overfetch must be positive"
             )
+        if fulltext_refresh not in FULLTEXT_REFRESH:
+            raise InvalidInput(
+                f"fulltext_refresh must be one of {', '.join(FULLTEXT_REFRESH)}, "
+                f"got {fulltext_refresh!r}"
+            )
+        self._fulltext_refresh = fulltext_refresh
         self._batch_rows = int(batch_rows)
         self._exact_search_max = int(exact_search_max)
         self._index_timeout_s = int(index_timeout_s)
@@ -185,6 +202,10 @@ class Neo4jSession:
         self._lock = threading.RLock()
         self._schema_ready = False
         self._dim: int | None = None
+        # the full-text index is updated behind commits (as the server reports it), and
+        # this handle wrote memories it has not yet waited for there
+        self._fulltext_eventual = False
+        self._fulltext_behind = False
         self._server_version: str | None = None
         self._closed = False
         # deferred touches: memory id -> [accesses, latest access time]
@@ -307,14 +328,59 @@ class Neo4jSession:
         )
 
     def _read(self, what: str, work: Callable[[Any], T]) -> T:
-        with self._translated(what), self._session(write=False) as session:
-            result: T = session.execute_read(work)
-            return result
+        return self._transact(what, work, write=False)
 
     def _write(self, what: str, work: Callable[[Any], T]) -> T:
-        with self._translated(what), self._session(write=True) as session:
-            result: T = session.execute_write(work)
-            return result
+        return self._transact(what, work, write=True)
+
+    def _transact(self, what: str, work: Callable[[Any], T], *, write: bool) -> T:
+        """Run ``work`` in one transaction, again while the driver calls the failure
+        retryable (a deadlock, a leader change), for up to ``retry_s`` in all.
+
+        Not the driver's ``execute_read``/``execute_write``: when the server fails a
+        statement, the driver resets the connection and returns it to the pool at once, and
+        those helpers' clean-up of a function that then raises still reads its socket to
+        see whether it is dead. Another thread may have taken the connection by then; the
+        stray read takes a byte of that thread's reply, which then never completes while the
+        server keeps its transaction and locks. Here the clean-up is the session's, which
+        knows whether it still holds the connection."""
+        from neo4j.exceptions import DriverError, Neo4jError
+
+        opts = self._driver_options
+        delay = float(opts.get("initial_retry_delay", 1.0))
+        factor = float(opts.get("retry_delay_multiplier", 2.0))
+        jitter = float(opts.get("retry_delay_jitter_factor", 0.2))
+        give_up: float | None = None
+        while True:
+            with self._translated(what):
+                try:
+                    return self._attempt(work, write)
+                except (DriverError, Neo4jError) as e:
+                    now = time.monotonic()
+                    if give_up is None:
+                        give_up = now + float(opts["max_transaction_retry_time"])
+                    if not e.is_retryable() or now >= give_up:
+                        raise
+                    log.info("%s: retrying a transaction in %.2fs (%s)", what, delay, _msg(e))
+            time.sleep(delay * random.uniform(1 - jitter, 1 + jitter))
+            delay *= factor
+
+    def _attempt(self, work: Callable[[Any], T], write: bool) -> T:
+        session = self._session(write)
+        try:
+            tx = session.begin_transaction()
+            result = work(tx)
+            tx.commit()
+        except BaseException:
+            # the session rolls back a transaction it still holds; one whose statement the
+            # server failed is rolled back there already, its connection back in the pool
+            try:
+                session.close()
+            except Exception as e:  # the first error is the one to report
+                log.debug("%r while closing the session of a failed transaction", e)
+            raise
+        session.close()
+        return result
 
     @staticmethod
     def _run(tx: Any, name: str, text: str, params: Mapping[str, Any]) -> Any:

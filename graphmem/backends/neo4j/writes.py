@@ -520,6 +520,10 @@ class Neo4jWrites(Neo4jSchema):
         except BaseException:
             self._restore_touches(touches)
             raise
+        if self._fulltext_eventual and any(
+            ref.label is NodeLabel.MEMORY for ref in (*written, *doomed)
+        ):
+            self._fulltext_behind = True  # the next lexical search waits for the index
         log.debug(
             "write: %d nodes, %d edges, %d deletes, %d preconditions in %d statements",
             len(nodes),
