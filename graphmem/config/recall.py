@@ -131,10 +131,11 @@ class RecallConfig(BaseModel):
     #: (their own turns: "Melanie: I'm off to go swimming"), fused by rank with this weight
     #: x the best of them's cosine / the best hit's; 0: off. Its cost, for list questions
     #: only, is the topic search (one query embedding, one vector search; shared with the
-    #: topic channel when both are on). Off by default: on LoCoMo dev (1.0, chosen on
-    #: conv-26/30/41) multi-hop R@10 +3.6 there and +2.8 on conv-42/43, but adversarial
-    #: -2.4 on conv-42/43 (benchmarks/RESULTS.md)
-    subject_weight: float = Field(default=0.0, ge=0.0)
+    #: topic channel when both are on). 1.0 (chosen on LoCoMo conv-26/30/41): multi-hop
+    #: R@10 +3.6 there and +2.8 on conv-42/43 (45.0), the only setting measured that
+    #: holds there; it costs adversarial -2.4 on conv-42/43 (about 3 questions) and, for
+    #: list questions only, ~12 ms a recall (benchmarks/RESULTS.md)
+    subject_weight: float = Field(default=1.0, ge=0.0)
 
     @property
     def strategy(self) -> Scoring:

@@ -400,3 +400,37 @@ def test_a_writer_finds_its_memories_at_once_in_an_eventual_full_text_index(
     finally:
         # the next test's backend makes the index again, refreshed at commit
         target.driver.execute_query(drop, database_=target.database)
+
+
+def test_a_large_scope_counted_from_its_index_reads_no_memory_of_it(
+    target: Neo4jTarget, neo: Neo4jBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent holding more memories than the exact-search threshold, with nothing else
+    in the filter: the count of its index entries shows it is large, so the statement
+    reads none of its memories (PROFILE: the seek of the scope read yields no row; a
+    filter on the count planned after the seek would read every entry of the scope to
+    reject it) and asks the vector index once, for enough neighbours."""
+    from graphmem.backends.neo4j.search import compile_recall_search
+
+    monkeypatch.setattr(neo4j_search, "VECTOR_SCOPE_EXACT", 20)
+    _vector_store(neo, 0, 2000)  # agent "rare": 80 memories, 4 times the threshold
+    q = [random.Random(4).uniform(-1, 1) for _ in range(8)]
+    flt = Filter.for_memories(agent_id="rare")
+    text, params = compile_recall_search(
+        flt, lucene=None, text_k=0, vector=q, vector_fetch=50, vector_k=10
+    )
+    with target.driver.session(database=target.database) as session:
+        plan = session.run("PROFILE " + text, params).consume().profile
+    seeks: list[int] = []
+
+    def walk(op: dict[str, Any]) -> None:
+        details = str((op.get("args") or {}).get("Details", ""))
+        if op.get("operatorType", "").startswith("NodeIndexSeek") and " n:Memory(" in details:
+            seeks.append(int(op.get("rows") or 0))
+        for child in op.get("children") or []:
+            walk(child)
+
+    walk(plan)
+    assert seeks == [0], seeks
+    _lex, near = neo.search_both(None, VectorQuery(vector=q, k=10, filter=flt))
+    assert len(near) == 10 and all(h.node.agent_id == "rare" for h in near)

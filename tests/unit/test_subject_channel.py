@@ -31,12 +31,12 @@ def test_a_list_question_reaches_what_the_person_said(stores: Stores) -> None:
     with stores.open("s1.db", embedder=NameHeavyEmbedder()) as mem:
         ids = _store(mem)
         q = "What activities does Melanie enjoy?"
-        off = mem.recall(q, agent_id="c", k=20)  # the default: off
+        off = mem.recall(q, agent_id="c", k=20, config=RecallConfig(subject_weight=0.0))
         ranked = [r.memory.id for r in off]
         # by the whole question the name decides: bare replies that name her come first
         assert ranked[0] != ids["hers"]
         assert all("subject_rank" not in r.breakdown for r in off)
-        got = mem.recall(q, agent_id="c", k=20, config=RecallConfig(subject_weight=1.0))
+        got = mem.recall(q, agent_id="c", k=20)  # the default: on
         ranked = [r.memory.id for r in got]
         assert ranked[0] == ids["hers"]
         by_id = {r.memory.id: r.breakdown for r in got}

@@ -82,11 +82,15 @@ def test_the_topic_query_finds_what_the_name_crowds_out(stores: Stores) -> None:
         q = "What activities does Melanie enjoy?"
         # by the whole question the name decides: a bare reply that names her ranks above
         # the answer, and the answer that names no one is below the floor
-        off = mem.recall(q, agent_id="c", k=20, config=RecallConfig(topic_weight=0.0))
+        off = mem.recall(
+            q, agent_id="c", k=20, config=RecallConfig(topic_weight=0.0, subject_weight=0.0)
+        )
         ranked = [r.memory.id for r in off]
         assert ranked[0] != told and told in ranked and unnamed not in ranked
         assert all("topic_rank" not in r.breakdown for r in off)
-        got = mem.recall(q, agent_id="c", k=20, config=RecallConfig(topic_weight=1.0))
+        got = mem.recall(
+            q, agent_id="c", k=20, config=RecallConfig(topic_weight=1.0, subject_weight=0.0)
+        )
         ranked = [r.memory.id for r in got]
         assert ranked[0] == told
         # the unnamed answer came by the topic channel, its cosine to the topic query

@@ -391,13 +391,14 @@ def _scope_start(flt: Filter) -> str:
     return "MATCH (n:Memory)"
 
 
-SCOPE_COUNT_MAX = 10_000
+SCOPE_COUNT_MAX = 50_000
 """The most index entries a scoped recall counts to size its first vector fetch (see
-:func:`_scope_count`): counting costs about 0.06 us per entry on the server, a vector
-neighbour about 9 us (100,000 memories, 384-d, load 4), so a count pays for a small
-share of the store, where sampling the share from a first fetch of a few dozen
-neighbours is noisy and an underestimate costs thousands of neighbours. A scope with more
-entries is sized by that sample instead."""
+:func:`_scope_count`). Measured at 100,000 memories (384-d, load 4-5): counting costs
+about 0.06 us per entry on the server, a vector neighbour about 9 us, and sizing by a
+sample instead (a first fetch of a few dozen neighbours, then a second by the share passing
+among them) costs that first fetch and, the sample being small, often twice the
+neighbours needed. So a count pays up to tens of thousands of entries (this cap: about 3
+ms); a scope with more is sized by the sample."""
 
 
 def _scope_count(flt: Filter) -> tuple[str, dict[str, Any]]:
@@ -493,7 +494,9 @@ def _scoped_vector_branch(flt: Filter, clauses: list[str], props: str, lean: boo
         f"WITH entries, total, {read} AS read\n"
         "CALL {\n"
         "  WITH read\n"
-        "  WITH read WHERE read\n"
+        # a row only when the scope is read (a WHERE on read would be planned after the
+        # seek below, which would then read every entry of the scope to reject it)
+        "  UNWIND CASE WHEN read THEN [1] ELSE [] END AS reading\n"
         f"  {_scope_start(flt)}\n"
         f"  WHERE {passing} AND n.embedding IS NOT NULL\n"
         "  WITH n LIMIT $vector_scope\n"
