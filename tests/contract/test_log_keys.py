@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from graphmem.backends.base import GraphBackend
 from graphmem.errors import InvalidInput
 from graphmem.memory import GraphMemory
+from tests.threads import run_threads
 
 
 def test_strings_hold_any_json_value(mem: GraphMemory) -> None:
@@ -83,11 +82,7 @@ def test_concurrent_writers_lose_nothing(mem: GraphMemory) -> None:
             log.sadd("all", f"{i}-{j}")
             log.hset("fields", f"{i}-{j}", j)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(work, [(i,) for i in range(8)])
     assert len(log.smembers("all")) == 40
     assert len(log.hkeys("fields")) == 40
 
@@ -98,22 +93,15 @@ def test_two_handles_with_four_threads_each_lose_nothing(
     """Writers of two handles (two file handles / two drivers) race on one key: a lost
     race is retried from a fresh read, so every acknowledged member and field is kept."""
     other = GraphMemory(twin, embedder=None, owns_backend=False)
-    errors: list[BaseException] = []
 
     def work(m: GraphMemory, i: int) -> None:
-        try:
-            for j in range(5):
-                m.log.sadd("all", f"{i}-{j}")
-                m.log.hset("fields", f"{i}-{j}", j)
-        except BaseException as e:  # reported by the assertion below
-            errors.append(e)
+        for j in range(5):
+            m.log.sadd("all", f"{i}-{j}")
+            m.log.hset("fields", f"{i}-{j}", j)
 
-    threads = [threading.Thread(target=work, args=(mem if i % 2 else other, i)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    other.close()
-    assert errors == []
+    try:
+        run_threads(work, [(mem if i % 2 else other, i) for i in range(8)])
+    finally:
+        other.close()
     assert mem.log.smembers("all") == {f"{i}-{j}" for i in range(8) for j in range(5)}
     assert len(mem.log.hkeys("fields")) == 40

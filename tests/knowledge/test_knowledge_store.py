@@ -15,6 +15,7 @@ from graphmem.models import EdgeType, Entity, EntityType, Filter, Memory, NodeLa
 from graphmem.writes import Writes
 from tests.conftest import Stores
 from tests.knowledge import indexed
+from tests.threads import run_threads
 
 T0 = datetime(2024, 5, 1, 12, tzinfo=UTC)
 
@@ -149,17 +150,12 @@ def test_export_import_keeps_entities_without_counting_twice(
 
 
 def test_concurrent_writers_count_every_mention(kmem: GraphMemory) -> None:
-    import threading
 
     def write(i: int) -> None:
         for j in range(10):
             kmem.remember(f"Jon: We loved Paris, visit {i}-{j}.", agent_id="a", created_at=T0)
 
-    threads = [threading.Thread(target=write, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(write, [(i,) for i in range(4)])
     ents = all_entities(kmem)
     assert ents["paris"].mention_count == 40
     assert ents["jon"].mention_count == 40

@@ -7,7 +7,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from graphmem.backends.base import WriteBatch
 from graphmem.backends.embedded import NetworkXBackend
 from graphmem.memory import GraphMemory
 from graphmem.models import EdgeType, NodeLabel, OrgFact
+from tests.threads import run_threads
 
 pytestmark = pytest.mark.embedded(
     "the embedded store's journal and file: kills, reopens, second processes"
@@ -112,26 +112,17 @@ def test_eight_threads_of_mixed_writes_and_reads_give_exact_counts(tmp_path: Pat
     mem = GraphMemory.open(str(tmp_path / "t.db"), embedder=None)
     mem.runs.start("shared", run_id="shared-run")
     per_thread = 150
-    errors: list[BaseException] = []
 
     def work(t: int) -> None:
-        try:
-            for i in range(per_thread):
-                m = mem.remember(f"thread {t} item {i}", agent_id=f"agent{t}", tags=[f"t{t}"])
-                assert mem.get(m.id).content == m.content
-                if i % 10 == 0:
-                    mem.runs.add_event("shared-run", "observation", f"thread {t} saw {i}")
-                    mem.recall(f"thread {t}", agent_id=f"agent{t}", k=3)
-                    mem.list(agent_id=f"agent{t}", limit=5)
-        except BaseException as e:  # pragma: no cover - surfaced below
-            errors.append(e)
+        for i in range(per_thread):
+            m = mem.remember(f"thread {t} item {i}", agent_id=f"agent{t}", tags=[f"t{t}"])
+            assert mem.get(m.id).content == m.content
+            if i % 10 == 0:
+                mem.runs.add_event("shared-run", "observation", f"thread {t} saw {i}")
+                mem.recall(f"thread {t}", agent_id=f"agent{t}", k=3)
+                mem.list(agent_id=f"agent{t}", limit=5)
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert not errors, errors
+    run_threads(work, [(t,) for t in range(8)])
     assert mem.count(category="semantic") == 8 * per_thread
     for t in range(8):
         assert mem.count(agent_id=f"agent{t}") == per_thread
