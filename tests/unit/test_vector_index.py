@@ -154,3 +154,28 @@ def test_a_stored_vector_is_the_models_tuple_and_hands_numpy_its_row() -> None:
     mem.__dict__["embedding"] = vec
     assert mem.model_dump()["embedding"] == (0.25, -1.5, 3.0)
     assert Memory.model_validate_json(mem.model_dump_json()).embedding == vec
+
+
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_an_adopted_matrix_grows_and_changes_like_a_copied_one(contiguous: bool) -> None:
+    """An empty index may keep the array it is given at an open as its matrix; later adds,
+    replacements and removals then behave as on an index that copied it."""
+    rng = np.random.default_rng(7)
+    keys = [f"k{i}" for i in range(200)]
+    mat = rng.standard_normal((200, 32 if contiguous else 64)).astype(np.float32)
+    given = mat if contiguous else mat[:, ::2]  # a strided view cannot be kept as it is
+    adopted, copied = VectorIndex(32), VectorIndex(32)
+    adopted.add(keys, given, adopt=True)
+    copied.add(keys, given.copy())
+    extra = rng.standard_normal((50, 32)).astype(np.float32)
+    for idx in (adopted, copied):
+        idx.add([f"n{i}" for i in range(50)], extra)  # grows past the adopted rows
+        idx.add(["k3"], extra[:1] * 2)  # replaces one
+        idx.remove(["k5"])
+    for _ in range(20):
+        q = rng.standard_normal(32).astype(np.float32)
+        got, want = adopted.search(q, 15), copied.search(q, 15)
+        assert [k for k, _ in got] == [k for k, _ in want]
+        # (a strided array's norms are summed in another order: the last bits may differ)
+        assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-6)
+    assert len(adopted) == len(copied) == 249

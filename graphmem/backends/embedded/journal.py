@@ -326,7 +326,7 @@ class EmbeddedJournal(EmbeddedGraph):
             index[(labels[lab_s], f)] = defaultdict(set, bucket)
         vindex = VectorIndex(self._dim) if self._dim else None
         if vindex is not None and saved.vec_keys:
-            vindex.add(saved.vec_keys, saved.vectors)
+            vindex.add(saved.vec_keys, saved.vectors, adopt=True)
         self._install(g, p["rid_of"], by_label, index, vindex)
 
     def _save_state(self) -> None:
@@ -479,7 +479,7 @@ class EmbeddedJournal(EmbeddedGraph):
                     keys.append(vkey)
                     vecs.append(np.frombuffer(blob, dtype=np.float32))
             if keys:
-                vindex.add(keys, np.vstack(vecs))
+                vindex.add(keys, np.vstack(vecs), adopt=True)
             del vecs
         self._install(g, rid_of, by_label, index, vindex)
 
