@@ -413,7 +413,7 @@ class Retriever:
         if self._neighbours is not None:
             scoped = set(fresh)  # the backend applied the filter inside its query
         else:
-            scoped = self._within(flt, fresh) if fresh else set()
+            scoped = within(self.backend, flt, fresh) if fresh else set()
         new_cands = []
         for i, (mem, rank, via) in found.items():
             c = cands.get(i)
@@ -443,7 +443,7 @@ class Retriever:
         """The entity channel (graphmem.knowledge.channel): memories mentioning the
         entities the query names, fused by rank like the other channels."""
         hits = entity_channel(self.backend, query, flt, qvec, k=fetch)
-        scoped = self._within(flt, [h.memory.id for h in hits]) if hits else set()
+        scoped = within(self.backend, flt, [h.memory.id for h in hits]) if hits else set()
         top = _fusion_top(cfg, lexical, vector)
         rank = 0
         for h in hits:
@@ -616,9 +616,6 @@ class Retriever:
             if when and (len(spans) > 1 or _DATE_TEXT_RE.search(c.memory.content)):
                 c.breakdown["when"] = 1.0
                 c.fused *= 1.0 + cfg.when_weight
-
-    def _within(self, flt: Filter, ids: list[str]) -> set[str]:
-        return within(self.backend, flt, ids)
 
     @staticmethod
     def _add_graph(c: _Cand, seed_rank: int, seed_fused: float, cfg: RecallConfig) -> None:

@@ -4,7 +4,7 @@ cosine search over the vector index, the filter applied before the top-k cut."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import cast
 
 import numpy as np
@@ -208,11 +208,18 @@ class EmbeddedSearch(EmbeddedJournal):
         if similarities is not None:
             q = query_vector if query_vector is not None else vector.vector if vector else None
             with self._fresh():
-                if q is not None and self._vindex is not None:
-                    keys = {"Memory:" + h.node.id for h in (*lexical, *found)}
-                    for key, cos in self._vindex.cosines(keys, q).items():
-                        similarities[key[7:]] = cos
+                keys = {"Memory:" + h.node.id for h in (*lexical, *found)}
+                self._cosines_into(similarities, keys, q)
         return lexical, found
+
+    def _cosines_into(
+        self, similarities: dict[str, float], keys: Collection[str], q: Sequence[float] | None
+    ) -> None:
+        """Each memory key's cosine to ``q`` from the vector index, into ``similarities``
+        by memory id (nothing without a query vector or an index)."""
+        if q is not None and self._vindex is not None:
+            for key, cos in self._vindex.cosines(keys, q).items():
+                similarities[key[7:]] = cos
 
     def neighbours(
         self,
@@ -255,7 +262,8 @@ class EmbeddedSearch(EmbeddedJournal):
                         if a in rank and b in mems:
                             found.append((a, t, b))
             if tag_limit > 0:
-                tagged = [k for k in keys if nodes[k].get("tags")]
+                seed_tags = {k: set(nodes[k]["tags"]) for k in keys if nodes[k].get("tags")}
+                tagged = list(seed_tags)
                 if tagged:
                     seen, _ = self._walk(tagged, {"TAGGED"}, "both", 2, len(tagged) + tag_limit)
                     for k in seen:
@@ -263,7 +271,7 @@ class EmbeddedSearch(EmbeddedJournal):
                         if attrs.get("label") != "Memory" or k in rank:
                             continue
                         tags = set(attrs.get("tags") or ())
-                        shared = [c for c in tagged if tags & set(nodes[c].get("tags") or ())]
+                        shared = [c for c in tagged if tags & seed_tags[c]]
                         if shared:
                             found.append((min(shared, key=rank.__getitem__), "tag", k))
             if entity_hub_limit > 0:
@@ -272,9 +280,8 @@ class EmbeddedSearch(EmbeddedJournal):
             passing = {b for _a, _v, b in found if ok(nodes[b])}
             lean = similarities is not None
             built = {b: cast(Memory, self._node(b, vector=not lean)) for b in passing}
-            if similarities is not None and query_vector is not None and self._vindex:
-                for key, cos in self._vindex.cosines(built, query_vector).items():
-                    similarities[key[7:]] = cos
+            if similarities is not None:
+                self._cosines_into(similarities, built, query_vector)
             return [(a[7:], via, built[b]) for a, via, b in found if b in passing]
 
     def _entity_neighbours(

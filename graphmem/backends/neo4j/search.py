@@ -648,14 +648,7 @@ class Neo4jSearch(Neo4jSchema):
         text, params = compile_text_search(query.filter, lucene, query.k)
         name = "search/text (bounded)"
         self._ready()
-        wait = self._fulltext_wait()
-
-        def work(tx: Any) -> list[Any]:
-            if wait:
-                self._run_file(tx, Q_AWAIT_FULLTEXT).consume()
-            return list(self._run(tx, name, text, params))
-
-        rows = self._waited_read("text search", work, wait)
+        rows = self._lexical_read("text search", name, text, params, self._fulltext_wait())
         return [Hit(node=self._memory(r["props"]), score=float(r["score"])) for r in rows]
 
     def _fulltext_wait(self) -> bool:
@@ -668,13 +661,22 @@ class Neo4jSearch(Neo4jSchema):
         self._fulltext_behind = False
         return True
 
-    def _waited_read(self, what: str, work: Any, waited: bool) -> list[Any]:
-        """:meth:`_read` of a lexical search; if it fails after taking the wait for the
-        full-text index (:meth:`_fulltext_wait`), the next search waits instead."""
+    def _lexical_read(
+        self, what: str, name: str, text: str, params: dict[str, Any], wait: bool
+    ) -> list[Any]:
+        """The rows of a statement with a lexical search, after waiting for the full-text
+        index when ``wait`` (from :meth:`_fulltext_wait`); if it fails after taking that
+        wait, the next search waits instead."""
+
+        def work(tx: Any) -> list[Any]:
+            if wait:
+                self._run_file(tx, Q_AWAIT_FULLTEXT).consume()
+            return list(self._run(tx, name, text, params))
+
         try:
             rows: list[Any] = self._read(what, work)
         except BaseException:
-            if waited:
+            if wait:
                 self._fulltext_behind = True
             raise
         return rows
@@ -793,13 +795,7 @@ class Neo4jSearch(Neo4jSchema):
             exact=self._bulk is not None,
         )
         wait = lucene is not None and self._fulltext_wait()
-
-        def work(tx: Any) -> list[Any]:
-            if wait:
-                self._run_file(tx, Q_AWAIT_FULLTEXT).consume()
-            return list(self._run(tx, "recall search", *stmt))
-
-        rows = self._waited_read("recall search", work, wait)
+        rows = self._lexical_read("recall search", "recall search", *stmt, wait)
         lexical = [
             Hit(node=self._memory(r["props"]), score=float(r["score"]))
             for r in rows
