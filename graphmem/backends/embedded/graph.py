@@ -111,6 +111,10 @@ def _count_access(attrs: dict[str, Any], n: int, at: datetime) -> None:
     attrs["last_accessed"] = at if last is None or last < at else last
 
 
+#: STRUCTURAL as (label, edge type) text pairs, as the in-memory graph holds them
+_STRUCTURAL_TEXT = frozenset((str(label), str(etype)) for label, etype in STRUCTURAL)
+
+
 _MODELS: dict[str, type[GraphNode]] = {lab.value: node_model(lab) for lab in NodeLabel}
 
 
@@ -204,13 +208,15 @@ class EmbeddedGraph:
             del self._key_of[rid]
 
     def _structural_edges_of(self, key: str) -> list[tuple[str, str, str]]:
-        if key not in self._g:
+        attrs = self._g._node.get(key)
+        if attrs is None:
             return []
-        label = NodeLabel(self._g.nodes[key]["label"])
+        label = attrs["label"]
         return [
             (key, dst, etype)
-            for _s, dst, etype in self._g.out_edges(key, keys=True)
-            if (label, EdgeType(etype)) in STRUCTURAL
+            for dst, keyed in self._g._succ[key].items()
+            for etype in keyed
+            if (label, etype) in _STRUCTURAL_TEXT
         ]
 
     def _forget_key(self, key: str) -> None:
