@@ -124,7 +124,9 @@ class NetworkXBackend(EmbeddedSearch):
             raise InvalidInput("one write cannot both upsert and delete the same node")
         if not batch and not batch.expect:
             return 0
-        dims = {len(vec) for n in nodes if (vec := getattr(n, "embedding", None))}
+        # from the instance dict: getattr on a node without the field (a Run) goes through
+        # pydantic's __getattr__ and an AttributeError, per node of the batch
+        dims = {len(vec) for n in nodes if (vec := n.__dict__.get("embedding"))}
         dims.update(len(v) for v in batch.vectors.values())
         if len(dims) > 1:
             raise DimensionMismatch(f"embeddings of different dimensions in one batch: {dims}")
