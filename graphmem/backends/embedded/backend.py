@@ -216,11 +216,11 @@ class NetworkXBackend(EmbeddedSearch):
         while queue:  # auto-created endpoints (a Run) may need endpoints of their own
             key = queue.pop()
             label, _ident, props, _vec = node_rows[key]
-            implied = struct[key] = []
-            for etype, tlabel, tid, defaults in structural_targets(label, props):
+            pairs = struct[key] = []
+            for stype, tlabel, tid, defaults in structural_targets(label, props):
                 tkey = tlabel + ":" + tid
                 # str(member): its text, without the slow ``.value`` descriptor (per memory)
-                implied.append((str(etype), tkey))
+                pairs.append((str(stype), tkey))
                 if tkey not in node_rows and tkey not in rid_of and tkey not in auto:
                     target = node_model(tlabel)(id=tid, **defaults)
                     auto[tkey] = target
