@@ -164,11 +164,14 @@ class EmbeddedGraph:
         """A read-only live view of the in-memory graph (node keys are ``Label:id``)."""
         return self._g.as_networkx()
 
-    def _index_add(self, label: NodeLabel, key: str, props: dict[str, Any]) -> None:
-        _index_into(self._buckets[label], key, props)
-
     def _index_remove(self, label: NodeLabel, key: str, props: dict[str, Any]) -> None:
-        for f, bucket in self._buckets[label]:
+        self._index_remove_from(self._buckets[label], key, props)
+
+    @staticmethod
+    def _index_remove_from(
+        buckets: list[tuple[str, dict[Any, set[str]]]], key: str, props: dict[str, Any]
+    ) -> None:
+        for f, bucket in buckets:
             v = props.get(f)
             for item in v if isinstance(v, list) else [v]:
                 keys = bucket.get(item)
@@ -184,7 +187,11 @@ class EmbeddedGraph:
         g = self._g
         old = g._node.get(key)
         if old is not None:
-            self._index_remove(label, key, old)
+            # only the buckets of fields that changed (a run's count and last memory id
+            # change with every batch appended to it, its indexed fields do not)
+            moved = [(f, b) for f, b in self._buckets[label] if old.get(f) != attrs.get(f)]
+            if moved:
+                self._index_remove_from(moved, key, old)
             old.clear()
             old.update(attrs)
             attrs = old
@@ -192,13 +199,15 @@ class EmbeddedGraph:
             g._node[key] = attrs
             g._succ[key] = {}
             g._pred[key] = {}
+            moved = self._buckets[label]
         prev = self._rid_of.get(key)
         if prev is not None and prev != rid:
             self._drop_rid(prev, key)
         self._rid_of[key] = rid
         self._key_of[rid] = key
         self._by_label[label].add(key)
-        self._index_add(label, key, attrs)
+        if moved:
+            _index_into(moved, key, attrs)
 
     def _drop_rid(self, rid: int, key: str) -> None:
         """Forget that row ``rid`` holds ``key`` — unless another node holds it by now: a
