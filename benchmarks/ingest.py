@@ -58,17 +58,13 @@ class RawOnnx:
         self.inputs = {i.name for i in self.session.get_inputs()}
         self.tok = Tokenizer.from_file(str(tokenizer))
         self.tok.enable_truncation(max_length)
-        self.tok.no_padding()
+        self.tok.enable_padding()  # to the longest text of each batch
         self.threads = threads
 
     def _batch(self, texts: list[str]) -> np.ndarray:
         encs = self.tok.encode_batch(texts)
-        width = max(len(e.ids) for e in encs)
-        ids = np.zeros((len(encs), width), dtype=np.int64)
-        mask = np.zeros((len(encs), width), dtype=np.int64)
-        for i, e in enumerate(encs):
-            ids[i, : len(e.ids)] = e.ids
-            mask[i, : len(e.ids)] = 1
+        ids = np.array([e.ids for e in encs], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encs], dtype=np.int64)
         feed = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self.inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
