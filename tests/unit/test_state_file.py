@@ -108,6 +108,45 @@ def test_reopen_reads_the_saved_state_and_it_equals_the_rows(tmp_path: Path) -> 
         assert hits and "topic 7" in hits[0].memory.content
 
 
+def _shared_values(b: NetworkXBackend) -> dict[str, bool]:
+    """For each repeated field of the memories, whether its values are shared: at most
+    two string objects per distinct value (the one read from a state file, the interned
+    one of later writes), not one per memory."""
+    objects: dict[str, set[int]] = {}
+    values: dict[str, set[str]] = {}
+    for attrs in b._g._node.values():
+        if attrs["label"] != "Memory":
+            continue
+        for f in ("label", "agent_id", "namespace", "run_id", "status", "tier", "visibility"):
+            if f in attrs:
+                objects.setdefault(f, set()).add(id(attrs[f]))
+                values.setdefault(f, set()).add(attrs[f])
+        for t in attrs.get("tags", ()):
+            objects.setdefault("tags", set()).add(id(t))
+            values.setdefault("tags", set()).add(t)
+    return {f: len(objects[f]) <= 2 * len(values[f]) for f in objects}
+
+
+def test_repeated_values_are_one_object_after_writes_and_either_open(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    _fill(path, 120)
+    shared = dict.fromkeys(("label", "agent_id", "namespace", "run_id", "status"), True)
+    shared |= dict.fromkeys(("tier", "visibility", "tags"), True)
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        mem.remember_many([{"content": f"more {i}", "agent_id": "a1"} for i in range(5)])
+        assert _shared_values(mem.backend) == shared  # type: ignore[arg-type]
+    used, _state, _rows = _open_both(path)
+    assert used
+    b = NetworkXBackend(path)
+    b._closed = True
+    assert _shared_values(b) == shared
+    os.remove(file_of(path))
+    b = NetworkXBackend(path)
+    b._closed = True
+    assert b._state_seq is None
+    assert _shared_values(b) == shared
+
+
 def test_below_the_threshold_no_state_is_written(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     with GraphMemory.open(str(path), embedder=None) as mem:
