@@ -314,6 +314,23 @@ def test_a_damaged_foreign_stale_or_planted_state_is_not_trusted(
     assert not (tmp_path / "pwned").exists()
 
 
+def test_a_state_of_the_older_format_is_ignored_with_its_reason_and_replaced(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "s.db"
+    _fill(path, 120)
+    state = file_of(path)
+    # format 1: the magic, the header's length and the header, then the body
+    head = b'{"format":1}'
+    state.write_bytes(b"GMSTATE\n" + len(head).to_bytes(4, "little") + head + b"body")
+    caplog.set_level(logging.INFO)
+    b = NetworkXBackend(path)
+    b.close()
+    assert "an older format (1)" in caplog.text
+    used, via_state, via_rows = _open_both(path)
+    assert used and via_state == via_rows
+
+
 def test_count_from_the_index_agrees_with_the_predicate(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     ids = _fill(path, 120)
