@@ -27,6 +27,7 @@ from graphmem.backends.embedded.adjacency import Adjacency
 from graphmem.backends.embedded.graph import (
     _INDEXED,
     _SHARED_EDGE_DATA,
+    Bucket,
     EmbeddedGraph,
     _count_access,
     _datetime_fields,
@@ -250,7 +251,7 @@ class EmbeddedJournal(EmbeddedGraph):
         g: Adjacency,
         rid_of: dict[str, int],
         by_label: dict[NodeLabel, set[str]],
-        index: dict[tuple[NodeLabel, str], dict[Any, set[str]]],
+        index: dict[tuple[NodeLabel, str], Bucket],
         vindex: VectorIndex | None,
     ) -> None:
         """Make a freshly read state this process's."""
@@ -321,11 +322,9 @@ class EmbeddedJournal(EmbeddedGraph):
         by_label: dict[NodeLabel, set[str]] = defaultdict(set)
         for lab_s, keys in p["by_label"].items():
             by_label[labels[lab_s]] = keys
-        index: dict[tuple[NodeLabel, str], dict[Any, set[str]]] = defaultdict(
-            lambda: defaultdict(set)
-        )
+        index: dict[tuple[NodeLabel, str], Bucket] = defaultdict(dict)
         for (lab_s, f), bucket in p["index"].items():
-            index[(labels[lab_s], f)] = defaultdict(set, bucket)
+            index[(labels[lab_s], f)] = bucket
         vindex = VectorIndex(self._dim) if self._dim else None
         if vindex is not None and saved.vec_keys:
             vindex.add(saved.vec_keys, saved.vectors, adopt=True)
@@ -359,9 +358,7 @@ class EmbeddedJournal(EmbeddedGraph):
                     "pred": g._pred,
                     "rid_of": self._rid_of,
                     "by_label": {lab.value: keys for lab, keys in self._by_label.items()},
-                    "index": {
-                        (lab.value, f): dict(bucket) for (lab, f), bucket in self._index.items()
-                    },
+                    "index": {(lab.value, f): bucket for (lab, f), bucket in self._index.items()},
                 }
                 vindex = self._vindex
                 keys, vectors = (
@@ -389,9 +386,7 @@ class EmbeddedJournal(EmbeddedGraph):
         rid_of: dict[str, int] = {}
         key_of: dict[int, str] = {}
         by_label: dict[NodeLabel, set[str]] = defaultdict(set)
-        index: dict[tuple[NodeLabel, str], dict[Any, set[str]]] = defaultdict(
-            lambda: defaultdict(set)
-        )
+        index: dict[tuple[NodeLabel, str], Bucket] = defaultdict(dict)
         # hot loop of every open: plain strings and dicts, networkx internals filled directly
         node_attrs: dict[str, dict[str, Any]] = g._node
         succ: dict[str, dict[str, dict[str, Any]]] = g._succ

@@ -43,7 +43,7 @@ __all__ = ["SavedState", "file_of", "load", "save"]
 
 log = logging.getLogger("graphmem.backends.embedded")
 
-FORMAT = 2
+FORMAT = 3  # 3: a value held by one node is indexed by its key, not a one-key set
 #: format 1 began with this magic and its header
 _MAGIC_1 = b"GMSTATE\n"
 _MAGIC = b"GMSTAT2\n"
