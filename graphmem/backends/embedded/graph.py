@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
+from sys import intern
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -46,6 +47,31 @@ _INDEXED: dict[NodeLabel, tuple[str, ...]] = {
     NodeLabel.LOG_ENTRY: ("agent_id", "run_id"),
     NodeLabel.ENTITY: ("norm", "audience", "agent_id", "namespace", "type"),
 }
+
+
+#: fields whose values repeat across nodes (a handful of agents, namespaces, statuses,
+#: runs, tags): each node holds the one interned string per value instead of its own copy,
+#: about 500 bytes a memory, and the state file (a pickle, which writes a shared object
+#: once) is smaller and reads back with fewer objects to make
+_SHARED_FIELDS: dict[str, tuple[str, ...]] = {
+    lab.value: (
+        "visibility",
+        *(f for f in _INDEXED.get(lab, ()) if f not in ("content_hash", "norm", "fact_id")),
+    )
+    for lab in NodeLabel
+}
+
+
+def _share_values(label: NodeLabel, attrs: dict[str, Any]) -> None:
+    """Replace the repeated string values of ``attrs`` (and of its tag list) by interned
+    ones, and its label by the label's own string (see ``_SHARED_FIELDS``)."""
+    attrs["label"] = label.value
+    for f in _SHARED_FIELDS[label.value]:
+        v = attrs.get(f)
+        if v.__class__ is str:
+            attrs[f] = intern(v)
+        elif v.__class__ is list:
+            attrs[f] = [intern(t) if t.__class__ is str else t for t in v]
 
 
 _DT_FIELDS: dict[NodeLabel, frozenset[str]] = {}
@@ -178,6 +204,7 @@ class EmbeddedGraph:
         edges are the caller's business). An existing attribute dict is updated in place:
         networkx views hold on to it."""
         g = self._g
+        _share_values(label, attrs)
         old = g._node.get(key)
         if old is not None:
             self._index_remove(label, key, old)
@@ -235,9 +262,7 @@ class EmbeddedGraph:
         vecs: list[tuple[float, ...]] = []
         succ, pred = g._succ, g._pred  # raw dicts: the API is slow here
         for key, (label, _ident, props, vec) in plan["nodes"].items():
-            attrs = dict(props)
-            attrs["label"] = str(label)
-            self._put_node(label, key, attrs, rids[key])
+            self._put_node(label, key, dict(props), rids[key])
             if vec is not None:
                 vec_keys.append(key)
                 vecs.append(vec)

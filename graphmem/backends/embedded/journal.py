@@ -30,7 +30,9 @@ from graphmem.backends.embedded.graph import (
     EmbeddedGraph,
     _count_access,
     _datetime_fields,
+    _index_into,
     _link,
+    _share_values,
 )
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.errors import BackendUnavailable, Conflict, DimensionMismatch, QueryFailed
@@ -401,7 +403,6 @@ class EmbeddedJournal(EmbeddedGraph):
         labels = {lab.value: lab for lab in NodeLabel}
         fromiso = datetime.fromisoformat
         loads = orjson.loads
-        intern = sys.intern
         # one datetime object per distinct text in a row (created_at, updated_at and
         # valid_from are mostly equal): fewer objects to make and to keep
         parsed: dict[str, datetime] = {}
@@ -417,26 +418,15 @@ class EmbeddedJournal(EmbeddedGraph):
                     props[f] = dt
             parsed.clear()
             key = label_s + ":" + ident
-            props["label"] = label_s
+            label = labels[label_s]
+            _share_values(label, props)
             node_attrs[key] = props
             succ[key] = {}
             pred[key] = {}
             rid_of[key] = rid
             key_of[rid] = key
-            by_label[labels[label_s]].add(key)
-            # indexed values repeat across nodes (agents, namespaces, statuses, runs, tags):
-            # each node shares one string object per value instead of its own copy
-            for f, bucket in indexed[label_s]:
-                v = props.get(f)
-                if v.__class__ is str:
-                    v = props[f] = intern(v)
-                    bucket[v].add(key)
-                elif v.__class__ is list:
-                    items = props[f] = [intern(t) if t.__class__ is str else t for t in v]
-                    for item in items:
-                        bucket[item].add(key)
-                else:
-                    bucket[v].add(key)
+            by_label[label].add(key)
+            _index_into(indexed[label_s], key, props)
         del rows
 
         # structural edges are a function of node properties, rebuilt here, never stored
