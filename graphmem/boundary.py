@@ -80,13 +80,15 @@ def _all_text_storable(value: Any) -> bool:
             items = node
         else:
             continue
+        inner: list[tuple[Any, int]] = []
         for item in items:
             if item.__class__ is str:  # most of a batch: checked here, not stacked
                 budget -= 1
                 if not _storable(item):
                     return False
             else:
-                stack.append((item, depth + 1))
+                inner.append((item, depth + 1))
+        stack.extend(reversed(inner))  # walked in their order: a batch from its start
     return True
 
 
