@@ -9,6 +9,7 @@ a choice is confirmed), ``all``.
 
     python benchmarks/locomo_splits.py a '{}' '{"context_weight": 0.25}' \\
         --embed-cache /tmp/minilm.npz
+    python benchmarks/locomo_splits.py b '{}' --embedder onnx:fp32  # fp32 query weights
 
 Prints R@5/10/25/50 and R@10 per category for each variant (a JSON object of RecallConfig
 fields), the load average at the end of each.
@@ -44,11 +45,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=locomo.DEFAULT_DATA)
     ap.add_argument("--embed-cache", type=Path, default=None)
     ap.add_argument("--knowledge", action="store_true")
+    ap.add_argument("--embedder", default="auto", help="as graphmem's embedder setting")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     convs = locomo.load(args.data)
     chosen = {"a": convs[:3], "b": convs[3:], "all": convs}[args.split]
-    embedder = make_embedder("auto")
+    embedder = make_embedder(args.embedder)
     if args.embed_cache is not None:
         embedder = locomo.DiskCachedEmbedder(embedder, args.embed_cache)
     mem = GraphMemory.open("memory://", embedder=embedder, knowledge=args.knowledge)

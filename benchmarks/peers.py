@@ -181,8 +181,8 @@ class System:
 class Graphmem(System):
     name = "graphmem"
 
-    #: int8 weights for the search queries only (stored vectors stay fp32)
-    query_quantize: Literal["none", "int8"] = "none"
+    #: the weights for search queries (None: graphmem's default, int8; stored vectors fp32)
+    query_quantize: Literal["none", "int8"] | None = None
 
     def __init__(self, folder: Path, model: Path, threads: int) -> None:
         from graphmem.embeddings import OnnxEmbedder
@@ -223,9 +223,9 @@ class Graphmem(System):
         self.mem.close()
 
 
-class GraphmemInt8Queries(Graphmem):
-    name = "graphmem, int8 queries"
-    query_quantize = "int8"
+class GraphmemFp32Queries(Graphmem):
+    name = "graphmem, fp32 queries"
+    query_quantize = "none"
 
 
 def _spacy_lemmatizer() -> tuple[Any, str]:
@@ -543,7 +543,7 @@ def main() -> None:
     items, queries = dataset(args.data or DEFAULT_DATA, args.turns, args.queries)
     candidates: dict[str, tuple[Callable[[Path, Path, int], System], tuple[str, ...]]] = {
         "graphmem": (Graphmem, ()),
-        "graphmem, int8 queries": (GraphmemInt8Queries, ()),
+        "graphmem, fp32 queries": (GraphmemFp32Queries, ()),
         "Mem0 OSS": (Mem0, ("mem0", "fastembed", "spacy")),
         "Chroma": (Chroma, ("chromadb",)),
     }

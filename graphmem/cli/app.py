@@ -46,7 +46,7 @@ EmbedOpt = Annotated[
     str | None,
     typer.Option(
         "--embedder",
-        help="auto | onnx | onnx:int8 | torch | none | hash | a "
+        help="auto | onnx | onnx:fp32 | onnx:int8 | torch | none | hash | a "
         "sentence-transformers model (default: settings, else auto).",
     ),
 ]

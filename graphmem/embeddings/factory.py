@@ -15,7 +15,12 @@ from graphmem.embeddings.base import (
     HashEmbedder,
     log,
 )
-from graphmem.embeddings.onnx import OnnxEmbedder, _onnx_export_available, onnx_runtime_available
+from graphmem.embeddings.onnx import (
+    OnnxEmbedder,
+    Quantize,
+    _onnx_export_available,
+    onnx_runtime_available,
+)
 from graphmem.embeddings.torch import (
     SentenceTransformerEmbedder,
     _sentence_transformers_available,
@@ -112,8 +117,9 @@ def make_embedder(spec: str | Embedder | None = "auto") -> Embedder | None:
       through sentence-transformers; the :class:`HashEmbedder` with a logged warning when
       neither (or the model package) is installed.
     - ``"bundled"`` / ``"all-MiniLM-L6-v2"``: the same choice, an error if the model is missing.
-    - ``"onnx"`` / ``"onnx:int8"``: the bundled model through ONNX Runtime (fp32 / int8).
-    - ``"onnx:int8-queries"``: fp32 stored vectors, int8 for search queries (faster recall).
+    - ``"onnx"``: the bundled model through ONNX Runtime, fp32 stored vectors and int8
+      weights for search queries (as ``"auto"`` picks it).
+    - ``"onnx:fp32"`` / ``"onnx:int8"``: the same with fp32 / int8 weights for both.
     - ``"torch"``: the bundled model through sentence-transformers and torch.
     - ``"hash"`` or ``"hash:<dim>"``: the dependency-free :class:`HashEmbedder`.
     - anything else: a sentence-transformers model name (already cached locally) or path.
@@ -146,12 +152,13 @@ def make_embedder(spec: str | Embedder | None = "auto") -> Embedder | None:
             raise ConfigError(f"bad hash embedder spec {spec!r}; use 'hash' or 'hash:<dim>'") from e
     if low in ("bundled", DEFAULT_MODEL.lower(), "sentence-transformers/all-minilm-l6-v2"):
         return _bundled_default(strict=True)
-    if low in ("onnx", "onnx:fp32", "onnx:int8", "onnx:int8-queries"):
+    if low in ("onnx", "onnx:fp32", "onnx:int8"):
         if not onnx_runtime_available():
             raise ConfigError(f"embedder {spec!r} needs onnxruntime and tokenizers")
-        if low == "onnx:int8-queries":
-            return OnnxEmbedder(query_quantize="int8")
-        return OnnxEmbedder(quantize="int8" if low.endswith("int8") else "none")
+        if low == "onnx":
+            return OnnxEmbedder()
+        weights: Quantize = "int8" if low == "onnx:int8" else "none"
+        return OnnxEmbedder(quantize=weights, query_quantize=weights)
     if not _sentence_transformers_available():
         raise ConfigError(f"embedder {spec!r} needs sentence-transformers, which is not installed")
     if low in ("torch", "sentence-transformers"):

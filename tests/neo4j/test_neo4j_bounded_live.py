@@ -15,10 +15,11 @@ import pytest
 
 from graphmem.backends.base import WriteBatch
 from graphmem.backends.neo4j import Neo4jBackend
+from graphmem.backends.neo4j import fulltext as neo4j_fulltext
 from graphmem.backends.neo4j import search as neo4j_search
 from graphmem.backends.neo4j.filters import compile_where
+from graphmem.backends.neo4j.fulltext import lucene_query
 from graphmem.backends.neo4j.queries import FULLTEXT_INDEX
-from graphmem.backends.neo4j.search import lucene_query
 from graphmem.models import Filter, Memory, TextQuery, VectorQuery
 from tests.neo4j_support import Neo4jTarget, neo4j_target
 
@@ -98,10 +99,10 @@ def test_the_bounded_text_search_equals_the_unbounded_one(
     inside the Lucene query (zero boost) neither drops a memory of the scope nor changes
     a score, whatever the analyzer makes of the scope's values."""
     _store(neo)
-    monkeypatch.setattr(neo4j_search, "LEXICAL_OVERFETCH", 1)
-    monkeypatch.setattr(neo4j_search, "LEXICAL_SCOPED_OVERFETCH", 1)
-    monkeypatch.setattr(neo4j_search, "LEXICAL_MIN_FETCH", first_tier)
-    monkeypatch.setattr(neo4j_search, "LEXICAL_TIER_GROWTH", 2)
+    monkeypatch.setattr(neo4j_fulltext, "LEXICAL_OVERFETCH", 1)
+    monkeypatch.setattr(neo4j_fulltext, "LEXICAL_SCOPED_OVERFETCH", 1)
+    monkeypatch.setattr(neo4j_fulltext, "LEXICAL_MIN_FETCH", first_tier)
+    monkeypatch.setattr(neo4j_fulltext, "LEXICAL_TIER_GROWTH", 2)
     filters = [
         Filter.for_memories(),
         Filter.for_memories(agent_id="a"),
@@ -132,9 +133,9 @@ def test_recall_search_uses_the_same_bounded_lexical_branch(
     target: Neo4jTarget, neo: Neo4jBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _store(neo)
-    monkeypatch.setattr(neo4j_search, "LEXICAL_OVERFETCH", 1)
-    monkeypatch.setattr(neo4j_search, "LEXICAL_SCOPED_OVERFETCH", 1)
-    monkeypatch.setattr(neo4j_search, "LEXICAL_MIN_FETCH", 10)
+    monkeypatch.setattr(neo4j_fulltext, "LEXICAL_OVERFETCH", 1)
+    monkeypatch.setattr(neo4j_fulltext, "LEXICAL_SCOPED_OVERFETCH", 1)
+    monkeypatch.setattr(neo4j_fulltext, "LEXICAL_MIN_FETCH", 10)
     for flt in (Filter.for_memories(), Filter.for_memories(agent_id="c")):
         lexical, vector = neo.search_both(TextQuery(text="tea milk", k=30, filter=flt), None)
         assert vector == []
@@ -266,7 +267,7 @@ def test_a_narrow_scope_is_searched_inside_the_full_text_index(
     ]
     assert len(answer) == 5 and answer == _unbounded(target, flt, "tea milk", 5)
     # the statement as it was: no scope in the Lucene query, the scoped over-fetch
-    monkeypatch.setattr(neo4j_search, "_index_scope", lambda flt: ([], False))
+    monkeypatch.setattr(neo4j_fulltext, "_index_scope", lambda flt: ([], False))
     unnamed = hits()
     assert 4 * scoped.total() <= unnamed.total(), _where(scoped, unnamed)
 

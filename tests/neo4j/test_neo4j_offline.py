@@ -19,12 +19,12 @@ from graphmem.backends.neo4j import (
     compile_vector_index_search,
     lucene_query,
 )
-from graphmem.backends.neo4j.queries import strip_literals
-from graphmem.backends.neo4j.search import (
+from graphmem.backends.neo4j.fulltext import (
     SCOPE_CLAUSE_MAX_VALUES,
     fulltext_query,
     lexical_fetches,
 )
+from graphmem.backends.neo4j.queries import strip_literals
 from graphmem.errors import BackendUnavailable, InvalidInput
 from graphmem.models import (
     Agent,

@@ -234,10 +234,14 @@ def test_int8_queries_search_the_full_precision_vectors(
 ) -> None:
     from graphmem.embeddings import QueryEmbedder
 
-    e = OnnxEmbedder(cache_dir=onnx_cache, query_quantize="int8")
-    fp32 = OnnxEmbedder(cache_dir=onnx_cache)
+    e = OnnxEmbedder(cache_dir=onnx_cache)  # the bundled model: int8 queries by default
+    assert e.query_quantize == "int8"
+    # the fixture's prepare() made the query weights too: a first search does not quantize
+    assert e.onnx_path.with_name("model-int8.onnx").is_file()
+    fp32 = OnnxEmbedder(cache_dir=onnx_cache, query_quantize="none")
     assert isinstance(e, QueryEmbedder) and e.name == fp32.name  # stored vectors unchanged
     np.testing.assert_array_equal(e.embed(SAMPLES), fp32.embed(SAMPLES))
+    np.testing.assert_array_equal(fp32.embed_query(SAMPLES[0]), fp32.embed([SAMPLES[0]])[0])
     q = e.embed_query(SAMPLES[0])
     assert q.shape == (384,) and q.dtype == np.float32
     assert abs(float(np.linalg.norm(q)) - 1.0) < 1e-5
@@ -253,6 +257,39 @@ def test_int8_queries_search_the_full_precision_vectors(
         assert calls == []  # the query went through embed_query, not embed
     with pytest.raises(ConfigError, match="query_quantize"):
         OnnxEmbedder(cache_dir=onnx_cache, query_quantize=cast(Any, "int4"))
+
+
+def test_the_embedder_settings_pick_the_query_weights(onnx_cache: Path) -> None:
+    for spec, stored, queries in (
+        ("onnx", "none", "int8"),
+        ("onnx:fp32", "none", "none"),
+        ("onnx:int8", "int8", "int8"),
+    ):
+        e = make_embedder(spec)
+        assert isinstance(e, OnnxEmbedder)
+        assert (e.quantize, e.query_quantize) == (stored, queries), spec
+
+
+def test_queries_keep_the_stored_weights_when_int8_cannot_be_made(
+    onnx_cache: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import shutil
+
+    e = OnnxEmbedder(cache_dir=tmp_path)
+    folder = e.onnx_path.parent
+    folder.mkdir(parents=True)
+    made = OnnxEmbedder(cache_dir=onnx_cache).onnx_path
+    for name in (made.name, made.name + ".data"):
+        shutil.copy(made.with_name(name), folder / name)
+    (folder / "model-int8.onnx").mkdir()  # where the int8 file would go: it cannot be written
+    fp32 = OnnxEmbedder(cache_dir=onnx_cache, query_quantize="none")
+    with caplog.at_level(logging.WARNING, logger="graphmem"):
+        q = e.embed_query(SAMPLES[0])
+        again = e.embed_query(SAMPLES[1])
+    np.testing.assert_array_equal(q, fp32.embed([SAMPLES[0]])[0])
+    np.testing.assert_array_equal(again, fp32.embed([SAMPLES[1]])[0])
+    assert e.query_quantize == "none"
+    assert len([m for m in caplog.messages if "query weights" in m]) == 1  # once, not per query
 
 
 def test_onnx_queries_do_not_import_torch(onnx_cache: Path) -> None:

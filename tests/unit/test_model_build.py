@@ -148,6 +148,8 @@ def test_cache_key_is_the_content_and_stale_copies_go(
     cache = tmp_path / "cache"
     ea, eb = OnnxEmbedder(a, cache_dir=cache), OnnxEmbedder(b, cache_dir=cache)
     assert ea.onnx_path == eb.onnx_path  # two installs, one cached file
+    # int8 query weights are the default only for the bundled model, whose quality was measured
+    assert (ea.quantize, ea.query_quantize) == ("none", "none")
     # a stale export of the same model (another digest) is removed when a new one is made
     stale = cache / "onnx" / "model-0123456789abcdef"
     stale.mkdir(parents=True)

@@ -108,6 +108,45 @@ def test_reopen_reads_the_saved_state_and_it_equals_the_rows(tmp_path: Path) -> 
         assert hits and "topic 7" in hits[0].memory.content
 
 
+def _shared_values(b: NetworkXBackend) -> dict[str, bool]:
+    """For each repeated field of the memories, whether its values are shared: at most
+    two string objects per distinct value (the one read from a state file, the interned
+    one of later writes), not one per memory."""
+    objects: dict[str, set[int]] = {}
+    values: dict[str, set[str]] = {}
+    for attrs in b._g._node.values():
+        if attrs["label"] != "Memory":
+            continue
+        for f in ("label", "agent_id", "namespace", "run_id", "status", "tier", "visibility"):
+            if f in attrs:
+                objects.setdefault(f, set()).add(id(attrs[f]))
+                values.setdefault(f, set()).add(attrs[f])
+        for t in attrs.get("tags", ()):
+            objects.setdefault("tags", set()).add(id(t))
+            values.setdefault("tags", set()).add(t)
+    return {f: len(objects[f]) <= 2 * len(values[f]) for f in objects}
+
+
+def test_repeated_values_are_one_object_after_writes_and_either_open(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    _fill(path, 120)
+    shared = dict.fromkeys(("label", "agent_id", "namespace", "run_id", "status"), True)
+    shared |= dict.fromkeys(("tier", "visibility", "tags"), True)
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        mem.remember_many([{"content": f"more {i}", "agent_id": "a1"} for i in range(5)])
+        assert _shared_values(mem.backend) == shared  # type: ignore[arg-type]
+    used, _state, _rows = _open_both(path)
+    assert used
+    b = NetworkXBackend(path)
+    b._closed = True
+    assert _shared_values(b) == shared
+    os.remove(file_of(path))
+    b = NetworkXBackend(path)
+    b._closed = True
+    assert b._state_seq is None
+    assert _shared_values(b) == shared
+
+
 def test_below_the_threshold_no_state_is_written(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     with GraphMemory.open(str(path), embedder=None) as mem:
@@ -273,6 +312,23 @@ def test_a_damaged_foreign_stale_or_planted_state_is_not_trusted(
     used, via_state, via_rows = _open_both(path)
     assert used and via_state == via_rows == rows  # replaced at close by a good one
     assert not (tmp_path / "pwned").exists()
+
+
+def test_a_state_of_the_older_format_is_ignored_with_its_reason_and_replaced(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "s.db"
+    _fill(path, 120)
+    state = file_of(path)
+    # format 1: the magic, the header's length and the header, then the body
+    head = b'{"format":1}'
+    state.write_bytes(b"GMSTATE\n" + len(head).to_bytes(4, "little") + head + b"body")
+    caplog.set_level(logging.INFO)
+    b = NetworkXBackend(path)
+    b.close()
+    assert "an older format (1)" in caplog.text
+    used, via_state, via_rows = _open_both(path)
+    assert used and via_state == via_rows
 
 
 def test_count_from_the_index_agrees_with_the_predicate(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
+from sys import intern
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -46,6 +47,31 @@ _INDEXED: dict[NodeLabel, tuple[str, ...]] = {
     NodeLabel.LOG_ENTRY: ("agent_id", "run_id"),
     NodeLabel.ENTITY: ("norm", "audience", "agent_id", "namespace", "type"),
 }
+
+
+#: fields whose values repeat across nodes (a handful of agents, namespaces, statuses,
+#: runs, tags): each node holds the one interned string per value instead of its own copy,
+#: about 500 bytes a memory, and the state file (a pickle, which writes a shared object
+#: once) is smaller and reads back with fewer objects to make
+_SHARED_FIELDS: dict[str, tuple[str, ...]] = {
+    lab.value: (
+        "visibility",
+        *(f for f in _INDEXED.get(lab, ()) if f not in ("content_hash", "norm", "fact_id")),
+    )
+    for lab in NodeLabel
+}
+
+
+def _share_values(label: NodeLabel, attrs: dict[str, Any]) -> None:
+    """Replace the repeated string values of ``attrs`` (and of its tag list) by interned
+    ones, and its label by the label's own string (see ``_SHARED_FIELDS``)."""
+    attrs["label"] = label.value
+    for f in _SHARED_FIELDS[label.value]:
+        v = attrs.get(f)
+        if v.__class__ is str:
+            attrs[f] = intern(v)
+        elif v.__class__ is list:
+            attrs[f] = [intern(t) if t.__class__ is str else t for t in v]
 
 
 _DT_FIELDS: dict[NodeLabel, frozenset[str]] = {}
@@ -90,18 +116,53 @@ def _link(
     succ[u][v] = pred[v][u] = new
 
 
-def _index_into(
-    buckets: list[tuple[str, dict[Any, set[str]]]], key: str, props: dict[str, Any]
-) -> None:
-    """Add a node key to the index buckets (defaultdicts) of its indexed fields; a list
-    value indexes each item, as for tags."""
+#: an index bucket: value -> the key of the one node holding it, or the set of keys of
+#: the two or more holding it. Most values of some fields are held by one node (every
+#: memory's ``content_hash``): a key instead of a one-key set is ~220 bytes and one
+#: tracked object fewer per memory (a set is never left with fewer than two keys)
+Bucket = dict[Any, "str | set[str]"]
+
+
+def _index_into(buckets: list[tuple[str, Bucket]], key: str, props: dict[str, Any]) -> None:
+    """Add a node key to the index buckets of its indexed fields; a list value indexes
+    each item, as for tags."""
     for f, bucket in buckets:
         v = props.get(f)
-        if v.__class__ is list:
-            for item in v:
-                bucket[item].add(key)
-        else:
-            bucket[v].add(key)
+        for item in v if v.__class__ is list else (v,):
+            held = bucket.get(item)
+            if held is None:
+                bucket[item] = key
+            elif held.__class__ is str:
+                if held != key:
+                    bucket[item] = {held, key}
+            else:
+                held.add(key)  # type: ignore[union-attr]
+
+
+def _index_out(buckets: list[tuple[str, Bucket]], key: str, props: dict[str, Any]) -> None:
+    """Remove a node key from the index buckets of its indexed fields (the reverse of
+    :func:`_index_into`)."""
+    for f, bucket in buckets:
+        v = props.get(f)
+        for item in v if isinstance(v, list) else (v,):
+            held = bucket.get(item)
+            if held is None:
+                continue
+            if held.__class__ is str:
+                if held == key:
+                    del bucket[item]
+                continue
+            held.discard(key)  # type: ignore[union-attr]
+            if len(held) == 1:
+                bucket[item] = next(iter(held))
+
+
+def _keys_of(bucket: Bucket, value: Any) -> set[str]:
+    """The keys of the nodes holding ``value`` (a set the caller may read, not change)."""
+    held = bucket.get(value)
+    if held is None:
+        return set()
+    return {held} if held.__class__ is str else held  # type: ignore[return-value]
 
 
 def _count_access(attrs: dict[str, Any], n: int, at: datetime) -> None:
@@ -109,6 +170,10 @@ def _count_access(attrs: dict[str, Any], n: int, at: datetime) -> None:
     attrs["access_count"] = int(attrs.get("access_count", 0)) + n
     last = attrs.get("last_accessed")
     attrs["last_accessed"] = at if last is None or last < at else last
+
+
+#: STRUCTURAL as (label, edge type) text pairs, as the in-memory graph holds them
+_STRUCTURAL_TEXT = frozenset((str(label), str(etype)) for label, etype in STRUCTURAL)
 
 
 _MODELS: dict[str, type[GraphNode]] = {lab.value: node_model(lab) for lab in NodeLabel}
@@ -149,8 +214,8 @@ class EmbeddedGraph:
     _rid_of: dict[str, int]
     _key_of: dict[int, str]
     _by_label: dict[NodeLabel, set[str]]
-    _index: dict[tuple[NodeLabel, str], dict[Any, set[str]]]
-    _buckets: dict[NodeLabel, list[tuple[str, dict[Any, set[str]]]]]
+    _index: dict[tuple[NodeLabel, str], Bucket]
+    _buckets: dict[NodeLabel, list[tuple[str, Bucket]]]
     _vindex: VectorIndex | None
     _unvectored: set[str]
     _pending_touch: dict[str, tuple[int, datetime]]
@@ -160,27 +225,22 @@ class EmbeddedGraph:
         """A read-only live view of the in-memory graph (node keys are ``Label:id``)."""
         return self._g.as_networkx()
 
-    def _index_add(self, label: NodeLabel, key: str, props: dict[str, Any]) -> None:
-        _index_into(self._buckets[label], key, props)
-
     def _index_remove(self, label: NodeLabel, key: str, props: dict[str, Any]) -> None:
-        for f, bucket in self._buckets[label]:
-            v = props.get(f)
-            for item in v if isinstance(v, list) else [v]:
-                keys = bucket.get(item)
-                if keys is not None:
-                    keys.discard(key)
-                    if not keys:
-                        del bucket[item]
+        _index_out(self._buckets[label], key, props)
 
     def _put_node(self, label: NodeLabel, key: str, attrs: dict[str, Any], rid: int) -> None:
         """Set a node's attributes in memory, with its index buckets and rid maps (its
         edges are the caller's business). An existing attribute dict is updated in place:
         networkx views hold on to it."""
         g = self._g
+        _share_values(label, attrs)
         old = g._node.get(key)
         if old is not None:
-            self._index_remove(label, key, old)
+            # only the buckets of fields that changed (a run's count and last memory id
+            # change with every batch appended to it, its indexed fields do not)
+            moved = [(f, b) for f, b in self._buckets[label] if old.get(f) != attrs.get(f)]
+            if moved:
+                _index_out(moved, key, old)
             old.clear()
             old.update(attrs)
             attrs = old
@@ -188,13 +248,15 @@ class EmbeddedGraph:
             g._node[key] = attrs
             g._succ[key] = {}
             g._pred[key] = {}
+            moved = self._buckets[label]
         prev = self._rid_of.get(key)
         if prev is not None and prev != rid:
             self._drop_rid(prev, key)
         self._rid_of[key] = rid
         self._key_of[rid] = key
         self._by_label[label].add(key)
-        self._index_add(label, key, attrs)
+        if moved:
+            _index_into(moved, key, attrs)
 
     def _drop_rid(self, rid: int, key: str) -> None:
         """Forget that row ``rid`` holds ``key`` — unless another node holds it by now: a
@@ -204,13 +266,15 @@ class EmbeddedGraph:
             del self._key_of[rid]
 
     def _structural_edges_of(self, key: str) -> list[tuple[str, str, str]]:
-        if key not in self._g:
+        attrs = self._g._node.get(key)
+        if attrs is None:
             return []
-        label = NodeLabel(self._g.nodes[key]["label"])
+        label = attrs["label"]
         return [
             (key, dst, etype)
-            for _s, dst, etype in self._g.out_edges(key, keys=True)
-            if (label, EdgeType(etype)) in STRUCTURAL
+            for dst, keyed in self._g._succ[key].items()
+            for etype in keyed
+            if (label, etype) in _STRUCTURAL_TEXT
         ]
 
     def _forget_key(self, key: str) -> None:
@@ -235,9 +299,7 @@ class EmbeddedGraph:
         vecs: list[tuple[float, ...]] = []
         succ, pred = g._succ, g._pred  # raw dicts: the API is slow here
         for key, (label, _ident, props, vec) in plan["nodes"].items():
-            attrs = dict(props)
-            attrs["label"] = str(label)
-            self._put_node(label, key, attrs, rids[key])
+            self._put_node(label, key, dict(props), rids[key])
             if vec is not None:
                 vec_keys.append(key)
                 vecs.append(vec)
@@ -336,17 +398,17 @@ class EmbeddedGraph:
         indexed = _INDEXED.get(label, ())
         for f, v in flt.equals.items():
             if f in indexed:
-                sets.append(self._index[(label, f)].get(v, set()))
+                sets.append(_keys_of(self._index[(label, f)], v))
         for f, vs in flt.any_of.items():
             if f in indexed:
                 bucket = self._index[(label, f)]
                 u: set[str] = set()
                 for v in vs:
-                    u |= bucket.get(v, set())
+                    u |= _keys_of(bucket, v)
                 sets.append(u)
         if flt.tags_all and "tags" in indexed:
             for t in flt.tags_all:
-                sets.append(self._index[(label, "tags")].get(t, set()))
+                sets.append(_keys_of(self._index[(label, "tags")], t))
         if not sets:
             return None
         sets.sort(key=len)

@@ -27,10 +27,13 @@ from graphmem.backends.embedded.adjacency import Adjacency
 from graphmem.backends.embedded.graph import (
     _INDEXED,
     _SHARED_EDGE_DATA,
+    Bucket,
     EmbeddedGraph,
     _count_access,
     _datetime_fields,
+    _index_into,
     _link,
+    _share_values,
 )
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.errors import BackendUnavailable, Conflict, DimensionMismatch, QueryFailed
@@ -248,7 +251,7 @@ class EmbeddedJournal(EmbeddedGraph):
         g: Adjacency,
         rid_of: dict[str, int],
         by_label: dict[NodeLabel, set[str]],
-        index: dict[tuple[NodeLabel, str], dict[Any, set[str]]],
+        index: dict[tuple[NodeLabel, str], Bucket],
         vindex: VectorIndex | None,
     ) -> None:
         """Make a freshly read state this process's."""
@@ -319,11 +322,9 @@ class EmbeddedJournal(EmbeddedGraph):
         by_label: dict[NodeLabel, set[str]] = defaultdict(set)
         for lab_s, keys in p["by_label"].items():
             by_label[labels[lab_s]] = keys
-        index: dict[tuple[NodeLabel, str], dict[Any, set[str]]] = defaultdict(
-            lambda: defaultdict(set)
-        )
+        index: dict[tuple[NodeLabel, str], Bucket] = defaultdict(dict)
         for (lab_s, f), bucket in p["index"].items():
-            index[(labels[lab_s], f)] = defaultdict(set, bucket)
+            index[(labels[lab_s], f)] = bucket
         vindex = VectorIndex(self._dim) if self._dim else None
         if vindex is not None and saved.vec_keys:
             vindex.add(saved.vec_keys, saved.vectors, adopt=True)
@@ -357,9 +358,7 @@ class EmbeddedJournal(EmbeddedGraph):
                     "pred": g._pred,
                     "rid_of": self._rid_of,
                     "by_label": {lab.value: keys for lab, keys in self._by_label.items()},
-                    "index": {
-                        (lab.value, f): dict(bucket) for (lab, f), bucket in self._index.items()
-                    },
+                    "index": {(lab.value, f): bucket for (lab, f), bucket in self._index.items()},
                 }
                 vindex = self._vindex
                 keys, vectors = (
@@ -387,9 +386,7 @@ class EmbeddedJournal(EmbeddedGraph):
         rid_of: dict[str, int] = {}
         key_of: dict[int, str] = {}
         by_label: dict[NodeLabel, set[str]] = defaultdict(set)
-        index: dict[tuple[NodeLabel, str], dict[Any, set[str]]] = defaultdict(
-            lambda: defaultdict(set)
-        )
+        index: dict[tuple[NodeLabel, str], Bucket] = defaultdict(dict)
         # hot loop of every open: plain strings and dicts, networkx internals filled directly
         node_attrs: dict[str, dict[str, Any]] = g._node
         succ: dict[str, dict[str, dict[str, Any]]] = g._succ
@@ -401,7 +398,6 @@ class EmbeddedJournal(EmbeddedGraph):
         labels = {lab.value: lab for lab in NodeLabel}
         fromiso = datetime.fromisoformat
         loads = orjson.loads
-        intern = sys.intern
         # one datetime object per distinct text in a row (created_at, updated_at and
         # valid_from are mostly equal): fewer objects to make and to keep
         parsed: dict[str, datetime] = {}
@@ -417,26 +413,15 @@ class EmbeddedJournal(EmbeddedGraph):
                     props[f] = dt
             parsed.clear()
             key = label_s + ":" + ident
-            props["label"] = label_s
+            label = labels[label_s]
+            _share_values(label, props)
             node_attrs[key] = props
             succ[key] = {}
             pred[key] = {}
             rid_of[key] = rid
             key_of[rid] = key
-            by_label[labels[label_s]].add(key)
-            # indexed values repeat across nodes (agents, namespaces, statuses, runs, tags):
-            # each node shares one string object per value instead of its own copy
-            for f, bucket in indexed[label_s]:
-                v = props.get(f)
-                if v.__class__ is str:
-                    v = props[f] = intern(v)
-                    bucket[v].add(key)
-                elif v.__class__ is list:
-                    items = props[f] = [intern(t) if t.__class__ is str else t for t in v]
-                    for item in items:
-                        bucket[item].add(key)
-                else:
-                    bucket[v].add(key)
+            by_label[label].add(key)
+            _index_into(indexed[label_s], key, props)
         del rows
 
         # structural edges are a function of node properties, rebuilt here, never stored
@@ -731,8 +716,9 @@ class EmbeddedJournal(EmbeddedGraph):
         fts_insert = []
         vec_upsert = []
         vec_delete = []
+        rid_of, held, vindex = self._rid_of, self._g._node, self._vindex
         for key, (label, ident, props, vec) in plan["nodes"].items():
-            rid = self._rid_of.get(key)
+            rid = rid_of.get(key)
             if rid is None:
                 rid = next_rid
                 next_rid += 1
@@ -741,14 +727,14 @@ class EmbeddedJournal(EmbeddedGraph):
                 node_old.append((_dumps(props), rid, str(label), ident))
             rids[key] = rid
             if label is NodeLabel.MEMORY:
-                old = self._g.nodes[key] if key in self._g else None
+                old = held.get(key)
                 if old is None or old.get("content") != props["content"]:
                     if old is not None:
                         fts_delete.append((rid, old["content"]))
                     fts_insert.append((rid, props["content"]))
             if vec is not None:
                 vec_upsert.append((rid, np.asarray(vec, dtype=np.float32).tobytes()))
-            elif self._vindex is not None and key in self._vindex:
+            elif vindex is not None and key in vindex:
                 vec_delete.append((rid,))
         # a plain INSERT: a clash with a row this process does not know about fails loudly
         db.executemany("INSERT INTO nodes(rid, label, id, props) VALUES (?, ?, ?, ?)", node_new)
@@ -773,6 +759,8 @@ class EmbeddedJournal(EmbeddedGraph):
         # work out which ones a re-upserted node loses
         struct_del = []
         for key, wanted in plan["struct"].items():
+            if key not in held:
+                continue  # a new node has no edges to lose
             for _s, dst, etype in self._structural_edges_of(key):
                 if (etype, dst) not in wanted:
                     struct_del.append((key, etype, dst))

@@ -4,12 +4,16 @@ whole instead of decoding every row.
 Opening a store builds its graph from the SQLite rows: a JSON decode, a few datetimes, ten
 index entries and the structural edges per node, about 25 µs a node — seconds at 100k.
 The same state written by the last process that held it reads back several times faster.
-One file sits beside the store ``X``: ``X-state.bin``, made of a fixed magic, a JSON
-header (format, store id, the change-log position the state reflects and the key logged
-there, node count, vector dimension, the body's sizes and CRC-32) and the body: the node
-and edge dicts and index buckets as a pickle, then the vectors as raw float32 rows. It is
-written to a temporary file, flushed to disk and renamed over the old one, so a reader
-sees an old file or a new one, never a mix.
+One file sits beside the store ``X``: ``X-state.bin``, made of a fixed magic, the body
+(the node and edge dicts and index buckets as a pickle, then the vectors as raw float32
+rows), a JSON header (format, store id, the change-log position the state reflects and
+the key logged there, node count, vector dimension, the body's sizes and CRC-32) and a
+trailer (the header's length and the magic again). The header comes last so that the
+body streams to the file as it is pickled: a closing process at 1M memories does not
+hold a second, gigabyte-sized copy of its state as one bytes object. The file is written
+to a temporary file, flushed to disk and renamed over the old one, so a reader sees an
+old file or a new one, never a mix. A file of an older format is not read (the reason is
+logged; the rows are the truth) and is replaced at the next close.
 
 Nothing in it is trusted: :func:`load` returns ``None`` (with the reason logged) unless
 the header parses, names this store, and the body has the recorded size and checksum. The
@@ -22,12 +26,13 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import pickle
 import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import orjson
@@ -38,9 +43,12 @@ __all__ = ["SavedState", "file_of", "load", "save"]
 
 log = logging.getLogger("graphmem.backends.embedded")
 
-FORMAT = 1
-_MAGIC = b"GMSTATE\n"
-_HEAD = struct.Struct("<8sI")
+FORMAT = 3  # 3: a value held by one node is indexed by its key, not a one-key set
+#: format 1 began with this magic and its header
+_MAGIC_1 = b"GMSTATE\n"
+_MAGIC = b"GMSTAT2\n"
+#: the trailer: the header's length, then the magic
+_TAIL = struct.Struct("<I8s")
 #: the only globals a state pickle may name: what a node's datetime needs
 _ALLOWED = {("datetime", "datetime"), ("datetime", "timezone"), ("datetime", "timedelta")}
 
@@ -82,27 +90,44 @@ def save(
     nodes: int,
 ) -> None:
     """Write the state beside ``store`` (see the module docstring)."""
-    body = pickle.dumps({"state": payload, "vec_keys": vec_keys}, protocol=5)
     vecs = np.ascontiguousarray(vectors, dtype=np.float32)
-    crc = zlib.crc32(vecs.data, zlib.crc32(body))
-    head = orjson.dumps(
-        {
-            "format": FORMAT,
-            "store_id": store_id,
-            "seq": seq,
-            "seq_key": seq_key,
-            "nodes": nodes,
-            "dim": dim,
-            "pickle_size": len(body),
-            "vec_rows": int(vecs.shape[0]),
-            "crc32": crc,
-        }
-    )
     with temp_beside(file_of(store)) as tmp, open(tmp, "wb") as f:
-        f.write(_HEAD.pack(_MAGIC, len(head)))
+        f.write(_MAGIC)
+        out = _Summed(f)
+        pickle.dump({"state": payload, "vec_keys": vec_keys}, out, protocol=5)
+        body_size = out.size
+        out.write(vecs.data)
+        head = orjson.dumps(
+            {
+                "format": FORMAT,
+                "store_id": store_id,
+                "seq": seq,
+                "seq_key": seq_key,
+                "nodes": nodes,
+                "dim": dim,
+                "pickle_size": body_size,
+                "vec_rows": int(vecs.shape[0]),
+                "crc32": out.crc,
+            }
+        )
         f.write(head)
-        f.write(body)
-        f.write(vecs.data)
+        f.write(_TAIL.pack(len(head), _MAGIC))
+
+
+class _Summed:
+    """A file's ``write`` that keeps the size and CRC-32 of what went through it."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self._f = f
+        self.size = 0
+        self.crc = 0
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        self.crc = zlib.crc32(view, self.crc)
+        self.size += view.nbytes
+        self._f.write(view)
+        return view.nbytes
 
 
 def load(store: Path, *, store_id: str, dim: int | None) -> SavedState | None:
@@ -112,9 +137,20 @@ def load(store: Path, *, store_id: str, dim: int | None) -> SavedState | None:
         return None
     try:
         with open(path, "rb") as f:
-            magic, head_len = _HEAD.unpack(f.read(_HEAD.size))
+            magic = f.read(len(_MAGIC))
+            if magic == _MAGIC_1:
+                raise ValueError("an older format (1); it is replaced at the next close")
             if magic != _MAGIC:
                 raise ValueError("not a state file")
+            end = f.seek(0, os.SEEK_END)
+            if end < len(_MAGIC) + _TAIL.size:
+                raise ValueError("the file is not the size its header records")
+            f.seek(end - _TAIL.size)
+            head_len, magic = _TAIL.unpack(f.read(_TAIL.size))
+            if magic != _MAGIC or head_len > end - len(_MAGIC) - _TAIL.size:
+                raise ValueError("the file has no trailer")
+            head_at = end - _TAIL.size - head_len
+            f.seek(head_at)
             head = orjson.loads(f.read(head_len))
             if not isinstance(head, dict) or head.get("format") != FORMAT:
                 raise ValueError("unknown format")
@@ -128,10 +164,13 @@ def load(store: Path, *, store_id: str, dim: int | None) -> SavedState | None:
                 raise ValueError("malformed header")
             if seq_key is not None and not isinstance(seq_key, str):
                 raise ValueError("malformed header")
-            body = f.read(size)
             width = dim or 0
+            if len(_MAGIC) + size + 4 * rows * width != head_at or size < 0 or rows < 0:
+                raise ValueError("the file is not the size its header records")
+            f.seek(len(_MAGIC))
+            body = f.read(size)
             vectors = np.fromfile(f, dtype=np.float32, count=rows * width)
-            if len(body) != size or vectors.size != rows * width or f.read(1):
+            if len(body) != size or vectors.size != rows * width:
                 raise ValueError("the file is not the size its header records")
             if zlib.crc32(vectors.data, zlib.crc32(body)) != head["crc32"]:
                 raise ValueError("the file does not match its checksum")

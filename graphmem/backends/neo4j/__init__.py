@@ -48,6 +48,7 @@ from graphmem.backends.neo4j.filters import (
     compile_where,
     has_conditions,
 )
+from graphmem.backends.neo4j.fulltext import lucene_query
 from graphmem.backends.neo4j.queries import (
     CYPHER_DIR,
     QUERY_NAMES,
@@ -62,7 +63,6 @@ from graphmem.backends.neo4j.search import (
     compile_text_search,
     compile_vector_exact_search,
     compile_vector_index_search,
-    lucene_query,
 )
 from graphmem.backends.neo4j.session import DRIVER_OPTIONS, SCHEMES
 from graphmem.backends.neo4j.statements import WritePart, WriteStatement, compose

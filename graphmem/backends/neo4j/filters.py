@@ -174,6 +174,11 @@ def has_conditions(flt: Filter) -> bool:
     return bool(flt.ids is not None or flt.equals or flt.any_of or flt.ranges or flt.tags_all)
 
 
+def narrows_beyond_status(flt: Filter) -> bool:
+    """Whether ``flt`` narrows the memories beyond their status."""
+    return bool(set(flt.equals) - {"status"} or flt.any_of or flt.ranges or flt.tags_all or flt.ids)
+
+
 def require_memory(flt: Filter, what: str) -> None:
     if flt.label is not NodeLabel.MEMORY:
         raise InvalidInput(f"{what} runs over Memory nodes")
