@@ -429,8 +429,11 @@ def recall_main(args: argparse.Namespace, argv: list[str] | None) -> None:
     for n in (int(s) for s in (args.recall_sizes or args.sizes).split(",")):
         if server:
             options = server_options(args)
-            empty_server(args.url, options, args.wipe)
-            rows.append(bench_recall(args.url, n, queries=args.queries, **options))
+            if not args.keep:
+                empty_server(args.url, options, args.wipe)
+            rows.append(
+                bench_recall(args.url, n, queries=args.queries, ingest=not args.keep, **options)
+            )
             continue
         with tempfile.TemporaryDirectory() as d:
             rows.append(
@@ -631,8 +634,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--keep",
         action="store_true",
-        help="--compare --recall: the server already holds this workload (an earlier run's "
-        "ingest); measure its reads only",
+        help="--recall on a server (--compare or not): the server already holds this "
+        "workload (an earlier run's ingest); measure its reads only",
     )
     ap.add_argument(
         "--queries", type=int, default=200, help="--recall: timed queries per filter (default 200)"
