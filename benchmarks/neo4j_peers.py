@@ -80,9 +80,12 @@ def wipe(url: str, auth: tuple[str, str], database: str | None) -> None:
 
     with neo4j.GraphDatabase.driver(url, auth=auth) as driver:
         with driver.session(database=database) as session:
+            # relationships first: a hub's thousands of edges in one DETACH DELETE can
+            # exceed the server's transaction memory on a large store
             session.run(
-                "MATCH (n) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS"
+                "MATCH ()-[r]->() CALL (r) { DELETE r } IN TRANSACTIONS OF 10000 ROWS"
             ).consume()
+            session.run("MATCH (n) CALL (n) { DELETE n } IN TRANSACTIONS OF 10000 ROWS").consume()
             for (name,) in session.run("SHOW CONSTRAINTS YIELD name").values():
                 session.run(f"DROP CONSTRAINT `{name}` IF EXISTS").consume()
             for (name,) in session.run(
