@@ -45,6 +45,8 @@ _MARK = "__graphmem_guarded__"
 
 
 def _storable(text: str) -> bool:
+    if text.isascii():  # a flag CPython keeps on the string: no encoding to try
+        return True
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -52,21 +54,41 @@ def _storable(text: str) -> bool:
     return True
 
 
-def _all_text_storable(value: Any, depth: int = 0, budget: list[int] | None = None) -> bool:
-    """Whether every string inside ``value`` (containers walked) can be stored."""
-    budget = budget if budget is not None else [_MAX_ITEMS]
-    budget[0] -= 1
-    if budget[0] < 0 or depth > _MAX_DEPTH:
-        return True
-    if isinstance(value, str):
-        return _storable(value)
-    if isinstance(value, cabc.Mapping):
-        return all(
-            _all_text_storable(k, depth + 1, budget) and _all_text_storable(v, depth + 1, budget)
-            for k, v in value.items()
-        )
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return all(_all_text_storable(v, depth + 1, budget) for v in value)
+_WALKED = (list, tuple, set, frozenset)
+
+
+def _all_text_storable(value: Any) -> bool:
+    """Whether every string inside ``value`` (containers walked, at most ``_MAX_DEPTH``
+    deep and ``_MAX_ITEMS`` values) can be stored. Iterative, with strings looked at where
+    they are found: a batch of 1,000 mappings is ~10,000 values, once per call."""
+    budget = _MAX_ITEMS
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        budget -= 1
+        if budget < 0:
+            return True
+        if isinstance(node, str):
+            if not _storable(node):
+                return False
+            continue
+        if depth >= _MAX_DEPTH:
+            continue
+        if isinstance(node, cabc.Mapping):
+            items: Iterable[Any] = (x for pair in node.items() for x in pair)
+        elif isinstance(node, _WALKED):
+            items = node
+        else:
+            continue
+        inner: list[tuple[Any, int]] = []
+        for item in items:
+            if item.__class__ is str:  # most of a batch: checked here, not stacked
+                budget -= 1
+                if not _storable(item):
+                    return False
+            else:
+                inner.append((item, depth + 1))
+        stack.extend(reversed(inner))  # walked in their order: a batch from its start
     return True
 
 

@@ -29,6 +29,7 @@ from graphmem.models import (
     utcnow,
     validated,
 )
+from graphmem.models.values import replaced
 from graphmem.scoping import may_join_run, scope_of
 
 log = logging.getLogger("graphmem.writes")
@@ -363,13 +364,13 @@ class _WritePath:
                 m = out[i]
                 if events:
                     # a count this loop made: nothing of the memory to validate again
-                    m = out[i] = m.model_copy(update={"seq": count})
+                    m = out[i] = replaced(m, seq=count)
                     count += 1
                 if prev is not None:
                     edges.append(_next(prev, m))
                 prev = m.id
             # the count and a validated memory's id: no field to validate again
-            runs.append(run.model_copy(update={"event_count": count, "last_event_id": prev}))
+            runs.append(replaced(run, event_count=count, last_event_id=prev))
         return out, runs, edges, expect
 
     def _ids_taken(self, memories: Sequence[Memory]) -> bool:

@@ -64,6 +64,9 @@ TOUCH_FLUSH_COUNT = 512
 
 TOUCH_FLUSH_SECONDS = 2.0
 
+#: the edge types that are structural from some label (see STRUCTURAL), as text
+_STRUCTURAL_TYPES = frozenset(str(t) for _label, t in STRUCTURAL)
+
 
 def _locked(method: _F) -> _F:
     """Run a write under the backend's lock, from BEGIN to the in-memory update: another
@@ -117,11 +120,13 @@ class NetworkXBackend(EmbeddedSearch):
             if not isinstance(e, Edge):
                 raise InvalidInput(f"upsert takes Edge values, got {type(e).__name__}")
         doomed = [NodeRef(NodeLabel(r[0]), r[1]) for r in batch.delete_nodes]
-        if {n.ref.key for n in nodes} & {r.key for r in doomed}:
+        if doomed and {n.ref.key for n in nodes} & {r.key for r in doomed}:
             raise InvalidInput("one write cannot both upsert and delete the same node")
         if not batch and not batch.expect:
             return 0
-        dims = {len(vec) for n in nodes if (vec := getattr(n, "embedding", None))}
+        # from the instance dict: getattr on a node without the field (a Run) goes through
+        # pydantic's __getattr__ and an AttributeError, per node of the batch
+        dims = {len(vec) for n in nodes if (vec := n.__dict__.get("embedding"))}
         dims.update(len(v) for v in batch.vectors.values())
         if len(dims) > 1:
             raise DimensionMismatch(f"embeddings of different dimensions in one batch: {dims}")
@@ -178,9 +183,12 @@ class NetworkXBackend(EmbeddedSearch):
     def _check_expectations(self, expects: Sequence[Expect]) -> None:
         """Inside the transaction, with the state current: every precondition must hold."""
         g = self._g
+        nodes = g._node
         for ex in expects:
             key = ex.ref.key
-            props = g._node.get(key)
+            if not ex.exists and key not in nodes:
+                continue  # a new node's id is free (every memory of a batch asks)
+            props = nodes.get(key)
             sources: list[str] = []
             if props is not None and ex.sources is not None:
                 types = {t.value for t in ex.incoming}
@@ -196,21 +204,24 @@ class NetworkXBackend(EmbeddedSearch):
         node_rows: dict[str, tuple[NodeLabel, str, dict[str, Any], tuple[float, ...] | None]] = {}
         auto: dict[str, GraphNode] = {}
         struct: dict[str, list[tuple[str, str]]] = {}
+        rid_of = self._rid_of
         for n in nodes:
             props = n.to_props()
             vec = props.pop("embedding", None)
-            key = n.ref.key
-            node_rows[key] = (n.label, n.id, props, tuple(vec) if vec else None)  # type: ignore[arg-type]
+            label = n.label
+            # str + str: the label's text without building a NodeRef (per node of a batch)
+            key = label + ":" + n.id
+            node_rows[key] = (label, n.id, props, tuple(vec) if vec else None)  # type: ignore[arg-type]
         queue = list(node_rows)
         while queue:  # auto-created endpoints (a Run) may need endpoints of their own
             key = queue.pop()
             label, _ident, props, _vec = node_rows[key]
-            targets = structural_targets(label, props)
-            # str(member): its text, without the slow ``.value`` descriptor (per memory)
-            struct[key] = [(str(etype), str(tl) + ":" + tid) for etype, tl, tid, _d in targets]
-            for _etype, tlabel, tid, defaults in targets:
-                tkey = str(tlabel) + ":" + tid
-                if tkey not in node_rows and tkey not in self._rid_of and tkey not in auto:
+            pairs = struct[key] = []
+            for stype, tlabel, tid, defaults in structural_targets(label, props):
+                tkey = tlabel + ":" + tid
+                # str(member): its text, without the slow ``.value`` descriptor (per memory)
+                pairs.append((str(stype), tkey))
+                if tkey not in node_rows and tkey not in rid_of and tkey not in auto:
                     target = node_model(tlabel)(id=tid, **defaults)
                     auto[tkey] = target
                     node_rows[tkey] = (target.label, target.id, target.to_props(), None)
@@ -218,7 +229,8 @@ class NetworkXBackend(EmbeddedSearch):
         edge_rows: list[tuple[str, str, str, dict[str, Any]]] = []
         for e in edges:
             src, dst, etype = e.src.key, e.dst.key, str(e.type)
-            if (e.src.label, e.type) in STRUCTURAL:
+            # most edges of a batch are NEXT links: the text test first, the pair's after
+            if etype in _STRUCTURAL_TYPES and (e.src.label, e.type) in STRUCTURAL:
                 # implied by the source node's properties: accepted when they agree (as in an
                 # import or migration), never stored on their own
                 implied = struct.get(src)

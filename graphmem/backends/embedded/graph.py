@@ -172,6 +172,10 @@ def _count_access(attrs: dict[str, Any], n: int, at: datetime) -> None:
     attrs["last_accessed"] = at if last is None or last < at else last
 
 
+#: STRUCTURAL as (label, edge type) text pairs, as the in-memory graph holds them
+_STRUCTURAL_TEXT = frozenset((str(label), str(etype)) for label, etype in STRUCTURAL)
+
+
 _MODELS: dict[str, type[GraphNode]] = {lab.value: node_model(lab) for lab in NodeLabel}
 
 
@@ -221,9 +225,6 @@ class EmbeddedGraph:
         """A read-only live view of the in-memory graph (node keys are ``Label:id``)."""
         return self._g.as_networkx()
 
-    def _index_add(self, label: NodeLabel, key: str, props: dict[str, Any]) -> None:
-        _index_into(self._buckets[label], key, props)
-
     def _index_remove(self, label: NodeLabel, key: str, props: dict[str, Any]) -> None:
         _index_out(self._buckets[label], key, props)
 
@@ -235,7 +236,11 @@ class EmbeddedGraph:
         _share_values(label, attrs)
         old = g._node.get(key)
         if old is not None:
-            self._index_remove(label, key, old)
+            # only the buckets of fields that changed (a run's count and last memory id
+            # change with every batch appended to it, its indexed fields do not)
+            moved = [(f, b) for f, b in self._buckets[label] if old.get(f) != attrs.get(f)]
+            if moved:
+                _index_out(moved, key, old)
             old.clear()
             old.update(attrs)
             attrs = old
@@ -243,13 +248,15 @@ class EmbeddedGraph:
             g._node[key] = attrs
             g._succ[key] = {}
             g._pred[key] = {}
+            moved = self._buckets[label]
         prev = self._rid_of.get(key)
         if prev is not None and prev != rid:
             self._drop_rid(prev, key)
         self._rid_of[key] = rid
         self._key_of[rid] = key
         self._by_label[label].add(key)
-        self._index_add(label, key, attrs)
+        if moved:
+            _index_into(moved, key, attrs)
 
     def _drop_rid(self, rid: int, key: str) -> None:
         """Forget that row ``rid`` holds ``key`` — unless another node holds it by now: a
@@ -259,13 +266,15 @@ class EmbeddedGraph:
             del self._key_of[rid]
 
     def _structural_edges_of(self, key: str) -> list[tuple[str, str, str]]:
-        if key not in self._g:
+        attrs = self._g._node.get(key)
+        if attrs is None:
             return []
-        label = NodeLabel(self._g.nodes[key]["label"])
+        label = attrs["label"]
         return [
             (key, dst, etype)
-            for _s, dst, etype in self._g.out_edges(key, keys=True)
-            if (label, EdgeType(etype)) in STRUCTURAL
+            for dst, keyed in self._g._succ[key].items()
+            for etype in keyed
+            if (label, etype) in _STRUCTURAL_TEXT
         ]
 
     def _forget_key(self, key: str) -> None:

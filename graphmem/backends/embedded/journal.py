@@ -715,8 +715,9 @@ class EmbeddedJournal(EmbeddedGraph):
         fts_insert = []
         vec_upsert = []
         vec_delete = []
+        rid_of, held, vindex = self._rid_of, self._g._node, self._vindex
         for key, (label, ident, props, vec) in plan["nodes"].items():
-            rid = self._rid_of.get(key)
+            rid = rid_of.get(key)
             if rid is None:
                 rid = next_rid
                 next_rid += 1
@@ -725,14 +726,14 @@ class EmbeddedJournal(EmbeddedGraph):
                 node_old.append((_dumps(props), rid, str(label), ident))
             rids[key] = rid
             if label is NodeLabel.MEMORY:
-                old = self._g.nodes[key] if key in self._g else None
+                old = held.get(key)
                 if old is None or old.get("content") != props["content"]:
                     if old is not None:
                         fts_delete.append((rid, old["content"]))
                     fts_insert.append((rid, props["content"]))
             if vec is not None:
                 vec_upsert.append((rid, np.asarray(vec, dtype=np.float32).tobytes()))
-            elif self._vindex is not None and key in self._vindex:
+            elif vindex is not None and key in vindex:
                 vec_delete.append((rid,))
         # a plain INSERT: a clash with a row this process does not know about fails loudly
         db.executemany("INSERT INTO nodes(rid, label, id, props) VALUES (?, ?, ?, ?)", node_new)
@@ -757,6 +758,8 @@ class EmbeddedJournal(EmbeddedGraph):
         # work out which ones a re-upserted node loses
         struct_del = []
         for key, wanted in plan["struct"].items():
+            if key not in held:
+                continue  # a new node has no edges to lose
             for _s, dst, etype in self._structural_edges_of(key):
                 if (etype, dst) not in wanted:
                     struct_del.append((key, etype, dst))

@@ -1,0 +1,159 @@
+"""Batch ingest with embeddings against the model's raw throughput, measured in one run.
+
+    python benchmarks/ingest.py [--n 2000] [--rounds 2] [--chunk 1000] [--busy 0]
+
+The texts are LoCoMo turns (../shared/data/locomo_dev.json) as graphmem stores them. Each
+round times, one after the other in this process:
+
+- **raw ONNX**: the ONNX file and tokenizer of graphmem's default embedder, driven directly
+  (``tokenizers`` + ``onnxruntime``, no graphmem code): every text sorted by length, batches
+  of 32, on as many threads as graphmem's embedder uses, one intra-op thread per run, mean
+  pooling and L2 normalisation in numpy. The model's best plain throughput here.
+- **graphmem, background vectors** (the default): ``remember_many`` in chunks of
+  ``--chunk`` on a fresh embedded store, then ``mem.vectors.wait()``; the clock stops when
+  every memory has its vector (searchable by vector).
+- **graphmem, inline vectors**: the same with ``vectors="inline"`` (each chunk embedded
+  before its write).
+
+The embedding cache is off, so every text is computed. ``--busy N`` runs N CPU-bound
+processes beside it. The ratio column is each row's rate over the raw rate of the same round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from embed import DEFAULT_DATA, locomo_texts  # noqa: E402
+
+from graphmem.embeddings import OnnxEmbedder  # noqa: E402
+from graphmem.memory import GraphMemory  # noqa: E402
+
+
+class RawOnnx:
+    """The embedder's model file, run with nothing of graphmem around it."""
+
+    def __init__(self, model: Path, tokenizer: Path, max_length: int, threads: int) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        opts.inter_op_num_threads = 1
+        opts.log_severity_level = 3
+        self.session = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
+        self.inputs = {i.name for i in self.session.get_inputs()}
+        self.tok = Tokenizer.from_file(str(tokenizer))
+        self.tok.enable_truncation(max_length)
+        self.tok.enable_padding()  # to the longest text of each batch
+        self.threads = threads
+
+    def _batch(self, texts: list[str]) -> np.ndarray:
+        encs = self.tok.encode_batch(texts)
+        ids = np.array([e.ids for e in encs], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encs], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self.inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        out = self.session.run(None, feed)[0]
+        m = mask[:, :, None].astype(np.float32)
+        pooled = (out * m).sum(axis=1) / m.sum(axis=1)
+        return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        ordered = [texts[i] for i in order]
+        chunks = [ordered[i : i + 32] for i in range(0, len(ordered), 32)]
+        with ThreadPoolExecutor(self.threads) as pool:
+            parts = list(pool.map(self._batch, chunks))
+        out = np.empty((len(texts), parts[0].shape[1]), dtype=np.float32)
+        out[order] = np.concatenate(parts)
+        return out
+
+
+def raw_rate(raw: RawOnnx, texts: list[str]) -> tuple[float, float]:
+    t, c = time.perf_counter(), time.process_time()
+    raw.embed(texts)
+    return len(texts) / (time.perf_counter() - t), time.process_time() - c
+
+
+def graphmem_rate(texts: list[str], chunk: int, vectors: str) -> tuple[float, float]:
+    items = [
+        {"content": text, "agent_id": "bench", "run_id": f"run{i // 20}"}
+        for i, text in enumerate(texts)
+    ]
+    with tempfile.TemporaryDirectory() as d:
+        embedder = OnnxEmbedder(cache_size=0)
+        embedder.embed(["warm up"])  # the model is loaded before the clock starts
+        mem = GraphMemory.open(f"{d}/m.db", embedder=embedder, vectors=vectors)
+        t, c = time.perf_counter(), time.process_time()
+        for i in range(0, len(items), chunk):
+            mem.remember_many(items[i : i + chunk])
+        mem.vectors.wait()
+        wall, cpu = time.perf_counter() - t, time.process_time() - c
+        have = mem.backend.vector_index
+        stored = len(have) if have is not None else 0
+        mem.close()
+        embedder.close()
+    if stored != len(texts):
+        raise SystemExit(f"{vectors}: {stored} of {len(texts)} memories have a vector")
+    return len(texts) / wall, cpu
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--n", type=int, default=2000, help="texts (memories) per measurement")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--chunk", type=int, default=1000, help="memories per remember_many call")
+    ap.add_argument("--busy", type=int, default=0, help="CPU-bound processes to run beside")
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    args = ap.parse_args()
+
+    texts = locomo_texts(args.data)[: args.n]
+    if len(texts) < args.n:
+        raise SystemExit(f"only {len(texts)} texts in {args.data}")
+    probe = OnnxEmbedder(cache_size=0)
+    model = probe.prepare()
+    raw = RawOnnx(model, probe.source / "tokenizer.json", probe._layout.max_length, probe.threads)
+    raw.embed(texts[:64])  # warm up
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    rows: list[tuple[int, str, float, float, float]] = []
+    load0 = os.getloadavg()[0]
+    try:
+        for r in range(args.rounds):
+            base, cpu = raw_rate(raw, texts)
+            rows.append((r + 1, "raw ONNX", base, cpu, 1.0))
+            for mode in ("background", "inline"):
+                rate, cpu = graphmem_rate(texts, args.chunk, mode)
+                rows.append((r + 1, f"graphmem, {mode} vectors", rate, cpu, rate / base))
+    finally:
+        for p in busy:
+            p.kill()
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(
+        f"`python benchmarks/ingest.py --n {args.n} --rounds {args.rounds} --chunk "
+        f"{args.chunk} --busy {args.busy}`; {probe.name} on ONNX Runtime, {probe.threads} "
+        f"thread(s); {args.busy} CPU-bound process(es) beside; load average {load0:.2f} at "
+        f"start, {os.getloadavg()[0]:.2f} at end; {when}\n"
+    )
+    print("| round | what | texts/s (wall) | of raw (wall) | process CPU s | texts/s of CPU |")
+    print("|---:|---|---:|---:|---:|---:|")
+    for r, what, rate, cpu, ratio in rows:
+        print(f"| {r} | {what} | {rate:,.1f} | {ratio:.0%} | {cpu:.1f} | {args.n / cpu:,.1f} |")
+
+
+if __name__ == "__main__":
+    main()
