@@ -265,9 +265,8 @@ class EmbeddedJournal(EmbeddedGraph):
             lab: [(f, index[(lab, f)]) for f in _INDEXED.get(lab, ())] for lab in NodeLabel
         }
         self._vindex = vindex
-        self._unvectored = {
-            k for k in by_label.get(NodeLabel.MEMORY, ()) if vindex is None or k not in vindex
-        }
+        memories = by_label.get(NodeLabel.MEMORY, set())
+        self._unvectored = set(memories) if vindex is None else vindex.missing(memories)
         self._next_rid = max(self._key_of, default=0) + 1
         self._df_cache: dict[str, int] = {}
         self._df_cache_n = len(by_label.get(NodeLabel.MEMORY, ()))
