@@ -37,7 +37,7 @@ from graphmem.backends.embedded.graph import (
 )
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.errors import BackendUnavailable, Conflict, DimensionMismatch, QueryFailed
-from graphmem.gcpause import gc_paused
+from graphmem.gcpause import gc_paused, promote_all
 from graphmem.models import EdgeType, NodeLabel
 
 if sys.platform != "win32":
@@ -218,6 +218,7 @@ class EmbeddedJournal(EmbeddedGraph):
             try:
                 version = db.execute("PRAGMA data_version").fetchone()[0]
                 self._load_state()
+                promote_all()  # the state just built lives as long as the store
             finally:
                 if not outer:
                     db.execute("COMMIT")
