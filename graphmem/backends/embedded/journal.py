@@ -37,7 +37,7 @@ from graphmem.backends.embedded.graph import (
 )
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.errors import BackendUnavailable, Conflict, DimensionMismatch, QueryFailed
-from graphmem.gcpause import gc_paused
+from graphmem.gcpause import gc_paused, promote_all
 from graphmem.models import EdgeType, NodeLabel
 
 if sys.platform != "win32":
@@ -218,6 +218,7 @@ class EmbeddedJournal(EmbeddedGraph):
             try:
                 version = db.execute("PRAGMA data_version").fetchone()[0]
                 self._load_state()
+                promote_all()  # the state just built lives as long as the store
             finally:
                 if not outer:
                     db.execute("COMMIT")
@@ -265,9 +266,8 @@ class EmbeddedJournal(EmbeddedGraph):
             lab: [(f, index[(lab, f)]) for f in _INDEXED.get(lab, ())] for lab in NodeLabel
         }
         self._vindex = vindex
-        self._unvectored = {
-            k for k in by_label.get(NodeLabel.MEMORY, ()) if vindex is None or k not in vindex
-        }
+        memories = by_label.get(NodeLabel.MEMORY, set())
+        self._unvectored = set(memories) if vindex is None else vindex.missing(memories)
         self._next_rid = max(self._key_of, default=0) + 1
         self._df_cache: dict[str, int] = {}
         self._df_cache_n = len(by_label.get(NodeLabel.MEMORY, ()))
