@@ -187,7 +187,11 @@ class _WritePath:
     def check_run(self, run: Run, memories: Sequence[Memory]) -> None:
         """AccessDenied unless every memory may be added to ``run`` (its agent, or a member
         of the run's shared namespace)."""
+        # the rule once per agent: a batch appends many memories of one agent to a run
+        firsts: dict[str, Memory] = {}
         for m in memories:
+            firsts.setdefault(m.agent_id, m)
+        for m in firsts.values():
             if not may_join_run(m, run, self._is_member):
                 raise AccessDenied(
                     f"agent {m.agent_id!r} may not add to run {run.id!r} of agent {run.agent_id!r}"
