@@ -311,6 +311,21 @@ def test_onnx_queries_do_not_import_torch(onnx_cache: Path) -> None:
     assert done.stderr == ""
 
 
+def test_model_info_names_the_file_auto_runs(onnx_cache: Path) -> None:
+    import json
+
+    env = {**os.environ, CACHE_DIR_ENV: str(onnx_cache), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "graphmem.cli", "model", "info", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    info = json.loads(done.stdout)
+    assert info["onnx"] == str(OnnxEmbedder(cache_dir=onnx_cache).onnx_path)
+
+
 def test_onnx_rejects_what_it_cannot_run(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="sentence-transformers model"):
         OnnxEmbedder(tmp_path)
