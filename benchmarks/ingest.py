@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -153,6 +154,17 @@ def main() -> None:
     print("|---:|---|---:|---:|---:|---:|")
     for r, what, rate, cpu, ratio in rows:
         print(f"| {r} | {what} | {rate:,.1f} | {ratio:.0%} | {cpu:.1f} | {args.n / cpu:,.1f} |")
+    # medians over the rounds: on a shared machine one round's wall ratio swings with
+    # whether both cores were free while it ran
+    print("\n| what | median of raw (wall) | median of raw (texts/s of CPU) |")
+    print("|---|---:|---:|")
+    for mode in ("background", "inline"):
+        what = f"graphmem, {mode} vectors"
+        mine = [(ratio, cpu) for _r, w, _rate, cpu, ratio in rows if w == what]
+        raws = [cpu for _r, w, _rate, cpu, _ratio in rows if w == "raw ONNX"]
+        by_cpu = [raw_cpu / cpu for (_ratio, cpu), raw_cpu in zip(mine, raws, strict=True)]
+        wall = statistics.median(ratio for ratio, _cpu in mine)
+        print(f"| {what} | {wall:.0%} | {statistics.median(by_cpu):.0%} |")
 
 
 if __name__ == "__main__":

@@ -155,7 +155,7 @@ def bench(url: str, n: int, *, reopen: bool, **open_options: Any) -> dict[str, A
         out["reopen_s"] = time.perf_counter() - t
         out["reopen_cpu_s"] = time.process_time() - c
         again.close()
-        out.update(held(url))
+        out.update(open_fresh(url))
         out["file_mb"] = (
             sum(p.stat().st_size for p in Path(url).parent.glob(Path(url).name + "*")) / 1e6
         )
@@ -262,12 +262,17 @@ from graphmem.memory import GraphMemory
 t, c = time.perf_counter(), time.process_time()
 mem = GraphMemory.open(sys.argv[1], embedder=None)
 mem.count()
-print(json.dumps({"open_s": time.perf_counter() - t, "open_cpu_s": time.process_time() - c,
-    "kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+got = {"open_s": time.perf_counter() - t, "open_cpu_s": time.process_time() - c}
+try:  # this process's own peak: ru_maxrss keeps the forking parent's across the exec
+    with open("/proc/self/status") as f:
+        got["kb"] = next(int(x.split()[1]) for x in f if x.startswith("VmHWM"))
+except (OSError, StopIteration):
+    got["kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps(got))
 """
 
 
-def held(url: str) -> dict[str, Any]:
+def open_fresh(url: str) -> dict[str, Any]:
     """Open the embedded store at ``url`` in a fresh process: its open time and its peak
     resident memory, i.e. what holding the store costs (this process's peak also counts
     the ingest's items, vectors and handle)."""
@@ -277,11 +282,11 @@ def held(url: str) -> dict[str, Any]:
         [sys.executable, "-c", _HOLD, url], capture_output=True, text=True, check=True
     )
     got = json.loads(done.stdout.strip().splitlines()[-1])
-    scale = 1 if sys.platform == "darwin" else 1024
+    unit = 1 if sys.platform == "darwin" else 1024
     return {
         "fresh_open_s": got["open_s"],
         "fresh_open_cpu_s": got["open_cpu_s"],
-        "held_rss_gb": got["kb"] * scale / 1e9,
+        "held_rss_gb": got["kb"] * unit / 1e9,
     }
 
 
@@ -382,7 +387,7 @@ def bench_recall(
         mem.recall(texts[1], k=10, touch=False)
         out["reopen_first_query_ms"] = (time.perf_counter() - t) * 1000
         mem.close()
-        out.update(held(url))
+        out.update(open_fresh(url))
     out["peak_rss_gb"] = peak_rss_gb()
     del vecs
     np.random.default_rng()  # keep numpy imported for the type of vecs

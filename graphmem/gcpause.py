@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["gc_paused"]
+__all__ = ["gc_paused", "promote_all"]
 
 
 class _Pause:
@@ -47,3 +47,19 @@ def gc_paused() -> Iterator[None]:
             p.depth -= 1
             if p.depth == 0 and p.resume:
                 gc.enable()
+
+
+def promote_all() -> None:
+    """Move every object the collector tracks into its oldest generation without walking
+    them (a freeze, then an unfreeze: two list splices).
+
+    An open builds hundreds of thousands of containers that live as long as the store.
+    Left young, the collector's next two passes (young, then middle generation) walk all
+    of them right after the open — 0.2-0.4 s at 100k memories — only to find them alive.
+    Promoted, only full collections see them, as they would after those two passes.
+    The process's other young objects are promoted too: cyclic garbage among them is
+    reclaimed at the next full collection instead of a younger one. Skipped when the
+    process keeps frozen objects of its own (an unfreeze would release them)."""
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()

@@ -53,6 +53,7 @@ from graphmem.models import (
     Memory,
     NodeLabel,
     NodeRef,
+    Run,
     Subgraph,
     TextQuery,
     VectorQuery,
@@ -70,6 +71,7 @@ __all__ = [
     "GraphView",
     "RecallNeighbours",
     "RecallSearch",
+    "RunHeads",
     "VectorQueue",
     "WriteBatch",
     "check_kind",
@@ -295,6 +297,18 @@ class RecallNeighbours(Protocol):
         query_vector: Sequence[float] | None = ...,
         similarities: dict[str, float] | None = ...,
     ) -> list[tuple[str, str, Memory]]: ...
+
+
+@runtime_checkable
+class RunHeads(Protocol):
+    """A backend that reads the runs a write appends to and whether each one's last memory
+    still exists (in any status) in one call: a server answers in one round trip what
+    :meth:`GraphBackend.get` and :meth:`GraphBackend.count` answer in two."""
+
+    def run_heads(self, run_ids: Sequence[str]) -> tuple[list[Run], set[str]]:
+        """The runs among ``run_ids`` that exist, and the ids of their last memories
+        (``last_event_id``) that exist."""
+        ...
 
 
 @runtime_checkable

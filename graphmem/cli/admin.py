@@ -215,7 +215,9 @@ def model_fetch(
         path = embeddings.fetch_model(force=force)
         typer.echo(f"model: {path}")
         if build and embeddings.onnx_runtime_available():
-            typer.echo(f"onnx: {embeddings.OnnxEmbedder(path).prepare()}")
+            # the bundled model's embedder (what auto runs), not one named after the folder:
+            # the same cache folder, and the int8 query file with it
+            typer.echo(f"onnx: {embeddings.OnnxEmbedder().prepare()}")
     except ConfigError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from e
@@ -229,7 +231,7 @@ def model_info(as_json: JsonOpt = False) -> None:
     path = embeddings.bundled_model_path()
     info: dict[str, Any] = {"model": str(path) if path else None, "onnx": None}
     if path is not None and embeddings.onnx_runtime_available():
-        onnx = embeddings.OnnxEmbedder(path)
+        onnx = embeddings.OnnxEmbedder()  # the bundled model, as auto runs it
         info["onnx"] = str(onnx.onnx_path) if onnx.is_exported() else None
     chosen = embeddings.make_embedder("auto")
     info["auto"] = None if chosen is None else f"{type(chosen).__name__} {chosen.name}"

@@ -56,9 +56,13 @@ def common_names(query: str, near: Sequence[str], share: float) -> set[str]:
     named = names(query)
     if not named or not near:
         return set()
-    return {
-        n for n in named if sum(1 for t in near if re.search(rf"\b{n}\b", t)) >= share * len(near)
-    }
+    need = share * len(near)
+    common = set()
+    for n in named:
+        search = re.compile(rf"\b{n}\b").search  # once per name, not once per text
+        if sum(1 for t in near if search(t)) >= need:
+            common.add(n)
+    return common
 
 
 def without(query: str, common: set[str]) -> str | None:

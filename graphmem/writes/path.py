@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from graphmem.backends.base import Expect, GraphBackend, GuardedWrite, WriteBatch
+from graphmem.backends.base import Expect, GraphBackend, GuardedWrite, RunHeads, WriteBatch
 from graphmem.errors import AccessDenied, Conflict, InvalidInput, NotFound
 from graphmem.gcpause import gc_paused
 from graphmem.models import (
@@ -187,7 +187,11 @@ class _WritePath:
     def check_run(self, run: Run, memories: Sequence[Memory]) -> None:
         """AccessDenied unless every memory may be added to ``run`` (its agent, or a member
         of the run's shared namespace)."""
+        # the rule once per agent: a batch appends many memories of one agent to a run
+        firsts: dict[str, Memory] = {}
         for m in memories:
+            firsts.setdefault(m.agent_id, m)
+        for m in firsts.values():
             if not may_join_run(m, run, self._is_member):
                 raise AccessDenied(
                     f"agent {m.agent_id!r} may not add to run {run.id!r} of agent {run.agent_id!r}"
@@ -298,6 +302,22 @@ class _WritePath:
                     raise
         raise Conflict("the run kept changing")  # pragma: no cover - the loop returns
 
+    def _run_heads(self, run_ids: list[str]) -> tuple[dict[str, Run], set[str]]:
+        """The stored runs among ``run_ids`` and which of their last memories exist: one
+        call to a :class:`RunHeads` backend (a server: one round trip), else one read for
+        the runs and one count of their last memories."""
+        if isinstance(self.backend, RunHeads):
+            runs, alive = self.backend.run_heads(run_ids)
+            return {r.id: r for r in runs}, alive
+        stored = {r.id: r for r in self.backend.get(Run, run_ids) if isinstance(r, Run)}
+        lasts = list({r.last_event_id for r in stored.values() if r.last_event_id})
+        if not lasts:
+            return stored, set()
+        # usually every last memory is still there: one count, no memory read back
+        if self.backend.count(Filter.for_memories(ids=lasts, status=None)) == len(lasts):
+            return stored, set(lasts)
+        return stored, {m.id for m in self.backend.get(Memory, lasts)}
+
     def _chain(
         self, memories: Sequence[Memory], *, events: bool
     ) -> tuple[list[Memory], list[GraphNode], list[Edge], list[Expect]]:
@@ -313,18 +333,7 @@ class _WritePath:
         expect: list[Expect] = []
         if not groups:
             return out, runs, edges, expect
-        # one read for every run of the batch and one for their last memories (a server
-        # backend pays a round trip per read)
-        stored = {r.id: r for r in self.backend.get(Run, list(groups)) if isinstance(r, Run)}
-        lasts = list({r.last_event_id for r in stored.values() if r.last_event_id})
-        alive: set[str] = set()
-        if lasts:
-            # usually every last memory is still there: one count, no memory read back
-            every = Filter.for_memories(ids=lasts, status=None)
-            if self.backend.count(every) == len(lasts):
-                alive = set(lasts)
-            else:
-                alive = {m.id for m in self.backend.get(Memory, lasts)}
+        stored, alive = self._run_heads(list(groups))
         for run_id, idxs in groups.items():
             run = stored.get(run_id)
             joining = [memories[i] for i in idxs]

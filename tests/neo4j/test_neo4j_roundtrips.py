@@ -1027,8 +1027,33 @@ def test_a_batch_over_many_runs_reads_its_runs_once() -> None:
         [{"content": f"turn {i}", "agent_id": "a", "run_id": f"s{i % 50}"} for i in range(1000)]
     )
     reads = [t for t in fake.recorder.transactions if t.mode == "read"]
-    assert len(reads) <= 2, fake.recorder.names()  # the runs, then their last memories
+    assert len(reads) == 1, fake.recorder.names()  # the runs with their last memories
     assert len(fake.recorder.writes()) == 1
+
+
+def test_remember_in_a_run_reads_the_run_and_its_last_memory_in_one_round_trip() -> None:
+    """Appending to a run reads the run and whether its last memory still exists in one
+    statement, then writes in one: two round trips, not three."""
+    last = "m-last"
+
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if name == "nodes/run_heads":
+            run = Run(id="s1", agent_id="a", last_event_id=last, event_count=0)
+            return [{"id": "s1", "props": run.to_props(), "alive": True}]
+        return None
+
+    fake = FakeDriver(respond)
+    neo = _backend(fake)
+    mem = GraphMemory(neo, embedder=None, owns_backend=False, knowledge=False)
+    written = mem.remember("the kettle is blue", agent_id="a", run_id="s1")
+    names = fake.recorder.names()
+    assert names[0] == "nodes/run_heads" and len(names) == 2, names
+    assert [t.mode for t in fake.recorder.transactions] == ["read", "write"]
+    (st,) = fake.recorder.writes()[0].statements
+    # the NEXT edge from the run's last memory, checked to exist in the write's guard
+    assert {"src": last, "dst": written.id, "props": {}} in [
+        row for k, v in st.params.items() if k.endswith("_rows") for row in v if "src" in row
+    ]
 
 
 def test_every_write_locks_the_nodes_it_shares_in_id_order(fake: FakeDriver) -> None:

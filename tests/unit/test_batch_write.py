@@ -38,6 +38,33 @@ def _next_pairs(mem: GraphMemory, run_id: str) -> set[tuple[str, str]]:
     }
 
 
+def test_an_open_leaves_its_state_in_the_oldest_generation_and_keeps_a_freeze(
+    tmp_path: Path,
+) -> None:
+    path = str(tmp_path / "s.db")
+    with GraphMemory.open(path, embedder=None) as m:
+        m.remember_many([{"content": f"note {i}", "tags": ["t"]} for i in range(50)])
+    again = NetworkXBackend(path)
+    try:
+        young = {id(o) for o in gc.get_objects(0) + gc.get_objects(1)}
+        states = list(again._g._node.values()) + list(again._g._succ.values())
+        assert states and all(gc.is_tracked(d) for d in states[:5])
+        assert not any(id(d) in young for d in states)
+    finally:
+        again.close()
+    # the process's own frozen objects stay frozen (the collector lists no frozen object;
+    # not a count: other threads may free frozen objects meanwhile)
+    mine = [[i] for i in range(10)]
+    gc.freeze()
+    try:
+        NetworkXBackend(path).close()
+        listed = {id(o) for o in gc.get_objects()}
+        assert not any(id(o) in listed for o in [mine, *mine])
+    finally:
+        gc.unfreeze()
+    assert id(mine) in {id(o) for o in gc.get_objects()}
+
+
 def test_gc_pause_nests_across_threads_and_restores_the_collector() -> None:
     assert gc.isenabled()
     inside = threading.Event()

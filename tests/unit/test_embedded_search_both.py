@@ -45,6 +45,13 @@ def test_search_both_gives_the_searches_hits_and_their_cosines(tmp_path: Path) -
             for lean, full in ((lexical, full_lexical), (near, full_near)):
                 assert [(h.node.id, h.score) for h in lean] == [(h.node.id, h.score) for h in full]
                 assert all(h.node.embedding is None for h in lean)
+                assert [h.node.model_dump() for h in lean] == [
+                    h.node.model_dump(exclude={"embedding"}) | {"embedding": None} for h in full
+                ]
+            # a memory both searches find is one model, built once
+            by_id = {h.node.id: h.node for h in lexical}
+            both = [h.node for h in near if h.node.id in by_id]
+            assert both and all(m is by_id[m.id] for m in both)
             stored = {
                 m.id: m
                 for m in backend.get(Memory, [h.node.id for h in (*full_lexical, *full_near)])

@@ -225,8 +225,11 @@ def test_onnx_int8_stays_close_to_torch(onnx_cache: Path, torch_vectors: np.ndar
     cos = (e.embed(SAMPLES) * torch_vectors).sum(axis=1)
     assert cos.mean() >= 0.98 and cos.min() >= 0.95
     fp32 = OnnxEmbedder(cache_dir=onnx_cache).onnx_path
-    fp32_bytes = fp32.stat().st_size + fp32.with_name(fp32.name + ".data").stat().st_size
-    assert e.onnx_path.stat().st_size < fp32_bytes
+
+    def size(path: Path) -> int:  # the graph, and its weights kept beside it
+        return path.stat().st_size + path.with_name(path.name + ".data").stat().st_size
+
+    assert size(e.onnx_path) < size(fp32)
 
 
 def test_int8_queries_search_the_full_precision_vectors(
@@ -306,6 +309,21 @@ def test_onnx_queries_do_not_import_torch(onnx_cache: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
+
+
+def test_model_info_names_the_file_auto_runs(onnx_cache: Path) -> None:
+    import json
+
+    env = {**os.environ, CACHE_DIR_ENV: str(onnx_cache), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "graphmem.cli", "model", "info", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    info = json.loads(done.stdout)
+    assert info["onnx"] == str(OnnxEmbedder(cache_dir=onnx_cache).onnx_path)
 
 
 def test_onnx_rejects_what_it_cannot_run(tmp_path: Path) -> None:

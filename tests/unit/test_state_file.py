@@ -127,24 +127,65 @@ def _shared_values(b: NetworkXBackend) -> dict[str, bool]:
     return {f: len(objects[f]) <= 2 * len(values[f]) for f in objects}
 
 
-def test_repeated_values_are_one_object_after_writes_and_either_open(tmp_path: Path) -> None:
+def _keys_are_the_nodes(b: NetworkXBackend) -> bool:
+    """Whether every adjacency entry, bucket and vector-index key holds the node's own key
+    string (one object per key), not a copy of it."""
+    own = {k: k for k in b._g._node}
+    held = [v for adj in (b._g._succ, b._g._pred) for nbrs in adj.values() for v in nbrs]
+    held += [k for adj in (b._g._succ, b._g._pred) for k in adj]
+    held += list(b._rid_of)
+    if b._vindex is not None:
+        held += list(b._vindex._row)
+    return bool(held) and all(own[k] is k for k in held)
+
+
+_FRESH = """
+import os, sys
+from pathlib import Path
+import graphmem.backends.embedded.journal as journal
+from graphmem import GraphMemory
+from graphmem.backends.embedded.backend import NetworkXBackend
+from graphmem.backends.embedded.state_file import file_of
+from tests.unit.test_state_file import _keys_are_the_nodes, _shared_values
+journal.STATE_MIN_NODES, journal.STATE_LAG = 50, 20
+path, step = sys.argv[1], sys.argv[2]
+if step == "write":
+    with GraphMemory.open(path, embedder="hash:32") as mem:
+        mem.remember_many([{"content": f"more {i}", "agent_id": "a1"} for i in range(5)])
+        b = mem.backend
+        print(b._state_seq is not None, all(_shared_values(b).values()), _keys_are_the_nodes(b))
+else:
+    if step == "rows":
+        os.remove(file_of(Path(path)))
+    b = NetworkXBackend(path)
+    print(b._state_seq is not None, all(_shared_values(b).values()), _keys_are_the_nodes(b))
+    b._closed = True
+"""
+
+
+def _fresh(path: Path, step: str) -> list[str]:
+    """Run a step of the test below in a fresh process: in this one, a key string another
+    live handle still holds is the interned one, which later edges would point at."""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", _FRESH, str(path), step],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_repeated_values_and_keys_are_one_object_after_writes_and_either_open(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "s.db"
     _fill(path, 120)
-    shared = dict.fromkeys(("label", "agent_id", "namespace", "run_id", "status"), True)
-    shared |= dict.fromkeys(("tier", "visibility", "tags"), True)
-    with GraphMemory.open(str(path), embedder="hash:32") as mem:
-        mem.remember_many([{"content": f"more {i}", "agent_id": "a1"} for i in range(5)])
-        assert _shared_values(mem.backend) == shared  # type: ignore[arg-type]
-    used, _state, _rows = _open_both(path)
-    assert used
-    b = NetworkXBackend(path)
-    b._closed = True
-    assert _shared_values(b) == shared
-    os.remove(file_of(path))
-    b = NetworkXBackend(path)
-    b._closed = True
-    assert b._state_seq is None
-    assert _shared_values(b) == shared
+    assert _fresh(path, "write") == ["True", "True", "True"]  # written, from the state
+    assert _fresh(path, "state") == ["True", "True", "True"]  # the state and a catch-up
+    assert _fresh(path, "rows") == ["False", "True", "True"]
 
 
 def test_below_the_threshold_no_state_is_written(tmp_path: Path) -> None:

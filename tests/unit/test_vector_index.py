@@ -45,6 +45,7 @@ def test_replace_remove_and_get() -> None:
     # the row of "c" moved into b's slot; it must still be found with its own vector
     assert idx.search(np.array([1.0, 1.0]), 1)[0][0] == "c"
     assert [k for k, _ in idx.search(np.array([0.0, -1.0]), 3)] == ["a", "c"]
+    assert idx.missing({"a", "b", "c", "d"}) == {"b", "d"}
 
 
 def test_filters_apply_before_the_top_k_cut() -> None:

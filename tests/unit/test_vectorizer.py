@@ -226,3 +226,17 @@ def test_interpreter_exit_stops_the_worker_after_its_batch_instead_of_killing_it
     lines = done.stdout.splitlines()
     assert lines[:3] == ["batch started", "exiting without close", "batch finished"], lines
     assert lines.count("batch started") == 1  # no new batch after the exit began
+
+
+def test_a_pass_embeds_its_window_by_length_a_batch_at_a_time(
+    store: FakeStore, make: Callable[..., Vectorizer]
+) -> None:
+    # texts of like length share a model batch (little padding); no call is over a batch
+    seen: list[list[int]] = []
+    lengths = [37, 3, 20, 11, 29, 5, 41, 17, 2, 33, 8, 25]
+    for i, n in enumerate(lengths):
+        store.put(f"m{i}", "x" * n)
+    v = make(CountingEmbed(before=lambda texts: seen.append([len(t) for t in texts])), batch_size=4)
+    v.flush()
+    assert seen == [sorted(lengths)[i : i + 4] for i in range(0, len(lengths), 4)]
+    assert set(store.vectors) == set(store.content)

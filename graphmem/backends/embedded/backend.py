@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from sys import intern
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -142,7 +143,8 @@ class NetworkXBackend(EmbeddedSearch):
             vec_keys = [
                 k
                 for i in batch.vectors
-                if (k := "Memory:" + i) in self._rid_of and k not in dplan["keys"]
+                # the node's own key string (see _link): the vector index holds it too
+                if (k := intern("Memory:" + i)) in self._rid_of and k not in dplan["keys"]
             ]
             changed = self._changed
             changed.update(plan["nodes"])

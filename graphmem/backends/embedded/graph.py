@@ -107,7 +107,11 @@ def _link(
     networkx documents for subclasses; ``add_edge`` is several times slower). A pair's
     keyed dict is replaced, never edited (see :meth:`Adjacency.remove_edge`), so pairs
     joined by one edge without properties share their type's: about four containers
-    fewer per memory to build, keep and have the garbage collector walk."""
+    fewer per memory to build, keep and have the garbage collector walk. Both ends are
+    held as the interned node keys (see :meth:`EmbeddedGraph._put_node`): a writer builds
+    its own ``"Agent:a1"`` or ``"Memory:<id>"`` string per edge, and each adjacency entry
+    kept its copy — about 500k strings, ~300 bytes a memory at 100k."""
+    u, v = intern(u), intern(v)
     keydict = succ[u].get(v)
     if keydict is None:
         new = _SHARED_KEYED[k] if data is _SHARED_EDGE_DATA.get(k) else {k: data}
@@ -233,6 +237,7 @@ class EmbeddedGraph:
         edges are the caller's business). An existing attribute dict is updated in place:
         networkx views hold on to it."""
         g = self._g
+        key = intern(key)  # one string per node key, however many places hold it
         _share_values(label, attrs)
         old = g._node.get(key)
         if old is not None:
@@ -298,7 +303,8 @@ class EmbeddedGraph:
         vec_keys: list[str] = []
         vecs: list[tuple[float, ...]] = []
         succ, pred = g._succ, g._pred  # raw dicts: the API is slow here
-        for key, (label, _ident, props, vec) in plan["nodes"].items():
+        for key_, (label, _ident, props, vec) in plan["nodes"].items():
+            key = intern(key_)  # the vector index and _unvectored hold the node's key too
             self._put_node(label, key, dict(props), rids[key])
             if vec is not None:
                 vec_keys.append(key)

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from sys import intern
 from typing import Any, Literal
 
 import numpy as np
@@ -37,7 +38,7 @@ from graphmem.backends.embedded.graph import (
 )
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.errors import BackendUnavailable, Conflict, DimensionMismatch, QueryFailed
-from graphmem.gcpause import gc_paused
+from graphmem.gcpause import gc_paused, promote_all
 from graphmem.models import EdgeType, NodeLabel
 
 if sys.platform != "win32":
@@ -218,6 +219,7 @@ class EmbeddedJournal(EmbeddedGraph):
             try:
                 version = db.execute("PRAGMA data_version").fetchone()[0]
                 self._load_state()
+                promote_all()  # the state just built lives as long as the store
             finally:
                 if not outer:
                     db.execute("COMMIT")
@@ -265,9 +267,8 @@ class EmbeddedJournal(EmbeddedGraph):
             lab: [(f, index[(lab, f)]) for f in _INDEXED.get(lab, ())] for lab in NodeLabel
         }
         self._vindex = vindex
-        self._unvectored = {
-            k for k in by_label.get(NodeLabel.MEMORY, ()) if vindex is None or k not in vindex
-        }
+        memories = by_label.get(NodeLabel.MEMORY, set())
+        self._unvectored = set(memories) if vindex is None else vindex.missing(memories)
         self._next_rid = max(self._key_of, default=0) + 1
         self._df_cache: dict[str, int] = {}
         self._df_cache_n = len(by_label.get(NodeLabel.MEMORY, ()))
@@ -318,6 +319,10 @@ class EmbeddedJournal(EmbeddedGraph):
         p = saved.payload
         g = Adjacency()
         g._node, g._succ, g._pred = p["nodes"], p["succ"], p["pred"]
+        # the file holds one string per node key; interned, it is the one later writes'
+        # edges and buckets use too (see _link)
+        for key in g._node:
+            intern(key)
         labels = {lab.value: lab for lab in NodeLabel}
         by_label: dict[NodeLabel, set[str]] = defaultdict(set)
         for lab_s, keys in p["by_label"].items():
@@ -412,7 +417,7 @@ class EmbeddedJournal(EmbeddedGraph):
                         dt = parsed[v] = fromiso(v)
                     props[f] = dt
             parsed.clear()
-            key = label_s + ":" + ident
+            key = intern(label_s + ":" + ident)  # see _link
             label = labels[label_s]
             _share_values(label, props)
             node_attrs[key] = props
@@ -631,7 +636,8 @@ class EmbeddedJournal(EmbeddedGraph):
         nodes, succ, pred = g._node, g._succ, g._pred
         labels = {lab.value: lab for lab in NodeLabel}
         present: list[str] = []
-        for key in keys:
+        for key_ in keys:
+            key = intern(key_)  # the node's own key string (see _link)
             label_s, _, ident = key.partition(":")
             row = db.execute(
                 "SELECT rid, props FROM nodes WHERE label = ? AND id = ?", (label_s, ident)

@@ -49,7 +49,9 @@ class EmbeddedSearch(EmbeddedJournal):
     def search_text(self, query: TextQuery) -> list[Hit]:
         return self._search_text(query, vectors=True)
 
-    def _search_text(self, query: TextQuery, *, vectors: bool) -> list[Hit]:
+    def _search_text(
+        self, query: TextQuery, *, vectors: bool, built: dict[str, Memory] | None = None
+    ) -> list[Hit]:
         if query.filter.label is not NodeLabel.MEMORY:
             raise InvalidInput("text search runs over Memory nodes")
         terms = query_terms(query.text)
@@ -85,15 +87,29 @@ class EmbeddedSearch(EmbeddedJournal):
                     fetch *= 8
             except sqlite3.Error as e:
                 raise QueryFailed(f"text search failed: {e}") from e
-            return self._hits(results, vectors)
+            return self._hits(results, vectors, built)
 
-    def _hits(self, found: list[tuple[str, float]], vectors: bool) -> list[Hit]:
+    def _hits(
+        self,
+        found: list[tuple[str, float]],
+        vectors: bool,
+        built: dict[str, Memory] | None = None,
+    ) -> list[Hit]:
         """Hits without validating them again: ``Hit(node=...)`` would re-run the memory's
         model validators (about 20 µs a hit; ~100 hits per recall) on a node just built
-        from validated state."""
+        from validated state. ``built`` (key -> model) is shared by searches whose hits may
+        repeat: a frozen model serves both."""
         make = Hit.trusted
         node = self._node
-        return [make(cast(Memory, node(k, vector=vectors)), float(s)) for k, s in found]
+        if built is None:
+            return [make(cast(Memory, node(k, vector=vectors)), float(s)) for k, s in found]
+        out = []
+        for k, s in found:
+            m = built.get(k)
+            if m is None:
+                m = built[k] = cast(Memory, node(k, vector=vectors))
+            out.append(make(m, float(s)))
+        return out
 
     def _selective_terms(self, terms: list[str]) -> list[str]:
         """The query terms worth matching: present in the index and not near-ubiquitous
@@ -150,7 +166,9 @@ class EmbeddedSearch(EmbeddedJournal):
     def search_vector(self, query: VectorQuery) -> list[Hit]:
         return self._search_vector(query, vectors=True)
 
-    def _search_vector(self, query: VectorQuery, *, vectors: bool) -> list[Hit]:
+    def _search_vector(
+        self, query: VectorQuery, *, vectors: bool, built: dict[str, Memory] | None = None
+    ) -> list[Hit]:
         if query.filter.label is not NodeLabel.MEMORY:
             raise InvalidInput("vector search runs over Memory nodes")
         with self._fresh():
@@ -186,7 +204,7 @@ class EmbeddedSearch(EmbeddedJournal):
                 candidates=cand,
                 allowed=allowed,
             )
-            return self._hits(found, vectors)
+            return self._hits(found, vectors, built)
 
     def search_both(
         self,
@@ -203,8 +221,11 @@ class EmbeddedSearch(EmbeddedJournal):
         index: recall needs that number, and a memory's tuple of 384 Python floats costs
         more to build than the rest of its model."""
         lean = similarities is not None
-        lexical = self._search_text(text, vectors=not lean) if text is not None else []
-        found = self._search_vector(vector, vectors=not lean) if vector is not None else []
+        built: dict[str, Memory] = {}  # a memory both searches find is built once
+        lexical = self._search_text(text, vectors=not lean, built=built) if text is not None else []
+        found = (
+            self._search_vector(vector, vectors=not lean, built=built) if vector is not None else []
+        )
         if similarities is not None:
             q = query_vector if query_vector is not None else vector.vector if vector else None
             with self._fresh():

@@ -43,7 +43,9 @@ __all__ = ["SavedState", "file_of", "load", "save"]
 
 log = logging.getLogger("graphmem.backends.embedded")
 
-FORMAT = 3  # 3: a value held by one node is indexed by its key, not a one-key set
+#: 3: a value held by one node is indexed by its key, not a one-key set; 4: one string
+#: per node key (an older file holds a copy per adjacency entry: read the rows once)
+FORMAT = 4
 #: format 1 began with this magic and its header
 _MAGIC_1 = b"GMSTATE\n"
 _MAGIC = b"GMSTAT2\n"

@@ -103,6 +103,12 @@ class VectorIndex:
     def __contains__(self, key: object) -> bool:
         return key in self._row
 
+    def missing(self, keys: Collection[str]) -> set[str]:
+        """The keys of ``keys`` that have no vector here (one C-level pass: an open asks
+        this of every memory)."""
+        with self._lock:
+            return set(keys).difference(self._row)
+
     @property
     def ann_active(self) -> bool:
         """Whether searches currently go through the HNSW graph."""

@@ -16,6 +16,7 @@ from graphmem.backends.neo4j.queries import (
     Q_EXPAND,
     Q_GET_META,
     Q_MISSING_VECTORS,
+    Q_RUN_HEADS,
     Q_SCAN_EDGES,
     Q_SCAN_NODES,
     Q_SET_META,
@@ -33,6 +34,7 @@ from graphmem.models import (
     GraphNode,
     NodeLabel,
     NodeRef,
+    Run,
     Subgraph,
 )
 
@@ -93,6 +95,23 @@ class Neo4jBackend(Neo4jWrites, Neo4jSearch):
             "missing vectors", lambda tx: self._run_all(tx, Q_MISSING_VECTORS, limit=limit)
         )
         return [(str(r["id"]), str(r["content"])) for r in rows]
+
+    def run_heads(self, run_ids: Sequence[str]) -> tuple[list[Run], set[str]]:
+        """The runs among ``run_ids`` that exist, and which of their last memories exist
+        (any status): one read, where :meth:`get` and :meth:`count` would be two."""
+        if not run_ids:
+            return [], set()
+        self._ready()
+        rows = self._read("run heads", lambda tx: self._run_all(tx, Q_RUN_HEADS, ids=list(run_ids)))
+        runs: list[Run] = []
+        alive: set[str] = set()
+        for row in rows:
+            run = self._node(NodeLabel.RUN.value, row["props"])
+            if isinstance(run, Run):
+                runs.append(run)
+                if row["alive"] and run.last_event_id:
+                    alive.add(run.last_event_id)
+        return runs, alive
 
     def get(self, kind: type[N], ids: Sequence[str]) -> list[N]:
         """The ``kind`` nodes with these ids that exist, in the order of ``ids``."""

@@ -166,6 +166,9 @@ Q_VECTORS = "nodes/memory_vectors"
 Q_MISSING_VECTORS = "nodes/memory_missing_vectors"
 
 
+Q_RUN_HEADS = "nodes/run_heads"
+
+
 UNVECTORED = "Unvectored"
 """A second label on memories stored without an embedding: the background vectorizer's
 queue, read through the label index (the only label graphmem adds to its own)."""
@@ -246,6 +249,7 @@ QUERY_NAMES: tuple[str, ...] = (
     Q_HUBS,
     Q_VECTORS,
     Q_MISSING_VECTORS,
+    Q_RUN_HEADS,
     *UPSERT_QUERIES.values(),
     *GET_QUERIES.values(),
     *EDGE_UPSERT_QUERIES.values(),
