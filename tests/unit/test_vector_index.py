@@ -72,11 +72,15 @@ def test_dimension_and_value_errors_change_nothing() -> None:
     idx.add(["a"], np.ones((1, 3), dtype=np.float32))
     with pytest.raises(DimensionMismatch):
         idx.add(["b"], np.ones((1, 4), dtype=np.float32))
-    with pytest.raises(InvalidInput):
-        idx.add(["b"], np.array([[1.0, np.nan, 0.0]], dtype=np.float32))
+    for bad in (np.nan, np.inf, -np.inf):
+        with pytest.raises(InvalidInput):
+            idx.add(["x", "b"], np.array([[1, 0, 0], [1.0, bad, 0.0]], dtype=np.float32))
     with pytest.raises(DimensionMismatch):
         idx.search(np.ones(2), 1)
-    assert len(idx) == 1 and "b" not in idx
+    assert len(idx) == 1 and "b" not in idx and "x" not in idx
+    # finite values whose squares overflow float32 are finite all the same
+    idx.add(["big"], np.array([[1e20, 1e20, 0.0]], dtype=np.float32))
+    assert "big" in idx
 
 
 def test_hnsw_path_is_used_above_threshold_and_keeps_exact_scores() -> None:

@@ -133,17 +133,20 @@ class VectorIndex:
             raise DimensionMismatch(
                 f"embedding has {vectors.shape[1]} dimensions; this store uses {self.dim}"
             )
-        if not np.isfinite(vectors).all():
+        # without the (n, dim) temporary of x * x: at an open that is 150 MB of fresh pages
+        # for 100k vectors, which cost more than the arithmetic
+        norms = np.sqrt(np.einsum("ij,ij->i", vectors, vectors))
+        # a NaN or an infinity in a row makes its norm one, so finite norms clear every
+        # value without the (n, dim) boolean temporary (1.5 GB of vectors at 1M); a
+        # non-finite norm may also be a finite row whose squares overflow: look closer
+        if not np.isfinite(norms).all() and not np.isfinite(vectors).all():
             raise InvalidInput("embeddings must be finite numbers")
         if len(set(keys)) != len(keys):  # last one wins, like sequential adds
             last = {k: i for i, k in enumerate(keys)}
             keep = sorted(last.values())
             keys = [keys[i] for i in keep]
-            vectors = vectors[keep]
+            vectors, norms = vectors[keep], norms[keep]
         with self._lock:
-            # without the (n, dim) temporary of x * x: at an open that is 150 MB of fresh
-            # pages for 100k vectors, which cost more than the arithmetic
-            norms = np.sqrt(np.einsum("ij,ij->i", vectors, vectors))
             if not self._keys and self._ann is None and self._building is None:
                 # the bulk of an open: every row at once, not one numpy row view per key
                 m = len(keys)
