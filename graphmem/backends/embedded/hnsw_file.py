@@ -128,7 +128,7 @@ def load(lib: Any, store: Path, *, store_id: str, dim: int) -> SavedGraph | None
         seq = meta["seq"]
         if not isinstance(labels, list) or not isinstance(seq, int):
             raise ValueError("malformed description")
-        if not all(k is None or isinstance(k, str) for k in labels):
+        if not set(map(type, labels)) <= {str, type(None)}:
             raise ValueError("malformed labels")
         with open(bin_path, "rb") as f:
             crc, size = _crc(f)

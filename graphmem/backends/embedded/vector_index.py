@@ -18,7 +18,7 @@ import logging
 import threading
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -364,11 +364,16 @@ class VectorIndex:
             if self._ann is not None or self._building is not None:
                 return False
             labels = saved.label_keys
-            label_of = {k: i for i, k in enumerate(labels) if k is not None}
+            # set operations in C: at 1M vectors each Python loop here took 0.1-0.4 s
+            numbered = dict(zip(labels, range(len(labels)), strict=True))
+            numbered.pop(None, None)
+            label_of = cast(dict[str, int], numbered)
             changed = set(changed)
-            unchanged = {k for k in label_of if k not in changed}
-            held = {k for k in self._row if k not in changed}
-            if len(label_of) != len(labels) - labels.count(None) or unchanged != held:
+            if changed:
+                same = label_of.keys() - changed == self._row.keys() - changed
+            else:
+                same = label_of.keys() == self._row.keys()
+            if len(label_of) != len(labels) - labels.count(None) or not same:
                 log.warning(
                     "the saved HNSW graph beside %s does not match the stored vectors; "
                     "rebuilding it",
