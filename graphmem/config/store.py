@@ -71,6 +71,7 @@ class Neo4jSettings(_Frozen):
     touch_flush_s: float = Field(default=5.0, ge=0.0)
     touch_flush_rows: int = Field(default=1000, ge=1)
     fulltext_refresh: Literal["commit", "background"] = "commit"
+    vector_quantization: bool = True
     driver_options: dict[str, Any] = Field(default_factory=dict)
 
 

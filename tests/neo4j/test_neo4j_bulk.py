@@ -20,7 +20,7 @@ from tests.neo4j.fake_driver import FakeDriver
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 INDEX_NAMES = (
     "schema/memory_embedding_vector_drop",
-    "schema/memory_embedding_vector_exact",
+    "schema/memory_embedding_vector",
     "admin/await_indexes",
 )
 
@@ -72,7 +72,7 @@ def test_the_index_is_dropped_before_the_load_and_populated_once_after(
     names = fake.recorder.names()
     assert _index_statements(fake) == [
         "schema/memory_embedding_vector_drop",
-        "schema/memory_embedding_vector_exact",
+        "schema/memory_embedding_vector",
         "admin/await_indexes",
     ]
     create = next(s for s in fake.recorder.statements if s.name == INDEX_NAMES[1])

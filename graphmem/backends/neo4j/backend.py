@@ -60,7 +60,10 @@ class Neo4jBackend(Neo4jWrites, Neo4jSearch):
     (``touch_flush_s=0``: written at once). ``fulltext_refresh``: ``"commit"`` (a write
     updates the full-text index in its commit) or ``"background"`` (behind it: this
     handle's next lexical search waits for it, other handles may miss a write for a
-    moment; see :data:`~graphmem.backends.neo4j.session.FULLTEXT_REFRESH`). ``driver``: an
+    moment; see :data:`~graphmem.backends.neo4j.session.FULLTEXT_REFRESH`).
+    ``vector_quantization``: ``True`` (the server's quantized vector index on 5.23+) or
+    ``False`` (an index without quantization: full-precision neighbours, slower searches);
+    applies when the index is made. ``driver``: an
     already made driver (the backend will not close it). Other keywords must be ``neo4j``
     driver options (:data:`DRIVER_OPTIONS`).
     """

@@ -56,6 +56,7 @@ _BACKEND_OPTIONS = (
     "touch_flush_s",
     "touch_flush_rows",
     "fulltext_refresh",
+    "vector_quantization",
     "driver",
 )
 
@@ -120,6 +121,7 @@ class Neo4jSession:
         touch_flush_s: float = 5.0,
         touch_flush_rows: int = 1000,
         fulltext_refresh: str = "commit",
+        vector_quantization: bool = True,
         driver: Any = None,
         **driver_options: Any,
     ) -> None:
@@ -182,6 +184,11 @@ class Neo4jSession:
                 f"got {fulltext_refresh!r}"
             )
         self._fulltext_refresh = fulltext_refresh
+        if not isinstance(vector_quantization, bool):
+            raise InvalidInput(
+                f"vector_quantization must be True or False, got {vector_quantization!r}"
+            )
+        self._vector_quantization = vector_quantization
         self._batch_rows = int(batch_rows)
         self._exact_search_max = int(exact_search_max)
         self._index_timeout_s = int(index_timeout_s)
