@@ -58,6 +58,7 @@ from peers import (  # noqa: E402
     SCOPE,
     WARM_SCOPE,
     WARM_TEXTS,
+    GraphmemVerbs,
     Item,
     K,
     Query,
@@ -94,65 +95,32 @@ def wipe(url: str, auth: tuple[str, str], database: str | None) -> None:
                 session.run(f"DROP INDEX `{name}` IF EXISTS").consume()
 
 
-class GraphmemNeo4j(System):
+class GraphmemNeo4j(GraphmemVerbs):
     name = "graphmem"
 
-    #: create graphmem's vector index with Neo4j's quantization on before graphmem opens the
-    #: store (graphmem keeps an index that exists; its own is made without quantization)
-    quantized = False
+    #: graphmem's vector index: the server's quantized one (the default) or, with False,
+    #: one without quantization
+    vector_quantization = True
 
     def __init__(self, url: str, auth: tuple[str, str], database: str | None, threads: int):
-        from graphmem.backends.neo4j.queries import VECTOR_INDEX
         from graphmem.embeddings import OnnxEmbedder
         from graphmem.memory import GraphMemory
 
-        if self.quantized:
-            import neo4j
-
-            with neo4j.GraphDatabase.driver(url, auth=auth) as driver:
-                driver.execute_query(
-                    f"CREATE VECTOR INDEX {VECTOR_INDEX} IF NOT EXISTS FOR (n:Memory) "
-                    "ON (n.embedding) OPTIONS {indexConfig: {`vector.dimensions`: 384, "
-                    "`vector.similarity_function`: 'cosine', `vector.quantization.enabled`: true}}",
-                    database_=database,
-                )
         self.mem = GraphMemory.open(
-            url, embedder=OnnxEmbedder(threads=threads), auth=auth, database=database
+            url,
+            embedder=OnnxEmbedder(threads=threads),
+            auth=auth,
+            database=database,
+            vector_quantization=self.vector_quantization,
         )
-
-    def _row(self, item: Item, scope: str = SCOPE) -> dict[str, Any]:
-        return {
-            "content": item.text,
-            "agent_id": scope,
-            "category": "episodic",
-            "metadata": {"key": item.key},
-        }
-
-    def add(self, item: Item) -> None:
-        row = self._row(item)
-        self.mem.remember(row.pop("content"), **row)
-
-    def warm(self) -> None:
-        row = self._row(Item("warm", WARM_TEXTS[0]), WARM_SCOPE)
-        self.mem.remember(row.pop("content"), **row)
-
-    def add_many(self, items: Sequence[Item]) -> None:
-        self.mem.remember_many([self._row(it) for it in items])
-
-    def search(self, text: str, scope: str = SCOPE) -> list[str]:
-        found = self.mem.recall(text, k=K, agent_id=scope)
-        return [str(r.memory.metadata.get("key")) for r in found]
 
     def settle(self) -> None:
         self.mem.vectors.wait()
 
-    def close(self) -> None:
-        self.mem.close()
 
-
-class GraphmemQuantized(GraphmemNeo4j):
-    name = "graphmem-quantized"
-    quantized = True
+class GraphmemUnquantized(GraphmemNeo4j):
+    name = "graphmem-unquantized"
+    vector_quantization = False
 
 
 class OnnxForPeer:
@@ -325,7 +293,7 @@ def main() -> None:
         "--only",
         default="",
         help="comma-separated systems: graphmem, neo4j-agent-memory (the default: both), "
-        "graphmem-quantized (graphmem with Neo4j's quantized vector index)",
+        "graphmem-unquantized (graphmem with a vector index without quantization)",
     )
     ap.add_argument("--data", type=Path, default=None)
     ap.add_argument(
@@ -341,13 +309,13 @@ def main() -> None:
     makers: dict[str, Callable[[], System]] = {
         "graphmem": lambda: GraphmemNeo4j(args.url, auth, args.database, args.threads),
         PEER: lambda: AgentMemory(args.url, auth, args.database, args.threads),
-        "graphmem-quantized": lambda: GraphmemQuantized(
+        "graphmem-unquantized": lambda: GraphmemUnquantized(
             args.url, auth, args.database, args.threads
         ),
     }
     only = {s.strip().lower() for s in args.only.split(",") if s.strip()}
-    # the quantized variant only when asked for by name
-    names = [n for n in makers if n in only or (not only and n != "graphmem-quantized")]
+    # the unquantized variant only when asked for by name
+    names = [n for n in makers if n in only or (not only and n != "graphmem-unquantized")]
     lines = []
     with cpu_load(args.load):
         for r in range(args.rounds):

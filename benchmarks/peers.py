@@ -178,19 +178,10 @@ class System:
     def close(self) -> None: ...
 
 
-class Graphmem(System):
-    name = "graphmem"
+class GraphmemVerbs(System):
+    """graphmem's side of the harness on a store ``self.mem`` (embedded or a server)."""
 
-    #: the weights for search queries (None: graphmem's default, int8; stored vectors fp32)
-    query_quantize: Literal["none", "int8"] | None = None
-
-    def __init__(self, folder: Path, model: Path, threads: int) -> None:
-        from graphmem.embeddings import OnnxEmbedder
-        from graphmem.memory import GraphMemory
-
-        embedder = OnnxEmbedder(threads=threads, query_quantize=self.query_quantize)
-        self.mem = GraphMemory.open(str(folder / "graphmem.db"), embedder=embedder)
-        self._wait: Callable[[], Any] = self.mem.vectors.wait
+    mem: Any
 
     def _row(self, item: Item, scope: str = SCOPE) -> dict[str, Any]:
         return {
@@ -216,11 +207,26 @@ class Graphmem(System):
             str(r.memory.metadata.get("key")) for r in self.mem.recall(text, k=K, agent_id=scope)
         ]
 
-    def settle(self) -> None:
-        self._wait()
-
     def close(self) -> None:
         self.mem.close()
+
+
+class Graphmem(GraphmemVerbs):
+    name = "graphmem"
+
+    #: the weights for search queries (None: graphmem's default, int8; stored vectors fp32)
+    query_quantize: Literal["none", "int8"] | None = None
+
+    def __init__(self, folder: Path, model: Path, threads: int) -> None:
+        from graphmem.embeddings import OnnxEmbedder
+        from graphmem.memory import GraphMemory
+
+        embedder = OnnxEmbedder(threads=threads, query_quantize=self.query_quantize)
+        self.mem = GraphMemory.open(str(folder / "graphmem.db"), embedder=embedder)
+        self._wait: Callable[[], Any] = self.mem.vectors.wait
+
+    def settle(self) -> None:
+        self._wait()
 
 
 class GraphmemFp32Queries(Graphmem):
