@@ -63,9 +63,8 @@ class Neo4jBackend(Neo4jWrites, Neo4jSearch):
     moment; see :data:`~graphmem.backends.neo4j.session.FULLTEXT_REFRESH`).
     ``vector_quantization``: ``True`` (the server's quantized vector index on 5.23+) or
     ``False`` (an index without quantization: full-precision neighbours, slower searches);
-    applies when the index is made. ``driver``: an
-    already made driver (the backend will not close it). Other keywords must be ``neo4j``
-    driver options (:data:`DRIVER_OPTIONS`).
+    applies when the index is made. ``driver``: an already made driver (the backend will
+    not close it). Other keywords must be ``neo4j`` driver options (:data:`DRIVER_OPTIONS`).
     """
 
     name = "neo4j"
