@@ -12,9 +12,12 @@ import numpy as np
 import pytest
 
 from graphmem import GraphMemory
+from graphmem.backends.embedded import journal as journal_module
+from graphmem.backends.embedded import state_file
 from graphmem.backends.embedded import vector_index as vector_index_module
 from graphmem.backends.embedded.hnsw_file import files_of
 from graphmem.backends.embedded.vector_index import VectorIndex
+from graphmem.models import Filter, VectorQuery
 from tests.killed_writer import ids_written_then_killed
 
 pytestmark = pytest.mark.embedded(
@@ -24,9 +27,11 @@ pytestmark = pytest.mark.embedded(
 THRESHOLD = 200  # vectors above which the graph is used (50,000 by default)
 
 
-@pytest.fixture(autouse=True)
-def small_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(autouse=True, params=["rows", "state"])
+def small_threshold(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(vector_index_module, "ANN_THRESHOLD", THRESHOLD)
+    if request.param == "state":  # a state file kept beside: it names the graph's vectors
+        monkeypatch.setattr(journal_module, "STATE_MIN_NODES", 50)
 
 
 def _fill(path: Path, n: int, start: int = 0) -> list[str]:
@@ -55,7 +60,7 @@ def _build_and_close(path: Path) -> None:
 def _exact_scores(index: VectorIndex, q: np.ndarray, k: int) -> list[float]:
     """The k best cosines by brute force (compared as scores: the hash embedder's
     vectors tie often, and ties may come back in any order)."""
-    mat = np.stack([index.get(key) for key in index._row])  # type: ignore[misc]
+    mat = np.stack([index.get(key) for key in index.keys()])  # type: ignore[misc]
     scores = mat @ q / np.linalg.norm(mat, axis=1) / np.linalg.norm(q)
     return sorted(scores.tolist(), reverse=True)[:k]
 
@@ -77,8 +82,9 @@ def test_reopen_reads_the_saved_graph_instead_of_building_it(tmp_path: Path) -> 
     assert bin_path.stat().st_size > 0 and meta_path.stat().st_size > 0
     with GraphMemory.open(str(path), embedder="hash:32") as mem:
         index = _index(mem)
-        # in use at open: no build started, no exact fallback
+        # in use at open: no build started, no exact fallback, no matrix beside it
         assert index._ann is not None and index._building is None and index.ann_active
+        assert index.lean and index._mat.size == 0
         _assert_graph_answers_like_exact(index, ids)
 
 
@@ -174,3 +180,59 @@ def test_below_the_threshold_no_file_is_written(tmp_path: Path) -> None:
     with GraphMemory.open(str(path), embedder="hash:32") as mem:
         assert _index(mem)._ann is None
     assert not any(p.exists() for p in files_of(path))
+
+
+def test_the_graph_is_the_one_copy_in_memory_and_stored_vectors_read_back_exactly(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    path = tmp_path / "s.db"
+    ids = _fill(path, 400)
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        before = {i: mem.get(i).embedding for i in ids}  # the matrix's rows
+        assert _index(mem).build_ann() and _index(mem).lean
+        assert {i: mem.get(i).embedding for i in ids} == before
+    state = state_file.load(path, store_id=_store_id(path), dim=32)
+    if request.node.callspec.params["small_threshold"] == "state":
+        # the state names the vectors and leaves them to the graph file and the rows
+        assert state is not None and state.vectors is None and len(state.vec_keys) == 400
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        index = _index(mem)
+        assert index.lean and index._mat.size == 0
+        assert {i: mem.get(i).embedding for i in ids} == before
+        hits = mem.backend.search_vector(  # type: ignore[attr-defined]
+            VectorQuery(vector=before[ids[5]], k=3, filter=Filter.for_memories())
+        )
+        assert hits[0].node.id == ids[5] and hits[0].node.embedding == before[ids[5]]
+        assert hits[0].score == pytest.approx(1.0, abs=1e-6)
+
+
+def test_a_handle_without_the_matrix_catches_up_with_another_handles_writes(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    ids = _fill(path, 400)
+    _build_and_close(path)
+    with (
+        GraphMemory.open(str(path), embedder="hash:32") as reader,
+        GraphMemory.open(str(path), embedder="hash:32") as writer,
+    ):
+        assert _index(reader).lean
+        made = writer.remember_many([{"content": f"late okapi {i}"} for i in range(30)])
+        writer.vectors.wait(timeout=60)
+        writer.forget(ids[4])
+        for m in made[:5]:
+            vec = writer.get(m.id).embedding
+            assert vec is not None
+            hits = reader.backend.search_vector(  # type: ignore[attr-defined]
+                VectorQuery(vector=vec, k=3, filter=Filter.for_memories())
+            )
+            assert hits[0].node.id == m.id and hits[0].node.embedding == vec
+        assert f"Memory:{ids[4]}" not in _index(reader) or reader.get(ids[4]).status != "active"
+        assert len(_index(reader)) == len(_index(writer))
+
+
+def _store_id(path: Path) -> str:
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        return str(db.execute("SELECT value FROM meta WHERE key='store_id'").fetchone()[0])

@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -146,6 +146,8 @@ class EmbeddedJournal(EmbeddedGraph):
         #: the change-log position of the state file beside the store, when this process
         #: read or wrote it (None: no file known to be current enough)
         self._state_seq: int | None = None
+        #: that file holds the vector rows (not only their keys: see state_file)
+        self._state_rows = False
         self._opened = False
         try:
             if self._path is not None:
@@ -242,7 +244,6 @@ class EmbeddedJournal(EmbeddedGraph):
             self._load_rows()
         vindex = self._vindex
         if vindex is not None:
-            vindex.on_ann_built = self._save_ann
             if self._path is not None and len(vindex) >= vindex.ann_threshold:
                 vindex.load_ann(
                     self._path, store_id=self._store_id, changes=self._memory_changes_since
@@ -313,6 +314,7 @@ class EmbeddedJournal(EmbeddedGraph):
             return False
         self._next_rid = max(self._key_of, default=0) + 1
         self._state_seq = seq
+        self._state_rows = saved.vectors is not None
         return True
 
     def _install_saved(self, saved: state_file.SavedState) -> None:
@@ -330,10 +332,23 @@ class EmbeddedJournal(EmbeddedGraph):
         index: dict[tuple[NodeLabel, str], Bucket] = defaultdict(dict)
         for (lab_s, f), bucket in p["index"].items():
             index[(labels[lab_s], f)] = bucket
-        vindex = VectorIndex(self._dim) if self._dim else None
+        rid_of: dict[str, int] = p["rid_of"]
+        vindex = self._new_vindex()
         if vindex is not None and saved.vec_keys:
-            vindex.add(saved.vec_keys, saved.vectors, adopt=True)
-        self._install(g, p["rid_of"], by_label, index, vindex)
+            if saved.vectors is not None:
+                vindex.add(saved.vec_keys, saved.vectors, adopt=True)
+            else:  # the saved graph holds them, or else the rows
+                assert self._path is not None  # a state file is kept beside a file only
+                self._rid_of = rid_of  # where the index reads the changed ones
+                if not vindex.load_lean(
+                    self._path,
+                    store_id=self._store_id,
+                    keys=saved.vec_keys,
+                    since=saved.seq,
+                    changes=self._memory_changes_since,
+                ):
+                    self._add_stored_vectors(vindex, {rid: key for key, rid in rid_of.items()})
+        self._install(g, rid_of, by_label, index, vindex)
 
     def _save_state(self) -> None:
         """Keep this process's in-memory state beside the file for the next open (see
@@ -352,7 +367,10 @@ class EmbeddedJournal(EmbeddedGraph):
                     behind = db.execute(
                         "SELECT count(*) FROM changes WHERE seq > ?", (self._state_seq,)
                     ).fetchone()[0]
-                    if behind <= STATE_LAG:
+                    # rows the vector graph now holds are written out of it all the same:
+                    # the next open would read every one and drop them
+                    lean = self._vindex is not None and self._vindex.lean
+                    if behind <= STATE_LAG and not (lean and self._state_rows):
                         return
                 seq = self._seen_seq
                 row = db.execute("SELECT key FROM changes WHERE seq = ?", (seq,)).fetchone()
@@ -368,7 +386,7 @@ class EmbeddedJournal(EmbeddedGraph):
                 vindex = self._vindex
                 keys, vectors = (
                     vindex.rows() if vindex is not None else ([], np.zeros((0, 0), np.float32))
-                )
+                )  # no rows when the vector graph holds them (it is saved next, at close)
                 with gc_paused():
                     state_file.save(
                         self._path,
@@ -382,6 +400,7 @@ class EmbeddedJournal(EmbeddedGraph):
                         nodes=g.number_of_nodes(),
                     )
                 self._state_seq = seq
+                self._state_rows = vectors is not None
             except (OSError, sqlite3.Error, BackendUnavailable, QueryFailed) as e:
                 # an optimisation: the next open reads the rows
                 log.info("could not keep the state beside %s: %s", self._path, e)
@@ -459,19 +478,50 @@ class EmbeddedJournal(EmbeddedGraph):
             _link(succ, pred, src, dst, etype, _edge_data(etype, props_s))
         if dangling:
             log.warning("ignored %d stored edges whose endpoints are missing", dangling)
-        vindex = VectorIndex(self._dim) if self._dim else None
+        vindex = self._new_vindex()
         if vindex is not None:
-            keys: list[str] = []
-            vecs: list[np.ndarray] = []
-            for rid, blob in self._db.execute("SELECT rid, vec FROM vectors"):
-                vkey = key_of.get(rid)
-                if vkey is not None:
-                    keys.append(vkey)
-                    vecs.append(np.frombuffer(blob, dtype=np.float32))
-            if keys:
-                vindex.add(keys, np.vstack(vecs), adopt=True)
-            del vecs
+            self._add_stored_vectors(vindex, key_of)
         self._install(g, rid_of, by_label, index, vindex)
+
+    def _new_vindex(self) -> VectorIndex | None:
+        """An empty vector index for the store's dimension (None before it has one), which
+        reads exact vectors from the rows once its HNSW graph holds them."""
+        if not self._dim:
+            return None
+        vindex = VectorIndex(self._dim)
+        vindex.source = self._stored_vectors
+        vindex.on_ann_built = self._save_ann
+        return vindex
+
+    def _add_stored_vectors(self, vindex: VectorIndex, key_of: dict[int, str]) -> None:
+        """Every stored vector of a node in ``key_of`` into the (empty) index."""
+        keys: list[str] = []
+        vecs: list[np.ndarray] = []
+        for rid, blob in self._db.execute("SELECT rid, vec FROM vectors"):
+            vkey = key_of.get(rid)
+            if vkey is not None:
+                keys.append(vkey)
+                vecs.append(np.frombuffer(blob, dtype=np.float32))
+        if keys:
+            vindex.add(keys, np.vstack(vecs), adopt=True)
+
+    def _stored_vectors(self, keys: Sequence[str]) -> tuple[list[str], np.ndarray]:
+        """The stored vectors of the memory keys ``keys`` that have one, read from the
+        file: where the vector index reads exact values once its HNSW graph holds the one
+        copy in memory (a few dozen rows a query)."""
+        rid_of = self._rid_of
+        key_at = {rid_of[k]: k for k in keys if k in rid_of}
+        with self._lock:
+            try:
+                rows = self._db.execute(
+                    "SELECT rid, vec FROM vectors WHERE rid IN (SELECT value FROM json_each(?))",
+                    (orjson.dumps(list(key_at)),),
+                ).fetchall()
+            except sqlite3.Error as e:
+                raise QueryFailed(f"embedded store read failed: {e}") from e
+        found = [key_at[rid] for rid, _ in rows]
+        mat = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32)
+        return found, mat.reshape(len(found), -1) if found else mat.reshape(0, self._dim or 0)
 
     def _memory_changes_since(self, seq: int) -> set[str] | None:
         """The memory keys the change log names after ``seq`` (inside the caller's read
@@ -709,8 +759,7 @@ class EmbeddedJournal(EmbeddedGraph):
         make the in-memory index."""
         if self._dim != dim:
             self._dim = dim
-            self._vindex = VectorIndex(dim)
-            self._vindex.on_ann_built = self._save_ann
+            self._vindex = self._new_vindex()
 
     def _write_plan(self, db: sqlite3.Connection, plan: dict[str, Any]) -> None:
         rids: dict[str, int] = plan["rids"]
