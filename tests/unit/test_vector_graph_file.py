@@ -30,6 +30,7 @@ THRESHOLD = 200  # vectors above which the graph is used (50,000 by default)
 @pytest.fixture(autouse=True, params=["rows", "state"])
 def small_threshold(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(vector_index_module, "ANN_THRESHOLD", THRESHOLD)
+    monkeypatch.setattr(vector_index_module, "LEAN_THRESHOLD", THRESHOLD)
     if request.param == "state":  # a state file kept beside: it names the graph's vectors
         monkeypatch.setattr(journal_module, "STATE_MIN_NODES", 50)
 
@@ -99,7 +100,7 @@ def test_writes_after_the_save_are_caught_up_even_when_the_writer_was_killed(
         f"""
         from graphmem import GraphMemory
         from graphmem.backends.embedded import vector_index
-        vector_index.ANN_THRESHOLD = {THRESHOLD}
+        vector_index.ANN_THRESHOLD = vector_index.LEAN_THRESHOLD = {THRESHOLD}
         mem = GraphMemory.open({str(path)!r}, embedder="hash:32")
         made = mem.remember_many([{{"content": f"late note {{i}}"}} for i in range(60)])
         mem.vectors.wait(timeout=60)

@@ -220,7 +220,9 @@ def test_once_the_graph_holds_the_vectors_the_matrix_goes_and_answers_stay_exact
     mat = centers[rng.integers(0, 30, n)] + 0.2 * rng.standard_normal((n, dim)).astype(np.float32)
     keys = [f"m{i}" for i in range(n)]
     rows = _Rows()
-    idx = VectorIndex(dim, ann_threshold=1000, background_build=False, lean_exact_limit=300)
+    idx = VectorIndex(
+        dim, ann_threshold=1000, lean_threshold=0, background_build=False, lean_exact_limit=300
+    )
     idx.source = rows
     rows.put(idx, keys, mat)
     exact = VectorIndex(dim, ann_threshold=10**9)  # no graph: the matrix's answers
@@ -265,9 +267,14 @@ def test_once_the_graph_holds_the_vectors_the_matrix_goes_and_answers_stay_exact
     assert vectors is None and sorted(keys_now) == sorted(rows.held)
 
 
-def test_without_a_source_the_matrix_stays_after_the_build() -> None:
+@pytest.mark.parametrize("source", [False, True])
+def test_without_a_source_or_below_the_lean_threshold_the_matrix_stays(source: bool) -> None:
     rng = np.random.default_rng(2)
-    idx = VectorIndex(8, ann_threshold=100, background_build=False)
+    idx = VectorIndex(
+        8, ann_threshold=100, lean_threshold=1000 if source else 0, background_build=False
+    )
+    if source:
+        idx.source = _Rows()
     idx.add([f"k{i}" for i in range(300)], rng.standard_normal((300, 8)).astype(np.float32))
     assert idx.build_ann() and idx.ann_active and not idx.lean
     _keys, vectors = idx.rows()
@@ -280,7 +287,7 @@ def test_a_background_build_drops_the_matrix_with_the_changes_made_meanwhile() -
     mat = rng.standard_normal((n, dim)).astype(np.float32)
     keys = [f"m{i}" for i in range(n)]
     rows = _Rows()
-    idx = VectorIndex(dim, ann_threshold=1000)
+    idx = VectorIndex(dim, ann_threshold=1000, lean_threshold=0)
     idx.source = rows
     rows.put(idx, keys, mat)
     assert idx.search(mat[0], 1)[0][0] == "m0"  # starts the build

@@ -511,12 +511,19 @@ class EmbeddedJournal(EmbeddedGraph):
         copy in memory (a few dozen rows a query)."""
         rid_of = self._rid_of
         key_at = {rid_of[k]: k for k in keys if k in rid_of}
+        rids = sorted(key_at)  # in file order
+        rows: list[tuple[int, bytes]] = []
         with self._lock:
             try:
-                rows = self._db.execute(
-                    "SELECT rid, vec FROM vectors WHERE rid IN (SELECT value FROM json_each(?))",
-                    (orjson.dumps(list(key_at)),),
-                ).fetchall()
+                for at in range(0, len(rids), 512):
+                    part = rids[at : at + 512]
+                    # padded to a power of two (a repeated rid reads once): a few statements
+                    # for SQLite's statement cache instead of one per count
+                    part += part[-1:] * ((1 << (len(part) - 1).bit_length()) - len(part))
+                    rows += self._db.execute(
+                        f"SELECT rid, vec FROM vectors WHERE rid IN ({','.join('?' * len(part))})",
+                        part,
+                    ).fetchall()
             except sqlite3.Error as e:
                 raise QueryFailed(f"embedded store read failed: {e}") from e
         found = [key_at[rid] for rid, _ in rows]

@@ -40,6 +40,10 @@ log = logging.getLogger("graphmem.backends.embedded")
 
 #: vectors above which searches go through the HNSW graph (read when an index is made)
 ANN_THRESHOLD = 50_000
+#: vectors above which an index with a source drops its matrix once the graph holds them
+#: (read when an index is made): below it the matrix costs little (154 MB at 100k) and a
+#: scoped search over a few thousand candidates is a slice of it instead of reads
+LEAN_THRESHOLD = 500_000
 
 
 def _hnswlib() -> Any:
@@ -116,6 +120,7 @@ class VectorIndex:
         *,
         capacity: int = 1024,
         ann_threshold: int | None = None,
+        lean_threshold: int | None = None,
         background_build: bool = True,
         exact_candidates_limit: int = 16_384,
         lean_exact_limit: int = 2_048,
@@ -127,6 +132,7 @@ class VectorIndex:
             raise InvalidInput(f"vector dimension must be a positive int, got {dim!r}")
         self.dim = dim
         self.ann_threshold = ANN_THRESHOLD if ann_threshold is None else ann_threshold
+        self.lean_threshold = LEAN_THRESHOLD if lean_threshold is None else lean_threshold
         self.background_build = background_build
         self.exact_candidates_limit = exact_candidates_limit
         #: the same once the matrix is dropped: those candidates' rows are read, not sliced
@@ -366,11 +372,11 @@ class VectorIndex:
         return ann
 
     def _go_lean(self) -> None:
-        """Drop the matrix (under the lock) once the graph holds every vector above the
-        threshold and the source can give the exact ones back."""
+        """Drop the matrix (under the lock) once the graph holds every vector, there are
+        more than ``lean_threshold`` and the source can give the exact ones back."""
         if self.source is None or self._ann is None or self._building is not None:
             return
-        if self._lean or len(self._keys) < self.ann_threshold:
+        if self._lean or len(self._keys) < max(self.ann_threshold, self.lean_threshold):
             return
         self._lean = True
         self._mat = np.zeros((0, self.dim), dtype=np.float32)
@@ -535,6 +541,8 @@ class VectorIndex:
         file is missing or damaged) nothing changes and the graph is built as usual.
         Returns whether the saved graph is in use (the matrix is then dropped when the
         index has a source)."""
+        if self._ann is not None or self._building is not None:
+            return False  # in use already (an open that took the graph as its vectors)
         got = self._saved_graph(store, store_id, changes, None)
         if got is None:
             return False
@@ -614,13 +622,16 @@ class VectorIndex:
         self._ann_unsaved = True
 
     def _ann_keys(
-        self, q: np.ndarray, k: int, accept: Callable[[str], bool] | None
+        self,
+        q: np.ndarray,
+        k: int,
+        accept: Callable[[str], bool] | None,
+        flt: Callable[[int], bool] | None = None,
     ) -> list[str] | None:
-        """The graph's approximate top-k keys (still held); None when it cannot deliver k
-        results."""
+        """The graph's approximate top-k keys (still held) passing ``accept`` (or whose
+        labels pass ``flt``); None when it cannot deliver k results."""
         ann = self._ann
         keys = self._label_keys
-        flt: Callable[[int], bool] | None = None
         if accept is not None:
 
             def flt(label: int) -> bool:
@@ -760,7 +771,12 @@ class VectorIndex:
             pool = [c for c in candidates if c in held]
             if len(pool) <= self.lean_exact_limit:
                 return pool, allowed
-            found = self._ann_keys(q, min(k, len(pool)), self._accepting(candidates, allowed))
+            if allowed is None or allowed == getattr(candidates, "__contains__", None):
+                # the graph asks about every node it passes: a set of labels answers in C
+                labels = {held[c] for c in pool}
+                found = self._ann_keys(q, min(k, len(pool)), None, labels.__contains__)
+            else:
+                found = self._ann_keys(q, min(k, len(pool)), self._accepting(pool, allowed))
         if found is not None:
             return found, None
         # fewer than k reachable through the filter: every key that passes, exactly
