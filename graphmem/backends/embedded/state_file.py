@@ -13,10 +13,10 @@ body streams to the file as it is pickled: a closing process at 1M memories does
 hold a second, gigabyte-sized copy of its state as one bytes object. A vector index whose
 HNSW graph holds the one copy of its vectors (see ``vector_index``) has its keys written
 and no rows, and the header says so (``"vectors": "graph"``): the graph file beside the
-store and the store's own rows hold them. The file is written
-to a temporary file, flushed to disk and renamed over the old one, so a reader sees an
-old file or a new one, never a mix. A file of an older format is not read (the reason is
-logged; the rows are the truth) and is replaced at the next close.
+store and the store's own rows hold them. The file is written to a temporary file,
+flushed to disk and renamed over the old one, so a reader sees an old file or a new one,
+never a mix. A file of an older format is not read (the reason is logged; the rows are
+the truth) and is replaced at the next close.
 
 Nothing in it is trusted: :func:`load` returns ``None`` (with the reason logged) unless
 the header parses, names this store, and the body has the recorded size and checksum. The
