@@ -237,3 +237,29 @@ def _store_id(path: Path) -> str:
 
     with sqlite3.connect(path) as db:
         return str(db.execute("SELECT value FROM meta WHERE key='store_id'").fetchone()[0])
+
+
+def test_the_state_follows_where_the_index_keeps_its_vectors(
+    tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A state written while the graph held the vectors names them only; opened where the
+    index keeps its matrix (a higher lean threshold), the vectors come from the rows and
+    the next close writes them into the state again (and back)."""
+    if request.node.callspec.params["small_threshold"] != "state":
+        pytest.skip("about the state file")
+    path = tmp_path / "s.db"
+    ids = _fill(path, 400)
+    _build_and_close(path)
+    store_id = _store_id(path)
+    assert state_file.load(path, store_id=store_id, dim=32).vectors is None  # type: ignore[union-attr,unused-ignore]
+    monkeypatch.setattr(vector_index_module, "LEAN_THRESHOLD", 10_000)
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        index = _index(mem)
+        assert not index.lean and index.ann_active and len(index) == 400
+        _assert_graph_answers_like_exact(index, ids)
+    saved = state_file.load(path, store_id=store_id, dim=32)
+    assert saved is not None and saved.vectors is not None and saved.vectors.shape == (400, 32)
+    monkeypatch.setattr(vector_index_module, "LEAN_THRESHOLD", THRESHOLD)
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        assert _index(mem).lean
+    assert state_file.load(path, store_id=store_id, dim=32).vectors is None  # type: ignore[union-attr,unused-ignore]

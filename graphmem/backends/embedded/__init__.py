@@ -19,10 +19,11 @@ the graph from the file before it reads or writes, so it sees every committed wr
 ``memory://`` keeps the same SQLite machinery in memory (for tests and throwaway stores).
 
 The package, one module per concern (each imports only those above it): ``vector_index``
-(the float32 matrix, HNSW at scale, the rows read back when the graph holds the vectors) · ``graph`` (the in-memory graph, its index buckets and
-the filter evaluated in Python) · ``journal`` (the SQLite file: open, load, transactions,
-the change log other processes catch up from) · ``search`` (BM25 over FTS5, vector search)
-· ``backend`` (:class:`NetworkXBackend`: write plans, access records, the remaining reads).
+(the float32 matrix, HNSW at scale, the rows read back once the graph holds the vectors)
+· ``graph`` (the in-memory graph, its index buckets and the filter evaluated in Python) ·
+``journal`` (the SQLite file: open, load, transactions, the change log other processes
+catch up from) · ``search`` (BM25 over FTS5, vector search) · ``backend``
+(:class:`NetworkXBackend`: write plans, access records, the remaining reads).
 The class keeps the name of the graph library it is built on; its URL schemes (a path,
 ``file:``, ``sqlite:///``, ``networkx:///``, ``memory://``) and ``stats().backend ==
 "networkx"`` are unchanged.

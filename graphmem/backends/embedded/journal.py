@@ -367,10 +367,11 @@ class EmbeddedJournal(EmbeddedGraph):
                     behind = db.execute(
                         "SELECT count(*) FROM changes WHERE seq > ?", (self._state_seq,)
                     ).fetchone()[0]
-                    # rows the vector graph now holds are written out of it all the same:
-                    # the next open would read every one and drop them
+                    # a file whose vectors are kept otherwise than this index keeps them is
+                    # rewritten all the same: rows the graph now holds would be read at
+                    # every open and dropped, and rows it no longer holds read from the store
                     lean = self._vindex is not None and self._vindex.lean
-                    if behind <= STATE_LAG and not (lean and self._state_rows):
+                    if behind <= STATE_LAG and self._state_rows != lean:
                         return
                 seq = self._seen_seq
                 row = db.execute("SELECT key FROM changes WHERE seq = ?", (seq,)).fetchone()

@@ -573,7 +573,7 @@ class VectorIndex:
         ``since``), without a matrix: the keys changed after the older of the two positions
         are retired and read back from the source. False (nothing changed) when the graph
         is missing, damaged, too old or does not name those keys."""
-        if self.source is None:
+        if self.source is None or len(keys) < max(self.ann_threshold, self.lean_threshold):
             return False
         got = self._saved_graph(store, store_id, changes, since)
         if got is None:
