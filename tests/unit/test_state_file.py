@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -413,3 +414,22 @@ def test_a_reused_row_id_stays_searchable_in_a_handle_that_catches_up(tmp_path: 
             fresh = writer.remember(f"fresh okapi{attempt} note", agent_id="a")
             hits = reader.recall(f"okapi{attempt}", k=3, touch=False, agent_id="a")
             assert [h.memory.id for h in hits] == [fresh.id]
+
+
+def test_the_open_never_holds_the_bodys_bytes_beside_what_they_make(tmp_path: Path) -> None:
+    """At 1M memories the pickled body is ~530 MB: read whole before unpickling, it sat
+    beside the state it made, the open's peak half a gigabyte above what the store holds."""
+    path = tmp_path / "s.db"
+    with GraphMemory.open(str(path), embedder=None) as mem:
+        mem.remember_many([{"content": f"{i} " + "word " * 10_000} for i in range(SMALL + 10)])
+        store_id = mem.backend._store_id
+    body = file_of(path).stat().st_size
+    assert body > 2_500_000
+    tracemalloc.start()
+    try:
+        saved = state_file.load(path, store_id=store_id, dim=None)
+        held, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert saved is not None and len(saved.payload["nodes"]) > SMALL + 10
+    assert peak - held < body // 2

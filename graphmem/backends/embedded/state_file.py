@@ -24,7 +24,6 @@ change log and catches up with what was written since (or reads the rows when it
 
 from __future__ import annotations
 
-import io
 import logging
 import os
 import pickle
@@ -116,6 +115,21 @@ def save(
         f.write(_TAIL.pack(len(head), _MAGIC))
 
 
+def _crc_of(f: BinaryIO, size: int) -> int:
+    """The CRC-32 of the next ``size`` bytes of ``f``, read a block at a time (ValueError
+    when the file ends first)."""
+    crc, left = 0, size
+    block = bytearray(min(size, 1 << 20))
+    view = memoryview(block)
+    while left:
+        got = f.readinto(view[: min(left, len(block))])
+        if not got:
+            raise ValueError("the file is not the size its header records")
+        crc = zlib.crc32(view[:got], crc)
+        left -= got
+    return crc
+
+
 class _Summed:
     """A file's ``write`` that keeps the size and CRC-32 of what went through it."""
 
@@ -170,17 +184,21 @@ def load(store: Path, *, store_id: str, dim: int | None) -> SavedState | None:
             if len(_MAGIC) + size + 4 * rows * width != head_at or size < 0 or rows < 0:
                 raise ValueError("the file is not the size its header records")
             f.seek(len(_MAGIC))
-            body = f.read(size)
+            crc = _crc_of(f, size)
             vectors = np.fromfile(f, dtype=np.float32, count=rows * width)
-            if len(body) != size or vectors.size != rows * width:
+            if vectors.size != rows * width:
                 raise ValueError("the file is not the size its header records")
-            if zlib.crc32(vectors.data, zlib.crc32(body)) != head["crc32"]:
+            if zlib.crc32(vectors.data, crc) != head["crc32"]:
                 raise ValueError("the file does not match its checksum")
-        try:
-            data = _Unpickler(io.BytesIO(body)).load()
-        except Exception as e:  # whatever a damaged pickle raises: not a state
-            raise ValueError(f"unreadable body: {e}") from e
-        del body
+            # unpickled from the file, not from the body read whole: the body's bytes are
+            # never held beside what they make (~530 MB at 1M memories)
+            f.seek(len(_MAGIC))
+            try:
+                data = _Unpickler(f).load()
+            except Exception as e:  # whatever a damaged pickle raises: not a state
+                raise ValueError(f"unreadable body: {e}") from e
+            if f.tell() != len(_MAGIC) + size:
+                raise ValueError("the body does not end where its header says")
         if not isinstance(data, dict):
             raise ValueError("malformed body")
         payload, vec_keys = data["state"], data["vec_keys"]
