@@ -24,6 +24,7 @@ change log and catches up with what was written since (or reads the rows when it
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import pickle
@@ -115,7 +116,7 @@ def save(
         f.write(_TAIL.pack(len(head), _MAGIC))
 
 
-def _crc_of(f: BinaryIO, size: int) -> int:
+def _crc_of(f: io.BufferedReader, size: int) -> int:
     """The CRC-32 of the next ``size`` bytes of ``f``, read a block at a time (ValueError
     when the file ends first)."""
     crc, left = 0, size
