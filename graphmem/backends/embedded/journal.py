@@ -328,7 +328,8 @@ class EmbeddedJournal(EmbeddedGraph):
         for lab_s, keys in p["by_label"].items():
             by_label[labels[lab_s]] = keys
         index: dict[tuple[NodeLabel, str], Bucket] = defaultdict(dict)
-        for (lab_s, f), bucket in p["index"].items():
+        whole = state_file.index_whole(p["index"], p["most"], p["by_label"])
+        for (lab_s, f), bucket in whole.items():
             index[(labels[lab_s], f)] = bucket
         vindex = VectorIndex(self._dim) if self._dim else None
         if vindex is not None and saved.vec_keys:
@@ -357,13 +358,18 @@ class EmbeddedJournal(EmbeddedGraph):
                 seq = self._seen_seq
                 row = db.execute("SELECT key FROM changes WHERE seq = ?", (seq,)).fetchone()
                 g = self._g
+                by_label = {lab.value: keys for lab, keys in self._by_label.items()}
+                index, most = state_file.index_apart(
+                    {(lab.value, f): bucket for (lab, f), bucket in self._index.items()}, by_label
+                )
                 payload = {
                     "nodes": g._node,
                     "succ": g._succ,
                     "pred": g._pred,
                     "rid_of": self._rid_of,
-                    "by_label": {lab.value: keys for lab, keys in self._by_label.items()},
-                    "index": {(lab.value, f): bucket for (lab, f), bucket in self._index.items()},
+                    "by_label": by_label,
+                    "index": index,
+                    "most": most,
                 }
                 vindex = self._vindex
                 keys, vectors = (
