@@ -506,15 +506,15 @@ class Neo4jSearch(Neo4jSchema):
         wait, the next search waits instead."""
 
         def work(tx: Any) -> list[Any]:
-            if wait:
-                self._run_file(tx, Q_AWAIT_FULLTEXT).consume()
+            self._run_file(tx, Q_AWAIT_FULLTEXT).consume()
             return list(self._run(tx, name, text, params))
 
+        if not wait:
+            return self._query(what, name, text, params)
         try:
             rows: list[Any] = self._read(what, work)
         except BaseException:
-            if wait:
-                self._fulltext_behind = True
+            self._fulltext_behind = True
             raise
         return rows
 
@@ -688,9 +688,7 @@ class Neo4jSearch(Neo4jSchema):
             similarity_to=sim_to,
         )
         self._ready()
-        rows = self._read(
-            "recall expansion", lambda tx: list(self._run(tx, "recall expansion", text, params))
-        )
+        rows = self._query("recall expansion", "recall expansion", text, params)
         rank = {s: i for i, s in enumerate(seeds)}
         out: list[tuple[str, str, Memory]] = []
         credited: set[Any] = set(seeds)
