@@ -1221,6 +1221,8 @@ def test_a_scoped_recall_sizes_its_vector_fetch_by_the_count_of_its_scope(
     narrows the counted entries (then only the read knows the scope is small)."""
     from graphmem.backends.neo4j.search import (
         SCOPE_COUNT_MAX,
+        SCOPE_SAMPLE,
+        VECTOR_NEIGHBOUR_COST,
         compile_recall_search,
         scope_expected_hits,
     )
@@ -1234,6 +1236,9 @@ def test_a_scoped_recall_sizes_its_vector_fetch_by_the_count_of_its_scope(
     read = "true AS read" if always_read else "entries IS NULL OR entries < $vector_scope AS read"
     assert read in text
     assert params.get("scope_values") == values
+    # a filter narrower than the counted entries measures the share it keeps of them
+    assert params.get("scope_sample") == (SCOPE_SAMPLE if always_read else None)
+    assert params["vector_exact"] == pytest.approx(VECTOR_NEIGHBOUR_COST * scope_expected_hits(10))
 
 
 @pytest.mark.parametrize("k", [1, 10, 30, 100])

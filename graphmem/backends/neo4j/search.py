@@ -36,12 +36,14 @@ found 0.95 of the exact top 30 from the quantized index (0.975 unquantized, one 
 30 in both), 100 found all of them from either, at 8.2 ms p50 quantized against 11.7
 unquantized. The filter still applies after the index, so a selective one widens the
 search (:meth:`Neo4jSearch.search_vector`)."""
-VECTOR_SCOPE_EXACT = 500
+VECTOR_SCOPE_EXACT = 1_000
 """A scoped recall first reads up to this many memories of its scope (through the index of
-its most selective field): a scope that small is searched exactly, in the same statement;
-a larger one through the vector index. Measured at 100k memories (load 5): an exact cosine
-costs about 50 us per memory on the server (the 384 floats are read from the store), so 500
-is about the price of one index search for a few hundred neighbours."""
+its most selective field): a scope with fewer is held whole, and searched exactly in the
+same statement when that costs less than the index (:func:`_exact_is_cheaper`: up to
+about 1,900 memories at 100,000, 600 at 10,000); a larger one goes through the vector
+index. An exact cosine costs about 13 us per memory on the server (the 384 floats are
+read from the store, load 8), so 1,000 costs about what an index search for 1,500
+neighbours does, and bounds the read of a scope the rest of the filter narrows."""
 SCOPE_INDEXED = ("run_id", "agent_id", "namespace", "audience", "category")
 """Memory fields with a range index, most selective first: the scope's first read seeks
 the first one the filter pins (an index hint), never the status index every memory is in."""
@@ -185,9 +187,12 @@ def compile_recall_search(
             vector_k=vector_k,
             vector_mu=scope_expected_hits(vector_k),
             vector_scope=VECTOR_SCOPE_EXACT,
+            vector_exact=VECTOR_NEIGHBOUR_COST * scope_expected_hits(vector_k),
         )
         if flt.tags_all:
             params["scope_tag"] = str(flt.tags_all[0])
+        if "$scope_sample" in branches[-1]:
+            params["scope_sample"] = SCOPE_SAMPLE
     elif vector is not None:
         passing = " AND ".join(clauses) if clauses else "true"
         branches.append(
@@ -237,6 +242,25 @@ def _scope_start(flt: Filter) -> str:
     if field is not None:
         return f"MATCH (n:Memory) USING INDEX SEEK n:Memory({field})"
     return "MATCH (n:Memory)"
+
+
+def _scope_seek(flt: Filter) -> str:
+    """The WHERE that makes :func:`_scope_start`'s index seek for a field (its values as
+    counted, ``$scope_values``); none for a tag's edges or a label scan."""
+    field = _scope_field(flt)
+    if flt.tags_all or field is None:
+        return ""
+    return f" WHERE n.{field} IN $scope_values"
+
+
+SCOPE_SAMPLE = 2_000
+"""How many of the counted entries a scoped recall reads to measure the share the rest of
+its filter keeps (a namespace among a tag's memories), when that scope is too large to
+search exactly: its vector fetch is then sized by the count times that share, where the
+count alone (2 % of the store for a tag, of which the namespace keeps a fifth) asked for
+a fifth of the neighbours needed and then a second fetch eight times larger (at 1,000,000
+memories: ns+tag recall 497 ms). Reading 2,000 entries with their filter fields costs
+about what 200 more neighbours do, and gives the share within a few percent."""
 
 
 SCOPE_COUNT_MAX = 50_000
@@ -317,11 +341,15 @@ def _scoped_vector_branch(flt: Filter, clauses: list[str], props: str, lean: boo
     2. read up to ``$vector_scope`` memories of the scope through that index
        (:func:`_scope_start`) unless the count already shows the scope is larger (when
        the rest of the filter is only the status, :func:`_start_is_scope`); fewer than
-       that: the scope is searched exactly;
+       that: the read holds the whole scope, which is searched exactly when exact costs
+       less than the index would (:func:`_exact_is_cheaper`);
     3. else the index's nearest ``$vector_mu / share`` (at least ``$fetch``), share = the
-       count over all memories, so that about ``$vector_mu`` of them pass the filter
-       (:func:`scope_expected_hits`); ``$fetch`` when the scope has no such count or
-       reached :data:`SCOPE_COUNT_MAX`;
+       scope's size over all memories, so that about ``$vector_mu`` of them pass the
+       filter (:func:`scope_expected_hits`). The size: the read's, when it holds the whole
+       scope; else the count, times the share the rest of the filter keeps among the
+       first :data:`SCOPE_SAMPLE` counted entries when it narrows them (a namespace among
+       a tag's memories); ``$fetch`` when the scope has no count or reached
+       :data:`SCOPE_COUNT_MAX`;
     4. if fewer than ``$vector_k`` pass (and the index had more), the nearest
        ``3 x $vector_k / share``, share = (passing + 1) / fetched from step 3 (the
        margin and the + 1 because the passing share of a sample estimates it roughly),
@@ -332,11 +360,25 @@ def _scoped_vector_branch(flt: Filter, clauses: list[str], props: str, lean: boo
     the index had no more), so the caller widens only when it is neither."""
     passing = " AND ".join(clauses) if clauses else "true"
     index = f"CALL db.index.vector.queryNodes('{VECTOR_INDEX}'"
-    small = "read AND size(scope) < $vector_scope"
+    known = "read AND size(scope) < $vector_scope"  # the read holds the whole scope
+    small = f"{known} AND {_exact_is_cheaper('size(scope)')}"
     count = _scope_count(flt)[0]
-    read = "entries IS NULL OR entries < $vector_scope"
-    if not _start_is_scope(flt):
-        read = "true"
+    narrowed = not _start_is_scope(flt)
+    read = "true" if narrowed else "entries IS NULL OR entries < $vector_scope"
+    counted = "entries"
+    sample = ""
+    if narrowed and count != "null":
+        counted = "entries * CASE WHEN sampled = 0 THEN 1.0 ELSE (kept + 0.5) / sampled END"
+        sample = (
+            "CALL {\n"
+            "  WITH read, scope, entries\n"
+            f"  UNWIND CASE WHEN entries > 0 AND NOT ({known}) THEN [1] ELSE [] END AS sampling\n"
+            f"  {_scope_start(flt)}{_scope_seek(flt)}\n"
+            "  WITH n LIMIT $scope_sample\n"
+            "  RETURN count(n) AS sampled,\n"
+            f"    sum(CASE WHEN {passing} AND n.embedding IS NOT NULL THEN 1 ELSE 0 END) AS kept\n"
+            "}\n"
+        )
     return (
         f"WITH {count} AS entries, COUNT {{ (:Memory) }} AS total\n"
         f"WITH entries, total, {read} AS read\n"
@@ -350,11 +392,16 @@ def _scoped_vector_branch(flt: Filter, clauses: list[str], props: str, lean: boo
         "  WITH n LIMIT $vector_scope\n"
         "  RETURN collect(n) AS scope\n"
         "}\n"
+        f"{sample}"
         "CALL {\n"
-        "  WITH read, scope, entries, total\n"
-        f"  WITH entries, total WHERE NOT ({small})\n"
-        "  WITH CASE WHEN entries IS NULL OR entries = 0 OR entries >= $scope_cap THEN $fetch\n"
-        "    ELSE toInteger(ceil($vector_mu * total / entries)) END AS sized, total\n"
+        f"  WITH read, scope, entries, total{', sampled, kept' if sample else ''}\n"
+        f"  WITH read, scope, entries, total{', sampled, kept' if sample else ''}"
+        f" WHERE NOT ({small})\n"
+        f"  WITH CASE WHEN {known} THEN size(scope)\n"
+        "    WHEN entries IS NULL OR entries = 0 OR entries >= $scope_cap THEN null\n"
+        f"    ELSE {counted} END AS size, total\n"
+        "  WITH CASE WHEN size IS NULL THEN $fetch\n"
+        "    ELSE toInteger(ceil($vector_mu * total / size)) END AS sized, total\n"
         "  WITH CASE WHEN sized < $fetch THEN $fetch WHEN sized > total THEN total\n"
         "    ELSE sized END AS asked\n"
         f"  {index}, asked, $vector) YIELD node AS n\n"
@@ -363,7 +410,7 @@ def _scoped_vector_branch(flt: Filter, clauses: list[str], props: str, lean: boo
         f"    [n IN near WHERE {passing}] AS passed0\n"
         "}\n"
         "CALL {\n"
-        "  WITH read, scope, asked0, fetched0, passed0\n"
+        "  WITH read, scope, total, asked0, fetched0, passed0\n"
         "  WITH asked0, fetched0, passed0\n"
         f"  WHERE NOT ({small}) AND size(passed0) < $vector_k AND fetched0 >= asked0\n"
         "  WITH 3 * $vector_k * fetched0 / (size(passed0) + 1) AS asked\n"
@@ -377,6 +424,22 @@ def _scoped_vector_branch(flt: Filter, clauses: list[str], props: str, lean: boo
         "  ELSE [passed1, fetched1] END AS answer\n"
         "WITH answer[0] AS pool, answer[1] AS fetched\n" + _ranked_vector_rows("pool", props, lean)
     )
+
+
+VECTOR_NEIGHBOUR_COST = 0.7
+"""What one neighbour of a vector index search costs the server, relative to one exact
+cosine over a memory read from the store (measured at 100,000 memories, 384-d, quantized
+index, load 8: 8.9 us per neighbour asked, 13 us per memory scored exactly)."""
+
+
+def _exact_is_cheaper(size: str) -> str:
+    """Whether a scope of ``size`` memories (a Cypher expression) costs less searched
+    exactly than through the index: exact costs ``size`` cosines, the index about
+    ``$vector_mu * total / size`` neighbours (step 3 of :func:`_scoped_vector_branch`),
+    so exact wins while ``size ** 2 <= $vector_exact * total`` (``$vector_exact`` =
+    :data:`VECTOR_NEIGHBOUR_COST` x ``$vector_mu``): at 100,000 memories and k = 30, up
+    to about 1,900 memories; at 1,000,000, 6,000; at 10,000, 600."""
+    return f"{size} * {size} <= $vector_exact * total"
 
 
 def compile_neighbours(
