@@ -1242,14 +1242,14 @@ def test_a_scoped_recall_sizes_its_vector_fetch_by_the_count_of_its_scope(
 
 
 @pytest.mark.parametrize("k", [1, 10, 30, 100])
-def test_the_scoped_fetch_expects_the_least_poisson_mean_three_deviations_above_k(
+def test_the_scoped_fetch_expects_the_least_poisson_mean_some_deviations_above_k(
     k: int,
 ) -> None:
-    from graphmem.backends.neo4j.search import scope_expected_hits
+    from graphmem.backends.neo4j.search import VECTOR_SCOPE_SIGMAS, scope_expected_hits
 
-    m = scope_expected_hits(k)
-    assert m - 3 * math.sqrt(m) >= k - 1e-9
-    assert (m - 0.5) - 3 * math.sqrt(m - 0.5) < k
+    m, z = scope_expected_hits(k), VECTOR_SCOPE_SIGMAS
+    assert m - z * math.sqrt(m) >= k - 1e-9
+    assert (m - 0.5) - z * math.sqrt(m - 0.5) < k
 
 
 def test_a_scoped_recall_answered_completely_is_one_round_trip(fake: FakeDriver) -> None:
