@@ -176,6 +176,7 @@ class Retriever:
         fetch = max(cfg.candidates, 2 * k)
 
         qvec = self._query_vector(query, cfg)
+        qlist = tuple(qvec.tolist()) if qvec is not None else None
         cands: dict[str, _Cand] = {}
         lexical: list[Hit] = []
         vector: list[Hit] = []
@@ -185,8 +186,8 @@ class Retriever:
             else None
         )
         vector_q = (
-            VectorQuery(vector=tuple(qvec.tolist()), filter=flt, k=fetch)
-            if qvec is not None and cfg.vector_weight > 0
+            VectorQuery(vector=qlist, filter=flt, k=fetch)
+            if qlist is not None and cfg.vector_weight > 0
             else None
         )
         # a server backend keeps the embeddings: it reports each memory's cosine to the
@@ -194,7 +195,6 @@ class Retriever:
         sims: dict[str, float] | None = (
             {} if self._search_both is not None and not cfg.mmr else None
         )
-        qlist = tuple(qvec.tolist()) if qvec is not None else None
         if self._search_both is not None:
             # a server backend sends both searches as one round trip
             lexical, vector = self._search_both.search_both(
