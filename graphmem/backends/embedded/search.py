@@ -279,7 +279,13 @@ class EmbeddedSearch(EmbeddedJournal):
             )
             if similarities is not None:
                 q = query_vector if query_vector is not None else vector.vector if vector else None
-                keys = {"Memory:" + h.node.id for h in (*lexical, *found)}
+                hits = (*lexical, *found)
+                if vector is not None and (q is vector.vector or q == vector.vector):
+                    # a vector hit's score is its cosine to q (exact, from the same row)
+                    scored = {h.node.id: h.score for h in found}
+                    similarities.update(scored)
+                    hits = tuple(h for h in lexical if h.node.id not in scored)
+                keys = {"Memory:" + h.node.id for h in hits}
                 self._cosines_into(similarities, keys, q)
         return lexical, found
 
