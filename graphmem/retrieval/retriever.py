@@ -186,7 +186,7 @@ class Retriever:
             else None
         )
         vector_q = (
-            VectorQuery(vector=qlist, filter=flt, k=fetch)
+            VectorQuery.trusted(qlist, flt, fetch)
             if qlist is not None and cfg.vector_weight > 0
             else None
         )
@@ -523,9 +523,7 @@ class Retriever:
         tvec = self._query_vector(topic, cfg) if topic is not None else None
         if tvec is None:
             return
-        hits = self.backend.search_vector(
-            VectorQuery(vector=tuple(tvec.tolist()), filter=flt, k=fetch)
-        )
+        hits = self.backend.search_vector(VectorQuery.trusted(tuple(tvec.tolist()), flt, fetch))
         found = [(h.node, h.score) for h in hits if isinstance(h.node, Memory)]
         if cfg.topic_weight > 0:
             _add_ranked(cands, [m for m, _ in found], "topic", cfg.topic_weight / top, cfg)
