@@ -1067,6 +1067,81 @@ def test_remember_in_a_run_reads_the_run_and_its_last_memory_in_one_round_trip()
     ]
 
 
+def _part_rows(st: Any, text: str) -> list[dict[str, Any]]:
+    """The rows of the part of a composed statement whose text holds ``text``."""
+    for i, part in enumerate(st.text.split("WITH count(*) AS c")):
+        if text in part:
+            return list(st.params[f"p{i}_rows"])
+    raise AssertionError(f"no part with {text!r} in {st.name}")
+
+
+def test_a_handle_appends_to_a_run_it_wrote_last_in_one_round_trip() -> None:
+    """The next remember into a run this handle appended to last, reconcile on, sends its
+    write alone: the write's guard expects the run as the handle left it and the previous
+    memory to exist, and sets only the run's event count and last memory (its other
+    properties are not rewritten: a run another handle ended stays ended)."""
+
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        return [] if name == "nodes/run_heads" else None  # the run is new
+
+    fake = FakeDriver(respond)
+    neo = _backend(fake)
+    mem = GraphMemory(neo, embedder=None, owns_backend=False, knowledge=False)
+    first = mem.remember("the kettle is blue", agent_id="a", run_id="s1")
+    fake.recorder.reset()
+    second = mem.remember("the teapot is green", agent_id="a", run_id="s1")
+    assert [t.mode for t in fake.recorder.transactions] == ["write"], fake.recorder.names()
+    (st,) = fake.recorder.statements
+    assert "guard absent" in st.name  # reconcile's duplicate check rides along
+    assert "nodes/run_head_set" in st.name and "nodes/run_upsert" not in st.name
+    assert _part_rows(st, "SET r.event_count") == [
+        {"id": "s1", "event_count": 0, "last_event_id": second.id}
+    ]
+    (run_guard,) = _part_rows(st, "OPTIONAL MATCH (n:Run")
+    assert run_guard["props"] == {
+        "event_count": 0,
+        "last_event_id": first.id,
+        "agent_id": "a",
+        "namespace": "default",
+    }
+    assert first.id in [r["id"] for r in _part_rows(st, "OPTIONAL MATCH (n:Memory {id")]
+    assert {"src": first.id, "dst": second.id, "props": {}} in _part_rows(st, ":NEXT]")
+    neo.close()
+
+
+def test_a_stale_run_head_is_read_again_and_the_write_sent_again() -> None:
+    """When another writer changed the run since this handle appended to it, the guard
+    refuses the write (nothing written); the handle reads the run and writes again after
+    the other writer's memory."""
+    other = Run(id="s1", agent_id="a", last_event_id="m-other", event_count=0)
+    state = {"heads": 0, "fail": 0}
+
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if name == "nodes/run_heads":
+            state["heads"] += 1
+            return [{"id": "s1", "props": other.to_props(), "alive": True}] if state["fail"] else []
+        if name.startswith("write") and state["fail"] == 1:
+            state["fail"] = 2
+            raise guard_failure()
+        return None
+
+    fake = FakeDriver(respond)
+    neo = _backend(fake)
+    mem = GraphMemory(neo, embedder=None, owns_backend=False, knowledge=False)
+    mem.remember("the kettle is blue", agent_id="a", run_id="s1", reconcile="off")
+    state["fail"] = 1
+    fake.recorder.reset()
+    second = mem.remember("the teapot is green", agent_id="a", run_id="s1", reconcile="off")
+    names = fake.recorder.names()
+    assert names[0].startswith("write") and names[-2:][0] == "nodes/run_heads", names
+    outcomes = [t.outcome for t in fake.recorder.writes()]
+    assert outcomes[0] == "rolled back" and outcomes[-1] == "committed", outcomes
+    st = fake.recorder.writes()[-1].statements[-1]
+    assert {"src": "m-other", "dst": second.id, "props": {}} in _part_rows(st, ":NEXT]")
+    assert state["heads"] == 2
+    neo.close()
+
+
 def test_every_write_locks_the_nodes_it_shares_in_id_order(fake: FakeDriver) -> None:
     """Access records, node upserts and vectors go in id order, whatever order the caller
     used: a remember and the background vector writer that both lock some of the same

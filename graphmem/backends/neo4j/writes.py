@@ -29,6 +29,7 @@ from graphmem.backends.neo4j.queries import (
     Q_DELETE_EDGES,
     Q_DELETE_NODES,
     Q_HUBS,
+    Q_RUN_HEAD_SET,
     Q_TOUCH,
     Q_VECTORS,
     STRUCTURAL_SHAPES,
@@ -243,6 +244,17 @@ def _vector_rows(vectors: Mapping[str, Sequence[float]]) -> list[dict[str, Any]]
     return sorted(rows, key=_by_id)
 
 
+def _head_rows(heads: Mapping[str, tuple[int, str | None]]) -> list[dict[str, Any]]:
+    rows = []
+    for run_id, (count, last) in heads.items():
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise InvalidInput(f"the event count of run {run_id!r} must be a non-negative int")
+        if last is not None and not isinstance(last, str):
+            raise InvalidInput(f"the last event of run {run_id!r} must be a memory id or None")
+        rows.append({"id": str(run_id), "event_count": count, "last_event_id": last})
+    return sorted(rows, key=_by_id)
+
+
 def _by_id(row: Mapping[str, Any]) -> str:
     """The order rows are written in: by id, in every statement (see :data:`LOCK_ORDER`)."""
     return str(row["id"])
@@ -267,13 +279,16 @@ class Neo4jWrites(Neo4jSchema):
     """The write path: one managed write transaction per :class:`WriteBatch`."""
 
     def _node_parts(
-        self, nodes: Sequence[GraphNode], create: frozenset[NodeRef] = frozenset()
+        self,
+        nodes: Sequence[GraphNode],
+        create: frozenset[NodeRef] = frozenset(),
+        runs: frozenset[str] = frozenset(),
     ) -> list[WritePart]:
         """The upsert parts that write ``nodes``: the hubs they point to (once), then one
         part per label and chunk of ``batch_rows`` rows. Nodes in ``create`` must be new:
         their part CREATEs instead of MERGEs, so that the id's uniqueness constraint stops
         a concurrent writer of the same id (a Conflict) instead of letting one overwrite
-        the other."""
+        the other. ``runs``: ids of runs the write expects to exist (no hub for them)."""
         latest: dict[NodeRef, GraphNode] = {}
         for node in nodes:
             if not isinstance(node, GraphNode):
@@ -294,6 +309,8 @@ class Neo4jWrites(Neo4jSchema):
                 hubs.tags.pop(ref.id, None)
             elif ref.label is NodeLabel.RUN:
                 hubs.runs.pop(ref.id, None)
+        for run_id in runs:
+            hubs.runs.pop(run_id, None)
         parts: list[WritePart] = []
         if hubs:
             agent_defaults = {k: v for k, v in Agent(id="default").to_props().items() if k != "id"}
@@ -432,7 +449,15 @@ class Neo4jWrites(Neo4jSchema):
             if not ex.exists and ex.ref in upserted and ex.ref.label not in _HUB_LABELS
         )
         guarded = [ex for ex in batch.expect if ex.exists or ex.ref not in create]
-        parts = [*self._node_parts(nodes, create), *self._edge_parts(plain, create)]
+        heads = _head_rows(getattr(batch, "run_heads", None) or {})
+        parts = self._node_parts(nodes, create, frozenset(r["id"] for r in heads))
+        for chunk in chunks(heads, self._batch_rows):
+            parts.append(
+                WritePart(
+                    Q_RUN_HEAD_SET, *self._bind(Q_RUN_HEAD_SET, rows=list(chunk)), rows=len(chunk)
+                )
+            )
+        parts.extend(self._edge_parts(plain, create))
         # only an import or a migration passes structural edges: check those against the
         # nodes (an ordinary write does not pay for it)
         implied_here = {n.ref: _implied(n.label, n.to_props()) for n in nodes} if structural else {}
