@@ -341,6 +341,30 @@ def test_a_duplicate_found_by_the_write_guard_is_reconciled_by_reading(
     ]
 
 
+def test_a_duplicate_remembered_into_a_run_is_read_after_one_refused_write(
+    neo: Neo4jBackend, fake: FakeDriver
+) -> None:
+    """The write's guard finds the duplicate: that is not another writer's append to the
+    run, so the write is not ordered and sent again; reconcile reads the duplicate."""
+    old = Memory(content="the 3 kettles are blue", agent_id="a", run_id="s1")
+
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if name.startswith("write guard absent"):
+            raise guard_failure()
+        if name == "match":
+            return [{"props": old.to_props()}]
+        if name == "nodes/memory_get":
+            return [{"id": old.id, "eid": "e1", "props": old.to_props()}]
+        return None
+
+    fake.respond = respond
+    mem = GraphMemory(neo, embedder=None, owns_backend=False, knowledge=False)
+    again = mem.remember("the 3 kettles are blue", agent_id="a", run_id="s1")
+    assert again.id == old.id
+    refused = [n for n in fake.recorder.names() if n.startswith("write guard absent")]
+    assert len(refused) == 1, fake.recorder.names()
+
+
 @pytest.mark.parametrize(("n", "batch_rows"), [(10_000, 1000), (10_000, 5000), (2500, 1000)])
 def test_a_batch_is_at_most_ceil_n_over_batch_plus_one_statements(n: int, batch_rows: int) -> None:
     fake = FakeDriver()
