@@ -501,7 +501,8 @@ def test_preconditions_travel_in_the_write_statement_and_a_broken_one_is_named(
     (st,) = tx.statements
     assert st.name.startswith("write guard Memory + nodes/hubs + nodes/memory_upsert")
     assert (
-        st.text.index("SET x._graphmem_lock")
+        st.text.index("SET l._graphmem_lock")
+        < st.text.index("OPTIONAL MATCH (n:Memory")
         < st.text.index("1 / CASE")
         < st.text.index("MERGE (m:Memory")
     )  # locked, then checked, then written
@@ -1184,6 +1185,19 @@ def test_every_write_locks_the_nodes_it_shares_in_id_order(fake: FakeDriver) -> 
     neo.write(WriteBatch(vectors={i: [1.0, 0.0] for i in ids}))  # type: ignore[call-arg]
     (st,) = [s for s in fake.recorder.statements if s.name.startswith("write")]
     assert [r["id"] for r in st.params["p0_rows"]] == sorted(ids)
+    fake.recorder.reset()
+    # the vector writer's guard (each memory's content) locks its memories in id order too,
+    # all of them before it checks any
+    neo.write(
+        WriteBatch(
+            vectors={i: [0.0, 1.0] for i in ids},  # type: ignore[call-arg]
+            expect=[Expect(m.ref, props={"content_hash": m.content_hash}) for m in ms],
+        )
+    )
+    (st,) = [s for s in fake.recorder.statements if s.name.startswith("write")]
+    assert st.name == "write guard Memory + nodes/memory_vectors"
+    assert st.params["p0_ids"] == sorted(ids)
+    assert st.text.index("SET l._graphmem_lock") < st.text.index("OPTIONAL MATCH")
     neo.close()
 
 

@@ -122,17 +122,24 @@ def compile_guard(
     """A write part that locks the nodes of preconditions on ``label`` nodes and stops the
     whole statement (and so its transaction) when one does not hold, by evaluating
     ``1 / 0`` (Cypher has no assertion clause without APOC; the backend reads the resulting
-    ArithmeticError as a Conflict and then names the failing precondition). Rows come from
-    :func:`guard_rows`. A node's incoming edges are read only for a precondition that names
-    its sources (a Run's hundreds of IN_RUN edges are not read to check its counters). The
-    label is allowlisted; everything else is a parameter."""
+    ArithmeticError as a Conflict and then names the failing precondition). The nodes are
+    locked first, in id order, by a plain ``MATCH`` and a property set: locked inside the
+    check instead (an ``OPTIONAL MATCH``, then a ``FOREACH`` that set the property), a node
+    got its relationship-group lock before its node lock, and such a guard deadlocked with a
+    write that held the node and then linked it (the background vector writer's guard
+    against ``remember`` of the run's next memory; benchmarks/RESULTS.md, issue 19). Rows
+    come from :func:`guard_rows`. A node's incoming edges are read only for a precondition
+    that names its sources (a Run's hundreds of IN_RUN edges are not read to check its
+    counters). The label is allowlisted; everything else is a parameter."""
     lab = allowed_label(label)
     text = (
+        "UNWIND $ids AS id\n"
+        f"MATCH (l:{lab} {{id: id}})\n"
+        f"SET l.{LOCK_PROPERTY} = true\n"
+        f"REMOVE l.{LOCK_PROPERTY}\n"
+        "WITH count(*) AS locked\n"
         "UNWIND $rows AS row\n"
         f"OPTIONAL MATCH (n:{lab} {{id: row.id}})\n"
-        "FOREACH (x IN CASE WHEN n IS NULL THEN [] ELSE [n] END |\n"
-        f"  SET x.{LOCK_PROPERTY} = true\n"
-        f"  REMOVE x.{LOCK_PROPERTY})\n"
         "WITH row, n, CASE WHEN n IS NULL OR row.sources IS NULL THEN []\n"
         "  ELSE [(s)-[r]->(n) WHERE type(r) IN row.types | s.id] END AS sources\n"
         "WHERE 1 / CASE WHEN (n IS NULL AND NOT row.exists)\n"
@@ -143,7 +150,8 @@ def compile_guard(
         "                                   AND all(x IN row.sources WHERE x IN sources))))\n"
         "  THEN 1 ELSE 0 END = 1"
     )
-    return text, {"rows": [dict(r) for r in rows]}
+    ordered = sorted((dict(r) for r in rows), key=_by_id)
+    return text, {"ids": [r["id"] for r in ordered], "rows": ordered}
 
 
 def compile_absent(flt: Filter) -> tuple[str, dict[str, Any]]:
