@@ -29,11 +29,14 @@ import numbers
 import types
 import typing
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from graphmem.errors import InvalidInput
 
-__all__ = ["check_arguments", "guard"]
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+__all__ = ["check_arguments", "guard", "unchecked"]
 
 _INT64 = 2**63
 #: how deep and how wide text inside an argument is looked at
@@ -383,6 +386,18 @@ def guard(cls: type, names: Iterable[str] | None = None, *, prefix: str = "") ->
                 setattr(cls, name, classmethod(wrapped) if is_class else staticmethod(wrapped))
         elif inspect.isfunction(static) and not getattr(static, _MARK, False):
             setattr(cls, name, _wrap(static, verb, method=True))
+
+
+def unchecked(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """A guarded verb (bound to its object or class) without its argument check, for
+    graphmem's own calls that pass on arguments the public verb receiving them has checked
+    already (``recall``'s filters to ``namespaces.memory_filter``): the check binds the
+    call to the signature again, tens of µs a call. Anything else is returned as it is."""
+    fn = getattr(method, "__func__", None)
+    receiver = getattr(method, "__self__", None)
+    if fn is None or receiver is None or not getattr(fn, _MARK, False):
+        return method
+    return types.MethodType(fn.__wrapped__, receiver)
 
 
 #: the verbs of ``mem.writes`` (WritesAPI, plus the checks it offers); the rest of the write

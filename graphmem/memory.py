@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal, Unpack, overload
 from graphmem.agents import Agents
 from graphmem.backends import open_backend
 from graphmem.backends.base import GraphBackend
-from graphmem.boundary import guard, guard_face
+from graphmem.boundary import guard, guard_face, unchecked
 from graphmem.config import RecallConfig, Settings, VectorMode
 from graphmem.config.profiles import with_profile
 from graphmem.errors import Conflict, InvalidInput, NotFound
@@ -129,6 +129,7 @@ class GraphMemory(MemoryAPI):
         self.settings = settings or Settings()
         self._backend = backend
         self._embedder = embedder
+        self._recall: Retriever | None = None
         self._llm = llm
         self._clock = clock
         self._owns_backend = owns_backend
@@ -490,14 +491,14 @@ class GraphMemory(MemoryAPI):
         ``agent_id``, ``run_id``, ``namespace``, ``category``, ``tier``, ``event_type``,
         ``status`` — ``"active"`` unless given, ``None`` for every status — ``tags``,
         ``since``, ``until``, ``as_of``, ``metadata``, ``scope``, ``user_id``), newest first."""
-        flt = self.namespaces.memory_filter(**filters)
+        flt = unchecked(self.namespaces.memory_filter)(**filters)
         return self._backend.match(
             Memory, flt, limit=limit, offset=offset, order_by=order_by, descending=descending
         )
 
     def count(self, **filters: Unpack[MemoryFilters]) -> int:
         """How many memories match (the filters of :meth:`list`)."""
-        flt = self.namespaces.memory_filter(**filters)
+        flt = unchecked(self.namespaces.memory_filter)(**filters)
         return self._backend.count(flt)
 
     def history(self, memory_id: str, *, scope: Scope | str | None = None) -> builtins.list[Memory]:
@@ -567,7 +568,7 @@ class GraphMemory(MemoryAPI):
         stored = self._retriever(config).recall(
             query,
             k=k,
-            filter=self.namespaces.memory_filter(**filters),
+            filter=unchecked(self.namespaces.memory_filter)(**filters),
             config=config,
             touch=touch,
             min_relevance=min_relevance,
@@ -655,7 +656,7 @@ class GraphMemory(MemoryAPI):
         touch: bool,
         filters: ReadFilters,
     ) -> str:
-        flt = self.namespaces.memory_filter(**filters)
+        flt = unchecked(self.namespaces.memory_filter)(**filters)
         if policies is None:
             policies = self.org.core_policies()
         results = None
@@ -686,12 +687,16 @@ class GraphMemory(MemoryAPI):
     def _retriever(
         self, config: RecallConfig | str | None = None, *, settle: bool = True
     ) -> Retriever:
-        self.vectors.check_model(query=True)
-        retriever = Retriever(
-            self._backend, self._embedder, clock=self._clock, config=self.settings.recall
-        )
+        unchecked(self.vectors.check_model)(query=True)
+        retriever = self._recall
+        if retriever is None or retriever.config is not self.settings.recall:
+            # one per handle (and per settings): making one asks the backend which fast
+            # paths it has, which costs more than a recall's filter
+            retriever = self._recall = Retriever(
+                self._backend, self._embedder, clock=self._clock, config=self.settings.recall
+            )
         if settle:
-            self.vectors.settle(retriever.resolve_config(config).vector_wait)
+            unchecked(self.vectors.settle)(retriever.resolve_config(config).vector_wait)
         return retriever
 
     # -- whole-store operations ------------------------------------------------------

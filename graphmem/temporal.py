@@ -24,6 +24,7 @@ Span(start=datetime.date(2022, 5, 1), end=datetime.date(2022, 5, 1), any_year=Fa
 from __future__ import annotations
 
 import calendar
+import functools
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -231,7 +232,14 @@ def _shift_month(d: date, months: int) -> tuple[int, int]:
 def memory_spans(content: str, created_at: datetime) -> list[Span]:
     """When a memory's events happened: the day it was written, then each relative date
     of its text resolved against that day (module docstring)."""
-    day = created_at.date()
+    return list(_spans(content, created_at.date()))
+
+
+@functools.lru_cache(maxsize=16_384)
+def _spans(content: str, day: date) -> tuple[Span, ...]:
+    # remembered: recall resolves every candidate, and up to 500 memories of a window,
+    # whenever a question names a date, with a dozen expressions each; a memory's
+    # text and day do not change
     out = [Span(day, day)]
     for rx, lo, hi in _FIXED:
         if rx.search(content):
@@ -261,4 +269,4 @@ def memory_spans(content: str, created_at: datetime) -> list[Span]:
             out.append(_month_span(y, mo, None, False))
         else:
             out.append(Span(date(day.year + step, 1, 1), date(day.year + step, 12, 31)))
-    return out
+    return tuple(out)

@@ -255,7 +255,15 @@ class Vectorizer:
             try:
                 n = self.run_once()
             except Exception as e:  # the embedder or store failed: keep the thread alive
-                log.warning("vectorizer pass failed (%s: %s); retrying", type(e).__name__, e)
+                if self._stop:
+                    log.warning(
+                        "vectorizer's last pass failed while closing (%s: %s); memories "
+                        "without a vector are embedded at the store's next start",
+                        type(e).__name__,
+                        e,
+                    )
+                else:
+                    log.warning("vectorizer pass failed (%s: %s); retrying", type(e).__name__, e)
                 retry_in = min(max(retry_in * 2, self.retry_delay), self.max_retry_delay)
                 with self._cond:
                     self._error = e

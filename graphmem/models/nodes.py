@@ -124,17 +124,20 @@ class GraphNode(BaseModel):
         Never use it for data from outside (files, users): use :meth:`from_props`. A server
         backend uses it only for rows of its own statements it has checked the shape of
         (:func:`graphmem.backends.neo4j.values.node_from_db`)."""
-        conv = _converters(cls)
+        template, fields, conv = _trusted_plan(cls)
         # to_props drops only None values, so a missing field is None (field order kept)
-        data: dict[str, Any] = dict.fromkeys(_field_names(cls))
+        data = template.copy()
         meta: dict[str, Any] = {}
         for k, v in props.items():
-            if k in data:
-                c = conv.get(k)
-                data[k] = c(v) if c is not None and v is not None else v
+            if k in fields:
+                data[k] = v
             elif k.startswith(METADATA_PREFIX):
                 meta[k[len(METADATA_PREFIX) :]] = v
-        if "metadata" in data:
+        for k, c in conv:
+            v = data[k]
+            if v is not None:
+                data[k] = c(v)
+        if "metadata" in fields:
             data["metadata"] = meta
         return assembled(cls, data)
 
@@ -150,6 +153,27 @@ def _field_names(model: type[BaseModel]) -> tuple[str, ...]:
     if names is None:  # model_fields is a computed property in recent pydantic
         names = _FIELD_NAMES[model] = tuple(model.model_fields)
     return names
+
+
+_PLANS: dict[type, tuple[dict[str, Any], frozenset[str], tuple[tuple[str, Any], ...]]] = {}
+
+
+def _trusted_plan(
+    model: type[BaseModel],
+) -> tuple[dict[str, Any], frozenset[str], tuple[tuple[str, Any], ...]]:
+    """What :meth:`GraphNode.from_trusted` needs of a class, worked out once: every field
+    None in field order, the field names, and the fields whose stored value is converted
+    back (enums, tuples) with their converter. A node is built on every read, ~100 per
+    recall: looking these up per property cost more than the rest of the build."""
+    plan = _PLANS.get(model)
+    if plan is None:
+        names = _field_names(model)
+        plan = _PLANS[model] = (
+            dict.fromkeys(names),
+            frozenset(names),
+            tuple(_converters(model).items()),
+        )
+    return plan
 
 
 def _converters(model: type[BaseModel]) -> dict[str, Callable[[Any], Any]]:

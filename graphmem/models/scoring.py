@@ -177,21 +177,15 @@ class Scoring(_Frozen):
     def combine(self, sig: dict[str, float]) -> float:
         """The weighted signal of a :meth:`signals` dict."""
         w = self.weights
+        decay_w = w.decay if self.decay_as == "term" else 0.0
         # summed in this order so graphmem's default scores stay bit-identical
-        terms = [
-            (w.recency, sig["recency"]),
-            (w.frequency, sig["frequency"]),
-            (w.importance, sig["importance"]),
-            (w.decay if self.decay_as == "term" else 0.0, sig["decay"]),
-            (w.trust, sig["trust"]),
-        ]
-        total = terms[0][0] + terms[1][0] + terms[2][0] + terms[3][0] + terms[4][0]
+        total = w.recency + w.frequency + w.importance + decay_w + w.trust
         value = (
-            terms[0][0] * terms[0][1]
-            + terms[1][0] * terms[1][1]
-            + terms[2][0] * terms[2][1]
-            + terms[3][0] * terms[3][1]
-            + terms[4][0] * terms[4][1]
+            w.recency * sig["recency"]
+            + w.frequency * sig["frequency"]
+            + w.importance * sig["importance"]
+            + decay_w * sig["decay"]
+            + w.trust * sig["trust"]
         )
         if self.normalise:
             value = value / total if total > 0 else 0.0
@@ -207,5 +201,5 @@ class Scoring(_Frozen):
         """The score of a recall candidate with query relevance ``fused``, and its signals
         (with ``signals`` = the combined signal)."""
         sig = self.signals(memory, now)
-        signal = self.combine(sig)
-        return self.composition.score(fused, signal), {**sig, "signals": signal}
+        signal = sig["signals"] = self.combine(sig)
+        return self.composition.score(fused, signal), sig

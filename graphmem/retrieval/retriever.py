@@ -81,6 +81,11 @@ def _add_ranked(
         c.breakdown["fused"] = c.fused
 
 
+def _best_first(scored: tuple[float, str, Any, Any]) -> tuple[float, str]:
+    """Sort key of a scored candidate: highest score first, ties by memory id."""
+    return -scored[0], scored[1]
+
+
 class _Cand:
     __slots__ = ("breakdown", "cosine", "fused", "memory", "seed")
 
@@ -171,6 +176,7 @@ class Retriever:
         fetch = max(cfg.candidates, 2 * k)
 
         qvec = self._query_vector(query, cfg)
+        qlist = tuple(qvec.tolist()) if qvec is not None else None
         cands: dict[str, _Cand] = {}
         lexical: list[Hit] = []
         vector: list[Hit] = []
@@ -180,8 +186,8 @@ class Retriever:
             else None
         )
         vector_q = (
-            VectorQuery(vector=tuple(qvec.tolist()), filter=flt, k=fetch)
-            if qvec is not None and cfg.vector_weight > 0
+            VectorQuery(vector=qlist, filter=flt, k=fetch)
+            if qlist is not None and cfg.vector_weight > 0
             else None
         )
         # a server backend keeps the embeddings: it reports each memory's cosine to the
@@ -189,7 +195,6 @@ class Retriever:
         sims: dict[str, float] | None = (
             {} if self._search_both is not None and not cfg.mmr else None
         )
-        qlist = tuple(qvec.tolist()) if qvec is not None else None
         if self._search_both is not None:
             # a server backend sends both searches as one round trip
             lexical, vector = self._search_both.search_both(
@@ -219,9 +224,10 @@ class Retriever:
         if cfg.substance > 0:
             self._substance(cands.values(), cfg)
         self._run_context(cands.values(), cfg)
-        results = self._rank(cands.values(), cfg, now, asking_agent)
-        if min_relevance is not None:
-            results = [r for r in results if r.score >= min_relevance]
+        # MMR re-orders a pool of the best; without it only the first k are kept, so only
+        # they become results
+        keep = max(4 * k, 20) if cfg.mmr else k
+        results = self._rank(cands.values(), cfg, now, asking_agent, min_relevance, keep)
         if cfg.mmr and len(results) > 1:
             results = self._mmr(results, cands, k, cfg.mmr_lambda)
         results = results[:k]
@@ -517,9 +523,13 @@ class Retriever:
         tvec = self._query_vector(topic, cfg) if topic is not None else None
         if tvec is None:
             return
-        hits = self.backend.search_vector(
-            VectorQuery(vector=tuple(tvec.tolist()), filter=flt, k=fetch)
-        )
+        topic_q = VectorQuery(vector=tuple(tvec.tolist()), filter=flt, k=fetch)
+        if self._search_both is not None:
+            # a server backend: recall's vector search, one statement sized by the scope's
+            # count, where search_vector first counts the filter's matches in one of its own
+            hits = self._search_both.search_both(None, topic_q)[1]
+        else:
+            hits = self.backend.search_vector(topic_q)
         found = [(h.node, h.score) for h in hits if isinstance(h.node, Memory)]
         if cfg.topic_weight > 0:
             _add_ranked(cands, [m for m, _ in found], "topic", cfg.topic_weight / top, cfg)
@@ -663,27 +673,42 @@ class Retriever:
             c.fused = (c.fused + cfg.run_weight * run_best) / (1.0 + cfg.run_weight)
 
     def _rank(
-        self, cands: Any, cfg: RecallConfig, now: datetime, asking_agent: str | None = None
+        self,
+        cands: Any,
+        cfg: RecallConfig,
+        now: datetime,
+        asking_agent: str | None = None,
+        min_relevance: float | None = None,
+        keep: int | None = None,
     ) -> list[RecallResult]:
+        """The candidates as results, best first: those scoring at least
+        ``min_relevance``, the first ``keep`` of them (all when None)."""
         strategy = cfg.strategy
-        scored: list[tuple[_Cand, float, dict[str, float]]] = []
+        scored: list[tuple[float, str, _Cand, dict[str, float]]] = []
         for c in cands:
             score, sig = strategy.score(c.fused, c.memory, now)
-            scored.append((c, score, sig))
+            scored.append((score, c.memory.id, c, sig))
         # the asker's own memories rise by a share of the best score, so the boost means
         # the same whatever the scale of the strategy's scores
         boost = 0.0
         if asking_agent is not None and cfg.personal_boost > 0 and scored:
-            boost = cfg.personal_boost * max(score for _, score, _ in scored)
+            boost = cfg.personal_boost * max(s[0] for s in scored)
+            scored = [
+                (score + boost if c.memory.agent_id == asking_agent else score, i, c, sig)
+                for score, i, c, sig in scored
+            ]
+        scored.sort(key=_best_first)
+        if min_relevance is not None:
+            scored = [s for s in scored if s[0] >= min_relevance]
         out: list[RecallResult] = []
-        for c, score, sig in scored:
+        # a result (its breakdown merged from the candidate's and the signals) is built
+        # only for the candidates kept: most of them are cut here
+        for score, _i, c, sig in scored[:keep]:
             breakdown = {**c.breakdown, **sig, "relevance": c.fused}
             if boost and c.memory.agent_id == asking_agent:
                 breakdown["personal"] = boost
-                score += boost
             breakdown["score"] = score
             out.append(RecallResult.trusted(c.memory, score, breakdown))
-        out.sort(key=lambda r: (-r.score, r.memory.id))
         return out
 
     @staticmethod

@@ -692,6 +692,21 @@ def test_a_retryable_failure_runs_the_transaction_again_within_retry_s(fake: Fak
     assert fake.recorder.events.count("session") == 2
 
 
+def test_a_read_of_one_statement_is_auto_commit_and_retried_as_a_transaction(
+    fake: FakeDriver,
+) -> None:
+    """A one-statement read runs without an explicit transaction (one round trip, not
+    BEGIN + statement + COMMIT), in a read session, and a retryable failure runs it again
+    in a new session."""
+    neo = _backend(fake, initial_retry_delay=0.001)
+    fake.recorder.reset()
+    fake.fail = server_error("Neo.TransientError.Transaction.DeadlockDetected", "deadlock")
+    assert neo.count(Filter.for_memories()) == 0
+    assert [(t.mode, t.access) for t in fake.recorder.transactions] == [("auto", "read")] * 2
+    assert fake.recorder.names() == ["count", "count"]
+    assert fake.recorder.events.count("session") == 2
+
+
 def test_a_retryable_failure_past_retry_s_is_reported_not_retried(fake: FakeDriver) -> None:
     neo = _backend(fake, retry_s=0)
     fake.recorder.reset()
@@ -804,7 +819,12 @@ def test_recall_is_at_most_two_round_trips_and_writes_nothing(
     results = mem.recall("what does alice drink", k=10)
     assert len(fake.recorder.statements) <= 2, fake.recorder.names()
     assert fake.recorder.names() == ["recall search", "recall expansion"]
-    assert all(t.mode == "read" for t in fake.recorder.transactions)
+    # each statement an auto-commit read: one network round trip (an explicit transaction
+    # is three: BEGIN, the statement, COMMIT)
+    assert [(t.mode, t.access, len(t.statements)) for t in fake.recorder.transactions] == [
+        ("auto", "read", 1),
+        ("auto", "read", 1),
+    ]
     ids = [r.memory.id for r in results]
     assert set(ids) >= {h.id for h in hits} and neighbour.id in ids  # the expansion counted
     by_id = {r.memory.id: r for r in results}
@@ -861,6 +881,50 @@ def test_recall_leaves_embeddings_on_the_server_and_uses_its_cosines(fake: FakeD
     mem.recall("what does alice drink", k=10, touch=False, config=RecallConfig(mmr=True))
     # MMR compares the memories' own vectors: then they are read
     assert "embedding: null" not in fake.recorder.statements[0].text
+
+
+def test_recall_topic_search_is_one_vector_statement_of_the_recall_search(
+    fake: FakeDriver,
+) -> None:
+    """The topic channel (the question without the names most hits hold) searches by vector
+    with recall's own vector statement, one round trip sized by the scope's count, not
+    with search_vector's count of every memory the filter passes and then the index."""
+    from graphmem.embeddings import HashEmbedder
+
+    emb = HashEmbedder(32)
+    texts = [f"Melanie: I went {w} today" for w in ("swimming", "painting", "running")]
+    turns = [
+        Memory(content=t, agent_id="a", embedding=list(v))
+        for t, v in zip(texts, emb.embed(texts), strict=True)
+    ]
+
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if name != "recall search":
+            return [] if name == "recall expansion" else None
+        rows = [
+            {"channel": "vector", "props": m.to_props(), "score": 0.9 - i / 100}
+            for i, m in enumerate(turns)
+        ]
+        if "db.index.fulltext.queryNodes" in text:
+            rows += [{"channel": "lexical", "props": m.to_props(), "score": 1.0} for m in turns]
+        return [{"fetched": 3, "probe": 0.0, "sim": None, **r} for r in rows]
+
+    fake.dim = 32
+    fake.respond = respond
+    mem = GraphMemory(_backend(fake), embedder=emb, owns_backend=False)
+    mem.recall("warm-up", k=3, touch=False)
+    fake.recorder.reset()
+    question = "What activities does Melanie partake in?"
+    cfg = RecallConfig(topic_weight=1.0, mmr=True)
+    results = mem.recall(question, k=3, touch=False, agent_id="a", config=cfg)
+    assert fake.recorder.names() == ["recall search", "recall search", "recall expansion"]
+    topic = fake.recorder.statements[1]
+    assert "db.index.fulltext.queryNodes" not in topic.text
+    assert "COUNT {" in topic.text  # the agent's entries counted in its index
+    assert topic.params["vector"] == pytest.approx(
+        emb.embed(["What activities does partake in?"])[0]
+    )
+    assert all("topic" in r.breakdown for r in results)
 
 
 def test_recall_search_runs_both_channels_in_one_statement(fake: FakeDriver) -> None:
@@ -1062,7 +1126,7 @@ def test_a_batch_over_many_runs_reads_its_runs_once() -> None:
     mem.remember_many(
         [{"content": f"turn {i}", "agent_id": "a", "run_id": f"s{i % 50}"} for i in range(1000)]
     )
-    reads = [t for t in fake.recorder.transactions if t.mode == "read"]
+    reads = fake.recorder.reads()
     assert len(reads) == 1, fake.recorder.names()  # the runs with their last memories
     assert len(fake.recorder.writes()) == 1
 
@@ -1084,7 +1148,10 @@ def test_remember_in_a_run_reads_the_run_and_its_last_memory_in_one_round_trip()
     written = mem.remember("the kettle is blue", agent_id="a", run_id="s1")
     names = fake.recorder.names()
     assert names[0] == "nodes/run_heads" and len(names) == 2, names
-    assert [t.mode for t in fake.recorder.transactions] == ["read", "write"]
+    assert [(t.mode, t.access) for t in fake.recorder.transactions] == [
+        ("auto", "read"),
+        ("write", ""),
+    ]
     (st,) = fake.recorder.writes()[0].statements
     # the NEXT edge from the run's last memory, checked to exist in the write's guard
     assert {"src": last, "dst": written.id, "props": {}} in [
@@ -1267,6 +1334,8 @@ def test_a_scoped_recall_sizes_its_vector_fetch_by_the_count_of_its_scope(
     narrows the counted entries (then only the read knows the scope is small)."""
     from graphmem.backends.neo4j.search import (
         SCOPE_COUNT_MAX,
+        SCOPE_SAMPLE,
+        VECTOR_NEIGHBOUR_COST,
         compile_recall_search,
         scope_expected_hits,
     )
@@ -1280,17 +1349,20 @@ def test_a_scoped_recall_sizes_its_vector_fetch_by_the_count_of_its_scope(
     read = "true AS read" if always_read else "entries IS NULL OR entries < $vector_scope AS read"
     assert read in text
     assert params.get("scope_values") == values
+    # a filter narrower than the counted entries measures the share it keeps of them
+    assert params.get("scope_sample") == (SCOPE_SAMPLE if always_read else None)
+    assert params["vector_exact"] == pytest.approx(VECTOR_NEIGHBOUR_COST * scope_expected_hits(10))
 
 
 @pytest.mark.parametrize("k", [1, 10, 30, 100])
-def test_the_scoped_fetch_expects_the_least_poisson_mean_three_deviations_above_k(
+def test_the_scoped_fetch_expects_the_least_poisson_mean_some_deviations_above_k(
     k: int,
 ) -> None:
-    from graphmem.backends.neo4j.search import scope_expected_hits
+    from graphmem.backends.neo4j.search import VECTOR_SCOPE_SIGMAS, scope_expected_hits
 
-    m = scope_expected_hits(k)
-    assert m - 3 * math.sqrt(m) >= k - 1e-9
-    assert (m - 0.5) - 3 * math.sqrt(m - 0.5) < k
+    m, z = scope_expected_hits(k), VECTOR_SCOPE_SIGMAS
+    assert m - z * math.sqrt(m) >= k - 1e-9
+    assert (m - 0.5) - z * math.sqrt(m - 0.5) < k
 
 
 def test_a_scoped_recall_answered_completely_is_one_round_trip(fake: FakeDriver) -> None:

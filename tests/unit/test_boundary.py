@@ -11,7 +11,7 @@ from typing import Any, TypedDict, Unpack
 import pytest
 
 from graphmem import GraphMemory
-from graphmem.boundary import _checker, _fits, _hints, check_arguments
+from graphmem.boundary import _checker, _fits, _hints, check_arguments, guard, unchecked
 from graphmem.errors import InvalidInput
 from graphmem.models import Memory
 from graphmem.scoping import Scope
@@ -107,3 +107,28 @@ def test_the_store_s_filter_keywords_are_checked_before_anything_runs(stores: St
                 verb(since="yesterday")
         assert [m.content for m in mem.list(agent_id="a", status=None)] == ["tea"]
         assert mem.count(agent_id="b") == 0
+
+
+class _Counter:
+    def add(self, n: int) -> int:
+        return n + 1
+
+    @classmethod
+    def make(cls, n: int) -> int:
+        return n * 2
+
+
+def test_unchecked_runs_a_guarded_verb_without_its_check_and_leaves_others_alone() -> None:
+    guarded = type("Guarded", (), dict(vars(_Counter)))
+    guard(guarded, ["add", "make"])
+    obj = guarded()
+    with pytest.raises(InvalidInput, match="n must be an int"):
+        obj.add(1.5)
+    with pytest.raises(InvalidInput, match="n must be an int"):
+        guarded.make(1.5)
+    # graphmem's own calls pass on what a public verb checked: no second bind
+    assert unchecked(obj.add)(1.5) == 2.5
+    assert unchecked(guarded.make)(1.5) == 3.0
+    plain = _Counter()
+    assert unchecked(plain.add) == plain.add
+    assert unchecked(_windowed) is _windowed

@@ -183,6 +183,31 @@ def test_close_finishes_pending_work_and_then_refuses(
         v.start()
 
 
+def test_a_pass_that_fails_while_closing_is_not_said_to_be_retried(
+    store: FakeStore, make: Callable[..., Vectorizer], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A closing worker makes one last pass and exits; if the store was closed under it,
+    the log must say the memories wait for the next start, not that a retry follows."""
+    closed = threading.Event()
+
+    def keep(items: Sequence[Missing], vectors: np.ndarray) -> None:
+        if closed.is_set():
+            raise RuntimeError("the store is closed")
+        store.store(items, vectors)
+
+    v = Vectorizer(CountingEmbed(), store.fetch_missing, keep, batch_size=5)
+    v.start()
+    v.flush(timeout=WAIT)
+    closed.set()  # the backend closed before its memory handle
+    store.put("m1", "pending")
+    with caplog.at_level(logging.WARNING, logger="graphmem.vectorizer"):
+        v.notify()
+        v.close(timeout=WAIT)
+    assert not v.running and "m1" not in store.vectors
+    assert "retrying" not in caplog.text
+    assert "next start" in caplog.text
+
+
 def test_bad_embedder_output_is_an_error(store: FakeStore, make: Callable[..., Vectorizer]) -> None:
     store.put("m1", "x")
     store.put("m2", "y")

@@ -47,47 +47,48 @@ class EmbeddedSearch(EmbeddedJournal):
     """Lexical and vector search of :class:`NetworkXBackend`."""
 
     def search_text(self, query: TextQuery) -> list[Hit]:
-        return self._search_text(query, vectors=True)
+        with self._fresh():
+            return self._search_text(query, vectors=True)
 
     def _search_text(
         self, query: TextQuery, *, vectors: bool, built: dict[str, Memory] | None = None
     ) -> list[Hit]:
+        """The text search, the caller holding :meth:`_fresh`."""
         if query.filter.label is not NodeLabel.MEMORY:
             raise InvalidInput("text search runs over Memory nodes")
         terms = query_terms(query.text)
         if not terms:
             return []
-        with self._fresh():
-            expr = fts_query(self._selective_terms(terms))
-            if expr is None:
-                return []
-            ok = self._predicate(query.filter)
-            cand = self._candidates(query.filter)
-            nodes = self._g.nodes
-            results: list[tuple[str, float]] = []
-            try:
-                # FTS5 evaluates ``rowid IN (...)`` badly, so the filter runs in Python over
-                # a growing prefix of the BM25 ranking until k pass or the matches run out
-                fetch = max(query.k * 4, 64)
-                while True:
-                    rows = self._db.execute(
-                        "SELECT rowid, bm25(memory_fts) AS s FROM memory_fts "
-                        "WHERE memory_fts MATCH ? ORDER BY s LIMIT ?",
-                        (expr, fetch),
-                    ).fetchall()
-                    results = []
-                    for rid, s in rows:
-                        key = self._key_of.get(rid)
-                        if key is not None and (cand is None or key in cand) and ok(nodes[key]):
-                            results.append((key, -s))
-                            if len(results) == query.k:
-                                break
-                    if len(results) == query.k or len(rows) < fetch:
-                        break
-                    fetch *= 8
-            except sqlite3.Error as e:
-                raise QueryFailed(f"text search failed: {e}") from e
-            return self._hits(results, vectors, built)
+        expr = fts_query(self._selective_terms(terms))
+        if expr is None:
+            return []
+        ok = self._predicate(query.filter)
+        cand = self._candidates(query.filter)
+        nodes = self._g.nodes
+        results: list[tuple[str, float]] = []
+        try:
+            # FTS5 evaluates ``rowid IN (...)`` badly, so the filter runs in Python over
+            # a growing prefix of the BM25 ranking until k pass or the matches run out
+            fetch = max(query.k * 4, 64)
+            while True:
+                rows = self._db.execute(
+                    "SELECT rowid, bm25(memory_fts) AS s FROM memory_fts "
+                    "WHERE memory_fts MATCH ? ORDER BY s LIMIT ?",
+                    (expr, fetch),
+                ).fetchall()
+                results = []
+                for rid, s in rows:
+                    key = self._key_of.get(rid)
+                    if key is not None and (cand is None or key in cand) and ok(nodes[key]):
+                        results.append((key, -s))
+                        if len(results) == query.k:
+                            break
+                if len(results) == query.k or len(rows) < fetch:
+                    break
+                fetch *= 8
+        except sqlite3.Error as e:
+            raise QueryFailed(f"text search failed: {e}") from e
+        return self._hits(results, vectors, built)
 
     def _hits(
         self,
@@ -164,47 +165,48 @@ class EmbeddedSearch(EmbeddedJournal):
         return [terms[i] for i in sorted(keep)]
 
     def search_vector(self, query: VectorQuery) -> list[Hit]:
-        return self._search_vector(query, vectors=True)
+        with self._fresh():
+            return self._search_vector(query, vectors=True)
 
     def _search_vector(
         self, query: VectorQuery, *, vectors: bool, built: dict[str, Memory] | None = None
     ) -> list[Hit]:
+        """The vector search, the caller holding :meth:`_fresh`."""
         if query.filter.label is not NodeLabel.MEMORY:
             raise InvalidInput("vector search runs over Memory nodes")
-        with self._fresh():
-            if self._vindex is None:
-                return []
-            if len(query.vector) != self._vindex.dim:
-                raise DimensionMismatch(
-                    f"query vector has {len(query.vector)} dimensions; "
-                    f"this store uses {self._vindex.dim}"
-                )
-            allowed: Callable[[str], bool] | None
-            exact = self._indexed_matches(query.filter)
-            if exact is not None:
-                # the index buckets answer the whole filter: membership is a C call, and a
-                # filter every memory passes (recall's default, when nothing is forgotten)
-                # needs no check at all — the HNSW search visits ~400 nodes per query
-                every = len(exact) >= len(self._by_label.get(NodeLabel.MEMORY, ()))
-                cand: set[str] | None = None if every else exact
-                allowed = None if every else exact.__contains__
-            else:
-                ok = self._predicate(query.filter)
-                nodes = self._g.nodes
-                cand = self._candidates(query.filter)
-
-                def allowed(k: str) -> bool:
-                    return k in nodes and ok(nodes[k])
-
-            if cand is not None and len(cand) > len(self._vindex) // 5:
-                cand = None  # broad filter: scan everything and check while taking top-k
-            found = self._vindex.search(
-                np.asarray(query.vector, dtype=np.float32),
-                query.k,
-                candidates=cand,
-                allowed=allowed,
+        if self._vindex is None:
+            return []
+        if len(query.vector) != self._vindex.dim:
+            raise DimensionMismatch(
+                f"query vector has {len(query.vector)} dimensions; "
+                f"this store uses {self._vindex.dim}"
             )
-            return self._hits(found, vectors, built)
+        allowed: Callable[[str], bool] | None
+        exact = self._indexed_matches(query.filter)
+        if exact is not None:
+            # the index buckets answer the whole filter: membership is a C call, and a
+            # filter every memory passes (recall's default, when nothing is forgotten)
+            # needs no check at all — the HNSW search visits ~400 nodes per query
+            every = len(exact) >= len(self._by_label.get(NodeLabel.MEMORY, ()))
+            cand: set[str] | None = None if every else exact
+            allowed = None if every else exact.__contains__
+        else:
+            ok = self._predicate(query.filter)
+            nodes = self._g.nodes
+            cand = self._candidates(query.filter)
+
+            def allowed(k: str) -> bool:
+                return k in nodes and ok(nodes[k])
+
+        if cand is not None and len(cand) > len(self._vindex) // 5:
+            cand = None  # broad filter: scan everything and check while taking top-k
+        found = self._vindex.search(
+            np.asarray(query.vector, dtype=np.float32),
+            query.k,
+            candidates=cand,
+            allowed=allowed,
+        )
+        return self._hits(found, vectors, built)
 
     def search_both(
         self,
@@ -222,13 +224,17 @@ class EmbeddedSearch(EmbeddedJournal):
         more to build than the rest of its model."""
         lean = similarities is not None
         built: dict[str, Memory] = {}  # a memory both searches find is built once
-        lexical = self._search_text(text, vectors=not lean, built=built) if text is not None else []
-        found = (
-            self._search_vector(vector, vectors=not lean, built=built) if vector is not None else []
-        )
-        if similarities is not None:
-            q = query_vector if query_vector is not None else vector.vector if vector else None
-            with self._fresh():
+        with self._fresh():
+            lexical = (
+                self._search_text(text, vectors=not lean, built=built) if text is not None else []
+            )
+            found = (
+                self._search_vector(vector, vectors=not lean, built=built)
+                if vector is not None
+                else []
+            )
+            if similarities is not None:
+                q = query_vector if query_vector is not None else vector.vector if vector else None
                 keys = {"Memory:" + h.node.id for h in (*lexical, *found)}
                 self._cosines_into(similarities, keys, q)
         return lexical, found
