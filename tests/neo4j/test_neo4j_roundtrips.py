@@ -314,12 +314,14 @@ def test_remember_with_reconcile_on_is_one_round_trip(neo: Neo4jBackend, fake: F
     assert mem.last_reconcile is not None and mem.last_reconcile.action == "created"
 
 
+@pytest.mark.parametrize("run_id", [None, "s1"])
 def test_a_duplicate_found_by_the_write_guard_is_reconciled_by_reading(
-    neo: Neo4jBackend, fake: FakeDriver
+    neo: Neo4jBackend, fake: FakeDriver, run_id: str | None
 ) -> None:
     """When the guard finds an exact duplicate, nothing is written; reconcile then reads
-    as before and returns the existing memory."""
-    old = Memory(content="the 3 kettles are blue", agent_id="a")
+    as before and returns the existing memory. In a run too: a duplicate is not another
+    writer's append to the run, so the write is refused once, not ordered and sent again."""
+    old = Memory(content="the 3 kettles are blue", agent_id="a", run_id=run_id)
 
     def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
         if name.startswith("write guard absent"):
@@ -332,37 +334,14 @@ def test_a_duplicate_found_by_the_write_guard_is_reconciled_by_reading(
 
     fake.respond = respond
     mem = GraphMemory(neo, embedder=None, owns_backend=False, knowledge=False)
-    again = mem.remember("the 3 kettles are blue", agent_id="a")
+    again = mem.remember("the 3 kettles are blue", agent_id="a", run_id=run_id)
     assert again.id == old.id
     assert mem.last_reconcile is not None and mem.last_reconcile.action == "duplicate"
-    assert fake.recorder.transactions[0].outcome == "rolled back"
+    refused = [t for t in fake.recorder.writes() if t.statements[0].name.startswith("write")]
+    assert [t.outcome for t in refused] == ["rolled back"], fake.recorder.names()
     assert not [
         t for t in fake.recorder.transactions if t.outcome == "committed" and t.mode == "write"
     ]
-
-
-def test_a_duplicate_remembered_into_a_run_is_read_after_one_refused_write(
-    neo: Neo4jBackend, fake: FakeDriver
-) -> None:
-    """The write's guard finds the duplicate: that is not another writer's append to the
-    run, so the write is not ordered and sent again; reconcile reads the duplicate."""
-    old = Memory(content="the 3 kettles are blue", agent_id="a", run_id="s1")
-
-    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
-        if name.startswith("write guard absent"):
-            raise guard_failure()
-        if name == "match":
-            return [{"props": old.to_props()}]
-        if name == "nodes/memory_get":
-            return [{"id": old.id, "eid": "e1", "props": old.to_props()}]
-        return None
-
-    fake.respond = respond
-    mem = GraphMemory(neo, embedder=None, owns_backend=False, knowledge=False)
-    again = mem.remember("the 3 kettles are blue", agent_id="a", run_id="s1")
-    assert again.id == old.id
-    refused = [n for n in fake.recorder.names() if n.startswith("write guard absent")]
-    assert len(refused) == 1, fake.recorder.names()
 
 
 @pytest.mark.parametrize(("n", "batch_rows"), [(10_000, 1000), (10_000, 5000), (2500, 1000)])
