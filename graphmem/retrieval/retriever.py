@@ -523,7 +523,13 @@ class Retriever:
         tvec = self._query_vector(topic, cfg) if topic is not None else None
         if tvec is None:
             return
-        hits = self.backend.search_vector(VectorQuery.trusted(tuple(tvec.tolist()), flt, fetch))
+        topic_q = VectorQuery.trusted(tuple(tvec.tolist()), flt, fetch)
+        if self._search_both is not None:
+            # a server backend: recall's vector search, one statement sized by the scope's
+            # count, where search_vector first counts the filter's matches in one of its own
+            hits = self._search_both.search_both(None, topic_q)[1]
+        else:
+            hits = self.backend.search_vector(topic_q)
         found = [(h.node, h.score) for h in hits if isinstance(h.node, Memory)]
         if cfg.topic_weight > 0:
             _add_ranked(cands, [m for m, _ in found], "topic", cfg.topic_weight / top, cfg)

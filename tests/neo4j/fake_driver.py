@@ -73,6 +73,7 @@ class Transaction:
     mode: str  # "read", "write" or "auto"
     statements: list[Statement] = field(default_factory=list)
     outcome: str = "open"  # "committed" or "rolled back"
+    access: str = ""  # an auto-commit transaction's: its session's "read" or "write"
 
 
 class Recorder:
@@ -93,6 +94,10 @@ class Recorder:
 
     def writes(self) -> list[Transaction]:
         return [t for t in self.transactions if t.mode == "write"]
+
+    def reads(self) -> list[Transaction]:
+        """Read transactions, explicit or auto-commit."""
+        return [t for t in self.transactions if "read" in (t.mode, t.access)]
 
 
 def guard_failure() -> Exception:
@@ -347,7 +352,8 @@ class FakeSession:
         self, query: str, parameters: dict[str, Any] | None = None, **kwargs: Any
     ) -> FakeResult:
         rec = self._driver.recorder
-        rec.transactions.append(Transaction("auto", outcome="committed"))
+        access = "read" if self.config.get("default_access_mode") == "READ" else "write"
+        rec.transactions.append(Transaction("auto", outcome="committed", access=access))
         return FakeTransaction(self._driver, len(rec.transactions) - 1).run(query, parameters)
 
 

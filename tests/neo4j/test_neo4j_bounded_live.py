@@ -5,6 +5,7 @@ and selective filters included."""
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter
 from collections.abc import Iterator
@@ -372,6 +373,33 @@ def test_scoped_recall_vector_search_is_one_statement_and_its_db_hits_stay_bound
     _vector_store(neo, 2000, 8000)
     large = hits()
     assert large.total() <= 2 * small.total(), _where(small, large)
+
+
+def test_a_scope_the_filter_narrows_is_fetched_by_the_count_times_the_share_it_keeps(
+    target: Neo4jTarget, neo: Neo4jBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Namespace + tag, too large to search exactly: the first vector fetch is sized by the
+    tag's count times the share of the tag's memories in the namespace (measured on the
+    counted entries), so that about ``scope_expected_hits(k)`` of the scope are among the
+    neighbours. Sized by the tag's count alone it held a third of that (the namespace
+    keeps a third of the tag), fell short and fetched again."""
+    from graphmem.backends.neo4j.search import compile_recall_search, scope_expected_hits
+
+    monkeypatch.setattr(neo4j_search, "VECTOR_SCOPE_EXACT", 20)  # the read holds 20: no exact
+    ms = _vector_store(neo, 0, 2000)
+    tagged = [m for m in ms if "t1" in m.tags]
+    scope = [m for m in tagged if m.namespace == "ns1"]
+    flt = Filter.for_memories(namespace="ns1", tags=["t1"])
+    expected = math.ceil(scope_expected_hits(10) * len(ms) / (len(scope) + 0.5))
+    rng = random.Random(8)
+    for _ in range(5):
+        q = [rng.uniform(-1, 1) for _ in range(8)]
+        text, params = compile_recall_search(
+            flt, lucene=None, text_k=0, vector=q, vector_fetch=50, vector_k=10
+        )
+        rows, _summary, _keys = target.driver.execute_query(text, params, database_=target.database)
+        assert len(rows) == 10 and {r["fetched"] for r in rows} == {expected}, len(tagged)
+        assert [r["props"]["id"] for r in rows] == _cosine_top(scope, q, 10)
 
 
 def test_a_writer_finds_its_memories_at_once_in_an_eventual_full_text_index(

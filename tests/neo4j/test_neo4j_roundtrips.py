@@ -314,12 +314,14 @@ def test_remember_with_reconcile_on_is_one_round_trip(neo: Neo4jBackend, fake: F
     assert mem.last_reconcile is not None and mem.last_reconcile.action == "created"
 
 
+@pytest.mark.parametrize("run_id", [None, "s1"])
 def test_a_duplicate_found_by_the_write_guard_is_reconciled_by_reading(
-    neo: Neo4jBackend, fake: FakeDriver
+    neo: Neo4jBackend, fake: FakeDriver, run_id: str | None
 ) -> None:
     """When the guard finds an exact duplicate, nothing is written; reconcile then reads
-    as before and returns the existing memory."""
-    old = Memory(content="the 3 kettles are blue", agent_id="a")
+    as before and returns the existing memory. In a run too: a duplicate is not another
+    writer's append to the run, so the write is refused once, not ordered and sent again."""
+    old = Memory(content="the 3 kettles are blue", agent_id="a", run_id=run_id)
 
     def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
         if name.startswith("write guard absent"):
@@ -332,10 +334,11 @@ def test_a_duplicate_found_by_the_write_guard_is_reconciled_by_reading(
 
     fake.respond = respond
     mem = GraphMemory(neo, embedder=None, owns_backend=False, knowledge=False)
-    again = mem.remember("the 3 kettles are blue", agent_id="a")
+    again = mem.remember("the 3 kettles are blue", agent_id="a", run_id=run_id)
     assert again.id == old.id
     assert mem.last_reconcile is not None and mem.last_reconcile.action == "duplicate"
-    assert fake.recorder.transactions[0].outcome == "rolled back"
+    refused = [t for t in fake.recorder.writes() if t.statements[0].name.startswith("write")]
+    assert [t.outcome for t in refused] == ["rolled back"], fake.recorder.names()
     assert not [
         t for t in fake.recorder.transactions if t.outcome == "committed" and t.mode == "write"
     ]
@@ -477,7 +480,8 @@ def test_preconditions_travel_in_the_write_statement_and_a_broken_one_is_named(
     (st,) = tx.statements
     assert st.name.startswith("write guard Memory + nodes/hubs + nodes/memory_upsert")
     assert (
-        st.text.index("SET x._graphmem_lock")
+        st.text.index("SET l._graphmem_lock")
+        < st.text.index("OPTIONAL MATCH (n:Memory")
         < st.text.index("1 / CASE")
         < st.text.index("MERGE (m:Memory")
     )  # locked, then checked, then written
@@ -667,6 +671,21 @@ def test_a_retryable_failure_runs_the_transaction_again_within_retry_s(fake: Fak
     assert fake.recorder.events.count("session") == 2
 
 
+def test_a_read_of_one_statement_is_auto_commit_and_retried_as_a_transaction(
+    fake: FakeDriver,
+) -> None:
+    """A one-statement read runs without an explicit transaction (one round trip, not
+    BEGIN + statement + COMMIT), in a read session, and a retryable failure runs it again
+    in a new session."""
+    neo = _backend(fake, initial_retry_delay=0.001)
+    fake.recorder.reset()
+    fake.fail = server_error("Neo.TransientError.Transaction.DeadlockDetected", "deadlock")
+    assert neo.count(Filter.for_memories()) == 0
+    assert [(t.mode, t.access) for t in fake.recorder.transactions] == [("auto", "read")] * 2
+    assert fake.recorder.names() == ["count", "count"]
+    assert fake.recorder.events.count("session") == 2
+
+
 def test_a_retryable_failure_past_retry_s_is_reported_not_retried(fake: FakeDriver) -> None:
     neo = _backend(fake, retry_s=0)
     fake.recorder.reset()
@@ -779,7 +798,12 @@ def test_recall_is_at_most_two_round_trips_and_writes_nothing(
     results = mem.recall("what does alice drink", k=10)
     assert len(fake.recorder.statements) <= 2, fake.recorder.names()
     assert fake.recorder.names() == ["recall search", "recall expansion"]
-    assert all(t.mode == "read" for t in fake.recorder.transactions)
+    # each statement an auto-commit read: one network round trip (an explicit transaction
+    # is three: BEGIN, the statement, COMMIT)
+    assert [(t.mode, t.access, len(t.statements)) for t in fake.recorder.transactions] == [
+        ("auto", "read", 1),
+        ("auto", "read", 1),
+    ]
     ids = [r.memory.id for r in results]
     assert set(ids) >= {h.id for h in hits} and neighbour.id in ids  # the expansion counted
     by_id = {r.memory.id: r for r in results}
@@ -836,6 +860,50 @@ def test_recall_leaves_embeddings_on_the_server_and_uses_its_cosines(fake: FakeD
     mem.recall("what does alice drink", k=10, touch=False, config=RecallConfig(mmr=True))
     # MMR compares the memories' own vectors: then they are read
     assert "embedding: null" not in fake.recorder.statements[0].text
+
+
+def test_recall_topic_search_is_one_vector_statement_of_the_recall_search(
+    fake: FakeDriver,
+) -> None:
+    """The topic channel (the question without the names most hits hold) searches by vector
+    with recall's own vector statement, one round trip sized by the scope's count, not
+    with search_vector's count of every memory the filter passes and then the index."""
+    from graphmem.embeddings import HashEmbedder
+
+    emb = HashEmbedder(32)
+    texts = [f"Melanie: I went {w} today" for w in ("swimming", "painting", "running")]
+    turns = [
+        Memory(content=t, agent_id="a", embedding=list(v))
+        for t, v in zip(texts, emb.embed(texts), strict=True)
+    ]
+
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if name != "recall search":
+            return [] if name == "recall expansion" else None
+        rows = [
+            {"channel": "vector", "props": m.to_props(), "score": 0.9 - i / 100}
+            for i, m in enumerate(turns)
+        ]
+        if "db.index.fulltext.queryNodes" in text:
+            rows += [{"channel": "lexical", "props": m.to_props(), "score": 1.0} for m in turns]
+        return [{"fetched": 3, "probe": 0.0, "sim": None, **r} for r in rows]
+
+    fake.dim = 32
+    fake.respond = respond
+    mem = GraphMemory(_backend(fake), embedder=emb, owns_backend=False)
+    mem.recall("warm-up", k=3, touch=False)
+    fake.recorder.reset()
+    question = "What activities does Melanie partake in?"
+    cfg = RecallConfig(topic_weight=1.0, mmr=True)
+    results = mem.recall(question, k=3, touch=False, agent_id="a", config=cfg)
+    assert fake.recorder.names() == ["recall search", "recall search", "recall expansion"]
+    topic = fake.recorder.statements[1]
+    assert "db.index.fulltext.queryNodes" not in topic.text
+    assert "COUNT {" in topic.text  # the agent's entries counted in its index
+    assert topic.params["vector"] == pytest.approx(
+        emb.embed(["What activities does partake in?"])[0]
+    )
+    assert all("topic" in r.breakdown for r in results)
 
 
 def test_recall_search_runs_both_channels_in_one_statement(fake: FakeDriver) -> None:
@@ -1037,7 +1105,7 @@ def test_a_batch_over_many_runs_reads_its_runs_once() -> None:
     mem.remember_many(
         [{"content": f"turn {i}", "agent_id": "a", "run_id": f"s{i % 50}"} for i in range(1000)]
     )
-    reads = [t for t in fake.recorder.transactions if t.mode == "read"]
+    reads = fake.recorder.reads()
     assert len(reads) == 1, fake.recorder.names()  # the runs with their last memories
     assert len(fake.recorder.writes()) == 1
 
@@ -1059,12 +1127,90 @@ def test_remember_in_a_run_reads_the_run_and_its_last_memory_in_one_round_trip()
     written = mem.remember("the kettle is blue", agent_id="a", run_id="s1")
     names = fake.recorder.names()
     assert names[0] == "nodes/run_heads" and len(names) == 2, names
-    assert [t.mode for t in fake.recorder.transactions] == ["read", "write"]
+    assert [(t.mode, t.access) for t in fake.recorder.transactions] == [
+        ("auto", "read"),
+        ("write", ""),
+    ]
     (st,) = fake.recorder.writes()[0].statements
     # the NEXT edge from the run's last memory, checked to exist in the write's guard
     assert {"src": last, "dst": written.id, "props": {}} in [
         row for k, v in st.params.items() if k.endswith("_rows") for row in v if "src" in row
     ]
+
+
+def _part_rows(st: Any, text: str) -> list[dict[str, Any]]:
+    """The rows of the part of a composed statement whose text holds ``text``."""
+    for i, part in enumerate(st.text.split("WITH count(*) AS c")):
+        if text in part:
+            return list(st.params[f"p{i}_rows"])
+    raise AssertionError(f"no part with {text!r} in {st.name}")
+
+
+def test_a_handle_appends_to_a_run_it_wrote_last_in_one_round_trip() -> None:
+    """The next remember into a run this handle appended to last, reconcile on, sends its
+    write alone: the write's guard expects the run as the handle left it and the previous
+    memory to exist, and sets only the run's event count and last memory (its other
+    properties are not rewritten: a run another handle ended stays ended)."""
+
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        return [] if name == "nodes/run_heads" else None  # the run is new
+
+    fake = FakeDriver(respond)
+    neo = _backend(fake)
+    mem = GraphMemory(neo, embedder=None, owns_backend=False, knowledge=False)
+    first = mem.remember("the kettle is blue", agent_id="a", run_id="s1")
+    fake.recorder.reset()
+    second = mem.remember("the teapot is green", agent_id="a", run_id="s1")
+    assert [t.mode for t in fake.recorder.transactions] == ["write"], fake.recorder.names()
+    (st,) = fake.recorder.statements
+    assert "guard absent" in st.name  # reconcile's duplicate check rides along
+    assert "nodes/run_head_set" in st.name and "nodes/run_upsert" not in st.name
+    assert _part_rows(st, "SET r.event_count") == [
+        {"id": "s1", "event_count": 0, "last_event_id": second.id}
+    ]
+    (run_guard,) = _part_rows(st, "OPTIONAL MATCH (n:Run")
+    assert run_guard["props"] == {
+        "event_count": 0,
+        "last_event_id": first.id,
+        "agent_id": "a",
+        "namespace": "default",
+    }
+    assert first.id in [r["id"] for r in _part_rows(st, "OPTIONAL MATCH (n:Memory {id")]
+    assert {"src": first.id, "dst": second.id, "props": {}} in _part_rows(st, ":NEXT]")
+    neo.close()
+
+
+def test_a_stale_run_head_is_read_again_and_the_write_sent_again() -> None:
+    """When another writer changed the run since this handle appended to it, the guard
+    refuses the write (nothing written); the handle reads the run and writes again after
+    the other writer's memory."""
+    other = Run(id="s1", agent_id="a", last_event_id="m-other", event_count=0)
+    state = {"heads": 0, "fail": 0}
+
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if name == "nodes/run_heads":
+            state["heads"] += 1
+            return [{"id": "s1", "props": other.to_props(), "alive": True}] if state["fail"] else []
+        if name.startswith("write") and state["fail"] == 1:
+            state["fail"] = 2
+            raise guard_failure()
+        return None
+
+    fake = FakeDriver(respond)
+    neo = _backend(fake)
+    mem = GraphMemory(neo, embedder=None, owns_backend=False, knowledge=False)
+    mem.remember("the kettle is blue", agent_id="a", run_id="s1", reconcile="off")
+    state["fail"] = 1
+    fake.recorder.reset()
+    second = mem.remember("the teapot is green", agent_id="a", run_id="s1", reconcile="off")
+    names = fake.recorder.names()
+    assert names[0].startswith("write") and names[-2:][0] == "nodes/run_heads", names
+    outcomes = [t.outcome for t in fake.recorder.writes()]
+    assert outcomes[0] == "rolled back" and outcomes[-1] == "committed", outcomes
+    st = fake.recorder.writes()[-1].statements[-1]
+    assert {"src": "m-other", "dst": second.id, "props": {}} in _part_rows(st, ":NEXT]")
+    assert state["heads"] == 2
+    neo.close()
 
 
 def test_every_write_locks_the_nodes_it_shares_in_id_order(fake: FakeDriver) -> None:
@@ -1085,6 +1231,19 @@ def test_every_write_locks_the_nodes_it_shares_in_id_order(fake: FakeDriver) -> 
     neo.write(WriteBatch(vectors={i: [1.0, 0.0] for i in ids}))  # type: ignore[call-arg]
     (st,) = [s for s in fake.recorder.statements if s.name.startswith("write")]
     assert [r["id"] for r in st.params["p0_rows"]] == sorted(ids)
+    fake.recorder.reset()
+    # the vector writer's guard (each memory's content) locks its memories in id order too,
+    # all of them before it checks any
+    neo.write(
+        WriteBatch(
+            vectors={i: [0.0, 1.0] for i in ids},  # type: ignore[call-arg]
+            expect=[Expect(m.ref, props={"content_hash": m.content_hash}) for m in ms],
+        )
+    )
+    (st,) = [s for s in fake.recorder.statements if s.name.startswith("write")]
+    assert st.name == "write guard Memory + nodes/memory_vectors"
+    assert st.params["p0_ids"] == sorted(ids)
+    assert st.text.index("SET l._graphmem_lock") < st.text.index("OPTIONAL MATCH")
     neo.close()
 
 
@@ -1154,6 +1313,8 @@ def test_a_scoped_recall_sizes_its_vector_fetch_by_the_count_of_its_scope(
     narrows the counted entries (then only the read knows the scope is small)."""
     from graphmem.backends.neo4j.search import (
         SCOPE_COUNT_MAX,
+        SCOPE_SAMPLE,
+        VECTOR_NEIGHBOUR_COST,
         compile_recall_search,
         scope_expected_hits,
     )
@@ -1167,17 +1328,20 @@ def test_a_scoped_recall_sizes_its_vector_fetch_by_the_count_of_its_scope(
     read = "true AS read" if always_read else "entries IS NULL OR entries < $vector_scope AS read"
     assert read in text
     assert params.get("scope_values") == values
+    # a filter narrower than the counted entries measures the share it keeps of them
+    assert params.get("scope_sample") == (SCOPE_SAMPLE if always_read else None)
+    assert params["vector_exact"] == pytest.approx(VECTOR_NEIGHBOUR_COST * scope_expected_hits(10))
 
 
 @pytest.mark.parametrize("k", [1, 10, 30, 100])
-def test_the_scoped_fetch_expects_the_least_poisson_mean_three_deviations_above_k(
+def test_the_scoped_fetch_expects_the_least_poisson_mean_some_deviations_above_k(
     k: int,
 ) -> None:
-    from graphmem.backends.neo4j.search import scope_expected_hits
+    from graphmem.backends.neo4j.search import VECTOR_SCOPE_SIGMAS, scope_expected_hits
 
-    m = scope_expected_hits(k)
-    assert m - 3 * math.sqrt(m) >= k - 1e-9
-    assert (m - 0.5) - 3 * math.sqrt(m - 0.5) < k
+    m, z = scope_expected_hits(k), VECTOR_SCOPE_SIGMAS
+    assert m - z * math.sqrt(m) >= k - 1e-9
+    assert (m - 0.5) - z * math.sqrt(m - 0.5) < k
 
 
 def test_a_scoped_recall_answered_completely_is_one_round_trip(fake: FakeDriver) -> None:

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -413,3 +414,55 @@ def test_a_reused_row_id_stays_searchable_in_a_handle_that_catches_up(tmp_path: 
             fresh = writer.remember(f"fresh okapi{attempt} note", agent_id="a")
             hits = reader.recall(f"okapi{attempt}", k=3, touch=False, agent_id="a")
             assert [h.memory.id for h in hits] == [fresh.id]
+
+
+def test_the_open_never_holds_the_bodys_bytes_beside_what_they_make(tmp_path: Path) -> None:
+    """At 1M memories the pickled body is ~530 MB: read whole before unpickling, it sat
+    beside the state it made, the open's peak half a gigabyte above what the store holds."""
+    path = tmp_path / "s.db"
+    with GraphMemory.open(str(path), embedder=None) as mem:
+        mem.remember_many([{"content": f"{i} " + "word " * 10_000} for i in range(SMALL + 10)])
+        store_id = mem.backend._store_id
+    body = file_of(path).stat().st_size
+    assert body > 2_500_000
+    tracemalloc.start()
+    try:
+        saved = state_file.load(path, store_id=store_id, dim=None)
+        held, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert saved is not None and len(saved.payload["nodes"]) > SMALL + 10
+    assert peak - held < body // 2
+
+
+def _tag_types(nodes: dict[str, dict[str, Any]]) -> set[type]:
+    return {type(a["tags"]) for a in nodes.values() if a["label"] == "Memory" and "tags" in a}
+
+
+def test_tags_are_tuples_after_a_write_a_row_read_and_a_state_read(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    _fill(path, 120)
+    with GraphMemory.open(str(path), embedder=None) as mem:
+        mem.remember("one more", tags=["x", "y"])
+        assert _tag_types(mem.backend._g._node) == {tuple}
+        assert mem.list(limit=None, tags=["x"])[0].tags == ("x", "y")
+    used, via_state, via_rows = _open_both(path)
+    assert used
+    assert _tag_types(via_state["nodes"]) == _tag_types(via_rows["nodes"]) == {tuple}
+
+
+def test_a_set_held_by_most_of_a_label_is_filed_as_what_it_leaves_out(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    ids = _fill(path, 120)
+    with GraphMemory.open(str(path), embedder=None) as mem:
+        moved = [mem.update(i, category="episodic").id for i in ids[3:6]]
+        store_id = mem.backend._store_id
+        dim = mem.backend._dim
+        mem.backend._state_seq = None  # write the state at close
+    saved = state_file.load(path, store_id=store_id, dim=dim)
+    assert saved is not None
+    most = {(lab, f, v): sorted(out) for lab, f, v, out, _extra in saved.payload["most"]}
+    assert most[("Memory", "category", "semantic")] == sorted(f"Memory:{i}" for i in moved)
+    assert "semantic" not in saved.payload["index"][("Memory", "category")]
+    used, via_state, via_rows = _open_both(path)
+    assert used and via_state == via_rows

@@ -63,15 +63,17 @@ _SHARED_FIELDS: dict[str, tuple[str, ...]] = {
 
 
 def _share_values(label: NodeLabel, attrs: dict[str, Any]) -> None:
-    """Replace the repeated string values of ``attrs`` (and of its tag list) by interned
-    ones, and its label by the label's own string (see ``_SHARED_FIELDS``)."""
+    """Replace the repeated string values of ``attrs`` (and of its tags) by interned
+    ones, and its label by the label's own string (see ``_SHARED_FIELDS``). Tags are held
+    as a tuple (stored and written as a list): a tuple of strings is smaller than a list
+    and unpickles faster (the tag lists were a sixth of unpickling a saved state)."""
     attrs["label"] = label.value
     for f in _SHARED_FIELDS[label.value]:
         v = attrs.get(f)
         if v.__class__ is str:
             attrs[f] = intern(v)
-        elif v.__class__ is list:
-            attrs[f] = [intern(t) if t.__class__ is str else t for t in v]
+        elif v.__class__ is list or v.__class__ is tuple:
+            attrs[f] = tuple([intern(t) if t.__class__ is str else t for t in v])
 
 
 _DT_FIELDS: dict[NodeLabel, frozenset[str]] = {}
@@ -128,11 +130,11 @@ Bucket = dict[Any, "str | set[str]"]
 
 
 def _index_into(buckets: list[tuple[str, Bucket]], key: str, props: dict[str, Any]) -> None:
-    """Add a node key to the index buckets of its indexed fields; a list value indexes
-    each item, as for tags."""
+    """Add a node key to the index buckets of its indexed fields; a tuple (or list) value
+    indexes each item, as for tags."""
     for f, bucket in buckets:
         v = props.get(f)
-        for item in v if v.__class__ is list else (v,):
+        for item in v if v.__class__ is tuple or v.__class__ is list else (v,):
             held = bucket.get(item)
             if held is None:
                 bucket[item] = key
@@ -148,7 +150,7 @@ def _index_out(buckets: list[tuple[str, Bucket]], key: str, props: dict[str, Any
     :func:`_index_into`)."""
     for f, bucket in buckets:
         v = props.get(f)
-        for item in v if isinstance(v, list) else (v,):
+        for item in v if v.__class__ is tuple or v.__class__ is list else (v,):
             held = bucket.get(item)
             if held is None:
                 continue

@@ -3,7 +3,6 @@ change log other processes catch up from, and the load of the in-memory graph.""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sqlite3
@@ -32,10 +31,9 @@ from graphmem.backends.embedded.graph import (
     EmbeddedGraph,
     _count_access,
     _datetime_fields,
-    _index_into,
     _link,
-    _share_values,
 )
+from graphmem.backends.embedded.rows import _edge_data, _encode_edge_props, read_rows
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.errors import BackendUnavailable, Conflict, DimensionMismatch, QueryFailed
 from graphmem.gcpause import gc_paused, promote_all
@@ -94,31 +92,6 @@ _SCHEMA_VERSION = "2"  # 2: structural edges are no longer stored
 def _dumps(props: dict[str, Any]) -> str:
     """Node properties as JSON text (orjson writes aware datetimes as ISO 8601)."""
     return orjson.dumps(props).decode()
-
-
-def _encode_edge_props(props: dict[str, Any]) -> str:
-    if not props:  # every NEXT, IN_RUN ... edge of a batch
-        return "{}"
-    return json.dumps(
-        {k: ({"$dt": v.isoformat()} if isinstance(v, datetime) else v) for k, v in props.items()}
-    )
-
-
-def _edge_data(etype: str, props_s: str) -> dict[str, Any]:
-    """An in-memory edge's data dict from its stored row. Most stored edges (NEXT) carry
-    no properties: no JSON to decode, and their type's one shared dict (an edge whose
-    properties change is given a dict of its own, the shared one is never edited)."""
-    if props_s == "{}" and etype in _SHARED_EDGE_DATA:
-        return _SHARED_EDGE_DATA[etype]
-    return {**_decode_edge_props(props_s), "type": etype}
-
-
-def _decode_edge_props(text: str) -> dict[str, Any]:
-    raw = json.loads(text)
-    return {
-        k: (datetime.fromisoformat(v["$dt"]) if isinstance(v, dict) and "$dt" in v else v)
-        for k, v in raw.items()
-    }
 
 
 class EmbeddedJournal(EmbeddedGraph):
@@ -328,7 +301,8 @@ class EmbeddedJournal(EmbeddedGraph):
         for lab_s, keys in p["by_label"].items():
             by_label[labels[lab_s]] = keys
         index: dict[tuple[NodeLabel, str], Bucket] = defaultdict(dict)
-        for (lab_s, f), bucket in p["index"].items():
+        whole = state_file.index_whole(p["index"], p["most"], p["by_label"])
+        for (lab_s, f), bucket in whole.items():
             index[(labels[lab_s], f)] = bucket
         vindex = VectorIndex(self._dim) if self._dim else None
         if vindex is not None and saved.vec_keys:
@@ -357,13 +331,18 @@ class EmbeddedJournal(EmbeddedGraph):
                 seq = self._seen_seq
                 row = db.execute("SELECT key FROM changes WHERE seq = ?", (seq,)).fetchone()
                 g = self._g
+                by_label = {lab.value: keys for lab, keys in self._by_label.items()}
+                index, most = state_file.index_apart(
+                    {(lab.value, f): bucket for (lab, f), bucket in self._index.items()}, by_label
+                )
                 payload = {
                     "nodes": g._node,
                     "succ": g._succ,
                     "pred": g._pred,
                     "rid_of": self._rid_of,
-                    "by_label": {lab.value: keys for lab, keys in self._by_label.items()},
-                    "index": {(lab.value, f): bucket for (lab, f), bucket in self._index.items()},
+                    "by_label": by_label,
+                    "index": index,
+                    "most": most,
                 }
                 vindex = self._vindex
                 keys, vectors = (
@@ -387,91 +366,7 @@ class EmbeddedJournal(EmbeddedGraph):
                 log.info("could not keep the state beside %s: %s", self._path, e)
 
     def _load_rows(self) -> None:
-        g = Adjacency()
-        rid_of: dict[str, int] = {}
-        key_of: dict[int, str] = {}
-        by_label: dict[NodeLabel, set[str]] = defaultdict(set)
-        index: dict[tuple[NodeLabel, str], Bucket] = defaultdict(dict)
-        # hot loop of every open: plain strings and dicts, networkx internals filled directly
-        node_attrs: dict[str, dict[str, Any]] = g._node
-        succ: dict[str, dict[str, dict[str, Any]]] = g._succ
-        pred: dict[str, dict[str, dict[str, Any]]] = g._pred
-        dt_fields = {lab.value: tuple(_datetime_fields(lab)) for lab in NodeLabel}
-        indexed = {
-            lab.value: [(f, index[(lab, f)]) for f in _INDEXED.get(lab, ())] for lab in NodeLabel
-        }
-        labels = {lab.value: lab for lab in NodeLabel}
-        fromiso = datetime.fromisoformat
-        loads = orjson.loads
-        # one datetime object per distinct text in a row (created_at, updated_at and
-        # valid_from are mostly equal): fewer objects to make and to keep
-        parsed: dict[str, datetime] = {}
-        rows = self._db.execute("SELECT rid, label, id, props FROM nodes").fetchall()
-        for rid, label_s, ident, props_s in rows:
-            props = loads(props_s)
-            for f in dt_fields[label_s]:
-                v = props.get(f)
-                if v is not None:
-                    dt = parsed.get(v)
-                    if dt is None:
-                        dt = parsed[v] = fromiso(v)
-                    props[f] = dt
-            parsed.clear()
-            key = intern(label_s + ":" + ident)  # see _link
-            label = labels[label_s]
-            _share_values(label, props)
-            node_attrs[key] = props
-            succ[key] = {}
-            pred[key] = {}
-            rid_of[key] = rid
-            key_of[rid] = key
-            by_label[label].add(key)
-            _index_into(indexed[label_s], key, props)
-        del rows
-
-        # structural edges are a function of node properties, rebuilt here, never stored
-        shared = _SHARED_EDGE_DATA
-        memory = NodeLabel.MEMORY.value
-        authored, in_run, tagged = (
-            shared[t.value] for t in (EdgeType.AUTHORED_BY, EdgeType.IN_RUN, EdgeType.TAGGED)
-        )
-        for key, attrs in node_attrs.items():
-            if attrs["label"] == memory:  # most nodes: structural_targets inlined
-                tkey = "Agent:" + attrs["agent_id"]
-                if tkey in succ:
-                    _link(succ, pred, key, tkey, "AUTHORED_BY", authored)
-                run_id = attrs.get("run_id")
-                if run_id and (tkey := "Run:" + run_id) in succ:
-                    _link(succ, pred, key, tkey, "IN_RUN", in_run)
-                for tag in attrs.get("tags", ()):
-                    if (tkey := "Tag:" + tag) in succ:
-                        _link(succ, pred, key, tkey, "TAGGED", tagged)
-                continue
-            for etype, tlabel, tid, _d in structural_targets(labels[attrs["label"]], attrs):
-                tkey = tlabel.value + ":" + tid
-                if tkey in succ:
-                    _link(succ, pred, key, tkey, etype.value, shared[etype.value])
-        dangling = 0
-        for src, etype, dst, props_s in self._db.execute("SELECT src, type, dst, props FROM edges"):
-            if src not in node_attrs or dst not in node_attrs:
-                dangling += 1  # never invent a node without properties for such an edge
-                continue
-            _link(succ, pred, src, dst, etype, _edge_data(etype, props_s))
-        if dangling:
-            log.warning("ignored %d stored edges whose endpoints are missing", dangling)
-        vindex = VectorIndex(self._dim) if self._dim else None
-        if vindex is not None:
-            keys: list[str] = []
-            vecs: list[np.ndarray] = []
-            for rid, blob in self._db.execute("SELECT rid, vec FROM vectors"):
-                vkey = key_of.get(rid)
-                if vkey is not None:
-                    keys.append(vkey)
-                    vecs.append(np.frombuffer(blob, dtype=np.float32))
-            if keys:
-                vindex.add(keys, np.vstack(vecs), adopt=True)
-            del vecs
-        self._install(g, rid_of, by_label, index, vindex)
+        self._install(*read_rows(self._db, self._dim))
 
     def _memory_changes_since(self, seq: int) -> set[str] | None:
         """The memory keys the change log names after ``seq`` (inside the caller's read

@@ -93,9 +93,7 @@ class Neo4jBackend(Neo4jWrites, Neo4jSearch):
         if limit == 0:
             return []
         self._ready()
-        rows = self._read(
-            "missing vectors", lambda tx: self._run_all(tx, Q_MISSING_VECTORS, limit=limit)
-        )
+        rows = self._query("missing vectors", *self._bound(Q_MISSING_VECTORS, limit=limit))
         return [(str(r["id"]), str(r["content"])) for r in rows]
 
     def run_heads(self, run_ids: Sequence[str]) -> tuple[list[Run], set[str]]:
@@ -104,7 +102,7 @@ class Neo4jBackend(Neo4jWrites, Neo4jSearch):
         if not run_ids:
             return [], set()
         self._ready()
-        rows = self._read("run heads", lambda tx: self._run_all(tx, Q_RUN_HEADS, ids=list(run_ids)))
+        rows = self._query("run heads", *self._bound(Q_RUN_HEADS, ids=list(run_ids)))
         runs: list[Run] = []
         alive: set[str] = set()
         for row in rows:
@@ -149,7 +147,7 @@ class Neo4jBackend(Neo4jWrites, Neo4jSearch):
             flt, limit=limit, offset=offset, order_by=order_by, descending=descending
         )
         self._ready()
-        rows = self._read("match", lambda tx: list(self._run(tx, "match", text, params)))
+        rows = self._query("match", "match", text, params)
         nodes = [self._node(flt.label.value, r["props"]) for r in rows]
         return [n for n in nodes if isinstance(n, kind)]
 
@@ -157,9 +155,7 @@ class Neo4jBackend(Neo4jWrites, Neo4jSearch):
         """How many nodes match the filter."""
         text, params = compile_count(flt)
         self._ready()
-        return int(
-            self._read("count", lambda tx: self._run(tx, "count", text, params).single()["count"])
-        )
+        return int(self._query("count", "count", text, params)[0]["count"])
 
     def expand(
         self,

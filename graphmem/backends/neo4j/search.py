@@ -36,12 +36,14 @@ found 0.95 of the exact top 30 from the quantized index (0.975 unquantized, one 
 30 in both), 100 found all of them from either, at 8.2 ms p50 quantized against 11.7
 unquantized. The filter still applies after the index, so a selective one widens the
 search (:meth:`Neo4jSearch.search_vector`)."""
-VECTOR_SCOPE_EXACT = 500
+VECTOR_SCOPE_EXACT = 1_000
 """A scoped recall first reads up to this many memories of its scope (through the index of
-its most selective field): a scope that small is searched exactly, in the same statement;
-a larger one through the vector index. Measured at 100k memories (load 5): an exact cosine
-costs about 50 us per memory on the server (the 384 floats are read from the store), so 500
-is about the price of one index search for a few hundred neighbours."""
+its most selective field): a scope with fewer is held whole, and searched exactly in the
+same statement when that costs less than the index (:func:`_exact_is_cheaper`: up to
+about 1,900 memories at 100,000, 600 at 10,000); a larger one goes through the vector
+index. An exact cosine costs about 13 us per memory on the server (the 384 floats are
+read from the store, load 8), so 1,000 costs about what an index search for 1,500
+neighbours does, and bounds the read of a scope the rest of the filter narrows."""
 SCOPE_INDEXED = ("run_id", "agent_id", "namespace", "audience", "category")
 """Memory fields with a range index, most selective first: the scope's first read seeks
 the first one the filter pins (an index hint), never the status index every memory is in."""
@@ -185,9 +187,12 @@ def compile_recall_search(
             vector_k=vector_k,
             vector_mu=scope_expected_hits(vector_k),
             vector_scope=VECTOR_SCOPE_EXACT,
+            vector_exact=VECTOR_NEIGHBOUR_COST * scope_expected_hits(vector_k),
         )
         if flt.tags_all:
             params["scope_tag"] = str(flt.tags_all[0])
+        if "$scope_sample" in branches[-1]:
+            params["scope_sample"] = SCOPE_SAMPLE
     elif vector is not None:
         passing = " AND ".join(clauses) if clauses else "true"
         branches.append(
@@ -239,6 +244,25 @@ def _scope_start(flt: Filter) -> str:
     return "MATCH (n:Memory)"
 
 
+def _scope_seek(flt: Filter) -> str:
+    """The WHERE that makes :func:`_scope_start`'s index seek for a field (its values as
+    counted, ``$scope_values``); none for a tag's edges or a label scan."""
+    field = _scope_field(flt)
+    if flt.tags_all or field is None:
+        return ""
+    return f" WHERE n.{field} IN $scope_values"
+
+
+SCOPE_SAMPLE = 2_000
+"""How many of the counted entries a scoped recall reads to measure the share the rest of
+its filter keeps (a namespace among a tag's memories), when that scope is too large to
+search exactly: its vector fetch is then sized by the count times that share, where the
+count alone (2 % of the store for a tag, of which the namespace keeps a fifth) asked for
+a fifth of the neighbours needed and then a second fetch eight times larger (at 1,000,000
+memories: ns+tag recall 497 ms). Reading 2,000 entries with their filter fields costs
+about what 200 more neighbours do, and gives the share within a few percent."""
+
+
 SCOPE_COUNT_MAX = 50_000
 """The most index entries a scoped recall counts to size its first vector fetch (see
 :func:`_scope_count`). Measured at 100,000 memories (384-d, load 4-5): counting costs
@@ -277,17 +301,21 @@ def _scope_count(flt: Filter) -> tuple[str, dict[str, Any]]:
     return count, {**params, "scope_values": param_value(values)}
 
 
-VECTOR_SCOPE_SIGMAS = 3.0
+VECTOR_SCOPE_SIGMAS = 2.0
 """How many standard deviations below its mean the number of the scope's memories among
 the first fetch's neighbours may fall before the fetch is short (see
-:func:`scope_expected_hits`)."""
+:func:`scope_expected_hits`). A short fetch costs a second, larger one in the same
+statement (about 1 query in 70 at 2, against 1 in 2,000 at 3); the answer is the same
+either way (the fetch is the index's nearest, so the best k of the scope among them are
+the scope's best k). Measured at 100,000 memories, agent-scoped recall, paired queries,
+load 9: 2 instead of 3 took 1.7 ms off the median (862 neighbours instead of 1,030)."""
 
 
 def scope_expected_hits(k: int) -> float:
     """How many of the scope's memories the first vector fetch should hold on average so
     that ``k`` of them are among it unless chance is :data:`VECTOR_SCOPE_SIGMAS` standard
     deviations unkind: the least mean m of a Poisson count with m - z sqrt(m) >= k (for
-    k = 30, 51.5: the fetch is 51.5 / share, e.g. 1,030 neighbours for an agent holding 5 %
+    k = 30, 43.1: the fetch is 43.1 / share, e.g. 862 neighbours for an agent holding 5 %
     of the store)."""
     z = VECTOR_SCOPE_SIGMAS
     return float(((z + math.sqrt(z * z + 4 * k)) / 2) ** 2)
@@ -317,11 +345,15 @@ def _scoped_vector_branch(flt: Filter, clauses: list[str], props: str, lean: boo
     2. read up to ``$vector_scope`` memories of the scope through that index
        (:func:`_scope_start`) unless the count already shows the scope is larger (when
        the rest of the filter is only the status, :func:`_start_is_scope`); fewer than
-       that: the scope is searched exactly;
+       that: the read holds the whole scope, which is searched exactly when exact costs
+       less than the index would (:func:`_exact_is_cheaper`);
     3. else the index's nearest ``$vector_mu / share`` (at least ``$fetch``), share = the
-       count over all memories, so that about ``$vector_mu`` of them pass the filter
-       (:func:`scope_expected_hits`); ``$fetch`` when the scope has no such count or
-       reached :data:`SCOPE_COUNT_MAX`;
+       scope's size over all memories, so that about ``$vector_mu`` of them pass the
+       filter (:func:`scope_expected_hits`). The size: the read's, when it holds the whole
+       scope; else the count, times the share the rest of the filter keeps among the
+       first :data:`SCOPE_SAMPLE` counted entries when it narrows them (a namespace among
+       a tag's memories); ``$fetch`` when the scope has no count or reached
+       :data:`SCOPE_COUNT_MAX`;
     4. if fewer than ``$vector_k`` pass (and the index had more), the nearest
        ``3 x $vector_k / share``, share = (passing + 1) / fetched from step 3 (the
        margin and the + 1 because the passing share of a sample estimates it roughly),
@@ -332,11 +364,25 @@ def _scoped_vector_branch(flt: Filter, clauses: list[str], props: str, lean: boo
     the index had no more), so the caller widens only when it is neither."""
     passing = " AND ".join(clauses) if clauses else "true"
     index = f"CALL db.index.vector.queryNodes('{VECTOR_INDEX}'"
-    small = "read AND size(scope) < $vector_scope"
+    known = "read AND size(scope) < $vector_scope"  # the read holds the whole scope
+    small = f"{known} AND {_exact_is_cheaper('size(scope)')}"
     count = _scope_count(flt)[0]
-    read = "entries IS NULL OR entries < $vector_scope"
-    if not _start_is_scope(flt):
-        read = "true"
+    narrowed = not _start_is_scope(flt)
+    read = "true" if narrowed else "entries IS NULL OR entries < $vector_scope"
+    counted = "entries"
+    sample = ""
+    if narrowed and count != "null":
+        counted = "entries * CASE WHEN sampled = 0 THEN 1.0 ELSE (kept + 0.5) / sampled END"
+        sample = (
+            "CALL {\n"
+            "  WITH read, scope, entries\n"
+            f"  UNWIND CASE WHEN entries > 0 AND NOT ({known}) THEN [1] ELSE [] END AS sampling\n"
+            f"  {_scope_start(flt)}{_scope_seek(flt)}\n"
+            "  WITH n LIMIT $scope_sample\n"
+            "  RETURN count(n) AS sampled,\n"
+            f"    sum(CASE WHEN {passing} AND n.embedding IS NOT NULL THEN 1 ELSE 0 END) AS kept\n"
+            "}\n"
+        )
     return (
         f"WITH {count} AS entries, COUNT {{ (:Memory) }} AS total\n"
         f"WITH entries, total, {read} AS read\n"
@@ -350,11 +396,16 @@ def _scoped_vector_branch(flt: Filter, clauses: list[str], props: str, lean: boo
         "  WITH n LIMIT $vector_scope\n"
         "  RETURN collect(n) AS scope\n"
         "}\n"
+        f"{sample}"
         "CALL {\n"
-        "  WITH read, scope, entries, total\n"
-        f"  WITH entries, total WHERE NOT ({small})\n"
-        "  WITH CASE WHEN entries IS NULL OR entries = 0 OR entries >= $scope_cap THEN $fetch\n"
-        "    ELSE toInteger(ceil($vector_mu * total / entries)) END AS sized, total\n"
+        f"  WITH read, scope, entries, total{', sampled, kept' if sample else ''}\n"
+        f"  WITH read, scope, entries, total{', sampled, kept' if sample else ''}"
+        f" WHERE NOT ({small})\n"
+        f"  WITH CASE WHEN {known} THEN size(scope)\n"
+        "    WHEN entries IS NULL OR entries = 0 OR entries >= $scope_cap THEN null\n"
+        f"    ELSE {counted} END AS size, total\n"
+        "  WITH CASE WHEN size IS NULL THEN $fetch\n"
+        "    ELSE toInteger(ceil($vector_mu * total / size)) END AS sized, total\n"
         "  WITH CASE WHEN sized < $fetch THEN $fetch WHEN sized > total THEN total\n"
         "    ELSE sized END AS asked\n"
         f"  {index}, asked, $vector) YIELD node AS n\n"
@@ -363,7 +414,7 @@ def _scoped_vector_branch(flt: Filter, clauses: list[str], props: str, lean: boo
         f"    [n IN near WHERE {passing}] AS passed0\n"
         "}\n"
         "CALL {\n"
-        "  WITH read, scope, asked0, fetched0, passed0\n"
+        "  WITH read, scope, total, asked0, fetched0, passed0\n"
         "  WITH asked0, fetched0, passed0\n"
         f"  WHERE NOT ({small}) AND size(passed0) < $vector_k AND fetched0 >= asked0\n"
         "  WITH 3 * $vector_k * fetched0 / (size(passed0) + 1) AS asked\n"
@@ -377,6 +428,22 @@ def _scoped_vector_branch(flt: Filter, clauses: list[str], props: str, lean: boo
         "  ELSE [passed1, fetched1] END AS answer\n"
         "WITH answer[0] AS pool, answer[1] AS fetched\n" + _ranked_vector_rows("pool", props, lean)
     )
+
+
+VECTOR_NEIGHBOUR_COST = 0.7
+"""What one neighbour of a vector index search costs the server, relative to one exact
+cosine over a memory read from the store (measured at 100,000 memories, 384-d, quantized
+index, load 8: 8.9 us per neighbour asked, 13 us per memory scored exactly)."""
+
+
+def _exact_is_cheaper(size: str) -> str:
+    """Whether a scope of ``size`` memories (a Cypher expression) costs less searched
+    exactly than through the index: exact costs ``size`` cosines, the index about
+    ``$vector_mu * total / size`` neighbours (step 3 of :func:`_scoped_vector_branch`),
+    so exact wins while ``size ** 2 <= $vector_exact * total`` (``$vector_exact`` =
+    :data:`VECTOR_NEIGHBOUR_COST` x ``$vector_mu``): at 100,000 memories and k = 30, up
+    to about 1,900 memories; at 1,000,000, 6,000; at 10,000, 600."""
+    return f"{size} * {size} <= $vector_exact * total"
 
 
 def compile_neighbours(
@@ -506,15 +573,15 @@ class Neo4jSearch(Neo4jSchema):
         wait, the next search waits instead."""
 
         def work(tx: Any) -> list[Any]:
-            if wait:
-                self._run_file(tx, Q_AWAIT_FULLTEXT).consume()
+            self._run_file(tx, Q_AWAIT_FULLTEXT).consume()
             return list(self._run(tx, name, text, params))
 
+        if not wait:
+            return self._query(what, name, text, params)
         try:
             rows: list[Any] = self._read(what, work)
         except BaseException:
-            if wait:
-                self._fulltext_behind = True
+            self._fulltext_behind = True
             raise
         return rows
 
@@ -633,22 +700,29 @@ class Neo4jSearch(Neo4jSchema):
         )
         wait = lucene is not None and self._fulltext_wait()
         rows = self._lexical_read("recall search", "recall search", *stmt, wait)
-        lexical = [
-            Hit(node=self._memory(r["props"]), score=float(r["score"]))
-            for r in rows
-            if r["channel"] == "lexical"
-        ]
-        near = [
-            Hit(node=self._memory(r["props"]), score=_cosine(r["score"], r["probe"]))
-            for r in rows
-            if r["channel"] == "vector" and r["props"] is not None
-        ]
-        if similarities is not None and sim_to is not None:
-            for r in rows:
-                if r["props"] is not None and r["sim"] is not None:
-                    similarities[str(r["props"]["id"])] = _cosine(r["sim"], r["probe"])
+        lexical: list[Hit] = []
+        near: list[Hit] = []
+        fetched = 0
+        decoded: dict[Any, Memory] = {}  # a memory both channels found is built once
+        for r in rows:  # each field read once: a record's lookup by key costs ~1 us
+            props, channel = r["props"], r["channel"]
+            if channel == "vector":
+                fetched = max(fetched, int(r["fetched"] or 0))
+            if props is None:
+                continue
+            memory = decoded.get(props["id"])
+            if memory is None:
+                memory = decoded[props["id"]] = self._memory(props)
+            probe = r["probe"]
+            if channel == "lexical":
+                lexical.append(Hit(node=memory, score=float(r["score"])))
+            else:
+                near.append(Hit(node=memory, score=_cosine(r["score"], probe)))
+            if similarities is not None and sim_to is not None:
+                sim = r["sim"]
+                if sim is not None:
+                    similarities[str(props["id"])] = _cosine(sim, probe)
         if vector is not None and qvec is not None and len(near) < vector.k and has_conditions(flt):
-            fetched = max((int(r["fetched"]) for r in rows if r["channel"] == "vector"), default=0)
             if fetched >= fetch:  # the filter passed too few of all the index returned
                 near = self.search_vector(vector)
         return lexical, near
@@ -688,9 +762,7 @@ class Neo4jSearch(Neo4jSchema):
             similarity_to=sim_to,
         )
         self._ready()
-        rows = self._read(
-            "recall expansion", lambda tx: list(self._run(tx, "recall expansion", text, params))
-        )
+        rows = self._query("recall expansion", "recall expansion", text, params)
         rank = {s: i for i, s in enumerate(seeds)}
         out: list[tuple[str, str, Memory]] = []
         credited: set[Any] = set(seeds)
