@@ -119,8 +119,9 @@ class Expect:
 class WriteBatch:
     """Everything one write changes, applied in one transaction: ``expect`` is checked
     first (a failure raises Conflict and writes nothing), then nodes and edges are
-    upserted, then ``delete_edges`` and ``delete_nodes`` (detach) are removed, then
-    ``vectors`` are set on memories that exist (others are skipped)."""
+    upserted, the ``run_heads`` of existing runs set, then ``delete_edges`` and
+    ``delete_nodes`` (detach) are removed, then ``vectors`` are set on memories that exist
+    (others are skipped)."""
 
     nodes: Sequence[GraphNode] = ()
     edges: Sequence[Edge] = ()
@@ -130,10 +131,20 @@ class WriteBatch:
     #: memory id -> embedding, written without rewriting the memory's other properties
     #: (the background vectorizer); only a :class:`VectorQueue` backend takes them
     vectors: Mapping[str, Sequence[float]] = field(default_factory=dict)
+    #: run id -> (event_count, last_event_id): the place a write leaves a run's chain at,
+    #: set on a run that exists without rewriting its other properties (a run another
+    #: writer ended stays ended); a run that does not exist is skipped, so the write
+    #: expects it (``Expect(run.ref, props=...)``)
+    run_heads: Mapping[str, tuple[int, str | None]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(
-            self.nodes or self.edges or self.delete_nodes or self.delete_edges or self.vectors
+            self.nodes
+            or self.edges
+            or self.delete_nodes
+            or self.delete_edges
+            or self.vectors
+            or self.run_heads
         )
 
 

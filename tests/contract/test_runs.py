@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import inspect
+import itertools
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -13,7 +14,7 @@ from graphmem.backends.base import GraphBackend
 from graphmem.config import RunLimits, Settings
 from graphmem.errors import InvalidInput, NotFound
 from graphmem.memory import GraphMemory
-from graphmem.models import EventType, Filter, NodeLabel, RunStatus, Status
+from graphmem.models import EdgeType, EventType, Filter, Memory, NodeLabel, RunStatus, Status
 from graphmem.null import NullMemory
 from graphmem.protocol import (
     AgentsAPI,
@@ -292,6 +293,44 @@ def test_archived_runs_do_not_come_back_when_events_are_appended(tmem: GraphMemo
     tmem.runs.add_event("a", "user_message", "late message")
     assert tmem.runs.get("a").status is RunStatus.ARCHIVED
     assert tmem.backend.count(Filter(label=NodeLabel.RUN)) == 1
+
+
+def _next_edges(backend: GraphBackend, memories: list[Memory]) -> set[tuple[str, str]]:
+    sub = backend.expand([m.ref for m in memories], [EdgeType.NEXT], direction="both")
+    return {(e.src.id, e.dst.id) for e in sub.edges}
+
+
+def test_a_run_another_handle_ended_stays_ended_when_this_handle_appends(
+    backend: GraphBackend, twin: GraphBackend
+) -> None:
+    """A handle appends to a run it appended to last without reading the run again; what
+    it writes is only where the chain now ends, so a run another handle ended meanwhile
+    does not come back running."""
+    mine = GraphMemory(backend, embedder=None, owns_backend=False)
+    other = GraphMemory(twin, embedder=None, owns_backend=False)
+    first = mine.remember("the kettle is blue", agent_id="bot", run_id="s1")
+    ended = other.runs.end("s1")
+    second = mine.remember("the teapot is green", agent_id="bot", run_id="s1")
+    run = other.runs.get("s1")
+    assert run.status is RunStatus.COMPLETED and run.ended_at == ended.ended_at
+    assert run.last_event_id == second.id
+    assert _next_edges(backend, [first, second]) == {(first.id, second.id)}
+
+
+def test_appends_of_two_handles_to_one_run_make_one_chain(
+    backend: GraphBackend, twin: GraphBackend
+) -> None:
+    """A handle whose view of a run is stale (another handle appended since) is refused by
+    its write's precondition, reads the run and appends after the other handle's memory:
+    the chain never forks."""
+    mine = GraphMemory(backend, embedder=None, owns_backend=False)
+    other = GraphMemory(twin, embedder=None, owns_backend=False)
+    made = [mine.remember("turn one is about tea", agent_id="bot", run_id="s1")]
+    made.append(other.remember("turn two is about coffee", agent_id="bot", run_id="s1"))
+    made.append(mine.remember("turn three is about cocoa", agent_id="bot", run_id="s1"))
+    made.append(mine.remember("turn four is about juice", agent_id="bot", run_id="s1"))
+    assert _next_edges(backend, made) == {(a.id, b.id) for a, b in itertools.pairwise(made)}
+    assert other.runs.get("s1").last_event_id == made[-1].id
 
 
 # -- NullMemory ---------------------------------------------------------------------------

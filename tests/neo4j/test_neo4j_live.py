@@ -4,6 +4,7 @@ on Neo4j through the ``backend`` fixture; these cover what only a server can sho
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 from collections.abc import Iterator
@@ -380,6 +381,61 @@ def test_preconditions_hold_or_nothing_is_written(neo: Neo4jBackend) -> None:
             )
         )
     assert neo.get(Memory, [later.id]) == [later]
+
+
+def test_a_guarded_vector_write_waits_for_a_linking_write_without_a_deadlock(
+    target: Neo4jTarget, neo: Neo4jBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The background vector writer's write (embeddings guarded by the memories' content)
+    against ``remember`` of a run's next memory, which locks the run's last memory in its
+    guard and then links it: the vector write must wait, not make a lock cycle. The guard
+    used to take the memory's relationship-group lock before its node lock, and the server
+    then broke a deadlock (``DeadlockDetected``) in one of the two, which ran again."""
+    import threading
+
+    from graphmem.backends.base import Expect
+    from graphmem.errors import GraphMemError
+
+    made = [Memory(content=f"turn {i} of the run", agent_id="a", run_id="r") for i in range(3)]
+    neo.write(WriteBatch(nodes=made))
+    last = made[-1]
+    vectors = WriteBatch(
+        vectors={m.id: [0.5] * 8 for m in made},  # type: ignore[call-arg]
+        expect=[Expect(m.ref, props={"content_hash": m.content_hash}) for m in made],
+    )
+    neo.ensure_schema(embedding_dim=8)
+    failed: list[BaseException] = []
+
+    def write_vectors() -> None:
+        try:
+            neo.write(vectors)
+        except GraphMemError as e:  # pragma: no cover - what the test is about
+            failed.append(e)
+
+    caplog.set_level(logging.INFO, logger="graphmem.backends.neo4j")
+    with target.driver.session(database=target.database) as session:
+        tx = session.begin_transaction()
+        # remember's guard on the run's last memory, then its NEXT edge to the new memory
+        tx.run(
+            "MATCH (n:Memory {id: $id}) SET n._graphmem_lock = true REMOVE n._graphmem_lock",
+            id=last.id,
+        ).consume()
+        writer = threading.Thread(target=write_vectors)
+        writer.start()
+        writer.join(1.0)
+        assert writer.is_alive()  # it waits for the memory this transaction holds
+        tx.run(
+            "MATCH (p:Memory {id: $id}) CREATE (p)-[:NEXT]->(:Memory {id: 'next'})", id=last.id
+        ).consume()
+        tx.commit()
+    writer.join(30)
+    assert not failed
+    assert not [r for r in caplog.records if "retrying" in r.getMessage()]
+    records, _s, _k = target.driver.execute_query(
+        "MATCH (m:Memory) WHERE m.embedding IS NOT NULL RETURN collect(m.id) AS ids",
+        database_=target.database,
+    )
+    assert sorted(records[0]["ids"]) == sorted(m.id for m in made)
 
 
 def test_recall_statements_agree_with_the_separate_searches(target: Neo4jTarget) -> None:

@@ -314,12 +314,14 @@ def test_remember_with_reconcile_on_is_one_round_trip(neo: Neo4jBackend, fake: F
     assert mem.last_reconcile is not None and mem.last_reconcile.action == "created"
 
 
+@pytest.mark.parametrize("run_id", [None, "s1"])
 def test_a_duplicate_found_by_the_write_guard_is_reconciled_by_reading(
-    neo: Neo4jBackend, fake: FakeDriver
+    neo: Neo4jBackend, fake: FakeDriver, run_id: str | None
 ) -> None:
     """When the guard finds an exact duplicate, nothing is written; reconcile then reads
-    as before and returns the existing memory."""
-    old = Memory(content="the 3 kettles are blue", agent_id="a")
+    as before and returns the existing memory. In a run too: a duplicate is not another
+    writer's append to the run, so the write is refused once, not ordered and sent again."""
+    old = Memory(content="the 3 kettles are blue", agent_id="a", run_id=run_id)
 
     def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
         if name.startswith("write guard absent"):
@@ -332,10 +334,11 @@ def test_a_duplicate_found_by_the_write_guard_is_reconciled_by_reading(
 
     fake.respond = respond
     mem = GraphMemory(neo, embedder=None, owns_backend=False, knowledge=False)
-    again = mem.remember("the 3 kettles are blue", agent_id="a")
+    again = mem.remember("the 3 kettles are blue", agent_id="a", run_id=run_id)
     assert again.id == old.id
     assert mem.last_reconcile is not None and mem.last_reconcile.action == "duplicate"
-    assert fake.recorder.transactions[0].outcome == "rolled back"
+    refused = [t for t in fake.recorder.writes() if t.statements[0].name.startswith("write")]
+    assert [t.outcome for t in refused] == ["rolled back"], fake.recorder.names()
     assert not [
         t for t in fake.recorder.transactions if t.outcome == "committed" and t.mode == "write"
     ]
@@ -477,7 +480,8 @@ def test_preconditions_travel_in_the_write_statement_and_a_broken_one_is_named(
     (st,) = tx.statements
     assert st.name.startswith("write guard Memory + nodes/hubs + nodes/memory_upsert")
     assert (
-        st.text.index("SET x._graphmem_lock")
+        st.text.index("SET l._graphmem_lock")
+        < st.text.index("OPTIONAL MATCH (n:Memory")
         < st.text.index("1 / CASE")
         < st.text.index("MERGE (m:Memory")
     )  # locked, then checked, then written
@@ -1134,6 +1138,81 @@ def test_remember_in_a_run_reads_the_run_and_its_last_memory_in_one_round_trip()
     ]
 
 
+def _part_rows(st: Any, text: str) -> list[dict[str, Any]]:
+    """The rows of the part of a composed statement whose text holds ``text``."""
+    for i, part in enumerate(st.text.split("WITH count(*) AS c")):
+        if text in part:
+            return list(st.params[f"p{i}_rows"])
+    raise AssertionError(f"no part with {text!r} in {st.name}")
+
+
+def test_a_handle_appends_to_a_run_it_wrote_last_in_one_round_trip() -> None:
+    """The next remember into a run this handle appended to last, reconcile on, sends its
+    write alone: the write's guard expects the run as the handle left it and the previous
+    memory to exist, and sets only the run's event count and last memory (its other
+    properties are not rewritten: a run another handle ended stays ended)."""
+
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        return [] if name == "nodes/run_heads" else None  # the run is new
+
+    fake = FakeDriver(respond)
+    neo = _backend(fake)
+    mem = GraphMemory(neo, embedder=None, owns_backend=False, knowledge=False)
+    first = mem.remember("the kettle is blue", agent_id="a", run_id="s1")
+    fake.recorder.reset()
+    second = mem.remember("the teapot is green", agent_id="a", run_id="s1")
+    assert [t.mode for t in fake.recorder.transactions] == ["write"], fake.recorder.names()
+    (st,) = fake.recorder.statements
+    assert "guard absent" in st.name  # reconcile's duplicate check rides along
+    assert "nodes/run_head_set" in st.name and "nodes/run_upsert" not in st.name
+    assert _part_rows(st, "SET r.event_count") == [
+        {"id": "s1", "event_count": 0, "last_event_id": second.id}
+    ]
+    (run_guard,) = _part_rows(st, "OPTIONAL MATCH (n:Run")
+    assert run_guard["props"] == {
+        "event_count": 0,
+        "last_event_id": first.id,
+        "agent_id": "a",
+        "namespace": "default",
+    }
+    assert first.id in [r["id"] for r in _part_rows(st, "OPTIONAL MATCH (n:Memory {id")]
+    assert {"src": first.id, "dst": second.id, "props": {}} in _part_rows(st, ":NEXT]")
+    neo.close()
+
+
+def test_a_stale_run_head_is_read_again_and_the_write_sent_again() -> None:
+    """When another writer changed the run since this handle appended to it, the guard
+    refuses the write (nothing written); the handle reads the run and writes again after
+    the other writer's memory."""
+    other = Run(id="s1", agent_id="a", last_event_id="m-other", event_count=0)
+    state = {"heads": 0, "fail": 0}
+
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if name == "nodes/run_heads":
+            state["heads"] += 1
+            return [{"id": "s1", "props": other.to_props(), "alive": True}] if state["fail"] else []
+        if name.startswith("write") and state["fail"] == 1:
+            state["fail"] = 2
+            raise guard_failure()
+        return None
+
+    fake = FakeDriver(respond)
+    neo = _backend(fake)
+    mem = GraphMemory(neo, embedder=None, owns_backend=False, knowledge=False)
+    mem.remember("the kettle is blue", agent_id="a", run_id="s1", reconcile="off")
+    state["fail"] = 1
+    fake.recorder.reset()
+    second = mem.remember("the teapot is green", agent_id="a", run_id="s1", reconcile="off")
+    names = fake.recorder.names()
+    assert names[0].startswith("write") and names[-2:][0] == "nodes/run_heads", names
+    outcomes = [t.outcome for t in fake.recorder.writes()]
+    assert outcomes[0] == "rolled back" and outcomes[-1] == "committed", outcomes
+    st = fake.recorder.writes()[-1].statements[-1]
+    assert {"src": "m-other", "dst": second.id, "props": {}} in _part_rows(st, ":NEXT]")
+    assert state["heads"] == 2
+    neo.close()
+
+
 def test_every_write_locks_the_nodes_it_shares_in_id_order(fake: FakeDriver) -> None:
     """Access records, node upserts and vectors go in id order, whatever order the caller
     used: a remember and the background vector writer that both lock some of the same
@@ -1152,6 +1231,19 @@ def test_every_write_locks_the_nodes_it_shares_in_id_order(fake: FakeDriver) -> 
     neo.write(WriteBatch(vectors={i: [1.0, 0.0] for i in ids}))  # type: ignore[call-arg]
     (st,) = [s for s in fake.recorder.statements if s.name.startswith("write")]
     assert [r["id"] for r in st.params["p0_rows"]] == sorted(ids)
+    fake.recorder.reset()
+    # the vector writer's guard (each memory's content) locks its memories in id order too,
+    # all of them before it checks any
+    neo.write(
+        WriteBatch(
+            vectors={i: [0.0, 1.0] for i in ids},  # type: ignore[call-arg]
+            expect=[Expect(m.ref, props={"content_hash": m.content_hash}) for m in ms],
+        )
+    )
+    (st,) = [s for s in fake.recorder.statements if s.name.startswith("write")]
+    assert st.name == "write guard Memory + nodes/memory_vectors"
+    assert st.params["p0_ids"] == sorted(ids)
+    assert st.text.index("SET l._graphmem_lock") < st.text.index("OPTIONAL MATCH")
     neo.close()
 
 

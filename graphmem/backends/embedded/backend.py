@@ -11,7 +11,7 @@ import os
 import sqlite3
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from sys import intern
@@ -47,6 +47,7 @@ from graphmem.models import (
     GraphNode,
     NodeLabel,
     NodeRef,
+    Run,
     Subgraph,
     check_page,
     node_model,
@@ -134,6 +135,8 @@ class NetworkXBackend(EmbeddedSearch):
         dim = dims.pop() if dims else None
         with self._transaction() as db:
             self._check_expectations(batch.expect)
+            if batch.run_heads:
+                nodes = [*nodes, *self._run_heads_set(batch.run_heads)]
             plan = self._plan_upsert(nodes, edges, doomed={r.key for r in doomed})
             if dim is not None:
                 self._fix_dim(db, dim)
@@ -181,6 +184,18 @@ class NetworkXBackend(EmbeddedSearch):
             nodes = self._g._node
             keys = list(itertools.islice(self._unvectored, limit))
             return [(k[7:], nodes[k]["content"]) for k in keys]
+
+    def _run_heads_set(self, heads: Mapping[str, tuple[int, str | None]]) -> list[Run]:
+        """The stored runs among ``heads`` with their new place in the chain (the rest of
+        each run as stored; a run that does not exist is skipped)."""
+        out = []
+        for run_id, (count, last) in sorted(heads.items()):
+            key = NodeLabel.RUN.value + ":" + run_id
+            if key in self._g:
+                run = self._node(key)
+                if isinstance(run, Run):
+                    out.append(run.evolve(event_count=count, last_event_id=last))
+        return out
 
     def _check_expectations(self, expects: Sequence[Expect]) -> None:
         """Inside the transaction, with the state current: every precondition must hold."""

@@ -169,6 +169,9 @@ Q_MISSING_VECTORS = "nodes/memory_missing_vectors"
 Q_RUN_HEADS = "nodes/run_heads"
 
 
+Q_RUN_HEAD_SET = "nodes/run_head_set"
+
+
 UNVECTORED = "Unvectored"
 """A second label on memories stored without an embedding: the background vectorizer's
 queue, read through the label index (the only label graphmem adds to its own)."""
@@ -250,6 +253,7 @@ QUERY_NAMES: tuple[str, ...] = (
     Q_VECTORS,
     Q_MISSING_VECTORS,
     Q_RUN_HEADS,
+    Q_RUN_HEAD_SET,
     *UPSERT_QUERIES.values(),
     *GET_QUERIES.values(),
     *EDGE_UPSERT_QUERIES.values(),

@@ -29,6 +29,7 @@ from graphmem.backends.neo4j.queries import (
     Q_DELETE_EDGES,
     Q_DELETE_NODES,
     Q_HUBS,
+    Q_RUN_HEAD_SET,
     Q_TOUCH,
     Q_VECTORS,
     STRUCTURAL_SHAPES,
@@ -121,17 +122,24 @@ def compile_guard(
     """A write part that locks the nodes of preconditions on ``label`` nodes and stops the
     whole statement (and so its transaction) when one does not hold, by evaluating
     ``1 / 0`` (Cypher has no assertion clause without APOC; the backend reads the resulting
-    ArithmeticError as a Conflict and then names the failing precondition). Rows come from
-    :func:`guard_rows`. A node's incoming edges are read only for a precondition that names
-    its sources (a Run's hundreds of IN_RUN edges are not read to check its counters). The
-    label is allowlisted; everything else is a parameter."""
+    ArithmeticError as a Conflict and then names the failing precondition). The nodes are
+    locked first, in id order, by a plain ``MATCH`` and a property set: locked inside the
+    check instead (an ``OPTIONAL MATCH``, then a ``FOREACH`` that set the property), a node
+    got its relationship-group lock before its node lock, and such a guard deadlocked with a
+    write that held the node and then linked it (the background vector writer's guard
+    against ``remember`` of the run's next memory; benchmarks/RESULTS.md, issue 19). Rows
+    come from :func:`guard_rows`. A node's incoming edges are read only for a precondition
+    that names its sources (a Run's hundreds of IN_RUN edges are not read to check its
+    counters). The label is allowlisted; everything else is a parameter."""
     lab = allowed_label(label)
     text = (
+        "UNWIND $ids AS id\n"
+        f"MATCH (l:{lab} {{id: id}})\n"
+        f"SET l.{LOCK_PROPERTY} = true\n"
+        f"REMOVE l.{LOCK_PROPERTY}\n"
+        "WITH count(*) AS locked\n"
         "UNWIND $rows AS row\n"
         f"OPTIONAL MATCH (n:{lab} {{id: row.id}})\n"
-        "FOREACH (x IN CASE WHEN n IS NULL THEN [] ELSE [n] END |\n"
-        f"  SET x.{LOCK_PROPERTY} = true\n"
-        f"  REMOVE x.{LOCK_PROPERTY})\n"
         "WITH row, n, CASE WHEN n IS NULL OR row.sources IS NULL THEN []\n"
         "  ELSE [(s)-[r]->(n) WHERE type(r) IN row.types | s.id] END AS sources\n"
         "WHERE 1 / CASE WHEN (n IS NULL AND NOT row.exists)\n"
@@ -142,7 +150,8 @@ def compile_guard(
         "                                   AND all(x IN row.sources WHERE x IN sources))))\n"
         "  THEN 1 ELSE 0 END = 1"
     )
-    return text, {"rows": [dict(r) for r in rows]}
+    ordered = sorted((dict(r) for r in rows), key=_by_id)
+    return text, {"ids": [r["id"] for r in ordered], "rows": ordered}
 
 
 def compile_absent(flt: Filter) -> tuple[str, dict[str, Any]]:
@@ -243,6 +252,17 @@ def _vector_rows(vectors: Mapping[str, Sequence[float]]) -> list[dict[str, Any]]
     return sorted(rows, key=_by_id)
 
 
+def _head_rows(heads: Mapping[str, tuple[int, str | None]]) -> list[dict[str, Any]]:
+    rows = []
+    for run_id, (count, last) in heads.items():
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise InvalidInput(f"the event count of run {run_id!r} must be a non-negative int")
+        if last is not None and not isinstance(last, str):
+            raise InvalidInput(f"the last event of run {run_id!r} must be a memory id or None")
+        rows.append({"id": str(run_id), "event_count": count, "last_event_id": last})
+    return sorted(rows, key=_by_id)
+
+
 def _by_id(row: Mapping[str, Any]) -> str:
     """The order rows are written in: by id, in every statement (see :data:`LOCK_ORDER`)."""
     return str(row["id"])
@@ -267,13 +287,16 @@ class Neo4jWrites(Neo4jSchema):
     """The write path: one managed write transaction per :class:`WriteBatch`."""
 
     def _node_parts(
-        self, nodes: Sequence[GraphNode], create: frozenset[NodeRef] = frozenset()
+        self,
+        nodes: Sequence[GraphNode],
+        create: frozenset[NodeRef] = frozenset(),
+        runs: frozenset[str] = frozenset(),
     ) -> list[WritePart]:
         """The upsert parts that write ``nodes``: the hubs they point to (once), then one
         part per label and chunk of ``batch_rows`` rows. Nodes in ``create`` must be new:
         their part CREATEs instead of MERGEs, so that the id's uniqueness constraint stops
         a concurrent writer of the same id (a Conflict) instead of letting one overwrite
-        the other."""
+        the other. ``runs``: ids of runs the write expects to exist (no hub for them)."""
         latest: dict[NodeRef, GraphNode] = {}
         for node in nodes:
             if not isinstance(node, GraphNode):
@@ -294,6 +317,8 @@ class Neo4jWrites(Neo4jSchema):
                 hubs.tags.pop(ref.id, None)
             elif ref.label is NodeLabel.RUN:
                 hubs.runs.pop(ref.id, None)
+        for run_id in runs:
+            hubs.runs.pop(run_id, None)
         parts: list[WritePart] = []
         if hubs:
             agent_defaults = {k: v for k, v in Agent(id="default").to_props().items() if k != "id"}
@@ -432,7 +457,15 @@ class Neo4jWrites(Neo4jSchema):
             if not ex.exists and ex.ref in upserted and ex.ref.label not in _HUB_LABELS
         )
         guarded = [ex for ex in batch.expect if ex.exists or ex.ref not in create]
-        parts = [*self._node_parts(nodes, create), *self._edge_parts(plain, create)]
+        heads = _head_rows(getattr(batch, "run_heads", None) or {})
+        parts = self._node_parts(nodes, create, frozenset(r["id"] for r in heads))
+        for chunk in chunks(heads, self._batch_rows):
+            parts.append(
+                WritePart(
+                    Q_RUN_HEAD_SET, *self._bind(Q_RUN_HEAD_SET, rows=list(chunk)), rows=len(chunk)
+                )
+            )
+        parts.extend(self._edge_parts(plain, create))
         # only an import or a migration passes structural edges: check those against the
         # nodes (an ordinary write does not pay for it)
         implied_here = {n.ref: _implied(n.label, n.to_props()) for n in nodes} if structural else {}
