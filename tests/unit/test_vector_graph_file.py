@@ -75,12 +75,20 @@ def _assert_graph_answers_like_exact(index: VectorIndex, ids: list[str]) -> None
         assert [s for _, s in got] == pytest.approx(_exact_scores(index, q, 5), abs=1e-5)
 
 
-def test_reopen_reads_the_saved_graph_instead_of_building_it(tmp_path: Path) -> None:
+def test_reopen_reads_the_saved_graph_instead_of_building_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "s.db"
     ids = _fill(path, 400)
     _build_and_close(path)
     bin_path, meta_path = files_of(path)
     assert bin_path.stat().st_size > 0 and meta_path.stat().st_size > 0
+
+    def read_every_vector(*args: object) -> None:
+        raise AssertionError("the open read every vector into a matrix beside the graph")
+
+    # from the rows or from the state, the graph is the vectors: no matrix is read at all
+    monkeypatch.setattr(journal_module, "add_stored_vectors", read_every_vector)
     with GraphMemory.open(str(path), embedder="hash:32") as mem:
         index = _index(mem)
         # in use at open: no build started, no exact fallback, no matrix beside it

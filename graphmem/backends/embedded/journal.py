@@ -21,6 +21,7 @@ from typing import Any, Literal
 import numpy as np
 import orjson
 
+import graphmem.backends.embedded.hnsw_file as hnsw_file
 import graphmem.backends.embedded.state_file as state_file
 from graphmem.backends.base import STRUCTURAL, structural_targets
 from graphmem.backends.embedded.adjacency import Adjacency
@@ -39,7 +40,7 @@ from graphmem.backends.embedded.rows import (
     add_stored_vectors,
     read_rows,
 )
-from graphmem.backends.embedded.vector_index import VectorIndex
+from graphmem.backends.embedded.vector_index import VectorIndex, lean_from
 from graphmem.errors import BackendUnavailable, Conflict, DimensionMismatch, QueryFailed
 from graphmem.gcpause import gc_paused, promote_all
 from graphmem.models import EdgeType, NodeLabel
@@ -317,18 +318,28 @@ class EmbeddedJournal(EmbeddedGraph):
             if saved.vectors is not None:
                 vindex.add(saved.vec_keys, saved.vectors, adopt=True)
             else:  # the saved graph holds them, or else the rows
-                assert self._path is not None  # a state file is kept beside a file only
-                self._rid_of = rid_of  # where the index reads the changed ones
-                if not vindex.load_lean(
-                    self._path,
-                    store_id=self._store_id,
-                    keys=saved.vec_keys,
-                    since=saved.seq,
-                    changes=self._memory_changes_since,
-                ):
-                    key_of = {rid: key for key, rid in rid_of.items()}
-                    add_stored_vectors(self._db, vindex, key_of)
+                self._take_vectors(vindex, rid_of, saved.vec_keys, saved.seq)
         self._install(g, rid_of, by_label, index, vindex)
+
+    def _take_vectors(
+        self, vindex: VectorIndex, rid_of: dict[str, int], keys: list[str] | None, since: int
+    ) -> None:
+        """Fill the empty ``vindex`` from the HNSW graph saved beside the file when it holds
+        the vectors of ``keys`` (the store's at change-log position ``since``) — no matrix
+        is then read — else from every stored row."""
+        self._rid_of = rid_of  # where the index reads the ones changed since the graph
+        if (
+            keys is None
+            or self._path is None
+            or not self._hooked(vindex).load_lean(
+                self._path,
+                store_id=self._store_id,
+                keys=keys,
+                since=since,
+                changes=self._memory_changes_since,
+            )
+        ):
+            add_stored_vectors(self._db, vindex, {rid: key for key, rid in rid_of.items()})
 
     def _save_state(self) -> None:
         """Keep this process's in-memory state beside the file for the next open (see
@@ -392,7 +403,23 @@ class EmbeddedJournal(EmbeddedGraph):
                 log.info("could not keep the state beside %s: %s", self._path, e)
 
     def _load_rows(self) -> None:
-        self._install(*read_rows(self._db, self._dim))
+        db = self._db
+        held = db.execute("SELECT count(*) FROM vectors").fetchone()[0] if self._dim else 0
+        # above the lean threshold the graph file, when there, holds the vectors: reading
+        # them into a matrix first would hold both copies (1.5 + 1.7 GB at 1M)
+        lean = (
+            self._path is not None
+            and held >= lean_from()
+            and all(p.exists() for p in hnsw_file.files_of(self._path))
+        )
+        g, rid_of, by_label, index, vindex = read_rows(db, self._dim, vectors=not lean)
+        if lean and vindex is not None:
+            key_of = {rid: key for key, rid in rid_of.items()}
+            keys = [
+                key_of[rid] for (rid,) in db.execute("SELECT rid FROM vectors") if rid in key_of
+            ]
+            self._take_vectors(vindex, rid_of, keys, self._seen_seq)
+        self._install(g, rid_of, by_label, index, vindex)
 
     def _new_vindex(self) -> VectorIndex | None:
         """An empty vector index for the store's dimension (None before it has one)."""

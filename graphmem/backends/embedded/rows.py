@@ -66,8 +66,9 @@ def _decode_edge_props(text: str) -> dict[str, Any]:
     }
 
 
-def read_rows(db: sqlite3.Connection, dim: int | None) -> RowsState:
-    """The in-memory state from every row of the store (inside the caller's snapshot)."""
+def read_rows(db: sqlite3.Connection, dim: int | None, *, vectors: bool = True) -> RowsState:
+    """The in-memory state from every row of the store (inside the caller's snapshot); the
+    vector index empty unless ``vectors``."""
     g = Adjacency()
     rid_of: dict[str, int] = {}
     key_of: dict[int, str] = {}
@@ -141,7 +142,7 @@ def read_rows(db: sqlite3.Connection, dim: int | None) -> RowsState:
     if dangling:
         log.warning("ignored %d stored edges whose endpoints are missing", dangling)
     vindex = VectorIndex(dim) if dim else None
-    if vindex is not None:
+    if vindex is not None and vectors:
         add_stored_vectors(db, vindex, key_of)
     return g, rid_of, by_label, index, vindex
 

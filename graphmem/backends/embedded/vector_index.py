@@ -46,6 +46,12 @@ ANN_THRESHOLD = 50_000
 LEAN_THRESHOLD = 500_000
 
 
+def lean_from() -> int:
+    """Vectors from which a new index with a source drops its matrix once its graph holds
+    them."""
+    return max(ANN_THRESHOLD, LEAN_THRESHOLD)
+
+
 def _hnswlib() -> Any:
     try:
         import hnswlib
