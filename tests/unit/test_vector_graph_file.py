@@ -58,6 +58,14 @@ def _build_and_close(path: Path) -> None:
         assert _index(mem).build_ann()
 
 
+def _built(tmp_path: Path) -> tuple[Path, list[str]]:
+    """A store of 400 memories whose graph was built and saved, and their ids."""
+    path = tmp_path / "s.db"
+    ids = _fill(path, 400)
+    _build_and_close(path)
+    return path, ids
+
+
 def _exact_scores(index: VectorIndex, q: np.ndarray, k: int) -> list[float]:
     """The k best cosines by brute force (compared as scores: the hash embedder's
     vectors tie often, and ties may come back in any order)."""
@@ -78,9 +86,7 @@ def _assert_graph_answers_like_exact(index: VectorIndex, ids: list[str]) -> None
 def test_reopen_reads_the_saved_graph_instead_of_building_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = tmp_path / "s.db"
-    ids = _fill(path, 400)
-    _build_and_close(path)
+    path, ids = _built(tmp_path)
     bin_path, meta_path = files_of(path)
     assert bin_path.stat().st_size > 0 and meta_path.stat().st_size > 0
 
@@ -100,9 +106,7 @@ def test_reopen_reads_the_saved_graph_instead_of_building_it(
 def test_writes_after_the_save_are_caught_up_even_when_the_writer_was_killed(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "s.db"
-    ids = _fill(path, 400)
-    _build_and_close(path)
+    path, ids = _built(tmp_path)
     saved = files_of(path)[1].read_bytes()
     late = ids_written_then_killed(
         f"""
@@ -135,9 +139,7 @@ def test_writes_after_the_save_are_caught_up_even_when_the_writer_was_killed(
 def test_a_damaged_foreign_or_stale_graph_file_is_rebuilt_not_trusted(
     tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    path = tmp_path / "s.db"
-    ids = _fill(path, 400)
-    _build_and_close(path)
+    path, ids = _built(tmp_path)
     bin_path, meta_path = files_of(path)
     if damage == "flip":
         data = bytearray(bin_path.read_bytes())
@@ -218,9 +220,7 @@ def test_the_graph_is_the_one_copy_in_memory_and_stored_vectors_read_back_exactl
 def test_a_handle_without_the_matrix_catches_up_with_another_handles_writes(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "s.db"
-    ids = _fill(path, 400)
-    _build_and_close(path)
+    path, ids = _built(tmp_path)
     with (
         GraphMemory.open(str(path), embedder="hash:32") as reader,
         GraphMemory.open(str(path), embedder="hash:32") as writer,
@@ -255,9 +255,7 @@ def test_the_state_follows_where_the_index_keeps_its_vectors(
     the next close writes them into the state again (and back)."""
     if request.node.callspec.params["small_threshold"] != "state":
         pytest.skip("about the state file")
-    path = tmp_path / "s.db"
-    ids = _fill(path, 400)
-    _build_and_close(path)
+    path, ids = _built(tmp_path)
     store_id = _store_id(path)
     assert state_file.load(path, store_id=store_id, dim=32).vectors is None  # type: ignore[union-attr,unused-ignore]
     monkeypatch.setattr(vector_index_module, "LEAN_THRESHOLD", 10_000)

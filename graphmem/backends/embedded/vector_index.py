@@ -707,7 +707,7 @@ class VectorIndex:
                 return []
             if not self._lean:
                 return self._search_matrix(q, k, n, candidates, allowed)
-            keys, check = self._lean_keys(q, k, n, candidates, allowed)
+            keys, check = self._lean_keys(q, k, candidates, allowed)
         # the rows are read with the lock released: the source takes the store's own
         return self._rank_read(keys, q, k, check)
 
@@ -736,7 +736,7 @@ class VectorIndex:
             else:
                 self.build_ann()
                 if self._lean:  # the build dropped the matrix
-                    keys, check = self._lean_keys(q, k, n, candidates, allowed)
+                    keys, check = self._lean_keys(q, k, candidates, allowed)
                     return self._rank_read(keys, q, k, check)
         use_ann = n >= self.ann_threshold and self._ann is not None
         found: list[str] | None
@@ -762,7 +762,6 @@ class VectorIndex:
         self,
         q: np.ndarray,
         k: int,
-        n: int,
         candidates: Collection[str] | None,
         allowed: Callable[[str], bool] | None,
     ) -> tuple[list[str], Callable[[str], bool] | None]:
@@ -772,7 +771,7 @@ class VectorIndex:
         held = self._label
         if candidates is None:
             pool: Collection[str] = held
-            found = self._ann_keys(q, min(k, n), allowed)
+            found = self._ann_keys(q, min(k, len(held)), allowed)
         else:
             pool = [c for c in candidates if c in held]
             if len(pool) <= self.lean_exact_limit:
