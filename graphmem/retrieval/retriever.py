@@ -186,7 +186,7 @@ class Retriever:
             else None
         )
         vector_q = (
-            VectorQuery(vector=qlist, filter=flt, k=fetch)
+            VectorQuery.trusted(qlist, flt, fetch)
             if qlist is not None and cfg.vector_weight > 0
             else None
         )
@@ -523,7 +523,7 @@ class Retriever:
         tvec = self._query_vector(topic, cfg) if topic is not None else None
         if tvec is None:
             return
-        topic_q = VectorQuery(vector=tuple(tvec.tolist()), filter=flt, k=fetch)
+        topic_q = VectorQuery.trusted(tuple(tvec.tolist()), flt, fetch)
         if self._search_both is not None:
             # a server backend: recall's vector search, one statement sized by the scope's
             # count, where search_vector first counts the filter's matches in one of its own

@@ -17,6 +17,7 @@ from graphmem.models import (
     Filter,
     Memory,
     NodeLabel,
+    VectorQuery,
     check_page,
 )
 
@@ -257,3 +258,16 @@ def test_check_page_refuses_bad_paging(page: dict[str, Any]) -> None:
     with pytest.raises(InvalidInput):
         check_page(Memory, **args)
     check_page(Memory, limit=None, offset=5, order_by="id", descending=False)
+
+
+def test_a_trusted_vector_query_is_the_validated_one_and_bad_input_is_still_refused() -> None:
+    flt = Filter.for_memories(agent_id="a")
+    vector = tuple(float(x) / 10 for x in range(384))
+    trusted = VectorQuery.trusted(vector, flt, 30)
+    checked = VectorQuery(vector=vector, filter=flt, k=30)
+    assert trusted == checked
+    assert trusted.model_dump() == checked.model_dump()
+    assert trusted.model_fields_set == checked.model_fields_set
+    for bad in ((vector, 0), ((), 30), (("x",) * 3, 30)):
+        with pytest.raises(ValueError):
+            VectorQuery.trusted(bad[0], flt, bad[1])  # type: ignore[arg-type]

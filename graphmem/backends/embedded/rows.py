@@ -66,8 +66,9 @@ def _decode_edge_props(text: str) -> dict[str, Any]:
     }
 
 
-def read_rows(db: sqlite3.Connection, dim: int | None) -> RowsState:
-    """The in-memory state from every row of the store (inside the caller's snapshot)."""
+def read_rows(db: sqlite3.Connection, dim: int | None, *, vectors: bool = True) -> RowsState:
+    """The in-memory state from every row of the store (inside the caller's snapshot); the
+    vector index empty unless ``vectors``."""
     g = Adjacency()
     rid_of: dict[str, int] = {}
     key_of: dict[int, str] = {}
@@ -141,15 +142,19 @@ def read_rows(db: sqlite3.Connection, dim: int | None) -> RowsState:
     if dangling:
         log.warning("ignored %d stored edges whose endpoints are missing", dangling)
     vindex = VectorIndex(dim) if dim else None
-    if vindex is not None:
-        keys: list[str] = []
-        vecs: list[np.ndarray] = []
-        for rid, blob in db.execute("SELECT rid, vec FROM vectors"):
-            vkey = key_of.get(rid)
-            if vkey is not None:
-                keys.append(vkey)
-                vecs.append(np.frombuffer(blob, dtype=np.float32))
-        if keys:
-            vindex.add(keys, np.vstack(vecs), adopt=True)
-        del vecs
+    if vindex is not None and vectors:
+        add_stored_vectors(db, vindex, key_of)
     return g, rid_of, by_label, index, vindex
+
+
+def add_stored_vectors(db: sqlite3.Connection, vindex: VectorIndex, key_of: dict[int, str]) -> None:
+    """Every stored vector of a node in ``key_of`` (by row id) into the empty ``vindex``."""
+    keys: list[str] = []
+    vecs: list[np.ndarray] = []
+    for rid, blob in db.execute("SELECT rid, vec FROM vectors"):
+        vkey = key_of.get(rid)
+        if vkey is not None:
+            keys.append(vkey)
+            vecs.append(np.frombuffer(blob, dtype=np.float32))
+    if keys:
+        vindex.add(keys, np.vstack(vecs), adopt=True)

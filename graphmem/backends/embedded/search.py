@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Collection, Sequence
-from typing import cast
+from typing import NamedTuple, cast
 
 import numpy as np
 
@@ -43,6 +43,15 @@ def _by_stem(pair: tuple[int, str]) -> tuple[str, int]:
     return pair[1], pair[0]
 
 
+class _Reach(NamedTuple):
+    """The memories a filter admits as the index buckets tell: ``keys`` when they answer
+    all of the filter (None: the predicate has to look at the nodes), ``every`` when that
+    is every memory (recall's default, nothing forgotten: no check at all)."""
+
+    keys: set[str] | None
+    every: bool
+
+
 class EmbeddedSearch(EmbeddedJournal):
     """Lexical and vector search of :class:`NetworkXBackend`."""
 
@@ -50,10 +59,21 @@ class EmbeddedSearch(EmbeddedJournal):
         with self._fresh():
             return self._search_text(query, vectors=True)
 
+    def _reach(self, flt: Filter) -> _Reach:
+        keys = self._indexed_matches(flt)
+        every = keys is not None and len(keys) >= len(self._by_label.get(NodeLabel.MEMORY, ()))
+        return _Reach(keys, every)
+
     def _search_text(
-        self, query: TextQuery, *, vectors: bool, built: dict[str, Memory] | None = None
+        self,
+        query: TextQuery,
+        *,
+        vectors: bool,
+        built: dict[str, Memory] | None = None,
+        reach: _Reach | None = None,
     ) -> list[Hit]:
-        """The text search, the caller holding :meth:`_fresh`."""
+        """The text search, the caller holding :meth:`_fresh` (``reach``: the filter's,
+        when the caller has it)."""
         if query.filter.label is not NodeLabel.MEMORY:
             raise InvalidInput("text search runs over Memory nodes")
         terms = query_terms(query.text)
@@ -62,14 +82,25 @@ class EmbeddedSearch(EmbeddedJournal):
         expr = fts_query(self._selective_terms(terms))
         if expr is None:
             return []
-        ok = self._predicate(query.filter)
-        cand = self._candidates(query.filter)
-        nodes = self._g.nodes
+        reach = reach or self._reach(query.filter)
+        admits: Callable[[str], bool] | None
+        if reach.keys is not None:
+            admits = None if reach.every else reach.keys.__contains__
+        else:
+            ok = self._predicate(query.filter)
+            cand = self._candidates(query.filter)
+            nodes = self._g.nodes
+
+            def admits(key: str) -> bool:
+                return (cand is None or key in cand) and ok(nodes[key])
+
         results: list[tuple[str, float]] = []
         try:
             # FTS5 evaluates ``rowid IN (...)`` badly, so the filter runs in Python over
-            # a growing prefix of the BM25 ranking until k pass or the matches run out
-            fetch = max(query.k * 4, 64)
+            # a growing prefix of the BM25 ranking until k pass or the matches run out;
+            # when every memory passes, the first k are the answer (SQLite keeps the
+            # LIMIT's rows sorted as it scores: four times as many cost a third more)
+            fetch = query.k if reach.every else max(query.k * 4, 64)
             while True:
                 rows = self._db.execute(
                     "SELECT rowid, bm25(memory_fts) AS s FROM memory_fts "
@@ -79,7 +110,7 @@ class EmbeddedSearch(EmbeddedJournal):
                 results = []
                 for rid, s in rows:
                     key = self._key_of.get(rid)
-                    if key is not None and (cand is None or key in cand) and ok(nodes[key]):
+                    if key is not None and (admits is None or admits(key)):
                         results.append((key, -s))
                         if len(results) == query.k:
                             break
@@ -169,9 +200,15 @@ class EmbeddedSearch(EmbeddedJournal):
             return self._search_vector(query, vectors=True)
 
     def _search_vector(
-        self, query: VectorQuery, *, vectors: bool, built: dict[str, Memory] | None = None
+        self,
+        query: VectorQuery,
+        *,
+        vectors: bool,
+        built: dict[str, Memory] | None = None,
+        reach: _Reach | None = None,
     ) -> list[Hit]:
-        """The vector search, the caller holding :meth:`_fresh`."""
+        """The vector search, the caller holding :meth:`_fresh` (``reach``: as for
+        :meth:`_search_text`)."""
         if query.filter.label is not NodeLabel.MEMORY:
             raise InvalidInput("vector search runs over Memory nodes")
         if self._vindex is None:
@@ -182,14 +219,13 @@ class EmbeddedSearch(EmbeddedJournal):
                 f"this store uses {self._vindex.dim}"
             )
         allowed: Callable[[str], bool] | None
-        exact = self._indexed_matches(query.filter)
-        if exact is not None:
+        reach = reach or self._reach(query.filter)
+        if reach.keys is not None:
             # the index buckets answer the whole filter: membership is a C call, and a
-            # filter every memory passes (recall's default, when nothing is forgotten)
-            # needs no check at all — the HNSW search visits ~400 nodes per query
-            every = len(exact) >= len(self._by_label.get(NodeLabel.MEMORY, ()))
-            cand: set[str] | None = None if every else exact
-            allowed = None if every else exact.__contains__
+            # filter every memory passes needs no check at all — the HNSW search visits
+            # ~400 nodes per query
+            cand: set[str] | None = None if reach.every else reach.keys
+            allowed = None if reach.every else reach.keys.__contains__
         else:
             ok = self._predicate(query.filter)
             nodes = self._g.nodes
@@ -225,17 +261,31 @@ class EmbeddedSearch(EmbeddedJournal):
         lean = similarities is not None
         built: dict[str, Memory] = {}  # a memory both searches find is built once
         with self._fresh():
+            # one filter for both (recall's): what it admits is worked out once
+            reach = (
+                self._reach(text.filter)
+                if text is not None and vector is not None and text.filter == vector.filter
+                else None
+            )
             lexical = (
-                self._search_text(text, vectors=not lean, built=built) if text is not None else []
+                self._search_text(text, vectors=not lean, built=built, reach=reach)
+                if text is not None
+                else []
             )
             found = (
-                self._search_vector(vector, vectors=not lean, built=built)
+                self._search_vector(vector, vectors=not lean, built=built, reach=reach)
                 if vector is not None
                 else []
             )
             if similarities is not None:
                 q = query_vector if query_vector is not None else vector.vector if vector else None
-                keys = {"Memory:" + h.node.id for h in (*lexical, *found)}
+                hits = (*lexical, *found)
+                if vector is not None and (q is vector.vector or q == vector.vector):
+                    # a vector hit's score is its cosine to q (exact, from the same row)
+                    scored = {h.node.id: h.score for h in found}
+                    similarities.update(scored)
+                    hits = tuple(h for h in lexical if h.node.id not in scored)
+                keys = {"Memory:" + h.node.id for h in hits}
                 self._cosines_into(similarities, keys, q)
         return lexical, found
 
