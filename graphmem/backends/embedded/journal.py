@@ -35,6 +35,8 @@ from graphmem.backends.embedded.graph import (
     _link,
 )
 from graphmem.backends.embedded.rows import (
+    SCHEMA,
+    SCHEMA_VERSION,
     _edge_data,
     _encode_edge_props,
     add_stored_vectors,
@@ -56,31 +58,6 @@ log = logging.getLogger("graphmem.backends.embedded")
 Durability = Literal["normal", "full", "off"]
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS nodes (
-    rid INTEGER PRIMARY KEY,
-    label TEXT NOT NULL,
-    id TEXT NOT NULL,
-    props TEXT NOT NULL,
-    UNIQUE (label, id)
-);
-CREATE TABLE IF NOT EXISTS edges (
-    src TEXT NOT NULL,
-    type TEXT NOT NULL,
-    dst TEXT NOT NULL,
-    props TEXT NOT NULL,
-    PRIMARY KEY (src, type, dst)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS vectors (rid INTEGER PRIMARY KEY, vec BLOB NOT NULL);
-CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
-    content, content='', tokenize='porter unicode61 remove_diacritics 2'
-);
--- the node keys each transaction changed, so that other processes refresh only those
-CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL);
-"""
-
-
 #: changes kept for processes that fall behind (further behind: a full reload)
 _CHANGES_KEPT = 100_000
 
@@ -90,9 +67,6 @@ STATE_MIN_NODES = 5_000
 #: changes logged after the state file's position that the next open may catch up with
 #: instead of writing the file again at close (a short session should not pay the write)
 STATE_LAG = 2_000
-
-
-_SCHEMA_VERSION = "2"  # 2: structural edges are no longer stored
 
 
 def _dumps(props: dict[str, Any]) -> str:
@@ -149,7 +123,7 @@ class EmbeddedJournal(EmbeddedGraph):
                     raise BackendUnavailable(f"cannot enable WAL journal on {self._path}")
             sync = {"normal": "NORMAL", "full": "FULL", "off": "OFF"}[durability]
             self._db.execute(f"PRAGMA synchronous={sync}")
-            self._db.executescript(_SCHEMA)
+            self._db.executescript(SCHEMA)
             self._check_version()
             # per-connection helpers for query planning: the index's document frequencies,
             # and a scratch table that runs query words through the same tokenizer
@@ -170,11 +144,11 @@ class EmbeddedJournal(EmbeddedGraph):
         if row is None:
             self._db.execute(
                 "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
-                (_SCHEMA_VERSION,),
+                (SCHEMA_VERSION,),
             )
-        elif row[0] != _SCHEMA_VERSION:
+        elif row[0] != SCHEMA_VERSION:
             raise BackendUnavailable(
-                f"store schema version {row[0]} is not supported (expected {_SCHEMA_VERSION})"
+                f"store schema version {row[0]} is not supported (expected {SCHEMA_VERSION})"
             )
         # names this store in the files kept beside it (the saved vector graph)
         ident = self._db.execute("SELECT value FROM meta WHERE key='store_id'").fetchone()
