@@ -188,6 +188,7 @@ def compile_recall_search(
             vector_mu=scope_expected_hits(vector_k),
             vector_scope=VECTOR_SCOPE_EXACT,
             vector_exact=VECTOR_NEIGHBOUR_COST * scope_expected_hits(vector_k),
+            vector_exact_min=VECTOR_EXACT_MIN,
         )
         if flt.tags_all:
             params["scope_tag"] = str(flt.tags_all[0])
@@ -365,7 +366,7 @@ def _scoped_vector_branch(flt: Filter, clauses: list[str], props: str, lean: boo
     passing = " AND ".join(clauses) if clauses else "true"
     index = f"CALL db.index.vector.queryNodes('{VECTOR_INDEX}'"
     known = "read AND size(scope) < $vector_scope"  # the read holds the whole scope
-    small = f"{known} AND {_exact_is_cheaper('size(scope)')}"
+    small = f"{known} AND (size(scope) < $vector_exact_min OR {_exact_is_cheaper('size(scope)')})"
     count = _scope_count(flt)[0]
     narrowed = not _start_is_scope(flt)
     read = "true" if narrowed else "entries IS NULL OR entries < $vector_scope"
@@ -428,6 +429,12 @@ def _scoped_vector_branch(flt: Filter, clauses: list[str], props: str, lean: boo
         "  ELSE [passed1, fetched1] END AS answer\n"
         "WITH answer[0] AS pool, answer[1] AS fetched\n" + _ranked_vector_rows("pool", props, lean)
     )
+
+
+VECTOR_EXACT_MIN = 500
+"""A scope held whole with fewer memories than this is searched exactly whatever the index
+would cost: on a small store the index over-fetch is cheap but approximate (the quantized
+index's neighbours), and exact keeps recall's vector channel the embedded store's."""
 
 
 VECTOR_NEIGHBOUR_COST = 0.7
