@@ -184,3 +184,119 @@ def test_an_adopted_matrix_grows_and_changes_like_a_copied_one(contiguous: bool)
         # (a strided array's norms are summed in another order: the last bits may differ)
         assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-6)
     assert len(adopted) == len(copied) == 249
+
+
+class _Rows:
+    """Stored vectors by key, as the store's rows hold them: the source an index reads
+    exact vectors from once its graph holds them."""
+
+    def __init__(self) -> None:
+        self.held: dict[str, np.ndarray] = {}
+        self.reads = 0
+
+    def put(self, idx: VectorIndex, keys: list[str], mat: np.ndarray) -> None:
+        self.held.update(zip(keys, mat.copy(), strict=True))
+        idx.add(keys, mat)
+
+    def drop(self, idx: VectorIndex, keys: list[str]) -> None:
+        for key in keys:
+            self.held.pop(key, None)
+        idx.remove(keys)
+
+    def __call__(self, keys: object) -> tuple[list[str], np.ndarray]:
+        self.reads += 1
+        found = [k for k in keys if k in self.held]  # type: ignore[attr-defined]
+        rows = [self.held[k] for k in found]
+        return found, np.array(rows, dtype=np.float32).reshape(len(found), -1)
+
+
+def test_once_the_graph_holds_the_vectors_the_matrix_goes_and_answers_stay_exact() -> None:
+    """With a source of exact vectors, an index whose HNSW graph is built drops its
+    matrix: searches, scoped searches, cosines and stored vectors read the exact rows and
+    give the same numbers as an index that kept its matrix; writes go on."""
+    rng = np.random.default_rng(11)
+    n, dim = 3000, 32
+    centers = _unit(rng, 30, dim)
+    mat = centers[rng.integers(0, 30, n)] + 0.2 * rng.standard_normal((n, dim)).astype(np.float32)
+    keys = [f"m{i}" for i in range(n)]
+    rows = _Rows()
+    idx = VectorIndex(
+        dim, ann_threshold=1000, lean_threshold=0, background_build=False, lean_exact_limit=300
+    )
+    idx.source = rows
+    rows.put(idx, keys, mat)
+    exact = VectorIndex(dim, ann_threshold=10**9)  # no graph: the matrix's answers
+    exact.add(keys, mat)
+    assert not idx.lean
+    assert idx.build_ann() and idx.lean and idx.ann_active
+    assert idx._mat.size == 0 and not idx._row  # the one copy in memory is the graph's
+    assert len(idx) == n and "m7" in idx and idx.missing(["m7", "zz"]) == {"zz"}
+    assert np.array_equal(idx.get("m7"), mat[7]) and idx.get("zz") is None
+    qs = mat[rng.integers(0, n, 20)] + 0.05 * rng.standard_normal((20, dim)).astype(np.float32)
+    some = keys[::7]
+    overlap = []
+    for q in qs:
+        got = idx.search(q, 10)
+        true = dict(exact.search(q, n))
+        assert all(s == pytest.approx(true[k], abs=1e-6) for k, s in got)
+        overlap.append(len({k for k, _ in got} & {k for k, _ in exact.search(q, 10)}) / 10)
+        cos, want = idx.cosines(some, q), exact.cosines(some, q)
+        assert cos.keys() == want.keys()
+        assert list(cos.values()) == pytest.approx(list(want.values()), abs=1e-6)
+        small = set(keys[:250])  # read and scored exactly: the same answer as the matrix's
+        got = idx.search(q, 10, candidates=small, allowed=lambda k: k != "m3")
+        want = exact.search(q, 10, candidates=small, allowed=lambda k: k != "m3")
+        assert [k for k, _ in got] == [k for k, _ in want]
+        assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-6)
+    assert np.mean(overlap) >= 0.9
+    half = {k for i, k in enumerate(keys) if i % 2}  # a large set: through the graph
+    got = idx.search(qs[0], 10, candidates=half)
+    assert len(got) == 10 and all(k in half for k, _ in got)
+    # a filter fewer than k pass: every key that passes, scored exactly
+    few = {"m1", "m2", "m3"}
+    assert {k for k, _ in idx.search(qs[0], 10, allowed=few.__contains__)} == few
+    # writes after the matrix went: removed keys never come back, new and replaced ones do
+    rows.drop(idx, [k for k, _ in got])
+    again = idx.search(qs[0], 10, candidates=half)
+    assert not {k for k, _ in got} & {k for k, _ in again}
+    rows.put(idx, ["fresh"], qs[0][None, :])
+    assert idx.search(qs[0], 1)[0][0] == "fresh" and len(idx) == n - 10 + 1
+    rows.put(idx, ["fresh"], -qs[0][None, :])
+    assert "fresh" not in [k for k, _ in idx.search(qs[0], 5)]
+    keys_now, vectors = idx.rows()
+    assert vectors is None and sorted(keys_now) == sorted(rows.held)
+
+
+@pytest.mark.parametrize("source", [False, True])
+def test_without_a_source_or_below_the_lean_threshold_the_matrix_stays(source: bool) -> None:
+    rng = np.random.default_rng(2)
+    idx = VectorIndex(
+        8, ann_threshold=100, lean_threshold=1000 if source else 0, background_build=False
+    )
+    if source:
+        idx.source = _Rows()
+    idx.add([f"k{i}" for i in range(300)], rng.standard_normal((300, 8)).astype(np.float32))
+    assert idx.build_ann() and idx.ann_active and not idx.lean
+    _keys, vectors = idx.rows()
+    assert vectors is not None and vectors.shape == (300, 8)
+
+
+def test_a_background_build_drops_the_matrix_with_the_changes_made_meanwhile() -> None:
+    rng = np.random.default_rng(6)
+    n, dim = 4000, 16
+    mat = rng.standard_normal((n, dim)).astype(np.float32)
+    keys = [f"m{i}" for i in range(n)]
+    rows = _Rows()
+    idx = VectorIndex(dim, ann_threshold=1000, lean_threshold=0)
+    idx.source = rows
+    rows.put(idx, keys, mat)
+    assert idx.search(mat[0], 1)[0][0] == "m0"  # starts the build
+    rows.drop(idx, ["m1"])
+    rows.put(idx, ["new"], mat[1:2] * 3)
+    rows.put(idx, ["m2"], -mat[2:3])
+    assert idx.wait_for_ann(timeout=120) and idx.lean
+    got = idx.search(mat[1], 3)
+    assert got[0][0] == "new" and "m1" not in {k for k, _ in got}
+    assert idx.search(-mat[2], 1)[0][0] == "m2"
+    assert idx.search(mat[4], 1) == [("m4", pytest.approx(1.0, abs=1e-6))]
+    assert sorted(idx.keys()) == sorted(rows.held)

@@ -6,7 +6,9 @@ graph is changed only after the commit succeeds, so a failed write changes nothi
 acknowledged write survives a crash of the process (``durability="normal"``, SQLite's
 ``synchronous=NORMAL``) or of the machine (``durability="full"``, an fsync per commit).
 Lexical search uses an FTS5 index (BM25, porter stemming) in the same file; vectors live in
-a contiguous float32 matrix (:class:`~graphmem.backends.embedded.vector_index.VectorIndex`).
+a contiguous float32 matrix (:class:`~graphmem.backends.embedded.vector_index.VectorIndex`),
+searched through an HNSW graph above 50,000 of them; above 500,000 the graph holds the one
+copy in memory and exact values are read from the file's rows.
 
 Several threads may share one backend (a lock serialises access). Several *processes* may
 open the same file: SQLite's locking keeps the file consistent, and each call first checks
@@ -17,10 +19,11 @@ the graph from the file before it reads or writes, so it sees every committed wr
 ``memory://`` keeps the same SQLite machinery in memory (for tests and throwaway stores).
 
 The package, one module per concern (each imports only those above it): ``vector_index``
-(the float32 matrix, HNSW at scale) · ``graph`` (the in-memory graph, its index buckets and
-the filter evaluated in Python) · ``journal`` (the SQLite file: open, load, transactions,
-the change log other processes catch up from) · ``search`` (BM25 over FTS5, vector search)
-· ``backend`` (:class:`NetworkXBackend`: write plans, access records, the remaining reads).
+(the float32 matrix, HNSW at scale, the rows read back once the graph holds the vectors)
+· ``graph`` (the in-memory graph, its index buckets and the filter evaluated in Python) ·
+``journal`` (the SQLite file: open, load, transactions, the change log other processes
+catch up from) · ``search`` (BM25 over FTS5, vector search) · ``backend``
+(:class:`NetworkXBackend`: write plans, access records, the remaining reads).
 The class keeps the name of the graph library it is built on; its URL schemes (a path,
 ``file:``, ``sqlite:///``, ``networkx:///``, ``memory://``) and ``stats().backend ==
 "networkx"`` are unchanged.

@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -21,6 +21,7 @@ from typing import Any, Literal
 import numpy as np
 import orjson
 
+import graphmem.backends.embedded.hnsw_file as hnsw_file
 import graphmem.backends.embedded.state_file as state_file
 from graphmem.backends.base import STRUCTURAL, structural_targets
 from graphmem.backends.embedded.adjacency import Adjacency
@@ -33,8 +34,15 @@ from graphmem.backends.embedded.graph import (
     _datetime_fields,
     _link,
 )
-from graphmem.backends.embedded.rows import _edge_data, _encode_edge_props, read_rows
-from graphmem.backends.embedded.vector_index import VectorIndex
+from graphmem.backends.embedded.rows import (
+    SCHEMA,
+    SCHEMA_VERSION,
+    _edge_data,
+    _encode_edge_props,
+    add_stored_vectors,
+    read_rows,
+)
+from graphmem.backends.embedded.vector_index import VectorIndex, lean_from
 from graphmem.errors import BackendUnavailable, Conflict, DimensionMismatch, QueryFailed
 from graphmem.gcpause import gc_paused, promote_all
 from graphmem.models import EdgeType, NodeLabel
@@ -50,31 +58,6 @@ log = logging.getLogger("graphmem.backends.embedded")
 Durability = Literal["normal", "full", "off"]
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS nodes (
-    rid INTEGER PRIMARY KEY,
-    label TEXT NOT NULL,
-    id TEXT NOT NULL,
-    props TEXT NOT NULL,
-    UNIQUE (label, id)
-);
-CREATE TABLE IF NOT EXISTS edges (
-    src TEXT NOT NULL,
-    type TEXT NOT NULL,
-    dst TEXT NOT NULL,
-    props TEXT NOT NULL,
-    PRIMARY KEY (src, type, dst)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS vectors (rid INTEGER PRIMARY KEY, vec BLOB NOT NULL);
-CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
-    content, content='', tokenize='porter unicode61 remove_diacritics 2'
-);
--- the node keys each transaction changed, so that other processes refresh only those
-CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL);
-"""
-
-
 #: changes kept for processes that fall behind (further behind: a full reload)
 _CHANGES_KEPT = 100_000
 
@@ -84,9 +67,6 @@ STATE_MIN_NODES = 5_000
 #: changes logged after the state file's position that the next open may catch up with
 #: instead of writing the file again at close (a short session should not pay the write)
 STATE_LAG = 2_000
-
-
-_SCHEMA_VERSION = "2"  # 2: structural edges are no longer stored
 
 
 def _dumps(props: dict[str, Any]) -> str:
@@ -119,6 +99,8 @@ class EmbeddedJournal(EmbeddedGraph):
         #: the change-log position of the state file beside the store, when this process
         #: read or wrote it (None: no file known to be current enough)
         self._state_seq: int | None = None
+        #: that file holds the vector rows (not only their keys: see state_file)
+        self._state_rows = False
         self._opened = False
         try:
             if self._path is not None:
@@ -141,7 +123,7 @@ class EmbeddedJournal(EmbeddedGraph):
                     raise BackendUnavailable(f"cannot enable WAL journal on {self._path}")
             sync = {"normal": "NORMAL", "full": "FULL", "off": "OFF"}[durability]
             self._db.execute(f"PRAGMA synchronous={sync}")
-            self._db.executescript(_SCHEMA)
+            self._db.executescript(SCHEMA)
             self._check_version()
             # per-connection helpers for query planning: the index's document frequencies,
             # and a scratch table that runs query words through the same tokenizer
@@ -162,11 +144,11 @@ class EmbeddedJournal(EmbeddedGraph):
         if row is None:
             self._db.execute(
                 "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
-                (_SCHEMA_VERSION,),
+                (SCHEMA_VERSION,),
             )
-        elif row[0] != _SCHEMA_VERSION:
+        elif row[0] != SCHEMA_VERSION:
             raise BackendUnavailable(
-                f"store schema version {row[0]} is not supported (expected {_SCHEMA_VERSION})"
+                f"store schema version {row[0]} is not supported (expected {SCHEMA_VERSION})"
             )
         # names this store in the files kept beside it (the saved vector graph)
         ident = self._db.execute("SELECT value FROM meta WHERE key='store_id'").fetchone()
@@ -215,7 +197,6 @@ class EmbeddedJournal(EmbeddedGraph):
             self._load_rows()
         vindex = self._vindex
         if vindex is not None:
-            vindex.on_ann_built = self._save_ann
             if self._path is not None and len(vindex) >= vindex.ann_threshold:
                 vindex.load_ann(
                     self._path, store_id=self._store_id, changes=self._memory_changes_since
@@ -239,7 +220,7 @@ class EmbeddedJournal(EmbeddedGraph):
         self._buckets = {
             lab: [(f, index[(lab, f)]) for f in _INDEXED.get(lab, ())] for lab in NodeLabel
         }
-        self._vindex = vindex
+        self._vindex = None if vindex is None else self._hooked(vindex)
         memories = by_label.get(NodeLabel.MEMORY, set())
         self._unvectored = set(memories) if vindex is None else vindex.missing(memories)
         self._next_rid = max(self._key_of, default=0) + 1
@@ -286,6 +267,7 @@ class EmbeddedJournal(EmbeddedGraph):
             return False
         self._next_rid = max(self._key_of, default=0) + 1
         self._state_seq = seq
+        self._state_rows = saved.vectors is not None
         return True
 
     def _install_saved(self, saved: state_file.SavedState) -> None:
@@ -304,10 +286,34 @@ class EmbeddedJournal(EmbeddedGraph):
         whole = state_file.index_whole(p["index"], p["most"], p["by_label"])
         for (lab_s, f), bucket in whole.items():
             index[(labels[lab_s], f)] = bucket
-        vindex = VectorIndex(self._dim) if self._dim else None
+        rid_of: dict[str, int] = p["rid_of"]
+        vindex = self._new_vindex()
         if vindex is not None and saved.vec_keys:
-            vindex.add(saved.vec_keys, saved.vectors, adopt=True)
-        self._install(g, p["rid_of"], by_label, index, vindex)
+            if saved.vectors is not None:
+                vindex.add(saved.vec_keys, saved.vectors, adopt=True)
+            else:  # the saved graph holds them, or else the rows
+                self._take_vectors(vindex, rid_of, saved.vec_keys, saved.seq)
+        self._install(g, rid_of, by_label, index, vindex)
+
+    def _take_vectors(
+        self, vindex: VectorIndex, rid_of: dict[str, int], keys: list[str] | None, since: int
+    ) -> None:
+        """Fill the empty ``vindex`` from the HNSW graph saved beside the file when it holds
+        the vectors of ``keys`` (the store's at change-log position ``since``) — no matrix
+        is then read — else from every stored row."""
+        self._rid_of = rid_of  # where the index reads the ones changed since the graph
+        if (
+            keys is None
+            or self._path is None
+            or not self._hooked(vindex).load_lean(
+                self._path,
+                store_id=self._store_id,
+                keys=keys,
+                since=since,
+                changes=self._memory_changes_since,
+            )
+        ):
+            add_stored_vectors(self._db, vindex, {rid: key for key, rid in rid_of.items()})
 
     def _save_state(self) -> None:
         """Keep this process's in-memory state beside the file for the next open (see
@@ -326,7 +332,11 @@ class EmbeddedJournal(EmbeddedGraph):
                     behind = db.execute(
                         "SELECT count(*) FROM changes WHERE seq > ?", (self._state_seq,)
                     ).fetchone()[0]
-                    if behind <= STATE_LAG:
+                    # a file whose vectors are kept otherwise than this index keeps them is
+                    # rewritten all the same: rows the graph now holds would be read at
+                    # every open and dropped, and rows it no longer holds read from the store
+                    lean = self._vindex is not None and self._vindex.lean
+                    if behind <= STATE_LAG and self._state_rows != lean:
                         return
                 seq = self._seen_seq
                 row = db.execute("SELECT key FROM changes WHERE seq = ?", (seq,)).fetchone()
@@ -347,7 +357,7 @@ class EmbeddedJournal(EmbeddedGraph):
                 vindex = self._vindex
                 keys, vectors = (
                     vindex.rows() if vindex is not None else ([], np.zeros((0, 0), np.float32))
-                )
+                )  # no rows when the vector graph holds them (it is saved next, at close)
                 with gc_paused():
                     state_file.save(
                         self._path,
@@ -361,12 +371,65 @@ class EmbeddedJournal(EmbeddedGraph):
                         nodes=g.number_of_nodes(),
                     )
                 self._state_seq = seq
+                self._state_rows = vectors is not None
             except (OSError, sqlite3.Error, BackendUnavailable, QueryFailed) as e:
                 # an optimisation: the next open reads the rows
                 log.info("could not keep the state beside %s: %s", self._path, e)
 
     def _load_rows(self) -> None:
-        self._install(*read_rows(self._db, self._dim))
+        db = self._db
+        held = db.execute("SELECT count(*) FROM vectors").fetchone()[0] if self._dim else 0
+        # above the lean threshold the graph file, when there, holds the vectors: reading
+        # them into a matrix first would hold both copies (1.5 + 1.7 GB at 1M)
+        lean = (
+            self._path is not None
+            and held >= lean_from()
+            and all(p.exists() for p in hnsw_file.files_of(self._path))
+        )
+        g, rid_of, by_label, index, vindex = read_rows(db, self._dim, vectors=not lean)
+        if lean and vindex is not None:
+            key_of = {rid: key for key, rid in rid_of.items()}
+            keys = [
+                key_of[rid] for (rid,) in db.execute("SELECT rid FROM vectors") if rid in key_of
+            ]
+            self._take_vectors(vindex, rid_of, keys, self._seen_seq)
+        self._install(g, rid_of, by_label, index, vindex)
+
+    def _new_vindex(self) -> VectorIndex | None:
+        """An empty vector index for the store's dimension (None before it has one)."""
+        return self._hooked(VectorIndex(self._dim)) if self._dim else None
+
+    def _hooked(self, vindex: VectorIndex) -> VectorIndex:
+        """``vindex``, reading exact vectors from the rows once its HNSW graph holds them
+        and keeping that graph beside the file once built."""
+        vindex.source = self._stored_vectors
+        vindex.on_ann_built = self._save_ann
+        return vindex
+
+    def _stored_vectors(self, keys: Sequence[str]) -> tuple[list[str], np.ndarray]:
+        """The stored vectors of the memory keys ``keys`` that have one, read from the
+        file: where the vector index reads exact values once its HNSW graph holds the one
+        copy in memory (a few dozen rows a query)."""
+        rid_of = self._rid_of
+        key_at = {rid_of[k]: k for k in keys if k in rid_of}
+        rids = sorted(key_at)  # in file order
+        rows: list[tuple[int, bytes]] = []
+        with self._lock:
+            try:
+                for at in range(0, len(rids), 512):
+                    part = rids[at : at + 512]
+                    # padded to a power of two (a repeated rid reads once): a few statements
+                    # for SQLite's statement cache instead of one per count
+                    part += part[-1:] * ((1 << (len(part) - 1).bit_length()) - len(part))
+                    rows += self._db.execute(
+                        f"SELECT rid, vec FROM vectors WHERE rid IN ({','.join('?' * len(part))})",
+                        part,
+                    ).fetchall()
+            except sqlite3.Error as e:
+                raise QueryFailed(f"embedded store read failed: {e}") from e
+        found = [key_at[rid] for rid, _ in rows]
+        mat = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32)
+        return found, mat.reshape(len(found), -1) if found else mat.reshape(0, self._dim or 0)
 
     def _memory_changes_since(self, seq: int) -> set[str] | None:
         """The memory keys the change log names after ``seq`` (inside the caller's read
@@ -604,8 +667,7 @@ class EmbeddedJournal(EmbeddedGraph):
         make the in-memory index."""
         if self._dim != dim:
             self._dim = dim
-            self._vindex = VectorIndex(dim)
-            self._vindex.on_ann_built = self._save_ann
+            self._vindex = self._new_vindex()
 
     def _write_plan(self, db: sqlite3.Connection, plan: dict[str, Any]) -> None:
         rids: dict[str, int] = plan["rids"]

@@ -1,5 +1,6 @@
-"""The embedded store's in-memory state read from its SQLite rows (an open without a usable
-state file beside the store, or a full reload), and the stored form of edge properties."""
+"""The embedded store's SQLite rows: their schema, the stored form of edge properties, and
+the in-memory state read from them (an open without a usable state file beside the store,
+or a full reload)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,32 @@ from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.models import EdgeType, NodeLabel
 
 log = logging.getLogger("graphmem.backends.embedded")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS nodes (
+    rid INTEGER PRIMARY KEY,
+    label TEXT NOT NULL,
+    id TEXT NOT NULL,
+    props TEXT NOT NULL,
+    UNIQUE (label, id)
+);
+CREATE TABLE IF NOT EXISTS edges (
+    src TEXT NOT NULL,
+    type TEXT NOT NULL,
+    dst TEXT NOT NULL,
+    props TEXT NOT NULL,
+    PRIMARY KEY (src, type, dst)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS vectors (rid INTEGER PRIMARY KEY, vec BLOB NOT NULL);
+CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
+    content, content='', tokenize='porter unicode61 remove_diacritics 2'
+);
+-- the node keys each transaction changed, so that other processes refresh only those
+CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL);
+"""
+
+SCHEMA_VERSION = "2"  # 2: structural edges are no longer stored
 
 #: what :func:`read_rows` builds: the graph, the row id of each node key, the keys by
 #: label, the index buckets and the vector index (None before the store has a dimension)
@@ -66,8 +93,9 @@ def _decode_edge_props(text: str) -> dict[str, Any]:
     }
 
 
-def read_rows(db: sqlite3.Connection, dim: int | None) -> RowsState:
-    """The in-memory state from every row of the store (inside the caller's snapshot)."""
+def read_rows(db: sqlite3.Connection, dim: int | None, *, vectors: bool = True) -> RowsState:
+    """The in-memory state from every row of the store (inside the caller's snapshot); the
+    vector index empty unless ``vectors``."""
     g = Adjacency()
     rid_of: dict[str, int] = {}
     key_of: dict[int, str] = {}
@@ -141,15 +169,19 @@ def read_rows(db: sqlite3.Connection, dim: int | None) -> RowsState:
     if dangling:
         log.warning("ignored %d stored edges whose endpoints are missing", dangling)
     vindex = VectorIndex(dim) if dim else None
-    if vindex is not None:
-        keys: list[str] = []
-        vecs: list[np.ndarray] = []
-        for rid, blob in db.execute("SELECT rid, vec FROM vectors"):
-            vkey = key_of.get(rid)
-            if vkey is not None:
-                keys.append(vkey)
-                vecs.append(np.frombuffer(blob, dtype=np.float32))
-        if keys:
-            vindex.add(keys, np.vstack(vecs), adopt=True)
-        del vecs
+    if vindex is not None and vectors:
+        add_stored_vectors(db, vindex, key_of)
     return g, rid_of, by_label, index, vindex
+
+
+def add_stored_vectors(db: sqlite3.Connection, vindex: VectorIndex, key_of: dict[int, str]) -> None:
+    """Every stored vector of a node in ``key_of`` (by row id) into the empty ``vindex``."""
+    keys: list[str] = []
+    vecs: list[np.ndarray] = []
+    for rid, blob in db.execute("SELECT rid, vec FROM vectors"):
+        vkey = key_of.get(rid)
+        if vkey is not None:
+            keys.append(vkey)
+            vecs.append(np.frombuffer(blob, dtype=np.float32))
+    if keys:
+        vindex.add(keys, np.vstack(vecs), adopt=True)

@@ -10,10 +10,13 @@ rows), a JSON header (format, store id, the change-log position the state reflec
 the key logged there, node count, vector dimension, the body's sizes and CRC-32) and a
 trailer (the header's length and the magic again). The header comes last so that the
 body streams to the file as it is pickled: a closing process at 1M memories does not
-hold a second, gigabyte-sized copy of its state as one bytes object. The file is written
-to a temporary file, flushed to disk and renamed over the old one, so a reader sees an
-old file or a new one, never a mix. A file of an older format is not read (the reason is
-logged; the rows are the truth) and is replaced at the next close.
+hold a second, gigabyte-sized copy of its state as one bytes object. A vector index whose
+HNSW graph holds the one copy of its vectors (see ``vector_index``) has its keys written
+and no rows, and the header says so (``"vectors": "graph"``): the graph file beside the
+store and the store's own rows hold them. The file is written to a temporary file,
+flushed to disk and renamed over the old one, so a reader sees an old file or a new one,
+never a mix. A file of an older format is not read (the reason is logged; the rows are
+the truth) and is replaced at the next close.
 
 Nothing in it is trusted: :func:`load` returns ``None`` (with the reason logged) unless
 the header parses, names this store, and the body has the recorded size and checksum. The
@@ -72,7 +75,8 @@ class SavedState:
 
     payload: dict[str, Any]
     vec_keys: list[str]
-    vectors: np.ndarray  # float32 rows, one per vec_keys entry
+    #: float32 rows, one per vec_keys entry; None when the vectors are the HNSW graph's
+    vectors: np.ndarray | None
     seq: int
     seq_key: str | None
     nodes: int
@@ -94,7 +98,7 @@ def save(
     store: Path,
     payload: dict[str, Any],
     vec_keys: list[str],
-    vectors: np.ndarray,
+    vectors: np.ndarray | None,
     *,
     store_id: str,
     dim: int | None,
@@ -102,8 +106,12 @@ def save(
     seq_key: str | None,
     nodes: int,
 ) -> None:
-    """Write the state beside ``store`` (see the module docstring)."""
-    vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+    """Write the state beside ``store`` (see the module docstring); ``vectors`` None: the
+    keys only (the HNSW graph holds the vectors)."""
+    in_graph = vectors is None
+    vecs = np.ascontiguousarray(
+        np.zeros((0, dim or 0)) if vectors is None else vectors, dtype=np.float32
+    )
     with temp_beside(file_of(store)) as tmp, open(tmp, "wb") as f:
         f.write(_MAGIC)
         out = _Summed(f)
@@ -121,6 +129,7 @@ def save(
                 "pickle_size": body_size,
                 "vec_rows": int(vecs.shape[0]),
                 "crc32": out.crc,
+                **({"vectors": "graph"} if in_graph else {}),
             }
         )
         f.write(head)
@@ -234,8 +243,11 @@ def load(store: Path, *, store_id: str, dim: int | None) -> SavedState | None:
             if head.get("dim") != dim:
                 raise ValueError(f"dimension {head.get('dim')} is not the store's {dim}")
             seq, seq_key, nodes = head["seq"], head["seq_key"], head["nodes"]
+            in_graph = head.get("vectors") == "graph"
             size, rows = head["pickle_size"], head["vec_rows"]
             if not all(isinstance(v, int) for v in (seq, nodes, size, rows)):
+                raise ValueError("malformed header")
+            if in_graph and rows:
                 raise ValueError("malformed header")
             if seq_key is not None and not isinstance(seq_key, str):
                 raise ValueError("malformed header")
@@ -263,7 +275,7 @@ def load(store: Path, *, store_id: str, dim: int | None) -> SavedState | None:
         payload, vec_keys = data["state"], data["vec_keys"]
         if not isinstance(payload, dict) or not isinstance(vec_keys, list):
             raise ValueError("malformed body")
-        if len(vec_keys) != rows:
+        if len(vec_keys) != rows and not in_graph:
             raise ValueError("the vectors do not match their keys")
     except (OSError, ValueError, KeyError, TypeError, struct.error) as e:
         log.warning("not using the saved state beside %s (%s); reading the store", store, e)
@@ -271,7 +283,7 @@ def load(store: Path, *, store_id: str, dim: int | None) -> SavedState | None:
     return SavedState(
         payload=payload,
         vec_keys=vec_keys,
-        vectors=vectors.reshape(rows, width),
+        vectors=None if in_graph else vectors.reshape(rows, width),
         seq=seq,
         seq_key=seq_key,
         nodes=nodes,

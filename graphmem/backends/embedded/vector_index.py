@@ -3,9 +3,18 @@
 Vectors live in one contiguous float32 matrix (rows addressed by string keys; deletion
 swaps the last row in), searched by cosine similarity with one matrix-vector product — no
 Python loop per vector. Above ``ann_threshold`` vectors, an HNSW graph (``hnswlib``) finds
-the candidates and the matrix rescores them exactly, so scores are the same cosines either
+the candidates and the exact vectors rescore them, so scores are the same cosines either
 way. The HNSW graph is built in bulk on the first search above the threshold and maintained
 incrementally afterwards.
+
+hnswlib keeps a copy of every vector (unit length) in its graph, and hands it back only
+one Python list at a time (~20 µs a vector: no use for scoring). So once the graph is in
+use and the index has a ``source`` of exact vectors (the store's rows), the matrix is
+dropped: the graph is then the one copy in memory (1.7 KB a 384-d vector instead of 3.2),
+and what needs exact values — rescoring the graph's candidates, a small candidate set
+searched exactly, a memory's embedding, the cosines recall asks for — reads those rows
+from the source (a few dozen per query). Scores stay the same cosines of the same float32
+rows.
 
 Filters apply *before* the top-k cut, so a scoped query still returns k results when k
 exist: ``candidates`` restricts the search to a key set (small sets are searched exactly;
@@ -31,6 +40,16 @@ log = logging.getLogger("graphmem.backends.embedded")
 
 #: vectors above which searches go through the HNSW graph (read when an index is made)
 ANN_THRESHOLD = 50_000
+#: vectors above which an index with a source drops its matrix once the graph holds them
+#: (read when an index is made): below it the matrix costs little (154 MB at 100k) and a
+#: scoped search over a few thousand candidates is a slice of it instead of reads
+LEAN_THRESHOLD = 500_000
+
+
+def lean_from() -> int:
+    """Vectors from which a new index with a source drops its matrix once its graph holds
+    them."""
+    return max(ANN_THRESHOLD, LEAN_THRESHOLD)
 
 
 def _hnswlib() -> Any:
@@ -50,6 +69,48 @@ def _dot(mat: np.ndarray, q: np.ndarray) -> np.ndarray:
     return scores
 
 
+#: rows per block when vectors go into the HNSW graph: a 1M-vector build never holds a
+#: second (unit-length) copy of the whole matrix beside the graph
+_BLOCK = 16_384
+
+#: the stored vectors of some keys: the keys that have one, and their rows in that order
+Source = Callable[[Sequence[str]], tuple[list[str], np.ndarray]]
+
+
+def _norms(vectors: np.ndarray) -> np.ndarray:
+    """Each row's length, without the (n, dim) temporary of ``x * x`` (at an open that is
+    150 MB of fresh pages for 100k vectors, which cost more than the arithmetic)."""
+    norms: np.ndarray = np.sqrt(np.einsum("ij,ij->i", vectors, vectors))
+    return norms
+
+
+def _top(
+    scores: np.ndarray,
+    key_at: Callable[[int], str],
+    k: int,
+    allowed: Callable[[str], bool] | None,
+) -> list[tuple[str, float]]:
+    """The best ``k`` of ``scores`` whose keys pass ``allowed``, best first (ties in the
+    order of the scores)."""
+    fetch = min(len(scores), k if allowed is None else max(4 * k, 64))
+    while True:
+        if fetch < len(scores):
+            top = np.argpartition(-scores, fetch - 1)[:fetch]
+        else:
+            top = np.arange(len(scores))
+        top = top[np.argsort(-scores[top], kind="stable")]
+        out: list[tuple[str, float]] = []
+        for idx in top:
+            key = key_at(int(idx))
+            if allowed is None or allowed(key):
+                out.append((key, float(scores[idx])))
+                if len(out) == k:
+                    return out
+        if fetch >= len(scores):
+            return out
+        fetch = min(len(scores), fetch * 4)
+
+
 class VectorIndex:
     """Cosine search: exact over a contiguous float32 matrix, HNSW-accelerated at scale.
 
@@ -65,8 +126,10 @@ class VectorIndex:
         *,
         capacity: int = 1024,
         ann_threshold: int | None = None,
+        lean_threshold: int | None = None,
         background_build: bool = True,
         exact_candidates_limit: int = 16_384,
+        lean_exact_limit: int = 2_048,
         hnsw_m: int = 16,
         hnsw_ef_construction: int = 100,
         hnsw_ef_search: int = 128,
@@ -75,8 +138,11 @@ class VectorIndex:
             raise InvalidInput(f"vector dimension must be a positive int, got {dim!r}")
         self.dim = dim
         self.ann_threshold = ANN_THRESHOLD if ann_threshold is None else ann_threshold
+        self.lean_threshold = LEAN_THRESHOLD if lean_threshold is None else lean_threshold
         self.background_build = background_build
         self.exact_candidates_limit = exact_candidates_limit
+        #: the same once the matrix is dropped: those candidates' rows are read, not sliced
+        self.lean_exact_limit = lean_exact_limit
         self.hnsw_m = hnsw_m
         self.hnsw_ef_construction = hnsw_ef_construction
         self.hnsw_ef_search = hnsw_ef_search
@@ -96,23 +162,38 @@ class VectorIndex:
         self._ann_unsaved = False
         #: called (from the build thread, holding no lock) once a background build is done
         self.on_ann_built: Callable[[], None] | None = None
+        #: where exact vectors are read once the matrix is dropped (see ``lean``); an index
+        #: without one keeps its matrix
+        self.source: Source | None = None
+        self._lean = False
 
     def __len__(self) -> int:
-        return len(self._keys)
+        return len(self._label) if self._lean else len(self._keys)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._row
+        return key in (self._label if self._lean else self._row)
 
     def missing(self, keys: Collection[str]) -> set[str]:
         """The keys of ``keys`` that have no vector here (one C-level pass: an open asks
         this of every memory)."""
         with self._lock:
-            return set(keys).difference(self._row)
+            return set(keys).difference(self._label if self._lean else self._row)
+
+    def keys(self) -> list[str]:
+        """The keys that have a vector here."""
+        with self._lock:
+            return list(self._label if self._lean else self._keys)
 
     @property
     def ann_active(self) -> bool:
         """Whether searches currently go through the HNSW graph."""
-        return self._ann is not None and len(self._keys) >= self.ann_threshold
+        return self._ann is not None and (self._lean or len(self._keys) >= self.ann_threshold)
+
+    @property
+    def lean(self) -> bool:
+        """Whether the matrix is dropped: the HNSW graph holds the one copy of the vectors
+        in memory, and exact values are read from ``source``."""
+        return self._lean
 
     def _grow(self, need: int) -> None:
         if need <= self._mat.shape[0]:
@@ -133,9 +214,7 @@ class VectorIndex:
             raise DimensionMismatch(
                 f"embedding has {vectors.shape[1]} dimensions; this store uses {self.dim}"
             )
-        # without the (n, dim) temporary of x * x: at an open that is 150 MB of fresh pages
-        # for 100k vectors, which cost more than the arithmetic
-        norms = np.sqrt(np.einsum("ij,ij->i", vectors, vectors))
+        norms = _norms(vectors)
         # a NaN or an infinity in a row makes its norm one, so finite norms clear every
         # value without the (n, dim) boolean temporary (1.5 GB of vectors at 1M); a
         # non-finite norm may also be a finite row whose squares overflow: look closer
@@ -147,6 +226,9 @@ class VectorIndex:
             keys = [keys[i] for i in keep]
             vectors, norms = vectors[keep], norms[keep]
         with self._lock:
+            if self._lean:
+                self._ann_add(list(keys), vectors, norms)
+                return
             if not self._keys and self._ann is None and self._building is None:
                 # the bulk of an open: every row at once, not one numpy row view per key
                 m = len(keys)
@@ -177,30 +259,50 @@ class VectorIndex:
         """Remove vectors; unknown keys are ignored."""
         with self._lock:
             for key in keys:
-                row = self._row.pop(key, None)
-                if row is None:
+                if not self._lean and not self._drop_row(key):
                     continue
-                last = len(self._keys) - 1
-                if row != last:
-                    moved = self._keys[last]
-                    self._mat[row] = self._mat[last]
-                    self._norm[row] = self._norm[last]
-                    self._keys[row] = moved
-                    self._row[moved] = row
-                self._keys.pop()
-                if self._building is not None:
-                    self._dirty.add(key)
                 label = self._label.pop(key, None)
                 if label is not None and self._ann is not None:
                     self._ann.mark_deleted(label)
                     self._label_keys[label] = None
                     self._ann_unsaved = True
 
+    def _drop_row(self, key: str) -> bool:
+        """Take ``key``'s row out of the matrix (the last row moves into its place);
+        False when it has none."""
+        row = self._row.pop(key, None)
+        if row is None:
+            return False
+        last = len(self._keys) - 1
+        if row != last:
+            moved = self._keys[last]
+            self._mat[row] = self._mat[last]
+            self._norm[row] = self._norm[last]
+            self._keys[row] = moved
+            self._row[moved] = row
+        self._keys.pop()
+        if self._building is not None:
+            self._dirty.add(key)
+        return True
+
+    def _read(self, keys: Sequence[str]) -> tuple[list[str], np.ndarray]:
+        """The exact vectors of ``keys`` (those that have one) from the source: what the
+        matrix held before it was dropped."""
+        source = self.source
+        if not keys or source is None:
+            return [], np.zeros((0, self.dim), dtype=np.float32)
+        return source(keys)
+
     def get(self, key: str) -> np.ndarray | None:
         """A copy of the stored vector, or None."""
         with self._lock:
-            row = self._row.get(key)
-            return None if row is None else self._mat[row].copy()
+            if not self._lean:
+                row = self._row.get(key)
+                return None if row is None else self._mat[row].copy()
+            if key not in self._label:
+                return None
+        found, mat = self._read([key])
+        return mat[0].copy() if found else None
 
     def cosines(self, keys: Collection[str], query: Sequence[float]) -> dict[str, float]:
         """The cosine of each key's vector to ``query``, for the keys that have one
@@ -208,19 +310,29 @@ class VectorIndex:
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         if q.shape[0] != self.dim:
             return {}
+        mat: np.ndarray | None = None
         with self._lock:
-            present = [k for k in keys if k in self._row]
-            if not present:
-                return {}
-            rows = np.fromiter((self._row[k] for k in present), dtype=np.int64)
-            mat = self._mat[rows]
+            if self._lean:
+                present = [k for k in keys if k in self._label]
+            else:
+                present = [k for k in keys if k in self._row]
+                if present:
+                    rows = np.fromiter((self._row[k] for k in present), dtype=np.int64)
+                    mat = self._mat[rows]
+        if mat is None:
+            present, mat = self._read(present)
+        if not present:
+            return {}
         # as recall scores a memory's own embedding, so either way gives the same number
         sims = (mat @ q) / np.maximum(np.linalg.norm(mat, axis=1), 1e-12)
         return dict(zip(present, sims.tolist(), strict=True))
 
-    def rows(self) -> tuple[list[str], np.ndarray]:
-        """Every key and a copy of its vector, row by row (what a state file keeps)."""
+    def rows(self) -> tuple[list[str], np.ndarray | None]:
+        """Every key and a copy of its vector, row by row (what a state file keeps); no
+        rows once the matrix is dropped (the graph file and the source hold them)."""
         with self._lock:
+            if self._lean:
+                return list(self._label), None
             n = len(self._keys)
             return list(self._keys), self._mat[:n].copy()
 
@@ -244,6 +356,7 @@ class VectorIndex:
             self._label_keys = []
             log.info("building HNSW index over %d vectors", n)
             self._ann_add(list(self._keys), self._mat[:n], self._norm[:n])
+            self._go_lean()
             return True
 
     @staticmethod
@@ -264,6 +377,19 @@ class VectorIndex:
         )
         return ann
 
+    def _go_lean(self) -> None:
+        """Drop the matrix (under the lock) once the graph holds every vector, there are
+        more than ``lean_threshold`` and the source can give the exact ones back."""
+        if self.source is None or self._ann is None or self._building is not None:
+            return
+        if self._lean or len(self._keys) < max(self.ann_threshold, self.lean_threshold):
+            return
+        self._lean = True
+        self._mat = np.zeros((0, self.dim), dtype=np.float32)
+        self._norm = np.zeros(0, dtype=np.float32)
+        self._keys, self._row = [], {}
+        log.info("the HNSW graph holds the %d vectors; exact ones are read", len(self._label))
+
     def start_background_build(self) -> bool:
         """Build the HNSW graph in a daemon thread while searches stay exact; the graph
         takes over once built (changes made meanwhile are replayed into it). Returns
@@ -274,26 +400,32 @@ class VectorIndex:
             lib = self._library()
             if lib is None:
                 return False
-            n = len(self._keys)
-            snapshot = (list(self._keys), self._mat[:n].copy(), self._norm[:n].copy())
+            keys = list(self._keys)
             self._dirty = set()
             self._building = threading.Thread(
                 target=self._build_in_background,
-                args=(lib, *snapshot),
+                args=(lib, keys),
                 name="graphmem-hnsw-build",
                 daemon=True,
             )
             self._building.start()
-            log.info("building HNSW index over %d vectors in the background", n)
+            log.info("building HNSW index over %d vectors in the background", len(keys))
             return True
 
-    def _build_in_background(
-        self, lib: Any, keys: list[str], mat: np.ndarray, norms: np.ndarray
-    ) -> None:
+    def _build_in_background(self, lib: Any, keys: list[str]) -> None:
         try:
             ann = self._new_ann(lib, len(keys))
-            unit = mat / np.maximum(norms, 1e-12)[:, None]
-            ann.add_items(unit, np.arange(len(keys), dtype=np.int64))  # the slow part, unlocked
+            # block by block, each read under the lock (no copy of the whole matrix beside
+            # the graph); a key changed or removed since the snapshot is in _dirty and
+            # replayed below, whatever its block read
+            for start in range(0, len(keys), _BLOCK):
+                part = keys[start : start + _BLOCK]
+                with self._lock:
+                    rows = np.fromiter((self._row.get(k, 0) for k in part), np.int64, len(part))
+                    unit = self._mat[rows] / np.maximum(self._norm[rows], 1e-12)[:, None]
+                labels = np.arange(start, start + len(part), dtype=np.int64)
+                ann.add_items(unit, labels)  # the slow part, unlocked
+                del unit
             with self._lock:
                 self._ann = ann
                 self._label = {k: i for i, k in enumerate(keys)}
@@ -308,6 +440,8 @@ class VectorIndex:
                     row = self._row.get(key)
                     if row is not None:
                         self._ann_add([key], self._mat[row : row + 1], self._norm[row : row + 1])
+                self._building = None
+                self._go_lean()
         except Exception:  # the index stays exact; a failed build must not kill searches
             log.exception("HNSW build failed; vector search stays exact")
             return
@@ -337,6 +471,68 @@ class VectorIndex:
             self._ann_unsaved = False
             return True
 
+    def _saved_graph(
+        self,
+        store: Path,
+        store_id: str,
+        changes: Callable[[int], Collection[str] | None],
+        since: int | None,
+    ) -> tuple[hnsw_file.SavedGraph, set[str]] | None:
+        """The graph saved beside ``store`` and the keys the store changed after it (after
+        ``since`` when that is older), or None when there is none or the change log does
+        not reach back that far."""
+        lib = _hnswlib()
+        if lib is None:
+            return None
+        saved = hnsw_file.load(lib, store, store_id=store_id, dim=self.dim)
+        if saved is None:
+            return None
+        changed = changes(saved.seq)  # None too for a graph ahead of the store
+        if changed is not None and since is not None and since < saved.seq:
+            changed = changes(since)
+        if changed is None:
+            log.info("the saved HNSW graph beside %s is too old to catch up; rebuilding", store)
+            return None
+        return saved, set(changed)
+
+    def _take_graph(
+        self,
+        store: Path,
+        saved: hnsw_file.SavedGraph,
+        held: Collection[str],
+        changed: set[str],
+    ) -> bool:
+        """Use ``saved`` as this index's graph (under the lock) when its labels name exactly
+        the ``held`` keys apart from the ``changed`` ones, which it retires (the caller
+        adds back those that still have a vector)."""
+        labels = saved.label_keys
+        # set operations in C: at 1M vectors each Python loop here took 0.1-0.4 s
+        numbered = dict(zip(labels, range(len(labels)), strict=True))
+        numbered.pop(None, None)
+        label_of = cast(dict[str, int], numbered)
+        held_set = held if isinstance(held, set | frozenset) else set(held)
+        if changed:
+            same = label_of.keys() - changed == held_set - changed
+        else:
+            same = label_of.keys() == held_set
+        if len(label_of) != len(labels) - labels.count(None) or not same:
+            log.warning(
+                "the saved HNSW graph beside %s does not match the stored vectors; rebuilding it",
+                store,
+            )
+            return False
+        ann = saved.ann
+        for key in changed:  # retire what changed; what still has a vector comes back
+            label = label_of.pop(key, None)
+            if label is not None:
+                ann.mark_deleted(label)
+                labels[label] = None
+        self._ann = ann
+        self._label = label_of
+        self._label_keys = labels
+        self._ann_unsaved = bool(changed)
+        return True
+
     def load_ann(
         self,
         store: Path,
@@ -349,51 +545,58 @@ class VectorIndex:
         log no longer reaches back that far): those are replayed into the graph; every
         other key of the graph must be exactly a vector held here. Otherwise (or when the
         file is missing or damaged) nothing changes and the graph is built as usual.
-        Returns whether the saved graph is in use."""
-        lib = _hnswlib()
-        if lib is None:
+        Returns whether the saved graph is in use (the matrix is then dropped when the
+        index has a source)."""
+        if self._ann is not None or self._building is not None:
+            return False  # in use already (an open that took the graph as its vectors)
+        got = self._saved_graph(store, store_id, changes, None)
+        if got is None:
             return False
-        saved = hnsw_file.load(lib, store, store_id=store_id, dim=self.dim)
-        if saved is None:
-            return False
-        changed = changes(saved.seq)
-        if changed is None:
-            log.info("the saved HNSW graph beside %s is too old to catch up; rebuilding", store)
-            return False
+        saved, changed = got
         with self._lock:
-            if self._ann is not None or self._building is not None:
+            if self._ann is not None or self._building is not None or self._lean:
                 return False
-            labels = saved.label_keys
-            # set operations in C: at 1M vectors each Python loop here took 0.1-0.4 s
-            numbered = dict(zip(labels, range(len(labels)), strict=True))
-            numbered.pop(None, None)
-            label_of = cast(dict[str, int], numbered)
-            changed = set(changed)
-            if changed:
-                same = label_of.keys() - changed == self._row.keys() - changed
-            else:
-                same = label_of.keys() == self._row.keys()
-            if len(label_of) != len(labels) - labels.count(None) or not same:
-                log.warning(
-                    "the saved HNSW graph beside %s does not match the stored vectors; "
-                    "rebuilding it",
-                    store,
-                )
+            if not self._take_graph(store, saved, self._row.keys(), changed):
                 return False
-            ann = saved.ann
-            for key in changed:  # retire what changed; what still has a vector comes back
-                label = label_of.pop(key, None)
-                if label is not None:
-                    ann.mark_deleted(label)
-                    labels[label] = None
-            self._ann = ann
-            self._label = label_of
-            self._label_keys = labels
             again = [k for k in changed if k in self._row]
             if again:
                 rows = np.fromiter((self._row[k] for k in again), dtype=np.int64)
                 self._ann_add(again, self._mat[rows], self._norm[rows])
-            self._ann_unsaved = bool(changed)
+            self._go_lean()
+            return True
+
+    def load_lean(
+        self,
+        store: Path,
+        *,
+        store_id: str,
+        keys: Collection[str],
+        since: int,
+        changes: Callable[[int], Collection[str] | None],
+    ) -> bool:
+        """An empty index with a source takes the HNSW graph saved beside ``store`` as its
+        one copy of the vectors of ``keys`` (which the store held at change-log position
+        ``since``), without a matrix: the keys changed after the older of the two positions
+        are retired and read back from the source. False (nothing changed) when the graph
+        is missing, damaged, too old or does not name those keys."""
+        if self.source is None or len(keys) < max(self.ann_threshold, self.lean_threshold):
+            return False
+        got = self._saved_graph(store, store_id, changes, since)
+        if got is None:
+            return False
+        saved, changed = got
+        with self._lock:
+            if len(self) or self._ann is not None or self._building is not None:
+                return False
+            if not self._take_graph(store, saved, keys, changed):
+                return False
+            self._lean = True
+            self._keys, self._row = [], {}
+            self._mat = np.zeros((0, self.dim), dtype=np.float32)
+            self._norm = np.zeros(0, dtype=np.float32)
+            again, vectors = self._read(sorted(changed))
+            if again:
+                self._ann_add(again, vectors, _norms(vectors))
             return True
 
     def wait_for_ann(self, timeout: float | None = None) -> bool:
@@ -418,17 +621,23 @@ class VectorIndex:
         need = ann.get_current_count() + len(keys)
         if need > ann.get_max_elements():
             ann.resize_index(max(need, 2 * ann.get_max_elements()))
-        unit = vectors / np.maximum(norms, 1e-12)[:, None]
-        ann.add_items(unit, labels, replace_deleted=True)
+        for start in range(0, len(keys), _BLOCK):  # one block's unit vectors at a time
+            stop = start + _BLOCK
+            unit = vectors[start:stop] / np.maximum(norms[start:stop], 1e-12)[:, None]
+            ann.add_items(unit, labels[start:stop], replace_deleted=True)
         self._ann_unsaved = True
 
-    def _ann_search(
-        self, q: np.ndarray, k: int, accept: Callable[[str], bool] | None
-    ) -> list[tuple[str, float]] | None:
-        """Approximate top-k, rescored exactly; None when HNSW cannot deliver k results."""
+    def _ann_keys(
+        self,
+        q: np.ndarray,
+        k: int,
+        accept: Callable[[str], bool] | None,
+        flt: Callable[[int], bool] | None = None,
+    ) -> list[str] | None:
+        """The graph's approximate top-k keys (still held) passing ``accept`` (or whose
+        labels pass ``flt``); None when it cannot deliver k results."""
         ann = self._ann
         keys = self._label_keys
-        flt: Callable[[int], bool] | None = None
         if accept is not None:
 
             def flt(label: int) -> bool:
@@ -440,11 +649,9 @@ class VectorIndex:
             labels, _ = ann.knn_query(q, k=k, num_threads=1, filter=flt)
         except RuntimeError:  # fewer than k reachable results (very selective filter)
             return None
-        found = [keys[int(lbl)] for lbl in labels[0]]
-        rows = np.fromiter(
-            (self._row[k_] for k_ in found if k_ is not None and k_ in self._row), dtype=np.int64
-        )
-        return self._rank(rows, q, k, None)
+        held = self._label
+        found = (keys[int(lbl)] for lbl in labels[0])
+        return [key for key in found if key is not None and key in held]
 
     # -- search ----------------------------------------------------------------------
 
@@ -455,31 +662,26 @@ class VectorIndex:
         k: int,
         allowed: Callable[[str], bool] | None,
     ) -> list[tuple[str, float]]:
-        """Exact top-k over ``rows`` (all rows when None), ``q`` unit-length."""
+        """Exact top-k over the matrix's ``rows`` (all rows when None), ``q`` unit-length."""
         n = len(self._keys)
+        keys = self._keys
         if rows is None:
             scores = _dot(self._mat[:n], q) / np.maximum(self._norm[:n], 1e-12)
-        else:
-            if rows.size == 0:
-                return []
-            scores = _dot(self._mat[rows], q) / np.maximum(self._norm[rows], 1e-12)
-        fetch = min(len(scores), k if allowed is None else max(4 * k, 64))
-        while True:
-            if fetch < len(scores):
-                top = np.argpartition(-scores, fetch - 1)[:fetch]
-            else:
-                top = np.arange(len(scores))
-            top = top[np.argsort(-scores[top], kind="stable")]
-            out: list[tuple[str, float]] = []
-            for idx in top:
-                key = self._keys[int(rows[idx]) if rows is not None else int(idx)]
-                if allowed is None or allowed(key):
-                    out.append((key, float(scores[idx])))
-                    if len(out) == k:
-                        return out
-            if fetch >= len(scores):
-                return out
-            fetch = min(len(scores), fetch * 4)
+            return _top(scores, keys.__getitem__, k, allowed)
+        if rows.size == 0:
+            return []
+        scores = _dot(self._mat[rows], q) / np.maximum(self._norm[rows], 1e-12)
+        return _top(scores, lambda i: keys[int(rows[i])], k, allowed)
+
+    def _rank_read(
+        self, keys: Sequence[str], q: np.ndarray, k: int, allowed: Callable[[str], bool] | None
+    ) -> list[tuple[str, float]]:
+        """Exact top-k over ``keys``, their vectors read from the source."""
+        found, mat = self._read(keys)
+        if not found:
+            return []
+        scores = _dot(mat, q) / np.maximum(_norms(mat), 1e-12)
+        return _top(scores, found.__getitem__, k, allowed)
 
     def search(
         self,
@@ -500,36 +702,87 @@ class VectorIndex:
             raise InvalidInput("query vector must be finite numbers")
         q = q / (float(np.linalg.norm(q)) or 1.0)
         with self._lock:
-            n = len(self._keys)
+            n = len(self)
             if n == 0 or k <= 0:
                 return []
-            if n >= self.ann_threshold and self._ann is None:
-                if self.background_build:
-                    self.start_background_build()  # exact until the graph is ready
-                else:
-                    self.build_ann()
-            use_ann = n >= self.ann_threshold and self._ann is not None
-            if candidates is not None:
-                if use_ann and len(candidates) > self.exact_candidates_limit:
-                    cand = (
-                        candidates
-                        if isinstance(candidates, set | frozenset | dict)
-                        else set(candidates)
-                    )
+            if not self._lean:
+                return self._search_matrix(q, k, n, candidates, allowed)
+            keys, check = self._lean_keys(q, k, candidates, allowed)
+        # the rows are read with the lock released: the source takes the store's own
+        return self._rank_read(keys, q, k, check)
 
-                    def accept(key: str) -> bool:
-                        return key in cand and (allowed is None or allowed(key))
+    @staticmethod
+    def _accepting(
+        candidates: Collection[str], allowed: Callable[[str], bool] | None
+    ) -> Callable[[str], bool]:
+        cand = candidates if isinstance(candidates, set | frozenset | dict) else set(candidates)
 
-                    hits = self._ann_search(q, min(k, len(cand)), accept)
-                    if hits is not None:
-                        return hits
-                rows = np.fromiter(
-                    (r for r in (self._row.get(c) for c in candidates) if r is not None),
-                    dtype=np.int64,
+        def accept(key: str) -> bool:
+            return key in cand and (allowed is None or allowed(key))
+
+        return accept
+
+    def _search_matrix(
+        self,
+        q: np.ndarray,
+        k: int,
+        n: int,
+        candidates: Collection[str] | None,
+        allowed: Callable[[str], bool] | None,
+    ) -> list[tuple[str, float]]:
+        if n >= self.ann_threshold and self._ann is None:
+            if self.background_build:
+                self.start_background_build()  # exact until the graph is ready
+            else:
+                self.build_ann()
+                if self._lean:  # the build dropped the matrix
+                    keys, check = self._lean_keys(q, k, candidates, allowed)
+                    return self._rank_read(keys, q, k, check)
+        use_ann = n >= self.ann_threshold and self._ann is not None
+        found: list[str] | None
+        if candidates is not None:
+            if use_ann and len(candidates) > self.exact_candidates_limit:
+                found = self._ann_keys(
+                    q, min(k, len(candidates)), self._accepting(candidates, allowed)
                 )
-                return self._rank(rows, q, k, allowed)
-            if use_ann:
-                hits = self._ann_search(q, min(k, n), allowed)
-                if hits is not None:
-                    return hits
-            return self._rank(None, q, k, allowed)
+                if found is not None:
+                    return self._rank(self._rows_of(found), q, k, None)
+            return self._rank(self._rows_of(candidates), q, k, allowed)
+        if use_ann:
+            found = self._ann_keys(q, min(k, n), allowed)
+            if found is not None:
+                return self._rank(self._rows_of(found), q, k, None)
+        return self._rank(None, q, k, allowed)
+
+    def _rows_of(self, keys: Collection[str]) -> np.ndarray:
+        rows = (self._row.get(c) for c in keys)
+        return np.fromiter((r for r in rows if r is not None), dtype=np.int64)
+
+    def _lean_keys(
+        self,
+        q: np.ndarray,
+        k: int,
+        candidates: Collection[str] | None,
+        allowed: Callable[[str], bool] | None,
+    ) -> tuple[list[str], Callable[[str], bool] | None]:
+        """Once the matrix is dropped: the keys a search scores exactly, and the filter
+        still to apply to them (under the lock; the graph answers every search but a small
+        candidate set's)."""
+        held = self._label
+        if candidates is None:
+            pool: Collection[str] = held
+            found = self._ann_keys(q, min(k, len(held)), allowed)
+        else:
+            pool = [c for c in candidates if c in held]
+            if len(pool) <= self.lean_exact_limit:
+                return pool, allowed
+            if allowed is None or allowed == getattr(candidates, "__contains__", None):
+                # the graph asks about every node it passes: a set of labels answers in C
+                labels = {held[c] for c in pool}
+                found = self._ann_keys(q, min(k, len(pool)), None, labels.__contains__)
+            else:
+                found = self._ann_keys(q, min(k, len(pool)), self._accepting(pool, allowed))
+        if found is not None:
+            return found, None
+        # fewer than k reachable through the filter: every key that passes, exactly
+        return [key for key in pool if allowed is None or allowed(key)], None
