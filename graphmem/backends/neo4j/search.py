@@ -39,11 +39,12 @@ search (:meth:`Neo4jSearch.search_vector`)."""
 VECTOR_SCOPE_EXACT = 1_000
 """A scoped recall first reads up to this many memories of its scope (through the index of
 its most selective field): a scope with fewer is held whole, and searched exactly in the
-same statement when that costs less than the index (:func:`_exact_is_cheaper`: up to
-about 1,900 memories at 100,000, 600 at 10,000); a larger one goes through the vector
-index. An exact cosine costs about 13 us per memory on the server (the 384 floats are
-read from the store, load 8), so 1,000 costs about what an index search for 1,500
-neighbours does, and bounds the read of a scope the rest of the filter narrows."""
+same statement below :data:`VECTOR_EXACT_MIN` or when that costs less than the index
+(:func:`_exact_is_cheaper`: up to about 1,700 memories at 100,000, 550 at 10,000); a
+larger one goes through the vector index. An exact cosine costs about 13 us per memory on
+the server (the 384 floats are read from the store, load 8), so 1,000 costs about what an
+index search for 1,500 neighbours does, and bounds the read of a scope the rest of the
+filter narrows."""
 SCOPE_INDEXED = ("run_id", "agent_id", "namespace", "audience", "category")
 """Memory fields with a range index, most selective first: the scope's first read seeks
 the first one the filter pins (an index hint), never the status index every memory is in."""
@@ -449,7 +450,7 @@ def _exact_is_cheaper(size: str) -> str:
     ``$vector_mu * total / size`` neighbours (step 3 of :func:`_scoped_vector_branch`),
     so exact wins while ``size ** 2 <= $vector_exact * total`` (``$vector_exact`` =
     :data:`VECTOR_NEIGHBOUR_COST` x ``$vector_mu``): at 100,000 memories and k = 30, up
-    to about 1,900 memories; at 1,000,000, 6,000; at 10,000, 600."""
+    to about 1,700 memories; at 1,000,000, 5,500; at 10,000, 550."""
     return f"{size} * {size} <= $vector_exact * total"
 
 
