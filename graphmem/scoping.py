@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from graphmem.backends.base import Expect, GraphBackend
-from graphmem.boundary import unchecked
 from graphmem.errors import AccessDenied, Conflict, InvalidInput, NotFound
 from graphmem.models import (
     Filter,
@@ -313,8 +312,7 @@ class Namespaces:
         ``metadata.user_id``, narrowed to what ``scope`` may read when given."""
         if user_id is not None:
             fields["metadata"] = {**(fields.get("metadata") or {}), "user_id": user_id}
-        # the arguments were checked at this verb's boundary
-        flt = unchecked(Filter.for_memories)(status=status, **fields)
+        flt = Filter.for_memories(status=status, **fields)
         return self.filter(scope, flt) if scope is not None else flt
 
     def can_read(self, scope: Scope | str, memory: Memory) -> bool:

@@ -65,3 +65,29 @@ def test_search_both_gives_the_searches_hits_and_their_cosines(tmp_path: Path) -
             # without a dict to fill, the hits keep their vectors
             plain, _ = backend.search_both(text, None)
             assert all(h.node.embedding is not None for h in plain if h.node.id in with_vec)
+
+
+def test_text_search_under_a_filter_is_the_filtered_prefix_of_the_whole_ranking(
+    tmp_path: Path,
+) -> None:
+    # the agent's memories match the query less well than most others, so the first rows
+    # read hold fewer than k of them and the search has to read on
+    with GraphMemory.open(str(tmp_path / "t.db"), embedder=None) as mem:
+        rows = [
+            {"content": f"tea tea tea {WORDS[i % 10]} {i}", "agent_id": f"other{i % 3}"}
+            for i in range(600)
+        ]
+        rows += [
+            {"content": f"tea {WORDS[i % 10]} with a long tail of words {i}", "agent_id": "me"}
+            for i in range(40)
+        ]
+        mem.remember_many(rows)
+        mem.forget(mem.list(agent_id="me", limit=1)[0].id)  # not every memory passes
+        backend = mem.backend
+        whole = backend.search_text(TextQuery(text="tea", k=1000, filter=Filter.for_memories()))
+        for agent, k in (("me", 30), ("me", 5), ("other1", 30), ("nobody", 10)):
+            flt = Filter.for_memories(agent_id=agent)
+            want = [(h.node.id, h.score) for h in whole if h.node.agent_id == agent][:k]
+            got = backend.search_text(TextQuery(text="tea", k=k, filter=flt))
+            assert [(h.node.id, h.score) for h in got] == want
+            assert len(want) == (0 if agent == "nobody" else k)

@@ -3,6 +3,7 @@ cosine search over the vector index, the filter applied before the top-k cut."""
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Callable, Collection, Sequence
 from typing import NamedTuple, cast
@@ -94,13 +95,13 @@ class EmbeddedSearch(EmbeddedJournal):
             def admits(key: str) -> bool:
                 return (cand is None or key in cand) and ok(nodes[key])
 
+        if reach.keys is not None and not reach.keys:
+            return []  # the filter admits no memory
         results: list[tuple[str, float]] = []
         try:
             # FTS5 evaluates ``rowid IN (...)`` badly, so the filter runs in Python over
-            # a growing prefix of the BM25 ranking until k pass or the matches run out;
-            # when every memory passes, the first k are the answer (SQLite keeps the
-            # LIMIT's rows sorted as it scores: four times as many cost a third more)
-            fetch = query.k if reach.every else max(query.k * 4, 64)
+            # a growing prefix of the BM25 ranking until k pass or the matches run out
+            fetch = self._text_fetch(query.k, reach)
             while True:
                 rows = self._db.execute(
                     "SELECT rowid, bm25(memory_fts) AS s FROM memory_fts "
@@ -120,6 +121,19 @@ class EmbeddedSearch(EmbeddedJournal):
         except sqlite3.Error as e:
             raise QueryFailed(f"text search failed: {e}") from e
         return self._hits(results, vectors, built)
+
+    def _text_fetch(self, k: int, reach: _Reach) -> int:
+        """How many BM25 rows to read first for ``k`` that pass the filter: SQLite keeps
+        the LIMIT's rows sorted while it scores every match, so four times as many rows
+        cost about a third more. Every memory passing: k. A filter the index buckets
+        answer: about what holds k of its memories if they match like the others (more
+        are read if not). Else four times k."""
+        if reach.every:
+            return k
+        if reach.keys is None:
+            return max(k * 4, 64)
+        n = len(self._by_label.get(NodeLabel.MEMORY, ()))
+        return math.ceil(k * n / max(len(reach.keys), 1) * 1.25) + 4
 
     def _hits(
         self,
