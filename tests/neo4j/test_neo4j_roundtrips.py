@@ -1314,6 +1314,7 @@ def test_a_scoped_recall_sizes_its_vector_fetch_by_the_count_of_its_scope(
     from graphmem.backends.neo4j.search import (
         SCOPE_COUNT_MAX,
         SCOPE_SAMPLE,
+        VECTOR_EXACT_MIN,
         VECTOR_NEIGHBOUR_COST,
         compile_recall_search,
         scope_expected_hits,
@@ -1331,6 +1332,7 @@ def test_a_scoped_recall_sizes_its_vector_fetch_by_the_count_of_its_scope(
     # a filter narrower than the counted entries measures the share it keeps of them
     assert params.get("scope_sample") == (SCOPE_SAMPLE if always_read else None)
     assert params["vector_exact"] == pytest.approx(VECTOR_NEIGHBOUR_COST * scope_expected_hits(10))
+    assert params["vector_exact_min"] == VECTOR_EXACT_MIN
 
 
 @pytest.mark.parametrize("k", [1, 10, 30, 100])

@@ -39,11 +39,12 @@ search (:meth:`Neo4jSearch.search_vector`)."""
 VECTOR_SCOPE_EXACT = 1_000
 """A scoped recall first reads up to this many memories of its scope (through the index of
 its most selective field): a scope with fewer is held whole, and searched exactly in the
-same statement when that costs less than the index (:func:`_exact_is_cheaper`: up to
-about 1,900 memories at 100,000, 600 at 10,000); a larger one goes through the vector
-index. An exact cosine costs about 13 us per memory on the server (the 384 floats are
-read from the store, load 8), so 1,000 costs about what an index search for 1,500
-neighbours does, and bounds the read of a scope the rest of the filter narrows."""
+same statement below :data:`VECTOR_EXACT_MIN` or when that costs less than the index
+(:func:`_exact_is_cheaper`: up to about 1,700 memories at 100,000, 550 at 10,000); a
+larger one goes through the vector index. An exact cosine costs about 13 us per memory on
+the server (the 384 floats are read from the store, load 8), so 1,000 costs about what an
+index search for 1,500 neighbours does, and bounds the read of a scope the rest of the
+filter narrows."""
 SCOPE_INDEXED = ("run_id", "agent_id", "namespace", "audience", "category")
 """Memory fields with a range index, most selective first: the scope's first read seeks
 the first one the filter pins (an index hint), never the status index every memory is in."""
@@ -188,6 +189,7 @@ def compile_recall_search(
             vector_mu=scope_expected_hits(vector_k),
             vector_scope=VECTOR_SCOPE_EXACT,
             vector_exact=VECTOR_NEIGHBOUR_COST * scope_expected_hits(vector_k),
+            vector_exact_min=VECTOR_EXACT_MIN,
         )
         if flt.tags_all:
             params["scope_tag"] = str(flt.tags_all[0])
@@ -365,7 +367,7 @@ def _scoped_vector_branch(flt: Filter, clauses: list[str], props: str, lean: boo
     passing = " AND ".join(clauses) if clauses else "true"
     index = f"CALL db.index.vector.queryNodes('{VECTOR_INDEX}'"
     known = "read AND size(scope) < $vector_scope"  # the read holds the whole scope
-    small = f"{known} AND {_exact_is_cheaper('size(scope)')}"
+    small = f"{known} AND (size(scope) < $vector_exact_min OR {_exact_is_cheaper('size(scope)')})"
     count = _scope_count(flt)[0]
     narrowed = not _start_is_scope(flt)
     read = "true" if narrowed else "entries IS NULL OR entries < $vector_scope"
@@ -430,6 +432,12 @@ def _scoped_vector_branch(flt: Filter, clauses: list[str], props: str, lean: boo
     )
 
 
+VECTOR_EXACT_MIN = 500
+"""A scope held whole with fewer memories than this is searched exactly whatever the index
+would cost: on a small store the index over-fetch is cheap but approximate (the quantized
+index's neighbours), and exact keeps recall's vector channel the embedded store's."""
+
+
 VECTOR_NEIGHBOUR_COST = 0.7
 """What one neighbour of a vector index search costs the server, relative to one exact
 cosine over a memory read from the store (measured at 100,000 memories, 384-d, quantized
@@ -442,7 +450,7 @@ def _exact_is_cheaper(size: str) -> str:
     ``$vector_mu * total / size`` neighbours (step 3 of :func:`_scoped_vector_branch`),
     so exact wins while ``size ** 2 <= $vector_exact * total`` (``$vector_exact`` =
     :data:`VECTOR_NEIGHBOUR_COST` x ``$vector_mu``): at 100,000 memories and k = 30, up
-    to about 1,900 memories; at 1,000,000, 6,000; at 10,000, 600."""
+    to about 1,700 memories; at 1,000,000, 5,500; at 10,000, 550."""
     return f"{size} * {size} <= $vector_exact * total"
 
 
