@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -129,7 +129,7 @@ class VectorIndex:
         lean_threshold: int | None = None,
         background_build: bool = True,
         exact_candidates_limit: int = 16_384,
-        lean_exact_limit: int = 2_048,
+        lean_exact_limit: int = 8_192,
         hnsw_m: int = 16,
         hnsw_ef_construction: int = 100,
         hnsw_ef_search: int = 128,
@@ -633,9 +633,11 @@ class VectorIndex:
         k: int,
         accept: Callable[[str], bool] | None,
         flt: Callable[[int], bool] | None = None,
-    ) -> list[str] | None:
+    ) -> list[tuple[str, float]] | None:
         """The graph's approximate top-k keys (still held) passing ``accept`` (or whose
-        labels pass ``flt``); None when it cannot deliver k results."""
+        labels pass ``flt``) with their cosines as the graph computes them (its distance is
+        1 - the inner product of the unit vectors, in float32: the exact cosine within
+        ~1e-7); None when it cannot deliver k results."""
         ann = self._ann
         keys = self._label_keys
         if accept is not None:
@@ -646,12 +648,12 @@ class VectorIndex:
 
         ann.set_ef(max(self.hnsw_ef_search, 2 * k))
         try:
-            labels, _ = ann.knn_query(q, k=k, num_threads=1, filter=flt)
+            labels, dists = ann.knn_query(q, k=k, num_threads=1, filter=flt)
         except RuntimeError:  # fewer than k reachable results (very selective filter)
             return None
         held = self._label
-        found = (keys[int(lbl)] for lbl in labels[0])
-        return [key for key in found if key is not None and key in held]
+        found = zip(labels[0].tolist(), (1.0 - dists[0]).tolist(), strict=True)
+        return [(key, cos) for lbl, cos in found if (key := keys[lbl]) is not None and key in held]
 
     # -- search ----------------------------------------------------------------------
 
@@ -707,7 +709,9 @@ class VectorIndex:
                 return []
             if not self._lean:
                 return self._search_matrix(q, k, n, candidates, allowed)
-            keys, check = self._lean_keys(q, k, candidates, allowed)
+            hits, keys, check = self._lean_keys(q, k, candidates, allowed)
+        if hits is not None:
+            return hits[:k]
         # the rows are read with the lock released: the source takes the store's own
         return self._rank_read(keys, q, k, check)
 
@@ -736,25 +740,25 @@ class VectorIndex:
             else:
                 self.build_ann()
                 if self._lean:  # the build dropped the matrix
-                    keys, check = self._lean_keys(q, k, candidates, allowed)
-                    return self._rank_read(keys, q, k, check)
+                    hits, keys, check = self._lean_keys(q, k, candidates, allowed)
+                    return hits[:k] if hits is not None else self._rank_read(keys, q, k, check)
         use_ann = n >= self.ann_threshold and self._ann is not None
-        found: list[str] | None
+        found: list[tuple[str, float]] | None
         if candidates is not None:
             if use_ann and len(candidates) > self.exact_candidates_limit:
                 found = self._ann_keys(
                     q, min(k, len(candidates)), self._accepting(candidates, allowed)
                 )
                 if found is not None:
-                    return self._rank(self._rows_of(found), q, k, None)
+                    return self._rank(self._rows_of(key for key, _ in found), q, k, None)
             return self._rank(self._rows_of(candidates), q, k, allowed)
         if use_ann:
             found = self._ann_keys(q, min(k, n), allowed)
             if found is not None:
-                return self._rank(self._rows_of(found), q, k, None)
+                return self._rank(self._rows_of(key for key, _ in found), q, k, None)
         return self._rank(None, q, k, allowed)
 
-    def _rows_of(self, keys: Collection[str]) -> np.ndarray:
+    def _rows_of(self, keys: Iterable[str]) -> np.ndarray:
         rows = (self._row.get(c) for c in keys)
         return np.fromiter((r for r in rows if r is not None), dtype=np.int64)
 
@@ -764,10 +768,11 @@ class VectorIndex:
         k: int,
         candidates: Collection[str] | None,
         allowed: Callable[[str], bool] | None,
-    ) -> tuple[list[str], Callable[[str], bool] | None]:
-        """Once the matrix is dropped: the keys a search scores exactly, and the filter
-        still to apply to them (under the lock; the graph answers every search but a small
-        candidate set's)."""
+    ) -> tuple[list[tuple[str, float]] | None, list[str], Callable[[str], bool] | None]:
+        """Once the matrix is dropped (under the lock): the graph's hits with its cosines,
+        or else the keys to score exactly from their rows and the filter still to apply to
+        them (a small candidate set, or a filter the graph could not satisfy). The graph's
+        own cosines spare reading its k hits' rows: a scoped recall asks for hundreds."""
         held = self._label
         if candidates is None:
             pool: Collection[str] = held
@@ -775,7 +780,7 @@ class VectorIndex:
         else:
             pool = [c for c in candidates if c in held]
             if len(pool) <= self.lean_exact_limit:
-                return pool, allowed
+                return None, pool, allowed
             if allowed is None or allowed == getattr(candidates, "__contains__", None):
                 # the graph asks about every node it passes: a set of labels answers in C
                 labels = {held[c] for c in pool}
@@ -783,6 +788,6 @@ class VectorIndex:
             else:
                 found = self._ann_keys(q, min(k, len(pool)), self._accepting(pool, allowed))
         if found is not None:
-            return found, None
+            return found, [], None
         # fewer than k reachable through the filter: every key that passes, exactly
-        return [key for key in pool if allowed is None or allowed(key)], None
+        return None, [key for key in pool if allowed is None or allowed(key)], None
