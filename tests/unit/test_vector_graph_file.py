@@ -247,14 +247,13 @@ def _store_id(path: Path) -> str:
         return str(db.execute("SELECT value FROM meta WHERE key='store_id'").fetchone()[0])
 
 
+@pytest.mark.parametrize("small_threshold", ["state"], indirect=True)
 def test_the_state_follows_where_the_index_keeps_its_vectors(
-    tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A state written while the graph held the vectors names them only; opened where the
     index keeps its matrix (a higher lean threshold), the vectors come from the rows and
     the next close writes them into the state again (and back)."""
-    if request.node.callspec.params["small_threshold"] != "state":
-        pytest.skip("about the state file")
     path, ids = _built(tmp_path)
     store_id = _store_id(path)
     assert state_file.load(path, store_id=store_id, dim=32).vectors is None  # type: ignore[union-attr,unused-ignore]
