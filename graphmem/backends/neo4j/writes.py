@@ -457,7 +457,7 @@ class Neo4jWrites(Neo4jSchema):
             if not ex.exists and ex.ref in upserted and ex.ref.label not in _HUB_LABELS
         )
         guarded = [ex for ex in batch.expect if ex.exists or ex.ref not in create]
-        heads = _head_rows(getattr(batch, "run_heads", None) or {})
+        heads = _head_rows(batch.run_heads)
         parts = self._node_parts(nodes, create, frozenset(r["id"] for r in heads))
         for chunk in chunks(heads, self._batch_rows):
             parts.append(
