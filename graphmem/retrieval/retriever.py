@@ -33,6 +33,7 @@ from graphmem.models import (
     utcnow,
     validated,
 )
+from graphmem.retrieval.candidates import _add_ranked, _best_first, _Cand, _fusion_top
 from graphmem.retrieval.evidence import (
     _DATE_TEXT_RE,
     _bigram_similarity,
@@ -59,42 +60,6 @@ from graphmem.text import WORD_RE as _TOKEN_RE
 
 # ---------------------------------------------------------------------------------------
 # the pipeline
-
-
-def _fusion_top(cfg: RecallConfig, lexical: list[Hit], vector: list[Hit]) -> float:
-    """The fused score of first place in every channel that ran (fusion divides by it)."""
-    ran = (cfg.lexical_weight if lexical else 0.0) + (cfg.vector_weight if vector else 0.0)
-    return (ran / (cfg.rrf_k + 1) if cfg.fusion == "rrf" else ran) or 1.0
-
-
-def _add_ranked(
-    cands: dict[str, _Cand], ranked: list[Memory], channel: str, weight: float, cfg: RecallConfig
-) -> None:
-    """Fuse a channel's ranking by rank: the n-th memory adds weight / (rrf_k + n)."""
-    for rank, m in enumerate(ranked, start=1):
-        c = cands.get(m.id)
-        if c is None:
-            c = cands[m.id] = _Cand(m)
-        c.seed = True
-        c.breakdown[f"{channel}_rank"] = float(rank)
-        c.fused += weight / (cfg.rrf_k + rank)
-        c.breakdown["fused"] = c.fused
-
-
-def _best_first(scored: tuple[float, str, Any, Any]) -> tuple[float, str]:
-    """Sort key of a scored candidate: highest score first, ties by memory id."""
-    return -scored[0], scored[1]
-
-
-class _Cand:
-    __slots__ = ("breakdown", "cosine", "fused", "memory", "seed")
-
-    def __init__(self, memory: Memory) -> None:
-        self.memory = memory
-        self.breakdown: dict[str, float] = {}
-        self.cosine: float | None = None
-        self.fused = 0.0
-        self.seed = False
 
 
 class Retriever:

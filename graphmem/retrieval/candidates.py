@@ -1,0 +1,45 @@
+"""A recall candidate and how a channel's ranking is fused into the candidates (the
+first stage of :class:`graphmem.retrieval.retriever.Retriever`'s pipeline)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graphmem.config import RecallConfig
+from graphmem.models import Hit, Memory
+
+
+def _fusion_top(cfg: RecallConfig, lexical: list[Hit], vector: list[Hit]) -> float:
+    """The fused score of first place in every channel that ran (fusion divides by it)."""
+    ran = (cfg.lexical_weight if lexical else 0.0) + (cfg.vector_weight if vector else 0.0)
+    return (ran / (cfg.rrf_k + 1) if cfg.fusion == "rrf" else ran) or 1.0
+
+
+def _add_ranked(
+    cands: dict[str, _Cand], ranked: list[Memory], channel: str, weight: float, cfg: RecallConfig
+) -> None:
+    """Fuse a channel's ranking by rank: the n-th memory adds weight / (rrf_k + n)."""
+    for rank, m in enumerate(ranked, start=1):
+        c = cands.get(m.id)
+        if c is None:
+            c = cands[m.id] = _Cand(m)
+        c.seed = True
+        c.breakdown[f"{channel}_rank"] = float(rank)
+        c.fused += weight / (cfg.rrf_k + rank)
+        c.breakdown["fused"] = c.fused
+
+
+def _best_first(scored: tuple[float, str, Any, Any]) -> tuple[float, str]:
+    """Sort key of a scored candidate: highest score first, ties by memory id."""
+    return -scored[0], scored[1]
+
+
+class _Cand:
+    __slots__ = ("breakdown", "cosine", "fused", "memory", "seed")
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+        self.breakdown: dict[str, float] = {}
+        self.cosine: float | None = None
+        self.fused = 0.0
+        self.seed = False
