@@ -74,6 +74,10 @@ def test_a_row_reads_back_as_the_dict_it_was_made_from() -> None:
         assert {f: type(v) for f, v in table.attrs(k).items()} == {
             f: type(v) for f, v in a.items()
         }
+        built, ref = table.memories.memory(table.memories.row_of[k]), Memory.from_trusted(a)
+        assert list(built.__dict__.items()) == list(ref.__dict__.items())
+        assert built.__pydantic_fields_set__ == ref.__pydantic_fields_set__
+        assert {f: type(v) for f, v in built} == {f: type(v) for f, v in ref}
         assert row.get("valid_to") is None and "valid_to" not in row
         with pytest.raises(KeyError):
             row["valid_to"]

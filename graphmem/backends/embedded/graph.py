@@ -362,11 +362,16 @@ class EmbeddedGraph:
 
     def _node(self, key: str, *, vector: bool = True) -> GraphNode:
         """The node's model; a memory with its embedding unless ``vector`` is False."""
-        attrs = self._g._node.attrs(key)
-        model = _MODELS[attrs["label"]]
-        # validated when written by graphmem; a file edited by hand is not re-validated
-        node = model.from_trusted(attrs)  # ignores the non-field "label"
-        if vector and model is Memory and self._vindex is not None:
+        nodes = self._g._node
+        row = nodes.memories.row_of.get(key)
+        node: GraphNode
+        if row is not None:
+            node = nodes.memories.memory(row)
+        else:
+            attrs = nodes.dicts[key]
+            # validated when written by graphmem; a file edited by hand is not re-validated
+            node = _MODELS[attrs["label"]].from_trusted(attrs)  # ignores "label"
+        if vector and node.__class__ is Memory and self._vindex is not None:
             vec = self._vindex.get(key)
             if vec is not None:  # just built here, so setting the frozen field is safe
                 node.__dict__["embedding"] = StoredVector(vec)

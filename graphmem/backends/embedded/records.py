@@ -28,6 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from graphmem.models import Memory
+from graphmem.models.nodes import trusted_plan
+from graphmem.models.values import METADATA_PREFIX, assembled
+
 __all__ = ["MemoryRow", "NodeTable"]
 
 MEMORY = "Memory"
@@ -98,7 +102,9 @@ class MemoryTable:
     """The columns of every memory held as a row (see the module docstring)."""
 
     __slots__ = (
+        "_decoders",
         "_kinds",
+        "_typed",
         "_unset_i",
         "_unset_q",
         "codes",
@@ -135,6 +141,8 @@ class MemoryTable:
         self.tags = array("i")
         #: row -> the attributes the columns do not hold (``metadata.*``), in their order
         self.extra: dict[int, dict[str, Any]] = {}
+        #: per coded field the model converts (enums), its values as the model holds them
+        self._typed: dict[str, list[Any]] = {}
         self._index_columns()
 
     def __len__(self) -> int:
@@ -255,6 +263,10 @@ class MemoryTable:
         self._kinds = kinds
         self._unset_q = [*self.ints.values(), *self.times.values()]
         self._unset_i = [*self.codes.values(), self.tags]
+        self._typed = {f: [None] for f, _c in trusted_plan(Memory)[2] if f in self.codes}
+        self._decoders = [
+            (f, col, self.values[f], self._typed.get(f)) for f, col in self.codes.items()
+        ]
 
     def _code(self, field: str, value: str) -> int:
         codes = self.value_code[field]
@@ -382,6 +394,63 @@ class MemoryTable:
         if extra:
             out.update(extra)
         return out
+
+    def memory(self, i: int) -> Memory:
+        """Row ``i`` as its model, built as :meth:`GraphNode.from_trusted` builds one from
+        the row's dict (the same fields and values) without making the dict first: a
+        search builds a model for each of its ~100 hits."""
+        template = trusted_plan(Memory)[0]
+        key = self.keys[i]
+        assert key is not None
+        data = template.copy()
+        data["id"] = key[7:]
+        data["content"] = self.content[i]
+        for f, col, values, held in self._decoders:
+            c = col[i]
+            if c:
+                if held is None:
+                    data[f] = values[c]
+                else:
+                    data[f] = held[c] if c < len(held) else self._typed_value(f, held, c)
+        for f, fcol in self.floats.items():
+            x = fcol[i]
+            if x == x:
+                data[f] = x
+        for f, icol in self.ints.items():
+            n = icol[i]
+            if n != _NONE:
+                data[f] = n
+        seen: dict[int, datetime] = {}
+        for f, tcol in self.times.items():
+            us = tcol[i]
+            if us != _NONE:
+                dt = seen.get(us)
+                if dt is None:
+                    dt = seen[us] = _from_ts(us / 1e6, UTC)
+                data[f] = dt
+        c = self.tags[i]
+        if c:
+            data["tags"] = self.tagsets[c]
+        raw = self.hashes[i * _HASH : (i + 1) * _HASH]
+        if raw != _NO_HASH:
+            data["content_hash"] = raw.hex()
+        meta: dict[str, Any] = {}
+        extra = self.extra.get(i)
+        if extra:
+            for k, v in extra.items():
+                if k.startswith(METADATA_PREFIX):
+                    meta[k[len(METADATA_PREFIX) :]] = v
+        data["metadata"] = meta
+        return assembled(Memory, data)
+
+    def _typed_value(self, field: str, held: list[Any], code: int) -> Any:
+        """The model's value (an enum member) of ``field``'s value ``code``, converted
+        once per value (KeyError for a value the model does not know, as from_trusted)."""
+        if code >= len(held):
+            conv = dict(trusted_plan(Memory)[2])[field]
+            values = self.values[field]
+            held.extend(conv(values[c]) for c in range(len(held), len(values)))
+        return held[code]
 
     def fields(self, i: int) -> list[str]:
         """The attribute names row ``i`` holds, in its dict's order."""
