@@ -906,6 +906,61 @@ def test_recall_topic_search_is_one_vector_statement_of_the_recall_search(
     assert all("topic" in r.breakdown for r in results)
 
 
+def test_recall_topic_search_leaves_embeddings_on_the_server(fake: FakeDriver) -> None:
+    """The topic channel's search (by the question without its names) returns no embedding
+    either: each memory's cosine to the whole question comes back instead, computed on the
+    server, and is the similarity recall ranks by."""
+    from graphmem.embeddings import HashEmbedder
+
+    emb = HashEmbedder(32)
+    texts = [f"Melanie: I went {w} today" for w in ("swimming", "painting", "running")]
+    turns = [
+        Memory(content=t, agent_id="a", embedding=list(v))
+        for t, v in zip(texts, emb.embed(texts), strict=True)
+    ]
+    topic_only = Memory(
+        content="pottery class on Sunday",
+        agent_id="a",
+        embedding=list(emb.embed(["pottery class on Sunday"])[0]),
+    )
+
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if name != "recall search":
+            return [] if name == "recall expansion" else None
+        lean = "embedding: null" in text
+        target = params.get("similar", params["vector"])
+        found = turns if "db.index.fulltext.queryNodes" in text else [*turns, topic_only]
+        rows = []
+        for i, m in enumerate(found):
+            props = m.to_props()
+            if lean:
+                props.pop("embedding")
+            sim = _server_cosine(m, target) if lean else None
+            rows.append({"channel": "vector", "props": props, "score": 0.9 - i / 100, "sim": sim})
+        return [{"fetched": 4, "probe": 0.0, **r} for r in rows]
+
+    fake.dim = 32
+    fake.respond = respond
+    mem = GraphMemory(_backend(fake), embedder=emb, owns_backend=False)
+    mem.recall("warm-up", k=3, touch=False)
+    fake.recorder.reset()
+    question = "What activities does Melanie partake in?"
+    cfg = RecallConfig(topic_weight=1.0, min_similarity=-1.0)
+    results = mem.recall(question, k=4, touch=False, agent_id="a", config=cfg)
+    assert fake.recorder.names() == ["recall search", "recall search", "recall expansion"]
+    topic = fake.recorder.statements[1]
+    assert "embedding: null" in topic.text  # lean: no embedding crosses the wire
+    q = emb.embed([question])[0]
+    topic_q = emb.embed(["What activities does partake in?"])[0]
+    assert topic.params["vector"] == pytest.approx(topic_q)
+    assert topic.params["similar"] == pytest.approx(q)  # the cosines are the question's
+    by_id = {r.memory.id: r for r in results}
+    assert topic_only.id in by_id and by_id[topic_only.id].memory.embedding is None
+    v = np.asarray(topic_only.embedding)
+    cos = float(v @ q / (np.linalg.norm(v) * np.linalg.norm(q)))
+    assert by_id[topic_only.id].breakdown["similarity"] == pytest.approx(cos, abs=1e-5)
+
+
 def test_recall_search_runs_both_channels_in_one_statement(fake: FakeDriver) -> None:
     fake.dim = 2
     neo = _backend(fake)
