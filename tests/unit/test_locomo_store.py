@@ -15,6 +15,9 @@ import pytest
 from graphmem import GraphMemory
 
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.embedded(
+    "the script's refusal is backend-neutral; a SQLite file is a store that outlives the run"
+)
 
 
 def _locomo() -> ModuleType:
