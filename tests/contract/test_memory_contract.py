@@ -203,3 +203,13 @@ def test_recall_lexical_scoped(mem: GraphMemory) -> None:
     assert mem.recall("zebra crossing", agent_id="a") == []
     past = mem.recall("tea", agent_id="a", as_of=T0 - timedelta(days=1))
     assert past == []
+
+
+def test_the_graph_view_shows_tags_as_the_models_tuple(mem: GraphMemory) -> None:
+    m = mem.remember("tea at noon", tags=["drink", "habit"])
+    mem.agents.register("cto", seniority="lead")
+    f = mem.org.publish("Never log secrets.", author="cto", fact_id="no-secrets", tags=["sec"])
+    nodes = mem.graph.nodes
+    assert nodes[m.ref.key]["tags"] == ("drink", "habit")
+    assert nodes[f.ref.key]["tags"] == ("sec",)
+    assert nodes[m.ref.key]["content"] == "tea at noon"

@@ -71,9 +71,7 @@ def test_a_row_reads_back_as_the_dict_it_was_made_from() -> None:
         row = table[k]
         assert isinstance(row, MemoryRow)
         assert row == a and dict(row) == a and table.attrs(k) == a
-        assert {f: type(v) for f, v in table.attrs(k).items()} == {
-            f: type(v) for f, v in a.items()
-        }
+        assert {f: type(v) for f, v in table.attrs(k).items()} == {f: type(v) for f, v in a.items()}
         built, ref = table.memories.memory(table.memories.row_of[k]), Memory.from_trusted(a)
         assert list(built.__dict__.items()) == list(ref.__dict__.items())
         assert built.__pydantic_fields_set__ == ref.__pydantic_fields_set__

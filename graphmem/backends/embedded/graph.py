@@ -66,8 +66,8 @@ _SHARED_FIELDS: dict[str, tuple[str, ...]] = {
 def _share_values(label: NodeLabel, attrs: dict[str, Any]) -> None:
     """Replace the repeated string values of ``attrs`` (and of its tags) by interned
     ones, and its label by the label's own string (see ``_SHARED_FIELDS``). Tags are held
-    as a tuple (stored and written as a list): a tuple of strings is smaller than a list
-    and unpickles faster (the tag lists were a sixth of unpickling a saved state)."""
+    as a tuple (stored and written as a list), the model's type on every label: a tuple
+    of strings is smaller than a list and unpickles faster."""
     attrs["label"] = label.value
     for f in _SHARED_FIELDS[label.value]:
         v = attrs.get(f)
@@ -75,6 +75,9 @@ def _share_values(label: NodeLabel, attrs: dict[str, Any]) -> None:
             attrs[f] = intern(v)
         elif v.__class__ is list or v.__class__ is tuple:
             attrs[f] = tuple([intern(t) if t.__class__ is str else t for t in v])
+    tags = attrs.get("tags")
+    if tags.__class__ is list:  # a label whose tags are not indexed (an org fact's)
+        attrs["tags"] = tuple([intern(t) if t.__class__ is str else t for t in tags])
 
 
 def _hold(nodes: NodeTable, label: NodeLabel, key: str, attrs: dict[str, Any]) -> None:
