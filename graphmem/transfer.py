@@ -173,12 +173,13 @@ def graph_snapshot(backend: GraphBackend) -> nx.MultiDiGraph:
     g = nx.MultiDiGraph()
     for nodes, edges in backend.scan():
         for n in nodes:
-            props = n.to_props()
+            props: dict[str, Any] = n.to_props()
             props.pop("embedding", None)
             for k, v in props.items():
+                # a tuple field (tags) as the model and the embedded store's live view
+                # hold it: one type on every backend
                 if v.__class__ is list and isinstance(held := getattr(n, k, None), tuple):
-                    props[k] = held  # a node's tuple fields (tags) as the model and the
-                    # embedded store's live view hold them: one type on every backend
+                    props[k] = held
             g.add_node(n.ref.key, label=n.label.value, **props)
         for e in edges:
             g.add_edge(e.src.key, e.dst.key, key=e.type.value, type=e.type.value, **e.props)

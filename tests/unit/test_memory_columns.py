@@ -19,7 +19,6 @@ from graphmem.backends.embedded import journal as journal_module
 from graphmem.backends.embedded import state_file
 from graphmem.backends.embedded.backend import NetworkXBackend
 from graphmem.backends.embedded.records import MemoryRow, NodeTable
-from graphmem.backends.embedded.state_file import file_of
 from graphmem.models import Memory
 
 pytestmark = pytest.mark.embedded("the embedded store's in-memory node table")
@@ -157,7 +156,7 @@ def test_a_stores_memories_are_rows_and_a_state_file_of_the_older_format_is_repl
                 for i in range(80)
             ]
         )
-        table = mem.backend._g._node
+        table = mem.backend._g._node  # type: ignore[attr-defined]
         assert len(table.memories) == 80 and all(k[:7] != "Memory:" for k in table.dicts)
         assert mem.get(made[5].id) == made[5]
     # the state file as the format before the columns filed it: ignored, reason logged
