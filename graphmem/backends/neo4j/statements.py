@@ -133,7 +133,9 @@ def create_edge_variant(text: str) -> str:
     )
     if n != 1:
         raise QueryFailed("internal error: no relationship MERGE in an edge upsert")
-    new, n = re.subn(r"^SET r = row\.props$", "SET r += row.props", new, count=1, flags=re.MULTILINE)
+    new, n = re.subn(
+        r"^SET r = row\.props$", "SET r += row.props", new, count=1, flags=re.MULTILINE
+    )
     if n != 1:
         raise QueryFailed("internal error: no SET r = row.props in an edge upsert")
     return new
