@@ -468,7 +468,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--limit", type=int, default=0, help="only the first N conversations")
     ap.add_argument("--write", action="store_true", help="write the section of RESULTS.md")
+    ap.add_argument(
+        "--wipe",
+        action="store_true",
+        help="a server store (bolt://, neo4j://) that holds graphmem data is emptied first; "
+        "without it such a store is refused (its memories would be recalled too)",
+    )
     args = ap.parse_args(argv)
+    opens = (args.path in ("user", "both")) * (2 if args.knowledge == "both" else 1) + (
+        args.path in ("events", "both")
+    )
+    if not args.store.startswith("memory:") and opens > 1:
+        ap.error(
+            f"--store {args.store} holds one system, and this run opens {opens}: "
+            "choose --path user or --path events, and --knowledge on or off"
+        )
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     convs = load(args.data)
@@ -492,6 +506,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     def open_store(knowledge: bool) -> GraphMemory:
         store = GraphMemory.open(args.store, embedder=embedder, knowledge=knowledge)
         stores.append(store)
+        if store.backend.stats().nodes:
+            clear = getattr(store.backend, "clear", None)
+            if not args.wipe or clear is None:
+                store.close()
+                sys.exit(
+                    f"{args.store} already holds graphmem data, which recall would find "
+                    "beside the conversations: "
+                    + ("pass --wipe to empty it" if clear else "use an empty store")
+                )
+            clear()
         return store
 
     systems: dict[str, System] = {}

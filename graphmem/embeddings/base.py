@@ -138,6 +138,24 @@ class _CachedEmbedder:
     def _compute(self, texts: list[str]) -> np.ndarray:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    def _compute_one(self, text: str) -> np.ndarray:
+        """One text's row, as ``_compute([text])[0]`` gives it (embedders with a shorter way
+        for one text override it)."""
+        row: np.ndarray = self._compute([text])[0]
+        return row
+
+    def _embed_one(self, text: str) -> np.ndarray:
+        """``embed([text])[0]`` (the same cache, the same row) without a batch's steps: what
+        a search query takes."""
+        if not isinstance(text, str):
+            raise InvalidInput(f"embed() takes strings, got {type(text).__name__}")
+        key = self._key(text)
+        row = self._cache.get(key)
+        if row is None:
+            row = self._compute_one(text)
+            self._cache.put(key, row)
+        return row.copy()  # the cached row stays the caller's to change
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``; cached texts are not recomputed. Rows are unit-length."""
         items = _check_texts(texts)

@@ -174,7 +174,8 @@ class Retriever:
         if cfg.prf_weight > 0 and cands:
             self._feedback(cands, query, flt, fetch, lexical, vector, cfg)
         if (cfg.topic_weight > 0 or cfg.subject_weight > 0) and qvec is not None:
-            self._topic(cands, query, flt, fetch, vector, _fusion_top(cfg, lexical, vector), cfg)
+            top = _fusion_top(cfg, lexical, vector)
+            self._topic(cands, query, flt, fetch, vector, top, cfg, qlist, sims)
         if cfg.temporal_weight > 0 or cfg.when_weight > 0:
             self._temporal(cands, query, flt, qvec, fetch, lexical, vector, cfg)
         if cfg.context_weight > 0 and qvec is not None and cands:
@@ -470,10 +471,14 @@ class Retriever:
         vector: list[Hit],
         top: float,
         cfg: RecallConfig,
+        qlist: Sequence[float] | None = None,
+        sims: dict[str, float] | None = None,
     ) -> None:
         """The topic channel (graphmem.retrieval.topic): the query without the names it
         gives that are common among its vector hits, searched by vector, fused by rank.
-        Each memory keeps its cosine to the topic query: evidence for the floor.
+        Each memory keeps its cosine to the topic query: evidence for the floor. With
+        ``sims`` (see :meth:`recall`) the hits come without their embedding and ``sims``
+        receives their cosines to the whole query (``qlist``).
 
         The subject channel shares its search: for a list question, the hits that one of
         those names opens, fused by rank. Its weight is scaled by how near the best of them
@@ -492,7 +497,9 @@ class Retriever:
         if self._search_both is not None:
             # a server backend: recall's vector search, one statement sized by the scope's
             # count, where search_vector first counts the filter's matches in one of its own
-            hits = self._search_both.search_both(None, topic_q)[1]
+            hits = self._search_both.search_both(
+                None, topic_q, query_vector=qlist, similarities=sims
+            )[1]
         else:
             hits = self.backend.search_vector(topic_q)
         found = [(h.node, h.score) for h in hits if isinstance(h.node, Memory)]

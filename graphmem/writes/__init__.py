@@ -21,9 +21,9 @@ The memory operations that change versions are defined here once:
 Nothing outside this module and the backends calls ``upsert``, ``delete`` or ``write``.
 """
 
+from graphmem.writes.chain import CHAIN_ATTEMPTS
 from graphmem.writes.forget import FORGET_ATTEMPTS, ForgetPlan, Writes
 from graphmem.writes.path import (
-    CHAIN_ATTEMPTS,
     Committed,
     Embed,
     Hook,

@@ -5,16 +5,14 @@ preconditions -> hooks.
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 import numpy as np
 
-from graphmem.backends.base import Expect, GraphBackend, GuardedWrite, RunHeads, WriteBatch
+from graphmem.backends.base import Expect, GraphBackend, GuardedWrite, WriteBatch
 from graphmem.errors import AccessDenied, Conflict, InvalidInput, NotFound
 from graphmem.gcpause import gc_paused
 from graphmem.models import (
@@ -31,14 +29,10 @@ from graphmem.models import (
     utcnow,
     validated,
 )
-from graphmem.models.values import replaced
 from graphmem.scoping import may_join_run, scope_of
+from graphmem.writes.chain import CHAIN_ATTEMPTS, Chained, RunChains
 
 log = logging.getLogger("graphmem.writes")
-#: how often new memories of a run are ordered again after another writer appended to it
-CHAIN_ATTEMPTS = 32
-#: runs whose head (event count, last memory) a handle keeps from its own writes
-HEADS_KEPT = 4096
 
 
 @dataclass(frozen=True)
@@ -74,20 +68,6 @@ def retire_time(old: Memory, new: Memory, at: datetime) -> datetime:
     return max(end, old_from)
 
 
-@dataclass
-class _Chained:
-    """New memories placed in their runs (see :meth:`_WritePath._chain`)."""
-
-    memories: list[Memory]
-    run_ids: list[str] = field(default_factory=list)
-    new_runs: list[Run] = field(default_factory=list)
-    """Runs the write starts (written whole)."""
-    heads: list[Run] = field(default_factory=list)
-    """Existing runs with where their chains end after the write (only that is written)."""
-    links: list[Edge] = field(default_factory=list)
-    expect: list[Expect] = field(default_factory=list)
-
-
 Hook = Callable[[Committed], None]
 Embed = Callable[[list[str]], Any]
 
@@ -115,11 +95,7 @@ class _WritePath:
         #: called before vectors of this handle's embedder are written: records the model
         #: in the store, or refuses another one (graphmem.fingerprint.ModelGuard)
         self.before_vectors: Callable[[], None] | None = None
-        # run id -> the run as this handle's last append left it: the next append to it
-        # expects that state in its own write instead of reading it first (on a server,
-        # one round trip instead of two); a write that finds it changed reads it again
-        self._heads: OrderedDict[str, Run] = OrderedDict()
-        self._heads_lock = threading.Lock()
+        self._runs = RunChains(backend, self.check_run)
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -299,9 +275,9 @@ class _WritePath:
         fresh = () if replace else tuple(Expect(m.ref, exists=False) for m in memories)
         for attempt in range(CHAIN_ATTEMPTS):
             chained = (
-                self._chain(memories, events=chain == "events")
+                self._runs.chain(memories, events=chain == "events")
                 if chain != "off"
-                else _Chained(list(memories))
+                else Chained(list(memories))
             )
             try:
                 self.commit(
@@ -315,7 +291,7 @@ class _WritePath:
                     unless=unless,
                 )
             except Conflict:
-                self._forget_heads(chained.run_ids)
+                self._runs.forget(chained.run_ids)
                 # another writer appended to one of these runs (or this handle's view of
                 # one is stale): order again; anything else (an id that exists, a
                 # caller's precondition, a node ``unless`` names) is the caller's conflict
@@ -327,122 +303,9 @@ class _WritePath:
                 ):
                     raise
                 continue
-            self._keep_heads([*chained.new_runs, *chained.heads])
+            self._runs.keep([*chained.new_runs, *chained.heads])
             return chained.memories
         raise Conflict("the run kept changing")  # pragma: no cover - the loop returns
-
-    def _keep_heads(self, runs: Sequence[Run]) -> None:
-        with self._heads_lock:
-            for run in runs:
-                self._heads[run.id] = run
-                self._heads.move_to_end(run.id)
-            while len(self._heads) > HEADS_KEPT:
-                self._heads.popitem(last=False)
-
-    def _forget_heads(self, run_ids: Sequence[str]) -> None:
-        with self._heads_lock:
-            for run_id in run_ids:
-                self._heads.pop(run_id, None)
-
-    def _known_heads(self, run_ids: Sequence[str]) -> dict[str, Run]:
-        with self._heads_lock:
-            return {r: self._heads[r] for r in run_ids if r in self._heads}
-
-    def _run_heads(self, run_ids: list[str]) -> tuple[dict[str, Run], set[str]]:
-        """The stored runs among ``run_ids`` and which of their last memories exist: one
-        call to a :class:`RunHeads` backend (a server: one round trip), else one read for
-        the runs and one count of their last memories."""
-        if isinstance(self.backend, RunHeads):
-            runs, alive = self.backend.run_heads(run_ids)
-            return {r.id: r for r in runs}, alive
-        stored = {r.id: r for r in self.backend.get(Run, run_ids) if isinstance(r, Run)}
-        lasts = list({r.last_event_id for r in stored.values() if r.last_event_id})
-        if not lasts:
-            return stored, set()
-        # usually every last memory is still there: one count, no memory read back
-        if self.backend.count(Filter.for_memories(ids=lasts, status=None)) == len(lasts):
-            return stored, set(lasts)
-        return stored, {m.id for m in self.backend.get(Memory, lasts)}
-
-    def _chain(self, memories: Sequence[Memory], *, events: bool) -> _Chained:
-        """The memories with their place in their runs (see :meth:`create`), the runs'
-        new states, the NEXT edges and what the runs must still be when written.
-
-        A run this handle appended to last is not read again: the write expects it as this
-        handle left it (its chain's end, and the agent and namespace its joining rule
-        reads), and sets only where its chain now ends, so whatever else another writer
-        changed meanwhile (a run ended) stays as it is; when it changed what the write
-        expects, the write is refused (Conflict) and :meth:`_create` reads it again."""
-        groups: dict[str, list[int]] = {}
-        for i, m in enumerate(memories):
-            if m.run_id and m.seq is None:
-                groups.setdefault(m.run_id, []).append(i)
-        done = _Chained(list(memories), run_ids=list(groups))
-        if not groups:
-            return done
-        out = done.memories
-        known = self._known_heads(list(groups))
-        unknown = [r for r in groups if r not in known]
-        stored, alive = self._run_heads(unknown) if unknown else ({}, set())
-        for head in known.values():
-            stored[head.id] = head
-            if head.last_event_id is not None:
-                alive.add(head.last_event_id)  # written by this handle; expected below
-        for run_id, idxs in groups.items():
-            run = stored.get(run_id)
-            joining = [memories[i] for i in idxs]
-            if run is not None:
-                self.check_run(run, joining)
-                done.expect.append(
-                    Expect(
-                        run.ref,
-                        props={
-                            "event_count": run.event_count,
-                            "last_event_id": run.last_event_id,
-                            "agent_id": run.agent_id,
-                            "namespace": run.namespace,
-                        },
-                    )
-                )
-                new = False
-            else:
-                first = memories[idxs[0]]
-                run = Run(
-                    id=run_id,
-                    agent_id=first.agent_id,
-                    namespace=first.namespace,
-                    started_at=first.created_at,
-                )
-                self.check_run(run, joining)
-                done.expect.append(Expect(run.ref, exists=False))
-                new = True
-            prev = run.last_event_id
-            if prev is not None and prev not in alive:
-                # the last one was forgotten: chain on from the newest that remains
-                latest = self.backend.match(
-                    Memory,
-                    Filter.for_memories(run_id=run_id, status=None),
-                    limit=1,
-                    order_by="created_at",
-                    descending=True,
-                )
-                prev = latest[0].id if latest else None
-            if prev is not None:
-                done.expect.append(Expect(NodeRef(NodeLabel.MEMORY, prev)))
-            count = run.event_count
-            for i in idxs:
-                m = out[i]
-                if events:
-                    # a count this loop made: nothing of the memory to validate again
-                    m = out[i] = replaced(m, seq=count)
-                    count += 1
-                if prev is not None:
-                    done.links.append(_next(prev, m))
-                prev = m.id
-            # the count and a validated memory's id: no field to validate again
-            head = replaced(run, event_count=count, last_event_id=prev)
-            (done.new_runs if new else done.heads).append(head)
-        return done
 
     def _ids_taken(self, memories: Sequence[Memory]) -> bool:
         return bool(self.backend.get(Memory, [m.id for m in memories]))
@@ -790,12 +653,3 @@ def _edge(
 ) -> Edge:
     edge: Edge = validated(Edge, {"type": etype, "src": src, "dst": dst, "props": props})
     return edge
-
-
-def _next(prev: str, m: Memory) -> Edge:
-    """``(prev)-[:NEXT]->(m)`` between two memory ids already validated, built without
-    validating again (a batch of 1,000 appends spent 25 ms on it); a memory following
-    itself still gets the model's error."""
-    if prev == m.id:
-        return _edge(EdgeType.NEXT, NodeRef(NodeLabel.MEMORY, prev), m)
-    return Edge.trusted(EdgeType.NEXT, NodeRef(NodeLabel.MEMORY, prev), m.ref, {})

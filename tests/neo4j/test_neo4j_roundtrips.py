@@ -22,10 +22,12 @@ from graphmem.backends import open_backend
 from graphmem.backends.base import Expect, VectorQueue, WriteBatch
 from graphmem.backends.neo4j import Neo4jBackend, compose
 from graphmem.backends.neo4j.queries import strip_literals
+from graphmem.backends.neo4j.values import META_PAIRS
 from graphmem.config import RecallConfig
 from graphmem.errors import BackendUnavailable, Conflict, InvalidInput, QueryFailed
 from graphmem.memory import GraphMemory
 from graphmem.models import (
+    METADATA_PREFIX,
     Edge,
     EdgeType,
     Filter,
@@ -554,6 +556,9 @@ def test_a_batch_of_new_memories_creates_their_edges_instead_of_merging_them(
         assert f"CREATE (m)-[:{edge}]->" in created or f"CREATE (a)-[r:{edge}]->" in created
         assert f"MERGE (m)-[:{edge}]" not in created and f"MERGE (a)-[r:{edge}]" not in created
     assert "FOREACH (stale" not in created and "REMOVE m:Unvectored" not in created
+    # a created edge's properties are added: its empty map is not written again
+    next_part = created.split("CREATE (a)-[r:NEXT]->(b)", 1)[1]
+    assert next_part.lstrip().startswith("SET r += row.props")
     fake.recorder.reset()
     neo.write(WriteBatch(nodes=[first.evolve(tags=["u"])]))
     (update,) = fake.recorder.statements
@@ -731,21 +736,62 @@ def _server_cosine(m: Memory, vector: Any) -> float | None:
     return float((1 + a @ b / (np.linalg.norm(a) * np.linalg.norm(b))) / 2)
 
 
+def _lean_props(m: Memory) -> dict[str, Any]:
+    """A memory as a lean projection returns it (see ``props_projection``): every field but
+    the embedding and the metadata by name, null when not stored, the metadata as pairs."""
+    props = m.to_props()
+    named = [name for name in Memory.model_fields if name not in ("embedding", "metadata")]
+    row: dict[str, Any] = {name: props.get(name) for name in named}
+    row[META_PAIRS] = [[k, v] for k, v in props.items() if k.startswith(METADATA_PREFIX)]
+    return row
+
+
+def _is_lean(text: str) -> bool:
+    """Whether a statement projects memories without reading every property."""
+    return META_PAIRS in text and ".*" not in text and "properties(n)" not in text
+
+
+def test_a_lean_row_rebuilds_the_memory_without_its_embedding() -> None:
+    """A lean projection names each field (``.*`` would read the embedding only to drop
+    it): every field of the model but the embedding is named, and a row of that shape (null
+    where nothing is stored, the metadata as pairs) rebuilds the memory it came from."""
+    from graphmem.backends.neo4j.search import LEAN_PROPS
+    from graphmem.backends.neo4j.values import node_from_db
+
+    for name in Memory.model_fields:
+        if name in ("embedding", "metadata"):
+            assert f".{name}" not in LEAN_PROPS
+        else:
+            assert f".{name}," in LEAN_PROPS or f"{name}: toString(n.{name})" in LEAN_PROPS
+    m = Memory(
+        content="tea at five",
+        agent_id="a",
+        run_id="r1",
+        tags=["tea"],
+        metadata={"key": "D1:3", "n": 2},
+        embedding=[1.0, 0.0],
+        created_at=T0,
+    )
+    row = _lean_props(m)
+    assert row["valid_to"] is None and row["event_type"] is None  # not stored: null
+    got = node_from_db("Memory", row)
+    assert got == m.model_copy(update={"embedding": None})
+    assert got.metadata == {"key": "D1:3", "n": 2}
+
+
 def _recall_server(
     memories: list[Memory], tagged: list[Memory], about: tuple[Memory, ...] = ()
 ) -> Any:
     """Answers recall's two statements as the server would: a lean statement (its
-    projections set ``embedding: null``) gets memories without their embedding and each
-    one's score against ``$vector`` as ``sim``."""
+    projections name their fields) gets memories without their embedding and each one's
+    score against ``$vector`` as ``sim``."""
 
     def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
-        lean = "embedding: null" in text
+        lean = _is_lean(text)
         vector = params.get("vector")
 
         def found(m: Memory) -> dict[str, Any]:
-            props = m.to_props()
-            if lean:
-                props.pop("embedding", None)
+            props = _lean_props(m) if lean else m.to_props()
             return {"props": props, "sim": _server_cosine(m, vector) if lean else None}
 
         if name == "recall search":
@@ -844,9 +890,8 @@ def test_recall_leaves_embeddings_on_the_server_and_uses_its_cosines(fake: FakeD
     results = mem.recall("what does alice drink", k=10, touch=False)
     assert fake.recorder.names() == ["recall search", "recall expansion"]
     for st in fake.recorder.statements:
-        assert "properties(n)" not in st.text and "n {.*," in st.text
-        returned = st.text[st.text.index("RETURN") :]
-        assert returned.count("n {.*,") == returned.count("embedding: null")
+        # every field named: `.*` would read the embedding too, only to drop it
+        assert _is_lean(st.text) and not re.search(r"[{,] *\.embedding\b", st.text)
         assert "vector.similarity.cosine(n.embedding, $vector)" in st.text
     q = emb.embed(["what does alice drink"])[0]
     by_id = {r.memory.id: r for r in results}
@@ -859,7 +904,7 @@ def test_recall_leaves_embeddings_on_the_server_and_uses_its_cosines(fake: FakeD
     fake.recorder.reset()
     mem.recall("what does alice drink", k=10, touch=False, config=RecallConfig(mmr=True))
     # MMR compares the memories' own vectors: then they are read
-    assert "embedding: null" not in fake.recorder.statements[0].text
+    assert not _is_lean(fake.recorder.statements[0].text)
 
 
 def test_recall_topic_search_is_one_vector_statement_of_the_recall_search(
@@ -904,6 +949,59 @@ def test_recall_topic_search_is_one_vector_statement_of_the_recall_search(
         emb.embed(["What activities does partake in?"])[0]
     )
     assert all("topic" in r.breakdown for r in results)
+
+
+def test_recall_topic_search_leaves_embeddings_on_the_server(fake: FakeDriver) -> None:
+    """The topic channel's search (by the question without its names) returns no embedding
+    either: each memory's cosine to the whole question comes back instead, computed on the
+    server, and is the similarity recall ranks by."""
+    from graphmem.embeddings import HashEmbedder
+
+    emb = HashEmbedder(32)
+    texts = [f"Melanie: I went {w} today" for w in ("swimming", "painting", "running")]
+    turns = [
+        Memory(content=t, agent_id="a", embedding=list(v))
+        for t, v in zip(texts, emb.embed(texts), strict=True)
+    ]
+    topic_only = Memory(
+        content="pottery class on Sunday",
+        agent_id="a",
+        embedding=list(emb.embed(["pottery class on Sunday"])[0]),
+    )
+
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if name != "recall search":
+            return [] if name == "recall expansion" else None
+        lean = _is_lean(text)
+        target = params.get("similar", params["vector"])
+        found = turns if "db.index.fulltext.queryNodes" in text else [*turns, topic_only]
+        rows = []
+        for i, m in enumerate(found):
+            props = _lean_props(m) if lean else m.to_props()
+            sim = _server_cosine(m, target) if lean else None
+            rows.append({"channel": "vector", "props": props, "score": 0.9 - i / 100, "sim": sim})
+        return [{"fetched": 4, "probe": 0.0, **r} for r in rows]
+
+    fake.dim = 32
+    fake.respond = respond
+    mem = GraphMemory(_backend(fake), embedder=emb, owns_backend=False)
+    mem.recall("warm-up", k=3, touch=False)
+    fake.recorder.reset()
+    question = "What activities does Melanie partake in?"
+    cfg = RecallConfig(topic_weight=1.0, min_similarity=-1.0)
+    results = mem.recall(question, k=4, touch=False, agent_id="a", config=cfg)
+    assert fake.recorder.names() == ["recall search", "recall search", "recall expansion"]
+    topic = fake.recorder.statements[1]
+    assert _is_lean(topic.text)  # no embedding crosses the wire
+    q = emb.embed([question])[0]
+    topic_q = emb.embed(["What activities does partake in?"])[0]
+    assert topic.params["vector"] == pytest.approx(topic_q)
+    assert topic.params["similar"] == pytest.approx(q)  # the cosines are the question's
+    by_id = {r.memory.id: r for r in results}
+    assert topic_only.id in by_id and by_id[topic_only.id].memory.embedding is None
+    v = np.asarray(topic_only.embedding)
+    cos = float(v @ q / (np.linalg.norm(v) * np.linalg.norm(q)))
+    assert by_id[topic_only.id].breakdown["similarity"] == pytest.approx(cos, abs=1e-5)
 
 
 def test_recall_search_runs_both_channels_in_one_statement(fake: FakeDriver) -> None:

@@ -262,6 +262,33 @@ def test_int8_queries_search_the_full_precision_vectors(
         OnnxEmbedder(cache_dir=onnx_cache, query_quantize=cast(Any, "int4"))
 
 
+def test_a_query_gets_the_row_a_batch_of_it_gets(onnx_cache: Path) -> None:
+    """A query takes a shorter way (the tokenizer's Python path, pooling without a mask):
+    its vector is bit for bit the batch path's, on texts that take either tokenizer."""
+    e = OnnxEmbedder(cache_dir=onnx_cache, cache_size=0)
+    queries = e._query_embedder()
+    assert queries is not None
+    texts = [*SAMPLES, "What did she see at the café?", "a\x01b", "[MASK] it", ""]
+    assert queries._loaded().fast is not None
+    for text in texts:
+        np.testing.assert_array_equal(e.embed_query(text), queries.embed([text])[0])
+    fp32 = OnnxEmbedder(cache_dir=onnx_cache, query_quantize="none")
+    for text in texts:
+        np.testing.assert_array_equal(fp32.embed_query(text), fp32.embed([text])[0])
+    # the cache serves a query's row again, and the row handed out is the caller's own
+    q = fp32.embed_query(SAMPLES[0])
+    q[:] = 0.0
+    assert fp32.cache_info["hits"] >= 1
+    assert float(np.linalg.norm(fp32.embed_query(SAMPLES[0]))) == pytest.approx(1.0, abs=1e-5)
+    with pytest.raises(InvalidInput):
+        e.embed_query(cast(Any, 3))
+    # the query session runs without a fusion the documents' int8 session keeps: the same
+    # weights, two sessions, and stored int8 vectors that do not change
+    docs = OnnxEmbedder(cache_dir=onnx_cache, quantize="int8")
+    assert docs.onnx_path == queries.onnx_path
+    assert docs._loaded().session is not queries._loaded().session
+
+
 def test_the_embedder_settings_pick_the_query_weights(onnx_cache: Path) -> None:
     for spec, stored, queries in (
         ("onnx", "none", "int8"),

@@ -111,12 +111,17 @@ LEAN_PROPS = props_projection("n", NodeLabel.MEMORY, lean=True)
 """The same without the embedding: recall's statements send the query vector instead and
 return each memory's cosine to it (:data:`SIMILARITY`), so no embedding crosses the wire."""
 
-SIMILARITY = (
-    "CASE WHEN n IS NULL OR n.embedding IS NULL OR size(n.embedding) <> size($vector)\n"
-    "  THEN null ELSE vector.similarity.cosine(n.embedding, $vector) END"
-)
-"""A memory's cosine to the query vector as the server reports it (see
-:data:`COSINE_PROBE`); null without a comparable embedding."""
+
+def similarity(param: str = "vector") -> str:
+    """A memory's cosine to the vector ``$<param>`` (the query's) as the server reports it
+    (see :data:`COSINE_PROBE`); null without a comparable embedding."""
+    return (
+        f"CASE WHEN n IS NULL OR n.embedding IS NULL OR size(n.embedding) <> size(${param})\n"
+        f"  THEN null ELSE vector.similarity.cosine(n.embedding, ${param}) END"
+    )
+
+
+SIMILARITY = similarity()
 
 COSINE_PROBE = "vector.similarity.cosine([1.0, 0.0], [-1.0, 0.0]) AS probe"
 """Returned with every vector score: 0.0 when the server reports cosine as (1 + cos) / 2 (the
@@ -142,16 +147,26 @@ def compile_recall_search(
     not decide the order, best ``vector_k``; ``fetched`` = how many the index returned).
     Rows: ``channel, props, score, fetched, probe, sim``.
 
-    ``similarity_to`` (the query vector; ``vector`` when both are given): the memories come
-    without their embedding and ``sim`` is each one's cosine to it as the server reports it
-    (null otherwise). ``exact``: the vector branch computes the cosine of every memory that
-    passes the filter instead of asking the index (a bulk load has deferred it)."""
+    ``similarity_to`` (the query vector; it may differ from ``vector``, e.g. the topic
+    channel searches by the question without its names and ranks by the whole question's
+    cosine): the memories come without their embedding and ``sim`` is each one's cosine to
+    it as the server reports it (null otherwise). ``exact``: the vector branch computes the
+    cosine of every memory that passes the filter instead of asking the index (a bulk load
+    has deferred it)."""
     require_memory(flt, "recall search")
     if lucene is None and vector is None:
         raise QueryFailed("internal error: a recall search needs text or a vector")
     clauses, params = compile_where(flt)
     lean = similarity_to is not None
     props = LEAN_PROPS if lean else MEMORY_PROPS
+    # the cosine the rows report: to $vector when that is the vector searched (a vector
+    # row's score is then its sim), else to $similar
+    sim_param = "vector"
+    if lean:
+        target = list(similarity_to or ())
+        if vector is not None and target != list(vector):
+            sim_param = "similar"
+        params[sim_param] = target
     branches: list[str] = []
     if lucene is not None:
         lexical, lexical_params = compile_lexical(flt, text_k)
@@ -159,14 +174,12 @@ def compile_recall_search(
             f"{lexical}\n"
             f"RETURN 'lexical' AS channel, {props} AS props, score, null AS fetched,\n"
             + (
-                f"       {COSINE_PROBE}, {SIMILARITY} AS sim"
+                f"       {COSINE_PROBE}, {similarity(sim_param)} AS sim"
                 if lean
                 else "       null AS probe, null AS sim"
             )
         )
         params.update(lexical_params, query=fulltext_query(lucene, flt))
-        if lean:
-            params["vector"] = list(similarity_to or ())
     if vector is not None and exact:
         passing = " AND ".join(["n.embedding IS NOT NULL", *clauses])
         branches.append(
@@ -176,11 +189,11 @@ def compile_recall_search(
             "  LIMIT $vector_k\n"
             "  RETURN collect(n) AS pool\n"
             "}\n"
-            "WITH pool, 0 AS fetched\n" + _ranked_vector_rows("pool", props, lean)
+            "WITH pool, 0 AS fetched\n" + _ranked_vector_rows("pool", props, lean, sim_param)
         )
         params.update(vector=list(vector), vector_k=vector_k)
     elif vector is not None and narrows_beyond_status(flt):
-        branches.append(_scoped_vector_branch(flt, clauses, props, lean))
+        branches.append(_scoped_vector_branch(flt, clauses, props, lean, sim_param))
         params.update(
             _scope_count(flt)[1],
             fetch=vector_fetch,
@@ -201,24 +214,25 @@ def compile_recall_search(
             f"CALL db.index.vector.queryNodes('{VECTOR_INDEX}', $fetch, $vector) YIELD node\n"
             "WITH collect(node) AS near\n"
             f"WITH size(near) AS fetched, [n IN near WHERE {passing}] AS passed\n"
-            + _ranked_vector_rows("passed", props, lean)
+            + _ranked_vector_rows("passed", props, lean, sim_param)
         )
         params.update(fetch=vector_fetch, vector=list(vector), vector_k=vector_k)
     return "\nUNION ALL\n".join(branches), params
 
 
-def _ranked_vector_rows(pool: str, props: str, lean: bool) -> str:
+def _ranked_vector_rows(pool: str, props: str, lean: bool, sim_param: str = "vector") -> str:
     """The vector branch's last clauses: the top ``$vector_k`` of the list ``pool`` by cosine,
     with one row even when the list is empty (it carries ``fetched``, how many the index
-    returned, so the caller can tell "none passed" from "none near")."""
+    returned, so the caller can tell "none passed" from "none near"). ``sim``: the cosine
+    to ``$<sim_param>`` when ``lean`` (the score when that is the vector searched)."""
+    sim = "null" if not lean else "score" if sim_param == "vector" else similarity(sim_param)
     return (
         f"UNWIND CASE WHEN size({pool}) = 0 THEN [null] ELSE {pool} END AS n\n"
         "WITH n, fetched, CASE WHEN n IS NULL THEN null\n"
         "  ELSE vector.similarity.cosine(n.embedding, $vector) END AS score\n"
         "ORDER BY score DESC, n.id LIMIT $vector_k\n"
         f"RETURN 'vector' AS channel, CASE WHEN n IS NULL THEN null ELSE {props} END\n"
-        f"       AS props, score, fetched, {COSINE_PROBE}, "
-        + ("score AS sim" if lean else "null AS sim")
+        f"       AS props, score, fetched, {COSINE_PROBE}, {sim} AS sim"
     )
 
 
@@ -338,7 +352,9 @@ def _start_is_scope(flt: Filter) -> bool:
     return field is not None and flt.ids is None and others == {field}
 
 
-def _scoped_vector_branch(flt: Filter, clauses: list[str], props: str, lean: bool) -> str:
+def _scoped_vector_branch(
+    flt: Filter, clauses: list[str], props: str, lean: bool, sim_param: str = "vector"
+) -> str:
     """Recall's vector branch under a scope (an agent, a namespace, tags ...), one
     statement whose cost follows k and the scope's share of the store, not the store:
 
@@ -428,7 +444,8 @@ def _scoped_vector_branch(flt: Filter, clauses: list[str], props: str, lean: boo
         f"WITH CASE WHEN {small} THEN [scope, 0]\n"
         "  WHEN size(passed0) >= $vector_k OR fetched0 < asked0 THEN [passed0, fetched0]\n"
         "  ELSE [passed1, fetched1] END AS answer\n"
-        "WITH answer[0] AS pool, answer[1] AS fetched\n" + _ranked_vector_rows("pool", props, lean)
+        "WITH answer[0] AS pool, answer[1] AS fetched\n"
+        + _ranked_vector_rows("pool", props, lean, sim_param)
     )
 
 
@@ -695,7 +712,7 @@ class Neo4jSearch(Neo4jSchema):
         fetch = self._vector_fetch(vector_k)
         sim_to: list[float] | None = None
         if similarities is not None:  # lean; without a query vector no sim is computed
-            sim_to = qvec or _plain(query_vector) or []
+            sim_to = _plain(query_vector) or qvec or []
         stmt = compile_recall_search(
             flt,
             lucene=lucene,
