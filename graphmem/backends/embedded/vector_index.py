@@ -651,7 +651,9 @@ class VectorIndex:
                 return out
             if fetch >= min(len(keys), _FETCH_LIMIT):
                 return None
-            fetch = min(len(keys), _FETCH_LIMIT, 4 * fetch)
+            # as many again as the share that passed says, and at least twice as many
+            grow = max(2.0, 1.25 * want / max(len(out), 1))
+            fetch = min(len(keys), _FETCH_LIMIT, int(grow * fetch))
 
     # -- search ----------------------------------------------------------------------
 
