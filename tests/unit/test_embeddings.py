@@ -282,6 +282,11 @@ def test_a_query_gets_the_row_a_batch_of_it_gets(onnx_cache: Path) -> None:
     assert float(np.linalg.norm(fp32.embed_query(SAMPLES[0]))) == pytest.approx(1.0, abs=1e-5)
     with pytest.raises(InvalidInput):
         e.embed_query(cast(Any, 3))
+    # the query session runs without a fusion the documents' int8 session keeps: the same
+    # weights, two sessions, and stored int8 vectors that do not change
+    docs = OnnxEmbedder(cache_dir=onnx_cache, quantize="int8")
+    assert docs.onnx_path == queries.onnx_path
+    assert docs._loaded().session is not queries._loaded().session
 
 
 def test_the_embedder_settings_pick_the_query_weights(onnx_cache: Path) -> None:

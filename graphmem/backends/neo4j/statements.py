@@ -125,12 +125,19 @@ def create_variant(text: str, label: NodeLabel) -> str:
 
 def create_edge_variant(text: str) -> str:
     """An edge upsert file's statement for edges with a new end (a node this write
-    creates): the edge cannot exist yet, so it is CREATEd instead of MERGEd."""
+    creates): the edge cannot exist yet, so it is CREATEd instead of MERGEd, and its
+    properties are added (``+=``) rather than replaced: the same on an edge without any,
+    and an empty map (a NEXT edge's) then costs one store access per edge instead of two."""
     new, n = re.subn(
         r"^MERGE (\(a\)-\[r:\w+\]->\(b\))$", r"CREATE \1", text, count=1, flags=re.MULTILINE
     )
     if n != 1:
         raise QueryFailed("internal error: no relationship MERGE in an edge upsert")
+    new, n = re.subn(
+        r"^SET r = row\.props$", "SET r += row.props", new, count=1, flags=re.MULTILINE
+    )
+    if n != 1:
+        raise QueryFailed("internal error: no SET r = row.props in an edge upsert")
     return new
 
 
@@ -153,14 +160,17 @@ _SET_PROPS = re.compile(r"^SET (\w+) = row\.props\b.*$", re.MULTILINE)
 @lru_cache(maxsize=256)
 def times_from_text(text: str, label: NodeLabel) -> str:
     """An upsert file's statement that turns the ISO texts of :func:`times_as_text` back
-    into datetimes on the server, right after ``SET x = row.props`` (``datetime(null)`` is
-    null: a field left out stays absent)."""
+    into datetimes on the server, inside its ``SET x = row.props``: the map it sets is
+    ``row.props`` with each temporal field replaced by ``datetime(...)`` of its text, so
+    each property is written once (setting the texts and then the datetimes over them cost
+    a tenth of a batch's server time). ``datetime(null)`` is null: a field left out stays
+    absent."""
     fields = temporal_fields(label)
     if not fields:
         return text
     m = _SET_PROPS.search(text)
     if m is None:
         raise QueryFailed(f"internal error: no SET ... = row.props in the {label.value} upsert")
-    var = m.group(1)
-    fix = "SET " + ", ".join(f"{var}.{f} = datetime(row.props.{f})" for f in fields)
-    return f"{text[: m.end()]}\n{fix}{text[m.end() :]}"
+    times = ", ".join(f"{f}: datetime(_p.{f})" for f in fields)
+    line = m.group(0).replace("row.props", f"_p {{.*, {times}}}", 1)
+    return f"{text[: m.start()]}WITH *, row.props AS _p\n{line}{text[m.end() :]}"

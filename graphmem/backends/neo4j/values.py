@@ -48,15 +48,30 @@ def props_from_db(props: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _from_db(v) for k, v in props.items()}
 
 
+_UNCHECKED = frozenset({str, float, bool, type(None)})
+"""Value types Neo4j stores whatever their value (most of a node's properties, and every
+element of an embedding): looked up by class, so a batch's thousands of them cost one set
+lookup each."""
+
+
 def check_value(key: str, value: Any) -> Any:
     """Refuse values Neo4j cannot store (integers beyond 64 bits)."""
+    if value.__class__ in _UNCHECKED:
+        return value
     if isinstance(value, int) and not isinstance(value, bool):
         if not _INT64[0] <= value <= _INT64[1]:
             raise InvalidInput(f"property {key!r} is outside the 64-bit integer range")
-    elif isinstance(value, list):
-        for v in value:
+    elif isinstance(value, list) and not _UNCHECKED.issuperset(map(type, value)):
+        for v in value:  # the types looked at in one pass in C first (an embedding's floats)
             check_value(key, v)
     return value
+
+
+def check_props(props: Mapping[str, Any]) -> None:
+    """:func:`check_value` of every property."""
+    for k, v in props.items():
+        if v.__class__ not in _UNCHECKED:
+            check_value(k, v)
 
 
 def node_from_db(label: str, props: Mapping[str, Any]) -> GraphNode:

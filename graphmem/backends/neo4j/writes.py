@@ -9,6 +9,7 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from graphmem.backends.base import (
@@ -46,7 +47,7 @@ from graphmem.backends.neo4j.statements import (
     times_as_text,
     times_from_text,
 )
-from graphmem.backends.neo4j.values import check_value, props_from_db
+from graphmem.backends.neo4j.values import check_props, check_value, props_from_db
 from graphmem.errors import Conflict, DimensionMismatch, GraphMemError, InvalidInput, QueryFailed
 from graphmem.models import (
     Agent,
@@ -205,14 +206,26 @@ class _Hubs:
         return bool(self.agents or self.tags or self.runs)
 
 
+@lru_cache(maxsize=16)
+def _row_shape(label: NodeLabel) -> tuple[frozenset[tuple[EdgeType, NodeLabel]], bool, bool]:
+    """The structural edges ``label``'s upsert maintains, and whether its rows carry
+    ``tags`` and ``run`` (looked up once per label, not once per row)."""
+    shapes = STRUCTURAL_SHAPES.get(label, frozenset())
+    return (
+        shapes,
+        any(tl is NodeLabel.TAG for _t, tl in shapes),
+        any(tl is NodeLabel.RUN for _t, tl in shapes),
+    )
+
+
 def _structural_row(label: NodeLabel, props: Mapping[str, Any], hubs: _Hubs) -> dict[str, Any]:
     """The structural targets of a node as upsert row keys (see :data:`STRUCTURAL_SHAPES`):
     ``agent`` (Agent id), ``run`` (Run id or None), ``tags``; the targets join ``hubs``."""
-    shapes = STRUCTURAL_SHAPES.get(label, frozenset())
+    shapes, tagged, in_run = _row_shape(label)
     row: dict[str, Any] = {}
-    if any(tl is NodeLabel.TAG for _t, tl in shapes):
+    if tagged:
         row["tags"] = []
-    if any(tl is NodeLabel.RUN for _t, tl in shapes):
+    if in_run:
         row["run"] = None
     for etype, tlabel, tid, defaults in structural_targets(label, props):
         if (etype, tlabel) not in shapes:
@@ -305,7 +318,8 @@ class Neo4jWrites(Neo4jSchema):
         by_label: dict[NodeLabel, list[dict[str, Any]]] = defaultdict(list)
         hubs = _Hubs()
         for node in latest.values():
-            props = {k: check_value(k, v) for k, v in node.to_props().items()}
+            props = node.to_props()  # a dict of its own: converted in place
+            check_props(props)
             row: dict[str, Any] = {"id": node.id, "props": props}
             row.update(_structural_row(node.label, props, hubs))
             times_as_text(node.label, props)
@@ -326,8 +340,9 @@ class Neo4jWrites(Neo4jSchema):
         for label in _UPSERT_ORDER:
             name = UPSERT_QUERIES[label]
             rows = sorted(by_label.get(label, []), key=_by_id)
-            new = [r for r in rows if NodeRef(label, r["id"]) in create]
-            old = [r for r in rows if NodeRef(label, r["id"]) not in create]
+            fresh = {ref.id for ref in create if ref.label is label}
+            new = [r for r in rows if r["id"] in fresh]
+            old = [r for r in rows if r["id"] not in fresh]
             for chunk in chunks(new, self._batch_rows):
                 text, params = self._bind(name, rows=list(chunk))
                 text = times_from_text(create_variant(text, label), label)
