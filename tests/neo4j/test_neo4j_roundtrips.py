@@ -22,6 +22,7 @@ from graphmem.backends import open_backend
 from graphmem.backends.base import Expect, VectorQueue, WriteBatch
 from graphmem.backends.neo4j import Neo4jBackend, compose
 from graphmem.backends.neo4j.queries import strip_literals
+from graphmem.backends.neo4j.search import COSINE_PROBE
 from graphmem.backends.neo4j.values import META_PAIRS
 from graphmem.config import RecallConfig
 from graphmem.errors import BackendUnavailable, Conflict, InvalidInput, QueryFailed
@@ -910,7 +911,11 @@ def test_recall_leaves_embeddings_on_the_server_and_uses_its_cosines(fake: FakeD
     for st in fake.recorder.statements:
         # every field named: `.*` would read the embedding too, only to drop it
         assert _is_lean(st.text) and not re.search(r"[{,] *\.embedding\b", st.text)
-        assert "vector.similarity.cosine(n.embedding, $vector)" in st.text
+        # each memory's cosine, its embedding read once (each n.embedding reads it again)
+        assert "[e IN [n.embedding] |" in st.text
+        assert "vector.similarity.cosine(e, $vector)" in st.text
+        cosines = st.text.count("vector.similarity.cosine(") - st.text.count(COSINE_PROBE)
+        assert st.text.count("n.embedding") == cosines
     q = emb.embed(["what does alice drink"])[0]
     by_id = {r.memory.id: r for r in results}
     assert kettle.id in by_id  # the expansion's memory, scored by the server's cosine
