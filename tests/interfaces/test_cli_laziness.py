@@ -27,7 +27,7 @@ HEAVY = (
     "mcp",
     "uvicorn",
     "rich",
-    "hnswlib",
+    "faiss",
     "onnx",
 )
 

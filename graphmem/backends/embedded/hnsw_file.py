@@ -1,17 +1,18 @@
 """The HNSW graph of the embedded store's vector index, kept beside the store.
 
 Building the graph over 100k vectors takes tens of seconds; keeping it in a file lets an
-open use it at once. Two files sit beside the store ``X``: ``X-hnsw.bin`` (hnswlib's own
-format) and ``X-hnsw.json`` (what the graph describes: format, store id, dimension, the
-store's change-log position it reflects, the key of every graph label, and the size and
-CRC-32 of the ``.bin``). Each is written to a temporary file, flushed to disk and renamed
-over the old one, the ``.json`` last, so a crash leaves either the old pair, the new pair,
-or a pair whose checksums disagree.
+open use it at once. Two files sit beside the store ``X``: ``X-hnsw.bin`` (faiss's own
+format, see ``ann_graph``) and ``X-hnsw.json`` (what the graph describes: format, store
+id, dimension, the store's change-log position it reflects, the key of every graph label,
+and the size and CRC-32 of the ``.bin``). Each is written to a temporary file, flushed to
+disk and renamed over the old one, the ``.json`` last, so a crash leaves either the old
+pair, the new pair, or a pair whose checksums disagree.
 
 Nothing in them is trusted: :func:`load` returns ``None`` (with the reason logged) unless
 the ``.json`` parses, names this store and dimension, and the ``.bin`` has the recorded
-size and checksum (read through the same open file hnswlib then loads, so a rename in
-between cannot slip another file in). The caller then checks that the labels name exactly
+size and checksum (read through the same open file faiss then loads, so a rename in
+between cannot slip another file in), and holds a graph of that dimension with one vector
+per label. The caller then checks that the labels name exactly
 the vectors it holds and replays the changes logged since (or rebuilds when it cannot).
 """
 
@@ -25,15 +26,19 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from sys import intern
 from typing import Any
 
 import orjson
+
+from graphmem.backends.embedded.ann_graph import Graph
 
 __all__ = ["SavedGraph", "files_of", "load", "remove", "save", "temp_beside"]
 
 log = logging.getLogger("graphmem.backends.embedded")
 
-FORMAT = 1
+#: 2: faiss's quantized HNSW graph (1 was hnswlib's: such a graph is rebuilt once)
+FORMAT = 2
 _CHUNK = 1 << 22
 
 
@@ -41,7 +46,7 @@ _CHUNK = 1 << 22
 class SavedGraph:
     """A graph read back from disk and the store state it reflects."""
 
-    ann: Any  # hnswlib.Index
+    ann: Graph
     label_keys: list[str | None]
     seq: int
 
@@ -78,7 +83,7 @@ def temp_beside(target: Path) -> Iterator[Path]:
 
 def save(
     store: Path,
-    ann: Any,
+    ann: Graph,
     label_keys: list[str | None],
     *,
     store_id: str,
@@ -88,7 +93,7 @@ def save(
     """Write the graph and its description beside ``store`` (see the module docstring)."""
     bin_path, meta_path = files_of(store)
     with temp_beside(bin_path) as tmp:
-        ann.save_index(str(tmp))
+        ann.save(str(tmp))
         with open(tmp, "rb") as f:
             crc, size = _crc(f)
     meta = {
@@ -130,6 +135,9 @@ def load(lib: Any, store: Path, *, store_id: str, dim: int) -> SavedGraph | None
             raise ValueError("malformed description")
         if not set(map(type, labels)) <= {str, type(None)}:
             raise ValueError("malformed labels")
+        # the store's node keys are interned: the labels become those strings instead of a
+        # second copy of each (~90 MB at 1M vectors)
+        labels = [None if key is None else intern(key) for key in labels]
         with open(bin_path, "rb") as f:
             crc, size = _crc(f)
             if (size, crc) != (meta.get("bin_size"), meta.get("bin_crc32")):
@@ -137,10 +145,9 @@ def load(lib: Any, store: Path, *, store_id: str, dim: int) -> SavedGraph | None
             # load what was checked: the open file, even if the name was replaced since
             fd_path = f"/proc/self/fd/{f.fileno()}"
             source = fd_path if os.path.exists(fd_path) else str(bin_path)
-            ann = lib.Index(space="ip", dim=dim)
-            ann.load_index(source, allow_replace_deleted=True)
-        if max(ann.get_ids_list(), default=-1) >= len(labels):
-            raise ValueError("the graph has labels its description does not name")
+            ann = Graph.load(lib, source, dim)
+        if len(ann) != len(labels):
+            raise ValueError("the graph's vectors are not the labels its description names")
     except (OSError, ValueError, KeyError, TypeError, RuntimeError, orjson.JSONDecodeError) as e:
         log.warning("not using the saved vector graph beside %s (%s); rebuilding it", store, e)
         return None
