@@ -251,3 +251,13 @@ def test_a_batched_load_stops_at_a_failed_batch_and_keeps_the_written_ones(
         mem.writes.remember_batched(items, batch_size=3, workers=1)
     assert any("6 of 12 memories written" in n for n in info.value.__notes__)
     assert {m.id for m in mem.list(limit=50)} == {taken.id, *(m.id for m in items[:6])}
+
+
+def test_the_graph_view_shows_tags_as_the_models_tuple(mem: GraphMemory) -> None:
+    m = mem.remember("tea at noon", tags=["drink", "habit"])
+    mem.agents.register("cto", seniority="lead")
+    f = mem.org.publish("Never log secrets.", author="cto", fact_id="no-secrets", tags=["sec"])
+    nodes = mem.graph.nodes
+    assert nodes[m.ref.key]["tags"] == ("drink", "habit")
+    assert nodes[f.ref.key]["tags"] == ("sec",)
+    assert nodes[m.ref.key]["content"] == "tea at noon"
