@@ -92,17 +92,48 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, round(p / 100 * (len(values) - 1)))]
 
 
-def bench(url: str, n: int, *, reopen: bool, **open_options: Any) -> dict[str, Any]:
+def server_cpu_s(pid: int | None) -> float:
+    """CPU seconds (user + system) the process ``pid`` has used so far (Linux /proc; NaN
+    without a pid): a local server's JVM, whose work per memory is the steadier figure on a
+    shared machine."""
+    if pid is None:
+        return float("nan")
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def ingest(mem: GraphMemory, data: list[dict[str, Any]], batch: int, workers: int) -> None:
+    """The load: ``remember_many`` of ``batch`` at a time, or with ``workers`` > 1 the bulk
+    verb ``mem.writes.remember_batched`` (batches written side by side)."""
+    if workers > 1:
+        mem.writes.remember_batched(data, batch_size=batch, workers=workers)
+        return
+    for i in range(0, len(data), batch):
+        mem.remember_many(data[i : i + batch])
+
+
+def bench(
+    url: str,
+    n: int,
+    *,
+    reopen: bool,
+    workers: int = 1,
+    server_pid: int | None = None,
+    **open_options: Any,
+) -> dict[str, Any]:
     rng = random.Random(1)
     data = items(n)
     out: dict[str, Any] = {"n": n}
     mem = GraphMemory.open(url, embedder=None, **open_options)
-    t, c = time.perf_counter(), time.process_time()
-    for i in range(0, n, 1000):
-        mem.remember_many(data[i : i + 1000])
+    t, c, s = time.perf_counter(), time.process_time(), server_cpu_s(server_pid)
+    ingest(mem, data, 1000, workers)
     out["ingest_per_s"] = n / (time.perf_counter() - t)
     # CPU of the whole process: on a shared machine the steadier figure
     out["ingest_cpu_per_s"] = n / max(time.process_time() - c, 1e-9)
+    out["ingest_client_cpu_us"] = (time.process_time() - c) / n * 1e6
+    if server_pid is not None:
+        out["ingest_server_cpu_us"] = (server_cpu_s(server_pid) - s) / n * 1e6
 
     lat = []
     for i in range(300):
@@ -179,6 +210,8 @@ COLUMNS = [
     ("n", "memories", "{:,}"),
     ("ingest_per_s", "batch ingest /s", "{:,.0f}"),
     ("ingest_cpu_per_s", "batch ingest /s of CPU", "{:,.0f}"),
+    ("ingest_client_cpu_us", "ingest client CPU µs / memory", "{:.0f}"),
+    ("ingest_server_cpu_us", "ingest server CPU µs / memory", "{:.0f}"),
     ("remember_p50_ms", "remember p50 ms", "{:.2f}"),
     ("remember_p95_ms", "remember p95 ms", "{:.2f}"),
     ("remember_run_p50_ms", "remember in a run p50 ms", "{:.2f}"),
@@ -304,13 +337,20 @@ def open_fresh(url: str) -> dict[str, Any]:
 
 
 def bench_recall(
-    url: str, n: int, *, queries: int = 200, ingest: bool = True, **open_options: Any
+    url: str,
+    n: int,
+    *,
+    queries: int = 200,
+    load: bool = True,
+    workers: int = 1,
+    server_pid: int | None = None,
+    **open_options: Any,
 ) -> dict[str, Any]:
     """Hybrid recall latency over ``n`` memories with synthetic 384-d embeddings.
 
     Per query the clock covers the real query embedding (bundled MiniLM on the query text)
     plus ``GraphMemory.recall`` (BM25 + vector + graph expansion + fusion + ranking) with a
-    synthetic query vector; ``touch=False`` so that reads stay reads. ``ingest=False``:
+    synthetic query vector; ``touch=False`` so that reads stay reads. ``load=False``:
     the store already holds this workload's ``n`` memories (an earlier run's), so only the
     reads are measured."""
     import numpy as np
@@ -335,17 +375,21 @@ def bench_recall(
     mem = GraphMemory.open(url, embedder=SyntheticQueries(384, vecs), **open_options)
     rng = random.Random(2)
     texts = [" ".join(word(rng) for _ in range(4)) for _ in range(queries)]
-    if ingest:
-        t, c = time.perf_counter(), time.process_time()
+    if load:
+        t, c, s = time.perf_counter(), time.process_time(), server_cpu_s(server_pid)
         # a server defers its vector index to the end of the load (populated before the
         # ingest's clock stops, so the first query finds every vector)
         bulk = getattr(mem.backend, "bulk_load", None)
         with bulk() if bulk is not None else nullcontext() as report:
-            for i in range(0, n, 2000):
-                mem.remember_many(data[i : i + 2000])
+            ingest(mem, data, 2000, workers)
             mem.vectors.wait()  # background vectors: ingest ends when every vector is stored
+            s_writes = server_cpu_s(server_pid)
         out["ingest_per_s"] = n / (time.perf_counter() - t)
         out["ingest_cpu_per_s"] = n / max(time.process_time() - c, 1e-9)
+        out["ingest_client_cpu_us"] = (time.process_time() - c) / n * 1e6
+        if server_pid is not None:
+            out["ingest_server_cpu_us"] = (s_writes - s) / n * 1e6
+            out["index_server_cpu_s"] = server_cpu_s(server_pid) - s_writes
         if report is not None:
             out["index_build_s"] = report.index_s
         t = time.perf_counter()
@@ -419,6 +463,9 @@ RECALL_COLUMNS = [
     ("ingest_per_s", "ingest /s (with vectors)", "{:,.0f}"),
     ("ingest_cpu_per_s", "ingest /s of CPU", "{:,.0f}"),
     ("index_build_s", "of which vector index population s (server, after the load)", "{:.1f}"),
+    ("ingest_client_cpu_us", "ingest client CPU µs / memory", "{:.0f}"),
+    ("ingest_server_cpu_us", "ingest server CPU µs / memory (writes)", "{:.0f}"),
+    ("index_server_cpu_s", "server CPU s of the index population", "{:.1f}"),
     ("first_query_s", "first query s", "{:.2f}"),
     ("ann_build_s", "HNSW background build s", "{:.1f}"),
     ("embed_p50_ms", "query embed p50 ms", "{:.1f}"),
@@ -457,7 +504,15 @@ def recall_main(args: argparse.Namespace, argv: list[str] | None) -> None:
             if not args.keep:
                 empty_server(args.url, options, args.wipe)
             rows.append(
-                bench_recall(args.url, n, queries=args.queries, ingest=not args.keep, **options)
+                bench_recall(
+                    args.url,
+                    n,
+                    queries=args.queries,
+                    load=not args.keep,
+                    workers=args.workers,
+                    server_pid=args.server_pid,
+                    **options,
+                )
             )
             continue
         with tempfile.TemporaryDirectory() as d:
@@ -503,6 +558,8 @@ def conditions(args: argparse.Namespace) -> str:
     text = f"load average {LOAD_AT_START:.1f} at the start, {_load():.1f} at the end"
     if args.busy:
         text += f", beside {args.busy} CPU-bound process(es) started by the run"
+    if args.workers > 1:
+        text += f"; ingest by remember_batched on {args.workers} workers"
     if args.note:
         text += f"; server: {args.note}"
     return text
@@ -589,16 +646,31 @@ def compare_main(args: argparse.Namespace, argv: list[str] | None) -> None:
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "compare.db")
             embedded = (
-                bench_recall(path, n, queries=args.queries)
+                bench_recall(path, n, queries=args.queries, workers=args.workers)
                 if args.recall
-                else bench(path, n, reopen=False, durability=args.durability)
+                else bench(path, n, reopen=False, durability=args.durability, workers=args.workers)
             )
         if not args.keep:
             empty_server(args.url, options, args.wipe)
         server = (
-            bench_recall(args.url, n, queries=args.queries, ingest=not args.keep, **options)
+            bench_recall(
+                args.url,
+                n,
+                queries=args.queries,
+                load=not args.keep,
+                workers=args.workers,
+                server_pid=args.server_pid,
+                **options,
+            )
             if args.recall
-            else bench(args.url, n, reopen=False, **options)
+            else bench(
+                args.url,
+                n,
+                reopen=False,
+                workers=args.workers,
+                server_pid=args.server_pid,
+                **options,
+            )
         )
         tables.append(side_by_side(embedded, server, columns))
         print(tables[-1], flush=True)
@@ -665,6 +737,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--queries", type=int, default=200, help="--recall: timed queries per filter (default 200)"
     )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="ingest with mem.writes.remember_batched on this many workers (default 1: "
+        "remember_many, one batch at a time)",
+    )
+    ap.add_argument(
+        "--server-pid",
+        type=int,
+        default=None,
+        help="a local server's process (its JVM): report its CPU per ingested memory",
+    )
     args = ap.parse_args(argv)
     with cpu_neighbours(args.busy):
         run_main(args, argv)
@@ -684,7 +769,16 @@ def run_main(args: argparse.Namespace, argv: list[str] | None) -> None:
     for n in (int(s) for s in args.sizes.split(",")):
         if server:
             empty_server(args.url, options, args.wipe)
-            rows.append(bench(args.url, n, reopen=False, **options))
+            rows.append(
+                bench(
+                    args.url,
+                    n,
+                    reopen=False,
+                    workers=args.workers,
+                    server_pid=args.server_pid,
+                    **options,
+                )
+            )
         elif args.url:
             rows.append(bench(args.url, n, reopen=False))
         else:

@@ -704,7 +704,9 @@ class GraphMemory(MemoryAPI):
     @property
     def graph(self) -> nx.MultiDiGraph:
         """The memory graph as networkx (read-only). Live for the embedded backend; a
-        snapshot built from a full scan for server backends."""
+        snapshot built from a full scan for server backends. A node's attributes are its
+        stored properties (datetimes as aware datetimes, tags as a tuple of strings on
+        every backend)."""
         return graph_snapshot(self._backend)
 
     def stats(self) -> dict[str, Any]:

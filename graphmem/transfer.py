@@ -163,7 +163,9 @@ def _file(path: str | Path, mode: Literal["r", "w"]) -> IO[str]:
 
 def graph_snapshot(backend: GraphBackend) -> nx.MultiDiGraph:
     """The store as a read-only networkx graph: the live graph of the embedded backend, a
-    snapshot built from a full scan for server backends (embeddings left out)."""
+    snapshot built from a full scan for server backends (embeddings left out). A node's
+    attributes are its properties as stored, except that a field the model holds as a
+    tuple (a memory's or an org fact's tags) is that tuple on every backend."""
     if isinstance(backend, GraphView):
         return backend.graph
     import networkx as nx
@@ -171,8 +173,13 @@ def graph_snapshot(backend: GraphBackend) -> nx.MultiDiGraph:
     g = nx.MultiDiGraph()
     for nodes, edges in backend.scan():
         for n in nodes:
-            props = n.to_props()
+            props: dict[str, Any] = n.to_props()
             props.pop("embedding", None)
+            for k, v in props.items():
+                # a tuple field (tags) as the model and the embedded store's live view
+                # hold it: one type on every backend
+                if v.__class__ is list and isinstance(held := getattr(n, k, None), tuple):
+                    props[k] = held
             g.add_node(n.ref.key, label=n.label.value, **props)
         for e in edges:
             g.add_edge(e.src.key, e.dst.key, key=e.type.value, type=e.type.value, **e.props)

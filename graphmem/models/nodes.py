@@ -124,7 +124,7 @@ class GraphNode(BaseModel):
         Never use it for data from outside (files, users): use :meth:`from_props`. A server
         backend uses it only for rows of its own statements it has checked the shape of
         (:func:`graphmem.backends.neo4j.values.node_from_db`)."""
-        template, fields, conv = _trusted_plan(cls)
+        template, fields, conv = trusted_plan(cls)
         # to_props drops only None values, so a missing field is None (field order kept)
         data = template.copy()
         meta: dict[str, Any] = {}
@@ -158,7 +158,7 @@ def _field_names(model: type[BaseModel]) -> tuple[str, ...]:
 _PLANS: dict[type, tuple[dict[str, Any], frozenset[str], tuple[tuple[str, Any], ...]]] = {}
 
 
-def _trusted_plan(
+def trusted_plan(
     model: type[BaseModel],
 ) -> tuple[dict[str, Any], frozenset[str], tuple[tuple[str, Any], ...]]:
     """What :meth:`GraphNode.from_trusted` needs of a class, worked out once: every field

@@ -57,7 +57,15 @@ SKIP = {
     "vectors.close",
 }
 #: the face of ``mem.writes`` (graphmem.protocol.WritesAPI); the rest of Writes is internal
-WRITES = ("reconcile", "supersede", "link", "set_status", "validate", "memories")
+WRITES = (
+    "reconcile",
+    "supersede",
+    "link",
+    "set_status",
+    "validate",
+    "memories",
+    "remember_batched",
+)
 ROUND = 150
 
 

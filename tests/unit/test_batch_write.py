@@ -47,7 +47,13 @@ def test_an_open_leaves_its_state_in_the_oldest_generation_and_keeps_a_freeze(
     again = NetworkXBackend(path)
     try:
         young = {id(o) for o in gc.get_objects(0) + gc.get_objects(1)}
-        states = list(again._g._node.values()) + list(again._g._succ.values())
+        table = again._g._node
+        states = [
+            table.memories.keys,
+            table.memories.content,
+            *again._g._succ.values(),
+            *table.dicts.values(),
+        ]
         assert states and all(gc.is_tracked(d) for d in states[:5])
         assert not any(id(d) in young for d in states)
     finally:

@@ -182,6 +182,27 @@ def test_a_damaged_foreign_or_stale_graph_file_is_rebuilt_not_trusted(
         assert _index(mem)._ann is not None and _index(mem)._building is None
 
 
+def test_a_saved_graph_half_of_retired_nodes_is_rebuilt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path, ids = _built(tmp_path)
+    caplog.set_level(logging.INFO)
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        for i in ids[:199]:
+            mem.forget(i)
+        assert _index(mem)._ann is not None  # the graph keeps their nodes, retired
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        assert _index(mem)._ann is not None and _index(mem)._building is None
+        assert "retired" not in caplog.text  # 199 of 400: kept
+        mem.forget(ids[199])
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        index = _index(mem)
+        assert "half retired nodes; rebuilding" in caplog.text
+        assert index.build_ann()
+        assert len(index._label_keys) == len(index) == 200  # a graph of the live ones
+        _assert_graph_answers_like_exact(index, ids[200:])
+
+
 def test_below_the_threshold_no_file_is_written(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     _fill(path, 50)

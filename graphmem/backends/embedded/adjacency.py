@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from graphmem.backends.embedded.records import NodeTable
+
 if TYPE_CHECKING:
     import networkx as nx
 
-#: node key -> attribute dict
-Nodes = dict[str, dict[str, Any]]
 #: node key -> neighbour key -> edge key -> edge attribute dict
 Adj = dict[str, dict[str, dict[str, dict[str, Any]]]]
 
@@ -29,13 +29,13 @@ class Adjacency:
     __slots__ = ("_node", "_pred", "_succ")
 
     def __init__(self) -> None:
-        self._node: Nodes = {}
+        self._node = NodeTable()
         self._succ: Adj = {}
         self._pred: Adj = {}
 
     @property
-    def nodes(self) -> Nodes:
-        """Node key -> its attribute dict (networkx's ``G.nodes[key]`` is that dict)."""
+    def nodes(self) -> NodeTable:
+        """Node key -> its attributes (networkx's ``G.nodes[key]`` is that mapping)."""
         return self._node
 
     def __contains__(self, key: object) -> bool:

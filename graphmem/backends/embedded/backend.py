@@ -30,7 +30,6 @@ from graphmem.backends.base import (
     structural_targets,
 )
 from graphmem.backends.embedded.graph import (
-    _count_access,
     _edge_of,
     _orderable,
     _ref_of,
@@ -380,10 +379,9 @@ class NetworkXBackend(EmbeddedSearch):
             pending = self._pending_touch
             for i in dict.fromkeys(ids):
                 key = "Memory:" + i
-                attrs = nodes.get(key)
-                if attrs is None:
+                if key not in nodes:
                     continue
-                _count_access(attrs, 1, at)
+                nodes.count_access(key, 1, at)
                 n, seen = pending.get(key, (0, at))
                 pending[key] = (n + 1, at if seen < at else seen)
             if self._touch_since is None:

@@ -13,6 +13,7 @@ import numpy as np
 
 from graphmem.backends.base import STRUCTURAL
 from graphmem.backends.embedded.adjacency import Adj, Adjacency
+from graphmem.backends.embedded.records import Attrs, NodeTable
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.models import (
     Edge,
@@ -65,8 +66,8 @@ _SHARED_FIELDS: dict[str, tuple[str, ...]] = {
 def _share_values(label: NodeLabel, attrs: dict[str, Any]) -> None:
     """Replace the repeated string values of ``attrs`` (and of its tags) by interned
     ones, and its label by the label's own string (see ``_SHARED_FIELDS``). Tags are held
-    as a tuple (stored and written as a list): a tuple of strings is smaller than a list
-    and unpickles faster (the tag lists were a sixth of unpickling a saved state)."""
+    as a tuple (stored and written as a list), the model's type on every label: a tuple
+    of strings is smaller than a list and unpickles faster."""
     attrs["label"] = label.value
     for f in _SHARED_FIELDS[label.value]:
         v = attrs.get(f)
@@ -74,6 +75,25 @@ def _share_values(label: NodeLabel, attrs: dict[str, Any]) -> None:
             attrs[f] = intern(v)
         elif v.__class__ is list or v.__class__ is tuple:
             attrs[f] = tuple([intern(t) if t.__class__ is str else t for t in v])
+    tags = attrs.get("tags")
+    if tags.__class__ is list:  # a label whose tags are not indexed (an org fact's)
+        attrs["tags"] = tuple([intern(t) if t.__class__ is str else t for t in tags])
+
+
+def _hold(nodes: NodeTable, label: NodeLabel, key: str, attrs: dict[str, Any]) -> None:
+    """Store ``attrs`` as the node's: a memory's as a row of the columns, which share
+    their repeated values themselves; another node's (or a memory's that does not fit
+    the columns) as the dict, its repeated values shared (:func:`_share_values`)."""
+    if label is NodeLabel.MEMORY:
+        attrs["label"] = label.value
+        tags = attrs.get("tags")
+        if tags.__class__ is list:
+            attrs["tags"] = tuple(tags)
+        if nodes.memories.put(key, attrs):
+            nodes.dicts.pop(key, None)
+            return
+    _share_values(label, attrs)
+    nodes[key] = attrs
 
 
 _DT_FIELDS: dict[NodeLabel, frozenset[str]] = {}
@@ -129,7 +149,7 @@ def _link(
 Bucket = dict[Any, "str | set[str]"]
 
 
-def _index_into(buckets: list[tuple[str, Bucket]], key: str, props: dict[str, Any]) -> None:
+def _index_into(buckets: list[tuple[str, Bucket]], key: str, props: Attrs) -> None:
     """Add a node key to the index buckets of its indexed fields; a tuple (or list) value
     indexes each item, as for tags."""
     for f, bucket in buckets:
@@ -145,7 +165,7 @@ def _index_into(buckets: list[tuple[str, Bucket]], key: str, props: dict[str, An
                 held.add(key)  # type: ignore[union-attr]
 
 
-def _index_out(buckets: list[tuple[str, Bucket]], key: str, props: dict[str, Any]) -> None:
+def _index_out(buckets: list[tuple[str, Bucket]], key: str, props: Attrs) -> None:
     """Remove a node key from the index buckets of its indexed fields (the reverse of
     :func:`_index_into`)."""
     for f, bucket in buckets:
@@ -169,13 +189,6 @@ def _keys_of(bucket: Bucket, value: Any) -> set[str]:
     if held is None:
         return set()
     return {held} if held.__class__ is str else held  # type: ignore[return-value]
-
-
-def _count_access(attrs: dict[str, Any], n: int, at: datetime) -> None:
-    """Add ``n`` accesses at ``at`` to a memory's in-memory attributes."""
-    attrs["access_count"] = int(attrs.get("access_count", 0)) + n
-    last = attrs.get("last_accessed")
-    attrs["last_accessed"] = at if last is None or last < at else last
 
 
 #: STRUCTURAL as (label, edge type) text pairs, as the in-memory graph holds them
@@ -231,28 +244,27 @@ class EmbeddedGraph:
         """A read-only live view of the in-memory graph (node keys are ``Label:id``)."""
         return self._g.as_networkx()
 
-    def _index_remove(self, label: NodeLabel, key: str, props: dict[str, Any]) -> None:
+    def _index_remove(self, label: NodeLabel, key: str, props: Attrs) -> None:
         _index_out(self._buckets[label], key, props)
 
     def _put_node(self, label: NodeLabel, key: str, attrs: dict[str, Any], rid: int) -> None:
         """Set a node's attributes in memory, with its index buckets and rid maps (its
-        edges are the caller's business). An existing attribute dict is updated in place:
-        networkx views hold on to it."""
+        edges are the caller's business). A dict already held for the node is updated in
+        place (networkx views hold on to it); a memory's row is overwritten."""
         g = self._g
         key = intern(key)  # one string per node key, however many places hold it
-        _share_values(label, attrs)
-        old = g._node.get(key)
+        nodes = g._node
+        old = nodes.get(key)
         if old is not None:
             # only the buckets of fields that changed (a run's count and last memory id
-            # change with every batch appended to it, its indexed fields do not)
+            # change with every batch appended to it, its indexed fields do not); read
+            # before the write: a memory's row shows the new values after it
             moved = [(f, b) for f, b in self._buckets[label] if old.get(f) != attrs.get(f)]
             if moved:
                 _index_out(moved, key, old)
-            old.clear()
-            old.update(attrs)
-            attrs = old
+            _hold(nodes, label, key, attrs)
         else:
-            g._node[key] = attrs
+            _hold(nodes, label, key, attrs)
             g._succ[key] = {}
             g._pred[key] = {}
             moved = self._buckets[label]
@@ -353,11 +365,16 @@ class EmbeddedGraph:
 
     def _node(self, key: str, *, vector: bool = True) -> GraphNode:
         """The node's model; a memory with its embedding unless ``vector`` is False."""
-        attrs = self._g._node[key]
-        model = _MODELS[attrs["label"]]
-        # validated when written by graphmem; a file edited by hand is not re-validated
-        node = model.from_trusted(attrs)  # ignores the non-field "label"
-        if vector and model is Memory and self._vindex is not None:
+        nodes = self._g._node
+        row = nodes.memories.row_of.get(key)
+        node: GraphNode
+        if row is not None:
+            node = nodes.memories.memory(row)
+        else:
+            attrs = nodes.dicts[key]
+            # validated when written by graphmem; a file edited by hand is not re-validated
+            node = _MODELS[attrs["label"]].from_trusted(attrs)  # ignores "label"
+        if vector and node.__class__ is Memory and self._vindex is not None:
             vec = self._vindex.get(key)
             if vec is not None:  # just built here, so setting the frozen field is safe
                 node.__dict__["embedding"] = StoredVector(vec)
@@ -438,7 +455,7 @@ class EmbeddedGraph:
         return cand if cand is not None else self._by_label.get(flt.label, set())
 
     @staticmethod
-    def _predicate(flt: Filter) -> Callable[[dict[str, Any]], bool]:
+    def _predicate(flt: Filter) -> Callable[[Attrs], bool]:
         label = flt.label.value
         equals = list(flt.equals.items())
         any_of = [(f, set(vs)) for f, vs in flt.any_of.items()]
@@ -446,7 +463,7 @@ class EmbeddedGraph:
         tags_all = set(flt.tags_all)
         ids = set(flt.ids) if flt.ids is not None else None
 
-        def ok(a: dict[str, Any]) -> bool:
+        def ok(a: Attrs) -> bool:
             if a.get("label") != label:
                 return False
             if ids is not None and a.get("id") not in ids:

@@ -30,10 +30,10 @@ from graphmem.backends.embedded.graph import (
     _SHARED_EDGE_DATA,
     Bucket,
     EmbeddedGraph,
-    _count_access,
     _datetime_fields,
     _link,
 )
+from graphmem.backends.embedded.records import NodeTable
 from graphmem.backends.embedded.rows import (
     SCHEMA,
     SCHEMA_VERSION,
@@ -181,9 +181,7 @@ class EmbeddedJournal(EmbeddedGraph):
         self._data_version = version
         # accesses recorded here but not yet written to the file survive the reload
         for key, (n, at) in self._pending_touch.items():
-            attrs = self._g._node.get(key)
-            if attrs is not None:
-                _count_access(attrs, n, at)
+            self._g._node.count_access(key, n, at)
 
     def _load_state(self) -> None:
         """The in-memory state from the state file beside the store when it checks out
@@ -258,7 +256,7 @@ class EmbeddedJournal(EmbeddedGraph):
                 held = db.execute("SELECT count(*) FROM nodes").fetchone()[0]
                 if held != self._g.number_of_nodes():
                     reason = f"it adds up to {self._g.number_of_nodes()} nodes, not {held}"
-            except (KeyError, TypeError, ValueError, AttributeError) as e:
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
                 reason = f"malformed state: {e!r}"
         if reason is not None:
             log.warning(
@@ -273,11 +271,10 @@ class EmbeddedJournal(EmbeddedGraph):
     def _install_saved(self, saved: state_file.SavedState) -> None:
         p = saved.payload
         g = Adjacency()
-        g._node, g._succ, g._pred = p["nodes"], p["succ"], p["pred"]
-        # the file holds one string per node key; interned, it is the one later writes'
-        # edges and buckets use too (see _link)
-        for key in g._node:
-            intern(key)
+        # the file holds one string per node key; interned (by the table), it is the one
+        # later writes' edges and buckets use too (see _link)
+        g._node = NodeTable.from_file(p["nodes"])
+        g._succ, g._pred = p["succ"], p["pred"]
         labels = {lab.value: lab for lab in NodeLabel}
         by_label: dict[NodeLabel, set[str]] = defaultdict(set)
         for lab_s, keys in p["by_label"].items():
@@ -346,7 +343,7 @@ class EmbeddedJournal(EmbeddedGraph):
                     {(lab.value, f): bucket for (lab, f), bucket in self._index.items()}, by_label
                 )
                 payload = {
-                    "nodes": g._node,
+                    "nodes": g._node.to_file(),
                     "succ": g._succ,
                     "pred": g._pred,
                     "rid_of": self._rid_of,
@@ -617,7 +614,7 @@ class EmbeddedJournal(EmbeddedGraph):
             self._put_node(label, key, props, rid)
             pending = self._pending_touch.get(key)
             if pending is not None:
-                _count_access(nodes[key], *pending)
+                nodes.count_access(key, *pending)
             if label is NodeLabel.MEMORY:
                 vrow = db.execute("SELECT vec FROM vectors WHERE rid = ?", (rid,)).fetchone()
                 if vrow is not None and self._vindex is not None:

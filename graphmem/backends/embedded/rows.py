@@ -22,9 +22,9 @@ from graphmem.backends.embedded.graph import (
     _SHARED_EDGE_DATA,
     Bucket,
     _datetime_fields,
+    _hold,
     _index_into,
     _link,
-    _share_values,
 )
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.models import EdgeType, NodeLabel
@@ -102,7 +102,7 @@ def read_rows(db: sqlite3.Connection, dim: int | None, *, vectors: bool = True) 
     by_label: dict[NodeLabel, set[str]] = defaultdict(set)
     index: dict[tuple[NodeLabel, str], Bucket] = defaultdict(dict)
     # hot loop of every open: plain strings and dicts, networkx internals filled directly
-    node_attrs: dict[str, dict[str, Any]] = g._node
+    node_attrs = g._node
     succ: dict[str, dict[str, dict[str, Any]]] = g._succ
     pred: dict[str, dict[str, dict[str, Any]]] = g._pred
     dt_fields = {lab.value: tuple(_datetime_fields(lab)) for lab in NodeLabel}
@@ -115,6 +115,10 @@ def read_rows(db: sqlite3.Connection, dim: int | None, *, vectors: bool = True) 
     # one datetime object per distinct text in a row (created_at, updated_at and
     # valid_from are mostly equal): fewer objects to make and to keep
     parsed: dict[str, datetime] = {}
+    memory = NodeLabel.MEMORY.value
+    # a memory's structural targets, read from its dict here (its row is slower to read)
+    mem_links: list[tuple[str, str, str | None, tuple[str, ...]]] = []
+    others: list[tuple[str, NodeLabel]] = []
     rows = db.execute("SELECT rid, label, id, props FROM nodes").fetchall()
     for rid, label_s, ident, props_s in rows:
         props = loads(props_s)
@@ -128,8 +132,11 @@ def read_rows(db: sqlite3.Connection, dim: int | None, *, vectors: bool = True) 
         parsed.clear()
         key = intern(label_s + ":" + ident)  # see _link
         label = labels[label_s]
-        _share_values(label, props)
-        node_attrs[key] = props
+        _hold(node_attrs, label, key, props)
+        if label_s == memory and "agent_id" in props:
+            mem_links.append((key, props["agent_id"], props.get("run_id"), props.get("tags", ())))
+        else:
+            others.append((key, label))
         succ[key] = {}
         pred[key] = {}
         rid_of[key] = rid
@@ -140,23 +147,21 @@ def read_rows(db: sqlite3.Connection, dim: int | None, *, vectors: bool = True) 
 
     # structural edges are a function of node properties, rebuilt here, never stored
     shared = _SHARED_EDGE_DATA
-    memory = NodeLabel.MEMORY.value
     authored, in_run, tagged = (
         shared[t.value] for t in (EdgeType.AUTHORED_BY, EdgeType.IN_RUN, EdgeType.TAGGED)
     )
-    for key, attrs in node_attrs.items():
-        if attrs["label"] == memory:  # most nodes: structural_targets inlined
-            tkey = "Agent:" + attrs["agent_id"]
-            if tkey in succ:
-                _link(succ, pred, key, tkey, "AUTHORED_BY", authored)
-            run_id = attrs.get("run_id")
-            if run_id and (tkey := "Run:" + run_id) in succ:
-                _link(succ, pred, key, tkey, "IN_RUN", in_run)
-            for tag in attrs.get("tags", ()):
-                if (tkey := "Tag:" + tag) in succ:
-                    _link(succ, pred, key, tkey, "TAGGED", tagged)
-            continue
-        for etype, tlabel, tid, _d in structural_targets(labels[attrs["label"]], attrs):
+    for key, agent_id, run_id, tags in mem_links:  # most nodes: structural_targets inlined
+        tkey = "Agent:" + agent_id
+        if tkey in succ:
+            _link(succ, pred, key, tkey, "AUTHORED_BY", authored)
+        if run_id and (tkey := "Run:" + run_id) in succ:
+            _link(succ, pred, key, tkey, "IN_RUN", in_run)
+        for tag in tags:
+            if (tkey := "Tag:" + tag) in succ:
+                _link(succ, pred, key, tkey, "TAGGED", tagged)
+    del mem_links
+    for key, label in others:
+        for etype, tlabel, tid, _d in structural_targets(label, node_attrs[key]):
             tkey = tlabel.value + ":" + tid
             if tkey in succ:
                 _link(succ, pred, key, tkey, etype.value, shared[etype.value])

@@ -4,11 +4,12 @@ whole instead of decoding every row.
 Opening a store builds its graph from the SQLite rows: a JSON decode, a few datetimes, ten
 index entries and the structural edges per node, about 25 µs a node — seconds at 100k.
 The same state written by the last process that held it reads back several times faster.
-One file sits beside the store ``X``: ``X-state.bin``, made of a fixed magic, the body
-(the node and edge dicts and index buckets as a pickle, then the vectors as raw float32
-rows), a JSON header (format, store id, the change-log position the state reflects and
-the key logged there, node count, vector dimension, the body's sizes and CRC-32) and a
-trailer (the header's length and the magic again). The header comes last so that the
+One file sits beside the store ``X``: ``X-state.bin``, made of a fixed magic, the body (the
+node table — memories as columns, see ``records`` —, the edge dicts and the index buckets
+as a pickle, then the vectors as raw float32 rows), a JSON header (format, store id, the
+change-log position the state reflects and the key logged there, node count, vector
+dimension, the body's sizes and CRC-32) and a trailer (the header's length and the magic
+again). The header comes last so that the
 body streams to the file as it is pickled: a closing process at 1M memories does not
 hold a second, gigabyte-sized copy of its state as one bytes object. A vector index whose
 HNSW graph holds the one copy of its vectors (see ``vector_index``) has its keys written
@@ -58,8 +59,8 @@ log = logging.getLogger("graphmem.backends.embedded")
 #: 3: a value held by one node is indexed by its key, not a one-key set; 4: one string
 #: per node key (an older file holds a copy per adjacency entry: read the rows once);
 #: 5: tags as tuples, the sets of a bucket held by most of a label as what they leave
-#: out (:func:`index_apart`)
-FORMAT = 5
+#: out (:func:`index_apart`); 6: the memories' attributes as columns (``records``)
+FORMAT = 6
 #: format 1 began with this magic and its header
 _MAGIC_1 = b"GMSTATE\n"
 _MAGIC = b"GMSTAT2\n"
@@ -236,7 +237,12 @@ def load(store: Path, *, store_id: str, dim: int | None) -> SavedState | None:
             head_at = end - _TAIL.size - head_len
             f.seek(head_at)
             head = orjson.loads(f.read(head_len))
-            if not isinstance(head, dict) or head.get("format") != FORMAT:
+            if not isinstance(head, dict):
+                raise ValueError("malformed header")
+            fmt = head.get("format")
+            if fmt.__class__ is int and 1 < fmt < FORMAT:
+                raise ValueError(f"an older format ({fmt}); it is replaced at the next close")
+            if fmt != FORMAT:
                 raise ValueError("unknown format")
             if head.get("store_id") != store_id:
                 raise ValueError("it belongs to another store")

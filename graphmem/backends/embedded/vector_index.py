@@ -524,6 +524,10 @@ class VectorIndex:
                 store,
             )
             return False
+        if 2 * len(label_of) <= len(labels):
+            # the graph cannot drop a node: past half retired, a new one is half the size
+            log.info("the saved HNSW graph beside %s is half retired nodes; rebuilding it", store)
+            return False
         for key in changed:  # retire what changed; what still has a vector comes back
             label = label_of.pop(key, None)
             if label is not None:
