@@ -2,11 +2,12 @@
 
     python benchmarks/footprint.py STORE.db
 
-Opens the store in this process (embedder=None) and walks its in-memory state: the node
-attribute dicts and their values (by field), the adjacency dicts, the index buckets (by
-field), the row-id maps, the vector matrix and the HNSW graph (hnswlib's level-0 block,
-estimated from M and the dimension). Each object is counted once, at the first part that
-reaches it (node keys first, so the adjacency and buckets count only their containers).
+Opens the store in this process (embedder=None) and walks its in-memory state: the memories'
+attribute columns (by column) and the other nodes' attribute dicts, the adjacency dicts, the
+index buckets (by field), the row-id maps, the vector matrix and the HNSW graph (hnswlib's
+level-0 block, estimated from M and the dimension). Each object is counted once, at the
+first part that reaches it (node keys first, so the adjacency and buckets count only their
+containers).
 Prints bytes per memory and the process's resident memory before and after the open.
 """
 
@@ -66,14 +67,26 @@ def main(path: str) -> None:
     g = b._g
     n = max(len(b._by_label.get(NodeLabel.MEMORY, ())), 1)
     walk = _Walk()
-    parts: dict[str, int] = {"node keys": sum(walk.size(k) for k in g._node)}
-    parts["node attribute dicts"] = sum(sys.getsizeof(d) for d in g._node.values())
-    walk.seen.update(id(d) for d in g._node.values())
+    table = g._node
+    parts: dict[str, int] = {"node keys": sum(walk.size(k) for k in table)}
+    # the memories' columns (records.MemoryTable), by column; the other nodes' dicts
     by_field: Counter[str] = Counter()
-    for d in g._node.values():
-        for k, v in d.items():
-            by_field[k] += walk.size(v)
-    parts["node attribute values"] = sum(by_field.values())
+    cols = table.memories
+    by_field["memory row maps (key -> row, free rows)"] = walk.size(cols.row_of) + walk.size(
+        cols.free
+    )
+    by_field["keys (the list)"] = walk.size(cols.keys)
+    by_field["content"] = walk.size(cols.content)
+    by_field["content_hash"] = sys.getsizeof(cols.hashes)
+    for group in (cols.codes, cols.floats, cols.ints, cols.times):
+        for f, col in group.items():
+            by_field[f] = sys.getsizeof(col)
+    for f, values in cols.values.items():
+        by_field[f] += walk.size(values) + walk.size(cols.value_code[f])
+    by_field["tags"] = sys.getsizeof(cols.tags) + walk.size(cols.tagsets) + walk.size(cols.tag_code)
+    by_field["metadata.* (extra)"] = walk.size(cols.extra)
+    parts["memory columns"] = sum(by_field.values())
+    parts["other nodes' attribute dicts"] = sum(walk.size(d) for d in table.dicts.values())
     parts["adjacency, out"] = walk.size(g._succ)
     parts["adjacency, in"] = walk.size(g._pred)
     parts["row-id maps"] = walk.size(b._rid_of) + walk.size(b._key_of)
@@ -101,7 +114,7 @@ def main(path: str) -> None:
     for k, v in sorted(parts.items(), key=lambda kv: -kv[1]):
         print(f"| {k} | {v / 1e6:,.1f} | {v / n:,.0f} |")
     print(f"| total counted | {total / 1e6:,.1f} | {total / n:,.0f} |\n")
-    print("| node attribute values by field | B a memory |\n|---|---:|")
+    print("| memory column | B a memory |\n|---|---:|")
     for k, v in by_field.most_common():
         if v / n >= 1:
             print(f"| {k} | {v / n:,.0f} |")

@@ -38,7 +38,7 @@ from graphmem.embeddings.torch import (
     _sentence_transformers_available,
     default_cache_dir,
 )
-from graphmem.embeddings.wordpiece import FastWordPiece
+from graphmem.embeddings.wordpiece import LazyWordPiece
 from graphmem.errors import ConfigError
 
 # ---------------------------------------------------------------------------------------
@@ -357,12 +357,12 @@ def _quantize_int8(fp32: Path, target: Path) -> None:
 
 class _Runtime(NamedTuple):
     """A loaded ONNX file: its session, its model's tokenizer (and the Python path for one
-    plain text, when the tokenizer is one it reproduces) and the session's input names."""
+    plain text, used when the tokenizer is one it reproduces) and the session's input names."""
 
     session: Any
     tokenizer: Any
     inputs: set[str]
-    fast: FastWordPiece | None
+    fast: LazyWordPiece
 
 
 _RUNTIMES: dict[tuple[Path, Path, int, tuple[str, ...]], _Runtime] = {}
@@ -382,7 +382,7 @@ def _onnx_runtime(
                 session,
                 _tokenizer(source, max_length),
                 {i.name for i in session.get_inputs()},
-                FastWordPiece.from_file(source / "tokenizer.json", max_length),
+                LazyWordPiece(source / "tokenizer.json", max_length),
             )
             _RUNTIMES[key] = runtime
         return runtime
@@ -562,7 +562,7 @@ class OnnxEmbedder(_CachedEmbedder):
         tokenizer's Python path, and for mean pooling no mask, since one text has no
         padding."""
         runtime = self._runtime  # None until the first call has loaded (or given up)
-        if runtime is None or runtime.fast is None or self._layout.pooling != "mean":
+        if runtime is None or self._layout.pooling != "mean":
             return super()._compute_one(text)
         ids = runtime.fast.ids(text)
         if ids is None:

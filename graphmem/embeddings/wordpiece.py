@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FastWordPiece"]
+__all__ = ["FastWordPiece", "LazyWordPiece"]
 
 # printable ASCII and the three whitespace controls the normaliser turns into spaces; any
 # other control character is deleted by the normaliser (joining its neighbours), so it is
@@ -84,7 +84,9 @@ class FastWordPiece:
                 or max_length < 2
             ):
                 return None
-            vocab = {str(k): int(v) for k, v in model["vocab"].items()}
+            vocab = model["vocab"]  # JSON: the keys are text; the values must be ids
+            if not isinstance(vocab, dict) or not all(type(v) is int for v in vocab.values()):
+                return None
             if not {"[CLS]", "[SEP]", model["unk_token"]} <= vocab.keys():
                 return None
             return cls(
@@ -137,3 +139,33 @@ class FastWordPiece:
                 return self._unk
             start = end
         return tuple(out)
+
+
+class LazyWordPiece:
+    """:class:`FastWordPiece` for a tokenizer file, made at the second text it is asked
+    about: reading the file again costs ~12 ms, more than a process that embeds one query
+    (a cold ``graphmem recall``) would save; ``None`` (use the library) until then."""
+
+    def __init__(self, path: Path, max_length: int) -> None:
+        self._path = path
+        self._max_length = max_length
+        self._asked = 0
+        self._fast: FastWordPiece | None = None
+
+    @property
+    def ready(self) -> bool:
+        """True once the Python path is made and applies to this tokenizer."""
+        return self._fast is not None
+
+    def ids(self, text: str) -> list[int] | None:
+        """As :meth:`FastWordPiece.ids`; ``None`` at the first call, and always when the
+        tokenizer is not one the Python path reproduces (the file is read once)."""
+        fast = self._fast
+        if fast is None:
+            self._asked += 1
+            if self._asked != 2:
+                return None
+            fast = self._fast = FastWordPiece.from_file(self._path, self._max_length)
+            if fast is None:
+                return None
+        return fast.ids(text)

@@ -87,7 +87,7 @@ def test_a_row_reads_back_as_the_dict_it_was_made_from() -> None:
         table[f"Memory:m{i}"] = given[f"Memory:m{i}"]
     given["Memory:m1"] = {**given["Memory:m1"], "content": "changed", "tags": ("z",)}
     table["Memory:m1"] = given["Memory:m1"]
-    assert len(table.memories.keys) == 300  # the dropped rows were taken again
+    assert max(table.memories.row_of.values()) < 300  # the dropped rows were taken again
     assert dict(table.items()) == given
     again = NodeTable.from_file(copy.deepcopy(table.to_file()))
     assert again == given and not again.dicts

@@ -431,7 +431,8 @@ def test_the_open_never_holds_the_bodys_bytes_beside_what_they_make(tmp_path: Pa
         held, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert saved is not None and len(saved.payload["nodes"]["memories"]["keys"]) == SMALL + 10
+    assert saved is not None
+    assert sum(k is not None for k in saved.payload["nodes"]["memories"]["keys"]) == SMALL + 10
     assert peak - held < body // 2
 
 

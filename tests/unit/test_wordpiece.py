@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from graphmem.embeddings import bundled_model_path
-from graphmem.embeddings.wordpiece import FastWordPiece
+from graphmem.embeddings.wordpiece import FastWordPiece, LazyWordPiece
 
 pytest.importorskip("tokenizers", reason="the tokenizers package is not installed")
 MODEL = bundled_model_path()
@@ -88,3 +88,21 @@ def test_another_tokenizer_configuration_has_no_fast_path(tmp_path: Path) -> Non
     assert FastWordPiece.from_file(tmp_path / "missing.json", MAX_LENGTH) is None
     (tmp_path / "broken.json").write_text("{", encoding="utf-8")
     assert FastWordPiece.from_file(tmp_path / "broken.json", MAX_LENGTH) is None
+
+
+def test_the_python_path_is_made_at_the_second_text(tmp_path: Path) -> None:
+    """A process that embeds one query does not read the tokenizer file a second time."""
+    assert MODEL is not None
+    lazy = LazyWordPiece(MODEL / "tokenizer.json", MAX_LENGTH)
+    assert lazy.ids("What did Caroline research?") is None and not lazy.ready
+    assert (
+        lazy.ids("What did Caroline research?")
+        == _library()
+        .encode(  # type: ignore[attr-defined]
+            "What did Caroline research?"
+        )
+        .ids
+    )
+    assert lazy.ready
+    other = LazyWordPiece(tmp_path / "missing.json", MAX_LENGTH)
+    assert [other.ids("x") for _ in range(4)] == [None] * 4 and not other.ready

@@ -319,7 +319,8 @@ class EmbeddedGraph:
         succ, pred = g._succ, g._pred  # raw dicts: the API is slow here
         for key_, (label, _ident, props, vec) in plan["nodes"].items():
             key = intern(key_)  # the vector index and _unvectored hold the node's key too
-            self._put_node(label, key, dict(props), rids[key])
+            # the plan's own dict (made for this write by ``to_props``, written already)
+            self._put_node(label, key, props, rids[key])
             if vec is not None:
                 vec_keys.append(key)
                 vecs.append(vec)
