@@ -103,12 +103,8 @@ def server_cpu_s(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def ingest(mem: GraphMemory, data: list[dict[str, Any]], batch: int, workers: int) -> None:
-    """The load: ``remember_many`` of ``batch`` at a time, or with ``workers`` > 1 the bulk
-    verb ``mem.writes.remember_batched`` (batches written side by side)."""
-    if workers > 1:
-        mem.writes.remember_batched(data, batch_size=batch, workers=workers)
-        return
+def ingest(mem: GraphMemory, data: list[dict[str, Any]], batch: int) -> None:
+    """The load: ``remember_many`` of ``batch`` at a time."""
     for i in range(0, len(data), batch):
         mem.remember_many(data[i : i + batch])
 
@@ -118,7 +114,6 @@ def bench(
     n: int,
     *,
     reopen: bool,
-    workers: int = 1,
     server_pid: int | None = None,
     **open_options: Any,
 ) -> dict[str, Any]:
@@ -127,7 +122,7 @@ def bench(
     out: dict[str, Any] = {"n": n}
     mem = GraphMemory.open(url, embedder=None, **open_options)
     t, c, s = time.perf_counter(), time.process_time(), server_cpu_s(server_pid)
-    ingest(mem, data, 1000, workers)
+    ingest(mem, data, 1000)
     out["ingest_per_s"] = n / (time.perf_counter() - t)
     # CPU of the whole process: on a shared machine the steadier figure
     out["ingest_cpu_per_s"] = n / max(time.process_time() - c, 1e-9)
@@ -342,7 +337,6 @@ def bench_recall(
     *,
     queries: int = 200,
     load: bool = True,
-    workers: int = 1,
     server_pid: int | None = None,
     **open_options: Any,
 ) -> dict[str, Any]:
@@ -381,7 +375,7 @@ def bench_recall(
         # ingest's clock stops, so the first query finds every vector)
         bulk = getattr(mem.backend, "bulk_load", None)
         with bulk() if bulk is not None else nullcontext() as report:
-            ingest(mem, data, 2000, workers)
+            ingest(mem, data, 2000)
             mem.vectors.wait()  # background vectors: ingest ends when every vector is stored
             s_writes = server_cpu_s(server_pid)
         out["ingest_per_s"] = n / (time.perf_counter() - t)
@@ -509,7 +503,6 @@ def recall_main(args: argparse.Namespace, argv: list[str] | None) -> None:
                     n,
                     queries=args.queries,
                     load=not args.keep,
-                    workers=args.workers,
                     server_pid=args.server_pid,
                     **options,
                 )
@@ -558,8 +551,6 @@ def conditions(args: argparse.Namespace) -> str:
     text = f"load average {LOAD_AT_START:.1f} at the start, {_load():.1f} at the end"
     if args.busy:
         text += f", beside {args.busy} CPU-bound process(es) started by the run"
-    if args.workers > 1:
-        text += f"; ingest by remember_batched on {args.workers} workers"
     if args.note:
         text += f"; server: {args.note}"
     return text
@@ -646,9 +637,9 @@ def compare_main(args: argparse.Namespace, argv: list[str] | None) -> None:
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "compare.db")
             embedded = (
-                bench_recall(path, n, queries=args.queries, workers=args.workers)
+                bench_recall(path, n, queries=args.queries)
                 if args.recall
-                else bench(path, n, reopen=False, durability=args.durability, workers=args.workers)
+                else bench(path, n, reopen=False, durability=args.durability)
             )
         if not args.keep:
             empty_server(args.url, options, args.wipe)
@@ -658,7 +649,6 @@ def compare_main(args: argparse.Namespace, argv: list[str] | None) -> None:
                 n,
                 queries=args.queries,
                 load=not args.keep,
-                workers=args.workers,
                 server_pid=args.server_pid,
                 **options,
             )
@@ -667,7 +657,6 @@ def compare_main(args: argparse.Namespace, argv: list[str] | None) -> None:
                 args.url,
                 n,
                 reopen=False,
-                workers=args.workers,
                 server_pid=args.server_pid,
                 **options,
             )
@@ -738,13 +727,6 @@ def main(argv: list[str] | None = None) -> None:
         "--queries", type=int, default=200, help="--recall: timed queries per filter (default 200)"
     )
     ap.add_argument(
-        "--workers",
-        type=int,
-        default=1,
-        help="ingest with mem.writes.remember_batched on this many workers (default 1: "
-        "remember_many, one batch at a time)",
-    )
-    ap.add_argument(
         "--server-pid",
         type=int,
         default=None,
@@ -774,7 +756,6 @@ def run_main(args: argparse.Namespace, argv: list[str] | None) -> None:
                     args.url,
                     n,
                     reopen=False,
-                    workers=args.workers,
                     server_pid=args.server_pid,
                     **options,
                 )

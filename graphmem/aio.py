@@ -288,7 +288,6 @@ class AsyncWrites(_Facade):
     supersede = _OffLoop(MemoryWrites.supersede)
     link = _OffLoop(MemoryWrites.link)
     set_status = _OffLoop(MemoryWrites.set_status)
-    remember_batched = _OffLoop(MemoryWrites.remember_batched)
 
 
 class AsyncGraphMemory(_Facade):

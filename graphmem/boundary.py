@@ -402,15 +402,7 @@ def unchecked(method: Callable[_P, _R]) -> Callable[_P, _R]:
 
 #: the verbs of ``mem.writes`` (WritesAPI, plus the checks it offers); the rest of the write
 #: path is called by graphmem itself with values it made
-WRITES_FACE = (
-    "reconcile",
-    "supersede",
-    "link",
-    "set_status",
-    "validate",
-    "memories",
-    "remember_batched",
-)
+WRITES_FACE = ("reconcile", "supersede", "link", "set_status", "validate", "memories")
 
 
 def guard_face(store: type) -> None:

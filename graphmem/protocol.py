@@ -584,14 +584,6 @@ class WritesAPI(Protocol):
         expect: Sequence[Any] = (),
     ) -> builtins.list[Memory]: ...
 
-    def remember_batched(
-        self,
-        items: Iterable[Memory | Mapping[str, Any]],
-        *,
-        batch_size: int = 1000,
-        workers: int = 2,
-    ) -> builtins.list[Memory]: ...
-
 
 @runtime_checkable
 class MemoryAPI(Protocol):

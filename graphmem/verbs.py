@@ -20,7 +20,6 @@ memories read by its caller:
 from __future__ import annotations
 
 import threading
-import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -77,66 +76,6 @@ class MemoryWrites(Writes):
         checked ``items`` already; this is not a checked verb, so a batch is walked once."""
         with gc_paused():
             return self.create(self._validate(items))
-
-    def remember_batched(
-        self,
-        items: Iterable[Memory | Mapping[str, Any]],
-        *,
-        batch_size: int = 1000,
-        workers: int = 2,
-    ) -> list[Memory]:
-        """A bulk load: many memories written as a series of atomic batches of
-        ``batch_size``, up to ``workers`` of them at a time (each worker its own session on
-        a server), so that preparing one batch overlaps writing another. Returns the
-        memories written, in the order given.
-
-        Every item is validated first: a bad one raises InvalidInput and nothing is
-        written. The memories of one run go to one worker, in their order, so its chain is
-        the one ``remember_many`` would make; other memories are written in no particular
-        order. Unlike ``remember_many`` the load as a whole is not atomic: when a batch
-        fails, batches not yet started are not sent, those being written finish, and the
-        first error is raised (the memories of the batches written before it stay; give
-        items an ``id`` to tell which). Library only: the CLI, HTTP and MCP faces take
-        batches through ``remember_many``."""
-        for name, value in (("batch_size", batch_size), ("workers", workers)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidInput(f"{name} must be a positive int, not {value!r}")
-        memories = self.validate(items)
-        if len({m.id for m in memories}) != len(memories):
-            raise InvalidInput("duplicate ids in one load")
-        lanes: list[list[Memory]] = [[] for _ in range(workers)]
-        for i, m in enumerate(memories):
-            # a run stays in one lane (its order); the rest dealt out a batch at a time
-            lane = zlib.crc32(m.run_id.encode()) if m.run_id else i // batch_size
-            lanes[lane % workers].append(m)
-        written: dict[str, Memory] = {}
-        failed: list[BaseException] = []
-        lock = threading.Lock()
-
-        def load(lane: list[Memory]) -> None:
-            for start in range(0, len(lane), batch_size):
-                if failed:
-                    return
-                try:
-                    done = self.create(lane[start : start + batch_size])
-                except BaseException as e:
-                    with lock:
-                        failed.append(e)
-                    return
-                with lock:
-                    written.update((m.id, m) for m in done)
-
-        threads = [threading.Thread(target=load, args=(lane,)) for lane in lanes[1:] if lane]
-        for t in threads:
-            t.start()
-        load(lanes[0])
-        for t in threads:
-            t.join()
-        if failed:
-            err = failed[0]
-            err.add_note(f"remember_batched: {len(written)} of {len(memories)} memories written")
-            raise err
-        return [written[m.id] for m in memories]
 
     def _validate(self, items: Iterable[Memory | Mapping[str, Any]]) -> list[Memory]:
         now = self._clock()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
@@ -189,28 +189,6 @@ class NullWrites(NullPart, WritesAPI):
         if memories:
             raise NotFound("NullMemory stores nothing: no memory to change")
         return []
-
-    def remember_batched(
-        self,
-        items: Iterable[Memory | Mapping[str, Any]],
-        *,
-        batch_size: int = 1000,
-        workers: int = 2,
-    ) -> builtins.list[Memory]:
-        for name, value in (("batch_size", batch_size), ("workers", workers)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidInput(f"{name} must be a positive int, not {value!r}")
-        out = []
-        for i, item in enumerate(items):
-            if isinstance(item, Memory):
-                out.append(item)
-                continue
-            if not isinstance(item, Mapping):
-                raise InvalidInput(f"item {i}: expected a Memory or a mapping")
-            data = {k: v for k, v in item.items() if v is not None}
-            data.setdefault("created_at", self._clock())
-            out.append(validated(Memory, data))
-        return out
 
     @property
     def last_reconcile(self) -> ReconcileResult | None:

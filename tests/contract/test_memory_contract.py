@@ -205,54 +205,6 @@ def test_recall_lexical_scoped(mem: GraphMemory) -> None:
     assert past == []
 
 
-def test_a_batched_load_writes_every_memory_and_keeps_each_runs_order(mem: GraphMemory) -> None:
-    """``mem.writes.remember_batched``: batches written side by side, a run's memories in
-    the order given (its chain is what remember_many would make), the memories returned
-    in the order given."""
-    items = [
-        {"content": f"turn {i}", "agent_id": "a", "run_id": f"r{i % 3}"} for i in range(40)
-    ] + [{"content": f"note {i}", "agent_id": "b"} for i in range(13)]
-    out = mem.writes.remember_batched(items, batch_size=4, workers=3)
-    assert [m.content for m in out] == [i["content"] for i in items]
-    assert mem.count(agent_id="a") == 40 and mem.count(agent_id="b") == 13
-    for r in range(3):
-        turns = [m.content for m in out if m.run_id == f"r{r}"]
-        chain = mem.backend.expand([out[r].ref], [EdgeType.NEXT], direction="out", depth=40)
-        nexts = {e.src.id: e.dst.id for e in chain.edges if e.type is EdgeType.NEXT}
-        by_id = {m.id: m.content for m in out}
-        walked, at = [turns[0]], out[r].id
-        while at in nexts:
-            at = nexts[at]
-            walked.append(by_id[at])
-        assert walked == turns
-        assert mem.runs.get(f"r{r}").last_event_id == [m.id for m in out if m.run_id == f"r{r}"][-1]
-
-
-def test_a_batched_load_validates_everything_before_it_writes(mem: GraphMemory) -> None:
-    items = [{"content": f"m{i}"} for i in range(30)] + [{"content": "bad", "importance": 3}]
-    with pytest.raises(InvalidInput, match="item 30"):
-        mem.writes.remember_batched(items, batch_size=5, workers=2)
-    assert mem.count() == 0
-    for bad in ({"batch_size": 0}, {"workers": 0}, {"workers": True}):
-        with pytest.raises(InvalidInput):
-            mem.writes.remember_batched([{"content": "x"}], **bad)  # type: ignore[arg-type]
-    assert mem.count() == 0
-
-
-def test_a_batched_load_stops_at_a_failed_batch_and_keeps_the_written_ones(
-    mem: GraphMemory,
-) -> None:
-    """Each batch is atomic; the load is not: a batch that fails (here an id that exists)
-    raises its error, the batches before it stay, the ones after it are not sent."""
-    taken = mem.remember("already here")
-    items = [Memory(content=f"m{i}") for i in range(12)]
-    items[6] = Memory(id=taken.id, content="clash")
-    with pytest.raises(Conflict) as info:
-        mem.writes.remember_batched(items, batch_size=3, workers=1)
-    assert any("6 of 12 memories written" in n for n in info.value.__notes__)
-    assert {m.id for m in mem.list(limit=50)} == {taken.id, *(m.id for m in items[:6])}
-
-
 def test_the_graph_view_shows_tags_as_the_models_tuple(mem: GraphMemory) -> None:
     m = mem.remember("tea at noon", tags=["drink", "habit"])
     mem.agents.register("cto", seniority="lead")

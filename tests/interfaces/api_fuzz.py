@@ -57,15 +57,7 @@ SKIP = {
     "vectors.close",
 }
 #: the face of ``mem.writes`` (graphmem.protocol.WritesAPI); the rest of Writes is internal
-WRITES = (
-    "reconcile",
-    "supersede",
-    "link",
-    "set_status",
-    "validate",
-    "memories",
-    "remember_batched",
-)
+WRITES = ("reconcile", "supersede", "link", "set_status", "validate", "memories")
 ROUND = 150
 
 

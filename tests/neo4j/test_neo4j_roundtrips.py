@@ -396,24 +396,6 @@ def test_remember_many_through_graphmemory_keeps_the_batch_budget() -> None:
     assert len(fake.recorder.statements) <= math.ceil(3000 / 1000) + 1, fake.recorder.names()
 
 
-def test_a_batched_load_is_one_write_statement_per_batch() -> None:
-    """``mem.writes.remember_batched`` on two workers: each batch one write transaction of
-    one statement (runs this handle started are not read again), nothing else sent. Runs
-    are split between the workers whole, so each worker's last batch may be short."""
-    fake = FakeDriver()
-    neo = _backend(fake)
-    mem = GraphMemory(neo, embedder=None, owns_backend=False, knowledge=False)
-    items = [
-        {"content": f"memory {i}", "agent_id": "a", "run_id": f"r{i % 7}"} for i in range(4000)
-    ]
-    mem.writes.remember_batched(items, batch_size=500, workers=2)
-    writes = fake.recorder.writes()
-    assert 8 <= len(writes) <= 9, fake.recorder.names()
-    assert all(len(t.statements) == 1 for t in writes)
-    # each worker's first batch reads its runs' heads once; no other read
-    assert len(fake.recorder.statements) == len(writes) + 2, fake.recorder.names()
-
-
 def test_the_knowledge_layer_writes_entities_in_one_more_transaction(
     neo: Neo4jBackend, fake: FakeDriver
 ) -> None:
