@@ -103,7 +103,11 @@ class MemoryTable:
 
     __slots__ = (
         "_decoders",
+        "_float_cols",
+        "_int_cols",
         "_kinds",
+        "_template",
+        "_time_cols",
         "_typed",
         "_unset_i",
         "_unset_q",
@@ -260,6 +264,10 @@ class MemoryTable:
         self._unset_q = [*self.ints.values(), *self.times.values()]
         self._unset_i = [*self.codes.values(), self.tags]
         self._typed = {f: [None] for f, _c in trusted_plan(Memory)[2] if f in self.codes}
+        self._template = trusted_plan(Memory)[0]
+        self._float_cols = list(self.floats.items())
+        self._int_cols = list(self.ints.items())
+        self._time_cols = list(self.times.items())
         self._decoders = [
             (f, col, self.values[f], self._typed.get(f)) for f, col in self.codes.items()
         ]
@@ -374,33 +382,39 @@ class MemoryTable:
         return default if extra is None else extra.get(field, default)
 
     def as_dict(self, i: int) -> dict[str, Any]:
-        """Row ``i`` as the dict it was made from (its keys in the model's order)."""
+        """Row ``i`` as the dict it was made from (the same keys and values)."""
         key = self.keys[i]
         assert key is not None
         out: dict[str, Any] = {"label": MEMORY, "id": key[7:]}
         content = self.content[i]
         if content is not None:
             out["content"] = content
-        values = self.values
-        for f, col in self.codes.items():
+        for f, col, values, _held in self._decoders:
             c = col[i]
             if c:
-                out[f] = values[f][c]
-        for f, fcol in self.floats.items():
+                out[f] = values[c]
+        self._rest_into(i, out)
+        extra = self.extra.get(i)
+        if extra:
+            out.update(extra)
+        return out
+
+    def _rest_into(self, i: int, out: dict[str, Any]) -> None:
+        """Row ``i``'s numbers, times, tags and content hash (those set) into ``out``."""
+        for f, fcol in self._float_cols:
             x = fcol[i]
             if x == x:
                 out[f] = x
-        for f, icol in self.ints.items():
-            v = icol[i]
-            if v != _NONE:
-                out[f] = v
-        seen: dict[int, datetime] = {}  # created/updated/valid_from are mostly one time
-        for f, tcol in self.times.items():
+        for f, icol in self._int_cols:
+            n = icol[i]
+            if n != _NONE:
+                out[f] = n
+        last_us, dt = _NONE, None
+        for f, tcol in self._time_cols:
             us = tcol[i]
             if us != _NONE:
-                dt = seen.get(us)
-                if dt is None:
-                    dt = seen[us] = _from_ts(us / 1e6, UTC)
+                if us != last_us:  # created, updated and valid_from: mostly one time
+                    last_us, dt = us, _from_ts(us / 1e6, UTC)
                 out[f] = dt
         c = self.tags[i]
         if c:
@@ -408,19 +422,14 @@ class MemoryTable:
         raw = self.hashes[i * _HASH : (i + 1) * _HASH]
         if raw != _NO_HASH:
             out["content_hash"] = raw.hex()
-        extra = self.extra.get(i)
-        if extra:
-            out.update(extra)
-        return out
 
     def memory(self, i: int) -> Memory:
         """Row ``i`` as its model, built as :meth:`GraphNode.from_trusted` builds one from
         the row's dict (the same fields and values) without making the dict first: a
         search builds a model for each of its ~100 hits."""
-        template = trusted_plan(Memory)[0]
         key = self.keys[i]
         assert key is not None
-        data = template.copy()
+        data = self._template.copy()
         data["id"] = key[7:]
         data["content"] = self.content[i]
         for f, col, values, held in self._decoders:
@@ -428,30 +437,11 @@ class MemoryTable:
             if c:
                 if held is None:
                     data[f] = values[c]
+                elif c < len(held):
+                    data[f] = held[c]
                 else:
-                    data[f] = held[c] if c < len(held) else self._typed_value(f, held, c)
-        for f, fcol in self.floats.items():
-            x = fcol[i]
-            if x == x:
-                data[f] = x
-        for f, icol in self.ints.items():
-            n = icol[i]
-            if n != _NONE:
-                data[f] = n
-        seen: dict[int, datetime] = {}
-        for f, tcol in self.times.items():
-            us = tcol[i]
-            if us != _NONE:
-                dt = seen.get(us)
-                if dt is None:
-                    dt = seen[us] = _from_ts(us / 1e6, UTC)
-                data[f] = dt
-        c = self.tags[i]
-        if c:
-            data["tags"] = self.tagsets[c]
-        raw = self.hashes[i * _HASH : (i + 1) * _HASH]
-        if raw != _NO_HASH:
-            data["content_hash"] = raw.hex()
+                    data[f] = self._typed_value(f, held, c)
+        self._rest_into(i, data)
         meta: dict[str, Any] = {}
         extra = self.extra.get(i)
         if extra:
