@@ -356,6 +356,44 @@ def test_a_damaged_foreign_stale_or_planted_state_is_not_trusted(
     assert not (tmp_path / "pwned").exists()
 
 
+def test_two_histories_ending_with_the_same_change_are_told_apart(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A store put back from a copy and written to again reaches the same change-log
+    position as the state file of the discarded history, its last change the same node
+    (both forgot the same memory last) and its node count the same: the file describes
+    other memories and must not be used."""
+    path = tmp_path / "s.db"
+    ids = _fill(path, 120)
+    state = file_of(path)
+    copy = tmp_path / "copy.db"
+    shutil.copy(path, copy)
+
+    def branch(word: str) -> None:
+        with GraphMemory.open(str(path), embedder=None) as mem:
+            mem.remember_many([{"content": f"{word} {i}", "agent_id": "a1"} for i in range(40)])
+            mem.forget(ids[0])
+
+    branch("first")
+    first = state.read_bytes()
+    shutil.copy(copy, path)
+    branch("second")
+    state.write_bytes(first)
+    caplog.set_level(logging.INFO)
+    b = NetworkXBackend(path)
+    try:
+        assert b._state_seq is None
+        assert "not using the saved state" in caplog.text
+    finally:
+        b.close()
+    used, via_state, via_rows = _open_both(path)
+    assert used and via_state == via_rows
+    with GraphMemory.open(str(path), embedder=None) as mem:
+        assert {m.content for m in mem.list(limit=None, agent_id="a1")} >= {
+            f"second {i}" for i in range(40)
+        }
+
+
 def test_a_state_of_the_older_format_is_ignored_with_its_reason_and_replaced(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

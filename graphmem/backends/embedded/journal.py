@@ -40,7 +40,9 @@ from graphmem.backends.embedded.rows import (
     _edge_data,
     _encode_edge_props,
     add_stored_vectors,
+    position_key,
     read_rows,
+    same_position,
 )
 from graphmem.backends.embedded.vector_index import VectorIndex, lean_from
 from graphmem.errors import BackendUnavailable, Conflict, DimensionMismatch, QueryFailed
@@ -240,10 +242,8 @@ class EmbeddedJournal(EmbeddedGraph):
         reason = None
         if hi is None or seq > hi or seq < lo - 1:
             reason = "its change-log position is not this store's"
-        elif seq >= lo:
-            row = db.execute("SELECT key FROM changes WHERE seq = ?", (seq,)).fetchone()
-            if row is None or row[0] != saved.seq_key:
-                reason = "the change log at its position names another change"
+        elif seq >= lo and not same_position(db, seq, saved.seq_key):
+            reason = "the change log at its position names other changes"
         changed: set[str] = set()
         if reason is None:
             changed = {k for (k,) in db.execute("SELECT key FROM changes WHERE seq > ?", (seq,))}
@@ -336,7 +336,7 @@ class EmbeddedJournal(EmbeddedGraph):
                     if behind <= STATE_LAG and self._state_rows != lean:
                         return
                 seq = self._seen_seq
-                row = db.execute("SELECT key FROM changes WHERE seq = ?", (seq,)).fetchone()
+                seq_key = position_key(db, seq)
                 g = self._g
                 by_label = {lab.value: keys for lab, keys in self._by_label.items()}
                 index, most = state_file.index_apart(
@@ -364,7 +364,7 @@ class EmbeddedJournal(EmbeddedGraph):
                         store_id=self._store_id,
                         dim=self._dim,
                         seq=seq,
-                        seq_key=None if row is None else row[0],
+                        seq_key=seq_key,
                         nodes=g.number_of_nodes(),
                     )
                 self._state_seq = seq

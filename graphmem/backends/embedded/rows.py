@@ -193,3 +193,44 @@ def add_stored_vectors(db: sqlite3.Connection, vindex: VectorIndex, key_of: dict
             keys.append(vkey)
     if keys:
         vindex.add(keys, mat[: len(keys)], adopt=True)
+
+
+#: changes up to a state file's position that name it: a store put back from a copy and
+#: written to again can reach the same position with the same last change (the same node
+#: changed last in both histories), hardly with the same sixteen
+POSITION_KEYS = 16
+
+
+def _position_keys(db: sqlite3.Connection, seq: int) -> list[str]:
+    rows = db.execute(
+        "SELECT key FROM changes WHERE seq > ? AND seq <= ? ORDER BY seq",
+        (seq - POSITION_KEYS, seq),
+    ).fetchall()
+    return [k for (k,) in rows]
+
+
+def position_key(db: sqlite3.Connection, seq: int) -> str | None:
+    """What a state file at ``seq`` records of the change log there (None when the log
+    holds no change at ``seq``): the keys of the last changes up to it."""
+    keys = _position_keys(db, seq)
+    return json.dumps(keys) if keys and _has_change(db, seq) else None
+
+
+def _has_change(db: sqlite3.Connection, seq: int) -> bool:
+    return db.execute("SELECT 1 FROM changes WHERE seq = ?", (seq,)).fetchone() is not None
+
+
+def same_position(db: sqlite3.Connection, seq: int, recorded: str | None) -> bool:
+    """Whether the change log at ``seq`` is the one a state file recorded: the changes
+    both still know (the log forgets its oldest) name the same nodes."""
+    if recorded is None or not _has_change(db, seq):
+        return False
+    try:
+        saved = json.loads(recorded)
+    except ValueError:
+        return False
+    if not isinstance(saved, list) or not saved:
+        return False
+    held = _position_keys(db, seq)
+    n = min(len(saved), len(held))
+    return bool(n) and saved[-n:] == held[-n:]
