@@ -21,8 +21,8 @@ import pytest
 from graphmem.backends import open_backend
 from graphmem.backends.base import Expect, VectorQueue, WriteBatch
 from graphmem.backends.neo4j import Neo4jBackend, compose
+from graphmem.backends.neo4j.expansion import COSINE_PROBE
 from graphmem.backends.neo4j.queries import strip_literals
-from graphmem.backends.neo4j.search import COSINE_PROBE
 from graphmem.backends.neo4j.values import META_PAIRS
 from graphmem.config import RecallConfig
 from graphmem.errors import BackendUnavailable, Conflict, InvalidInput, QueryFailed
@@ -756,7 +756,7 @@ def test_a_lean_row_rebuilds_the_memory_without_its_embedding() -> None:
     """A lean projection names each field (``.*`` would read the embedding only to drop
     it): every field of the model but the embedding is named, and a row of that shape (null
     where nothing is stored, the metadata as pairs) rebuilds the memory it came from."""
-    from graphmem.backends.neo4j.search import LEAN_PROPS
+    from graphmem.backends.neo4j.expansion import LEAN_PROPS
     from graphmem.backends.neo4j.values import node_from_db
 
     for name in Memory.model_fields:

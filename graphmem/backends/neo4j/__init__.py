@@ -42,6 +42,7 @@ Example::
 from __future__ import annotations
 
 from graphmem.backends.neo4j.backend import Neo4jBackend
+from graphmem.backends.neo4j.expansion import compile_neighbours
 from graphmem.backends.neo4j.filters import (
     compile_count,
     compile_match,
@@ -58,7 +59,6 @@ from graphmem.backends.neo4j.queries import (
     parse_cypher,
 )
 from graphmem.backends.neo4j.search import (
-    compile_neighbours,
     compile_recall_search,
     compile_text_search,
     compile_vector_exact_search,
