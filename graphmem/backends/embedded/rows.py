@@ -202,28 +202,26 @@ POSITION_KEYS = 16
 
 
 def _position_keys(db: sqlite3.Connection, seq: int) -> list[str]:
+    """The keys of the last :data:`POSITION_KEYS` changes up to ``seq`` the log still
+    holds, oldest first; none when it holds no change at ``seq``."""
     rows = db.execute(
-        "SELECT key FROM changes WHERE seq > ? AND seq <= ? ORDER BY seq",
+        "SELECT seq, key FROM changes WHERE seq > ? AND seq <= ? ORDER BY seq",
         (seq - POSITION_KEYS, seq),
     ).fetchall()
-    return [k for (k,) in rows]
+    return [k for (_, k) in rows] if rows and rows[-1][0] == seq else []
 
 
 def position_key(db: sqlite3.Connection, seq: int) -> str | None:
     """What a state file at ``seq`` records of the change log there (None when the log
     holds no change at ``seq``): the keys of the last changes up to it."""
     keys = _position_keys(db, seq)
-    return json.dumps(keys) if keys and _has_change(db, seq) else None
-
-
-def _has_change(db: sqlite3.Connection, seq: int) -> bool:
-    return db.execute("SELECT 1 FROM changes WHERE seq = ?", (seq,)).fetchone() is not None
+    return json.dumps(keys) if keys else None
 
 
 def same_position(db: sqlite3.Connection, seq: int, recorded: str | None) -> bool:
     """Whether the change log at ``seq`` is the one a state file recorded: the changes
     both still know (the log forgets its oldest) name the same nodes."""
-    if recorded is None or not _has_change(db, seq):
+    if recorded is None:
         return False
     try:
         saved = json.loads(recorded)
