@@ -25,12 +25,14 @@ def fts_query(terms: Sequence[str]) -> str | None:
 
 
 #: a query term in more than this share of the memories (and more than _COMMON_MIN of
-#: them) is left out of the BM25 match: its IDF is near zero, so it barely changes the
-#: ranking, but scoring it means visiting most of the index
+#: them) is left out of the BM25 match: its IDF is low, so it changes the ranking little,
+#: but every memory it matches is scored — in a conversation's turns a speaker's name
+#: matches a third of them, and BM25 over those cost three times the rest of the match
+#: (LoCoMo dev R@10 80.3 -> 80.7 with 100 instead of 1,000)
 _COMMON_SHARE = 0.05
 
 
-_COMMON_MIN = 1000
+_COMMON_MIN = 100
 
 
 #: a query term -> the index's stems of it (the store's tokenizer, as the temporary
