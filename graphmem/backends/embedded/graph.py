@@ -96,6 +96,16 @@ def _hold(nodes: NodeTable, label: NodeLabel, key: str, attrs: dict[str, Any]) -
     nodes[key] = attrs
 
 
+def _set_head(attrs: dict[str, Any], count: int, last: str | None) -> None:
+    """Set where a run's chain ends in its attributes (a run without a last memory holds
+    no ``last_event_id``, as ``to_props`` leaves out a None)."""
+    attrs["event_count"] = count
+    if last is None:
+        attrs.pop("last_event_id", None)
+    else:
+        attrs["last_event_id"] = last
+
+
 _DT_FIELDS: dict[NodeLabel, frozenset[str]] = {}
 
 
@@ -346,6 +356,13 @@ class EmbeddedGraph:
             data = {**props, "type": etype} if props else shared.get(etype)
             _link(succ, pred, src, dst, etype, data or {"type": etype})
         self._next_rid = plan["next_rid"]
+
+    def _apply_heads(self, heads: list[tuple[str, int, str | None]]) -> None:
+        """Set where stored runs' chains end (see ``NetworkXBackend._heads_of``): a run is
+        held as its dict, updated in place; neither field is indexed or structural."""
+        dicts = self._g._node.dicts
+        for key, count, last in heads:
+            _set_head(dicts[key], count, last)
 
     def _apply_delete(self, plan: dict[str, Any]) -> None:
         g = self._g
