@@ -213,7 +213,10 @@ class NetworkXBackend(EmbeddedSearch):
         nodes = g._node
         for ex in expects:
             key = ex.ref.key
-            if not ex.exists and key not in nodes:
+            if ex.exists:
+                if not ex.props and ex.sources is None and key in nodes:
+                    continue  # it exists, and nothing more is asked (a run's last memory)
+            elif key not in nodes:
                 continue  # a new node's id is free (every memory of a batch asks)
             props = nodes.get(key)
             sources: list[str] = []

@@ -346,10 +346,18 @@ class EmbeddedGraph:
             if etype in succ[src].get(dst, ()):
                 g.remove_edge(src, dst, key=etype)
         shared = _SHARED_EDGE_DATA
-        for key, wanted in plan["struct"].items():
+        keyed = _SHARED_KEYED
+        for key_, wanted in plan["struct"].items():
+            key = intern(key_)  # both ends held as the node keys' own strings (see _link)
             out = succ[key]
             for etype, dst in wanted:
-                if etype not in out.get(dst, ()):
+                held = out.get(dst)
+                if held is None:
+                    # the pair's first edge (every edge of a new node): the type's shared
+                    # keyed dict, as _link gives it
+                    dst = intern(dst)
+                    out[dst] = pred[dst][key] = keyed[etype]
+                elif etype not in held:
                     _link(succ, pred, key, dst, etype, shared[etype])
         for src, etype, dst, props in plan["edges"]:
             # replaced, never edited: edges without properties share their type's dict
