@@ -123,7 +123,13 @@ _SHARED_KEYED: dict[str, dict[str, dict[str, Any]]] = {
 
 
 def _link(
-    succ: dict[str, Any], pred: dict[str, Any], u: str, v: str, k: str, data: dict[str, Any]
+    succ: dict[str, Any],
+    pred: dict[str, Any],
+    u: str,
+    v: str,
+    k: str,
+    data: dict[str, Any],
+    own: Callable[[str], str] = intern,
 ) -> None:
     """Add edge (u, v, key k) straight into a MultiDiGraph's adjacency dicts (the layout
     networkx documents for subclasses; ``add_edge`` is several times slower). A pair's
@@ -132,8 +138,10 @@ def _link(
     fewer per memory to build, keep and have the garbage collector walk. Both ends are
     held as the interned node keys (see :meth:`EmbeddedGraph._put_node`): a writer builds
     its own ``"Agent:a1"`` or ``"Memory:<id>"`` string per edge, and each adjacency entry
-    kept its copy — about 500k strings, ~300 bytes a memory at 100k."""
-    u, v = intern(u), intern(v)
+    kept its copy — about 500k strings, ~300 bytes a memory at 100k. ``own`` gives that
+    string (:meth:`NodeTable.own`; interning alone is enough where every key is interned,
+    as in a read of the rows)."""
+    u, v = own(u), own(v)
     keydict = succ[u].get(v)
     if keydict is None:
         new = _SHARED_KEYED[k] if data is _SHARED_EDGE_DATA.get(k) else {k: data}
@@ -252,8 +260,8 @@ class EmbeddedGraph:
         edges are the caller's business). A dict already held for the node is updated in
         place (networkx views hold on to it); a memory's row is overwritten."""
         g = self._g
-        key = intern(key)  # one string per node key, however many places hold it
         nodes = g._node
+        key = nodes.own(key)  # one string per node key, however many places hold it
         old = nodes.get(key)
         if old is not None:
             # only the buckets of fields that changed (a run's count and last memory id
@@ -317,8 +325,9 @@ class EmbeddedGraph:
         vec_keys: list[str] = []
         vecs: list[tuple[float, ...]] = []
         succ, pred = g._succ, g._pred  # raw dicts: the API is slow here
+        own = g._node.own
         for key_, (label, _ident, props, vec) in plan["nodes"].items():
-            key = intern(key_)  # the vector index and _unvectored hold the node's key too
+            key = own(key_)  # the vector index and _unvectored hold the node's key too
             # the plan's own dict (made for this write by ``to_props``, written already)
             self._put_node(label, key, props, rids[key])
             if vec is not None:
@@ -340,11 +349,11 @@ class EmbeddedGraph:
             out = succ[key]
             for etype, dst in wanted:
                 if etype not in out.get(dst, ()):
-                    _link(succ, pred, key, dst, etype, shared[etype])
+                    _link(succ, pred, key, dst, etype, shared[etype], own)
         for src, etype, dst, props in plan["edges"]:
             # replaced, never edited: edges without properties share their type's dict
             data = {**props, "type": etype} if props else shared.get(etype)
-            _link(succ, pred, src, dst, etype, data or {"type": etype})
+            _link(succ, pred, src, dst, etype, data or {"type": etype}, own)
         self._next_rid = plan["next_rid"]
 
     def _apply_delete(self, plan: dict[str, Any]) -> None:

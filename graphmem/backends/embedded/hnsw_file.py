@@ -23,7 +23,7 @@ import logging
 import os
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from sys import intern
@@ -49,6 +49,15 @@ class SavedGraph:
     ann: Graph
     label_keys: list[str | None]
     seq: int
+    #: the files as their description names them: (seq, the graph file's size, its CRC-32)
+    ident: tuple[int, int, int]
+    #: the labels are the ``known`` ones the caller gave (see :func:`load`)
+    known: bool = False
+
+
+#: a graph file's labels kept elsewhere (the state file) with the graph's identity (see
+#: :attr:`SavedGraph.ident`) when they were written
+Known = tuple[tuple[int, int, int], list[str | None]]
 
 
 def files_of(store: Path) -> tuple[Path, Path]:
@@ -89,8 +98,9 @@ def save(
     store_id: str,
     dim: int,
     seq: int,
-) -> None:
-    """Write the graph and its description beside ``store`` (see the module docstring)."""
+) -> tuple[int, int, int]:
+    """Write the graph and its description beside ``store`` (see the module docstring);
+    returns the identity of what was written (see :attr:`SavedGraph.ident`)."""
     bin_path, meta_path = files_of(store)
     with temp_beside(bin_path) as tmp:
         ann.save(str(tmp))
@@ -107,6 +117,7 @@ def save(
     }
     with temp_beside(meta_path) as tmp:
         tmp.write_bytes(orjson.dumps(meta))
+    return seq, size, crc
 
 
 def remove(store: Path) -> None:
@@ -116,8 +127,20 @@ def remove(store: Path) -> None:
             p.unlink()
 
 
-def load(lib: Any, store: Path, *, store_id: str, dim: int) -> SavedGraph | None:
-    """The saved graph when both files are there and check out, else None (reason logged)."""
+def load(
+    lib: Any,
+    store: Path,
+    *,
+    store_id: str,
+    dim: int,
+    own: Callable[[str], str] = intern,
+    known: Known | None = None,
+) -> SavedGraph | None:
+    """The saved graph when both files are there and check out, else None (reason logged).
+    Its labels are the ``own`` strings of the keys the description names (the store's
+    node keys: one string per key), or the ``known`` ones when they were kept for these
+    very files (same identity, as many labels): no million strings to check and look up
+    at 1M vectors."""
     bin_path, meta_path = files_of(store)
     if not meta_path.exists() and not bin_path.exists():
         return None
@@ -131,16 +154,22 @@ def load(lib: Any, store: Path, *, store_id: str, dim: int) -> SavedGraph | None
             raise ValueError(f"dimension {meta.get('dim')} is not the store's {dim}")
         labels = meta["labels"]
         seq = meta["seq"]
+        ident = (seq, meta.get("bin_size"), meta.get("bin_crc32"))
         if not isinstance(labels, list) or not isinstance(seq, int):
             raise ValueError("malformed description")
+        use_known = known is not None and known[0] == ident and len(known[1]) == len(labels)
+        if use_known:
+            assert known is not None
+            labels = known[1]
         if not set(map(type, labels)) <= {str, type(None)}:
             raise ValueError("malformed labels")
-        # the store's node keys are interned: the labels become those strings instead of a
-        # second copy of each (~90 MB at 1M vectors)
-        labels = [None if key is None else intern(key) for key in labels]
+        if not use_known:
+            # the store's node keys: the labels become those strings instead of a second
+            # copy of each (~90 MB at 1M vectors)
+            labels = [None if key is None else own(key) for key in labels]
         with open(bin_path, "rb") as f:
             crc, size = _crc(f)
-            if (size, crc) != (meta.get("bin_size"), meta.get("bin_crc32")):
+            if (seq, size, crc) != ident:
                 raise ValueError("the graph file does not match its checksum")
             # load what was checked: the open file, even if the name was replaced since
             fd_path = f"/proc/self/fd/{f.fileno()}"
@@ -151,4 +180,4 @@ def load(lib: Any, store: Path, *, store_id: str, dim: int) -> SavedGraph | None
     except (OSError, ValueError, KeyError, TypeError, RuntimeError, orjson.JSONDecodeError) as e:
         log.warning("not using the saved vector graph beside %s (%s); rebuilding it", store, e)
         return None
-    return SavedGraph(ann=ann, label_keys=labels, seq=seq)
+    return SavedGraph(ann=ann, label_keys=labels, seq=seq, ident=ident, known=use_known)

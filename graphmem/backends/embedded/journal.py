@@ -15,7 +15,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from sys import intern
 from typing import Any, Literal
 
 import numpy as np
@@ -76,6 +75,22 @@ def _dumps(props: dict[str, Any]) -> str:
     return orjson.dumps(props).decode()
 
 
+def _filed_graph(filed: Any) -> hnsw_file.Known | None:
+    """The vector graph files' identity and labels a state file kept (see
+    ``hnsw_file.load``), when they are of the expected shape."""
+    if not (isinstance(filed, tuple) and len(filed) == 2):
+        return None
+    ident, labels = filed
+    if not (
+        isinstance(ident, tuple)
+        and len(ident) == 3
+        and all(v.__class__ is int for v in ident)
+        and isinstance(labels, list)
+    ):
+        return None
+    return (ident[0], ident[1], ident[2]), labels
+
+
 class EmbeddedJournal(EmbeddedGraph):
     """SQLite persistence of :class:`NetworkXBackend` (opened by the constructor)."""
 
@@ -103,6 +118,8 @@ class EmbeddedJournal(EmbeddedGraph):
         self._state_seq: int | None = None
         #: that file holds the vector rows (not only their keys: see state_file)
         self._state_rows = False
+        #: that file keeps the vector graph's labels (see ``hnsw_file.load``)
+        self._state_graph = False
         self._opened = False
         try:
             if self._path is not None:
@@ -193,14 +210,20 @@ class EmbeddedJournal(EmbeddedGraph):
         dim_row = db.execute("SELECT value FROM meta WHERE key='embedding_dim'").fetchone()
         self._dim: int | None = int(dim_row[0]) if dim_row else None
         first, self._opened = not self._opened, True
+        self._known_graph: hnsw_file.Known | None = None
         if not (first and self._path is not None and self._load_saved_state()):
             self._load_rows()
         vindex = self._vindex
         if vindex is not None:
             if self._path is not None and len(vindex) >= vindex.ann_threshold:
                 vindex.load_ann(
-                    self._path, store_id=self._store_id, changes=self._memory_changes_since
+                    self._path,
+                    store_id=self._store_id,
+                    changes=self._memory_changes_since,
+                    own=self._g._node.own,
+                    known=self._known_graph,
                 )
+        self._known_graph = None
 
     def _install(
         self,
@@ -266,6 +289,7 @@ class EmbeddedJournal(EmbeddedGraph):
         self._next_rid = max(self._key_of, default=0) + 1
         self._state_seq = seq
         self._state_rows = saved.vectors is not None
+        self._state_graph = self._known_graph is not None
         return True
 
     def _install_saved(self, saved: state_file.SavedState) -> None:
@@ -284,16 +308,22 @@ class EmbeddedJournal(EmbeddedGraph):
         for (lab_s, f), bucket in whole.items():
             index[(labels[lab_s], f)] = bucket
         rid_of: dict[str, int] = p["rid_of"]
+        self._known_graph = _filed_graph(p.get("graph"))
         vindex = self._new_vindex()
         if vindex is not None and saved.vec_keys:
             if saved.vectors is not None:
                 vindex.add(saved.vec_keys, saved.vectors, adopt=True)
             else:  # the saved graph holds them, or else the rows
-                self._take_vectors(vindex, rid_of, saved.vec_keys, saved.seq)
+                self._take_vectors(vindex, g._node, rid_of, saved.vec_keys, saved.seq)
         self._install(g, rid_of, by_label, index, vindex)
 
     def _take_vectors(
-        self, vindex: VectorIndex, rid_of: dict[str, int], keys: list[str] | None, since: int
+        self,
+        vindex: VectorIndex,
+        nodes: NodeTable,
+        rid_of: dict[str, int],
+        keys: list[str] | None,
+        since: int,
     ) -> None:
         """Fill the empty ``vindex`` from the HNSW graph saved beside the file when it holds
         the vectors of ``keys`` (the store's at change-log position ``since``) — no matrix
@@ -308,6 +338,8 @@ class EmbeddedJournal(EmbeddedGraph):
                 keys=keys,
                 since=since,
                 changes=self._memory_changes_since,
+                own=nodes.own,
+                known=self._known_graph,
             )
         ):
             add_stored_vectors(self._db, vindex, {rid: key for key, rid in rid_of.items()})
@@ -331,9 +363,17 @@ class EmbeddedJournal(EmbeddedGraph):
                     ).fetchone()[0]
                     # a file whose vectors are kept otherwise than this index keeps them is
                     # rewritten all the same: rows the graph now holds would be read at
-                    # every open and dropped, and rows it no longer holds read from the store
-                    lean = self._vindex is not None and self._vindex.lean
-                    if behind <= STATE_LAG and self._state_rows != lean:
+                    # every open and dropped, and rows it no longer holds read from the store;
+                    # so is one without the graph's labels when they are to be had (once:
+                    # labels of an older graph file are not worth a rewrite at every close)
+                    vindex = self._vindex
+                    lean = vindex is not None and vindex.lean
+                    upgrade = (
+                        not self._state_graph
+                        and vindex is not None
+                        and (vindex.graph_on_disk() is not None)
+                    )
+                    if behind <= STATE_LAG and self._state_rows != lean and not upgrade:
                         return
                 seq = self._seen_seq
                 seq_key = position_key(db, seq)
@@ -352,6 +392,9 @@ class EmbeddedJournal(EmbeddedGraph):
                     "most": most,
                 }
                 vindex = self._vindex
+                graph = None if vindex is None else vindex.graph_on_disk()
+                if graph is not None:  # the next open reads the graph's labels from here
+                    payload["graph"] = graph
                 keys, vectors = (
                     vindex.rows() if vindex is not None else ([], np.zeros((0, 0), np.float32))
                 )  # no rows when the vector graph holds them (it is saved next, at close)
@@ -369,6 +412,7 @@ class EmbeddedJournal(EmbeddedGraph):
                     )
                 self._state_seq = seq
                 self._state_rows = vectors is not None
+                self._state_graph = graph is not None
             except (OSError, sqlite3.Error, BackendUnavailable, QueryFailed) as e:
                 # an optimisation: the next open reads the rows
                 log.info("could not keep the state beside %s: %s", self._path, e)
@@ -389,7 +433,7 @@ class EmbeddedJournal(EmbeddedGraph):
             keys = [
                 key_of[rid] for (rid,) in db.execute("SELECT rid FROM vectors") if rid in key_of
             ]
-            self._take_vectors(vindex, rid_of, keys, self._seen_seq)
+            self._take_vectors(vindex, g._node, rid_of, keys, self._seen_seq)
         self._install(g, rid_of, by_label, index, vindex)
 
     def _new_vindex(self) -> VectorIndex | None:
@@ -592,7 +636,7 @@ class EmbeddedJournal(EmbeddedGraph):
         labels = {lab.value: lab for lab in NodeLabel}
         present: list[str] = []
         for key_ in keys:
-            key = intern(key_)  # the node's own key string (see _link)
+            key = nodes.own(key_)  # the node's own key string (see _link)
             label_s, _, ident = key.partition(":")
             row = db.execute(
                 "SELECT rid, props FROM nodes WHERE label = ? AND id = ?", (label_s, ident)
@@ -638,12 +682,12 @@ class EmbeddedJournal(EmbeddedGraph):
             for etype_, tlabel, tid, _d in structural_targets(label, nodes[key]):
                 tkey = tlabel.value + ":" + tid
                 if tkey in succ:
-                    _link(succ, pred, key, tkey, etype_.value, shared[etype_.value])
+                    _link(succ, pred, key, tkey, etype_.value, shared[etype_.value], nodes.own)
             for src, etype, dst, props_s in db.execute(
                 "SELECT src, type, dst, props FROM edges WHERE src = ? OR dst = ?", (key, key)
             ):
                 if src in nodes and dst in nodes and etype not in succ[src].get(dst, ()):
-                    _link(succ, pred, src, dst, etype, _edge_data(etype, props_s))
+                    _link(succ, pred, src, dst, etype, _edge_data(etype, props_s), nodes.own)
         self._df_cache = {}
         self._df_cache_n = len(self._by_label.get(NodeLabel.MEMORY, ()))
 

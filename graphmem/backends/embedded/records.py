@@ -494,7 +494,11 @@ class MemoryTable:
         free = data["free"]
         if not isinstance(keys, list) or not isinstance(free, list):
             raise TypeError("malformed memory columns")
-        t.keys = [None if k is None else intern(k) for k in keys]
+        if not set(map(type, keys)) <= {str, type(None)}:
+            raise TypeError("a memory key that is not a string")
+        # not interned (a million calls, a third of a second at 1M memories): the file
+        # holds one string per key already, and later writes look that string up (own)
+        t.keys = keys
         t.free = free
         rows: dict[str | None, int] = dict(zip(t.keys, range(n), strict=True))
         rows.pop(None, None)
@@ -619,6 +623,18 @@ class NodeTable(MutableMapping[str, Attrs]):
     def __contains__(self, key: object) -> bool:
         return key in self.dicts or key in self.memories.row_of
 
+    def own(self, key: str) -> str:
+        """The one string object this table holds for ``key`` (a memory's row key, read
+        from a state file without interning), else the interned one (a node's dict is held
+        under its interned key): what edges, buckets and the vector index keep, so that a
+        node key is one object however many places hold it."""
+        i = self.memories.row_of.get(key)
+        if i is None:
+            return intern(key)
+        held = self.memories.keys[i]
+        assert held is not None
+        return held
+
     def __iter__(self) -> Iterator[str]:
         yield from self.dicts
         yield from self.memories.row_of
@@ -673,7 +689,8 @@ class NodeTable(MutableMapping[str, Attrs]):
     @classmethod
     def from_file(cls, data: dict[str, Any]) -> NodeTable:
         """The table :meth:`to_file` filed (KeyError, TypeError or ValueError when it does
-        not add up); every key interned, the one string later writes use too."""
+        not add up); a node dict's key interned, a memory row's as the file holds it
+        (see :meth:`own`)."""
         t = cls()
         dicts = data["dicts"]
         if not isinstance(dicts, dict):
