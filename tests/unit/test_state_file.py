@@ -21,6 +21,7 @@ from graphmem import GraphMemory
 from graphmem.backends.embedded import journal as journal_module
 from graphmem.backends.embedded import state_file
 from graphmem.backends.embedded.backend import NetworkXBackend
+from graphmem.backends.embedded.records import MemoryBucket
 from graphmem.backends.embedded.state_file import file_of
 from graphmem.models import Filter, Memory
 from tests.killed_writer import ids_written_then_killed
@@ -57,8 +58,20 @@ def _fill(path: Path, n: int, start: int = 0) -> list[str]:
     return ids
 
 
+def _worked_out(b: NetworkXBackend) -> None:
+    """Ask every bucket the memory columns answer for every value a node holds (and
+    None), so that its ``items()`` show them all (see ``records.MemoryBucket``)."""
+    for (_label, f), bucket in b._index.items():
+        if isinstance(bucket, MemoryBucket):
+            for attrs in list(b._g._node.values()):
+                v = attrs.get(f)
+                for item in v if isinstance(v, tuple | list) else (v,):
+                    bucket.get(item)
+
+
 def _view(b: NetworkXBackend) -> dict[str, Any]:
     """Everything an open builds, in comparable form."""
+    _worked_out(b)
     vi = b._vindex
     vecs = {} if vi is None else {k: vi.get(k).tobytes() for k in vi._row}  # type: ignore[union-attr]
     return {

@@ -13,7 +13,7 @@ import numpy as np
 
 from graphmem.backends.base import STRUCTURAL
 from graphmem.backends.embedded.adjacency import Adj, Adjacency
-from graphmem.backends.embedded.records import Attrs, NodeTable
+from graphmem.backends.embedded.records import Attrs, MemoryBucket, NodeTable
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.models import (
     Edge,
@@ -162,7 +162,10 @@ def _index_into(buckets: list[tuple[str, Bucket]], key: str, props: Attrs) -> No
     indexes each item, as for tags."""
     for f, bucket in buckets:
         v = props.get(f)
+        lazy = bucket.__class__ is MemoryBucket
         for item in v if v.__class__ is tuple or v.__class__ is list else (v,):
+            if lazy and not bucket.known(item):  # type: ignore[attr-defined]
+                continue  # worked out from the columns when asked for
             held = bucket.get(item)
             if held is None:
                 bucket[item] = key
@@ -178,7 +181,10 @@ def _index_out(buckets: list[tuple[str, Bucket]], key: str, props: Attrs) -> Non
     :func:`_index_into`)."""
     for f, bucket in buckets:
         v = props.get(f)
+        lazy = bucket.__class__ is MemoryBucket
         for item in v if v.__class__ is tuple or v.__class__ is list else (v,):
+            if lazy and not bucket.known(item):  # type: ignore[attr-defined]
+                continue
             held = bucket.get(item)
             if held is None:
                 continue

@@ -32,7 +32,7 @@ from graphmem.backends.embedded.graph import (
     _datetime_fields,
     _link,
 )
-from graphmem.backends.embedded.records import NodeTable
+from graphmem.backends.embedded.records import FROM_COLUMNS, MemoryBucket, NodeTable
 from graphmem.backends.embedded.rows import (
     SCHEMA,
     SCHEMA_VERSION,
@@ -120,6 +120,8 @@ class EmbeddedJournal(EmbeddedGraph):
         self._state_rows = False
         #: that file keeps the vector graph's labels (see ``hnsw_file.load``)
         self._state_graph = False
+        #: that file is of an older format, read as it is (see ``state_file``)
+        self._state_old = False
         self._opened = False
         try:
             if self._path is not None:
@@ -232,8 +234,15 @@ class EmbeddedJournal(EmbeddedGraph):
         by_label: dict[NodeLabel, set[str]],
         index: dict[tuple[NodeLabel, str], Bucket],
         vindex: VectorIndex | None,
+        *,
+        filed: bool,
     ) -> None:
-        """Make a freshly read state this process's."""
+        """Make a freshly read state this process's; ``filed``: read from the state file,
+        whose index buckets of the memory fields the columns answer are worked out when
+        asked for (see ``MemoryBucket``); else read from the rows, with them whole."""
+        for f in FROM_COLUMNS:
+            key = (NodeLabel.MEMORY, f)
+            index[key] = MemoryBucket(g._node, f, None if filed else index.get(key, {}))
         self._g = g
         self._rid_of = rid_of
         self._key_of = {rid: key for key, rid in rid_of.items()}
@@ -290,6 +299,7 @@ class EmbeddedJournal(EmbeddedGraph):
         self._state_seq = seq
         self._state_rows = saved.vectors is not None
         self._state_graph = self._known_graph is not None
+        self._state_old = saved.format != state_file.FORMAT
         return True
 
     def _install_saved(self, saved: state_file.SavedState) -> None:
@@ -315,7 +325,7 @@ class EmbeddedJournal(EmbeddedGraph):
                 vindex.add(saved.vec_keys, saved.vectors, adopt=True)
             else:  # the saved graph holds them, or else the rows
                 self._take_vectors(vindex, g._node, rid_of, saved.vec_keys, saved.seq)
-        self._install(g, rid_of, by_label, index, vindex)
+        self._install(g, rid_of, by_label, index, vindex, filed=True)
 
     def _take_vectors(
         self,
@@ -364,14 +374,15 @@ class EmbeddedJournal(EmbeddedGraph):
                     # a file whose vectors are kept otherwise than this index keeps them is
                     # rewritten all the same: rows the graph now holds would be read at
                     # every open and dropped, and rows it no longer holds read from the store;
-                    # so is one without the graph's labels when they are to be had (once:
-                    # labels of an older graph file are not worth a rewrite at every close)
+                    # so is one of an older format, and one without the graph's labels when
+                    # they are to be had (once: labels of an older graph file are not worth
+                    # a rewrite at every close)
                     vindex = self._vindex
                     lean = vindex is not None and vindex.lean
-                    upgrade = (
+                    upgrade = self._state_old or (
                         not self._state_graph
                         and vindex is not None
-                        and (vindex.graph_on_disk() is not None)
+                        and vindex.graph_on_disk() is not None
                     )
                     if behind <= STATE_LAG and self._state_rows != lean and not upgrade:
                         return
@@ -380,7 +391,12 @@ class EmbeddedJournal(EmbeddedGraph):
                 g = self._g
                 by_label = {lab.value: keys for lab, keys in self._by_label.items()}
                 index, most = state_file.index_apart(
-                    {(lab.value, f): bucket for (lab, f), bucket in self._index.items()}, by_label
+                    {
+                        (lab.value, f): bucket
+                        for (lab, f), bucket in self._index.items()
+                        if bucket.__class__ is not MemoryBucket  # the columns are filed
+                    },
+                    by_label,
                 )
                 payload = {
                     "nodes": g._node.to_file(),
@@ -413,6 +429,7 @@ class EmbeddedJournal(EmbeddedGraph):
                 self._state_seq = seq
                 self._state_rows = vectors is not None
                 self._state_graph = graph is not None
+                self._state_old = False
             except (OSError, sqlite3.Error, BackendUnavailable, QueryFailed) as e:
                 # an optimisation: the next open reads the rows
                 log.info("could not keep the state beside %s: %s", self._path, e)
@@ -434,7 +451,7 @@ class EmbeddedJournal(EmbeddedGraph):
                 key_of[rid] for (rid,) in db.execute("SELECT rid FROM vectors") if rid in key_of
             ]
             self._take_vectors(vindex, g._node, rid_of, keys, self._seen_seq)
-        self._install(g, rid_of, by_label, index, vindex)
+        self._install(g, rid_of, by_label, index, vindex, filed=False)
 
     def _new_vindex(self) -> VectorIndex | None:
         """An empty vector index for the store's dimension (None before it has one)."""

@@ -59,8 +59,11 @@ log = logging.getLogger("graphmem.backends.embedded")
 #: 3: a value held by one node is indexed by its key, not a one-key set; 4: one string
 #: per node key (an older file holds a copy per adjacency entry: read the rows once);
 #: 5: tags as tuples, the sets of a bucket held by most of a label as what they leave
-#: out (:func:`index_apart`); 6: the memories' attributes as columns (``records``)
-FORMAT = 6
+#: out (:func:`index_apart`); 6: the memories' attributes as columns (``records``); 7: the
+#: index buckets the memory columns answer are not filed (``records.MemoryBucket``)
+FORMAT = 7
+#: older formats read as they are: 6 is 7 with the buckets 7 leaves out (not used)
+_READ = (6, FORMAT)
 #: format 1 began with this magic and its header
 _MAGIC_1 = b"GMSTATE\n"
 _MAGIC = b"GMSTAT2\n"
@@ -81,6 +84,8 @@ class SavedState:
     seq: int
     seq_key: str | None
     nodes: int
+    #: the file's format (an older one read as it is is replaced at the next close)
+    format: int = FORMAT
 
 
 def file_of(store: Path) -> Path:
@@ -240,9 +245,9 @@ def load(store: Path, *, store_id: str, dim: int | None) -> SavedState | None:
             if not isinstance(head, dict):
                 raise ValueError("malformed header")
             fmt = head.get("format")
-            if fmt.__class__ is int and 1 < fmt < FORMAT:
+            if fmt.__class__ is int and 1 < fmt < FORMAT and fmt not in _READ:
                 raise ValueError(f"an older format ({fmt}); it is replaced at the next close")
-            if fmt != FORMAT:
+            if fmt not in _READ:
                 raise ValueError("unknown format")
             if head.get("store_id") != store_id:
                 raise ValueError("it belongs to another store")
@@ -293,4 +298,5 @@ def load(store: Path, *, store_id: str, dim: int | None) -> SavedState | None:
         seq=seq,
         seq_key=seq_key,
         nodes=nodes,
+        format=fmt,
     )
