@@ -23,7 +23,7 @@ from graphmem.backends.embedded import state_file
 from graphmem.backends.embedded.backend import NetworkXBackend
 from graphmem.backends.embedded.records import MemoryBucket
 from graphmem.backends.embedded.state_file import file_of
-from graphmem.models import Filter, Memory
+from graphmem.models import Filter, Memory, NodeLabel
 from tests.killed_writer import ids_written_then_killed
 
 pytestmark = pytest.mark.embedded("the embedded store's saved state file beside its SQLite file")
@@ -516,5 +516,81 @@ def test_a_set_held_by_most_of_a_label_is_filed_as_what_it_leaves_out(tmp_path: 
     most = {(lab, f, v): sorted(out) for lab, f, v, out, _extra in saved.payload["most"]}
     assert most[("Memory", "category", "semantic")] == sorted(f"Memory:{i}" for i in moved)
     assert "semantic" not in saved.payload["index"][("Memory", "category")]
+    used, via_state, via_rows = _open_both(path)
+    assert used and via_state == via_rows
+
+
+def test_buckets_the_columns_answer_stay_exact_through_writes_after_a_state_open(
+    tmp_path: Path,
+) -> None:
+    """A state open leaves the memory buckets of agent, namespace, run, audience and tags
+    to be worked out when asked for; writes before and after a value is asked for (new
+    memories, a moved memory, a forgotten one, a value never seen) leave every bucket as
+    a read of the rows builds it."""
+    path = tmp_path / "s.db"
+    ids = _fill(path, 120)
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        b = mem.backend
+        assert isinstance(b, NetworkXBackend) and b._state_seq is not None
+        agents = b._index[(NodeLabel.MEMORY, "agent_id")]
+        assert isinstance(agents, MemoryBucket) and not dict.__len__(agents)
+        # a0 and t1 asked for before the writes, a1, ns0 and the rest after
+        assert len(mem.list(limit=None, agent_id="a0")) == 40
+        assert len(mem.list(limit=None, tags=["t1"])) == 24
+        mem.remember_many(
+            [
+                {"content": f"later {i}", "agent_id": f"a{i % 2}", "tags": ["t1", "new"]}
+                for i in range(6)
+            ]
+            + [{"content": "elsewhere", "agent_id": "a9", "namespace": "ns7", "run_id": "r9"}]
+        )
+        mem.update(ids[3], tags=["t9"])
+        mem.forget(ids[4])
+        mem.forget(ids[6])
+        assert len(mem.list(limit=None, agent_id="a0")) == 40 + 3 - 1
+        assert len(mem.list(limit=None, agent_id="a9", namespace="ns7")) == 1
+        via_state = _view(b)
+        saved = file_of(path)
+        aside = saved.with_suffix(".aside")
+        os.replace(saved, aside)
+        try:
+            rows = NetworkXBackend(path)
+            via_rows = _view(rows)
+            rows._closed = True
+        finally:
+            os.replace(aside, saved)
+        assert via_state["index"] == via_rows["index"]
+        assert via_state == via_rows
+
+
+def test_a_state_of_format_6_is_read_without_its_memory_buckets_and_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Format 6 filed every bucket; format 7 leaves out those the memory columns answer.
+    A format-6 file is used as it is (its buckets of those fields are not: here one that
+    lies, which a read that used it would show) and replaced at the next close."""
+    path = tmp_path / "s.db"
+    _fill(path, 120)
+    apart = state_file.index_apart
+
+    def as_format_6(index: Any, by_label: Any) -> Any:
+        index = {**index, ("Memory", "agent_id"): {"a0": "Memory:not-one-of-them"}}
+        return apart(index, by_label)
+
+    monkeypatch.setattr(state_file, "FORMAT", 6)
+    monkeypatch.setattr(state_file, "index_apart", as_format_6)
+    b = NetworkXBackend(path)
+    b._state_seq = None  # write the state at close
+    b.close()
+    monkeypatch.undo()
+    monkeypatch.setattr(journal_module, "STATE_MIN_NODES", SMALL)
+    monkeypatch.setattr(journal_module, "STATE_LAG", 20)
+    older = file_of(path).read_bytes()
+    used, via_state, via_rows = _open_both(path)
+    assert used and via_state == via_rows
+    b = NetworkXBackend(path)
+    assert b._state_seq is not None
+    b.close()  # nothing changed, but the older file is replaced
+    assert file_of(path).read_bytes() != older
     used, via_state, via_rows = _open_both(path)
     assert used and via_state == via_rows
