@@ -96,6 +96,16 @@ def _hold(nodes: NodeTable, label: NodeLabel, key: str, attrs: dict[str, Any]) -
     nodes[key] = attrs
 
 
+def _set_head(attrs: dict[str, Any], count: int, last: str | None) -> None:
+    """Set where a run's chain ends in its attributes (a run without a last memory holds
+    no ``last_event_id``, as ``to_props`` leaves out a None)."""
+    attrs["event_count"] = count
+    if last is None:
+        attrs.pop("last_event_id", None)
+    else:
+        attrs["last_event_id"] = last
+
+
 _DT_FIELDS: dict[NodeLabel, frozenset[str]] = {}
 
 
@@ -351,16 +361,31 @@ class EmbeddedGraph:
             if etype in succ[src].get(dst, ()):
                 g.remove_edge(src, dst, key=etype)
         shared = _SHARED_EDGE_DATA
-        for key, wanted in plan["struct"].items():
+        keyed = _SHARED_KEYED
+        for key_, wanted in plan["struct"].items():
+            key = own(key_)  # both ends held as the node keys' own strings (see _link)
             out = succ[key]
             for etype, dst in wanted:
-                if etype not in out.get(dst, ()):
+                held = out.get(dst)
+                if held is None:
+                    # the pair's first edge (every edge of a new node): the type's shared
+                    # keyed dict, as _link gives it
+                    dst = own(dst)
+                    out[dst] = pred[dst][key] = keyed[etype]
+                elif etype not in held:
                     _link(succ, pred, key, dst, etype, shared[etype], own)
         for src, etype, dst, props in plan["edges"]:
             # replaced, never edited: edges without properties share their type's dict
             data = {**props, "type": etype} if props else shared.get(etype)
             _link(succ, pred, src, dst, etype, data or {"type": etype}, own)
         self._next_rid = plan["next_rid"]
+
+    def _apply_heads(self, heads: list[tuple[str, int, str | None]]) -> None:
+        """Set where stored runs' chains end (see ``NetworkXBackend._heads_of``): a run is
+        held as its dict, updated in place; neither field is indexed or structural."""
+        dicts = self._g._node.dicts
+        for key, count, last in heads:
+            _set_head(dicts[key], count, last)
 
     def _apply_delete(self, plan: dict[str, Any]) -> None:
         g = self._g

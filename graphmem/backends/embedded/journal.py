@@ -796,6 +796,32 @@ class EmbeddedJournal(EmbeddedGraph):
         )
         plan["next_rid"] = next_rid
 
+    def _write_heads(
+        self, db: sqlite3.Connection, heads: list[tuple[str, int, str | None]]
+    ) -> None:
+        """Set where stored runs' chains end in their rows, their other properties as
+        stored (see ``NetworkXBackend._heads_of``)."""
+        if not heads:
+            return
+        rid_of = self._rid_of
+        ended = [(c, last, rid_of[k]) for k, c, last in heads if last is not None]
+        empty = [(c, rid_of[k]) for k, c, last in heads if last is None]
+        done = 0
+        if ended:
+            done += db.executemany(
+                "UPDATE nodes SET props = json_set(props, '$.event_count', ?, "
+                "'$.last_event_id', ?) WHERE rid = ?",
+                ended,
+            ).rowcount
+        if empty:
+            done += db.executemany(
+                "UPDATE nodes SET props = json_remove(json_set(props, '$.event_count', ?), "
+                "'$.last_event_id') WHERE rid = ?",
+                empty,
+            ).rowcount
+        if done != len(heads):
+            raise Conflict("the store changed underneath this write; retry")
+
     def _write_delete(self, db: sqlite3.Connection, plan: dict[str, Any]) -> None:
         if plan["edges"]:
             db.executemany(

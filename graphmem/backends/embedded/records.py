@@ -51,6 +51,8 @@ _TIME_END = 1 << 52
 # how an attribute is held
 _CODED, _FLOAT, _INT, _TIME, _TEXT, _TAGS, _HASHED, _KEY = range(8)
 _from_ts = datetime.fromtimestamp
+#: rows whose model fields :meth:`MemoryTable.memory` keeps (the first built goes first)
+_BUILT_MAX = 4096
 
 #: repeated text fields, held as a code into the field's value table (code 0: not set)
 CODED = (
@@ -102,6 +104,7 @@ class MemoryTable:
     """The columns of every memory held as a row (see the module docstring)."""
 
     __slots__ = (
+        "_built",
         "_decoders",
         "_float_cols",
         "_int_cols",
@@ -147,6 +150,10 @@ class MemoryTable:
         self.extra: dict[int, dict[str, Any]] = {}
         #: per coded field the model converts (enums), its values as the model holds them
         self._typed: dict[str, list[Any]] = {}
+        #: row -> its model's fields as :meth:`memory` built them: a recall builds a model
+        #: for each of its ~50 hits, mostly rows that earlier recalls built too; a write
+        #: to the row drops its entry, a counted access updates it
+        self._built: dict[int, dict[str, Any]] = {}
         self._index_columns()
 
     def __len__(self) -> int:
@@ -311,6 +318,7 @@ class MemoryTable:
 
     def _unset(self, i: int) -> None:
         """Every column of row ``i`` to "not set"."""
+        self._built.pop(i, None)
         for col in self._unset_q:
             col[i] = _NONE
         for col in self._unset_i:
@@ -341,6 +349,10 @@ class MemoryTable:
         last = self.times["last_accessed"]
         if last[i] == _NONE or last[i] < us:
             last[i] = us
+        built = self._built.get(i)
+        if built is not None:
+            built["access_count"] = count[i]
+            built["last_accessed"] = _from_ts(last[i] / 1e6, UTC)
         return True
 
     # -- reading -----------------------------------------------------------------------
@@ -426,7 +438,19 @@ class MemoryTable:
     def memory(self, i: int) -> Memory:
         """Row ``i`` as its model, built as :meth:`GraphNode.from_trusted` builds one from
         the row's dict (the same fields and values) without making the dict first: a
-        search builds a model for each of its ~100 hits."""
+        search builds a model for each of its ~100 hits. Each call gives a new model
+        with its own metadata dict (a caller may change it)."""
+        built = self._built.get(i)
+        if built is None:
+            built = self._built[i] = self._fields_of(i)
+            if len(self._built) > _BUILT_MAX:
+                del self._built[next(iter(self._built))]
+        data = built.copy()
+        data["metadata"] = data["metadata"].copy()
+        return assembled(Memory, data)
+
+    def _fields_of(self, i: int) -> dict[str, Any]:
+        """Row ``i``'s model fields (see :meth:`memory`)."""
         key = self.keys[i]
         assert key is not None
         data = self._template.copy()
@@ -449,7 +473,7 @@ class MemoryTable:
                 if k.startswith(METADATA_PREFIX):
                     meta[k[len(METADATA_PREFIX) :]] = v
         data["metadata"] = meta
-        return assembled(Memory, data)
+        return data
 
     def _typed_value(self, field: str, held: list[Any], code: int) -> Any:
         """The model's value (an enum member) of ``field``'s value ``code``, converted
