@@ -21,7 +21,7 @@ from graphmem import GraphMemory
 from graphmem.backends.embedded import journal as journal_module
 from graphmem.backends.embedded import state_file
 from graphmem.backends.embedded.backend import NetworkXBackend
-from graphmem.backends.embedded.records import MemoryBucket
+from graphmem.backends.embedded.buckets import MemoryBucket
 from graphmem.backends.embedded.state_file import file_of
 from graphmem.models import Filter, Memory, NodeLabel
 from tests.killed_writer import ids_written_then_killed
@@ -91,11 +91,16 @@ def _view(b: NetworkXBackend) -> dict[str, Any]:
 
 def _open_both(path: Path) -> tuple[bool, dict[str, Any], dict[str, Any]]:
     """(whether the state file was used, its view, the view read from the rows)."""
-    saved = file_of(path)
     b = NetworkXBackend(path)
     used = b._state_seq is not None
     via_state = _view(b)
     b._closed = True  # leave the file as it is (no save at close)
+    return used, via_state, _rows_view(path)
+
+
+def _rows_view(path: Path) -> dict[str, Any]:
+    """The view of an open that reads the rows (the state file set aside meanwhile)."""
+    saved = file_of(path)
     aside = saved.with_suffix(".aside")
     if saved.exists():
         os.replace(saved, aside)
@@ -106,7 +111,7 @@ def _open_both(path: Path) -> tuple[bool, dict[str, Any], dict[str, Any]]:
     finally:
         if aside.exists():
             os.replace(aside, saved)
-    return used, via_state, via_rows
+    return via_rows
 
 
 def test_reopen_reads_the_saved_state_and_it_equals_the_rows(tmp_path: Path) -> None:
@@ -549,16 +554,7 @@ def test_buckets_the_columns_answer_stay_exact_through_writes_after_a_state_open
         mem.forget(ids[6])
         assert len(mem.list(limit=None, agent_id="a0")) == 40 + 3 - 1
         assert len(mem.list(limit=None, agent_id="a9", namespace="ns7")) == 1
-        via_state = _view(b)
-        saved = file_of(path)
-        aside = saved.with_suffix(".aside")
-        os.replace(saved, aside)
-        try:
-            rows = NetworkXBackend(path)
-            via_rows = _view(rows)
-            rows._closed = True
-        finally:
-            os.replace(aside, saved)
+        via_state, via_rows = _view(b), _rows_view(path)
         assert via_state["index"] == via_rows["index"]
         assert via_state == via_rows
 

@@ -13,7 +13,8 @@ import numpy as np
 
 from graphmem.backends.base import STRUCTURAL
 from graphmem.backends.embedded.adjacency import Adj, Adjacency
-from graphmem.backends.embedded.records import Attrs, MemoryBucket, NodeTable
+from graphmem.backends.embedded.buckets import Bucket, index_into, index_out, keys_of
+from graphmem.backends.embedded.records import Attrs, NodeTable
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.models import (
     Edge,
@@ -160,61 +161,6 @@ def _link(
     succ[u][v] = pred[v][u] = new
 
 
-#: an index bucket: value -> the key of the one node holding it, or the set of keys of
-#: the two or more holding it. Most values of some fields are held by one node (every
-#: memory's ``content_hash``): a key instead of a one-key set is ~220 bytes and one
-#: tracked object fewer per memory (a set is never left with fewer than two keys)
-Bucket = dict[Any, "str | set[str]"]
-
-
-def _index_into(buckets: list[tuple[str, Bucket]], key: str, props: Attrs) -> None:
-    """Add a node key to the index buckets of its indexed fields; a tuple (or list) value
-    indexes each item, as for tags."""
-    for f, bucket in buckets:
-        v = props.get(f)
-        lazy = bucket.__class__ is MemoryBucket
-        for item in v if v.__class__ is tuple or v.__class__ is list else (v,):
-            if lazy and not bucket.known(item):  # type: ignore[attr-defined]
-                continue  # worked out from the columns when asked for
-            held = bucket.get(item)
-            if held is None:
-                bucket[item] = key
-            elif held.__class__ is str:
-                if held != key:
-                    bucket[item] = {held, key}
-            else:
-                held.add(key)  # type: ignore[union-attr]
-
-
-def _index_out(buckets: list[tuple[str, Bucket]], key: str, props: Attrs) -> None:
-    """Remove a node key from the index buckets of its indexed fields (the reverse of
-    :func:`_index_into`)."""
-    for f, bucket in buckets:
-        v = props.get(f)
-        lazy = bucket.__class__ is MemoryBucket
-        for item in v if v.__class__ is tuple or v.__class__ is list else (v,):
-            if lazy and not bucket.known(item):  # type: ignore[attr-defined]
-                continue
-            held = bucket.get(item)
-            if held is None:
-                continue
-            if held.__class__ is str:
-                if held == key:
-                    del bucket[item]
-                continue
-            held.discard(key)  # type: ignore[union-attr]
-            if len(held) == 1:
-                bucket[item] = next(iter(held))
-
-
-def _keys_of(bucket: Bucket, value: Any) -> set[str]:
-    """The keys of the nodes holding ``value`` (a set the caller may read, not change)."""
-    held = bucket.get(value)
-    if held is None:
-        return set()
-    return {held} if held.__class__ is str else held  # type: ignore[return-value]
-
-
 #: STRUCTURAL as (label, edge type) text pairs, as the in-memory graph holds them
 _STRUCTURAL_TEXT = frozenset((str(label), str(etype)) for label, etype in STRUCTURAL)
 
@@ -269,7 +215,7 @@ class EmbeddedGraph:
         return self._g.as_networkx()
 
     def _index_remove(self, label: NodeLabel, key: str, props: Attrs) -> None:
-        _index_out(self._buckets[label], key, props)
+        index_out(self._buckets[label], key, props)
 
     def _put_node(self, label: NodeLabel, key: str, attrs: dict[str, Any], rid: int) -> None:
         """Set a node's attributes in memory, with its index buckets and rid maps (its
@@ -285,7 +231,7 @@ class EmbeddedGraph:
             # before the write: a memory's row shows the new values after it
             moved = [(f, b) for f, b in self._buckets[label] if old.get(f) != attrs.get(f)]
             if moved:
-                _index_out(moved, key, old)
+                index_out(moved, key, old)
             _hold(nodes, label, key, attrs)
         else:
             _hold(nodes, label, key, attrs)
@@ -299,7 +245,7 @@ class EmbeddedGraph:
         self._key_of[rid] = key
         self._by_label[label].add(key)
         if moved:
-            _index_into(moved, key, attrs)
+            index_into(moved, key, attrs)
 
     def _drop_rid(self, rid: int, key: str) -> None:
         """Forget that row ``rid`` holds ``key`` — unless another node holds it by now: a
@@ -464,17 +410,17 @@ class EmbeddedGraph:
         indexed = _INDEXED.get(label, ())
         for f, v in flt.equals.items():
             if f in indexed:
-                sets.append(_keys_of(self._index[(label, f)], v))
+                sets.append(keys_of(self._index[(label, f)], v))
         for f, vs in flt.any_of.items():
             if f in indexed:
                 bucket = self._index[(label, f)]
                 u: set[str] = set()
                 for v in vs:
-                    u |= _keys_of(bucket, v)
+                    u |= keys_of(bucket, v)
                 sets.append(u)
         if flt.tags_all and "tags" in indexed:
             for t in flt.tags_all:
-                sets.append(_keys_of(self._index[(label, "tags")], t))
+                sets.append(keys_of(self._index[(label, "tags")], t))
         if not sets:
             return None
         sets.sort(key=len)

@@ -23,7 +23,7 @@ import logging
 import os
 import tempfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from sys import intern
@@ -31,9 +31,19 @@ from typing import Any
 
 import orjson
 
-from graphmem.backends.embedded.ann_graph import Graph
+from graphmem.backends.embedded.ann_graph import Graph, library
 
-__all__ = ["SavedGraph", "files_of", "load", "remove", "save", "temp_beside"]
+__all__ = [
+    "Known",
+    "SavedGraph",
+    "files_of",
+    "known_of",
+    "load",
+    "load_since",
+    "remove",
+    "save",
+    "temp_beside",
+]
 
 log = logging.getLogger("graphmem.backends.embedded")
 
@@ -181,3 +191,48 @@ def load(
         log.warning("not using the saved vector graph beside %s (%s); rebuilding it", store, e)
         return None
     return SavedGraph(ann=ann, label_keys=labels, seq=seq, ident=ident, known=use_known)
+
+
+def known_of(filed: Any) -> Known | None:
+    """The graph files' identity and labels a state file kept (see :func:`load`), when
+    they are of the expected shape."""
+    if not (isinstance(filed, tuple) and len(filed) == 2):
+        return None
+    ident, labels = filed
+    if not (
+        isinstance(ident, tuple)
+        and len(ident) == 3
+        and all(v.__class__ is int for v in ident)
+        and isinstance(labels, list)
+    ):
+        return None
+    return (ident[0], ident[1], ident[2]), labels
+
+
+def load_since(
+    store: Path,
+    *,
+    store_id: str,
+    dim: int,
+    changes: Callable[[int], Collection[str] | None],
+    own: Callable[[str], str] = intern,
+    known: Known | None = None,
+    since: int | None = None,
+) -> tuple[SavedGraph, set[str]] | None:
+    """The graph saved beside ``store`` (see :func:`load`) and the keys the store changed
+    after it — after ``since`` when that is older —, ``changes(seq)`` giving those after
+    ``seq``; None when there is none, faiss is not installed or the change log does not
+    reach back that far."""
+    lib = library()
+    if lib is None:
+        return None
+    saved = load(lib, store, store_id=store_id, dim=dim, own=own, known=known)
+    if saved is None:
+        return None
+    changed = changes(saved.seq)  # None too for a graph ahead of the store
+    if changed is not None and since is not None and since < saved.seq:
+        changed = changes(since)
+    if changed is None:
+        log.info("the saved HNSW graph beside %s is too old to catch up; rebuilding", store)
+        return None
+    return saved, set(changed)

@@ -24,24 +24,26 @@ import graphmem.backends.embedded.hnsw_file as hnsw_file
 import graphmem.backends.embedded.state_file as state_file
 from graphmem.backends.base import STRUCTURAL, structural_targets
 from graphmem.backends.embedded.adjacency import Adjacency
+from graphmem.backends.embedded.buckets import FROM_COLUMNS, Bucket, MemoryBucket
 from graphmem.backends.embedded.graph import (
     _INDEXED,
     _SHARED_EDGE_DATA,
-    Bucket,
     EmbeddedGraph,
     _datetime_fields,
     _link,
 )
-from graphmem.backends.embedded.records import FROM_COLUMNS, MemoryBucket, NodeTable
+from graphmem.backends.embedded.records import NodeTable
 from graphmem.backends.embedded.rows import (
     SCHEMA,
     SCHEMA_VERSION,
     _edge_data,
     _encode_edge_props,
     add_stored_vectors,
+    memory_changes_since,
     position_key,
     read_rows,
     same_position,
+    stored_vectors,
 )
 from graphmem.backends.embedded.vector_index import VectorIndex, lean_from
 from graphmem.errors import BackendUnavailable, Conflict, DimensionMismatch, QueryFailed
@@ -73,22 +75,6 @@ STATE_LAG = 2_000
 def _dumps(props: dict[str, Any]) -> str:
     """Node properties as JSON text (orjson writes aware datetimes as ISO 8601)."""
     return orjson.dumps(props).decode()
-
-
-def _filed_graph(filed: Any) -> hnsw_file.Known | None:
-    """The vector graph files' identity and labels a state file kept (see
-    ``hnsw_file.load``), when they are of the expected shape."""
-    if not (isinstance(filed, tuple) and len(filed) == 2):
-        return None
-    ident, labels = filed
-    if not (
-        isinstance(ident, tuple)
-        and len(ident) == 3
-        and all(v.__class__ is int for v in ident)
-        and isinstance(labels, list)
-    ):
-        return None
-    return (ident[0], ident[1], ident[2]), labels
 
 
 class EmbeddedJournal(EmbeddedGraph):
@@ -318,7 +304,7 @@ class EmbeddedJournal(EmbeddedGraph):
         for (lab_s, f), bucket in whole.items():
             index[(labels[lab_s], f)] = bucket
         rid_of: dict[str, int] = p["rid_of"]
-        self._known_graph = _filed_graph(p.get("graph"))
+        self._known_graph = hnsw_file.known_of(p.get("graph"))
         vindex = self._new_vindex()
         if vindex is not None and saved.vec_keys:
             if saved.vectors is not None:
@@ -389,31 +375,12 @@ class EmbeddedJournal(EmbeddedGraph):
                 seq = self._seen_seq
                 seq_key = position_key(db, seq)
                 g = self._g
-                by_label = {lab.value: keys for lab, keys in self._by_label.items()}
-                index, most = state_file.index_apart(
-                    {
-                        (lab.value, f): bucket
-                        for (lab, f), bucket in self._index.items()
-                        if bucket.__class__ is not MemoryBucket  # the columns are filed
-                    },
-                    by_label,
-                )
-                payload = {
-                    "nodes": g._node.to_file(),
-                    "succ": g._succ,
-                    "pred": g._pred,
-                    "rid_of": self._rid_of,
-                    "by_label": by_label,
-                    "index": index,
-                    "most": most,
-                }
                 vindex = self._vindex
                 graph = None if vindex is None else vindex.graph_on_disk()
-                if graph is not None:  # the next open reads the graph's labels from here
-                    payload["graph"] = graph
+                payload = state_file.payload_of(g, self._rid_of, self._by_label, self._index, graph)
                 keys, vectors = (
                     vindex.rows() if vindex is not None else ([], np.zeros((0, 0), np.float32))
-                )  # no rows when the vector graph holds them (it is saved next, at close)
+                )  # no rows when the vector graph holds them (its file is saved already)
                 with gc_paused():
                     state_file.save(
                         self._path,
@@ -468,42 +435,11 @@ class EmbeddedJournal(EmbeddedGraph):
         """The stored vectors of the memory keys ``keys`` that have one, read from the
         file: where the vector index reads exact values once its HNSW graph holds the one
         copy in memory (a few dozen rows a query)."""
-        rid_of = self._rid_of
-        key_at = {rid_of[k]: k for k in keys if k in rid_of}
-        rids = sorted(key_at)  # in file order
-        rows: list[tuple[int, bytes]] = []
         with self._lock:
-            try:
-                for at in range(0, len(rids), 512):
-                    part = rids[at : at + 512]
-                    # padded to a power of two (a repeated rid reads once): a few statements
-                    # for SQLite's statement cache instead of one per count
-                    part += part[-1:] * ((1 << (len(part) - 1).bit_length()) - len(part))
-                    rows += self._db.execute(
-                        f"SELECT rid, vec FROM vectors WHERE rid IN ({','.join('?' * len(part))})",
-                        part,
-                    ).fetchall()
-            except sqlite3.Error as e:
-                raise QueryFailed(f"embedded store read failed: {e}") from e
-        found = [key_at[rid] for rid, _ in rows]
-        mat = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32)
-        return found, mat.reshape(len(found), -1) if found else mat.reshape(0, self._dim or 0)
+            return stored_vectors(self._db, self._rid_of, keys, self._dim or 0)
 
     def _memory_changes_since(self, seq: int) -> set[str] | None:
-        """The memory keys the change log names after ``seq`` (inside the caller's read
-        snapshot); None when the log no longer reaches back there, or when ``seq`` is ahead
-        of it (a file saved for a later state of a store put back from a copy)."""
-        lo, hi = self._db.execute("SELECT min(seq), max(seq) FROM changes").fetchone()
-        if hi is None:
-            return set() if seq == 0 else None
-        if seq > hi or seq < lo - 1:
-            return None
-        return {
-            k
-            for (k,) in self._db.execute(
-                "SELECT key FROM changes WHERE seq > ? AND key LIKE 'Memory:%'", (seq,)
-            )
-        }
+        return memory_changes_since(self._db, seq)
 
     def _save_ann(self) -> None:
         """Keep the vector index's HNSW graph beside the file, marked with the change-log

@@ -34,6 +34,7 @@ import os
 import pickle
 import struct
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -41,7 +42,9 @@ from typing import Any, BinaryIO
 import numpy as np
 import orjson
 
-from graphmem.backends.embedded.hnsw_file import temp_beside
+from graphmem.backends.embedded.adjacency import Adjacency
+from graphmem.backends.embedded.buckets import MemoryBucket
+from graphmem.backends.embedded.hnsw_file import Known, temp_beside
 
 __all__ = [
     "FileBucket",
@@ -51,6 +54,7 @@ __all__ = [
     "index_apart",
     "index_whole",
     "load",
+    "payload_of",
     "save",
 ]
 
@@ -187,6 +191,40 @@ def index_whole(
             raise ValueError("a bucket's set is not what the file says")
         bucket[value] = held
     return index
+
+
+def payload_of(
+    g: Adjacency,
+    rid_of: dict[str, int],
+    by_label: Mapping[Any, set[str]],
+    index: Mapping[tuple[Any, str], FileBucket],
+    graph: Known | None,
+) -> dict[str, Any]:
+    """What the file keeps of an in-memory state (the graph's dicts, its row ids, labels
+    and index buckets — not those the memory columns answer: the columns are filed —, and
+    ``graph``, the vector graph files' identity and labels, when given: the next open reads
+    them from here)."""
+    labels = {str(lab): keys for lab, keys in by_label.items()}
+    filed, most = index_apart(
+        {
+            (str(lab), f): bucket
+            for (lab, f), bucket in index.items()
+            if bucket.__class__ is not MemoryBucket
+        },
+        labels,
+    )
+    payload = {
+        "nodes": g._node.to_file(),
+        "succ": g._succ,
+        "pred": g._pred,
+        "rid_of": rid_of,
+        "by_label": labels,
+        "index": filed,
+        "most": most,
+    }
+    if graph is not None:
+        payload["graph"] = graph
+    return payload
 
 
 def _crc_of(f: io.BufferedReader, size: int) -> int:

@@ -167,8 +167,7 @@ class VectorIndex:
         #: without one keeps its matrix
         self.source: Source | None = None
         self._lean = False
-        #: the identity of the graph files (see ``hnsw_file.SavedGraph.ident``) holding
-        #: the graph object beside it, as read or written here
+        #: (the graph files' identity, see ``hnsw_file.SavedGraph``, the graph they hold)
         self._disk: tuple[tuple[int, int, int], Graph] | None = None
 
     def __len__(self) -> int:
@@ -480,41 +479,14 @@ class VectorIndex:
             return True
 
     def graph_on_disk(self) -> hnsw_file.Known | None:
-        """The identity of the graph files beside the store and a copy of their labels,
-        when this index's graph is the one they hold (nothing added or retired since it
-        was read or written): what a state file keeps so that the next open takes the
-        labels from it (see ``hnsw_file.load``)."""
+        """The graph files' identity and a copy of their labels when this index's graph is
+        the one they hold (nothing added or retired since): for the state file, whence the
+        next open takes them (see ``hnsw_file.load``)."""
         with self._lock:
             disk = self._disk
             if disk is None or disk[1] is not self._ann or self._ann_unsaved:
                 return None
             return disk[0], list(self._label_keys)
-
-    def _saved_graph(
-        self,
-        store: Path,
-        store_id: str,
-        changes: Callable[[int], Collection[str] | None],
-        since: int | None,
-        own: Callable[[str], str],
-        known: hnsw_file.Known | None,
-    ) -> tuple[hnsw_file.SavedGraph, set[str]] | None:
-        """The graph saved beside ``store`` and the keys the store changed after it (after
-        ``since`` when that is older), or None when there is none or the change log does
-        not reach back that far (``own`` and ``known``: see ``hnsw_file.load``)."""
-        lib = library()
-        if lib is None:
-            return None
-        saved = hnsw_file.load(lib, store, store_id=store_id, dim=self.dim, own=own, known=known)
-        if saved is None:
-            return None
-        changed = changes(saved.seq)  # None too for a graph ahead of the store
-        if changed is not None and since is not None and since < saved.seq:
-            changed = changes(since)
-        if changed is None:
-            log.info("the saved HNSW graph beside %s is too old to catch up; rebuilding", store)
-            return None
-        return saved, set(changed)
 
     def _take_graph(
         self,
@@ -525,9 +497,8 @@ class VectorIndex:
     ) -> bool:
         """Use ``saved`` as this index's graph (under the lock) when its labels name exactly
         the ``held`` keys apart from the ``changed`` ones, which it retires (the caller
-        adds back those that still have a vector). Labels the state file kept with the
-        graph's identity are those keys by construction (the same process wrote both at
-        one position): only their count is compared."""
+        adds back those that still have a vector). Labels the state file kept (``known``)
+        are those keys by construction (written with them): only counted."""
         labels = saved.label_keys
         # set operations in C: at 1M vectors each Python loop here took 0.1-0.4 s
         numbered = dict(zip(labels, range(len(labels)), strict=True))
@@ -535,12 +506,12 @@ class VectorIndex:
         label_of = cast(dict[str, int], numbered)
         if saved.known:
             same = len(label_of) == len(held)
-        elif changed:
-            held_set = held if isinstance(held, set | frozenset) else set(held)
-            same = label_of.keys() - changed == held_set - changed
         else:
             held_set = held if isinstance(held, set | frozenset) else set(held)
-            same = label_of.keys() == held_set
+            if changed:
+                same = label_of.keys() - changed == held_set - changed
+            else:
+                same = label_of.keys() == held_set
         if len(label_of) != len(labels) - labels.count(None) or not same:
             log.warning(
                 "the saved HNSW graph beside %s does not match the stored vectors; rebuilding it",
@@ -581,7 +552,9 @@ class VectorIndex:
         index has a source)."""
         if self._ann is not None or self._building is not None:
             return False  # in use already (an open that took the graph as its vectors)
-        got = self._saved_graph(store, store_id, changes, None, own, known)
+        got = hnsw_file.load_since(
+            store, store_id=store_id, dim=self.dim, changes=changes, own=own, known=known
+        )
         if got is None:
             return False
         saved, changed = got
@@ -615,7 +588,15 @@ class VectorIndex:
         is missing, damaged, too old or does not name those keys."""
         if self.source is None or len(keys) < max(self.ann_threshold, self.lean_threshold):
             return False
-        got = self._saved_graph(store, store_id, changes, since, own, known)
+        got = hnsw_file.load_since(
+            store,
+            store_id=store_id,
+            dim=self.dim,
+            changes=changes,
+            own=own,
+            known=known,
+            since=since,
+        )
         if got is None:
             return False
         saved, changed = got
