@@ -478,6 +478,9 @@ class NetworkXBackend(EmbeddedSearch):
                 self.flush()
             except GraphMemError as e:  # never lose the close; the accesses are advisory
                 log.warning("could not write access statistics at close: %s", e)
+            # the graph first: the state file then keeps its labels with its identity (the
+            # next open takes them from there); again after, for what a catch-up added
+            self._save_ann()
             self._save_state()
             self._save_ann()
             self._closed = True
