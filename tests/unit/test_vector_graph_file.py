@@ -286,3 +286,29 @@ def test_the_state_follows_where_the_index_keeps_its_vectors(
     with GraphMemory.open(str(path), embedder="hash:32") as mem:
         assert _index(mem).lean
     assert state_file.load(path, store_id=store_id, dim=32).vectors is None  # type: ignore[union-attr,unused-ignore]
+
+
+def test_an_open_from_the_state_takes_the_graphs_labels_from_it(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A state file written after the graph keeps its labels with the graph files'
+    identity: the next open takes them from there, not from the description (whose two
+    labels are swapped here: read, they would misname two vectors)."""
+    if request.node.callspec.params["small_threshold"] != "state":
+        pytest.skip("no state file: the labels are the description's")
+    path, ids = _built(tmp_path)
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        assert _index(mem).graph_on_disk() is not None
+    meta = files_of(path)[1]
+    a, b = f"Memory:{ids[10]}".encode(), f"Memory:{ids[11]}".encode()
+    assert len(a) == len(b)
+    meta.write_bytes(
+        meta.read_bytes().replace(a, b"\0" * len(a)).replace(b, a).replace(b"\0" * len(a), b)
+    )
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        index = _index(mem)
+        assert index._ann is not None and index._building is None and index.lean
+        for i in ids[8:14]:
+            q = index.get(f"Memory:{i}")
+            assert q is not None
+            assert index.search(q, 1)[0][0] == f"Memory:{i}"

@@ -23,7 +23,7 @@ import logging
 import os
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from sys import intern
@@ -31,9 +31,19 @@ from typing import Any
 
 import orjson
 
-from graphmem.backends.embedded.ann_graph import Graph
+from graphmem.backends.embedded.ann_graph import Graph, library
 
-__all__ = ["SavedGraph", "files_of", "load", "remove", "save", "temp_beside"]
+__all__ = [
+    "Known",
+    "SavedGraph",
+    "files_of",
+    "known_of",
+    "load",
+    "load_since",
+    "remove",
+    "save",
+    "temp_beside",
+]
 
 log = logging.getLogger("graphmem.backends.embedded")
 
@@ -49,6 +59,15 @@ class SavedGraph:
     ann: Graph
     label_keys: list[str | None]
     seq: int
+    #: the files as their description names them: (seq, the graph file's size, its CRC-32)
+    ident: tuple[int, int, int]
+    #: the labels are the ``known`` ones the caller gave (see :func:`load`)
+    known: bool = False
+
+
+#: a graph file's labels kept elsewhere (the state file) with the graph's identity (see
+#: :attr:`SavedGraph.ident`) when they were written
+Known = tuple[tuple[int, int, int], list[str | None]]
 
 
 def files_of(store: Path) -> tuple[Path, Path]:
@@ -89,8 +108,9 @@ def save(
     store_id: str,
     dim: int,
     seq: int,
-) -> None:
-    """Write the graph and its description beside ``store`` (see the module docstring)."""
+) -> tuple[int, int, int]:
+    """Write the graph and its description beside ``store`` (see the module docstring);
+    returns the identity of what was written (see :attr:`SavedGraph.ident`)."""
     bin_path, meta_path = files_of(store)
     with temp_beside(bin_path) as tmp:
         ann.save(str(tmp))
@@ -107,6 +127,7 @@ def save(
     }
     with temp_beside(meta_path) as tmp:
         tmp.write_bytes(orjson.dumps(meta))
+    return seq, size, crc
 
 
 def remove(store: Path) -> None:
@@ -116,8 +137,20 @@ def remove(store: Path) -> None:
             p.unlink()
 
 
-def load(lib: Any, store: Path, *, store_id: str, dim: int) -> SavedGraph | None:
-    """The saved graph when both files are there and check out, else None (reason logged)."""
+def load(
+    lib: Any,
+    store: Path,
+    *,
+    store_id: str,
+    dim: int,
+    own: Callable[[str], str] = intern,
+    known: Known | None = None,
+) -> SavedGraph | None:
+    """The saved graph when both files are there and check out, else None (reason logged).
+    Its labels are the ``own`` strings of the keys the description names (the store's
+    node keys: one string per key), or the ``known`` ones when they were kept for these
+    very files (same identity, as many labels): no million strings to check and look up
+    at 1M vectors."""
     bin_path, meta_path = files_of(store)
     if not meta_path.exists() and not bin_path.exists():
         return None
@@ -131,16 +164,22 @@ def load(lib: Any, store: Path, *, store_id: str, dim: int) -> SavedGraph | None
             raise ValueError(f"dimension {meta.get('dim')} is not the store's {dim}")
         labels = meta["labels"]
         seq = meta["seq"]
+        ident = (seq, meta.get("bin_size"), meta.get("bin_crc32"))
         if not isinstance(labels, list) or not isinstance(seq, int):
             raise ValueError("malformed description")
+        use_known = known is not None and known[0] == ident and len(known[1]) == len(labels)
+        if use_known:
+            assert known is not None
+            labels = known[1]
         if not set(map(type, labels)) <= {str, type(None)}:
             raise ValueError("malformed labels")
-        # the store's node keys are interned: the labels become those strings instead of a
-        # second copy of each (~90 MB at 1M vectors)
-        labels = [None if key is None else intern(key) for key in labels]
+        if not use_known:
+            # the store's node keys: the labels become those strings instead of a second
+            # copy of each (~90 MB at 1M vectors)
+            labels = [None if key is None else own(key) for key in labels]
         with open(bin_path, "rb") as f:
             crc, size = _crc(f)
-            if (size, crc) != (meta.get("bin_size"), meta.get("bin_crc32")):
+            if (seq, size, crc) != ident:
                 raise ValueError("the graph file does not match its checksum")
             # load what was checked: the open file, even if the name was replaced since
             fd_path = f"/proc/self/fd/{f.fileno()}"
@@ -151,4 +190,49 @@ def load(lib: Any, store: Path, *, store_id: str, dim: int) -> SavedGraph | None
     except (OSError, ValueError, KeyError, TypeError, RuntimeError, orjson.JSONDecodeError) as e:
         log.warning("not using the saved vector graph beside %s (%s); rebuilding it", store, e)
         return None
-    return SavedGraph(ann=ann, label_keys=labels, seq=seq)
+    return SavedGraph(ann=ann, label_keys=labels, seq=seq, ident=ident, known=use_known)
+
+
+def known_of(filed: Any) -> Known | None:
+    """The graph files' identity and labels a state file kept (see :func:`load`), when
+    they are of the expected shape."""
+    if not (isinstance(filed, tuple) and len(filed) == 2):
+        return None
+    ident, labels = filed
+    if not (
+        isinstance(ident, tuple)
+        and len(ident) == 3
+        and all(v.__class__ is int for v in ident)
+        and isinstance(labels, list)
+    ):
+        return None
+    return (ident[0], ident[1], ident[2]), labels
+
+
+def load_since(
+    store: Path,
+    *,
+    store_id: str,
+    dim: int,
+    changes: Callable[[int], Collection[str] | None],
+    own: Callable[[str], str] = intern,
+    known: Known | None = None,
+    since: int | None = None,
+) -> tuple[SavedGraph, set[str]] | None:
+    """The graph saved beside ``store`` (see :func:`load`) and the keys the store changed
+    after it — after ``since`` when that is older —, ``changes(seq)`` giving those after
+    ``seq``; None when there is none, faiss is not installed or the change log does not
+    reach back that far."""
+    lib = library()
+    if lib is None:
+        return None
+    saved = load(lib, store, store_id=store_id, dim=dim, own=own, known=known)
+    if saved is None:
+        return None
+    changed = changes(saved.seq)  # None too for a graph ahead of the store
+    if changed is not None and since is not None and since < saved.seq:
+        changed = changes(since)
+    if changed is None:
+        log.info("the saved HNSW graph beside %s is too old to catch up; rebuilding", store)
+        return None
+    return saved, set(changed)

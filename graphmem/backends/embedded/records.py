@@ -488,6 +488,31 @@ class MemoryTable:
         """The attribute names row ``i`` holds, in its dict's order."""
         return list(self.as_dict(i))
 
+    def keys_holding(self, field: str, value: Any) -> list[str]:
+        """The keys of the rows whose ``field`` (a coded one, or ``tags``) is ``value``, or
+        whose tags hold it — what the field's index bucket holds for ``value`` of the
+        rows (None: the rows without the field). A pass over the field's codes in C."""
+        n = len(self.keys)
+        if field == "tags":
+            if value is None:
+                wanted = [0]
+            else:
+                try:
+                    wanted = [c for c, s in enumerate(self.tagsets) if s is not None and value in s]
+                except TypeError:  # an unhashable or incomparable value: held by no row
+                    wanted = []
+            if not wanted:
+                return []
+            col = np.frombuffer(self.tags, dtype=np.int32)[:n]
+            rows = np.flatnonzero(np.isin(col, wanted) if len(wanted) > 1 else col == wanted[0])
+        else:
+            c = 0 if value is None else self.value_code[field].get(value)
+            if c is None:
+                return []
+            rows = np.flatnonzero(np.frombuffer(self.codes[field], dtype=np.int32)[:n] == c)
+        keys = self.keys
+        return [k for k in map(keys.__getitem__, rows.tolist()) if k is not None]
+
     # -- the state file ----------------------------------------------------------------
 
     def to_file(self) -> dict[str, Any]:
@@ -518,7 +543,11 @@ class MemoryTable:
         free = data["free"]
         if not isinstance(keys, list) or not isinstance(free, list):
             raise TypeError("malformed memory columns")
-        t.keys = [None if k is None else intern(k) for k in keys]
+        if not set(map(type, keys)) <= {str, type(None)}:
+            raise TypeError("a memory key that is not a string")
+        # not interned (a million calls, a third of a second at 1M memories): the file
+        # holds one string per key already, and later writes look that string up (own)
+        t.keys = keys
         t.free = free
         rows: dict[str | None, int] = dict(zip(t.keys, range(n), strict=True))
         rows.pop(None, None)
@@ -643,6 +672,18 @@ class NodeTable(MutableMapping[str, Attrs]):
     def __contains__(self, key: object) -> bool:
         return key in self.dicts or key in self.memories.row_of
 
+    def own(self, key: str) -> str:
+        """The one string object this table holds for ``key`` (a memory's row key, read
+        from a state file without interning), else the interned one (a node's dict is held
+        under its interned key): what edges, buckets and the vector index keep, so that a
+        node key is one object however many places hold it."""
+        i = self.memories.row_of.get(key)
+        if i is None:
+            return intern(key)
+        held = self.memories.keys[i]
+        assert held is not None
+        return held
+
     def __iter__(self) -> Iterator[str]:
         yield from self.dicts
         yield from self.memories.row_of
@@ -697,7 +738,8 @@ class NodeTable(MutableMapping[str, Attrs]):
     @classmethod
     def from_file(cls, data: dict[str, Any]) -> NodeTable:
         """The table :meth:`to_file` filed (KeyError, TypeError or ValueError when it does
-        not add up); every key interned, the one string later writes use too."""
+        not add up); a node dict's key interned, a memory row's as the file holds it
+        (see :meth:`own`)."""
         t = cls()
         dicts = data["dicts"]
         if not isinstance(dicts, dict):

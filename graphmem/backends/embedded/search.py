@@ -267,13 +267,15 @@ class EmbeddedSearch(EmbeddedJournal):
         *,
         query_vector: Sequence[float] | None = None,
         similarities: dict[str, float] | None = None,
+        unlinked: set[str] | None = None,
     ) -> tuple[list[Hit], list[Hit]]:
         """Recall's lexical and vector searches (the ``RecallSearch`` capability): the
         results of :meth:`search_text` and :meth:`search_vector`. With ``similarities`` (a
         dict to fill) the hits come without their embedding and the dict receives each
         one's cosine to ``query_vector`` (default: the vector query's), from the vector
         index: recall needs that number, and a memory's tuple of 384 Python floats costs
-        more to build than the rest of its model."""
+        more to build than the rest of its model. ``unlinked`` is left as it is: the
+        expansion here is in process, with no round trip to save."""
         lean = similarities is not None
         built: dict[str, Memory] = {}  # a memory both searches find is built once
         with self._fresh():
