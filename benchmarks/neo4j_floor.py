@@ -86,13 +86,20 @@ VECTOR = (
     "OPTIONS {indexConfig: {`vector.dimensions`: 384, `vector.similarity_function`: 'cosine'}}"
 )
 
-NODES = "UNWIND $rows AS row CREATE (m:Memory) SET m = row.props"
+TIMES = (
+    "WITH *, row.props AS _p SET m = _p {.*, created_at: datetime(_p.created_at), "
+    "updated_at: datetime(_p.updated_at), valid_from: datetime(_p.valid_from)}"
+)
+"""A row's properties with its times made datetimes from their ISO text: the driver packs a
+Python datetime in Python (≈ 30 µs of client CPU each, three a memory), text in Rust."""
+
+NODES = f"UNWIND $rows AS row CREATE (m:Memory) {TIMES}"
 """The cheapest node write: one CREATE and one map per memory."""
 
-NODES_AND_EDGES = """
-UNWIND $rows AS row
-CREATE (m:Memory)
-SET m = row.props
+NODES_AND_EDGES = (
+    "UNWIND $rows AS row\nCREATE (m:Memory)\n"
+    + TIMES
+    + """
 WITH m, row
 MATCH (a:Agent {id: row.agent})
 MATCH (r:Run {id: row.run})
@@ -108,6 +115,7 @@ MATCH (q:Memory {id: pair[1]})
 CREATE (p)-[:NEXT]->(q)
 RETURN count(*) AS linked
 """
+)
 
 HEADS = """
 WITH count(*) AS linked
@@ -151,7 +159,7 @@ def schema_for(step: str) -> list[str]:
         return out
     out.append(FULLTEXT)
     props = [*RANGE, "content_hash"]
-    if step.startswith("+"):
+    if step.startswith("+") and step not in EDGES:
         props = props[: props.index(step[1:]) + 1]
     elif step == "fulltext":
         props = []
@@ -175,7 +183,7 @@ def memory_rows(n: int, vectors: Any | None) -> tuple[list[dict[str, Any]], dict
     rows = []
     runs: dict[str, dict[str, Any]] = {}
     for i, it in enumerate(items(n)):
-        at: datetime = it["created_at"]
+        at = it["created_at"].isoformat()
         props: dict[str, Any] = {
             "id": uuid4().hex,
             "content": it["content"],
@@ -205,7 +213,7 @@ def memory_rows(n: int, vectors: Any | None) -> tuple[list[dict[str, Any]], dict
                 "agent_id": it["agent_id"],
                 "namespace": it["namespace"],
                 "status": "running",
-                "started_at": datetime.now(UTC),
+                "started_at": datetime.now(UTC).isoformat(),
             },
         )
         rows.append(
