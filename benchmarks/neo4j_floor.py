@@ -329,7 +329,11 @@ def load_cypher(
         s.run("CALL db.awaitIndexes(7200)").consume()
 
 
-def load_graphmem(url: str, auth: tuple[str, str], n: int, batch: int, vectors: Any) -> None:
+def graphmem_loader(
+    url: str, auth: tuple[str, str], n: int, batch: int, vectors: Any
+) -> tuple[Callable[[], None], Callable[[], None]]:
+    """graphmem opened, its schema made and its items built before the clock starts (as
+    ``scale.py`` does); returns the load and what closes the handle."""
     from contextlib import nullcontext
 
     from scale import SyntheticQueries, ingest
@@ -343,13 +347,15 @@ def load_graphmem(url: str, auth: tuple[str, str], n: int, batch: int, vectors: 
     mem = GraphMemory.open(
         url, embedder=None if vectors is None else SyntheticQueries(384, vectors), auth=auth
     )
-    try:
+    mem.backend.ensure_schema()  # type: ignore[attr-defined]
+
+    def load() -> None:
         bulk = getattr(mem.backend, "bulk_load", None) if vectors is not None else None
         with bulk() if bulk is not None else nullcontext():
             ingest(mem, data, batch)
             mem.vectors.wait()
-    finally:
-        mem.close()
+
+    return load, mem.close
 
 
 class _Precomputed:
@@ -367,13 +373,18 @@ class _Precomputed:
         return [self.by_text[t] for t in texts]
 
 
-def load_nam(url: str, auth: tuple[str, str], n: int, batch: int, vectors: Any) -> None:
+def nam_loader(
+    url: str, auth: tuple[str, str], n: int, batch: int, vectors: Any
+) -> tuple[Callable[[], None], Callable[[], None]]:
+    """neo4j-agent-memory connected (its schema, vector index included, made on connect) and
+    its messages built before the clock starts; returns the load and what closes it."""
     from neo4j_agent_memory import MemoryClient, MemorySettings
     from neo4j_agent_memory.config.settings import ExtractionConfig, ExtractorType, Neo4jConfig
     from pydantic import SecretStr
 
     texts = [it["content"] for it in items(n)]
     by_text = {} if vectors is None else {t: vectors[i].tolist() for i, t in enumerate(texts)}
+    messages = [{"role": "user", "content": t} for t in texts]
     settings = MemorySettings(
         neo4j=Neo4jConfig(uri=url, username=auth[0], password=SecretStr(auth[1])),
         extraction=ExtractionConfig(extractor_type=ExtractorType.NONE),
@@ -381,8 +392,9 @@ def load_nam(url: str, auth: tuple[str, str], n: int, batch: int, vectors: Any) 
     loop = asyncio.new_event_loop()
     client = MemoryClient(settings, embedder=_Precomputed(by_text))
     loop.run_until_complete(client.connect())
-    try:
-        for chunk in batches([{"role": "user", "content": t} for t in texts], batch):
+
+    def load() -> None:
+        for chunk in batches(messages, batch):
             loop.run_until_complete(
                 client.short_term.add_messages_batch(
                     "floor",
@@ -393,9 +405,12 @@ def load_nam(url: str, auth: tuple[str, str], n: int, batch: int, vectors: Any) 
                 )
             )
         loop.run_until_complete(client.graph.execute_write("CALL db.awaitIndexes(7200)", {}))
-    finally:
+
+    def close() -> None:
         loop.run_until_complete(client.close())
         loop.close()
+
+    return load, close
 
 
 def run_step(args: argparse.Namespace, driver: Any, step: str, vecs: Any) -> dict[str, Any]:
@@ -409,14 +424,13 @@ def run_step(args: argparse.Namespace, driver: Any, step: str, vecs: Any) -> dic
     rows: list[dict[str, Any]] = []
     hubs: dict[str, Any] = {}
     load: Callable[[], None]
+    close: Callable[[], None] = lambda: None  # noqa: E731
     if step.startswith("graphmem"):
-
-        def load() -> None:
-            load_graphmem(args.url, auth, args.n, args.batch, vecs if with_vectors else None)
+        load, close = graphmem_loader(
+            args.url, auth, args.n, args.batch, vecs if with_vectors else None
+        )
     elif step.startswith("nam"):
-
-        def load() -> None:
-            load_nam(args.url, auth, args.n, args.batch, vecs if with_vectors else None)
+        load, close = nam_loader(args.url, auth, args.n, args.batch, vecs if with_vectors else None)
     else:
         rows, hubs = memory_rows(args.n, vecs if with_vectors else None)
 
@@ -430,6 +444,7 @@ def run_step(args: argparse.Namespace, driver: Any, step: str, vecs: Any) -> dic
     wall = time.perf_counter() - t
     client = time.process_time() - c
     server = server_cpu_s(args.server_pid) - s
+    close()
     with driver.session() as ses:
         label = "Message" if step.startswith("nam") else "Memory"
         stored = ses.run(f"MATCH (n:{label}) RETURN count(n) AS c").single()["c"]
