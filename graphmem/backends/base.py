@@ -171,7 +171,9 @@ def expect_failure(
         return expect.describe() + " (it does not exist)"
     for k, want in expect.props.items():
         have = props.get(k)
-        if _plain(have) != _plain(want):
+        # equal as held is equal as stored (an enum equals its value); the stored forms
+        # are compared only when the values differ (a list against a tuple)
+        if have != want and _plain(have) != _plain(want):
             return expect.describe() + f" (stored {k}={_plain(have)!r})"
     if expect.sources is not None and frozenset(incoming_sources) != expect.sources:
         return expect.describe() + " (it changed since it was read)"
@@ -274,7 +276,9 @@ class RecallSearch(Protocol):
     same results as ``search_text`` and ``search_vector`` (the Neo4j backend). With
     ``similarities`` (a dict it fills) the hits come without their embedding and the dict
     receives each one's cosine to ``query_vector`` (default: the vector query's), computed
-    where the embeddings are."""
+    where the embeddings are. ``unlinked`` (a set it may fill): ids of hits without any
+    edge recall's graph expansion follows, which recall then does not expand (a server
+    saves the expansion's round trip when no seed has one; a backend may leave it empty)."""
 
     def search_both(
         self,
@@ -283,6 +287,7 @@ class RecallSearch(Protocol):
         *,
         query_vector: Sequence[float] | None = ...,
         similarities: dict[str, float] | None = ...,
+        unlinked: set[str] | None = ...,
     ) -> tuple[list[Hit], list[Hit]]: ...
 
 

@@ -16,7 +16,7 @@ from graphmem.backends.base import WriteBatch
 from graphmem.backends.embedded import NetworkXBackend
 from graphmem.errors import InvalidInput
 from graphmem.gcpause import gc_paused
-from graphmem.models import Edge, EdgeType, Memory, NodeLabel, NodeRef
+from graphmem.models import Edge, EdgeType, Memory, NodeLabel, NodeRef, Run
 
 pytestmark = pytest.mark.embedded("checks the embedded write path on its networkx graph")
 
@@ -209,3 +209,30 @@ def test_edges_without_properties_stay_bare_when_another_gets_some(tmp_path: Pat
             sub = backend.expand([ref[a]], [EdgeType.DERIVED_FROM], direction="out")
             props = {e.dst.id: dict(e.props) for e in sub.edges}
             assert props == {b: {"weight": 0.5}, c: {}}
+
+
+def test_a_run_head_sets_only_where_the_chain_ends_in_memory_and_in_the_file(
+    tmp_path: Path,
+) -> None:
+    """A batch's run heads change a stored run's count and last memory and nothing else,
+    the same in this handle and in a handle that reads the rows."""
+    path = str(tmp_path / "h.db")
+    with GraphMemory.open(path, embedder=None) as mem:
+        mem.runs.start(run_id="r1", agent_id="a", metadata={"topic": "tea"})
+        mem.runs.start(run_id="r2", agent_id="a")
+        ended = mem.runs.end("r1")
+        [m] = mem.remember_many([{"content": "one", "run_id": "r2", "agent_id": "a"}])
+        mem.backend.write(
+            WriteBatch(run_heads={"r1": (7, m.id), "r2": (0, None), "nope": (1, "x")})
+        )
+        one, two = mem.backend.get(Run, ["r1", "r2"])
+        assert one == ended.model_copy(update={"event_count": 7, "last_event_id": m.id})
+        assert (two.event_count, two.last_event_id) == (0, None)
+        assert mem.backend.get(Run, ["nope"]) == []
+        held = {k: dict(mem.backend.graph.nodes[f"Run:{k}"]) for k in ("r1", "r2")}
+    fresh = NetworkXBackend(path)
+    try:
+        assert fresh.get(Run, ["r1", "r2"]) == [one, two]
+        assert {k: dict(fresh.graph.nodes[f"Run:{k}"]) for k in ("r1", "r2")} == held
+    finally:
+        fresh.close()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from graphmem import GraphMemory
-from graphmem.backends.embedded.graph import Bucket, _index_into, _index_out, _keys_of
+from graphmem.backends.embedded.buckets import Bucket, index_into, index_out, keys_of
 from graphmem.models import Filter
 
 pytestmark = pytest.mark.embedded("the embedded store's in-memory index buckets")
@@ -17,18 +17,18 @@ pytestmark = pytest.mark.embedded("the embedded store's in-memory index buckets"
 def test_one_holder_is_a_key_more_are_a_set_and_back() -> None:
     bucket: Bucket = {}
     fields = [("tags", bucket)]
-    _index_into(fields, "M:1", {"tags": ["a", "b"]})
-    _index_into(fields, "M:1", {"tags": ["a"]})  # the same key again changes nothing
+    index_into(fields, "M:1", {"tags": ["a", "b"]})
+    index_into(fields, "M:1", {"tags": ["a"]})  # the same key again changes nothing
     assert bucket == {"a": "M:1", "b": "M:1"}
-    _index_into(fields, "M:2", {"tags": ["a"]})
+    index_into(fields, "M:2", {"tags": ["a"]})
     assert bucket == {"a": {"M:1", "M:2"}, "b": "M:1"}
-    assert _keys_of(bucket, "a") == {"M:1", "M:2"} and _keys_of(bucket, "b") == {"M:1"}
-    assert _keys_of(bucket, "zzz") == set()
-    _index_out(fields, "M:1", {"tags": ["a", "b"]})
+    assert keys_of(bucket, "a") == {"M:1", "M:2"} and keys_of(bucket, "b") == {"M:1"}
+    assert keys_of(bucket, "zzz") == set()
+    index_out(fields, "M:1", {"tags": ["a", "b"]})
     assert bucket == {"a": "M:2"}
-    _index_out(fields, "M:3", {"tags": ["a"]})  # not there: nothing changes
+    index_out(fields, "M:3", {"tags": ["a"]})  # not there: nothing changes
     assert bucket == {"a": "M:2"}
-    _index_out(fields, "M:2", {"tags": ["a"]})
+    index_out(fields, "M:2", {"tags": ["a"]})
     assert bucket == {}
 
 

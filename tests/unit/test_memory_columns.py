@@ -16,7 +16,7 @@ import pytest
 
 from graphmem import GraphMemory
 from graphmem.backends.embedded import journal as journal_module
-from graphmem.backends.embedded import state_file
+from graphmem.backends.embedded import records, state_file
 from graphmem.backends.embedded.backend import NetworkXBackend
 from graphmem.backends.embedded.records import MemoryRow, NodeTable
 from graphmem.models import Memory
@@ -91,6 +91,44 @@ def test_a_row_reads_back_as_the_dict_it_was_made_from() -> None:
     assert dict(table.items()) == given
     again = NodeTable.from_file(copy.deepcopy(table.to_file()))
     assert again == given and not again.dicts
+
+
+def _models_match(table: NodeTable, given: dict[str, dict[str, Any]]) -> None:
+    for k, a in given.items():
+        built = table.memories.memory(table.memories.row_of[k])
+        assert list(built.__dict__.items()) == list(Memory.from_trusted(a).__dict__.items())
+
+
+def test_a_model_built_again_shows_every_change_to_its_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the table keeps the fields of the rows it built (here the last 100, so that rows
+    # leave the kept ones too): a later build must see every write, access and reuse
+    monkeypatch.setattr(records, "_BUILT_MAX", 100)
+    rng = random.Random(5)
+    table = NodeTable()
+    given = {f"Memory:m{i}": _attrs(rng, i) for i in range(120)}
+    for k, a in given.items():
+        table[k] = copy.copy(a)
+    _models_match(table, given)
+    at = datetime(2100, 5, 1, 12, tzinfo=UTC)
+    for i in range(0, 120, 2):
+        k = f"Memory:m{i}"
+        table.count_access(k, 3, at)
+        given[k] = {**given[k], "access_count": given[k]["access_count"] + 3, "last_accessed": at}
+    for i in range(1, 120, 5):
+        del table[f"Memory:m{i}"]
+        del given[f"Memory:m{i}"]
+    for i in range(120, 150):  # the dropped rows taken again
+        given[f"Memory:m{i}"] = _attrs(rng, i)
+        table[f"Memory:m{i}"] = copy.copy(given[f"Memory:m{i}"])
+    given["Memory:m83"] = {**given["Memory:m83"], "content": "changed", "metadata.turn": 9}
+    table["Memory:m83"] = copy.copy(given["Memory:m83"])
+    _models_match(table, given)
+    # each model's metadata is its own: changing one changes no other
+    row = table.memories.row_of["Memory:m83"]
+    table.memories.memory(row).metadata["turn"] = 10
+    assert table.memories.memory(row).metadata["turn"] == 9
 
 
 @pytest.mark.parametrize(

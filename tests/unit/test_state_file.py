@@ -21,8 +21,9 @@ from graphmem import GraphMemory
 from graphmem.backends.embedded import journal as journal_module
 from graphmem.backends.embedded import state_file
 from graphmem.backends.embedded.backend import NetworkXBackend
+from graphmem.backends.embedded.buckets import MemoryBucket
 from graphmem.backends.embedded.state_file import file_of
-from graphmem.models import Filter, Memory
+from graphmem.models import Filter, Memory, NodeLabel
 from tests.killed_writer import ids_written_then_killed
 
 pytestmark = pytest.mark.embedded("the embedded store's saved state file beside its SQLite file")
@@ -57,8 +58,20 @@ def _fill(path: Path, n: int, start: int = 0) -> list[str]:
     return ids
 
 
+def _worked_out(b: NetworkXBackend) -> None:
+    """Ask every bucket the memory columns answer for every value a node holds (and
+    None), so that its ``items()`` show them all (see ``records.MemoryBucket``)."""
+    for (_label, f), bucket in b._index.items():
+        if isinstance(bucket, MemoryBucket):
+            for attrs in list(b._g._node.values()):
+                v = attrs.get(f)
+                for item in v if isinstance(v, tuple | list) else (v,):
+                    bucket.get(item)
+
+
 def _view(b: NetworkXBackend) -> dict[str, Any]:
     """Everything an open builds, in comparable form."""
+    _worked_out(b)
     vi = b._vindex
     vecs = {} if vi is None else {k: vi.get(k).tobytes() for k in vi._row}  # type: ignore[union-attr]
     return {
@@ -78,11 +91,16 @@ def _view(b: NetworkXBackend) -> dict[str, Any]:
 
 def _open_both(path: Path) -> tuple[bool, dict[str, Any], dict[str, Any]]:
     """(whether the state file was used, its view, the view read from the rows)."""
-    saved = file_of(path)
     b = NetworkXBackend(path)
     used = b._state_seq is not None
     via_state = _view(b)
     b._closed = True  # leave the file as it is (no save at close)
+    return used, via_state, _rows_view(path)
+
+
+def _rows_view(path: Path) -> dict[str, Any]:
+    """The view of an open that reads the rows (the state file set aside meanwhile)."""
+    saved = file_of(path)
     aside = saved.with_suffix(".aside")
     if saved.exists():
         os.replace(saved, aside)
@@ -93,7 +111,7 @@ def _open_both(path: Path) -> tuple[bool, dict[str, Any], dict[str, Any]]:
     finally:
         if aside.exists():
             os.replace(aside, saved)
-    return used, via_state, via_rows
+    return via_rows
 
 
 def test_reopen_reads_the_saved_state_and_it_equals_the_rows(tmp_path: Path) -> None:
@@ -503,5 +521,72 @@ def test_a_set_held_by_most_of_a_label_is_filed_as_what_it_leaves_out(tmp_path: 
     most = {(lab, f, v): sorted(out) for lab, f, v, out, _extra in saved.payload["most"]}
     assert most[("Memory", "category", "semantic")] == sorted(f"Memory:{i}" for i in moved)
     assert "semantic" not in saved.payload["index"][("Memory", "category")]
+    used, via_state, via_rows = _open_both(path)
+    assert used and via_state == via_rows
+
+
+def test_buckets_the_columns_answer_stay_exact_through_writes_after_a_state_open(
+    tmp_path: Path,
+) -> None:
+    """A state open leaves the memory buckets of agent, namespace, run, audience and tags
+    to be worked out when asked for; writes before and after a value is asked for (new
+    memories, a moved memory, a forgotten one, a value never seen) leave every bucket as
+    a read of the rows builds it."""
+    path = tmp_path / "s.db"
+    ids = _fill(path, 120)
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        b = mem.backend
+        assert isinstance(b, NetworkXBackend) and b._state_seq is not None
+        agents = b._index[(NodeLabel.MEMORY, "agent_id")]
+        assert isinstance(agents, MemoryBucket) and not dict.__len__(agents)
+        # a0 and t1 asked for before the writes, a1, ns0 and the rest after
+        assert len(mem.list(limit=None, agent_id="a0")) == 40
+        assert len(mem.list(limit=None, tags=["t1"])) == 24
+        mem.remember_many(
+            [
+                {"content": f"later {i}", "agent_id": f"a{i % 2}", "tags": ["t1", "new"]}
+                for i in range(6)
+            ]
+            + [{"content": "elsewhere", "agent_id": "a9", "namespace": "ns7", "run_id": "r9"}]
+        )
+        mem.update(ids[3], tags=["t9"])
+        mem.forget(ids[4])
+        mem.forget(ids[6])
+        assert len(mem.list(limit=None, agent_id="a0")) == 40 + 3 - 1
+        assert len(mem.list(limit=None, agent_id="a9", namespace="ns7")) == 1
+        via_state, via_rows = _view(b), _rows_view(path)
+        assert via_state["index"] == via_rows["index"]
+        assert via_state == via_rows
+
+
+def test_a_state_of_format_6_is_read_without_its_memory_buckets_and_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Format 6 filed every bucket; format 7 leaves out those the memory columns answer.
+    A format-6 file is used as it is (its buckets of those fields are not: here one that
+    lies, which a read that used it would show) and replaced at the next close."""
+    path = tmp_path / "s.db"
+    _fill(path, 120)
+    apart = state_file.index_apart
+
+    def as_format_6(index: Any, by_label: Any) -> Any:
+        index = {**index, ("Memory", "agent_id"): {"a0": "Memory:not-one-of-them"}}
+        return apart(index, by_label)
+
+    monkeypatch.setattr(state_file, "FORMAT", 6)
+    monkeypatch.setattr(state_file, "index_apart", as_format_6)
+    b = NetworkXBackend(path)
+    b._state_seq = None  # write the state at close
+    b.close()
+    monkeypatch.undo()
+    monkeypatch.setattr(journal_module, "STATE_MIN_NODES", SMALL)
+    monkeypatch.setattr(journal_module, "STATE_LAG", 20)
+    older = file_of(path).read_bytes()
+    used, via_state, via_rows = _open_both(path)
+    assert used and via_state == via_rows
+    b = NetworkXBackend(path)
+    assert b._state_seq is not None
+    b.close()  # nothing changed, but the older file is replaced
+    assert file_of(path).read_bytes() != older
     used, via_state, via_rows = _open_both(path)
     assert used and via_state == via_rows

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 
 import faiss
@@ -286,3 +287,49 @@ def test_the_state_follows_where_the_index_keeps_its_vectors(
     with GraphMemory.open(str(path), embedder="hash:32") as mem:
         assert _index(mem).lean
     assert state_file.load(path, store_id=store_id, dim=32).vectors is None  # type: ignore[union-attr,unused-ignore]
+
+
+def test_an_open_from_the_state_takes_the_graphs_labels_from_it(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A state file written after the graph keeps its labels with the graph files'
+    identity: the next open takes them from there, not from the description (whose two
+    labels are swapped here: read, they would misname two vectors)."""
+    if request.node.callspec.params["small_threshold"] != "state":
+        pytest.skip("no state file: the labels are the description's")
+    path, ids = _built(tmp_path)
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        assert _index(mem).graph_on_disk() is not None
+    meta = files_of(path)[1]
+    a, b = f"Memory:{ids[10]}".encode(), f"Memory:{ids[11]}".encode()
+    assert len(a) == len(b)
+    meta.write_bytes(
+        meta.read_bytes().replace(a, b"\0" * len(a)).replace(b, a).replace(b"\0" * len(a), b)
+    )
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        index = _index(mem)
+        assert index._ann is not None and index._building is None and index.lean
+        for i in ids[8:14]:
+            q = index.get(f"Memory:{i}")
+            assert q is not None
+            assert index.search(q, 1)[0][0] == f"Memory:{i}"
+
+
+def test_the_graph_files_read_beside_the_open_leave_no_thread_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The graph files are read in a thread of their own from the start of an open; the
+    open waits for it whether it took the graph or not (here: not wanted, the threshold
+    raised above the store's vectors)."""
+    path, ids = _built(tmp_path)
+
+    def readers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "graphmem-graph-read"]
+
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        assert _index(mem)._ann is not None and not readers()
+        _assert_graph_answers_like_exact(_index(mem), ids)
+    monkeypatch.setattr(vector_index_module, "ANN_THRESHOLD", 10_000)
+    monkeypatch.setattr(vector_index_module, "LEAN_THRESHOLD", 10_000)
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        assert _index(mem)._ann is None and not readers()

@@ -33,6 +33,7 @@ from graphmem.backends.embedded.graph import (
     _edge_of,
     _orderable,
     _ref_of,
+    _set_head,
 )
 from graphmem.backends.embedded.search import EmbeddedSearch
 from graphmem.backends.embedded.vector_index import VectorIndex
@@ -46,12 +47,10 @@ from graphmem.models import (
     GraphNode,
     NodeLabel,
     NodeRef,
-    Run,
     Subgraph,
     check_page,
     node_model,
 )
-from graphmem.models.values import replaced
 
 log = logging.getLogger("graphmem.backends.embedded")
 
@@ -135,12 +134,12 @@ class NetworkXBackend(EmbeddedSearch):
         dim = dims.pop() if dims else None
         with self._transaction() as db:
             self._check_expectations(batch.expect)
-            if batch.run_heads:
-                nodes = [*nodes, *self._run_heads_set(batch.run_heads)]
             plan = self._plan_upsert(nodes, edges, doomed={r.key for r in doomed})
+            heads = self._heads_of(batch.run_heads, plan) if batch.run_heads else []
             if dim is not None:
                 self._fix_dim(db, dim)
             self._write_plan(db, plan)
+            self._write_heads(db, heads)
             dplan = self._plan_delete(doomed, batch.delete_edges, plan)
             self._write_delete(db, dplan)
             vec_keys = [
@@ -151,6 +150,7 @@ class NetworkXBackend(EmbeddedSearch):
             ]
             changed = self._changed
             changed.update(plan["nodes"])
+            changed.update(k for k, _c, _l in heads)
             changed.update(k for src, _t, dst, _p in plan["edges"] for k in (src, dst))
             changed.update(k for k, _t, _d in plan["struct_del"])
             changed.update(dplan["keys"])
@@ -170,6 +170,7 @@ class NetworkXBackend(EmbeddedSearch):
         if dim is not None:
             self._set_dim(dim)
         self._apply_plan(plan)
+        self._apply_heads(heads)
         self._apply_delete(dplan)
         if vec_keys and self._vindex is not None:
             self._vindex.add(
@@ -185,19 +186,25 @@ class NetworkXBackend(EmbeddedSearch):
             keys = list(itertools.islice(self._unvectored, limit))
             return [(k[7:], nodes[k]["content"]) for k in keys]
 
-    def _run_heads_set(self, heads: Mapping[str, tuple[int, str | None]]) -> list[Run]:
-        """The stored runs among ``heads`` with their new place in the chain (the rest of
-        each run as stored; a run that does not exist is skipped)."""
+    def _heads_of(
+        self, heads: Mapping[str, tuple[int, str | None]], plan: dict[str, Any]
+    ) -> list[tuple[str, int, str | None]]:
+        """The stored runs among ``heads`` (run id -> where its chain now ends) as (key,
+        count, last memory id); a run that does not exist is skipped, and one this batch
+        also writes whole takes its new end in the row it writes. Only those two fields
+        change: a run's other fields (indexed, structural) stay as stored, so its row and
+        its attributes are set in place instead of planned as a new node (a batch appends
+        to hundreds of runs)."""
         out = []
+        rows = plan["nodes"]
+        rid_of = self._rid_of
         for run_id, (count, last) in sorted(heads.items()):
-            key = NodeLabel.RUN.value + ":" + run_id
-            if key in self._g:
-                run = self._node(key)
-                if isinstance(run, Run):
-                    # the write path's own count and memory id for a stored run: a copy
-                    # without validation (a validated one costs ~30 µs, per run a batch
-                    # appends to: hundreds a batch)
-                    out.append(replaced(run, event_count=count, last_event_id=last))
+            key = "Run:" + run_id
+            row = rows.get(key)
+            if row is not None:
+                _set_head(row[2], count, last)
+            elif key in rid_of:
+                out.append((key, count, last))
         return out
 
     def _check_expectations(self, expects: Sequence[Expect]) -> None:
@@ -206,7 +213,10 @@ class NetworkXBackend(EmbeddedSearch):
         nodes = g._node
         for ex in expects:
             key = ex.ref.key
-            if not ex.exists and key not in nodes:
+            if ex.exists:
+                if not ex.props and ex.sources is None and key in nodes:
+                    continue  # it exists, and nothing more is asked (a run's last memory)
+            elif key not in nodes:
                 continue  # a new node's id is free (every memory of a batch asks)
             props = nodes.get(key)
             sources: list[str] = []
@@ -468,6 +478,9 @@ class NetworkXBackend(EmbeddedSearch):
                 self.flush()
             except GraphMemError as e:  # never lose the close; the accesses are advisory
                 log.warning("could not write access statistics at close: %s", e)
+            # the graph first: the state file then keeps its labels with its identity (the
+            # next open takes them from there); again after, for what a catch-up added
+            self._save_ann()
             self._save_state()
             self._save_ann()
             self._closed = True

@@ -13,6 +13,7 @@ import numpy as np
 
 from graphmem.backends.base import STRUCTURAL
 from graphmem.backends.embedded.adjacency import Adj, Adjacency
+from graphmem.backends.embedded.buckets import Bucket, index_into, index_out, keys_of
 from graphmem.backends.embedded.records import Attrs, NodeTable
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.models import (
@@ -96,6 +97,16 @@ def _hold(nodes: NodeTable, label: NodeLabel, key: str, attrs: dict[str, Any]) -
     nodes[key] = attrs
 
 
+def _set_head(attrs: dict[str, Any], count: int, last: str | None) -> None:
+    """Set where a run's chain ends in its attributes (a run without a last memory holds
+    no ``last_event_id``, as ``to_props`` leaves out a None)."""
+    attrs["event_count"] = count
+    if last is None:
+        attrs.pop("last_event_id", None)
+    else:
+        attrs["last_event_id"] = last
+
+
 _DT_FIELDS: dict[NodeLabel, frozenset[str]] = {}
 
 
@@ -123,7 +134,13 @@ _SHARED_KEYED: dict[str, dict[str, dict[str, Any]]] = {
 
 
 def _link(
-    succ: dict[str, Any], pred: dict[str, Any], u: str, v: str, k: str, data: dict[str, Any]
+    succ: dict[str, Any],
+    pred: dict[str, Any],
+    u: str,
+    v: str,
+    k: str,
+    data: dict[str, Any],
+    own: Callable[[str], str] = intern,
 ) -> None:
     """Add edge (u, v, key k) straight into a MultiDiGraph's adjacency dicts (the layout
     networkx documents for subclasses; ``add_edge`` is several times slower). A pair's
@@ -132,63 +149,16 @@ def _link(
     fewer per memory to build, keep and have the garbage collector walk. Both ends are
     held as the interned node keys (see :meth:`EmbeddedGraph._put_node`): a writer builds
     its own ``"Agent:a1"`` or ``"Memory:<id>"`` string per edge, and each adjacency entry
-    kept its copy — about 500k strings, ~300 bytes a memory at 100k."""
-    u, v = intern(u), intern(v)
+    kept its copy — about 500k strings, ~300 bytes a memory at 100k. ``own`` gives that
+    string (:meth:`NodeTable.own`; interning alone is enough where every key is interned,
+    as in a read of the rows)."""
+    u, v = own(u), own(v)
     keydict = succ[u].get(v)
     if keydict is None:
         new = _SHARED_KEYED[k] if data is _SHARED_EDGE_DATA.get(k) else {k: data}
     else:
         new = {**keydict, k: data}
     succ[u][v] = pred[v][u] = new
-
-
-#: an index bucket: value -> the key of the one node holding it, or the set of keys of
-#: the two or more holding it. Most values of some fields are held by one node (every
-#: memory's ``content_hash``): a key instead of a one-key set is ~220 bytes and one
-#: tracked object fewer per memory (a set is never left with fewer than two keys)
-Bucket = dict[Any, "str | set[str]"]
-
-
-def _index_into(buckets: list[tuple[str, Bucket]], key: str, props: Attrs) -> None:
-    """Add a node key to the index buckets of its indexed fields; a tuple (or list) value
-    indexes each item, as for tags."""
-    for f, bucket in buckets:
-        v = props.get(f)
-        for item in v if v.__class__ is tuple or v.__class__ is list else (v,):
-            held = bucket.get(item)
-            if held is None:
-                bucket[item] = key
-            elif held.__class__ is str:
-                if held != key:
-                    bucket[item] = {held, key}
-            else:
-                held.add(key)  # type: ignore[union-attr]
-
-
-def _index_out(buckets: list[tuple[str, Bucket]], key: str, props: Attrs) -> None:
-    """Remove a node key from the index buckets of its indexed fields (the reverse of
-    :func:`_index_into`)."""
-    for f, bucket in buckets:
-        v = props.get(f)
-        for item in v if v.__class__ is tuple or v.__class__ is list else (v,):
-            held = bucket.get(item)
-            if held is None:
-                continue
-            if held.__class__ is str:
-                if held == key:
-                    del bucket[item]
-                continue
-            held.discard(key)  # type: ignore[union-attr]
-            if len(held) == 1:
-                bucket[item] = next(iter(held))
-
-
-def _keys_of(bucket: Bucket, value: Any) -> set[str]:
-    """The keys of the nodes holding ``value`` (a set the caller may read, not change)."""
-    held = bucket.get(value)
-    if held is None:
-        return set()
-    return {held} if held.__class__ is str else held  # type: ignore[return-value]
 
 
 #: STRUCTURAL as (label, edge type) text pairs, as the in-memory graph holds them
@@ -245,15 +215,15 @@ class EmbeddedGraph:
         return self._g.as_networkx()
 
     def _index_remove(self, label: NodeLabel, key: str, props: Attrs) -> None:
-        _index_out(self._buckets[label], key, props)
+        index_out(self._buckets[label], key, props)
 
     def _put_node(self, label: NodeLabel, key: str, attrs: dict[str, Any], rid: int) -> None:
         """Set a node's attributes in memory, with its index buckets and rid maps (its
         edges are the caller's business). A dict already held for the node is updated in
         place (networkx views hold on to it); a memory's row is overwritten."""
         g = self._g
-        key = intern(key)  # one string per node key, however many places hold it
         nodes = g._node
+        key = nodes.own(key)  # one string per node key, however many places hold it
         old = nodes.get(key)
         if old is not None:
             # only the buckets of fields that changed (a run's count and last memory id
@@ -261,7 +231,7 @@ class EmbeddedGraph:
             # before the write: a memory's row shows the new values after it
             moved = [(f, b) for f, b in self._buckets[label] if old.get(f) != attrs.get(f)]
             if moved:
-                _index_out(moved, key, old)
+                index_out(moved, key, old)
             _hold(nodes, label, key, attrs)
         else:
             _hold(nodes, label, key, attrs)
@@ -275,7 +245,7 @@ class EmbeddedGraph:
         self._key_of[rid] = key
         self._by_label[label].add(key)
         if moved:
-            _index_into(moved, key, attrs)
+            index_into(moved, key, attrs)
 
     def _drop_rid(self, rid: int, key: str) -> None:
         """Forget that row ``rid`` holds ``key`` — unless another node holds it by now: a
@@ -317,8 +287,9 @@ class EmbeddedGraph:
         vec_keys: list[str] = []
         vecs: list[tuple[float, ...]] = []
         succ, pred = g._succ, g._pred  # raw dicts: the API is slow here
+        own = g._node.own
         for key_, (label, _ident, props, vec) in plan["nodes"].items():
-            key = intern(key_)  # the vector index and _unvectored hold the node's key too
+            key = own(key_)  # the vector index and _unvectored hold the node's key too
             # the plan's own dict (made for this write by ``to_props``, written already)
             self._put_node(label, key, props, rids[key])
             if vec is not None:
@@ -336,16 +307,31 @@ class EmbeddedGraph:
             if etype in succ[src].get(dst, ()):
                 g.remove_edge(src, dst, key=etype)
         shared = _SHARED_EDGE_DATA
-        for key, wanted in plan["struct"].items():
+        keyed = _SHARED_KEYED
+        for key_, wanted in plan["struct"].items():
+            key = own(key_)  # both ends held as the node keys' own strings (see _link)
             out = succ[key]
             for etype, dst in wanted:
-                if etype not in out.get(dst, ()):
-                    _link(succ, pred, key, dst, etype, shared[etype])
+                held = out.get(dst)
+                if held is None:
+                    # the pair's first edge (every edge of a new node): the type's shared
+                    # keyed dict, as _link gives it
+                    dst = own(dst)
+                    out[dst] = pred[dst][key] = keyed[etype]
+                elif etype not in held:
+                    _link(succ, pred, key, dst, etype, shared[etype], own)
         for src, etype, dst, props in plan["edges"]:
             # replaced, never edited: edges without properties share their type's dict
             data = {**props, "type": etype} if props else shared.get(etype)
-            _link(succ, pred, src, dst, etype, data or {"type": etype})
+            _link(succ, pred, src, dst, etype, data or {"type": etype}, own)
         self._next_rid = plan["next_rid"]
+
+    def _apply_heads(self, heads: list[tuple[str, int, str | None]]) -> None:
+        """Set where stored runs' chains end (see ``NetworkXBackend._heads_of``): a run is
+        held as its dict, updated in place; neither field is indexed or structural."""
+        dicts = self._g._node.dicts
+        for key, count, last in heads:
+            _set_head(dicts[key], count, last)
 
     def _apply_delete(self, plan: dict[str, Any]) -> None:
         g = self._g
@@ -424,17 +410,17 @@ class EmbeddedGraph:
         indexed = _INDEXED.get(label, ())
         for f, v in flt.equals.items():
             if f in indexed:
-                sets.append(_keys_of(self._index[(label, f)], v))
+                sets.append(keys_of(self._index[(label, f)], v))
         for f, vs in flt.any_of.items():
             if f in indexed:
                 bucket = self._index[(label, f)]
                 u: set[str] = set()
                 for v in vs:
-                    u |= _keys_of(bucket, v)
+                    u |= keys_of(bucket, v)
                 sets.append(u)
         if flt.tags_all and "tags" in indexed:
             for t in flt.tags_all:
-                sets.append(_keys_of(self._index[(label, "tags")], t))
+                sets.append(keys_of(self._index[(label, "tags")], t))
         if not sets:
             return None
         sets.sort(key=len)

@@ -15,7 +15,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from sys import intern
 from typing import Any, Literal
 
 import numpy as np
@@ -25,10 +24,10 @@ import graphmem.backends.embedded.hnsw_file as hnsw_file
 import graphmem.backends.embedded.state_file as state_file
 from graphmem.backends.base import STRUCTURAL, structural_targets
 from graphmem.backends.embedded.adjacency import Adjacency
+from graphmem.backends.embedded.buckets import FROM_COLUMNS, Bucket, MemoryBucket
 from graphmem.backends.embedded.graph import (
     _INDEXED,
     _SHARED_EDGE_DATA,
-    Bucket,
     EmbeddedGraph,
     _datetime_fields,
     _link,
@@ -40,9 +39,11 @@ from graphmem.backends.embedded.rows import (
     _edge_data,
     _encode_edge_props,
     add_stored_vectors,
+    memory_changes_since,
     position_key,
     read_rows,
     same_position,
+    stored_vectors,
 )
 from graphmem.backends.embedded.vector_index import VectorIndex, lean_from
 from graphmem.errors import BackendUnavailable, Conflict, DimensionMismatch, QueryFailed
@@ -103,6 +104,10 @@ class EmbeddedJournal(EmbeddedGraph):
         self._state_seq: int | None = None
         #: that file holds the vector rows (not only their keys: see state_file)
         self._state_rows = False
+        #: that file keeps the vector graph's labels (see ``hnsw_file.load``)
+        self._state_graph = False
+        #: that file is of an older format, read as it is (see ``state_file``)
+        self._state_old = False
         self._opened = False
         try:
             if self._path is not None:
@@ -193,14 +198,24 @@ class EmbeddedJournal(EmbeddedGraph):
         dim_row = db.execute("SELECT value FROM meta WHERE key='embedding_dim'").fetchone()
         self._dim: int | None = int(dim_row[0]) if dim_row else None
         first, self._opened = not self._opened, True
-        if not (first and self._path is not None and self._load_saved_state()):
-            self._load_rows()
-        vindex = self._vindex
-        if vindex is not None:
-            if self._path is not None and len(vindex) >= vindex.ann_threshold:
-                vindex.load_ann(
-                    self._path, store_id=self._store_id, changes=self._memory_changes_since
-                )
+        hint = self._graph_hint = hnsw_file.Hint()
+        if first and self._path is not None and self._dim:
+            hint.early = hnsw_file.Early.of(self._path, store_id=self._store_id, dim=self._dim)
+        try:
+            if not (first and self._path is not None and self._load_saved_state()):
+                self._load_rows()
+            vindex = self._vindex
+            if vindex is not None:
+                if self._path is not None and len(vindex) >= vindex.ann_threshold:
+                    vindex.load_ann(
+                        self._path,
+                        store_id=self._store_id,
+                        changes=self._memory_changes_since,
+                        own=self._g._node.own,
+                        hint=hint,
+                    )
+        finally:
+            hint.drop()
 
     def _install(
         self,
@@ -209,8 +224,15 @@ class EmbeddedJournal(EmbeddedGraph):
         by_label: dict[NodeLabel, set[str]],
         index: dict[tuple[NodeLabel, str], Bucket],
         vindex: VectorIndex | None,
+        *,
+        filed: bool,
     ) -> None:
-        """Make a freshly read state this process's."""
+        """Make a freshly read state this process's; ``filed``: read from the state file,
+        whose index buckets of the memory fields the columns answer are worked out when
+        asked for (see ``MemoryBucket``); else read from the rows, with them whole."""
+        for f in FROM_COLUMNS:
+            key = (NodeLabel.MEMORY, f)
+            index[key] = MemoryBucket(g._node, f, None if filed else index.get(key, {}))
         self._g = g
         self._rid_of = rid_of
         self._key_of = {rid: key for key, rid in rid_of.items()}
@@ -266,6 +288,8 @@ class EmbeddedJournal(EmbeddedGraph):
         self._next_rid = max(self._key_of, default=0) + 1
         self._state_seq = seq
         self._state_rows = saved.vectors is not None
+        self._state_graph = self._graph_hint.known is not None
+        self._state_old = saved.format != state_file.FORMAT
         return True
 
     def _install_saved(self, saved: state_file.SavedState) -> None:
@@ -284,16 +308,22 @@ class EmbeddedJournal(EmbeddedGraph):
         for (lab_s, f), bucket in whole.items():
             index[(labels[lab_s], f)] = bucket
         rid_of: dict[str, int] = p["rid_of"]
+        self._graph_hint.known = hnsw_file.known_of(p.get("graph"))
         vindex = self._new_vindex()
         if vindex is not None and saved.vec_keys:
             if saved.vectors is not None:
                 vindex.add(saved.vec_keys, saved.vectors, adopt=True)
             else:  # the saved graph holds them, or else the rows
-                self._take_vectors(vindex, rid_of, saved.vec_keys, saved.seq)
-        self._install(g, rid_of, by_label, index, vindex)
+                self._take_vectors(vindex, g._node, rid_of, saved.vec_keys, saved.seq)
+        self._install(g, rid_of, by_label, index, vindex, filed=True)
 
     def _take_vectors(
-        self, vindex: VectorIndex, rid_of: dict[str, int], keys: list[str] | None, since: int
+        self,
+        vindex: VectorIndex,
+        nodes: NodeTable,
+        rid_of: dict[str, int],
+        keys: list[str] | None,
+        since: int,
     ) -> None:
         """Fill the empty ``vindex`` from the HNSW graph saved beside the file when it holds
         the vectors of ``keys`` (the store's at change-log position ``since``) — no matrix
@@ -308,6 +338,8 @@ class EmbeddedJournal(EmbeddedGraph):
                 keys=keys,
                 since=since,
                 changes=self._memory_changes_since,
+                own=nodes.own,
+                hint=self._graph_hint,
             )
         ):
             add_stored_vectors(self._db, vindex, {rid: key for key, rid in rid_of.items()})
@@ -331,30 +363,28 @@ class EmbeddedJournal(EmbeddedGraph):
                     ).fetchone()[0]
                     # a file whose vectors are kept otherwise than this index keeps them is
                     # rewritten all the same: rows the graph now holds would be read at
-                    # every open and dropped, and rows it no longer holds read from the store
-                    lean = self._vindex is not None and self._vindex.lean
-                    if behind <= STATE_LAG and self._state_rows != lean:
+                    # every open and dropped, and rows it no longer holds read from the store;
+                    # so is one of an older format, and one without the graph's labels when
+                    # they are to be had (once: labels of an older graph file are not worth
+                    # a rewrite at every close)
+                    vindex = self._vindex
+                    lean = vindex is not None and vindex.lean
+                    upgrade = self._state_old or (
+                        not self._state_graph
+                        and vindex is not None
+                        and vindex.graph_on_disk() is not None
+                    )
+                    if behind <= STATE_LAG and self._state_rows != lean and not upgrade:
                         return
                 seq = self._seen_seq
                 seq_key = position_key(db, seq)
                 g = self._g
-                by_label = {lab.value: keys for lab, keys in self._by_label.items()}
-                index, most = state_file.index_apart(
-                    {(lab.value, f): bucket for (lab, f), bucket in self._index.items()}, by_label
-                )
-                payload = {
-                    "nodes": g._node.to_file(),
-                    "succ": g._succ,
-                    "pred": g._pred,
-                    "rid_of": self._rid_of,
-                    "by_label": by_label,
-                    "index": index,
-                    "most": most,
-                }
                 vindex = self._vindex
+                graph = None if vindex is None else vindex.graph_on_disk()
+                payload = state_file.payload_of(g, self._rid_of, self._by_label, self._index, graph)
                 keys, vectors = (
                     vindex.rows() if vindex is not None else ([], np.zeros((0, 0), np.float32))
-                )  # no rows when the vector graph holds them (it is saved next, at close)
+                )  # no rows when the vector graph holds them (its file is saved already)
                 with gc_paused():
                     state_file.save(
                         self._path,
@@ -369,6 +399,8 @@ class EmbeddedJournal(EmbeddedGraph):
                     )
                 self._state_seq = seq
                 self._state_rows = vectors is not None
+                self._state_graph = graph is not None
+                self._state_old = False
             except (OSError, sqlite3.Error, BackendUnavailable, QueryFailed) as e:
                 # an optimisation: the next open reads the rows
                 log.info("could not keep the state beside %s: %s", self._path, e)
@@ -389,8 +421,8 @@ class EmbeddedJournal(EmbeddedGraph):
             keys = [
                 key_of[rid] for (rid,) in db.execute("SELECT rid FROM vectors") if rid in key_of
             ]
-            self._take_vectors(vindex, rid_of, keys, self._seen_seq)
-        self._install(g, rid_of, by_label, index, vindex)
+            self._take_vectors(vindex, g._node, rid_of, keys, self._seen_seq)
+        self._install(g, rid_of, by_label, index, vindex, filed=False)
 
     def _new_vindex(self) -> VectorIndex | None:
         """An empty vector index for the store's dimension (None before it has one)."""
@@ -407,42 +439,11 @@ class EmbeddedJournal(EmbeddedGraph):
         """The stored vectors of the memory keys ``keys`` that have one, read from the
         file: where the vector index reads exact values once its HNSW graph holds the one
         copy in memory (a few dozen rows a query)."""
-        rid_of = self._rid_of
-        key_at = {rid_of[k]: k for k in keys if k in rid_of}
-        rids = sorted(key_at)  # in file order
-        rows: list[tuple[int, bytes]] = []
         with self._lock:
-            try:
-                for at in range(0, len(rids), 512):
-                    part = rids[at : at + 512]
-                    # padded to a power of two (a repeated rid reads once): a few statements
-                    # for SQLite's statement cache instead of one per count
-                    part += part[-1:] * ((1 << (len(part) - 1).bit_length()) - len(part))
-                    rows += self._db.execute(
-                        f"SELECT rid, vec FROM vectors WHERE rid IN ({','.join('?' * len(part))})",
-                        part,
-                    ).fetchall()
-            except sqlite3.Error as e:
-                raise QueryFailed(f"embedded store read failed: {e}") from e
-        found = [key_at[rid] for rid, _ in rows]
-        mat = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32)
-        return found, mat.reshape(len(found), -1) if found else mat.reshape(0, self._dim or 0)
+            return stored_vectors(self._db, self._rid_of, keys, self._dim or 0)
 
     def _memory_changes_since(self, seq: int) -> set[str] | None:
-        """The memory keys the change log names after ``seq`` (inside the caller's read
-        snapshot); None when the log no longer reaches back there, or when ``seq`` is ahead
-        of it (a file saved for a later state of a store put back from a copy)."""
-        lo, hi = self._db.execute("SELECT min(seq), max(seq) FROM changes").fetchone()
-        if hi is None:
-            return set() if seq == 0 else None
-        if seq > hi or seq < lo - 1:
-            return None
-        return {
-            k
-            for (k,) in self._db.execute(
-                "SELECT key FROM changes WHERE seq > ? AND key LIKE 'Memory:%'", (seq,)
-            )
-        }
+        return memory_changes_since(self._db, seq)
 
     def _save_ann(self) -> None:
         """Keep the vector index's HNSW graph beside the file, marked with the change-log
@@ -592,7 +593,7 @@ class EmbeddedJournal(EmbeddedGraph):
         labels = {lab.value: lab for lab in NodeLabel}
         present: list[str] = []
         for key_ in keys:
-            key = intern(key_)  # the node's own key string (see _link)
+            key = nodes.own(key_)  # the node's own key string (see _link)
             label_s, _, ident = key.partition(":")
             row = db.execute(
                 "SELECT rid, props FROM nodes WHERE label = ? AND id = ?", (label_s, ident)
@@ -638,12 +639,12 @@ class EmbeddedJournal(EmbeddedGraph):
             for etype_, tlabel, tid, _d in structural_targets(label, nodes[key]):
                 tkey = tlabel.value + ":" + tid
                 if tkey in succ:
-                    _link(succ, pred, key, tkey, etype_.value, shared[etype_.value])
+                    _link(succ, pred, key, tkey, etype_.value, shared[etype_.value], nodes.own)
             for src, etype, dst, props_s in db.execute(
                 "SELECT src, type, dst, props FROM edges WHERE src = ? OR dst = ?", (key, key)
             ):
                 if src in nodes and dst in nodes and etype not in succ[src].get(dst, ()):
-                    _link(succ, pred, src, dst, etype, _edge_data(etype, props_s))
+                    _link(succ, pred, src, dst, etype, _edge_data(etype, props_s), nodes.own)
         self._df_cache = {}
         self._df_cache_n = len(self._by_label.get(NodeLabel.MEMORY, ()))
 
@@ -734,6 +735,32 @@ class EmbeddedJournal(EmbeddedGraph):
             edge_params,
         )
         plan["next_rid"] = next_rid
+
+    def _write_heads(
+        self, db: sqlite3.Connection, heads: list[tuple[str, int, str | None]]
+    ) -> None:
+        """Set where stored runs' chains end in their rows, their other properties as
+        stored (see ``NetworkXBackend._heads_of``)."""
+        if not heads:
+            return
+        rid_of = self._rid_of
+        ended = [(c, last, rid_of[k]) for k, c, last in heads if last is not None]
+        empty = [(c, rid_of[k]) for k, c, last in heads if last is None]
+        done = 0
+        if ended:
+            done += db.executemany(
+                "UPDATE nodes SET props = json_set(props, '$.event_count', ?, "
+                "'$.last_event_id', ?) WHERE rid = ?",
+                ended,
+            ).rowcount
+        if empty:
+            done += db.executemany(
+                "UPDATE nodes SET props = json_remove(json_set(props, '$.event_count', ?), "
+                "'$.last_event_id') WHERE rid = ?",
+                empty,
+            ).rowcount
+        if done != len(heads):
+            raise Conflict("the store changed underneath this write; retry")
 
     def _write_delete(self, db: sqlite3.Connection, plan: dict[str, Any]) -> None:
         if plan["edges"]:

@@ -51,6 +51,8 @@ _TIME_END = 1 << 52
 # how an attribute is held
 _CODED, _FLOAT, _INT, _TIME, _TEXT, _TAGS, _HASHED, _KEY = range(8)
 _from_ts = datetime.fromtimestamp
+#: rows whose model fields :meth:`MemoryTable.memory` keeps (the first built goes first)
+_BUILT_MAX = 4096
 
 #: repeated text fields, held as a code into the field's value table (code 0: not set)
 CODED = (
@@ -102,6 +104,7 @@ class MemoryTable:
     """The columns of every memory held as a row (see the module docstring)."""
 
     __slots__ = (
+        "_built",
         "_decoders",
         "_float_cols",
         "_int_cols",
@@ -147,6 +150,10 @@ class MemoryTable:
         self.extra: dict[int, dict[str, Any]] = {}
         #: per coded field the model converts (enums), its values as the model holds them
         self._typed: dict[str, list[Any]] = {}
+        #: row -> its model's fields as :meth:`memory` built them: a recall builds a model
+        #: for each of its ~50 hits, mostly rows that earlier recalls built too; a write
+        #: to the row drops its entry, a counted access updates it
+        self._built: dict[int, dict[str, Any]] = {}
         self._index_columns()
 
     def __len__(self) -> int:
@@ -311,6 +318,7 @@ class MemoryTable:
 
     def _unset(self, i: int) -> None:
         """Every column of row ``i`` to "not set"."""
+        self._built.pop(i, None)
         for col in self._unset_q:
             col[i] = _NONE
         for col in self._unset_i:
@@ -341,6 +349,10 @@ class MemoryTable:
         last = self.times["last_accessed"]
         if last[i] == _NONE or last[i] < us:
             last[i] = us
+        built = self._built.get(i)
+        if built is not None:
+            built["access_count"] = count[i]
+            built["last_accessed"] = _from_ts(last[i] / 1e6, UTC)
         return True
 
     # -- reading -----------------------------------------------------------------------
@@ -426,7 +438,19 @@ class MemoryTable:
     def memory(self, i: int) -> Memory:
         """Row ``i`` as its model, built as :meth:`GraphNode.from_trusted` builds one from
         the row's dict (the same fields and values) without making the dict first: a
-        search builds a model for each of its ~100 hits."""
+        search builds a model for each of its ~100 hits. Each call gives a new model
+        with its own metadata dict (a caller may change it)."""
+        built = self._built.get(i)
+        if built is None:
+            built = self._built[i] = self._fields_of(i)
+            if len(self._built) > _BUILT_MAX:
+                del self._built[next(iter(self._built))]
+        data = built.copy()
+        data["metadata"] = data["metadata"].copy()
+        return assembled(Memory, data)
+
+    def _fields_of(self, i: int) -> dict[str, Any]:
+        """Row ``i``'s model fields (see :meth:`memory`)."""
         key = self.keys[i]
         assert key is not None
         data = self._template.copy()
@@ -449,7 +473,7 @@ class MemoryTable:
                 if k.startswith(METADATA_PREFIX):
                     meta[k[len(METADATA_PREFIX) :]] = v
         data["metadata"] = meta
-        return assembled(Memory, data)
+        return data
 
     def _typed_value(self, field: str, held: list[Any], code: int) -> Any:
         """The model's value (an enum member) of ``field``'s value ``code``, converted
@@ -463,6 +487,31 @@ class MemoryTable:
     def fields(self, i: int) -> list[str]:
         """The attribute names row ``i`` holds, in its dict's order."""
         return list(self.as_dict(i))
+
+    def keys_holding(self, field: str, value: Any) -> list[str]:
+        """The keys of the rows whose ``field`` (a coded one, or ``tags``) is ``value``, or
+        whose tags hold it — what the field's index bucket holds for ``value`` of the
+        rows (None: the rows without the field). A pass over the field's codes in C."""
+        n = len(self.keys)
+        if field == "tags":
+            if value is None:
+                wanted = [0]
+            else:
+                try:
+                    wanted = [c for c, s in enumerate(self.tagsets) if s is not None and value in s]
+                except TypeError:  # an unhashable or incomparable value: held by no row
+                    wanted = []
+            if not wanted:
+                return []
+            col = np.frombuffer(self.tags, dtype=np.int32)[:n]
+            rows = np.flatnonzero(np.isin(col, wanted) if len(wanted) > 1 else col == wanted[0])
+        else:
+            c = 0 if value is None else self.value_code[field].get(value)
+            if c is None:
+                return []
+            rows = np.flatnonzero(np.frombuffer(self.codes[field], dtype=np.int32)[:n] == c)
+        keys = self.keys
+        return [k for k in map(keys.__getitem__, rows.tolist()) if k is not None]
 
     # -- the state file ----------------------------------------------------------------
 
@@ -494,7 +543,11 @@ class MemoryTable:
         free = data["free"]
         if not isinstance(keys, list) or not isinstance(free, list):
             raise TypeError("malformed memory columns")
-        t.keys = [None if k is None else intern(k) for k in keys]
+        if not set(map(type, keys)) <= {str, type(None)}:
+            raise TypeError("a memory key that is not a string")
+        # not interned (a million calls, a third of a second at 1M memories): the file
+        # holds one string per key already, and later writes look that string up (own)
+        t.keys = keys
         t.free = free
         rows: dict[str | None, int] = dict(zip(t.keys, range(n), strict=True))
         rows.pop(None, None)
@@ -619,6 +672,18 @@ class NodeTable(MutableMapping[str, Attrs]):
     def __contains__(self, key: object) -> bool:
         return key in self.dicts or key in self.memories.row_of
 
+    def own(self, key: str) -> str:
+        """The one string object this table holds for ``key`` (a memory's row key, read
+        from a state file without interning), else the interned one (a node's dict is held
+        under its interned key): what edges, buckets and the vector index keep, so that a
+        node key is one object however many places hold it."""
+        i = self.memories.row_of.get(key)
+        if i is None:
+            return intern(key)
+        held = self.memories.keys[i]
+        assert held is not None
+        return held
+
     def __iter__(self) -> Iterator[str]:
         yield from self.dicts
         yield from self.memories.row_of
@@ -673,7 +738,8 @@ class NodeTable(MutableMapping[str, Attrs]):
     @classmethod
     def from_file(cls, data: dict[str, Any]) -> NodeTable:
         """The table :meth:`to_file` filed (KeyError, TypeError or ValueError when it does
-        not add up); every key interned, the one string later writes use too."""
+        not add up); a node dict's key interned, a memory row's as the file holds it
+        (see :meth:`own`)."""
         t = cls()
         dicts = data["dicts"]
         if not isinstance(dicts, dict):

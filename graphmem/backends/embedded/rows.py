@@ -8,6 +8,7 @@ import json
 import logging
 import sqlite3
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import datetime
 from sys import intern
 from typing import Any
@@ -17,16 +18,16 @@ import orjson
 
 from graphmem.backends.base import structural_targets
 from graphmem.backends.embedded.adjacency import Adjacency
+from graphmem.backends.embedded.buckets import Bucket, index_into
 from graphmem.backends.embedded.graph import (
     _INDEXED,
     _SHARED_EDGE_DATA,
-    Bucket,
     _datetime_fields,
     _hold,
-    _index_into,
     _link,
 )
 from graphmem.backends.embedded.vector_index import VectorIndex
+from graphmem.errors import QueryFailed
 from graphmem.models import EdgeType, NodeLabel
 
 log = logging.getLogger("graphmem.backends.embedded")
@@ -142,7 +143,7 @@ def read_rows(db: sqlite3.Connection, dim: int | None, *, vectors: bool = True) 
         rid_of[key] = rid
         key_of[rid] = key
         by_label[label].add(key)
-        _index_into(indexed[label_s], key, props)
+        index_into(indexed[label_s], key, props)
     del rows
 
     # structural edges are a function of node properties, rebuilt here, never stored
@@ -232,3 +233,45 @@ def same_position(db: sqlite3.Connection, seq: int, recorded: str | None) -> boo
     held = _position_keys(db, seq)
     n = min(len(saved), len(held))
     return bool(n) and saved[-n:] == held[-n:]
+
+
+def stored_vectors(
+    db: sqlite3.Connection, rid_of: dict[str, int], keys: Sequence[str], dim: int
+) -> tuple[list[str], np.ndarray]:
+    """The stored vectors of the memory keys ``keys`` that have one (QueryFailed when the
+    read fails), in file order."""
+    key_at = {rid_of[k]: k for k in keys if k in rid_of}
+    rids = sorted(key_at)  # in file order
+    rows: list[tuple[int, bytes]] = []
+    try:
+        for at in range(0, len(rids), 512):
+            part = rids[at : at + 512]
+            # padded to a power of two (a repeated rid reads once): a few statements
+            # for SQLite's statement cache instead of one per count
+            part += part[-1:] * ((1 << (len(part) - 1).bit_length()) - len(part))
+            rows += db.execute(
+                f"SELECT rid, vec FROM vectors WHERE rid IN ({','.join('?' * len(part))})",
+                part,
+            ).fetchall()
+    except sqlite3.Error as e:
+        raise QueryFailed(f"embedded store read failed: {e}") from e
+    found = [key_at[rid] for rid, _ in rows]
+    mat = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32)
+    return found, mat.reshape(len(found), -1) if found else mat.reshape(0, dim)
+
+
+def memory_changes_since(db: sqlite3.Connection, seq: int) -> set[str] | None:
+    """The memory keys the change log names after ``seq`` (inside the caller's read
+    snapshot); None when the log no longer reaches back there, or when ``seq`` is ahead
+    of it (a file saved for a later state of a store put back from a copy)."""
+    lo, hi = db.execute("SELECT min(seq), max(seq) FROM changes").fetchone()
+    if hi is None:
+        return set() if seq == 0 else None
+    if seq > hi or seq < lo - 1:
+        return None
+    return {
+        k
+        for (k,) in db.execute(
+            "SELECT key FROM changes WHERE seq > ? AND key LIKE 'Memory:%'", (seq,)
+        )
+    }

@@ -34,6 +34,7 @@ import os
 import pickle
 import struct
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -41,7 +42,9 @@ from typing import Any, BinaryIO
 import numpy as np
 import orjson
 
-from graphmem.backends.embedded.hnsw_file import temp_beside
+from graphmem.backends.embedded.adjacency import Adjacency
+from graphmem.backends.embedded.buckets import MemoryBucket
+from graphmem.backends.embedded.hnsw_file import Known, temp_beside
 
 __all__ = [
     "FileBucket",
@@ -51,6 +54,7 @@ __all__ = [
     "index_apart",
     "index_whole",
     "load",
+    "payload_of",
     "save",
 ]
 
@@ -59,8 +63,11 @@ log = logging.getLogger("graphmem.backends.embedded")
 #: 3: a value held by one node is indexed by its key, not a one-key set; 4: one string
 #: per node key (an older file holds a copy per adjacency entry: read the rows once);
 #: 5: tags as tuples, the sets of a bucket held by most of a label as what they leave
-#: out (:func:`index_apart`); 6: the memories' attributes as columns (``records``)
-FORMAT = 6
+#: out (:func:`index_apart`); 6: the memories' attributes as columns (``records``); 7: the
+#: index buckets the memory columns answer are not filed (``records.MemoryBucket``)
+FORMAT = 7
+#: older formats read as they are: 6 is 7 with the buckets 7 leaves out (not used)
+_READ = (6, FORMAT)
 #: format 1 began with this magic and its header
 _MAGIC_1 = b"GMSTATE\n"
 _MAGIC = b"GMSTAT2\n"
@@ -81,6 +88,8 @@ class SavedState:
     seq: int
     seq_key: str | None
     nodes: int
+    #: the file's format (an older one read as it is is replaced at the next close)
+    format: int = FORMAT
 
 
 def file_of(store: Path) -> Path:
@@ -184,6 +193,40 @@ def index_whole(
     return index
 
 
+def payload_of(
+    g: Adjacency,
+    rid_of: dict[str, int],
+    by_label: Mapping[Any, set[str]],
+    index: Mapping[tuple[Any, str], FileBucket],
+    graph: Known | None,
+) -> dict[str, Any]:
+    """What the file keeps of an in-memory state (the graph's dicts, its row ids, labels
+    and index buckets — not those the memory columns answer: the columns are filed —, and
+    ``graph``, the vector graph files' identity and labels, when given: the next open reads
+    them from here)."""
+    labels = {str(lab): keys for lab, keys in by_label.items()}
+    filed, most = index_apart(
+        {
+            (str(lab), f): bucket
+            for (lab, f), bucket in index.items()
+            if bucket.__class__ is not MemoryBucket
+        },
+        labels,
+    )
+    payload = {
+        "nodes": g._node.to_file(),
+        "succ": g._succ,
+        "pred": g._pred,
+        "rid_of": rid_of,
+        "by_label": labels,
+        "index": filed,
+        "most": most,
+    }
+    if graph is not None:
+        payload["graph"] = graph
+    return payload
+
+
 def _crc_of(f: io.BufferedReader, size: int) -> int:
     """The CRC-32 of the next ``size`` bytes of ``f``, read a block at a time (ValueError
     when the file ends first)."""
@@ -240,9 +283,9 @@ def load(store: Path, *, store_id: str, dim: int | None) -> SavedState | None:
             if not isinstance(head, dict):
                 raise ValueError("malformed header")
             fmt = head.get("format")
-            if fmt.__class__ is int and 1 < fmt < FORMAT:
+            if fmt.__class__ is int and 1 < fmt < FORMAT and fmt not in _READ:
                 raise ValueError(f"an older format ({fmt}); it is replaced at the next close")
-            if fmt != FORMAT:
+            if fmt not in _READ:
                 raise ValueError("unknown format")
             if head.get("store_id") != store_id:
                 raise ValueError("it belongs to another store")
@@ -293,4 +336,5 @@ def load(store: Path, *, store_id: str, dim: int | None) -> SavedState | None:
         seq=seq,
         seq_key=seq_key,
         nodes=nodes,
+        format=fmt,
     )

@@ -26,6 +26,7 @@ import logging
 import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
+from sys import intern
 from typing import Any, cast
 
 import numpy as np
@@ -166,6 +167,8 @@ class VectorIndex:
         #: without one keeps its matrix
         self.source: Source | None = None
         self._lean = False
+        #: (the graph files' identity, see ``hnsw_file.SavedGraph``, the graph they hold)
+        self._disk: tuple[tuple[int, int, int], Graph] | None = None
 
     def __len__(self) -> int:
         return len(self._label) if self._lean else len(self._keys)
@@ -468,35 +471,22 @@ class VectorIndex:
         with self._lock:
             if self._ann is None or not self._ann_unsaved:
                 return False
-            hnsw_file.save(
+            ident = hnsw_file.save(
                 store, self._ann, self._label_keys, store_id=store_id, dim=self.dim, seq=seq
             )
             self._ann_unsaved = False
+            self._disk = (ident, self._ann)
             return True
 
-    def _saved_graph(
-        self,
-        store: Path,
-        store_id: str,
-        changes: Callable[[int], Collection[str] | None],
-        since: int | None,
-    ) -> tuple[hnsw_file.SavedGraph, set[str]] | None:
-        """The graph saved beside ``store`` and the keys the store changed after it (after
-        ``since`` when that is older), or None when there is none or the change log does
-        not reach back that far."""
-        lib = library()
-        if lib is None:
-            return None
-        saved = hnsw_file.load(lib, store, store_id=store_id, dim=self.dim)
-        if saved is None:
-            return None
-        changed = changes(saved.seq)  # None too for a graph ahead of the store
-        if changed is not None and since is not None and since < saved.seq:
-            changed = changes(since)
-        if changed is None:
-            log.info("the saved HNSW graph beside %s is too old to catch up; rebuilding", store)
-            return None
-        return saved, set(changed)
+    def graph_on_disk(self) -> hnsw_file.Known | None:
+        """The graph files' identity and a copy of their labels when this index's graph is
+        the one they hold (nothing added or retired since): for the state file, whence the
+        next open takes them (see ``hnsw_file.load``)."""
+        with self._lock:
+            disk = self._disk
+            if disk is None or disk[1] is not self._ann or self._ann_unsaved:
+                return None
+            return disk[0], list(self._label_keys)
 
     def _take_graph(
         self,
@@ -507,17 +497,21 @@ class VectorIndex:
     ) -> bool:
         """Use ``saved`` as this index's graph (under the lock) when its labels name exactly
         the ``held`` keys apart from the ``changed`` ones, which it retires (the caller
-        adds back those that still have a vector)."""
+        adds back those that still have a vector). Labels the state file kept (``known``)
+        are those keys by construction (written with them): only counted."""
         labels = saved.label_keys
         # set operations in C: at 1M vectors each Python loop here took 0.1-0.4 s
         numbered = dict(zip(labels, range(len(labels)), strict=True))
         numbered.pop(None, None)
         label_of = cast(dict[str, int], numbered)
-        held_set = held if isinstance(held, set | frozenset) else set(held)
-        if changed:
-            same = label_of.keys() - changed == held_set - changed
+        if saved.known:
+            same = len(label_of) == len(held)
         else:
-            same = label_of.keys() == held_set
+            held_set = held if isinstance(held, set | frozenset) else set(held)
+            if changed:
+                same = label_of.keys() - changed == held_set - changed
+            else:
+                same = label_of.keys() == held_set
         if len(label_of) != len(labels) - labels.count(None) or not same:
             log.warning(
                 "the saved HNSW graph beside %s does not match the stored vectors; rebuilding it",
@@ -536,6 +530,7 @@ class VectorIndex:
         self._label = label_of
         self._label_keys = labels
         self._ann_unsaved = bool(changed)
+        self._disk = (saved.ident, saved.ann)
         return True
 
     def load_ann(
@@ -544,17 +539,22 @@ class VectorIndex:
         *,
         store_id: str,
         changes: Callable[[int], Collection[str] | None],
+        own: Callable[[str], str] = intern,
+        hint: hnsw_file.Hint | None = None,
     ) -> bool:
         """Use the HNSW graph saved beside ``store`` instead of building one, when it checks
-        out. ``changes(seq)`` gives the keys the store changed after ``seq`` (None when its
-        log no longer reaches back that far): those are replayed into the graph; every
+        out (``own`` and ``hint``: see ``hnsw_file.load``). ``changes(seq)`` gives the
+        keys the store changed after ``seq`` (None when its log no longer reaches back that
+        far): those are replayed into the graph; every
         other key of the graph must be exactly a vector held here. Otherwise (or when the
         file is missing or damaged) nothing changes and the graph is built as usual.
         Returns whether the saved graph is in use (the matrix is then dropped when the
         index has a source)."""
         if self._ann is not None or self._building is not None:
             return False  # in use already (an open that took the graph as its vectors)
-        got = self._saved_graph(store, store_id, changes, None)
+        got = hnsw_file.load_since(
+            store, store_id=store_id, dim=self.dim, changes=changes, own=own, hint=hint
+        )
         if got is None:
             return False
         saved, changed = got
@@ -578,6 +578,8 @@ class VectorIndex:
         keys: Collection[str],
         since: int,
         changes: Callable[[int], Collection[str] | None],
+        own: Callable[[str], str] = intern,
+        hint: hnsw_file.Hint | None = None,
     ) -> bool:
         """An empty index with a source takes the HNSW graph saved beside ``store`` as its
         one copy of the vectors of ``keys`` (which the store held at change-log position
@@ -586,7 +588,15 @@ class VectorIndex:
         is missing, damaged, too old or does not name those keys."""
         if self.source is None or len(keys) < max(self.ann_threshold, self.lean_threshold):
             return False
-        got = self._saved_graph(store, store_id, changes, since)
+        got = hnsw_file.load_since(
+            store,
+            store_id=store_id,
+            dim=self.dim,
+            changes=changes,
+            own=own,
+            hint=hint,
+            since=since,
+        )
         if got is None:
             return False
         saved, changed = got
