@@ -311,6 +311,20 @@ class TextQuery(BaseModel):
     filter: Filter = Field(default_factory=Filter)
     k: int = Field(default=10, ge=1, le=10_000)
 
+    @classmethod
+    def trusted(cls, text: str, filter: Filter, k: int) -> TextQuery:
+        """A query from a text and a ``k`` recall checked, without validating them again
+        (~20 µs a query)."""
+        if (
+            text.__class__ is not str
+            or not 1 <= len(text) <= 10_000
+            or k.__class__ is not int
+            or not 1 <= k <= 10_000
+            or filter.__class__ is not Filter
+        ):
+            return cls(text=text, filter=filter, k=k)
+        return assembled(cls, {"text": text, "filter": filter, "k": k})
+
 
 class VectorQuery(BaseModel):
     """Nearest neighbours by cosine similarity over Memory embeddings."""

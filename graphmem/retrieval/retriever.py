@@ -146,9 +146,7 @@ class Retriever:
         lexical: list[Hit] = []
         vector: list[Hit] = []
         text_q = (
-            TextQuery(text=query, filter=flt, k=fetch)
-            if cfg.lexical_weight > 0 or qvec is None
-            else None
+            TextQuery.trusted(query, flt, fetch) if cfg.lexical_weight > 0 or qvec is None else None
         )
         vector_q = (
             VectorQuery.trusted(qlist, flt, fetch)
