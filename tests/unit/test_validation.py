@@ -17,6 +17,7 @@ from graphmem.models import (
     Filter,
     Memory,
     NodeLabel,
+    TextQuery,
     VectorQuery,
     check_page,
 )
@@ -258,6 +259,18 @@ def test_check_page_refuses_bad_paging(page: dict[str, Any]) -> None:
     with pytest.raises(InvalidInput):
         check_page(Memory, **args)
     check_page(Memory, limit=None, offset=5, order_by="id", descending=False)
+
+
+def test_a_trusted_text_query_is_the_validated_one_and_bad_input_is_still_refused() -> None:
+    flt = Filter.for_memories(agent_id="a")
+    trusted = TextQuery.trusted("where is the blue house", flt, 30)
+    checked = TextQuery(text="where is the blue house", filter=flt, k=30)
+    assert trusted == checked
+    assert trusted.model_dump() == checked.model_dump()
+    assert trusted.model_fields_set == checked.model_fields_set
+    for bad in (("x", 0), ("", 30), ("x" * 10_001, 30), ("x", "30x"), (3, 30)):
+        with pytest.raises(ValueError):
+            TextQuery.trusted(bad[0], flt, bad[1])  # type: ignore[arg-type]
 
 
 def test_a_trusted_vector_query_is_the_validated_one_and_bad_input_is_still_refused() -> None:
