@@ -293,7 +293,9 @@ class RecallSearch(Protocol):
     same results as ``search_text`` and ``search_vector`` (the Neo4j backend). With
     ``similarities`` (a dict it fills) the hits come without their embedding and the dict
     receives each one's cosine to ``query_vector`` (default: the vector query's), computed
-    where the embeddings are."""
+    where the embeddings are. ``unlinked`` (a set it may fill): ids of hits without any
+    edge recall's graph expansion follows, which recall then does not expand (a server
+    saves the expansion's round trip when no seed has one; a backend may leave it empty)."""
 
     def search_both(
         self,
@@ -302,6 +304,7 @@ class RecallSearch(Protocol):
         *,
         query_vector: Sequence[float] | None = ...,
         similarities: dict[str, float] | None = ...,
+        unlinked: set[str] | None = ...,
     ) -> tuple[list[Hit], list[Hit]]: ...
 
 

@@ -132,6 +132,24 @@ class Filter(BaseModel):
 
         ``since``/``until`` bound created_at; ``as_of`` keeps what was valid at that time
         (valid_from <= t < valid_to) and then also admits superseded versions."""
+        # every recall and list makes one, mostly of a few plain strings (an agent, the
+        # status): those filters are made once (validating one costs ~35 µs); a filter
+        # is a frozen value, so the same one serves every caller
+        args: tuple[Any, ...] = (agent_id, run_id, namespace, category, tier, event_type, status)
+        plain = (
+            cls is Filter
+            and ids is None
+            and tags is None
+            and since is None
+            and until is None
+            and as_of is None
+            and metadata is None
+            and all(v is None or v.__class__ is str for v in args)
+        )
+        if plain:
+            made = _PLAIN_FILTERS.get(args)
+            if made is not None:
+                return made
         equals: dict[str, Any] = {}
         any_of: dict[str, tuple[Any, ...]] = {}
         for name, value in (
@@ -183,7 +201,7 @@ class Filter(BaseModel):
                 any_of["status"] = ("active", "superseded")
             ranges.append(validated(Range, {"field": "valid_from", "lte": as_of}))
             ranges.append(validated(Range, {"field": "valid_to", "gt": as_of, "or_missing": True}))
-        return validated(
+        flt = validated(
             cls,
             {
                 "ids": tuple(ids) if ids is not None else None,
@@ -193,7 +211,16 @@ class Filter(BaseModel):
                 "tags_all": tuple(tags or ()),
             },
         )
+        if plain:
+            if len(_PLAIN_FILTERS) >= _PLAIN_FILTERS_MAX:
+                _PLAIN_FILTERS.clear()
+            _PLAIN_FILTERS[args] = flt
+        return flt
 
+
+#: :meth:`Filter.for_memories`' filters of plain strings, by their arguments
+_PLAIN_FILTERS: dict[tuple[Any, ...], Filter] = {}
+_PLAIN_FILTERS_MAX = 1024
 
 _ENUM_FIELDS: dict[type, dict[str, type[StrEnum]]] = {}
 

@@ -5,7 +5,7 @@ MMR, and the context window it fills.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
@@ -160,10 +160,11 @@ class Retriever:
         sims: dict[str, float] | None = (
             {} if self._search_both is not None and not cfg.mmr else None
         )
+        unlinked: set[str] = set()  # hits with no edge the graph expansion could follow
         if self._search_both is not None:
             # a server backend sends both searches as one round trip
             lexical, vector = self._search_both.search_both(
-                text_q, vector_q, query_vector=qlist, similarities=sims
+                text_q, vector_q, query_vector=qlist, similarities=sims, unlinked=unlinked
             )
         else:
             lexical = self.backend.search_text(text_q) if text_q is not None else []
@@ -175,7 +176,7 @@ class Retriever:
             self._feedback(cands, query, flt, fetch, lexical, vector, cfg)
         if (cfg.topic_weight > 0 or cfg.subject_weight > 0) and qvec is not None:
             top = _fusion_top(cfg, lexical, vector)
-            self._topic(cands, query, flt, fetch, vector, top, cfg, qlist, sims)
+            self._topic(cands, query, flt, fetch, vector, top, cfg, qlist, sims, unlinked)
         if cfg.temporal_weight > 0 or cfg.when_weight > 0:
             self._temporal(cands, query, flt, qvec, fetch, lexical, vector, cfg)
         if cfg.context_weight > 0 and qvec is not None and cands:
@@ -186,7 +187,7 @@ class Retriever:
         for key in [key for key, c in cands.items() if not self._passes(c, cfg, qvec)]:
             del cands[key]
         if cfg.graph_weight > 0 and cfg.expand_seeds > 0 and cands:
-            self._expand(cands, flt, cfg, qvec, qterms, sims)
+            self._expand(cands, flt, cfg, qvec, qterms, sims, unlinked)
         if cfg.substance > 0:
             self._substance(cands.values(), cfg)
         self._run_context(cands.values(), cfg)
@@ -300,6 +301,7 @@ class Retriever:
         qvec: np.ndarray | None,
         qterms: set[str],
         sims: dict[str, float] | None = None,
+        unlinked: Collection[str] = (),
     ) -> None:
         seeds = sorted(cands.values(), key=lambda c: -c.fused)[: cfg.expand_seeds]
         seed_rank = {c.memory.id: i for i, c in enumerate(seeds, start=1)}
@@ -324,12 +326,13 @@ class Retriever:
         ]
         via_entity: dict[str, str] = {}  # memory id -> the shared entity that brought it
         if self._neighbours is not None:
-            # a server backend expands every seed in one round trip (links, tags and
-            # entities), scoped by the filter and bounded per seed inside the query
+            # a server backend expands every seed with an edge to follow in one round trip
+            # (links, tags and entities; none, no trip), scoped by the filter and bounded
+            # per seed inside the query
             tag_limit = cfg.expand_tag_limit if cfg.expand_tags else 0
             hub_limit = cfg.entity_hub_limit if cfg.expand_entities else 0
             for seed_id, via, nb in self._neighbours.neighbours(
-                [c.memory.id for c in seeds],
+                [c.memory.id for c in seeds if c.memory.id not in unlinked],
                 flt,
                 link_types=types,
                 tag_limit=tag_limit,
@@ -473,12 +476,13 @@ class Retriever:
         cfg: RecallConfig,
         qlist: Sequence[float] | None = None,
         sims: dict[str, float] | None = None,
+        unlinked: set[str] | None = None,
     ) -> None:
         """The topic channel (graphmem.retrieval.topic): the query without the names it
         gives that are common among its vector hits, searched by vector, fused by rank.
         Each memory keeps its cosine to the topic query: evidence for the floor. With
-        ``sims`` (see :meth:`recall`) the hits come without their embedding and ``sims``
-        receives their cosines to the whole query (``qlist``).
+        ``sims`` (see :meth:`recall`) the hits come lean, ``sims`` receives their cosines
+        to the whole query (``qlist``) and ``unlinked`` those with no edge to expand.
 
         The subject channel shares its search: for a list question, the hits that one of
         those names opens, fused by rank. Its weight is scaled by how near the best of them
@@ -498,7 +502,7 @@ class Retriever:
             # a server backend: recall's vector search, one statement sized by the scope's
             # count, where search_vector first counts the filter's matches in one of its own
             hits = self._search_both.search_both(
-                None, topic_q, query_vector=qlist, similarities=sims
+                None, topic_q, query_vector=qlist, similarities=sims, unlinked=unlinked
             )[1]
         else:
             hits = self.backend.search_vector(topic_q)

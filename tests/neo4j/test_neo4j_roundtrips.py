@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -781,11 +781,15 @@ def test_a_lean_row_rebuilds_the_memory_without_its_embedding() -> None:
 
 
 def _recall_server(
-    memories: list[Memory], tagged: list[Memory], about: tuple[Memory, ...] = ()
+    memories: list[Memory],
+    tagged: list[Memory],
+    about: tuple[Memory, ...] = (),
+    linked: Callable[[Memory], bool] = lambda m: True,
 ) -> Any:
     """Answers recall's two statements as the server would: a lean statement (its
     projections name their fields) gets memories without their embedding and each one's
-    score against ``$vector`` as ``sim``."""
+    score against ``$vector`` as ``sim``; a search row says whether its memory has an edge
+    the expansion could follow (``linked``)."""
 
     def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
         lean = _is_lean(text)
@@ -793,7 +797,8 @@ def _recall_server(
 
         def found(m: Memory) -> dict[str, Any]:
             props = _lean_props(m) if lean else m.to_props()
-            return {"props": props, "sim": _server_cosine(m, vector) if lean else None}
+            sim = _server_cosine(m, vector) if lean else None
+            return {"props": props, "sim": sim, "linked": linked(m)}
 
         if name == "recall search":
             rows = [
@@ -861,6 +866,26 @@ def test_recall_is_at_most_two_round_trips_and_writes_nothing(
     mem.close()
     neo.close()
     assert fake.recorder.names() == ["nodes/touch"]
+
+
+def test_recall_expands_only_the_seeds_with_an_edge_to_follow(
+    neo: Neo4jBackend, fake: FakeDriver
+) -> None:
+    """The search reports which memories have an edge the expansion follows; a seed with
+    none is not sent, and with no such seed there is no expansion round trip at all."""
+    hits = [Memory(content=f"alice drinks tea {i}", agent_id="a") for i in range(5)]
+    mem = GraphMemory(neo, embedder=None, owns_backend=False)
+    fake.respond = _recall_server(hits, [], linked=lambda m: False)
+    alone = mem.recall("what does alice drink", k=10, touch=False)
+    assert fake.recorder.names() == ["recall search"]
+    (search,) = fake.recorder.statements
+    assert "EXISTS { (n)-[:NEXT|DERIVED_FROM|TAGGED|MENTIONS]-() } AS linked" in search.text
+    assert {r.memory.id for r in alone} == {h.id for h in hits}
+    fake.recorder.reset()
+    fake.respond = _recall_server(hits, [], linked=lambda m: m.id == hits[2].id)
+    mem.recall("what does alice drink", k=10, touch=False)
+    assert fake.recorder.names() == ["recall search", "recall expansion"]
+    assert fake.recorder.statements[1].params["seeds"] == [hits[2].id]
 
 
 def test_recall_leaves_embeddings_on_the_server_and_uses_its_cosines(fake: FakeDriver) -> None:
@@ -936,7 +961,7 @@ def test_recall_topic_search_is_one_vector_statement_of_the_recall_search(
         ]
         if "db.index.fulltext.queryNodes" in text:
             rows += [{"channel": "lexical", "props": m.to_props(), "score": 1.0} for m in turns]
-        return [{"fetched": 3, "probe": 0.0, "sim": None, **r} for r in rows]
+        return [{"fetched": 3, "probe": 0.0, "sim": None, "linked": True, **r} for r in rows]
 
     fake.dim = 32
     fake.respond = respond
@@ -985,7 +1010,7 @@ def test_recall_topic_search_leaves_embeddings_on_the_server(fake: FakeDriver) -
             props = _lean_props(m) if lean else m.to_props()
             sim = _server_cosine(m, target) if lean else None
             rows.append({"channel": "vector", "props": props, "score": 0.9 - i / 100, "sim": sim})
-        return [{"fetched": 4, "probe": 0.0, **r} for r in rows]
+        return [{"fetched": 4, "probe": 0.0, "linked": True, **r} for r in rows]
 
     fake.dim = 32
     fake.respond = respond
@@ -1103,7 +1128,7 @@ def test_recall_search_branches_are_independent_with_the_same_columns() -> None:
     assert (
         columns(branches[0])
         == columns(branches[1])
-        == ["channel", "props", "score", "fetched", "probe", "sim"]
+        == ["channel", "props", "score", "fetched", "probe", "sim", "linked"]
     )
     assert set(re.findall(r"\$(\w+)", text)) == set(params)
 

@@ -25,12 +25,14 @@ def fts_query(terms: Sequence[str]) -> str | None:
 
 
 #: a query term in more than this share of the memories (and more than _COMMON_MIN of
-#: them) is left out of the BM25 match: its IDF is near zero, so it barely changes the
-#: ranking, but scoring it means visiting most of the index
+#: them) is left out of the BM25 match: its IDF is low, so it changes the ranking little,
+#: but every memory it matches is scored — in a conversation's turns a speaker's name
+#: matches a third of them, and BM25 over those cost three times the rest of the match
+#: (LoCoMo dev R@10 80.3 -> 80.7 with 100 instead of 1,000)
 _COMMON_SHARE = 0.05
 
 
-_COMMON_MIN = 1000
+_COMMON_MIN = 100
 
 
 #: a query term -> the index's stems of it (the store's tokenizer, as the temporary
@@ -265,13 +267,15 @@ class EmbeddedSearch(EmbeddedJournal):
         *,
         query_vector: Sequence[float] | None = None,
         similarities: dict[str, float] | None = None,
+        unlinked: set[str] | None = None,
     ) -> tuple[list[Hit], list[Hit]]:
         """Recall's lexical and vector searches (the ``RecallSearch`` capability): the
         results of :meth:`search_text` and :meth:`search_vector`. With ``similarities`` (a
         dict to fill) the hits come without their embedding and the dict receives each
         one's cosine to ``query_vector`` (default: the vector query's), from the vector
         index: recall needs that number, and a memory's tuple of 384 Python floats costs
-        more to build than the rest of its model."""
+        more to build than the rest of its model. ``unlinked`` is left as it is: the
+        expansion here is in process, with no round trip to save."""
         lean = similarities is not None
         built: dict[str, Memory] = {}  # a memory both searches find is built once
         with self._fresh():

@@ -127,7 +127,8 @@ def compile_recall_search(
     (``channel = 'vector'``: the index's nearest ``vector_fetch``, filtered, re-scored
     exactly with ``vector.similarity.cosine`` so that an approximate or quantized index does
     not decide the order, best ``vector_k``; ``fetched`` = how many the index returned).
-    Rows: ``channel, props, score, fetched, probe, sim``.
+    Rows: ``channel, props, score, fetched, probe, sim, linked`` (``linked``: see
+    :data:`LINKED`).
 
     ``similarity_to`` (the query vector; it may differ from ``vector``, e.g. the topic
     channel searches by the question without its names and ranks by the whole question's
@@ -156,9 +157,9 @@ def compile_recall_search(
             f"{lexical}\n"
             f"RETURN 'lexical' AS channel, {props} AS props, score, null AS fetched,\n"
             + (
-                f"       {COSINE_PROBE}, {similarity(sim_param)} AS sim"
+                f"       {COSINE_PROBE}, {similarity(sim_param)} AS sim, {LINKED} AS linked"
                 if lean
-                else "       null AS probe, null AS sim"
+                else f"       null AS probe, null AS sim, {LINKED} AS linked"
             )
         )
         params.update(lexical_params, query=fulltext_query(lucene, flt))
@@ -202,6 +203,13 @@ def compile_recall_search(
     return "\nUNION ALL\n".join(branches), params
 
 
+LINKED = "EXISTS { (n)-[:NEXT|DERIVED_FROM|TAGGED|MENTIONS]-() }"
+"""Whether a memory has an edge recall's graph expansion could follow from it (a superset
+of the expansion's edge types, either direction): one without any is a seed the expansion
+need not be sent for (:meth:`Neo4jSearch.search_both`'s ``unlinked``). A memory with no
+edge cannot be reached by the expansion either."""
+
+
 def _ranked_vector_rows(pool: str, props: str, lean: bool, sim_param: str = "vector") -> str:
     """The vector branch's last clauses: the top ``$vector_k`` of the list ``pool`` by cosine,
     with one row even when the list is empty (it carries ``fetched``, how many the index
@@ -214,7 +222,8 @@ def _ranked_vector_rows(pool: str, props: str, lean: bool, sim_param: str = "vec
         "  ELSE vector.similarity.cosine(n.embedding, $vector) END AS score\n"
         "ORDER BY score DESC, n.id LIMIT $vector_k\n"
         f"RETURN 'vector' AS channel, CASE WHEN n IS NULL THEN null ELSE {props} END\n"
-        f"       AS props, score, fetched, {COSINE_PROBE}, {sim} AS sim"
+        f"       AS props, score, fetched, {COSINE_PROBE}, {sim} AS sim,\n"
+        f"       CASE WHEN n IS NULL THEN null ELSE {LINKED} END AS linked"
     )
 
 
@@ -586,6 +595,7 @@ class Neo4jSearch(Neo4jSchema):
         *,
         query_vector: Sequence[float] | None = None,
         similarities: dict[str, float] | None = None,
+        unlinked: set[str] | None = None,
     ) -> tuple[list[Hit], list[Hit]]:
         """Recall's lexical and vector searches in one round trip (one statement, a
         ``UNION ALL`` of both, each filtered before its cut). Same results as
@@ -595,7 +605,10 @@ class Neo4jSearch(Neo4jSchema):
 
         With ``similarities`` (a dict to fill) the hits come without their embedding and
         the dict receives each one's cosine to ``query_vector`` (default: the vector
-        query's), computed on the server: recall needs that number, not the 384 floats."""
+        query's), computed on the server: recall needs that number, not the 384 floats.
+        ``unlinked`` (a set to fill) receives the ids of the hits without any edge recall's
+        graph expansion could follow (:data:`LINKED`), so recall sends no expansion for
+        them."""
         if text is not None and vector is not None and text.filter != vector.filter:
             return self.search_text(text), self.search_vector(vector)
         if text is not None:
@@ -641,6 +654,8 @@ class Neo4jSearch(Neo4jSchema):
             if memory is None:
                 memory = decoded[props["id"]] = self._memory(props)
             probe = r["probe"]
+            if unlinked is not None and r["linked"] is False:
+                unlinked.add(memory.id)
             if channel == "lexical":
                 lexical.append(Hit(node=memory, score=float(r["score"])))
             else:
