@@ -293,9 +293,11 @@ class RecallSearch(Protocol):
     same results as ``search_text`` and ``search_vector`` (the Neo4j backend). With
     ``similarities`` (a dict it fills) the hits come without their embedding and the dict
     receives each one's cosine to ``query_vector`` (default: the vector query's), computed
-    where the embeddings are. ``unlinked`` (a set it may fill): ids of hits without any
-    edge recall's graph expansion follows, which recall then does not expand (a server
-    saves the expansion's round trip when no seed has one; a backend may leave it empty)."""
+    where the embeddings are, and the hits' memories may be the backend's own (the same
+    objects to every such call: read them, hand out copies). ``unlinked`` (a set it may
+    fill): ids of hits without any edge recall's graph expansion follows, which recall
+    then does not expand (a server saves the expansion's round trip when no seed has one;
+    a backend may leave it empty)."""
 
     def search_both(
         self,

@@ -7,6 +7,7 @@ from typing import Any
 
 from graphmem.config import RecallConfig
 from graphmem.models import Hit, Memory
+from graphmem.models.values import assembled
 
 
 def _fusion_top(cfg: RecallConfig, lexical: list[Hit], vector: list[Hit]) -> float:
@@ -27,6 +28,14 @@ def _add_ranked(
         c.breakdown[f"{channel}_rank"] = float(rank)
         c.fused += weight / (cfg.rrf_k + rank)
         c.breakdown["fused"] = c.fused
+
+
+def _own(memory: Memory) -> Memory:
+    """A copy of ``memory`` with its own metadata dict, to hand out: a backend's searches
+    may give recall its own models (see ``RecallSearch``)."""
+    data = memory.__dict__.copy()
+    data["metadata"] = dict(memory.metadata)
+    return assembled(type(memory), data, set(memory.__pydantic_fields_set__))
 
 
 def _best_first(scored: tuple[float, str, Any, Any]) -> tuple[float, str]:

@@ -33,7 +33,7 @@ from graphmem.models import (
     utcnow,
     validated,
 )
-from graphmem.retrieval.candidates import _add_ranked, _best_first, _Cand, _fusion_top
+from graphmem.retrieval.candidates import _add_ranked, _best_first, _Cand, _fusion_top, _own
 from graphmem.retrieval.evidence import (
     _DATE_TEXT_RE,
     _bigram_similarity,
@@ -684,7 +684,7 @@ class Retriever:
             if boost and c.memory.agent_id == asking_agent:
                 breakdown["personal"] = boost
             breakdown["score"] = score
-            out.append(RecallResult.trusted(c.memory, score, breakdown))
+            out.append(RecallResult.trusted(_own(c.memory), score, breakdown))
         return out
 
     @staticmethod

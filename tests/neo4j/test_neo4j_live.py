@@ -383,6 +383,51 @@ def test_preconditions_hold_or_nothing_is_written(neo: Neo4jBackend) -> None:
     assert neo.get(Memory, [later.id]) == [later]
 
 
+def _guard_lock(label: NodeLabel, ids: list[str]) -> tuple[str, dict[str, Any]]:
+    """The part of a write's guard that locks the nodes its preconditions name."""
+    from graphmem.backends.neo4j.writes import compile_guard
+
+    rows = [
+        {"id": i, "exists": True, "props": {}, "nulls": [], "types": [], "sources": None}
+        for i in ids
+    ]
+    text, params = compile_guard(label, rows)
+    return text.split("WITH count(*) AS locked")[0], {"ids": params["ids"]}
+
+
+def test_a_guard_holds_another_writer_off_the_nodes_it_names_until_it_commits(
+    target: Neo4jTarget, neo: Neo4jBackend
+) -> None:
+    """A guard locks a node by removing a property no node has: nothing is written, and the
+    lock must still be taken, or another writer could change what the guard checked before
+    the guarded write commits (a lost update)."""
+    import threading
+
+    m = Memory(content="the run's last memory", agent_id="a")
+    neo.write(WriteBatch(nodes=[m]))
+    other: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            neo.write(WriteBatch(nodes=[m.evolve(content="changed meanwhile")]))
+        except BaseException as e:  # pragma: no cover - what the test is about
+            other.append(e)
+
+    with target.driver.session(database=target.database) as session:
+        tx = session.begin_transaction()
+        tx.run(*_guard_lock(NodeLabel.MEMORY, [m.id])).consume()
+        writer = threading.Thread(target=write)
+        writer.start()
+        writer.join(1.0)
+        assert writer.is_alive()  # it waits for the lock this transaction holds
+        records = list(tx.run("MATCH (n:Memory {id: $id}) RETURN n.content AS c", id=m.id))
+        assert records[0]["c"] == "the run's last memory"
+        tx.commit()
+    writer.join(30)
+    assert not other
+    assert neo.get(Memory, [m.id])[0].content == "changed meanwhile"
+
+
 def test_a_guarded_vector_write_waits_for_a_linking_write_without_a_deadlock(
     target: Neo4jTarget, neo: Neo4jBackend, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -416,10 +461,7 @@ def test_a_guarded_vector_write_waits_for_a_linking_write_without_a_deadlock(
     with target.driver.session(database=target.database) as session:
         tx = session.begin_transaction()
         # remember's guard on the run's last memory, then its NEXT edge to the new memory
-        tx.run(
-            "MATCH (n:Memory {id: $id}) SET n._graphmem_lock = true REMOVE n._graphmem_lock",
-            id=last.id,
-        ).consume()
+        tx.run(*_guard_lock(NodeLabel.MEMORY, [last.id])).consume()
         writer = threading.Thread(target=write_vectors)
         writer.start()
         writer.join(1.0)

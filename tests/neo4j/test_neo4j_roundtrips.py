@@ -483,7 +483,7 @@ def test_preconditions_travel_in_the_write_statement_and_a_broken_one_is_named(
     (st,) = tx.statements
     assert st.name.startswith("write guard Memory + nodes/hubs + nodes/memory_upsert")
     assert (
-        st.text.index("SET l._graphmem_lock")
+        st.text.index("REMOVE l._graphmem_lock")
         < st.text.index("OPTIONAL MATCH (n:Memory")
         < st.text.index("1 / CASE")
         < st.text.index("MERGE (m:Memory")
@@ -515,7 +515,9 @@ def test_preconditions_travel_in_the_write_statement_and_a_broken_one_is_named(
     first, diagnosis = fake.recorder.transactions
     assert first.outcome == "rolled back"
     assert [s.name for s in diagnosis.statements] == ["check"]
-    assert "SET n._graphmem_lock" in diagnosis.statements[0].text
+    assert "REMOVE n._graphmem_lock" in diagnosis.statements[0].text
+    # the lock is taken without writing a property (no record written and deleted per node)
+    assert "_graphmem_lock =" not in st.text + diagnosis.statements[0].text
 
     stored["status"] = "active"
 
@@ -1162,7 +1164,7 @@ def test_the_check_statement_returns_what_the_check_reads() -> None:
     )
     assert "RETURN 'Memory' AS label, n.id AS id, properties(n) AS props," in text
     assert "| {type: type(r), id: s.id}] AS sources" in text  # _check reads both keys
-    assert text.index("SET n._graphmem_lock") < text.index("properties(n)")
+    assert text.index("REMOVE n._graphmem_lock") < text.index("properties(n)")
     assert params == {"ids0": [m.id], "types0": ["SUPERSEDES"]}
 
 
@@ -1371,7 +1373,7 @@ def test_every_write_locks_the_nodes_it_shares_in_id_order(fake: FakeDriver) -> 
     (st,) = [s for s in fake.recorder.statements if s.name.startswith("write")]
     assert st.name == "write guard Memory + nodes/memory_vectors"
     assert st.params["p0_ids"] == sorted(ids)
-    assert st.text.index("SET l._graphmem_lock") < st.text.index("OPTIONAL MATCH")
+    assert st.text.index("REMOVE l._graphmem_lock") < st.text.index("OPTIONAL MATCH")
     neo.close()
 
 

@@ -217,3 +217,15 @@ def test_a_stores_memories_are_rows_and_a_state_file_of_the_older_format_is_repl
         assert Memory.from_trusted(b._g._node.attrs("Memory:" + made[5].id)) == made[5]
     finally:
         b.close()
+
+
+def test_what_a_recall_returns_is_the_callers_to_change(tmp_path: Path) -> None:
+    # recall's searches read the node table's own models: a result must be a copy
+    with GraphMemory.open(str(tmp_path / "g.db"), embedder="hash") as mem:
+        mem.remember("the blue house by the lake", agent_id="a", metadata={"room": "kitchen"})
+        for _ in range(2):
+            found = mem.recall("blue house", agent_id="a", touch=False)
+            assert [r.memory.metadata for r in found] == [{"room": "kitchen"}]
+            found[0].memory.metadata["room"] = "attic"
+        assert mem.get(found[0].memory.id).metadata == {"room": "kitchen"}
+        assert mem.list(agent_id="a")[0].metadata == {"room": "kitchen"}

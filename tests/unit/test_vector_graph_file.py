@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 
 import faiss
@@ -312,3 +313,23 @@ def test_an_open_from_the_state_takes_the_graphs_labels_from_it(
             q = index.get(f"Memory:{i}")
             assert q is not None
             assert index.search(q, 1)[0][0] == f"Memory:{i}"
+
+
+def test_the_graph_files_read_beside_the_open_leave_no_thread_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The graph files are read in a thread of their own from the start of an open; the
+    open waits for it whether it took the graph or not (here: not wanted, the threshold
+    raised above the store's vectors)."""
+    path, ids = _built(tmp_path)
+
+    def readers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "graphmem-graph-read"]
+
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        assert _index(mem)._ann is not None and not readers()
+        _assert_graph_answers_like_exact(_index(mem), ids)
+    monkeypatch.setattr(vector_index_module, "ANN_THRESHOLD", 10_000)
+    monkeypatch.setattr(vector_index_module, "LEAN_THRESHOLD", 10_000)
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        assert _index(mem)._ann is None and not readers()

@@ -350,13 +350,15 @@ class EmbeddedGraph:
                 self._vindex.remove([k])
             g.remove_node(k)
 
-    def _node(self, key: str, *, vector: bool = True) -> GraphNode:
-        """The node's model; a memory with its embedding unless ``vector`` is False."""
+    def _node(self, key: str, *, vector: bool = True, shared: bool = False) -> GraphNode:
+        """The node's model; a memory with its embedding unless ``vector`` is False.
+        ``shared`` (without the vector): a memory row's model may be the table's own (see
+        :meth:`MemoryTable.memory`), to read and not to hand out."""
         nodes = self._g._node
         row = nodes.memories.row_of.get(key)
         node: GraphNode
         if row is not None:
-            node = nodes.memories.memory(row)
+            node = nodes.memories.memory(row, shared=shared and not vector)
         else:
             attrs = nodes.dicts[key]
             # validated when written by graphmem; a file edited by hand is not re-validated

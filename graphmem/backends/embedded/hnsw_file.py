@@ -22,6 +22,7 @@ import contextlib
 import logging
 import os
 import tempfile
+import threading
 import zlib
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ import orjson
 from graphmem.backends.embedded.ann_graph import Graph, library
 
 __all__ = [
+    "Early",
+    "Hint",
     "Known",
     "SavedGraph",
     "files_of",
@@ -137,6 +140,92 @@ def remove(store: Path) -> None:
             p.unlink()
 
 
+@dataclass
+class Hint:
+    """What an open knows of the graph files before it reads them: their labels as the
+    state file kept them (``known``) and the files being read already (``early``)."""
+
+    known: Known | None = None
+    early: Early | None = None
+
+    def drop(self) -> None:
+        """Forget both, once the open is done (an early read nobody took is waited for:
+        no thread outlives the open)."""
+        if self.early is not None:
+            with contextlib.suppress(Exception):
+                self.early.take()
+        self.known = self.early = None
+
+
+class Early:
+    """The graph files read in a thread of their own, from the start of an open: faiss
+    reads the graph (0.3-0.5 s at 1M vectors) and zlib checks it without holding the
+    GIL, beside the state file's unpickling. Its result is taken once (:meth:`take`)."""
+
+    def __init__(self, store: Path, *, store_id: str, dim: int) -> None:
+        self._got: _Read | BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run, args=(store, store_id, dim), name="graphmem-graph-read", daemon=True
+        )
+        self._thread.start()
+
+    @classmethod
+    def of(cls, store: Path, *, store_id: str, dim: int) -> Early | None:
+        """The files beside ``store`` being read, when both are there."""
+        return (
+            cls(store, store_id=store_id, dim=dim)
+            if all(map(Path.exists, files_of(store)))
+            else None
+        )
+
+    def _run(self, store: Path, store_id: str, dim: int) -> None:
+        try:
+            lib = library()
+            self._got = None if lib is None else _read(lib, store, store_id=store_id, dim=dim)
+        except BaseException as e:  # handed to the taker, who logs it or raises it
+            self._got = e
+
+    def take(self) -> _Read | None:
+        """The files as read (raising what reading them raised); None once taken."""
+        self._thread.join()
+        got, self._got = self._got, None
+        if isinstance(got, BaseException):
+            raise got
+        return got
+
+
+#: the description's labels as they are, the files' identity and the graph
+_Read = tuple[list[Any], tuple[int, int, int], Graph]
+
+
+def _read(lib: Any, store: Path, *, store_id: str, dim: int) -> _Read:
+    """Both files, checked (ValueError and the like when they do not check out)."""
+    bin_path, meta_path = files_of(store)
+    meta = orjson.loads(meta_path.read_bytes())
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise ValueError("unknown format")
+    if meta.get("store_id") != store_id:
+        raise ValueError("it belongs to another store")
+    if meta.get("dim") != dim:
+        raise ValueError(f"dimension {meta.get('dim')} is not the store's {dim}")
+    labels = meta["labels"]
+    seq = meta["seq"]
+    ident = (seq, meta.get("bin_size"), meta.get("bin_crc32"))
+    if not isinstance(labels, list) or not isinstance(seq, int):
+        raise ValueError("malformed description")
+    with open(bin_path, "rb") as f:
+        crc, size = _crc(f)
+        if (seq, size, crc) != ident:
+            raise ValueError("the graph file does not match its checksum")
+        # load what was checked: the open file, even if the name was replaced since
+        fd_path = f"/proc/self/fd/{f.fileno()}"
+        source = fd_path if os.path.exists(fd_path) else str(bin_path)
+        ann = Graph.load(lib, source, dim)
+    if len(ann) != len(labels):
+        raise ValueError("the graph's vectors are not the labels its description names")
+    return labels, (seq, size, crc), ann
+
+
 def load(
     lib: Any,
     store: Path,
@@ -144,29 +233,20 @@ def load(
     store_id: str,
     dim: int,
     own: Callable[[str], str] = intern,
-    known: Known | None = None,
+    hint: Hint | None = None,
 ) -> SavedGraph | None:
     """The saved graph when both files are there and check out, else None (reason logged).
     Its labels are the ``own`` strings of the keys the description names (the store's
-    node keys: one string per key), or the ``known`` ones when they were kept for these
-    very files (same identity, as many labels): no million strings to check and look up
-    at 1M vectors."""
+    node keys: one string per key), or the ``hint``'s known ones when they were kept for
+    these very files (same identity, as many labels): no million strings to check and
+    look up at 1M vectors."""
     bin_path, meta_path = files_of(store)
     if not meta_path.exists() and not bin_path.exists():
         return None
     try:
-        meta = orjson.loads(meta_path.read_bytes())
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            raise ValueError("unknown format")
-        if meta.get("store_id") != store_id:
-            raise ValueError("it belongs to another store")
-        if meta.get("dim") != dim:
-            raise ValueError(f"dimension {meta.get('dim')} is not the store's {dim}")
-        labels = meta["labels"]
-        seq = meta["seq"]
-        ident = (seq, meta.get("bin_size"), meta.get("bin_crc32"))
-        if not isinstance(labels, list) or not isinstance(seq, int):
-            raise ValueError("malformed description")
+        early = None if hint is None or hint.early is None else hint.early.take()
+        labels, ident, ann = early or _read(lib, store, store_id=store_id, dim=dim)
+        known = None if hint is None else hint.known
         use_known = known is not None and known[0] == ident and len(known[1]) == len(labels)
         if use_known:
             assert known is not None
@@ -177,20 +257,10 @@ def load(
             # the store's node keys: the labels become those strings instead of a second
             # copy of each (~90 MB at 1M vectors)
             labels = [None if key is None else own(key) for key in labels]
-        with open(bin_path, "rb") as f:
-            crc, size = _crc(f)
-            if (seq, size, crc) != ident:
-                raise ValueError("the graph file does not match its checksum")
-            # load what was checked: the open file, even if the name was replaced since
-            fd_path = f"/proc/self/fd/{f.fileno()}"
-            source = fd_path if os.path.exists(fd_path) else str(bin_path)
-            ann = Graph.load(lib, source, dim)
-        if len(ann) != len(labels):
-            raise ValueError("the graph's vectors are not the labels its description names")
     except (OSError, ValueError, KeyError, TypeError, RuntimeError, orjson.JSONDecodeError) as e:
         log.warning("not using the saved vector graph beside %s (%s); rebuilding it", store, e)
         return None
-    return SavedGraph(ann=ann, label_keys=labels, seq=seq, ident=ident, known=use_known)
+    return SavedGraph(ann=ann, label_keys=labels, seq=ident[0], ident=ident, known=use_known)
 
 
 def known_of(filed: Any) -> Known | None:
@@ -216,7 +286,7 @@ def load_since(
     dim: int,
     changes: Callable[[int], Collection[str] | None],
     own: Callable[[str], str] = intern,
-    known: Known | None = None,
+    hint: Hint | None = None,
     since: int | None = None,
 ) -> tuple[SavedGraph, set[str]] | None:
     """The graph saved beside ``store`` (see :func:`load`) and the keys the store changed
@@ -226,7 +296,7 @@ def load_since(
     lib = library()
     if lib is None:
         return None
-    saved = load(lib, store, store_id=store_id, dim=dim, own=own, known=known)
+    saved = load(lib, store, store_id=store_id, dim=dim, own=own, hint=hint)
     if saved is None:
         return None
     changed = changes(saved.seq)  # None too for a graph ahead of the store

@@ -198,20 +198,24 @@ class EmbeddedJournal(EmbeddedGraph):
         dim_row = db.execute("SELECT value FROM meta WHERE key='embedding_dim'").fetchone()
         self._dim: int | None = int(dim_row[0]) if dim_row else None
         first, self._opened = not self._opened, True
-        self._known_graph: hnsw_file.Known | None = None
-        if not (first and self._path is not None and self._load_saved_state()):
-            self._load_rows()
-        vindex = self._vindex
-        if vindex is not None:
-            if self._path is not None and len(vindex) >= vindex.ann_threshold:
-                vindex.load_ann(
-                    self._path,
-                    store_id=self._store_id,
-                    changes=self._memory_changes_since,
-                    own=self._g._node.own,
-                    known=self._known_graph,
-                )
-        self._known_graph = None
+        hint = self._graph_hint = hnsw_file.Hint()
+        if first and self._path is not None and self._dim:
+            hint.early = hnsw_file.Early.of(self._path, store_id=self._store_id, dim=self._dim)
+        try:
+            if not (first and self._path is not None and self._load_saved_state()):
+                self._load_rows()
+            vindex = self._vindex
+            if vindex is not None:
+                if self._path is not None and len(vindex) >= vindex.ann_threshold:
+                    vindex.load_ann(
+                        self._path,
+                        store_id=self._store_id,
+                        changes=self._memory_changes_since,
+                        own=self._g._node.own,
+                        hint=hint,
+                    )
+        finally:
+            hint.drop()
 
     def _install(
         self,
@@ -284,7 +288,7 @@ class EmbeddedJournal(EmbeddedGraph):
         self._next_rid = max(self._key_of, default=0) + 1
         self._state_seq = seq
         self._state_rows = saved.vectors is not None
-        self._state_graph = self._known_graph is not None
+        self._state_graph = self._graph_hint.known is not None
         self._state_old = saved.format != state_file.FORMAT
         return True
 
@@ -304,7 +308,7 @@ class EmbeddedJournal(EmbeddedGraph):
         for (lab_s, f), bucket in whole.items():
             index[(labels[lab_s], f)] = bucket
         rid_of: dict[str, int] = p["rid_of"]
-        self._known_graph = hnsw_file.known_of(p.get("graph"))
+        self._graph_hint.known = hnsw_file.known_of(p.get("graph"))
         vindex = self._new_vindex()
         if vindex is not None and saved.vec_keys:
             if saved.vectors is not None:
@@ -335,7 +339,7 @@ class EmbeddedJournal(EmbeddedGraph):
                 since=since,
                 changes=self._memory_changes_since,
                 own=nodes.own,
-                known=self._known_graph,
+                hint=self._graph_hint,
             )
         ):
             add_stored_vectors(self._db, vindex, {rid: key for key, rid in rid_of.items()})

@@ -150,10 +150,10 @@ class MemoryTable:
         self.extra: dict[int, dict[str, Any]] = {}
         #: per coded field the model converts (enums), its values as the model holds them
         self._typed: dict[str, list[Any]] = {}
-        #: row -> its model's fields as :meth:`memory` built them: a recall builds a model
-        #: for each of its ~50 hits, mostly rows that earlier recalls built too; a write
-        #: to the row drops its entry, a counted access updates it
-        self._built: dict[int, dict[str, Any]] = {}
+        #: row -> its model as :meth:`memory` built it: a recall builds a model for each
+        #: of its ~50 hits, mostly rows that earlier recalls built too; a write to the row
+        #: or an access counted drops its entry
+        self._built: dict[int, Memory] = {}
         self._index_columns()
 
     def __len__(self) -> int:
@@ -349,10 +349,7 @@ class MemoryTable:
         last = self.times["last_accessed"]
         if last[i] == _NONE or last[i] < us:
             last[i] = us
-        built = self._built.get(i)
-        if built is not None:
-            built["access_count"] = count[i]
-            built["last_accessed"] = _from_ts(last[i] / 1e6, UTC)
+        self._built.pop(i, None)
         return True
 
     # -- reading -----------------------------------------------------------------------
@@ -435,17 +432,21 @@ class MemoryTable:
         if raw != _NO_HASH:
             out["content_hash"] = raw.hex()
 
-    def memory(self, i: int) -> Memory:
+    def memory(self, i: int, *, shared: bool = False) -> Memory:
         """Row ``i`` as its model, built as :meth:`GraphNode.from_trusted` builds one from
         the row's dict (the same fields and values) without making the dict first: a
         search builds a model for each of its ~100 hits. Each call gives a new model
-        with its own metadata dict (a caller may change it)."""
-        built = self._built.get(i)
-        if built is None:
-            built = self._built[i] = self._fields_of(i)
+        with its own metadata dict (a caller may change it); with ``shared``, the table's
+        own model of the row, the same object until the row changes: only for a caller
+        that reads it and hands out copies (recall's searches)."""
+        model = self._built.get(i)
+        if model is None:
+            model = self._built[i] = assembled(Memory, self._fields_of(i))
             if len(self._built) > _BUILT_MAX:
                 del self._built[next(iter(self._built))]
-        data = built.copy()
+        if shared:
+            return model
+        data = model.__dict__.copy()
         data["metadata"] = data["metadata"].copy()
         return assembled(Memory, data)
 

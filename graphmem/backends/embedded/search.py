@@ -146,16 +146,20 @@ class EmbeddedSearch(EmbeddedJournal):
         """Hits without validating them again: ``Hit(node=...)`` would re-run the memory's
         model validators (about 20 µs a hit; ~100 hits per recall) on a node just built
         from validated state. ``built`` (key -> model) is shared by searches whose hits may
-        repeat: a frozen model serves both."""
+        repeat: a frozen model serves both. Without ``vectors`` (recall's searches) the
+        models are the node table's own (see :class:`RecallSearch`)."""
         make = Hit.trusted
         node = self._node
+        lean = not vectors
         if built is None:
-            return [make(cast(Memory, node(k, vector=vectors)), float(s)) for k, s in found]
+            return [
+                make(cast(Memory, node(k, vector=vectors, shared=lean)), float(s)) for k, s in found
+            ]
         out = []
         for k, s in found:
             m = built.get(k)
             if m is None:
-                m = built[k] = cast(Memory, node(k, vector=vectors))
+                m = built[k] = cast(Memory, node(k, vector=vectors, shared=lean))
             out.append(make(m, float(s)))
         return out
 
@@ -374,7 +378,7 @@ class EmbeddedSearch(EmbeddedJournal):
             ok = self._predicate(flt)
             passing = {b for _a, _v, b in found if ok(nodes[b])}
             lean = similarities is not None
-            built = {b: cast(Memory, self._node(b, vector=not lean)) for b in passing}
+            built = {b: cast(Memory, self._node(b, vector=not lean, shared=lean)) for b in passing}
             if similarities is not None:
                 self._cosines_into(similarities, built, query_vector)
             return [(a[7:], via, built[b]) for a, via, b in found if b in passing]

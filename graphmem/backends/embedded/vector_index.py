@@ -540,10 +540,10 @@ class VectorIndex:
         store_id: str,
         changes: Callable[[int], Collection[str] | None],
         own: Callable[[str], str] = intern,
-        known: hnsw_file.Known | None = None,
+        hint: hnsw_file.Hint | None = None,
     ) -> bool:
         """Use the HNSW graph saved beside ``store`` instead of building one, when it checks
-        out (``own`` and ``known``: see ``hnsw_file.load``). ``changes(seq)`` gives the
+        out (``own`` and ``hint``: see ``hnsw_file.load``). ``changes(seq)`` gives the
         keys the store changed after ``seq`` (None when its log no longer reaches back that
         far): those are replayed into the graph; every
         other key of the graph must be exactly a vector held here. Otherwise (or when the
@@ -553,7 +553,7 @@ class VectorIndex:
         if self._ann is not None or self._building is not None:
             return False  # in use already (an open that took the graph as its vectors)
         got = hnsw_file.load_since(
-            store, store_id=store_id, dim=self.dim, changes=changes, own=own, known=known
+            store, store_id=store_id, dim=self.dim, changes=changes, own=own, hint=hint
         )
         if got is None:
             return False
@@ -579,7 +579,7 @@ class VectorIndex:
         since: int,
         changes: Callable[[int], Collection[str] | None],
         own: Callable[[str], str] = intern,
-        known: hnsw_file.Known | None = None,
+        hint: hnsw_file.Hint | None = None,
     ) -> bool:
         """An empty index with a source takes the HNSW graph saved beside ``store`` as its
         one copy of the vectors of ``keys`` (which the store held at change-log position
@@ -594,7 +594,7 @@ class VectorIndex:
             dim=self.dim,
             changes=changes,
             own=own,
-            known=known,
+            hint=hint,
             since=since,
         )
         if got is None:

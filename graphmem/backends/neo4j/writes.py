@@ -82,9 +82,13 @@ _UPSERT_ORDER = (
 
 
 LOCK_PROPERTY = "_graphmem_lock"
-"""Set and removed in one statement: takes the node's write lock until the transaction
-ends, so that a precondition read after it cannot be changed by another writer before the
-write commits (Neo4j's documented way to avoid lost updates)."""
+"""A property no node has, removed to take the node's write lock until the transaction ends,
+so that a precondition read after it cannot be changed by another writer before the write
+commits. Removing a property takes the node's exclusive lock before it looks for the
+property, and a missing one changes nothing: the lock without the property write and
+delete that setting it first costs (on a batch that appends to 800 runs, both the run and
+its last memory are locked; benchmarks/RESULTS.md, issue 19, thirteenth session).
+tests/neo4j/test_neo4j_live.py checks that the lock holds another writer off."""
 
 
 def compile_check(expects: Sequence[Any]) -> tuple[str, dict[str, Any]]:
@@ -105,7 +109,6 @@ def compile_check(expects: Sequence[Any]) -> tuple[str, dict[str, Any]]:
         branches.append(
             f"UNWIND $ids{i} AS id\n"
             f"MATCH (n:{lab} {{id: id}})\n"
-            f"SET n.{LOCK_PROPERTY} = true\n"
             f"REMOVE n.{LOCK_PROPERTY}\n"
             f"RETURN '{lab}' AS label, n.id AS id, properties(n) AS props,\n"
             f"       [(s)-[r]->(n) WHERE type(r) IN $types{i} | {{type: type(r), id: s.id}}]"
@@ -125,8 +128,9 @@ def compile_guard(
     whole statement (and so its transaction) when one does not hold, by evaluating
     ``1 / 0`` (Cypher has no assertion clause without APOC; the backend reads the resulting
     ArithmeticError as a Conflict and then names the failing precondition). The nodes are
-    locked first, in id order, by a plain ``MATCH`` and a property set: locked inside the
-    check instead (an ``OPTIONAL MATCH``, then a ``FOREACH`` that set the property), a node
+    locked first, in id order, by a plain ``MATCH`` and a property removal (see
+    :data:`LOCK_PROPERTY`): locked inside the check instead (an ``OPTIONAL MATCH``, then a
+    ``FOREACH`` that set the property), a node
     got its relationship-group lock before its node lock, and such a guard deadlocked with a
     write that held the node and then linked it (the background vector writer's guard
     against ``remember`` of the run's next memory; benchmarks/RESULTS.md, issue 19). Rows
@@ -137,7 +141,6 @@ def compile_guard(
     text = (
         "UNWIND $ids AS id\n"
         f"MATCH (l:{lab} {{id: id}})\n"
-        f"SET l.{LOCK_PROPERTY} = true\n"
         f"REMOVE l.{LOCK_PROPERTY}\n"
         "WITH count(*) AS locked\n"
         "UNWIND $rows AS row\n"
