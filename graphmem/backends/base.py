@@ -134,7 +134,8 @@ class WriteBatch:
     #: run id -> (event_count, last_event_id): the place a write leaves a run's chain at,
     #: set on a run that exists without rewriting its other properties (a run another
     #: writer ended stays ended); a run that does not exist is skipped, so the write
-    #: expects it (``Expect(run.ref, props=...)``)
+    #: expects it (``Expect(run.ref, props=...)``); a count that is not a non-negative int
+    #: or a last memory that is neither an id nor None is InvalidInput (:func:`checked_heads`)
     run_heads: Mapping[str, tuple[int, str | None]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
@@ -146,6 +147,22 @@ class WriteBatch:
             or self.vectors
             or self.run_heads
         )
+
+
+def checked_heads(
+    heads: Mapping[str, tuple[int, str | None]],
+) -> list[tuple[str, int, str | None]]:
+    """A batch's ``run_heads`` as (run id, event count, last memory id), by run id (the
+    order every backend writes them in); InvalidInput for a count that is not a
+    non-negative int or a last memory that is neither an id nor None."""
+    out = []
+    for run_id, (count, last) in sorted(heads.items()):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise InvalidInput(f"the event count of run {run_id!r} must be a non-negative int")
+        if last is not None and not isinstance(last, str):
+            raise InvalidInput(f"the last event of run {run_id!r} must be a memory id or None")
+        out.append((str(run_id), count, last))
+    return out
 
 
 def _plain(v: Any) -> Any:

@@ -347,3 +347,17 @@ def test_structural_edges_can_be_given_only_when_implied(backend: GraphBackend) 
         )
     backend.write(WriteBatch(nodes=[m.evolve(tags=[])]))
     assert backend.stats().edges.get("TAGGED", 0) == 0
+
+
+@pytest.mark.parametrize("head", [(-1, None), (True, None), (2.0, None), (2, 7)])
+def test_a_bad_run_head_is_refused_and_nothing_written(
+    backend: GraphBackend, head: tuple[object, object]
+) -> None:
+    backend.write(WriteBatch(nodes=[Run(id="r1", agent_id="a")]))
+    with pytest.raises(InvalidInput, match="run 'r1'"):
+        backend.write(
+            WriteBatch(nodes=[memory("later", id="m1")], run_heads={"r1": head})  # type: ignore[dict-item]
+        )
+    [run] = backend.get(Run, ["r1"])
+    assert (run.event_count, run.last_event_id) == (0, None)
+    assert backend.get(Memory, ["m1"]) == []

@@ -11,7 +11,7 @@ import os
 import sqlite3
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from sys import intern
@@ -26,6 +26,7 @@ from graphmem.backends.base import (
     N,
     WriteBatch,
     check_kind,
+    checked_heads,
     expect_failure,
     structural_targets,
 )
@@ -125,6 +126,7 @@ class NetworkXBackend(EmbeddedSearch):
             raise InvalidInput("one write cannot both upsert and delete the same node")
         if not batch and not batch.expect:
             return 0
+        heads_given = checked_heads(batch.run_heads) if batch.run_heads else []
         # from the instance dict: getattr on a node without the field (a Run) goes through
         # pydantic's __getattr__ and an AttributeError, per node of the batch
         dims = {len(vec) for n in nodes if (vec := n.__dict__.get("embedding"))}
@@ -135,7 +137,7 @@ class NetworkXBackend(EmbeddedSearch):
         with self._transaction() as db:
             self._check_expectations(batch.expect)
             plan = self._plan_upsert(nodes, edges, doomed={r.key for r in doomed})
-            heads = self._heads_of(batch.run_heads, plan) if batch.run_heads else []
+            heads = self._heads_of(heads_given, plan)
             if dim is not None:
                 self._fix_dim(db, dim)
             self._write_plan(db, plan)
@@ -187,18 +189,19 @@ class NetworkXBackend(EmbeddedSearch):
             return [(k[7:], nodes[k]["content"]) for k in keys]
 
     def _heads_of(
-        self, heads: Mapping[str, tuple[int, str | None]], plan: dict[str, Any]
+        self, heads: list[tuple[str, int, str | None]], plan: dict[str, Any]
     ) -> list[tuple[str, int, str | None]]:
-        """The stored runs among ``heads`` (run id -> where its chain now ends) as (key,
-        count, last memory id); a run that does not exist is skipped, and one this batch
-        also writes whole takes its new end in the row it writes. Only those two fields
+        """The stored runs among ``heads`` ((run id, count, last memory id): where each
+        chain now ends, checked) as (key, count, last memory id); a run that does not
+        exist is skipped, and one this batch also writes whole takes its new end in the
+        row it writes. Only those two fields
         change: a run's other fields (indexed, structural) stay as stored, so its row and
         its attributes are set in place instead of planned as a new node (a batch appends
         to hundreds of runs)."""
         out = []
         rows = plan["nodes"]
         rid_of = self._rid_of
-        for run_id, (count, last) in sorted(heads.items()):
+        for run_id, count, last in heads:
             key = "Run:" + run_id
             row = rows.get(key)
             if row is not None:

@@ -16,6 +16,7 @@ from graphmem.backends.base import (
     STRUCTURAL,
     Expect,
     WriteBatch,
+    checked_heads,
     expect_failure,
     structural_targets,
 )
@@ -269,14 +270,10 @@ def _vector_rows(vectors: Mapping[str, Sequence[float]]) -> list[dict[str, Any]]
 
 
 def _head_rows(heads: Mapping[str, tuple[int, str | None]]) -> list[dict[str, Any]]:
-    rows = []
-    for run_id, (count, last) in heads.items():
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise InvalidInput(f"the event count of run {run_id!r} must be a non-negative int")
-        if last is not None and not isinstance(last, str):
-            raise InvalidInput(f"the last event of run {run_id!r} must be a memory id or None")
-        rows.append({"id": str(run_id), "event_count": count, "last_event_id": last})
-    return sorted(rows, key=_by_id)
+    return [
+        {"id": run_id, "event_count": count, "last_event_id": last}
+        for run_id, count, last in checked_heads(heads)
+    ]
 
 
 def _by_id(row: Mapping[str, Any]) -> str:
