@@ -5,10 +5,10 @@
 
 Every step wipes the database (nodes, indexes, constraints), makes its schema, then loads the
 same ``n`` memories of ``scale.py``'s workload (texts, 20 agents, ~n/50 runs, 50 tags, 5
-namespaces) with graphmem's node properties (the 19 a Memory stores, times as native
-datetimes) in ``UNWIND`` batches of ``--batch``, one auto-committed transaction each, on one
-session. The steps add one thing at a time, so the difference between two rows is what that
-thing costs the server:
+namespaces) with graphmem's node properties (the 18 a Memory stores; times sent as ISO text
+and made datetimes on the server, as graphmem sends them) in ``UNWIND`` batches of
+``--batch``, one auto-committed transaction each, on one session. The steps add one thing
+at a time, so the difference between two rows is what that thing costs the server:
 
 - ``plain``: ``CREATE`` of the nodes, only the id's uniqueness constraint;
 - ``fulltext``: + graphmem's full-text index (content, agent_id, namespace, tags; english);
