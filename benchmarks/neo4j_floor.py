@@ -142,17 +142,11 @@ SET r = run
 """
 
 
-def wipe(driver: Any) -> None:
+def wipe(args: argparse.Namespace) -> None:
     """Every node, constraint and index dropped (as neo4j_peers.py wipes)."""
-    with driver.session() as s:
-        s.run("MATCH ()-[r]->() CALL (r) { DELETE r } IN TRANSACTIONS OF 10000 ROWS").consume()
-        s.run("MATCH (n) CALL (n) { DELETE n } IN TRANSACTIONS OF 10000 ROWS").consume()
-        for (name,) in s.run("SHOW CONSTRAINTS YIELD name").values():
-            s.run(f"DROP CONSTRAINT `{name}` IF EXISTS").consume()
-        for (name,) in s.run(
-            "SHOW INDEXES YIELD name, type WHERE type <> 'LOOKUP' RETURN name"
-        ).values():
-            s.run(f"DROP INDEX `{name}` IF EXISTS").consume()
+    from neo4j_peers import wipe as drop_everything
+
+    drop_everything(args.url, (args.user, args.password), None)
 
 
 def schema_for(step: str) -> list[str]:
@@ -416,7 +410,7 @@ def nam_loader(
 def run_step(args: argparse.Namespace, driver: Any, step: str, vecs: Any) -> dict[str, Any]:
     auth = (args.user, args.password)
     with_vectors = step in ("vectors-after", "vectors-during", "graphmem-vectors", "nam-vectors")
-    wipe(driver)
+    wipe(args)
     with driver.session() as s:
         for q in schema_for(step) if not step.startswith(("graphmem", "nam")) else []:
             s.run(q).consume()
@@ -494,7 +488,7 @@ def main() -> None:
                     f"{r['server_us']:,.0f} | {r['client_us']:,.0f} | {r['load']} |",
                     flush=True,
                 )
-        wipe(driver)
+        wipe(args)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Iterator
-from contextlib import closing
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -395,13 +395,31 @@ def _guard_lock(label: NodeLabel, ids: list[str]) -> tuple[str, dict[str, Any]]:
     return text.split("WITH count(*) AS locked")[0], {"ids": params["ids"]}
 
 
+@contextmanager
+def _held_by_a_guard(target: Neo4jTarget, ident: str, work: Callable[[], None]) -> Iterator[Any]:
+    """A transaction that took a guard's lock on memory ``ident``, with ``work`` started in a
+    thread meanwhile and seen waiting; yields the transaction, commits it, then waits for
+    ``work``."""
+    import threading
+
+    with target.driver.session(database=target.database) as session:
+        tx = session.begin_transaction()
+        tx.run(*_guard_lock(NodeLabel.MEMORY, [ident])).consume()
+        writer = threading.Thread(target=work)
+        writer.start()
+        writer.join(1.0)
+        assert writer.is_alive()  # it waits for the lock this transaction holds
+        yield tx
+        tx.commit()
+    writer.join(30)
+
+
 def test_a_guard_holds_another_writer_off_the_nodes_it_names_until_it_commits(
     target: Neo4jTarget, neo: Neo4jBackend
 ) -> None:
     """A guard locks a node by removing a property no node has: nothing is written, and the
     lock must still be taken, or another writer could change what the guard checked before
     the guarded write commits (a lost update)."""
-    import threading
 
     m = Memory(content="the run's last memory", agent_id="a")
     neo.write(WriteBatch(nodes=[m]))
@@ -413,17 +431,9 @@ def test_a_guard_holds_another_writer_off_the_nodes_it_names_until_it_commits(
         except BaseException as e:  # pragma: no cover - what the test is about
             other.append(e)
 
-    with target.driver.session(database=target.database) as session:
-        tx = session.begin_transaction()
-        tx.run(*_guard_lock(NodeLabel.MEMORY, [m.id])).consume()
-        writer = threading.Thread(target=write)
-        writer.start()
-        writer.join(1.0)
-        assert writer.is_alive()  # it waits for the lock this transaction holds
+    with _held_by_a_guard(target, m.id, write) as tx:
         records = list(tx.run("MATCH (n:Memory {id: $id}) RETURN n.content AS c", id=m.id))
         assert records[0]["c"] == "the run's last memory"
-        tx.commit()
-    writer.join(30)
     assert not other
     assert neo.get(Memory, [m.id])[0].content == "changed meanwhile"
 
@@ -436,7 +446,6 @@ def test_a_guarded_vector_write_waits_for_a_linking_write_without_a_deadlock(
     guard and then links it: the vector write must wait, not make a lock cycle. The guard
     used to take the memory's relationship-group lock before its node lock, and the server
     then broke a deadlock (``DeadlockDetected``) in one of the two, which ran again."""
-    import threading
 
     from graphmem.backends.base import Expect
     from graphmem.errors import GraphMemError
@@ -458,19 +467,11 @@ def test_a_guarded_vector_write_waits_for_a_linking_write_without_a_deadlock(
             failed.append(e)
 
     caplog.set_level(logging.INFO, logger="graphmem.backends.neo4j")
-    with target.driver.session(database=target.database) as session:
-        tx = session.begin_transaction()
-        # remember's guard on the run's last memory, then its NEXT edge to the new memory
-        tx.run(*_guard_lock(NodeLabel.MEMORY, [last.id])).consume()
-        writer = threading.Thread(target=write_vectors)
-        writer.start()
-        writer.join(1.0)
-        assert writer.is_alive()  # it waits for the memory this transaction holds
+    # remember's guard on the run's last memory, then its NEXT edge to the new memory
+    with _held_by_a_guard(target, last.id, write_vectors) as tx:
         tx.run(
             "MATCH (p:Memory {id: $id}) CREATE (p)-[:NEXT]->(:Memory {id: 'next'})", id=last.id
         ).consume()
-        tx.commit()
-    writer.join(30)
     assert not failed
     assert not [r for r in caplog.records if "retrying" in r.getMessage()]
     records, _s, _k = target.driver.execute_query(
