@@ -7,8 +7,9 @@ Two ways in, both measured by default (``--path``):
   and each question ``recall(question, agent_id=<conversation>, k=50)`` with access touching
   on (so earlier questions move recency/frequency for later ones, as in real use);
 - **event path** — each session is a run fed with ``add_events`` (NEXT order inside the
-  session, the speaker as author, namespace = conversation) and questions are asked through
-  the :class:`Retriever` with ``touch=False``.
+  session; the conversation owns the run and authors its events, as a run has one owner, and
+  each turn's speaker is in its metadata; namespace = conversation) and questions are asked
+  through the :class:`Retriever` with ``touch=False``.
 
 Reported: evidence recall@5/10/25/50 overall and per category, session-level recall,
 p50/p95 recall latency (query embedding included) — and, in the same run, BM25-only and
@@ -175,8 +176,11 @@ def ingest(mem: GraphMemory, conv: Conversation) -> int:
     for s in sorted(conv.sessions):
         turns = conv.sessions[s]
         run_id = f"{conv.sample_id}/session-{s}"
+        # The session is one run holding both speakers' turns; a run has one owner (no other
+        # agent may add to it), so the conversation owns it, as on the user path, and each
+        # turn's speaker is in its metadata.
         mem.runs.start(
-            agent_id=conv.speakers[0] or "speaker",
+            agent_id=conv.sample_id,
             run_id=run_id,
             namespace=conv.sample_id,
             started_at=turns[0].at,
@@ -188,7 +192,7 @@ def ingest(mem: GraphMemory, conv: Conversation) -> int:
                 {
                     "event_type": "message",
                     "content": turn_content(t),
-                    "agent_id": t.speaker,
+                    "agent_id": conv.sample_id,
                     "namespace": conv.sample_id,
                     "category": "episodic",
                     "tier": "long_term",

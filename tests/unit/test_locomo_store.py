@@ -78,3 +78,15 @@ def test_an_empty_store_that_outlives_the_run_is_used(tmp_path: Path) -> None:
     assert _locomo().main([*args, "--path", "user", "--no-baselines"]) == 0
     with GraphMemory.open(url, embedder=None) as mem:
         assert mem.count() == 2
+
+
+def test_the_event_path_logs_both_speakers_of_a_session_in_its_run(tmp_path: Path) -> None:
+    # A session is one run; both speakers' turns are its events, so the run cannot belong to
+    # one speaker (another agent may not add to a run): the conversation owns it.
+    url = f"sqlite:///{tmp_path / 'events.db'}"
+    args = ["--data", str(_data(tmp_path)), "--store", url, "--embedder", "none"]
+    assert _locomo().main([*args, "--path", "events", "--no-baselines"]) == 0
+    with GraphMemory.open(url, embedder=None) as mem:
+        events = mem.list(run_id="conv-x/session-1")
+        assert sorted(m.metadata["speaker"] for m in events) == ["Ann", "Bob"]
+        assert {m.agent_id for m in events} == {"conv-x"}
