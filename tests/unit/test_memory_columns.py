@@ -102,7 +102,7 @@ def _models_match(table: NodeTable, given: dict[str, dict[str, Any]]) -> None:
 def test_a_model_built_again_shows_every_change_to_its_row(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # the table keeps the fields of the rows it built (here the last 100, so that rows
+    # the table keeps the models of rows built twice (here the last 100, so that rows
     # leave the kept ones too): a later build must see every write, access and reuse
     monkeypatch.setattr(records, "_BUILT_MAX", 100)
     rng = random.Random(5)
@@ -111,6 +111,9 @@ def test_a_model_built_again_shows_every_change_to_its_row(
     for k, a in given.items():
         table[k] = copy.copy(a)
     _models_match(table, given)
+    assert not table.memories._built  # built once: not kept (most never come again)
+    _models_match(table, given)  # built twice: kept
+    assert len(table.memories._built) == 100
     at = datetime(2100, 5, 1, 12, tzinfo=UTC)
     for i in range(0, 120, 2):
         k = f"Memory:m{i}"

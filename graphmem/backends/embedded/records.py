@@ -109,6 +109,7 @@ class MemoryTable:
         "_float_cols",
         "_int_cols",
         "_kinds",
+        "_seen",
         "_template",
         "_time_cols",
         "_typed",
@@ -154,6 +155,8 @@ class MemoryTable:
         #: of its ~50 hits, mostly rows that earlier recalls built too; a write to the row
         #: or an access counted drops its entry
         self._built: dict[int, Memory] = {}
+        #: rows :meth:`memory` built once, the last ``4 * _BUILT_MAX``: a second build keeps
+        self._seen: dict[int, None] = {}
         self._index_columns()
 
     def __len__(self) -> int:
@@ -441,9 +444,21 @@ class MemoryTable:
         that reads it and hands out copies (recall's searches)."""
         model = self._built.get(i)
         if model is None:
-            model = self._built[i] = assembled(Memory, self._fields_of(i))
-            if len(self._built) > _BUILT_MAX:
-                del self._built[next(iter(self._built))]
+            model = assembled(Memory, self._fields_of(i))
+            # kept only when the row was built before: a model kept lives on into the
+            # collector's oldest generation, and on a large store most rows a query
+            # builds are never built again, so keeping each first build made the full
+            # collections that cost 100k recall its p95; the rows seen are plain ints,
+            # which the collector does not track
+            if i in self._seen:
+                self._built[i] = model
+                if len(self._built) > _BUILT_MAX:
+                    del self._built[next(iter(self._built))]
+            else:
+                self._seen[i] = None
+                if len(self._seen) > 4 * _BUILT_MAX:
+                    del self._seen[next(iter(self._seen))]
+                return model  # nobody else holds it: no copy needed
         if shared:
             return model
         data = model.__dict__.copy()
