@@ -30,7 +30,7 @@ import numpy as np
 
 from graphmem.models import Memory
 from graphmem.models.nodes import trusted_plan
-from graphmem.models.values import METADATA_PREFIX, assembled
+from graphmem.models.values import METADATA_PREFIX, assembled, replaced
 
 __all__ = ["MemoryRow", "NodeTable"]
 
@@ -440,8 +440,9 @@ class MemoryTable:
         the row's dict (the same fields and values) without making the dict first: a
         search builds a model for each of its ~100 hits. Each call gives a new model
         with its own metadata dict (a caller may change it); with ``shared``, the table's
-        own model of the row, the same object until the row changes: only for a caller
-        that reads it and hands out copies (recall's searches)."""
+        own model of the row once it is kept (a row built a second time; the same object
+        until the row changes): only for a caller that reads it and hands out copies
+        (recall's searches)."""
         model = self._built.get(i)
         if model is None:
             model = assembled(Memory, self._fields_of(i))
@@ -461,9 +462,7 @@ class MemoryTable:
                 return model  # nobody else holds it: no copy needed
         if shared:
             return model
-        data = model.__dict__.copy()
-        data["metadata"] = data["metadata"].copy()
-        return assembled(Memory, data)
+        return replaced(model, metadata=model.metadata.copy())
 
     def _fields_of(self, i: int) -> dict[str, Any]:
         """Row ``i``'s model fields (see :meth:`memory`)."""
