@@ -30,6 +30,7 @@ from graphmem.backends.base import (
     expect_failure,
     structural_targets,
 )
+from graphmem.backends.embedded.appends import fresh_memories
 from graphmem.backends.embedded.graph import (
     _edge_of,
     _orderable,
@@ -152,7 +153,10 @@ class NetworkXBackend(EmbeddedSearch):
                 if (k := intern("Memory:" + i)) in self._rid_of and k not in dplan["keys"]
             ]
             changed = self._changed
-            changed.update(plan["nodes"])
+            fresh = plan["fresh"]
+            # one dict of the node keys in the batch's order, as the general plan's: the
+            # change log then lists them in the same order
+            changed.update(plan["nodes"] if fresh is None else fresh.with_keys(plan["nodes"]))
             changed.update(k for k, _c, _l in heads)
             changed.update(k for src, _t, dst, _p in plan["edges"] for k in (src, dst))
             changed.update(k for k, _t, _d in plan["struct_del"])
@@ -239,6 +243,9 @@ class NetworkXBackend(EmbeddedSearch):
         auto: dict[str, GraphNode] = {}
         struct: dict[str, list[tuple[str, str]]] = {}
         rid_of = self._rid_of
+        # the new memories heading the batch: planned column-wise (see .appends)
+        fresh, nodes = fresh_memories(nodes, self._g._node, rid_of)
+        born = set() if fresh is None else set(fresh.keys)
         for n in nodes:
             props = n.to_props()
             vec = props.pop("embedding", None)
@@ -247,19 +254,42 @@ class NetworkXBackend(EmbeddedSearch):
             key = label + ":" + n.id
             node_rows[key] = (label, n.id, props, tuple(vec) if vec else None)  # type: ignore[arg-type]
         queue = list(node_rows)
-        while queue:  # auto-created endpoints (a Run) may need endpoints of their own
-            key = queue.pop()
-            label, _ident, props, _vec = node_rows[key]
-            pairs = struct[key] = []
-            for stype, tlabel, tid, defaults in structural_targets(label, props):
-                tkey = tlabel + ":" + tid
-                # str(member): its text, without the slow ``.value`` descriptor (per memory)
-                pairs.append((str(stype), tkey))
-                if tkey not in node_rows and tkey not in rid_of and tkey not in auto:
-                    target = node_model(tlabel)(id=tid, **defaults)
-                    auto[tkey] = target
-                    node_rows[tkey] = (target.label, target.id, target.to_props(), None)
-                    queue.append(tkey)
+
+        def drain() -> None:  # auto-created endpoints (a Run) may need endpoints of their own
+            while queue:
+                key = queue.pop()
+                label, _ident, props, _vec = node_rows[key]
+                pairs = struct[key] = []
+                for stype, tlabel, tid, defaults in structural_targets(label, props):
+                    tkey = tlabel + ":" + tid
+                    # str(member): its text, without the slow ``.value`` descriptor
+                    pairs.append((str(stype), tkey))
+                    if tkey not in node_rows and tkey not in rid_of and tkey not in auto:
+                        target = node_model(tlabel)(id=tid, **defaults)
+                        auto[tkey] = target
+                        node_rows[tkey] = (target.label, target.id, target.to_props(), None)
+                        queue.append(tkey)
+
+        drain()
+        if fresh is not None:
+            # as the general plan walks them: the batch's last node first, each node's
+            # missing endpoints made (and walked) before the node before it
+            for i in range(len(fresh) - 1, -1, -1):
+                pairs = struct[fresh.keys[i]] = fresh.pairs(i)
+                for _t, tkey in pairs:
+                    if tkey not in node_rows and tkey not in rid_of and tkey not in auto:
+                        tlabel, _, tid = tkey.partition(":")
+                        d = fresh.models[i].__dict__
+                        defaults = (
+                            {"agent_id": d["agent_id"], "namespace": d["namespace"]}
+                            if tlabel == "Run"
+                            else {}
+                        )
+                        target = node_model(NodeLabel(tlabel))(id=tid, **defaults)
+                        auto[tkey] = target
+                        node_rows[tkey] = (target.label, target.id, target.to_props(), None)
+                        queue.append(tkey)
+                drain()
         edge_rows: list[tuple[str, str, str, dict[str, Any]]] = []
         for e in edges:
             src, dst, etype = e.src.key, e.dst.key, str(e.type)
@@ -277,10 +307,18 @@ class NetworkXBackend(EmbeddedSearch):
                     )
                 continue
             for end in (src, dst):
-                if end in doomed or (end not in node_rows and end not in self._rid_of):
+                if end in doomed or (
+                    end not in node_rows and end not in rid_of and end not in born
+                ):
                     raise InvalidInput(f"edge {etype} refers to missing node {end}")
             edge_rows.append((src, etype, dst, dict(e.props)))
-        return {"nodes": node_rows, "struct": struct, "edges": edge_rows, "rids": {}}
+        return {
+            "nodes": node_rows,
+            "fresh": fresh,
+            "struct": struct,
+            "edges": edge_rows,
+            "rids": {},
+        }
 
     def _plan_delete(
         self, refs: Sequence[NodeRef], edges: Sequence[Edge], upsert_plan: dict[str, Any]

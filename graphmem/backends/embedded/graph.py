@@ -13,6 +13,7 @@ import numpy as np
 
 from graphmem.backends.base import STRUCTURAL
 from graphmem.backends.embedded.adjacency import Adj, Adjacency
+from graphmem.backends.embedded.appends import Fresh, add_to_buckets, put_rows
 from graphmem.backends.embedded.buckets import Bucket, index_into, index_out, keys_of
 from graphmem.backends.embedded.records import Attrs, NodeTable
 from graphmem.backends.embedded.vector_index import VectorIndex
@@ -288,6 +289,8 @@ class EmbeddedGraph:
         vecs: list[tuple[float, ...]] = []
         succ, pred = g._succ, g._pred  # raw dicts: the API is slow here
         own = g._node.own
+        if plan["fresh"] is not None:
+            self._apply_fresh(plan["fresh"])
         for key_, (label, _ident, props, vec) in plan["nodes"].items():
             key = own(key_)  # the vector index and _unvectored hold the node's key too
             # the plan's own dict (made for this write by ``to_props``, written already)
@@ -325,6 +328,26 @@ class EmbeddedGraph:
             data = {**props, "type": etype} if props else shared.get(etype)
             _link(succ, pred, src, dst, etype, data or {"type": etype}, own)
         self._next_rid = plan["next_rid"]
+
+    def _apply_fresh(self, fresh: Fresh) -> None:
+        """Hold the new memories a write made (see .appends): what ``_put_node`` does for
+        each, field by field over the batch."""
+        g = self._g
+        nodes = g._node
+        keys = [intern(k) for k in fresh.keys]  # no node holds them: their own strings
+        for j in put_rows(nodes.memories, keys, fresh.models):
+            props = fresh.models[j].to_props()
+            props.pop("embedding", None)
+            _hold(nodes, NodeLabel.MEMORY, keys[j], props)  # kept as its dict
+        succ, pred = g._succ, g._pred
+        for k in keys:
+            succ[k] = {}
+            pred[k] = {}
+        self._rid_of.update(zip(keys, fresh.rids, strict=True))
+        self._key_of.update(zip(fresh.rids, keys, strict=True))
+        self._by_label[NodeLabel.MEMORY].update(keys)
+        add_to_buckets(self._buckets[NodeLabel.MEMORY], keys, fresh)
+        self._unvectored.update(keys)
 
     def _apply_heads(self, heads: list[tuple[str, int, str | None]]) -> None:
         """Set where stored runs' chains end (see ``NetworkXBackend._heads_of``): a run is

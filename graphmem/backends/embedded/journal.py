@@ -25,6 +25,7 @@ import graphmem.backends.embedded.hnsw_file as hnsw_file
 import graphmem.backends.embedded.state_file as state_file
 from graphmem.backends.base import STRUCTURAL, structural_targets
 from graphmem.backends.embedded.adjacency import Adjacency
+from graphmem.backends.embedded.appends import fresh_rows
 from graphmem.backends.embedded.buckets import FROM_COLUMNS, Bucket, MemoryBucket
 from graphmem.backends.embedded.graph import (
     _INDEXED,
@@ -673,12 +674,9 @@ class EmbeddedJournal(EmbeddedGraph):
         rids: dict[str, int] = plan["rids"]
         # the file, not this process's memory, says which rids are taken
         next_rid = db.execute("SELECT coalesce(max(rid), 0) + 1 FROM nodes").fetchone()[0]
-        node_new = []
-        node_old = []
-        fts_delete = []
-        fts_insert = []
-        vec_upsert = []
-        vec_delete = []
+        # the new memories heading the batch first (see .appends), then the other nodes
+        node_new, fts_insert, next_rid = fresh_rows(plan["fresh"], next_rid)
+        node_old, fts_delete, vec_upsert, vec_delete = [], [], [], []
         rid_of, held, vindex = self._rid_of, self._g._node, self._vindex
         for key, (label, ident, props, vec) in plan["nodes"].items():
             rid = rid_of.get(key)
