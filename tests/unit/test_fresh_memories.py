@@ -179,3 +179,33 @@ def test_a_memory_given_whole_with_an_id_that_exists_is_refused(tmp_path: Path) 
         assert type(e.value).__name__ == "Conflict"
         assert [m.content for m in mem.get(["x"])] == ["first"]
         assert mem.get(["y"]) == []
+
+
+def test_endpoints_made_for_new_memories_are_the_general_plans(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # written as given (no run chaining): the runs, agents and tags they name are made
+    # by the store, a run from the fields of the last memory naming it
+    def run(path: Path) -> dict[str, Any]:
+        with GraphMemory.open(path, embedder=None) as mem:
+            made = [
+                Memory(
+                    id=f"w{i}",
+                    content=f"text {i}",
+                    agent_id=f"a{i % 2}",
+                    run_id="r1",
+                    namespace=f"n{i % 3}",
+                    tags=(f"x{i % 2}",),
+                    created_at=T0,
+                )
+                for i in range(5)
+            ]
+            mem.writes.create(made, chain="off")
+            return _state(mem, path)
+
+    fast = run(tmp_path / "fast.db")
+    monkeypatch.setattr(backend_mod, "fresh_memories", _general)
+    slow = run(tmp_path / "slow.db")
+    for part in fast:
+        assert fast[part] == slow[part], part
+    assert fast["attrs"]["Run:r1"]["agent_id"] == "a0"  # memory w4's, the last naming it

@@ -241,7 +241,9 @@ class NetworkXBackend(EmbeddedSearch):
         """Work out every row to write, before touching the file (validation first)."""
         node_rows: dict[str, tuple[NodeLabel, str, dict[str, Any], tuple[float, ...] | None]] = {}
         auto: dict[str, GraphNode] = {}
-        struct: dict[str, list[tuple[str, str]]] = {}
+        # node key -> its structural edges as (type, target key); None for a new memory
+        # whose are worked out from its fields when applied (see .appends)
+        struct: dict[str, list[tuple[str, str]] | None] = {}
         rid_of = self._rid_of
         # the new memories heading the batch: planned column-wise (see .appends)
         fresh, nodes = fresh_memories(nodes, self._g._node, rid_of)
@@ -274,10 +276,13 @@ class NetworkXBackend(EmbeddedSearch):
         if fresh is not None:
             # as the general plan walks them: the batch's last node first, each node's
             # missing endpoints made (and walked) before the node before it
+            missing = fresh.targets().difference(node_rows, rid_of)
             for i in range(len(fresh) - 1, -1, -1):
-                pairs = struct[fresh.keys[i]] = fresh.pairs(i)
-                for _t, tkey in pairs:
-                    if tkey not in node_rows and tkey not in rid_of and tkey not in auto:
+                struct[fresh.keys[i]] = None
+                if not missing:
+                    continue  # every endpoint exists (most batches): nothing to make
+                for _t, tkey in fresh.pairs(i):
+                    if tkey in missing and tkey not in auto:
                         tlabel, _, tid = tkey.partition(":")
                         d = fresh.models[i].__dict__
                         defaults = (
@@ -298,7 +303,9 @@ class NetworkXBackend(EmbeddedSearch):
                 # implied by the source node's properties: accepted when they agree (as in an
                 # import or migration), never stored on their own
                 implied = struct.get(src)
-                if implied is None and src in self._g:
+                if src in struct and implied is None and fresh is not None:
+                    implied = fresh.pairs(fresh.keys.index(src))
+                elif implied is None and src in self._g:
                     implied = [(t, d) for _s, d, t in self._structural_edges_of(src)]
                 if (etype, dst) not in (implied or ()):
                     raise InvalidInput(

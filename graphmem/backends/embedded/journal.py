@@ -720,7 +720,7 @@ class EmbeddedJournal(EmbeddedGraph):
         # work out which ones a re-upserted node loses
         struct_del = []
         for key, wanted in plan["struct"].items():
-            if key not in held:
+            if wanted is None or key not in held:
                 continue  # a new node has no edges to lose
             for _s, dst, etype in self._structural_edges_of(key):
                 if (etype, dst) not in wanted:
