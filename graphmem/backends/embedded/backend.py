@@ -38,6 +38,7 @@ from graphmem.backends.embedded.graph import (
     _set_head,
 )
 from graphmem.backends.embedded.search import EmbeddedSearch
+from graphmem.backends.embedded.statements import write_delete, write_heads
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.errors import Conflict, DimensionMismatch, GraphMemError, InvalidInput, QueryFailed
 from graphmem.gcpause import gc_paused
@@ -142,9 +143,9 @@ class NetworkXBackend(EmbeddedSearch):
             if dim is not None:
                 self._fix_dim(db, dim)
             self._write_plan(db, plan)
-            self._write_heads(db, heads)
+            write_heads(db, self._rid_of, heads)
             dplan = self._plan_delete(doomed, batch.delete_edges, plan)
-            self._write_delete(db, dplan)
+            write_delete(db, dplan)
             vec_keys = [
                 k
                 for i in batch.vectors
