@@ -41,8 +41,8 @@ with ``decay_as="factor"``, the weighted sum of the other signals multiplied by 
 from __future__ import annotations
 
 import math
-from functools import cached_property
 from datetime import datetime
+from functools import cached_property
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
