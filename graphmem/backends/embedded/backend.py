@@ -30,6 +30,7 @@ from graphmem.backends.base import (
     expect_failure,
     structural_targets,
 )
+from graphmem.backends.embedded.appends import fresh_memories
 from graphmem.backends.embedded.graph import (
     _edge_of,
     _orderable,
@@ -37,6 +38,7 @@ from graphmem.backends.embedded.graph import (
     _set_head,
 )
 from graphmem.backends.embedded.search import EmbeddedSearch
+from graphmem.backends.embedded.statements import write_delete, write_heads
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.errors import Conflict, DimensionMismatch, GraphMemError, InvalidInput, QueryFailed
 from graphmem.gcpause import gc_paused
@@ -141,9 +143,9 @@ class NetworkXBackend(EmbeddedSearch):
             if dim is not None:
                 self._fix_dim(db, dim)
             self._write_plan(db, plan)
-            self._write_heads(db, heads)
+            write_heads(db, self._rid_of, heads)
             dplan = self._plan_delete(doomed, batch.delete_edges, plan)
-            self._write_delete(db, dplan)
+            write_delete(db, dplan)
             vec_keys = [
                 k
                 for i in batch.vectors
@@ -151,7 +153,10 @@ class NetworkXBackend(EmbeddedSearch):
                 if (k := intern("Memory:" + i)) in self._rid_of and k not in dplan["keys"]
             ]
             changed = self._changed
-            changed.update(plan["nodes"])
+            fresh = plan["fresh"]
+            # one dict of the node keys in the batch's order, as the general plan's: the
+            # change log then lists them in the same order
+            changed.update(plan["nodes"] if fresh is None else fresh.with_keys(plan["nodes"]))
             changed.update(k for k, _c, _l in heads)
             changed.update(k for src, _t, dst, _p in plan["edges"] for k in (src, dst))
             changed.update(k for k, _t, _d in plan["struct_del"])
@@ -236,8 +241,13 @@ class NetworkXBackend(EmbeddedSearch):
         """Work out every row to write, before touching the file (validation first)."""
         node_rows: dict[str, tuple[NodeLabel, str, dict[str, Any], tuple[float, ...] | None]] = {}
         auto: dict[str, GraphNode] = {}
-        struct: dict[str, list[tuple[str, str]]] = {}
+        # node key -> its structural edges as (type, target key); None for a new memory
+        # whose are worked out from its fields when applied (see .appends)
+        struct: dict[str, list[tuple[str, str]] | None] = {}
         rid_of = self._rid_of
+        # the new memories heading the batch: planned column-wise (see .appends)
+        fresh, nodes = fresh_memories(nodes, self._g._node, rid_of)
+        born = set() if fresh is None else set(fresh.keys)
         for n in nodes:
             props = n.to_props()
             vec = props.pop("embedding", None)
@@ -246,19 +256,45 @@ class NetworkXBackend(EmbeddedSearch):
             key = label + ":" + n.id
             node_rows[key] = (label, n.id, props, tuple(vec) if vec else None)  # type: ignore[arg-type]
         queue = list(node_rows)
-        while queue:  # auto-created endpoints (a Run) may need endpoints of their own
-            key = queue.pop()
-            label, _ident, props, _vec = node_rows[key]
-            pairs = struct[key] = []
-            for stype, tlabel, tid, defaults in structural_targets(label, props):
-                tkey = tlabel + ":" + tid
-                # str(member): its text, without the slow ``.value`` descriptor (per memory)
-                pairs.append((str(stype), tkey))
-                if tkey not in node_rows and tkey not in rid_of and tkey not in auto:
-                    target = node_model(tlabel)(id=tid, **defaults)
-                    auto[tkey] = target
-                    node_rows[tkey] = (target.label, target.id, target.to_props(), None)
-                    queue.append(tkey)
+
+        def drain() -> None:  # auto-created endpoints (a Run) may need endpoints of their own
+            while queue:
+                key = queue.pop()
+                label, _ident, props, _vec = node_rows[key]
+                pairs = struct[key] = []
+                for stype, tlabel, tid, defaults in structural_targets(label, props):
+                    tkey = tlabel + ":" + tid
+                    # str(member): its text, without the slow ``.value`` descriptor
+                    pairs.append((str(stype), tkey))
+                    if tkey not in node_rows and tkey not in rid_of and tkey not in auto:
+                        target = node_model(tlabel)(id=tid, **defaults)
+                        auto[tkey] = target
+                        node_rows[tkey] = (target.label, target.id, target.to_props(), None)
+                        queue.append(tkey)
+
+        drain()
+        if fresh is not None:
+            # as the general plan walks them: the batch's last node first, each node's
+            # missing endpoints made (and walked) before the node before it
+            missing = fresh.targets().difference(node_rows, rid_of)
+            for i in range(len(fresh) - 1, -1, -1):
+                struct[fresh.keys[i]] = None
+                if not missing:
+                    continue  # every endpoint exists (most batches): nothing to make
+                for _t, tkey in fresh.pairs(i):
+                    if tkey in missing and tkey not in auto:
+                        tlabel, _, tid = tkey.partition(":")
+                        d = fresh.models[i].__dict__
+                        defaults = (
+                            {"agent_id": d["agent_id"], "namespace": d["namespace"]}
+                            if tlabel == "Run"
+                            else {}
+                        )
+                        target = node_model(NodeLabel(tlabel))(id=tid, **defaults)
+                        auto[tkey] = target
+                        node_rows[tkey] = (target.label, target.id, target.to_props(), None)
+                        queue.append(tkey)
+                drain()
         edge_rows: list[tuple[str, str, str, dict[str, Any]]] = []
         for e in edges:
             src, dst, etype = e.src.key, e.dst.key, str(e.type)
@@ -267,7 +303,9 @@ class NetworkXBackend(EmbeddedSearch):
                 # implied by the source node's properties: accepted when they agree (as in an
                 # import or migration), never stored on their own
                 implied = struct.get(src)
-                if implied is None and src in self._g:
+                if src in struct and implied is None and fresh is not None:
+                    implied = fresh.pairs(fresh.keys.index(src))
+                elif implied is None and src in self._g:
                     implied = [(t, d) for _s, d, t in self._structural_edges_of(src)]
                 if (etype, dst) not in (implied or ()):
                     raise InvalidInput(
@@ -276,10 +314,18 @@ class NetworkXBackend(EmbeddedSearch):
                     )
                 continue
             for end in (src, dst):
-                if end in doomed or (end not in node_rows and end not in self._rid_of):
+                if end in doomed or (
+                    end not in node_rows and end not in rid_of and end not in born
+                ):
                     raise InvalidInput(f"edge {etype} refers to missing node {end}")
             edge_rows.append((src, etype, dst, dict(e.props)))
-        return {"nodes": node_rows, "struct": struct, "edges": edge_rows, "rids": {}}
+        return {
+            "nodes": node_rows,
+            "fresh": fresh,
+            "struct": struct,
+            "edges": edge_rows,
+            "rids": {},
+        }
 
     def _plan_delete(
         self, refs: Sequence[NodeRef], edges: Sequence[Edge], upsert_plan: dict[str, Any]

@@ -13,6 +13,7 @@ import numpy as np
 
 from graphmem.backends.base import STRUCTURAL
 from graphmem.backends.embedded.adjacency import Adj, Adjacency
+from graphmem.backends.embedded.appends import Fresh, add_to_buckets, put_rows
 from graphmem.backends.embedded.buckets import Bucket, index_into, index_out, keys_of
 from graphmem.backends.embedded.records import Attrs, NodeTable
 from graphmem.backends.embedded.vector_index import VectorIndex
@@ -161,6 +162,36 @@ def _link(
     succ[u][v] = pred[v][u] = new
 
 
+_AUTHORED, _IN_RUN, _TAGGED = (_SHARED_KEYED[t] for t in ("AUTHORED_BY", "IN_RUN", "TAGGED"))
+
+
+def _link_fresh(
+    succ: dict[str, Any],
+    pred: dict[str, Any],
+    key: str,
+    memory: Memory,
+    ends: dict[str, str],
+    own: Callable[[str], str],
+) -> None:
+    """A new memory's structural edges (to its agent, its run, its tags), each its pair's
+    first edge, linked as the general plan links them (the type's shared keyed dict);
+    ``ends`` keeps each endpoint's own key string for the batch."""
+    d = memory.__dict__
+    out = succ[key]
+    end = "Agent:" + d["agent_id"]
+    a = ends.get(end) or ends.setdefault(end, own(end))
+    out[a] = pred[a][key] = _AUTHORED
+    run = d["run_id"]
+    if run:
+        end = "Run:" + run
+        r = ends.get(end) or ends.setdefault(end, own(end))
+        out[r] = pred[r][key] = _IN_RUN
+    for tag in d["tags"]:
+        end = "Tag:" + tag
+        t = ends.get(end) or ends.setdefault(end, own(end))
+        out[t] = pred[t][key] = _TAGGED
+
+
 #: STRUCTURAL as (label, edge type) text pairs, as the in-memory graph holds them
 _STRUCTURAL_TEXT = frozenset((str(label), str(etype)) for label, etype in STRUCTURAL)
 
@@ -288,6 +319,8 @@ class EmbeddedGraph:
         vecs: list[tuple[float, ...]] = []
         succ, pred = g._succ, g._pred  # raw dicts: the API is slow here
         own = g._node.own
+        if plan["fresh"] is not None:
+            self._apply_fresh(plan["fresh"])
         for key_, (label, _ident, props, vec) in plan["nodes"].items():
             key = own(key_)  # the vector index and _unvectored hold the node's key too
             # the plan's own dict (made for this write by ``to_props``, written already)
@@ -308,7 +341,11 @@ class EmbeddedGraph:
                 g.remove_edge(src, dst, key=etype)
         shared = _SHARED_EDGE_DATA
         keyed = _SHARED_KEYED
+        ends: dict[str, str] = {}  # a new memory's endpoints' own key strings, per batch
         for key_, wanted in plan["struct"].items():
+            if wanted is None:  # a new memory (see .appends): its key interned already
+                _link_fresh(succ, pred, key_, plan["fresh"].by_key[key_], ends, own)
+                continue
             key = own(key_)  # both ends held as the node keys' own strings (see _link)
             out = succ[key]
             for etype, dst in wanted:
@@ -325,6 +362,26 @@ class EmbeddedGraph:
             data = {**props, "type": etype} if props else shared.get(etype)
             _link(succ, pred, src, dst, etype, data or {"type": etype}, own)
         self._next_rid = plan["next_rid"]
+
+    def _apply_fresh(self, fresh: Fresh) -> None:
+        """Hold the new memories a write made (see .appends): what ``_put_node`` does for
+        each, field by field over the batch."""
+        g = self._g
+        nodes = g._node
+        keys = fresh.keys  # interned when planned: no node holds them, their own strings
+        for j in put_rows(nodes.memories, keys, fresh.models):
+            props = fresh.models[j].to_props()
+            props.pop("embedding", None)
+            _hold(nodes, NodeLabel.MEMORY, keys[j], props)  # kept as its dict
+        succ, pred = g._succ, g._pred
+        for k in keys:
+            succ[k] = {}
+            pred[k] = {}
+        self._rid_of.update(zip(keys, fresh.rids, strict=True))
+        self._key_of.update(zip(fresh.rids, keys, strict=True))
+        self._by_label[NodeLabel.MEMORY].update(keys)
+        add_to_buckets(self._buckets[NodeLabel.MEMORY], keys, fresh)
+        self._unvectored.update(keys)
 
     def _apply_heads(self, heads: list[tuple[str, int, str | None]]) -> None:
         """Set where stored runs' chains end (see ``NetworkXBackend._heads_of``): a run is
