@@ -111,8 +111,16 @@ class Expect:
         """``Expect(ref, exists=False)`` — what a write asks of every node it creates —
         made without the dataclass's field-by-field init (a third of the cost; a batch
         asks it of each of its 1,000 new memories)."""
+        return cls.quick(ref, exists=False)
+
+    @classmethod
+    def quick(
+        cls, ref: NodeRef, *, exists: bool = True, props: Mapping[str, Any] = _NO_PROPS
+    ) -> Expect:
+        """``Expect(ref, exists=exists, props=props)`` made as :meth:`absent` makes one
+        (a batch's runs and the memories they end with: hundreds a write)."""
         ex = object.__new__(cls)
-        ex.__dict__.update(ref=ref, exists=False, props=_NO_PROPS, incoming=(), sources=None)
+        ex.__dict__.update(ref=ref, exists=exists, props=props, incoming=(), sources=None)
         return ex
 
     def describe(self) -> str:

@@ -77,13 +77,15 @@ class Fresh:
                 out.append({k: v for k, v in d.items() if v is not None and k not in _NOT_PROPS})
         return out
 
-    def targets(self) -> set[str]:
-        """The keys of every node the memories' structural edges go to."""
+    def missing(self, *known: Any) -> set[str]:
+        """The keys of the nodes the memories' structural edges go to that none of
+        ``known`` (dicts or sets of keys) holds."""
         dicts = [m.__dict__ for m in self.models]
         out = {"Agent:" + a for a in {d["agent_id"] for d in dicts}}
         out.update("Run:" + r for r in {d["run_id"] for d in dicts} if r)
         out.update("Tag:" + t for t in {t for d in dicts for t in d["tags"]})
-        return out
+        # looked up in each (``set.difference`` would walk every key of a store's dict)
+        return {k for k in out if not any(k in held for held in known)}
 
     def pairs(self, i: int) -> list[tuple[str, str]]:
         """The structural edges memory ``i`` implies, as (type, target key) pairs in the

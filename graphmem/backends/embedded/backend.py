@@ -278,7 +278,7 @@ class NetworkXBackend(EmbeddedSearch):
         if fresh is not None:
             # as the general plan walks them: the batch's last node first, each node's
             # missing endpoints made (and walked) before the node before it
-            missing = fresh.targets().difference(node_rows, rid_of)
+            missing = fresh.missing(node_rows, rid_of)
             for i in range(len(fresh) - 1, -1, -1):
                 struct[fresh.keys[i]] = None
                 if not missing:
