@@ -77,13 +77,15 @@ class Fresh:
                 out.append({k: v for k, v in d.items() if v is not None and k not in _NOT_PROPS})
         return out
 
-    def targets(self) -> set[str]:
-        """The keys of every node the memories' structural edges go to."""
+    def missing(self, *known: Any) -> set[str]:
+        """The keys of the nodes the memories' structural edges go to that none of
+        ``known`` (dicts or sets of keys) holds."""
         dicts = [m.__dict__ for m in self.models]
         out = {"Agent:" + a for a in {d["agent_id"] for d in dicts}}
         out.update("Run:" + r for r in {d["run_id"] for d in dicts} if r)
         out.update("Tag:" + t for t in {t for d in dicts for t in d["tags"]})
-        return out
+        # looked up in each (``set.difference`` would walk every key of a store's dict)
+        return {k for k in out if not any(k in held for held in known)}
 
     def pairs(self, i: int) -> list[tuple[str, str]]:
         """The structural edges memory ``i`` implies, as (type, target key) pairs in the
@@ -151,6 +153,7 @@ def put_rows(table: MemoryTable, keys: list[str], models: list[Memory]) -> list[
             put_rows(table, [keys[j] for j in fit], [models[j] for j in fit])
         return misfits
     rows = _take_rows(table, keys)
+    lo = rows[0] if _follow(rows) else -1  # the first of consecutive rows, else -1
     for f, col in table.codes.items():
         codes = table.value_code[f]
         vals = cols[f]
@@ -161,13 +164,13 @@ def put_rows(table: MemoryTable, keys: list[str], models: list[Memory]) -> list[
                     v = vals[j]
                     # an enum member (the model's) is held by its text; None is code 0
                     got[j] = 0 if v is None else table._code(f, str(v))
-        _assign(col, rows, got)
+        _assign(col, rows, lo, got)
     for f, fcol in table.floats.items():
-        _assign(fcol, rows, cols[f])
+        _assign(fcol, rows, lo, cols[f])
     for f, icol in table.ints.items():
-        _assign(icol, rows, [_NONE if v is None else v for v in cols[f]])
+        _assign(icol, rows, lo, [_NONE if v is None else v for v in cols[f]])
     for f, tcol in table.times.items():
-        _assign(tcol, rows, cols[f])
+        _assign(tcol, rows, lo, cols[f])
     tag_code = table.tag_code
     tags = []
     for t in cols["tags"]:
@@ -176,10 +179,10 @@ def put_rows(table: MemoryTable, keys: list[str], models: list[Memory]) -> list[
             c = tag_code[t] = len(table.tagsets)
             table.tagsets.append(tuple([intern(x) for x in t]))
         tags.append(c)
-    _assign(table.tags, rows, tags)
+    _assign(table.tags, rows, lo, tags)
     content, hashes = table.content, table.hashes
-    lo, n = rows[0], len(rows)
-    if _follow(rows):
+    n = len(rows)
+    if lo >= 0:
         content[lo : lo + n] = cols["content"]
         hashes[lo * _HASH : (lo + n) * _HASH] = b"".join(cols["content_hash"])
     else:
@@ -280,13 +283,10 @@ def _take_rows(table: MemoryTable, keys: list[str]) -> list[int]:
     return rows
 
 
-def _assign(col: Any, rows: list[int], values: list[Any]) -> None:
-    """``col[rows[j]] = values[j]``; one slice when the rows follow each other (the free
-    rows are taken lowest first, so a batch's usually do)."""
-    if not rows:
-        return
-    if _follow(rows):
-        lo = rows[0]
+def _assign(col: Any, rows: list[int], lo: int, values: list[Any]) -> None:
+    """``col[rows[j]] = values[j]``; one slice when the rows are consecutive from ``lo``
+    (the free rows are taken lowest first, so a batch's usually are; -1: they are not)."""
+    if lo >= 0:
         col[lo : lo + len(rows)] = array(col.typecode, values)
         return
     for i, v in zip(rows, values, strict=True):

@@ -219,12 +219,14 @@ class NetworkXBackend(EmbeddedSearch):
         """Inside the transaction, with the state current: every precondition must hold."""
         g = self._g
         nodes = g._node
+        dicts, rows = nodes.dicts, nodes.memories.row_of  # a NodeTable's, looked in directly
         for ex in expects:
-            key = ex.ref.key
+            ref = ex.ref
+            key = ref[0] + ":" + ref[1]  # a StrEnum + str is the text (ref.key, inlined)
             if ex.exists:
-                if not ex.props and ex.sources is None and key in nodes:
+                if not ex.props and ex.sources is None and (key in rows or key in dicts):
                     continue  # it exists, and nothing more is asked (a run's last memory)
-            elif key not in nodes:
+            elif key not in rows and key not in dicts:
                 continue  # a new node's id is free (every memory of a batch asks)
             props = nodes.get(key)
             sources: list[str] = []
@@ -276,7 +278,7 @@ class NetworkXBackend(EmbeddedSearch):
         if fresh is not None:
             # as the general plan walks them: the batch's last node first, each node's
             # missing endpoints made (and walked) before the node before it
-            missing = fresh.targets().difference(node_rows, rid_of)
+            missing = fresh.missing(node_rows, rid_of)
             for i in range(len(fresh) - 1, -1, -1):
                 struct[fresh.keys[i]] = None
                 if not missing:
@@ -296,7 +298,22 @@ class NetworkXBackend(EmbeddedSearch):
                         queue.append(tkey)
                 drain()
         edge_rows: list[tuple[str, str, str, dict[str, Any]]] = []
+        memory, nxt = NodeLabel.MEMORY, EdgeType.NEXT
         for e in edges:
+            d = e.__dict__
+            if d["type"] is nxt and not d["props"] and not doomed:
+                # a run's link between two memories (most edges of a batch): the keys from
+                # the ids, without a NodeRef's key and the enum's text
+                s_, t_ = d["src"], d["dst"]
+                src, dst = "Memory:" + s_[1], "Memory:" + t_[1]
+                if (
+                    s_[0] is memory
+                    and t_[0] is memory
+                    and (src in born or src in rid_of)
+                    and (dst in born or dst in rid_of)
+                ):
+                    edge_rows.append((src, "NEXT", dst, {}))
+                    continue
             src, dst, etype = e.src.key, e.dst.key, str(e.type)
             # most edges of a batch are NEXT links: the text test first, the pair's after
             if etype in _STRUCTURAL_TYPES and (e.src.label, e.type) in STRUCTURAL:
