@@ -14,7 +14,7 @@ import pytest
 from graphmem import GraphMemory
 from graphmem.backends.base import WriteBatch
 from graphmem.backends.embedded.backend import NetworkXBackend
-from graphmem.models import Edge, EdgeType, NodeLabel, NodeRef
+from graphmem.models import Edge, EdgeType, Memory, NodeLabel, NodeRef
 from tests.unit.test_change_log import _view
 
 pytestmark = pytest.mark.embedded("the embedded store's NEXT edges in its SQLite file")
@@ -117,3 +117,23 @@ def test_a_store_with_its_chains_in_edges_reads_the_same_and_goes_on(tmp_path: P
         assert b.count() == 12
         assert _view(b.backend) == _view(a.backend)
         _same_as_an_open(a.backend, path)
+
+
+def test_a_delete_of_links_the_store_does_not_hold_changes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with GraphMemory.open(str(path), embedder=None) as mem:
+        ids = [m.id for m in mem.remember_many(_items(4))]
+        before = _view(mem.backend)
+        mem.backend.write(WriteBatch(delete_edges=[_next("nope", "nor"), _next(ids[0], "nor")]))
+        assert _view(mem.backend) == before
+        # a link made and unmade by one write, to a memory that write makes
+        new = Memory(content="later", agent_id="x")
+        mem.backend.write(
+            WriteBatch(
+                nodes=[new],
+                edges=[_next(ids[3], new.id)],
+                delete_edges=[_next(ids[3], new.id)],
+            )
+        )
+        assert len(mem.get([new.id])) == 1
+        _same_as_an_open(mem.backend, path)

@@ -40,6 +40,7 @@ def write_edges(
     fresh = plan["fresh"]
     at = dict(zip(fresh.keys, fresh.rids, strict=True)) if fresh is not None else {}
     at.update(plan["rids"])
+    plan["edge_rids"] = at  # the batch's new nodes' rids, for a delete in the same write
     nexts, rows, moved_out, moved_in = [], [], [], []
     for src, etype, dst, props in plan["edges"]:
         held = etype in succ.get(src, {}).get(dst, ())
@@ -53,7 +54,7 @@ def write_edges(
                 moved_in.append((src, dst))
     if moved_out:
         db.executemany("DELETE FROM edges WHERE src=? AND type=? AND dst=?", moved_out)
-    unlink_next(db, moved_in, rid_of)
+    unlink_next(db, moved_in, at, rid_of)
     db.executemany("INSERT OR IGNORE INTO next_edges(dst, src) VALUES (?, ?)", nexts)
     db.executemany(
         "INSERT INTO edges(src, type, dst, props) VALUES (?, ?, ?, ?) "
@@ -63,14 +64,21 @@ def write_edges(
 
 
 def unlink_next(
-    db: sqlite3.Connection, pairs: list[tuple[str, str]], rid_of: dict[str, int]
+    db: sqlite3.Connection,
+    pairs: list[tuple[str, str]],
+    new: dict[str, int],
+    rid_of: dict[str, int],
 ) -> None:
-    """Remove the bare NEXT edges (src key, dst key) ``pairs`` held in ``next_edges``."""
-    if pairs:
-        db.executemany(
-            "DELETE FROM next_edges WHERE dst = ? AND src = ?",
-            [(rid_of[d], rid_of[s]) for s, d in pairs],
-        )
+    """Remove the bare NEXT edges (src key, dst key) ``pairs`` held in ``next_edges``
+    (``new``: the rids of the write's new nodes; a pair naming a node the store does not
+    hold names no row)."""
+    rows = []
+    for s, d in pairs:
+        src, dst = new.get(s) or rid_of.get(s), new.get(d) or rid_of.get(d)
+        if src is not None and dst is not None:
+            rows.append((dst, src))
+    if rows:
+        db.executemany("DELETE FROM next_edges WHERE dst = ? AND src = ?", rows)
 
 
 def forget_heads(db: sqlite3.Connection, rids: list[tuple[int]]) -> None:
@@ -79,11 +87,14 @@ def forget_heads(db: sqlite3.Connection, rids: list[tuple[int]]) -> None:
         db.executemany("DELETE FROM run_heads WHERE rid = ?", rids)
 
 
-def write_delete(db: sqlite3.Connection, plan: dict[str, Any], rid_of: dict[str, int]) -> None:
-    """Remove what a delete plan (``NetworkXBackend._plan_delete``) names."""
+def write_delete(
+    db: sqlite3.Connection, plan: dict[str, Any], new: dict[str, int], rid_of: dict[str, int]
+) -> None:
+    """Remove what a delete plan (``NetworkXBackend._plan_delete``) names (``new``: the
+    rids of the write's new nodes)."""
     if plan["edges"]:
         db.executemany("DELETE FROM edges WHERE src=? AND type=? AND dst=?", list(plan["edges"]))
-        unlink_next(db, [(s, d) for s, t, d in plan["edges"] if t == NEXT], rid_of)
+        unlink_next(db, [(s, d) for s, t, d in plan["edges"] if t == NEXT], new, rid_of)
     if plan["fts"]:
         db.executemany(
             "INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', ?, ?)",
