@@ -85,18 +85,23 @@ FROM_COLUMNS = ("agent_id", "namespace", "run_id", "audience", "tags", "content_
 def by_hash(nodes: NodeTable) -> Bucket:
     """The memories' ``content_hash`` bucket worked out from the hash column: every value
     at once (one per memory, ~0.2 s at 1M; worked out a value at a time, each would be a
-    pass over the column). In C but for rows without a hash and repeats."""
+    pass over the column). In C but for repeats and rows without a hash."""
     table = nodes.memories
     step = 2 * len(_NO_HASH)
     hexed = bytes(table.hashes).hex()
     hexes = [hexed[i : i + step] for i in range(0, len(hexed), step)]
-    pairs = [(h, key) for h, key in zip(hexes, table.keys, strict=True) if key is not None]
-    out: Bucket = dict(pairs)
+    # no tuple per row: a million new tracked objects bring on the collector's full pass
+    # over the whole store (~1 s at 1M memories)
+    out: dict[Any, Any] = dict(zip(hexes, table.keys, strict=True))
+    for i in table.free:  # a free row's key is None (its hash may be a stale one)
+        if out.get(hexes[i], out) is None:
+            del out[hexes[i]]
     none = _NO_HASH.hex()
-    if len(out) != len(pairs) or none in out:
-        out = {}
-        for h, key in pairs:
-            _add(out, None if h == none else h, key)
+    if len(out) != len(table.keys) - len(table.free) or none in out:
+        out = {}  # repeats (or rows without a hash): a set of keys, a key at a time
+        for h, key in zip(hexes, table.keys, strict=True):
+            if key is not None:
+                _add(out, None if h == none else h, key)
     for key, attrs in nodes.dicts.items():  # memories that do not fit the columns
         if attrs.get("label") == MEMORY:
             _add(out, attrs.get("content_hash"), key)
