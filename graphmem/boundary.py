@@ -23,6 +23,7 @@ guards its face once, at import (bottom of :mod:`graphmem.memory`).
 from __future__ import annotations
 
 import collections.abc as cabc
+import datetime
 import functools
 import inspect
 import numbers
@@ -58,6 +59,8 @@ def _storable(text: str) -> bool:
 
 
 _WALKED = (list, tuple, set, frozenset)
+#: values a batch holds many of that hold no text (an item's importance, its time)
+_SCALARS = frozenset({int, float, bool, type(None), datetime.datetime})
 
 
 def _all_text_storable(value: Any) -> bool:
@@ -77,8 +80,10 @@ def _all_text_storable(value: Any) -> bool:
             continue
         if depth >= _MAX_DEPTH:
             continue
-        if isinstance(node, cabc.Mapping):
-            items: Iterable[Any] = (x for pair in node.items() for x in pair)
+        if node.__class__ is dict:  # a batch's items: its keys and values, not its pairs
+            items: Iterable[Any] = (*node, *node.values())
+        elif isinstance(node, cabc.Mapping):
+            items = (x for pair in node.items() for x in pair)
         elif isinstance(node, _WALKED):
             items = node
         else:
@@ -87,8 +92,10 @@ def _all_text_storable(value: Any) -> bool:
         for item in items:
             if item.__class__ is str:  # most of a batch: checked here, not stacked
                 budget -= 1
-                if not _storable(item):
+                if not item.isascii() and not _storable(item):
                     return False
+            elif item.__class__ in _SCALARS:  # no text inside: counted, not stacked
+                budget -= 1
             else:
                 inner.append((item, depth + 1))
         stack.extend(reversed(inner))  # walked in their order: a batch from its start
@@ -225,8 +232,10 @@ def _container_checker(origin: type, args: tuple[Any, ...]) -> _Check:
     if issubclass(origin, cabc.Mapping):
         key, val = (_checker(args[0]), _checker(args[1])) if len(args) == 2 else (None, None)
 
+        plain = issubclass(dict, origin)  # a dict then passes without an ABC check
+
         def mapping(value: Any) -> bool:
-            if not isinstance(value, origin):
+            if not (plain and value.__class__ is dict) and not isinstance(value, origin):
                 return False
             if key is None or val is None or not isinstance(value, dict):
                 return True

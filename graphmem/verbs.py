@@ -31,6 +31,7 @@ from graphmem.gcpause import gc_paused
 from graphmem.llm import LLM
 from graphmem.models import Memory, Status, utcnow, validated
 from graphmem.models.plain import plain_memory
+from graphmem.models.values import new_ids
 from graphmem.reconcile import DUPLICATE_FIELDS, ReconcileResult, reconcile
 from graphmem.writes import Embed, Writes
 
@@ -80,6 +81,8 @@ class MemoryWrites(Writes):
     def _validate(self, items: Iterable[Memory | Mapping[str, Any]]) -> list[Memory]:
         now = self._clock()
         memories: list[Memory] = []
+        items = items if isinstance(items, list | tuple) else list(items)
+        ids = new_ids(len(items))  # one read of random bytes for the batch
         for i, item in enumerate(items):
             if isinstance(item, Memory):
                 memories.append(item)
@@ -93,7 +96,7 @@ class MemoryWrites(Writes):
             try:
                 if self.classify is not None:
                     data = self.classify(data)
-                memories.append(plain_memory(data) or validated(Memory, data))
+                memories.append(plain_memory(data, ids[i]) or validated(Memory, data))
             except InvalidInput as e:
                 raise InvalidInput(f"item {i}: {e}") from e
         return memories

@@ -40,6 +40,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from graphmem.errors import InvalidInput
@@ -84,6 +85,10 @@ Direction = Literal["out", "in", "both"]
 N = TypeVar("N", bound=GraphNode)
 
 
+#: the properties of an Expect.absent: none (shared, never changed: Expect is frozen)
+_NO_PROPS: Mapping[str, Any] = MappingProxyType({})
+
+
 @dataclass(frozen=True)
 class Expect:
     """A precondition of a write, checked by the backend inside the write's transaction.
@@ -100,6 +105,23 @@ class Expect:
     props: Mapping[str, Any] = field(default_factory=dict)
     incoming: tuple[EdgeType, ...] = ()
     sources: frozenset[str] | None = None
+
+    @classmethod
+    def absent(cls, ref: NodeRef) -> Expect:
+        """``Expect(ref, exists=False)`` — what a write asks of every node it creates —
+        made without the dataclass's field-by-field init (a third of the cost; a batch
+        asks it of each of its 1,000 new memories)."""
+        return cls.quick(ref, exists=False)
+
+    @classmethod
+    def quick(
+        cls, ref: NodeRef, *, exists: bool = True, props: Mapping[str, Any] = _NO_PROPS
+    ) -> Expect:
+        """``Expect(ref, exists=exists, props=props)`` made as :meth:`absent` makes one
+        (a batch's runs and the memories they end with: hundreds a write)."""
+        ex = object.__new__(cls)
+        ex.__dict__.update(ref=ref, exists=exists, props=props, incoming=(), sources=None)
+        return ex
 
     def describe(self) -> str:
         if not self.exists:

@@ -70,9 +70,10 @@ def _unit(value: Any) -> bool:
     return value.__class__ is float and 0.0 <= value <= 1.0
 
 
-def plain_memory(item: Mapping[str, Any]) -> Memory | None:
+def plain_memory(item: Mapping[str, Any], ident: str | None = None) -> Memory | None:
     """The Memory ``Memory.model_validate(item)`` would make, or None when ``item`` needs
-    the model's own validation (see the module docstring). ``item`` holds no None values."""
+    the model's own validation (see the module docstring). ``item`` holds no None values;
+    ``ident``: the new id to give it when it has none (a batch makes its ids at once)."""
     if not _KEYS.issuperset(item):
         return None
     content = item.get("content")
@@ -81,11 +82,11 @@ def plain_memory(item: Mapping[str, Any]) -> Memory | None:
     data = dict(_template())
     try:
         data["content"] = check_content(content)
-        ident = item.get("id")
-        if ident is None:
-            data["id"] = new_id()
-        elif ident.__class__ is str:
-            data["id"] = _check_id(ident, "id")
+        given = item.get("id")
+        if given is None:
+            data["id"] = new_id() if ident is None else ident
+        elif given.__class__ is str:
+            data["id"] = _check_id(given, "id")
         else:
             return None
         for name in _SCOPES:

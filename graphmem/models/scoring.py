@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
+from functools import cached_property
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -196,6 +197,21 @@ class Scoring(_Frozen):
     def relevance(self, memory: Memory, now: datetime) -> float:
         """The memory's standing at ``now``, independent of any query (the signal)."""
         return self.combine(self.signals(memory, now))
+
+    def ceiling(self, fused: float) -> float:
+        """The highest :meth:`score` any memory can have with query relevance ``fused``
+        (each signal lies in 0..1 and the weights are not negative, so the combined signal
+        lies between its values for all signals 0 and all 1, and a score is monotonic in
+        it; the same float operations make the bound exact). It never falls as ``fused``
+        rises. A subclass that scores otherwise says so here."""
+        top = self._top_signal
+        return max(self.composition.score(fused, top), self.composition.score(fused, 0.0))
+
+    @cached_property
+    def _top_signal(self) -> float:
+        return self.combine(
+            dict.fromkeys(("recency", "frequency", "importance", "decay", "trust"), 1.0)
+        )
 
     def score(self, fused: float, memory: Memory, now: datetime) -> tuple[float, dict[str, float]]:
         """The score of a recall candidate with query relevance ``fused``, and its signals

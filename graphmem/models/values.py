@@ -76,6 +76,18 @@ def new_id() -> str:
     return f"{now:016x}{os.urandom(8).hex()}"
 
 
+def new_ids(n: int) -> list[str]:
+    """``n`` new ids as :func:`new_id` makes them one after the other, from one read of
+    the system's random bytes (a batch of 1,000 made one read per id)."""
+    global _last_ns
+    now = time.time_ns()
+    if now <= _last_ns:
+        now = _last_ns + 1
+    _last_ns = now + n - 1
+    rand = os.urandom(8 * n).hex()
+    return [f"{now + j:016x}{rand[16 * j : 16 * j + 16]}" for j in range(n)]
+
+
 def content_hash(content: str) -> str:
     """SHA-256 of content with whitespace folded and case lowered (exact-duplicate key)."""
     norm = " ".join(content.split()).lower()
@@ -206,6 +218,8 @@ def check_text(value: str, what: str) -> str:
 #: (a str is immutable, so a good one stays good); cleared when full
 _GOOD_IDS: set[str] = set()
 _NORMAL_TAGS: dict[str, str] = {}
+#: lists of tags (as tuples of exact strings) already checked -> their checked tuple
+_TAG_SETS: dict[tuple[str, ...], tuple[str, ...]] = {}
 _REMEMBERED = 4096
 
 
@@ -258,11 +272,23 @@ def check_content(v: str) -> str:
 def check_tags(v: Any) -> tuple[str, ...]:
     if v is None:
         return ()
+    if v.__class__ is list or v.__class__ is tuple:
+        given = tuple(v)
+        try:
+            known = _TAG_SETS.get(given)
+        except TypeError:  # an unhashable item: refused below
+            known = None
+        if known is not None:
+            return known
     if isinstance(v, str) or not isinstance(v, Sequence | set | frozenset):
         raise ValueError("tags must be a list of strings")
     tags = tuple(dict.fromkeys(normalise_tag(t) for t in v))
     if len(tags) > MAX_TAGS:
         raise ValueError(f"at most {MAX_TAGS} tags")
+    if (v.__class__ is list or v.__class__ is tuple) and all(t.__class__ is str for t in v):
+        if len(_TAG_SETS) >= _REMEMBERED:
+            _TAG_SETS.clear()
+        _TAG_SETS[tuple(v)] = tags
     return tags
 
 

@@ -3,10 +3,13 @@ first stage of :class:`graphmem.retrieval.retriever.Retriever`'s pipeline)."""
 
 from __future__ import annotations
 
-from typing import Any
+import heapq
+from collections.abc import Iterable
+from datetime import datetime
 
 from graphmem.config import RecallConfig
 from graphmem.models import Hit, Memory
+from graphmem.models.scoring import Scoring
 from graphmem.models.values import assembled
 
 
@@ -38,9 +41,30 @@ def _own(memory: Memory) -> Memory:
     return assembled(type(memory), data, set(memory.__pydantic_fields_set__))
 
 
-def _best_first(scored: tuple[float, str, Any, Any]) -> tuple[float, str]:
-    """Sort key of a scored candidate: highest score first, ties by memory id."""
-    return -scored[0], scored[1]
+def _scored(
+    cands: Iterable[_Cand], strategy: Scoring, now: datetime, keep: int | None
+) -> list[tuple[float, str, _Cand, dict[str, float]]]:
+    """``(score, id, candidate, signals)`` of the candidates, most relevant first. With
+    ``keep``, those that cannot reach the best ``keep`` scores are left out unscored: a
+    candidate scores at most ``strategy.ceiling(fused)``, so once that is below the
+    ``keep``-th best score found, no later (less relevant) candidate reaches it either."""
+    scored: list[tuple[float, str, _Cand, dict[str, float]]] = []
+    best: list[float] = []  # the best `keep` scores so far, the least first
+    for c in sorted(cands, key=_most_fused):
+        if keep and len(best) == keep and strategy.ceiling(c.fused) < best[0]:
+            break
+        score, sig = strategy.score(c.fused, c.memory, now)
+        scored.append((score, c.memory.id, c, sig))
+        if keep:
+            if len(best) < keep:
+                heapq.heappush(best, score)
+            elif score > best[0]:
+                heapq.heapreplace(best, score)
+    return scored
+
+
+def _most_fused(c: _Cand) -> float:
+    return -c.fused
 
 
 class _Cand:

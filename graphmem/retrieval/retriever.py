@@ -33,7 +33,7 @@ from graphmem.models import (
     utcnow,
     validated,
 )
-from graphmem.retrieval.candidates import _add_ranked, _best_first, _Cand, _fusion_top, _own
+from graphmem.retrieval.candidates import _add_ranked, _Cand, _fusion_top, _own, _scored
 from graphmem.retrieval.evidence import (
     _DATE_TEXT_RE,
     _bigram_similarity,
@@ -657,21 +657,18 @@ class Retriever:
     ) -> list[RecallResult]:
         """The candidates as results, best first: those scoring at least
         ``min_relevance``, the first ``keep`` of them (all when None)."""
-        strategy = cfg.strategy
-        scored: list[tuple[float, str, _Cand, dict[str, float]]] = []
-        for c in cands:
-            score, sig = strategy.score(c.fused, c.memory, now)
-            scored.append((score, c.memory.id, c, sig))
         # the asker's own memories rise by a share of the best score, so the boost means
-        # the same whatever the scale of the strategy's scores
+        # the same whatever the scale of the strategy's scores (every candidate is scored)
+        boosted = asking_agent is not None and cfg.personal_boost > 0
+        scored = _scored(cands, cfg.strategy, now, None if boosted else keep)
         boost = 0.0
-        if asking_agent is not None and cfg.personal_boost > 0 and scored:
+        if boosted and scored:
             boost = cfg.personal_boost * max(s[0] for s in scored)
             scored = [
                 (score + boost if c.memory.agent_id == asking_agent else score, i, c, sig)
                 for score, i, c, sig in scored
             ]
-        scored.sort(key=_best_first)
+        scored.sort(key=lambda s: (-s[0], s[1]))  # ties by memory id
         if min_relevance is not None:
             scored = [s for s in scored if s[0] >= min_relevance]
         out: list[RecallResult] = []

@@ -121,9 +121,11 @@ class RunChains:
             run = stored.get(run_id)
             joining = [memories[i] for i in idxs]
             if run is not None:
-                self._check_run(run, joining)
+                # only another agent's memory can be refused (see may_join_run)
+                if any(m.agent_id != run.agent_id for m in joining):
+                    self._check_run(run, joining)
                 done.expect.append(
-                    Expect(
+                    Expect.quick(
                         run.ref,
                         props={
                             "event_count": run.event_count,
@@ -157,7 +159,7 @@ class RunChains:
                 )
                 prev = latest[0].id if latest else None
             if prev is not None:
-                done.expect.append(Expect(NodeRef(NodeLabel.MEMORY, prev)))
+                done.expect.append(Expect.quick(NodeRef(NodeLabel.MEMORY, prev)))
             count = run.event_count
             for i in idxs:
                 m = out[i]
@@ -178,8 +180,16 @@ def next_edge(prev: str, m: Memory) -> Edge:
     """``(prev)-[:NEXT]->(m)`` between two memory ids already validated, built without
     validating again (a batch of 1,000 appends spent 25 ms on it); a memory following
     itself still gets the model's error."""
-    if prev == m.id:
+    ident = m.__dict__["id"]
+    if prev == ident:
         src = NodeRef(NodeLabel.MEMORY, prev)
         edge: Edge = validated(Edge, {"type": EdgeType.NEXT, "src": src, "dst": m, "props": {}})
         return edge
-    return Edge.trusted(EdgeType.NEXT, NodeRef(NodeLabel.MEMORY, prev), m.ref, {})
+    # the refs made as the tuples they are (NodeRef's own __new__ is a Python call)
+    return Edge.trusted(
+        EdgeType.NEXT, _tuple(NodeRef, (_MEMORY, prev)), _tuple(NodeRef, (_MEMORY, ident)), {}
+    )
+
+
+_MEMORY = NodeLabel.MEMORY
+_tuple: Callable[[type[NodeRef], tuple[NodeLabel, str]], NodeRef] = tuple.__new__

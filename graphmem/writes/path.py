@@ -272,7 +272,7 @@ class _WritePath:
         chain: Literal["link", "events", "off"],
         unless: Filter | None,
     ) -> list[Memory]:
-        fresh = () if replace else tuple(Expect(m.ref, exists=False) for m in memories)
+        fresh = () if replace else tuple(Expect.absent(m.ref) for m in memories)
         for attempt in range(CHAIN_ATTEMPTS):
             chained = (
                 self._runs.chain(memories, events=chain == "events")

@@ -300,3 +300,28 @@ def test_a_background_build_drops_the_matrix_with_the_changes_made_meanwhile() -
     assert idx.search(-mat[2], 1)[0][0] == "m2"
     assert idx.search(mat[4], 1) == [("m4", pytest.approx(1.0, abs=1e-6))]
     assert sorted(idx.keys()) == sorted(rows.held)
+
+
+def test_cosines_after_a_search_are_its_scores_and_follow_every_change() -> None:
+    rng = np.random.default_rng(7)
+    keys = [f"k{i}" for i in range(200)]
+    mat = rng.standard_normal((200, 16)).astype(np.float32)
+    idx = VectorIndex(16)
+    idx.add(keys, mat)
+    q = rng.standard_normal(16).astype(np.float32)
+    q /= np.linalg.norm(q)
+    found = dict(idx.search(q, 20))
+    # the hits' cosines as the search scored them, to the last bit
+    assert idx.cosines(list(found), tuple(q.tolist())) == found
+    want = mat @ q / np.linalg.norm(mat, axis=1)
+    got = idx.cosines(keys, tuple(q.tolist()))
+    assert np.allclose([got[k] for k in keys], want, atol=1e-6)
+    # a replaced vector, and a row moved by a removal, are not read from the search
+    idx.add(["k3"], -mat[3:4])
+    assert idx.cosines(["k3"], q.tolist())["k3"] == pytest.approx(-want[3], abs=1e-6)
+    idx.search(q, 5)
+    idx.remove(["k0"])  # the last row (k199) moves into row 0
+    assert idx.cosines(["k199"], q.tolist())["k199"] == pytest.approx(want[199], abs=1e-6)
+    # another query's search is not this query's cosines
+    idx.search(-q, 5)
+    assert idx.cosines(["k5"], q.tolist())["k5"] == pytest.approx(want[5], abs=1e-6)

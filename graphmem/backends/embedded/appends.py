@@ -16,6 +16,7 @@ stores, in memory and in the file).
 
 from __future__ import annotations
 
+import re
 from array import array
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -41,8 +42,6 @@ from graphmem.models.values import METADATA_PREFIX
 
 __all__ = ["Fresh", "add_to_buckets", "fresh_memories", "fresh_rows", "put_rows"]
 
-_TIME_FIELDS = TIMES
-
 _AUTHORED, _IN_RUN, _TAGGED = "AUTHORED_BY", "IN_RUN", "TAGGED"
 #: a memory's model fields its row's JSON leaves out (as ``to_props`` does, with None)
 _NOT_PROPS = frozenset({"metadata", "embedding"})
@@ -51,11 +50,12 @@ _NOT_PROPS = frozenset({"metadata", "embedding"})
 class Fresh:
     """The new memories of one write, in batch order (see the module docstring)."""
 
-    __slots__ = ("keys", "models", "rids")
+    __slots__ = ("by_key", "keys", "models", "rids")
 
     def __init__(self, keys: list[str], models: list[Memory]) -> None:
         self.keys = keys
         self.models = models
+        self.by_key = dict(zip(keys, models, strict=True))
         #: row ids in the file, given when the journal writes them
         self.rids: list[int] = []
 
@@ -76,6 +76,16 @@ class Fresh:
             else:  # orjson writes a StrEnum as its text and a tuple as a list: same JSON
                 out.append({k: v for k, v in d.items() if v is not None and k not in _NOT_PROPS})
         return out
+
+    def missing(self, *known: Any) -> set[str]:
+        """The keys of the nodes the memories' structural edges go to that none of
+        ``known`` (dicts or sets of keys) holds."""
+        dicts = [m.__dict__ for m in self.models]
+        out = {"Agent:" + a for a in {d["agent_id"] for d in dicts}}
+        out.update("Run:" + r for r in {d["run_id"] for d in dicts} if r)
+        out.update("Tag:" + t for t in {t for d in dicts for t in d["tags"]})
+        # looked up in each (``set.difference`` would walk every key of a store's dict)
+        return {k for k in out if not any(k in held for held in known)}
 
     def pairs(self, i: int) -> list[tuple[str, str]]:
         """The structural edges memory ``i`` implies, as (type, target key) pairs in the
@@ -113,16 +123,18 @@ def fresh_memories(
     for n in nodes:
         if n.__class__ is not Memory or n.__dict__["embedding"] is not None:
             break
-        key = "Memory:" + n.__dict__["id"]
+        # interned now: the node's own key string once applied (see the graph's _link)
+        key = intern("Memory:" + n.__dict__["id"])
         if key in held or key in rid_of:
             break
         keys.append(key)
         models.append(n)
     if not keys:
         return None, nodes
-    if len(set(keys)) != len(keys):  # one id twice: the general plan keeps the last
+    fresh = Fresh(keys, models)
+    if len(fresh.by_key) != len(keys):  # one id twice: the general plan keeps the last
         return None, nodes
-    return Fresh(keys, models), nodes[len(keys) :]
+    return fresh, nodes[len(keys) :]
 
 
 def put_rows(table: MemoryTable, keys: list[str], models: list[Memory]) -> list[int]:
@@ -131,106 +143,127 @@ def put_rows(table: MemoryTable, keys: list[str], models: list[Memory]) -> list[
     memories whose values the columns cannot hold exactly (a time before 1970 or after
     2112, text of a subclass of str, a content hash given by hand), which get no row: the
     caller keeps their dicts, as ``put`` refuses them."""
-    misfits = []
-    times: list[list[int]] = []
-    raws: list[bytes] = []
-    for j, m in enumerate(models):
-        row = _fitting(m.__dict__)
-        if row is None:
-            misfits.append(j)
-            continue
-        raws.append(row.pop())  # type: ignore[arg-type]
-        times.append(row)  # type: ignore[arg-type]
-    if misfits:
-        skip = set(misfits)
-        keys = [k for j, k in enumerate(keys) if j not in skip]
-        models = [m for j, m in enumerate(models) if j not in skip]
-    rows = _take_rows(table, keys)
     dicts = [m.__dict__ for m in models]
+    cols = _columns(dicts)
+    if cols is None:  # some memory does not fit: found one by one, the others held
+        misfits = [j for j, d in enumerate(dicts) if _columns([d]) is None]
+        skip = set(misfits)
+        fit = [j for j in range(len(dicts)) if j not in skip]
+        if fit:
+            put_rows(table, [keys[j] for j in fit], [models[j] for j in fit])
+        return misfits
+    rows = _take_rows(table, keys)
+    lo = rows[0] if _follow(rows) else -1  # the first of consecutive rows, else -1
     for f, col in table.codes.items():
         codes = table.value_code[f]
-        vals = [d[f] for d in dicts]
+        vals = cols[f]
         got = [codes.get(v) for v in vals]
-        for j, c in enumerate(got):
-            if c is None:
-                v = vals[j]
-                # an enum member (the model's) is held by its text; None is code 0
-                got[j] = 0 if v is None else table._code(f, str(v))
-        _assign(col, rows, got)
+        if None in got:
+            for j, c in enumerate(got):
+                if c is None:
+                    v = vals[j]
+                    # an enum member (the model's) is held by its text; None is code 0
+                    got[j] = 0 if v is None else table._code(f, str(v))
+        _assign(col, rows, lo, got)
     for f, fcol in table.floats.items():
-        _assign(fcol, rows, [d[f] for d in dicts])
+        _assign(fcol, rows, lo, cols[f])
     for f, icol in table.ints.items():
-        _assign(icol, rows, [_NONE if (v := d[f]) is None else v for d in dicts])
-    for k, tcol in enumerate(table.times.values()):
-        _assign(tcol, rows, [t[k] for t in times])
-    content = table.content
+        _assign(icol, rows, lo, [_NONE if v is None else v for v in cols[f]])
+    for f, tcol in table.times.items():
+        _assign(tcol, rows, lo, cols[f])
     tag_code = table.tag_code
     tags = []
-    for i, d in zip(rows, dicts, strict=True):
-        content[i] = d["content"]
-        t = d["tags"]
+    for t in cols["tags"]:
         c = tag_code.get(t)
         if c is None:
             c = tag_code[t] = len(table.tagsets)
             table.tagsets.append(tuple([intern(x) for x in t]))
         tags.append(c)
-    _assign(table.tags, rows, tags)
-    hashes = table.hashes
-    for i, d, raw in zip(rows, dicts, raws, strict=True):
-        hashes[i * _HASH : (i + 1) * _HASH] = raw
+    _assign(table.tags, rows, lo, tags)
+    content, hashes = table.content, table.hashes
+    n = len(rows)
+    if lo >= 0:
+        content[lo : lo + n] = cols["content"]
+        hashes[lo * _HASH : (lo + n) * _HASH] = b"".join(cols["content_hash"])
+    else:
+        for i, text, raw in zip(rows, cols["content"], cols["content_hash"], strict=True):
+            content[i] = text
+            hashes[i * _HASH : (i + 1) * _HASH] = raw
+    for i, d in zip(rows, dicts, strict=True):
         meta = d["metadata"]
         if meta:
             table.extra[i] = {METADATA_PREFIX + k: v for k, v in meta.items()}
-    return misfits
+    return []
 
 
 #: a memory's text fields the columns hold by code (the enums' are members or text)
 _TEXTS = ("agent_id", "namespace", "run_id", "event_type", "audience", "content")
-_FLOATS = ("importance", "confidence")
-_INTS = ("access_count", "seq")
+_TEXT_CLASSES = frozenset({str, type(None)})
+_INT_CLASSES = frozenset({int, type(None)})
+_HEX = re.compile("[0-9a-f]*")
 
 
-def _fitting(d: dict[str, Any]) -> list[int | bytes] | None:
-    """A memory's times in microseconds (the columns' order) and its content hash's raw
-    bytes, last; None when a value does not fit the columns as ``MemoryTable.put``
-    decides."""
+def _columns(dicts: list[dict[str, Any]]) -> dict[str, list[Any]] | None:
+    """The memories' values per field as the columns hold them (times in microseconds,
+    content hashes as raw bytes, ``None`` for "not set" in integer and time columns), or
+    None when one of them does not fit (as :meth:`MemoryTable.put` decides)."""
+    cols: dict[str, list[Any]] = {}
     for f in _TEXTS:
-        v = d[f]
-        if v is not None and v.__class__ is not str:
+        vals = cols[f] = [d[f] for d in dicts]
+        if not {v.__class__ for v in vals} <= _TEXT_CLASSES:
             return None
-    for f in _FLOATS:
-        v = d[f]
-        if v.__class__ is not float or v != v:
+    for f in ("category", "tier", "status", "visibility"):
+        cols[f] = [d[f] for d in dicts]
+    for f in ("importance", "confidence"):
+        vals = cols[f] = [d[f] for d in dicts]
+        if {v.__class__ for v in vals} != {float} or any(v != v for v in vals):
             return None
-    for f in _INTS:
-        v = d[f]
-        if v is not None and (v.__class__ is not int or not _NONE < v < _INT_END):
+    for f in ("access_count", "seq"):
+        vals = cols[f] = [d[f] for d in dicts]
+        if not {v.__class__ for v in vals} <= _INT_CLASSES:
             return None
-    tags = d["tags"]
-    if tags.__class__ is not tuple or any(t.__class__ is not str for t in tags):
+        held = [v for v in vals if v is not None]
+        if held and not (_NONE < min(held) and max(held) < _INT_END):
+            return None
+    tags = cols["tags"] = [d["tags"] for d in dicts]
+    if {t.__class__ for t in tags} != {tuple} or not {x.__class__ for t in tags for x in t} <= {
+        str
+    }:
         return None
-    h = d["content_hash"]
-    raw = bytes.fromhex(h) if h.__class__ is str and len(h) == 2 * _HASH else b""
-    if len(raw) != _HASH or raw == _NO_HASH or raw.hex() != h:
+    hexes = [d["content_hash"] for d in dicts]
+    if {h.__class__ for h in hexes} != {str} or {len(h) for h in hexes} != {2 * _HASH}:
         return None
-    row: list[int | bytes] = []
-    last_dt: Any = None
-    us = 0
-    for f in _TIME_FIELDS:
-        v = d[f]
-        if v is None:
-            row.append(_NONE)
-            continue
-        if v is not last_dt:
-            if v.__class__ is not datetime or v.tzinfo is not UTC:
-                return None
-            us = (v - _EPOCH) // _US
-            if not 0 <= us < _TIME_END:
-                return None
-            last_dt = v
-        row.append(us)
-    row.append(raw)
-    return row
+    if not _HEX.fullmatch("".join(hexes)):
+        return None
+    raws = cols["content_hash"] = [bytes.fromhex(h) for h in hexes]
+    if _NO_HASH in raws:
+        return None
+    # created, updated and valid_from are mostly one datetime: converted once
+    last: dict[int, int] = {}
+    for f in TIMES:
+        vals = [d[f] for d in dicts]
+        known = [v for v in vals if v is not None]
+        if not {v.__class__ for v in known} <= {datetime} or not {v.tzinfo for v in known} <= {UTC}:
+            return None
+        us = [_NONE if v is None else (last.get(id(v)) or _us(v, last)) for v in vals]
+        held = [u for u in us if u != _NONE]
+        if held and not (0 <= min(held) and max(held) < _TIME_END):
+            return None
+        cols[f] = us
+    return cols
+
+
+def _us(v: datetime, seen: dict[int, int]) -> int:
+    """Microseconds since the epoch of ``v``, remembered by the object's id (the caller
+    holds every object for as long as ``seen`` lives)."""
+    us = seen[id(v)] = (v - _EPOCH) // _US
+    return us
+
+
+def _follow(rows: list[int]) -> bool:
+    """Whether ``rows`` are consecutive, lowest first."""
+    lo = rows[0]
+    return rows[-1] - lo == len(rows) - 1 and rows == list(range(lo, lo + len(rows)))
 
 
 def _take_rows(table: MemoryTable, keys: list[str]) -> list[int]:
@@ -250,13 +283,10 @@ def _take_rows(table: MemoryTable, keys: list[str]) -> list[int]:
     return rows
 
 
-def _assign(col: Any, rows: list[int], values: list[Any]) -> None:
-    """``col[rows[j]] = values[j]``; one slice when the rows follow each other (the free
-    rows are taken lowest first, so a batch's usually do)."""
-    if not rows:
-        return
-    lo = rows[0]
-    if rows[-1] - lo == len(rows) - 1 and rows == list(range(lo, lo + len(rows))):
+def _assign(col: Any, rows: list[int], lo: int, values: list[Any]) -> None:
+    """``col[rows[j]] = values[j]``; one slice when the rows are consecutive from ``lo``
+    (the free rows are taken lowest first, so a batch's usually are; -1: they are not)."""
+    if lo >= 0:
         col[lo : lo + len(rows)] = array(col.typecode, values)
         return
     for i, v in zip(rows, values, strict=True):
@@ -267,18 +297,32 @@ def add_to_buckets(buckets: list[tuple[str, Bucket]], keys: list[str], fresh: Fr
     """Add the new memories' keys to the index buckets of their fields, once per value
     (what ``index_into`` does per memory and field)."""
     dicts = [m.__dict__ for m in fresh.models]
+    n = len(keys)
     for f, bucket in buckets:
+        lazy = bucket.__class__ is MemoryBucket
         groups: dict[Any, list[str]] = {}
         if f == "tags":
             for key, d in zip(keys, dicts, strict=True):
                 for t in d["tags"]:
                     groups.setdefault(t, []).append(key)
         else:
-            for key, d in zip(keys, dicts, strict=True):
-                v = d[f]
-                groups.setdefault(v if v is None or v.__class__ is str else str(v), []).append(key)
-        lazy = bucket.__class__ is MemoryBucket
+            vals = [d[f] for d in dicts]
+            if vals.count(vals[0]) == n:  # one value for the batch (a status, a tier)
+                groups[vals[0]] = keys
+            elif (
+                f == "content_hash"
+                and not lazy
+                and len(set(vals)) == n
+                and bucket.keys().isdisjoint(vals)
+            ):
+                bucket.update(zip(vals, keys, strict=True))  # each held by one memory
+                continue
+            else:
+                for key, v in zip(keys, vals, strict=True):
+                    groups.setdefault(v, []).append(key)
         for v, ks in groups.items():
+            if v is not None and v.__class__ is not str:
+                v = str(v)  # an enum member: held by its text, as the general plan's
             if lazy and not bucket.known(v):  # type: ignore[attr-defined]
                 continue  # worked out from the columns when asked for
             held = dict.get(bucket, v)

@@ -39,6 +39,7 @@ from graphmem.backends.embedded.graph import (
     _set_head,
 )
 from graphmem.backends.embedded.search import EmbeddedSearch
+from graphmem.backends.embedded.statements import write_delete, write_heads
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.errors import Conflict, DimensionMismatch, GraphMemError, InvalidInput, QueryFailed
 from graphmem.gcpause import gc_paused
@@ -143,9 +144,9 @@ class NetworkXBackend(EmbeddedSearch):
             if dim is not None:
                 self._fix_dim(db, dim)
             self._write_plan(db, plan)
-            self._write_heads(db, heads)
+            write_heads(db, self._rid_of, heads)
             dplan = self._plan_delete(doomed, batch.delete_edges, plan)
-            self._write_delete(db, dplan)
+            write_delete(db, dplan)
             vec_keys = [
                 k
                 for i in batch.vectors
@@ -219,12 +220,14 @@ class NetworkXBackend(EmbeddedSearch):
         """Inside the transaction, with the state current: every precondition must hold."""
         g = self._g
         nodes = g._node
+        dicts, rows = nodes.dicts, nodes.memories.row_of  # a NodeTable's, looked in directly
         for ex in expects:
-            key = ex.ref.key
+            ref = ex.ref
+            key = ref[0] + ":" + ref[1]  # a StrEnum + str is the text (ref.key, inlined)
             if ex.exists:
-                if not ex.props and ex.sources is None and key in nodes:
+                if not ex.props and ex.sources is None and (key in rows or key in dicts):
                     continue  # it exists, and nothing more is asked (a run's last memory)
-            elif key not in nodes:
+            elif key not in rows and key not in dicts:
                 continue  # a new node's id is free (every memory of a batch asks)
             props = nodes.get(key)
             sources: list[str] = []
@@ -241,7 +244,9 @@ class NetworkXBackend(EmbeddedSearch):
         """Work out every row to write, before touching the file (validation first)."""
         node_rows: dict[str, tuple[NodeLabel, str, dict[str, Any], tuple[float, ...] | None]] = {}
         auto: dict[str, GraphNode] = {}
-        struct: dict[str, list[tuple[str, str]]] = {}
+        # node key -> its structural edges as (type, target key); None for a new memory
+        # whose are worked out from its fields when applied (see .appends)
+        struct: dict[str, list[tuple[str, str]] | None] = {}
         rid_of = self._rid_of
         # the new memories heading the batch: planned column-wise (see .appends)
         fresh, nodes = fresh_memories(nodes, self._g._node, rid_of)
@@ -274,10 +279,13 @@ class NetworkXBackend(EmbeddedSearch):
         if fresh is not None:
             # as the general plan walks them: the batch's last node first, each node's
             # missing endpoints made (and walked) before the node before it
+            missing = fresh.missing(node_rows, rid_of)
             for i in range(len(fresh) - 1, -1, -1):
-                pairs = struct[fresh.keys[i]] = fresh.pairs(i)
-                for _t, tkey in pairs:
-                    if tkey not in node_rows and tkey not in rid_of and tkey not in auto:
+                struct[fresh.keys[i]] = None
+                if not missing:
+                    continue  # every endpoint exists (most batches): nothing to make
+                for _t, tkey in fresh.pairs(i):
+                    if tkey in missing and tkey not in auto:
                         tlabel, _, tid = tkey.partition(":")
                         d = fresh.models[i].__dict__
                         defaults = (
@@ -291,14 +299,31 @@ class NetworkXBackend(EmbeddedSearch):
                         queue.append(tkey)
                 drain()
         edge_rows: list[tuple[str, str, str, dict[str, Any]]] = []
+        memory, nxt = NodeLabel.MEMORY, EdgeType.NEXT
         for e in edges:
+            d = e.__dict__
+            if d["type"] is nxt and not d["props"] and not doomed:
+                # a run's link between two memories (most edges of a batch): the keys from
+                # the ids, without a NodeRef's key and the enum's text
+                s_, t_ = d["src"], d["dst"]
+                src, dst = "Memory:" + s_[1], "Memory:" + t_[1]
+                if (
+                    s_[0] is memory
+                    and t_[0] is memory
+                    and (src in born or src in rid_of)
+                    and (dst in born or dst in rid_of)
+                ):
+                    edge_rows.append((src, "NEXT", dst, {}))
+                    continue
             src, dst, etype = e.src.key, e.dst.key, str(e.type)
             # most edges of a batch are NEXT links: the text test first, the pair's after
             if etype in _STRUCTURAL_TYPES and (e.src.label, e.type) in STRUCTURAL:
                 # implied by the source node's properties: accepted when they agree (as in an
                 # import or migration), never stored on their own
                 implied = struct.get(src)
-                if implied is None and src in self._g:
+                if src in struct and implied is None and fresh is not None:
+                    implied = fresh.pairs(fresh.keys.index(src))
+                elif implied is None and src in self._g:
                     implied = [(t, d) for _s, d, t in self._structural_edges_of(src)]
                 if (etype, dst) not in (implied or ()):
                     raise InvalidInput(

@@ -20,6 +20,7 @@ from typing import Any, Literal
 import numpy as np
 import orjson
 
+import graphmem.backends.embedded.changelog as changelog
 import graphmem.backends.embedded.hnsw_file as hnsw_file
 import graphmem.backends.embedded.state_file as state_file
 from graphmem.backends.base import STRUCTURAL, structural_targets
@@ -36,14 +37,12 @@ from graphmem.backends.embedded.graph import (
 from graphmem.backends.embedded.records import NodeTable
 from graphmem.backends.embedded.rows import (
     SCHEMA,
+    SCHEMA_READ,
     SCHEMA_VERSION,
     _edge_data,
     _encode_edge_props,
     add_stored_vectors,
-    memory_changes_since,
-    position_key,
     read_rows,
-    same_position,
     stored_vectors,
 )
 from graphmem.backends.embedded.vector_index import VectorIndex, lean_from
@@ -154,10 +153,20 @@ class EmbeddedJournal(EmbeddedGraph):
                 "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
                 (SCHEMA_VERSION,),
             )
-        elif row[0] != SCHEMA_VERSION:
+        elif row[0] not in SCHEMA_READ:
             raise BackendUnavailable(
                 f"store schema version {row[0]} is not supported (expected {SCHEMA_VERSION})"
             )
+        elif row[0] != SCHEMA_VERSION:
+            # marked before any write of the newer form, so that an older graphmem refuses
+            # the file instead of misreading it; a file this process may not write stays
+            # as it is (it reads the same)
+            try:
+                self._db.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION,)
+                )
+            except sqlite3.OperationalError as e:
+                log.debug("store %s left at schema version %s: %s", self._path, row[0], e)
         # names this store in the files kept beside it (the saved vector graph)
         ident = self._db.execute("SELECT value FROM meta WHERE key='store_id'").fetchone()
         if ident is None:
@@ -195,7 +204,7 @@ class EmbeddedJournal(EmbeddedGraph):
         """The in-memory state from the state file beside the store when it checks out
         (at the first open only), else from the rows."""
         db = self._db
-        self._seen_seq = db.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0]
+        self._seen_seq = changelog.last(db)
         dim_row = db.execute("SELECT value FROM meta WHERE key='embedding_dim'").fetchone()
         self._dim: int | None = int(dim_row[0]) if dim_row else None
         first, self._opened = not self._opened, True
@@ -261,15 +270,15 @@ class EmbeddedJournal(EmbeddedGraph):
         if saved is None:
             return False
         seq = saved.seq
-        lo, hi = db.execute("SELECT min(seq), max(seq) FROM changes").fetchone()
+        held = changelog.reach(db)
         reason = None
-        if hi is None or seq > hi or seq < lo - 1:
+        if held is None or seq > held[1] or seq < held[0] - 1:
             reason = "its change-log position is not this store's"
-        elif seq >= lo and not same_position(db, seq, saved.seq_key):
+        elif seq >= held[0] and not changelog.same_position(db, seq, saved.seq_key):
             reason = "the change log at its position names other changes"
         changed: set[str] = set()
         if reason is None:
-            changed = {k for (k,) in db.execute("SELECT key FROM changes WHERE seq > ?", (seq,))}
+            changed = changelog.keys_since(db, seq)
             if len(changed) > max(STATE_LAG, saved.nodes // 4):
                 reason = f"{len(changed)} changes behind"
         if reason is None:
@@ -359,9 +368,7 @@ class EmbeddedJournal(EmbeddedGraph):
                 if db.execute("PRAGMA data_version").fetchone()[0] != self._data_version:
                     self._refresh()
                 if self._state_seq is not None:
-                    behind = db.execute(
-                        "SELECT count(*) FROM changes WHERE seq > ?", (self._state_seq,)
-                    ).fetchone()[0]
+                    behind = changelog.last(db) - self._state_seq
                     # a file whose vectors are kept otherwise than this index keeps them is
                     # rewritten all the same: rows the graph now holds would be read at
                     # every open and dropped, and rows it no longer holds read from the store;
@@ -378,7 +385,7 @@ class EmbeddedJournal(EmbeddedGraph):
                     if behind <= STATE_LAG and self._state_rows != lean and not upgrade:
                         return
                 seq = self._seen_seq
-                seq_key = position_key(db, seq)
+                seq_key = changelog.position_key(db, seq)
                 g = self._g
                 vindex = self._vindex
                 graph = None if vindex is None else vindex.graph_on_disk()
@@ -444,7 +451,7 @@ class EmbeddedJournal(EmbeddedGraph):
             return stored_vectors(self._db, self._rid_of, keys, self._dim or 0)
 
     def _memory_changes_since(self, seq: int) -> set[str] | None:
-        return memory_changes_since(self._db, seq)
+        return changelog.memory_changes_since(self._db, seq)
 
     def _save_ann(self) -> None:
         """Keep the vector index's HNSW graph beside the file, marked with the change-log
@@ -537,14 +544,13 @@ class EmbeddedJournal(EmbeddedGraph):
         """Record which node keys this transaction changed (see :meth:`_refresh`)."""
         if not self._changed:
             return
-        db.executemany("INSERT INTO changes(key) VALUES (?)", [(k,) for k in self._changed])
-        self._seen_seq = db.execute("SELECT max(seq) FROM changes").fetchone()[0]
+        self._seen_seq = changelog.log(db, self._changed)
         # pruned by rows logged, not by writes: 100 batches of 1,000 log ~250k rows (10% of
         # the file at 100k memories) in far fewer than a thousand writes
         self._logged_since_prune += len(self._changed)
         if self._logged_since_prune >= _CHANGES_KEPT // 4:
             self._logged_since_prune = 0
-            db.execute("DELETE FROM changes WHERE seq <= ?", (self._seen_seq - _CHANGES_KEPT,))
+            changelog.prune(db, self._seen_seq - _CHANGES_KEPT)
 
     def _refresh(self) -> None:
         """Catch up with what other processes committed: reload only the nodes (with their
@@ -558,22 +564,18 @@ class EmbeddedJournal(EmbeddedGraph):
         full = False
         try:
             version = db.execute("PRAGMA data_version").fetchone()[0]
-            lo, hi = db.execute("SELECT min(seq), max(seq) FROM changes").fetchone()
+            held = changelog.reach(db)
             dim_row = db.execute("SELECT value FROM meta WHERE key='embedding_dim'").fetchone()
             if dim_row is not None and int(dim_row[0]) != self._dim:
                 if self._dim is not None:
                     full = True  # another process moved the store to a new model
                 self._set_dim(int(dim_row[0]))
-            if not full and hi is not None and hi > self._seen_seq:
-                if lo is not None and lo > self._seen_seq + 1:
+            if not full and held is not None and held[1] > self._seen_seq:
+                lo, hi = held
+                if lo > self._seen_seq + 1:
                     full = True  # the log was pruned past what this process saw
                 else:
-                    keys = {
-                        k
-                        for (k,) in db.execute(
-                            "SELECT key FROM changes WHERE seq > ?", (self._seen_seq,)
-                        )
-                    }
+                    keys = changelog.keys_since(db, self._seen_seq)
                     if len(keys) > max(2000, self._g.number_of_nodes() // 4):
                         full = True
                     else:
@@ -718,7 +720,7 @@ class EmbeddedJournal(EmbeddedGraph):
         # work out which ones a re-upserted node loses
         struct_del = []
         for key, wanted in plan["struct"].items():
-            if key not in held:
+            if wanted is None or key not in held:
                 continue  # a new node has no edges to lose
             for _s, dst, etype in self._structural_edges_of(key):
                 if (etype, dst) not in wanted:
@@ -733,46 +735,6 @@ class EmbeddedJournal(EmbeddedGraph):
             edge_params,
         )
         plan["next_rid"] = next_rid
-
-    def _write_heads(
-        self, db: sqlite3.Connection, heads: list[tuple[str, int, str | None]]
-    ) -> None:
-        """Set where stored runs' chains end in their rows, their other properties as
-        stored (see ``NetworkXBackend._heads_of``)."""
-        if not heads:
-            return
-        rid_of = self._rid_of
-        ended = [(c, last, rid_of[k]) for k, c, last in heads if last is not None]
-        empty = [(c, rid_of[k]) for k, c, last in heads if last is None]
-        done = 0
-        if ended:
-            done += db.executemany(
-                "UPDATE nodes SET props = json_set(props, '$.event_count', ?, "
-                "'$.last_event_id', ?) WHERE rid = ?",
-                ended,
-            ).rowcount
-        if empty:
-            done += db.executemany(
-                "UPDATE nodes SET props = json_remove(json_set(props, '$.event_count', ?), "
-                "'$.last_event_id') WHERE rid = ?",
-                empty,
-            ).rowcount
-        if done != len(heads):
-            raise Conflict("the store changed underneath this write; retry")
-
-    def _write_delete(self, db: sqlite3.Connection, plan: dict[str, Any]) -> None:
-        if plan["edges"]:
-            db.executemany(
-                "DELETE FROM edges WHERE src=? AND type=? AND dst=?", list(plan["edges"])
-            )
-        if plan["fts"]:
-            db.executemany(
-                "INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', ?, ?)",
-                plan["fts"],
-            )
-        if plan["rids"]:
-            db.executemany("DELETE FROM vectors WHERE rid = ?", plan["rids"])
-            db.executemany("DELETE FROM nodes WHERE rid = ?", plan["rids"])
 
     def _write_touches(self, db: sqlite3.Connection) -> None:
         if not self._pending_touch:

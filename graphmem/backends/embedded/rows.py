@@ -56,7 +56,11 @@ CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
 CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL);
 """
 
-SCHEMA_VERSION = "2"  # 2: structural edges are no longer stored
+#: 2: structural edges are no longer stored; 3: a write's changes are one row (see
+#: ``changelog``: a store of version 2 is read as it is and marked 3 at open)
+SCHEMA_VERSION = "3"
+#: versions this code opens
+SCHEMA_READ = frozenset({"2", SCHEMA_VERSION})
 
 #: what :func:`read_rows` builds: the graph, the row id of each node key, the keys by
 #: label, the index buckets and the vector index (None before the store has a dimension)
@@ -196,45 +200,6 @@ def add_stored_vectors(db: sqlite3.Connection, vindex: VectorIndex, key_of: dict
         vindex.add(keys, mat[: len(keys)], adopt=True)
 
 
-#: changes up to a state file's position that name it: a store put back from a copy and
-#: written to again can reach the same position with the same last change (the same node
-#: changed last in both histories), hardly with the same sixteen
-POSITION_KEYS = 16
-
-
-def _position_keys(db: sqlite3.Connection, seq: int) -> list[str]:
-    """The keys of the last :data:`POSITION_KEYS` changes up to ``seq`` the log still
-    holds, oldest first; none when it holds no change at ``seq``."""
-    rows = db.execute(
-        "SELECT seq, key FROM changes WHERE seq > ? AND seq <= ? ORDER BY seq",
-        (seq - POSITION_KEYS, seq),
-    ).fetchall()
-    return [k for (_, k) in rows] if rows and rows[-1][0] == seq else []
-
-
-def position_key(db: sqlite3.Connection, seq: int) -> str | None:
-    """What a state file at ``seq`` records of the change log there (None when the log
-    holds no change at ``seq``): the keys of the last changes up to it."""
-    keys = _position_keys(db, seq)
-    return json.dumps(keys) if keys else None
-
-
-def same_position(db: sqlite3.Connection, seq: int, recorded: str | None) -> bool:
-    """Whether the change log at ``seq`` is the one a state file recorded: the changes
-    both still know (the log forgets its oldest) name the same nodes."""
-    if recorded is None:
-        return False
-    try:
-        saved = json.loads(recorded)
-    except ValueError:
-        return False
-    if not isinstance(saved, list) or not saved:
-        return False
-    held = _position_keys(db, seq)
-    n = min(len(saved), len(held))
-    return bool(n) and saved[-n:] == held[-n:]
-
-
 def stored_vectors(
     db: sqlite3.Connection, rid_of: dict[str, int], keys: Sequence[str], dim: int
 ) -> tuple[list[str], np.ndarray]:
@@ -258,20 +223,3 @@ def stored_vectors(
     found = [key_at[rid] for rid, _ in rows]
     mat = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32)
     return found, mat.reshape(len(found), -1) if found else mat.reshape(0, dim)
-
-
-def memory_changes_since(db: sqlite3.Connection, seq: int) -> set[str] | None:
-    """The memory keys the change log names after ``seq`` (inside the caller's read
-    snapshot); None when the log no longer reaches back there, or when ``seq`` is ahead
-    of it (a file saved for a later state of a store put back from a copy)."""
-    lo, hi = db.execute("SELECT min(seq), max(seq) FROM changes").fetchone()
-    if hi is None:
-        return set() if seq == 0 else None
-    if seq > hi or seq < lo - 1:
-        return None
-    return {
-        k
-        for (k,) in db.execute(
-            "SELECT key FROM changes WHERE seq > ? AND key LIKE 'Memory:%'", (seq,)
-        )
-    }

@@ -32,6 +32,7 @@ from typing import Any, cast
 import numpy as np
 
 import graphmem.backends.embedded.hnsw_file as hnsw_file
+from graphmem.backends.embedded import exact
 from graphmem.backends.embedded.ann_graph import Graph, library
 from graphmem.errors import DimensionMismatch, InvalidInput
 
@@ -53,15 +54,6 @@ def lean_from() -> int:
     return max(ANN_THRESHOLD, LEAN_THRESHOLD)
 
 
-def _dot(mat: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """``mat @ q`` on the calling thread. numpy hands a matrix-vector product of this size
-    to the BLAS library's thread pool; on a busy machine those threads wait for cores and
-    one query's scores take tens of milliseconds instead of one. einsum's own loop does
-    not thread."""
-    scores: np.ndarray = np.einsum("ij,j->i", mat, q)
-    return scores
-
-
 #: rows per block when vectors go into the HNSW graph: a 1M-vector build never holds a
 #: second (unit-length) copy of the whole matrix beside the graph
 _BLOCK = 16_384
@@ -76,40 +68,6 @@ _FETCH_LIMIT = 65_536
 
 #: the stored vectors of some keys: the keys that have one, and their rows in that order
 Source = Callable[[Sequence[str]], tuple[list[str], np.ndarray]]
-
-
-def _norms(vectors: np.ndarray) -> np.ndarray:
-    """Each row's length, without the (n, dim) temporary of ``x * x`` (at an open that is
-    150 MB of fresh pages for 100k vectors, which cost more than the arithmetic)."""
-    norms: np.ndarray = np.sqrt(np.einsum("ij,ij->i", vectors, vectors))
-    return norms
-
-
-def _top(
-    scores: np.ndarray,
-    key_at: Callable[[int], str],
-    k: int,
-    allowed: Callable[[str], bool] | None,
-) -> list[tuple[str, float]]:
-    """The best ``k`` of ``scores`` whose keys pass ``allowed``, best first (ties in the
-    order of the scores)."""
-    fetch = min(len(scores), k if allowed is None else max(4 * k, 64))
-    while True:
-        if fetch < len(scores):
-            top = np.argpartition(-scores, fetch - 1)[:fetch]
-        else:
-            top = np.arange(len(scores))
-        top = top[np.argsort(-scores[top], kind="stable")]
-        out: list[tuple[str, float]] = []
-        for idx in top:
-            key = key_at(int(idx))
-            if allowed is None or allowed(key):
-                out.append((key, float(scores[idx])))
-                if len(out) == k:
-                    return out
-        if fetch >= len(scores):
-            return out
-        fetch = min(len(scores), fetch * 4)
 
 
 class VectorIndex:
@@ -169,6 +127,9 @@ class VectorIndex:
         self._lean = False
         #: (the graph files' identity, see ``hnsw_file.SavedGraph``, the graph they hold)
         self._disk: tuple[tuple[int, int, int], Graph] | None = None
+        #: the last exact scan of every row: (its unit query, the rows' cosines), until a
+        #: vector changes — recall asks the cosines of its lexical hits to the same query
+        self._scan: tuple[np.ndarray, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self._label) if self._lean else len(self._keys)
@@ -217,7 +178,7 @@ class VectorIndex:
             raise DimensionMismatch(
                 f"embedding has {vectors.shape[1]} dimensions; this store uses {self.dim}"
             )
-        norms = _norms(vectors)
+        norms = exact.norms(vectors)
         # a NaN or an infinity in a row makes its norm one, so finite norms clear every
         # value without the (n, dim) boolean temporary (1.5 GB of vectors at 1M); a
         # non-finite norm may also be a finite row whose squares overflow: look closer
@@ -229,6 +190,7 @@ class VectorIndex:
             keys = [keys[i] for i in keep]
             vectors, norms = vectors[keep], norms[keep]
         with self._lock:
+            self._scan = None
             if self._lean:
                 self._ann_add(list(keys), vectors, norms)
                 return
@@ -261,6 +223,7 @@ class VectorIndex:
     def remove(self, keys: Collection[str]) -> None:
         """Remove vectors; unknown keys are ignored."""
         with self._lock:
+            self._scan = None
             for key in keys:
                 if not self._lean and not self._drop_row(key):
                     continue
@@ -312,6 +275,7 @@ class VectorIndex:
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         if q.shape[0] != self.dim:
             return {}
+        q = exact.unit(q)  # as a search scales it: a vector hit's score is its cosine
         mat: np.ndarray | None = None
         with self._lock:
             if self._lean:
@@ -320,6 +284,10 @@ class VectorIndex:
                 present = [k for k in keys if k in self._row]
                 if present:
                     rows = np.fromiter((self._row[k] for k in present), dtype=np.int64)
+                    scan = self._scan
+                    if scan is not None and np.array_equal(scan[0], q):
+                        # the numbers the scan gave the same rows (the vector hits' scores)
+                        return dict(zip(present, scan[1][rows].tolist(), strict=True))
                     mat = self._mat[rows]
         if mat is None:
             present, mat = self._read(present)
@@ -611,7 +579,7 @@ class VectorIndex:
             self._norm = np.zeros(0, dtype=np.float32)
             again, vectors = self._read(sorted(changed))
             if again:
-                self._ann_add(again, vectors, _norms(vectors))
+                self._ann_add(again, vectors, exact.norms(vectors))
             return True
 
     def wait_for_ann(self, timeout: float | None = None) -> bool:
@@ -682,12 +650,13 @@ class VectorIndex:
         n = len(self._keys)
         keys = self._keys
         if rows is None:
-            scores = _dot(self._mat[:n], q) / np.maximum(self._norm[:n], 1e-12)
-            return _top(scores, keys.__getitem__, k, allowed)
+            scores = exact.dot(self._mat[:n], q) / np.maximum(self._norm[:n], 1e-12)
+            self._scan = (q, scores)
+            return exact.top(scores, keys.__getitem__, k, allowed)
         if rows.size == 0:
             return []
-        scores = _dot(self._mat[rows], q) / np.maximum(self._norm[rows], 1e-12)
-        return _top(scores, lambda i: keys[int(rows[i])], k, allowed)
+        scores = exact.dot(self._mat[rows], q) / np.maximum(self._norm[rows], 1e-12)
+        return exact.top(scores, lambda i: keys[int(rows[i])], k, allowed)
 
     def _rank_read(
         self, keys: Sequence[str], allowed: Callable[[str], bool] | None, q: np.ndarray, k: int
@@ -696,8 +665,8 @@ class VectorIndex:
         found, mat = self._read(keys)
         if not found:
             return []
-        scores = _dot(mat, q) / np.maximum(_norms(mat), 1e-12)
-        return _top(scores, found.__getitem__, k, allowed)
+        scores = exact.dot(mat, q) / np.maximum(exact.norms(mat), 1e-12)
+        return exact.top(scores, found.__getitem__, k, allowed)
 
     def search(
         self,
@@ -716,7 +685,7 @@ class VectorIndex:
             )
         if not np.isfinite(q).all():
             raise InvalidInput("query vector must be finite numbers")
-        q = q / (float(np.linalg.norm(q)) or 1.0)
+        q = exact.unit(q)
         with self._lock:
             n = len(self)
             if n == 0 or k <= 0:
