@@ -352,7 +352,10 @@ class MemoryTable:
         last = self.times["last_accessed"]
         if last[i] == _NONE or last[i] < us:
             last[i] = us
-        self._built.pop(i, None)
+        model = self._built.get(i)
+        if model is not None:  # kept as a build would make it: recall touches what it finds
+            at = _from_ts(last[i] / 1e6, UTC)
+            self._built[i] = replaced(model, access_count=count[i], last_accessed=at)
         return True
 
     # -- reading -----------------------------------------------------------------------
