@@ -12,6 +12,7 @@ import pytest
 
 from graphmem import GraphMemory
 from graphmem.backends.embedded import journal as journal_module
+from graphmem.backends.embedded.rows import SCHEMA_VERSION
 from graphmem.errors import BackendUnavailable
 from tests.unit.test_state_file import _open_both
 from tests.unit.test_state_file import _view as _whole_view
@@ -103,7 +104,7 @@ def test_a_store_of_version_2_opens_the_same_and_its_handles_sync(tmp_path: Path
         assert _view(a.backend) == before
         with sqlite3.connect(path) as db:
             [(version,)] = db.execute("SELECT value FROM meta WHERE key = 'schema_version'")
-        assert version == "3"
+        assert version == SCHEMA_VERSION
         # b saw the old rows; a logs new ones after them; b catches up from the mix
         a.remember_many(_items(10, 40))
         assert b.count() == 51

@@ -33,6 +33,7 @@ from graphmem.backends.embedded.graph import (
     EmbeddedGraph,
     _datetime_fields,
     _link,
+    _set_head,
 )
 from graphmem.backends.embedded.records import NodeTable
 from graphmem.backends.embedded.rows import (
@@ -45,6 +46,7 @@ from graphmem.backends.embedded.rows import (
     read_rows,
     stored_vectors,
 )
+from graphmem.backends.embedded.statements import forget_heads
 from graphmem.backends.embedded.vector_index import VectorIndex, lean_from
 from graphmem.errors import BackendUnavailable, Conflict, DimensionMismatch, QueryFailed
 from graphmem.gcpause import gc_paused, promote_all
@@ -610,6 +612,12 @@ class EmbeddedJournal(EmbeddedGraph):
                 continue
             rid, props_s = row
             props = orjson.loads(props_s)
+            if label is NodeLabel.RUN:
+                head = db.execute(
+                    "SELECT event_count, last_event_id FROM run_heads WHERE rid = ?", (rid,)
+                ).fetchone()
+                if head is not None:
+                    _set_head(props, *head)
             for f in _datetime_fields(label):
                 v = props.get(f)
                 if v is not None:
@@ -677,6 +685,7 @@ class EmbeddedJournal(EmbeddedGraph):
         # the new memories heading the batch first (see .appends), then the other nodes
         node_new, fts_insert, next_rid = fresh_rows(plan["fresh"], next_rid)
         node_old, fts_delete, vec_upsert, vec_delete = [], [], [], []
+        whole_runs: list[tuple[int]] = []
         rid_of, held, vindex = self._rid_of, self._g._node, self._vindex
         for key, (label, ident, props, vec) in plan["nodes"].items():
             rid = rid_of.get(key)
@@ -686,6 +695,8 @@ class EmbeddedJournal(EmbeddedGraph):
                 node_new.append((rid, str(label), ident, _dumps(props)))
             else:
                 node_old.append((_dumps(props), rid, str(label), ident))
+                if label is NodeLabel.RUN:
+                    whole_runs.append((rid,))
             rids[key] = rid
             if label is NodeLabel.MEMORY:
                 old = held.get(key)
@@ -705,6 +716,7 @@ class EmbeddedJournal(EmbeddedGraph):
             )
             if cur.rowcount != len(node_old):
                 raise Conflict("the store changed underneath this write; retry")
+            forget_heads(db, whole_runs)
         if fts_delete:
             db.executemany(
                 "INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', ?, ?)",

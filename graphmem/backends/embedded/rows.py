@@ -25,6 +25,7 @@ from graphmem.backends.embedded.graph import (
     _datetime_fields,
     _hold,
     _link,
+    _set_head,
 )
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.errors import QueryFailed
@@ -52,15 +53,23 @@ CREATE TABLE IF NOT EXISTS vectors (rid INTEGER PRIMARY KEY, vec BLOB NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
     content, content='', tokenize='porter unicode61 remove_diacritics 2'
 );
+-- where a run's chain ends, set at every append to it (see statements.write_heads): these
+-- two fields override the ones in the run's row
+CREATE TABLE IF NOT EXISTS run_heads (
+    rid INTEGER PRIMARY KEY,
+    event_count INTEGER NOT NULL,
+    last_event_id TEXT
+);
 -- the node keys each transaction changed, so that other processes refresh only those
 CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL);
 """
 
 #: 2: structural edges are no longer stored; 3: a write's changes are one row (see
-#: ``changelog``: a store of version 2 is read as it is and marked 3 at open)
-SCHEMA_VERSION = "3"
+#: ``changelog``); 4: runs' heads in ``run_heads``. A store of an older version is read as
+#: it is (its log rows name one key, it has no heads) and marked with this one at open.
+SCHEMA_VERSION = "4"
 #: versions this code opens
-SCHEMA_READ = frozenset({"2", SCHEMA_VERSION})
+SCHEMA_READ = frozenset({"2", "3", SCHEMA_VERSION})
 
 #: what :func:`read_rows` builds: the graph, the row id of each node key, the keys by
 #: label, the index buckets and the vector index (None before the store has a dimension)
@@ -149,6 +158,12 @@ def read_rows(db: sqlite3.Connection, dim: int | None, *, vectors: bool = True) 
         by_label[label].add(key)
         index_into(indexed[label_s], key, props)
     del rows
+    # a run's chain end as last set (neither field is indexed or structural)
+    dicts = node_attrs.dicts
+    for rid, count, last in db.execute("SELECT rid, event_count, last_event_id FROM run_heads"):
+        run = dicts.get(key_of.get(rid, ""))
+        if run is not None:
+            _set_head(run, count, last)
 
     # structural edges are a function of node properties, rebuilt here, never stored
     shared = _SHARED_EDGE_DATA

@@ -31,8 +31,8 @@ from typing import Any, cast
 
 import numpy as np
 
+import graphmem.backends.embedded.exact as exact
 import graphmem.backends.embedded.hnsw_file as hnsw_file
-from graphmem.backends.embedded import exact
 from graphmem.backends.embedded.ann_graph import Graph, library
 from graphmem.errors import DimensionMismatch, InvalidInput
 
