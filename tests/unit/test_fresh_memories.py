@@ -19,6 +19,7 @@ import pytest
 import graphmem.backends.embedded.backend as backend_mod
 from graphmem import GraphMemory
 from graphmem.backends.embedded.buckets import MemoryBucket
+from graphmem.errors import GraphMemError
 from graphmem.models import Memory
 
 pytestmark = pytest.mark.embedded("compares the embedded store's in-memory state and its file")
@@ -213,3 +214,49 @@ def test_endpoints_made_for_new_memories_are_the_general_plans(
 
     fast = _same_both_ways(run, tmp_path, monkeypatch)
     assert fast["attrs"]["Run:r1"]["agent_id"] == "a0"  # memory w4's, the last naming it
+
+
+_GOOD = {"content": "a good memory", "agent_id": "a", "run_id": "r", "tags": ["ok"]}
+_NAIVE = datetime(2025, 1, 1)
+#: one bad field each (the rest of the item good), and items that are not items at all
+_BAD: list[Any] = [
+    *({**_GOOD, "content": v} for v in ("", "   ", 5, "x\x00y", "\ud800", "x" * 100_001)),
+    *({**_GOOD, "agent_id": v} for v in ("", " a", 5, "a\x01b", "\ud800")),
+    *({**_GOOD, "run_id": v} for v in ("", 3.5)),
+    {**_GOOD, "namespace": 7},
+    *(
+        {**_GOOD, "tags": v}
+        for v in ("ok", ["Bad Tag!"], [5], [["x"]], [f"t{i}" for i in range(65)])
+    ),
+    {**_GOOD, "tags": ["ok", "no good"]},  # a good tag checked before, with a bad one
+    *({**_GOOD, "importance": v} for v in (1.5, -0.1, "high", float("nan"))),
+    {**_GOOD, "confidence": 2.0},
+    {**_GOOD, "created_at": _NAIVE},
+    {**_GOOD, "expires_at": _NAIVE},
+    *({**_GOOD, f: "nope"} for f in ("category", "tier", "visibility", "status")),
+    {**_GOOD, "event_type": "Bad Type"},
+    *({**_GOOD, "metadata": v} for v in ({"k": float("inf")}, "text", {"k": "\ud800"})),
+    {**_GOOD, "bogus": 1},
+    *({**_GOOD, "id": v} for v in ("", "a\nb", 5)),
+    {**_GOOD, "seq": -1},
+    5,
+    "a string",
+    None,
+]
+
+
+@pytest.mark.parametrize("bad", _BAD, ids=[f"bad{i}" for i in range(len(_BAD))])
+def test_a_bad_item_is_refused_alike_and_nothing_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad: Any
+) -> None:
+    def run(path: Path) -> dict[str, Any]:
+        with GraphMemory.open(path, embedder=None) as mem:
+            mem.remember_many([{**_GOOD, "id": "first", "created_at": T0}])
+            before = _state(mem, path)
+            with pytest.raises(GraphMemError) as e:
+                mem.remember_many([{**_GOOD, "id": "g1"}, bad, {**_GOOD, "id": "g2"}])
+            after = _state(mem, path)
+            assert after == before  # nothing written, in memory or in the file
+            return {"error": (type(e.value), str(e.value))}
+
+    _same_both_ways(run, tmp_path, monkeypatch)

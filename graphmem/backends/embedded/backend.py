@@ -30,6 +30,7 @@ from graphmem.backends.base import (
     expect_failure,
     structural_targets,
 )
+from graphmem.backends.embedded.adjacency import Adjacency
 from graphmem.backends.embedded.appends import fresh_memories
 from graphmem.backends.embedded.graph import (
     _edge_of,
@@ -562,6 +563,11 @@ class NetworkXBackend(EmbeddedSearch):
             if self._lock_fd is not None:
                 os.close(self._lock_fd)
                 self._lock_fd = None
+            # the in-memory state (2 GB at 1M memories) goes with the close, not with the
+            # handle: a handle sits in reference cycles (its facades, the vector index's
+            # hooks) that only a full collection frees, so a process that opens the store
+            # again held both states meanwhile (and faulted in fresh memory for the second)
+            self._install(Adjacency(), {}, defaultdict(set), defaultdict(dict), None, filed=False)
 
     def __repr__(self) -> str:
         return f"NetworkXBackend({self.location!r})"
