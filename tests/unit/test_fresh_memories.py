@@ -102,8 +102,12 @@ def _state(mem: GraphMemory, path: Path) -> dict[str, Any]:
         props
         for (props,) in db.execute("SELECT props FROM nodes WHERE label = 'Memory' ORDER BY rid")
     ]
+    # the bare NEXT edges are held by row ids (see rows.SCHEMA), the others by keys
     out["file_edges"] = db.execute(
-        "SELECT src, type, dst, props FROM edges ORDER BY src, type, dst"
+        "SELECT src, type, dst, props FROM edges UNION ALL "
+        "SELECT s.label || ':' || s.id, 'NEXT', d.label || ':' || d.id, '{}' FROM next_edges "
+        "JOIN nodes s ON s.rid = next_edges.src JOIN nodes d ON d.rid = next_edges.dst "
+        "ORDER BY 1, 2, 3"
     ).fetchall()
     out["fts"] = db.execute("SELECT rowid, content FROM memory_fts ORDER BY rowid").fetchall()
     out["changes"] = sorted(db.execute("SELECT key FROM changes").fetchall())

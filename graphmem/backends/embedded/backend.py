@@ -146,7 +146,7 @@ class NetworkXBackend(EmbeddedSearch):
             self._write_plan(db, plan)
             write_heads(db, self._rid_of, heads)
             dplan = self._plan_delete(doomed, batch.delete_edges, plan)
-            write_delete(db, dplan)
+            write_delete(db, dplan, plan["edge_rids"], self._rid_of)
             vec_keys = [
                 k
                 for i in batch.vectors

@@ -37,16 +37,16 @@ from graphmem.backends.embedded.graph import (
 )
 from graphmem.backends.embedded.records import NodeTable
 from graphmem.backends.embedded.rows import (
+    NEXT,
     SCHEMA,
     SCHEMA_READ,
     SCHEMA_VERSION,
     _edge_data,
-    _encode_edge_props,
     add_stored_vectors,
     read_rows,
     stored_vectors,
 )
-from graphmem.backends.embedded.statements import forget_heads
+from graphmem.backends.embedded.statements import forget_heads, write_edges
 from graphmem.backends.embedded.vector_index import VectorIndex, lean_from
 from graphmem.errors import BackendUnavailable, Conflict, DimensionMismatch, QueryFailed
 from graphmem.gcpause import gc_paused, promote_all
@@ -640,13 +640,24 @@ class EmbeddedJournal(EmbeddedGraph):
         shared = _SHARED_EDGE_DATA
         for key in present:
             # every edge of the node is rebuilt: stored ones from the file, structural ones
-            # from its properties (incoming structural edges depend on other nodes' fields)
-            label = labels[nodes[key]["label"]]
+            # from its properties (incoming structural edges depend on other nodes' fields);
+            # a NEXT edge into a node that did not change is kept: a write logs both ends of
+            # every edge it changes, and ``next_edges`` is read by the later end
             for src, dst, etype in list(g.out_edges(key, keys=True)):
-                g.remove_edge(src, dst, key=etype)
+                if etype != NEXT or dst in keys:
+                    g.remove_edge(src, dst, key=etype)
             for src, dst, etype in list(g.in_edges(key, keys=True)):
                 if (labels[nodes[src]["label"]], EdgeType(etype)) not in STRUCTURAL:
                     g.remove_edge(src, dst, key=etype)
+        key_of, nxt = self._key_of, _edge_data(NEXT, "{}")
+        for key in present:
+            label = labels[nodes[key]["label"]]
+            for (src_rid,) in db.execute(
+                "SELECT src FROM next_edges WHERE dst = ?", (self._rid_of[key],)
+            ):
+                src = key_of.get(src_rid)
+                if src is not None and NEXT not in succ[src].get(key, ()):
+                    _link(succ, pred, src, key, NEXT, nxt, nodes.own)
             for etype_, tlabel, tid, _d in structural_targets(label, nodes[key]):
                 tkey = tlabel.value + ":" + tid
                 if tkey in succ:
@@ -738,14 +749,7 @@ class EmbeddedJournal(EmbeddedGraph):
                 if (etype, dst) not in wanted:
                     struct_del.append((key, etype, dst))
         plan["struct_del"] = struct_del
-        edge_params = [
-            (src, etype, dst, _encode_edge_props(props)) for src, etype, dst, props in plan["edges"]
-        ]
-        db.executemany(
-            "INSERT INTO edges(src, type, dst, props) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT(src, type, dst) DO UPDATE SET props = excluded.props",
-            edge_params,
-        )
+        write_edges(db, plan, self._rid_of, self._g._succ)
         plan["next_rid"] = next_rid
 
     def _write_touches(self, db: sqlite3.Connection) -> None:

@@ -49,6 +49,16 @@ CREATE TABLE IF NOT EXISTS edges (
     props TEXT NOT NULL,
     PRIMARY KEY (src, type, dst)
 ) WITHOUT ROWID;
+-- NEXT edges without properties (a run's chain: one into each memory) by row ids, keyed by
+-- the later memory's: a small row appended at the table's end, where the edges table's
+-- text keys put ~90 bytes into pages spread over the latest memories' (its WAL pages
+-- doubled a batch's); a reader catching up finds a changed one by its later memory (a
+-- write logs both ends of every edge it changes, see EmbeddedJournal._reload_keys)
+CREATE TABLE IF NOT EXISTS next_edges (
+    dst INTEGER NOT NULL,
+    src INTEGER NOT NULL,
+    PRIMARY KEY (dst, src)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS vectors (rid INTEGER PRIMARY KEY, vec BLOB NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
     content, content='', tokenize='porter unicode61 remove_diacritics 2'
@@ -65,11 +75,14 @@ CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, key T
 """
 
 #: 2: structural edges are no longer stored; 3: a write's changes are one row (see
-#: ``changelog``); 4: runs' heads in ``run_heads``. A store of an older version is read as
-#: it is (its log rows name one key, it has no heads) and marked with this one at open.
-SCHEMA_VERSION = "4"
+#: ``changelog``); 4: runs' heads in ``run_heads``; 5: bare NEXT edges in ``next_edges``. A
+#: store of an older version is read as it is (its log rows name one key, it has neither
+#: table's rows) and marked with this one at open.
+SCHEMA_VERSION = "5"
 #: versions this code opens
-SCHEMA_READ = frozenset({"2", "3", SCHEMA_VERSION})
+SCHEMA_READ = frozenset({"2", "3", "4", SCHEMA_VERSION})
+
+NEXT = EdgeType.NEXT.value
 
 #: what :func:`read_rows` builds: the graph, the row id of each node key, the keys by
 #: label, the index buckets and the vector index (None before the store has a dimension)
@@ -191,6 +204,13 @@ def read_rows(db: sqlite3.Connection, dim: int | None, *, vectors: bool = True) 
             dangling += 1  # never invent a node without properties for such an edge
             continue
         _link(succ, pred, src, dst, etype, _edge_data(etype, props_s))
+    nxt = _edge_data(NEXT, "{}")
+    for dst_rid, src_rid in db.execute("SELECT dst, src FROM next_edges"):
+        src, dst = key_of.get(src_rid), key_of.get(dst_rid)
+        if src is None or dst is None:
+            dangling += 1
+            continue
+        _link(succ, pred, src, dst, NEXT, nxt)
     if dangling:
         log.warning("ignored %d stored edges whose endpoints are missing", dangling)
     vindex = VectorIndex(dim) if dim else None

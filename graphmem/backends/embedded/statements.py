@@ -1,5 +1,5 @@
-"""Statements of an embedded write that touch rows the in-memory plan does not build:
-where runs' chains end, and what a delete removes.
+"""Statements of an embedded write beside its node rows: its edges, where runs' chains
+end, and what a delete removes.
 
 A run's head (its event count and last memory) is a row of its own in ``run_heads``,
 overriding those two fields of the run's row: a batch appends to hundreds of runs, and
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import sqlite3
 from typing import Any
+
+from graphmem.backends.embedded.rows import NEXT, _encode_edge_props
 
 
 def write_heads(
@@ -25,16 +27,74 @@ def write_heads(
     )
 
 
+def write_edges(
+    db: sqlite3.Connection,
+    plan: dict[str, Any],
+    rid_of: dict[str, int],
+    succ: dict[str, dict[str, dict[str, Any]]],
+) -> None:
+    """A write plan's edges (its nodes' rows written): a bare NEXT edge (a run's chain) as
+    two row ids in ``next_edges``, any other in ``edges``; one already held (``succ``: the
+    handle's adjacency) may be stored in the other table (an older store's NEXT edges are
+    in ``edges``), and is taken from there."""
+    fresh = plan["fresh"]
+    at = dict(zip(fresh.keys, fresh.rids, strict=True)) if fresh is not None else {}
+    at.update(plan["rids"])
+    plan["edge_rids"] = at  # the batch's new nodes' rids, for a delete in the same write
+    nexts, rows, moved_out, moved_in = [], [], [], []
+    for src, etype, dst, props in plan["edges"]:
+        held = etype in succ.get(src, {}).get(dst, ())
+        if etype == NEXT and not props:
+            nexts.append((at.get(dst) or rid_of[dst], at.get(src) or rid_of[src]))
+            if held:
+                moved_out.append((src, etype, dst))
+        else:
+            rows.append((src, etype, dst, _encode_edge_props(props)))
+            if held and etype == NEXT:
+                moved_in.append((src, dst))
+    if moved_out:
+        db.executemany("DELETE FROM edges WHERE src=? AND type=? AND dst=?", moved_out)
+    unlink_next(db, moved_in, at, rid_of)
+    db.executemany("INSERT OR IGNORE INTO next_edges(dst, src) VALUES (?, ?)", nexts)
+    db.executemany(
+        "INSERT INTO edges(src, type, dst, props) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT(src, type, dst) DO UPDATE SET props = excluded.props",
+        rows,
+    )
+
+
+def unlink_next(
+    db: sqlite3.Connection,
+    pairs: list[tuple[str, str]],
+    new: dict[str, int],
+    rid_of: dict[str, int],
+) -> None:
+    """Remove the bare NEXT edges (src key, dst key) ``pairs`` held in ``next_edges``
+    (``new``: the rids of the write's new nodes; a pair naming a node the store does not
+    hold names no row)."""
+    rows = []
+    for s, d in pairs:
+        src, dst = new.get(s) or rid_of.get(s), new.get(d) or rid_of.get(d)
+        if src is not None and dst is not None:
+            rows.append((dst, src))
+    if rows:
+        db.executemany("DELETE FROM next_edges WHERE dst = ? AND src = ?", rows)
+
+
 def forget_heads(db: sqlite3.Connection, rids: list[tuple[int]]) -> None:
     """Let the rows of the runs ``rids`` (written whole) say where their chains end."""
     if rids:
         db.executemany("DELETE FROM run_heads WHERE rid = ?", rids)
 
 
-def write_delete(db: sqlite3.Connection, plan: dict[str, Any]) -> None:
-    """Remove what a delete plan (``NetworkXBackend._plan_delete``) names."""
+def write_delete(
+    db: sqlite3.Connection, plan: dict[str, Any], new: dict[str, int], rid_of: dict[str, int]
+) -> None:
+    """Remove what a delete plan (``NetworkXBackend._plan_delete``) names (``new``: the
+    rids of the write's new nodes)."""
     if plan["edges"]:
         db.executemany("DELETE FROM edges WHERE src=? AND type=? AND dst=?", list(plan["edges"]))
+        unlink_next(db, [(s, d) for s, t, d in plan["edges"] if t == NEXT], new, rid_of)
     if plan["fts"]:
         db.executemany(
             "INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', ?, ?)",
