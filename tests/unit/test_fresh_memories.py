@@ -18,6 +18,8 @@ import pytest
 
 import graphmem.backends.embedded.backend as backend_mod
 from graphmem import GraphMemory
+from graphmem.backends.embedded.appends import FRESH_MIN
+from graphmem.backends.embedded.appends import fresh_memories as column_wise
 from graphmem.backends.embedded.buckets import MemoryBucket
 from graphmem.errors import GraphMemError
 from graphmem.models import Memory
@@ -145,13 +147,23 @@ def _same_both_ways(
 ) -> dict[str, Any]:
     """The state ``build`` leaves with new memories planned column-wise, checked equal,
     part by part, to the one it leaves through the general plan."""
-    fast = build(tmp_path / "fast.db")
+    taken: list[int] = []
+
+    def spied(nodes: Any, held: Any, rid_of: Any) -> tuple[Any, Any]:
+        fresh, rest = column_wise(nodes, held, rid_of)
+        taken.append(0 if fresh is None else len(fresh))
+        return fresh, rest
+
+    with monkeypatch.context() as m:
+        m.setattr(backend_mod, "fresh_memories", spied)
+        fast = build(tmp_path / "fast.db")
     with monkeypatch.context() as m:
         m.setattr(backend_mod, "fresh_memories", _general)
         slow = build(tmp_path / "slow.db")
     assert fast.keys() == slow.keys()
     for part in fast:
         assert fast[part] == slow[part], part
+    fast["taken"] = taken  # how many new memories each write took column-wise
     return fast
 
 
@@ -163,6 +175,8 @@ def test_new_memories_leave_the_store_the_general_plan_leaves(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fast = _same_both_ways(lambda p: _build(p, _batches()), tmp_path, monkeypatch)
+    assert fast["taken"].count(40) == 5  # every batch column-wise, the single memory not
+    assert 1 not in fast["taken"] and FRESH_MIN > 1
     assert fast["dicts"]  # the times the columns cannot hold were kept as dicts
     assert any(e[1] == "NEXT" for e in fast["file_edges"])
 
@@ -207,13 +221,14 @@ def test_endpoints_made_for_new_memories_are_the_general_plans(
                     tags=(f"x{i % 2}",),
                     created_at=T0,
                 )
-                for i in range(5)
+                for i in range(20)
             ]
             mem.writes.create(made, chain="off")
             return _state(mem, path)
 
     fast = _same_both_ways(run, tmp_path, monkeypatch)
-    assert fast["attrs"]["Run:r1"]["agent_id"] == "a0"  # memory w4's, the last naming it
+    assert fast["taken"] == [20]
+    assert fast["attrs"]["Run:r1"]["agent_id"] == "a1"  # memory w19's, the last naming it
 
 
 _GOOD = {"content": "a good memory", "agent_id": "a", "run_id": "r", "tags": ["ok"]}

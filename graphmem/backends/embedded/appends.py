@@ -6,8 +6,9 @@ The general plan turns each node into its property dict, its structural edges in
 of pairs and writes both into the in-memory graph one attribute at a time: ~60 µs of
 Python a memory of a batch at 100k memories, for a node kind whose shape is always the
 same. A memory that is new (its key held by no node and no row), comes without a vector,
-and heads the batch's nodes (the write path puts them first, so the rows' ids and the
-graph's orders are those the general plan gives) is taken here instead: its row's JSON
+and heads the batch's nodes with at least :data:`FRESH_MIN` - 1 others like it (the write
+path puts them first, so the rows' ids and the graph's orders are those the general plan
+gives) is taken here instead: its row's JSON
 from the model's fields, its columns filled field by field for the whole batch, its index
 buckets updated once per value, its structural edges paired from its agent, run and tags.
 Every result is the general plan's (``tests/unit/test_fresh_memories.py`` compares the two
@@ -42,6 +43,10 @@ from graphmem.models.values import METADATA_PREFIX
 
 __all__ = ["Fresh", "add_to_buckets", "fresh_memories", "fresh_rows", "put_rows"]
 
+#: fewer new memories than this take the general plan: the column-wise one costs a few
+#: dozen list and set passes a batch whatever its size (a single ``remember`` paid ~40 µs
+#: more through it), and wins from about this many memories on
+FRESH_MIN = 16
 _AUTHORED, _IN_RUN, _TAGGED = "AUTHORED_BY", "IN_RUN", "TAGGED"
 #: a memory's model fields its row's JSON leaves out (as ``to_props`` does, with None)
 _NOT_PROPS = frozenset({"metadata", "embedding"})
@@ -129,7 +134,7 @@ def fresh_memories(
             break
         keys.append(key)
         models.append(n)
-    if not keys:
+    if len(keys) < FRESH_MIN:
         return None, nodes
     fresh = Fresh(keys, models)
     if len(fresh.by_key) != len(keys):  # one id twice: the general plan keeps the last
