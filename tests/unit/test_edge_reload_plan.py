@@ -11,8 +11,12 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from graphmem.backends.embedded import journal
 from graphmem.memory import GraphMemory
+
+pytestmark = pytest.mark.embedded("the embedded store's SQLite file and its query plans")
 
 
 def plan_of(db: sqlite3.Connection) -> list[str]:
