@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from functools import cached_property
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -60,6 +59,8 @@ __all__ = [
 ]
 
 _DAY = 86_400.0
+#: the names of a :meth:`Scoring.signals` dict
+_SIGNALS = ("recency", "frequency", "importance", "decay", "trust")
 TRUST_BASE = 0.5
 TRUST_PER_RECALL = 0.02
 
@@ -204,14 +205,8 @@ class Scoring(_Frozen):
         lies between its values for all signals 0 and all 1, and a score is monotonic in
         it; the same float operations make the bound exact). It never falls as ``fused``
         rises. A subclass that scores otherwise says so here."""
-        top = self._top_signal
+        top = self.combine(dict.fromkeys(_SIGNALS, 1.0))
         return max(self.composition.score(fused, top), self.composition.score(fused, 0.0))
-
-    @cached_property
-    def _top_signal(self) -> float:
-        return self.combine(
-            dict.fromkeys(("recency", "frequency", "importance", "decay", "trust"), 1.0)
-        )
 
     def score(self, fused: float, memory: Memory, now: datetime) -> tuple[float, dict[str, float]]:
         """The score of a recall candidate with query relevance ``fused``, and its signals

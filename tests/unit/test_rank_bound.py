@@ -68,3 +68,14 @@ def test_the_ceiling_bounds_every_score(strategy: Scoring) -> None:
     for c in _cands(rng, 300, negative=True):
         score, _sig = strategy.score(c.fused, c.memory, NOW)
         assert score <= strategy.ceiling(c.fused)
+
+
+def test_a_strategy_copied_with_other_weights_bounds_with_its_own() -> None:
+    first = Scoring()
+    first.ceiling(1.0)
+    copy = first.model_copy(update={"normalise": False, "weights": RankWeights(recency=2.0)})
+    rng = random.Random(3)
+    cands = _cands(rng, 60)
+    assert _best(_scored(cands, copy, NOW, 5), 5) == _best(_scored(cands, copy, NOW, None), 5)
+    for c in cands:
+        assert copy.score(c.fused, c.memory, NOW)[0] <= copy.ceiling(c.fused)
