@@ -128,8 +128,25 @@ def read_until(path: str, stop_file: str, want_file: str, timeout_s: float) -> d
         missing = [i for i in missing if not _has(mem, i)]
         if missing:
             time.sleep(0.1)
+    seen = summary(mem)
     mem.close()
-    return {"reads": reads, "went_down": went_down, "missing": missing}
+    return {"reads": reads, "went_down": went_down, "missing": missing, "summary": seen}
+
+
+def summary(mem: GraphMemory) -> dict[str, Any]:
+    """What a handle reads of the whole store: every memory, and the counts by run, agent,
+    namespace and tag."""
+    listed = mem.list(status=None, limit=None)
+    runs = sorted({m.run_id for m in listed if m.run_id})
+    tags = sorted({t for m in listed for t in m.tags})
+    return {
+        "ids": sorted((m.id, m.status.value) for m in listed),
+        "runs": {r: mem.count(run_id=r, status=None) for r in runs},
+        "events": {r: len(mem.runs.events(r)) for r in runs},
+        "tags": {t: mem.count(tags=[t], status=None) for t in tags},
+        "agents": {a: mem.count(agent_id=a, status=None) for a in {m.agent_id for m in listed}},
+        "namespaces": {n: mem.count(namespace=n, status=None) for n in ("ns0", "ns1")},
+    }
 
 
 def _has(mem: GraphMemory, memory_id: str) -> bool:

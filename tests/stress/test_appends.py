@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from graphmem import GraphMemory
-from tests.stress._appenders import chains, in_order, read_until, write
+from tests.stress._appenders import chains, in_order, read_until, summary, write
 
 pytestmark = pytest.mark.embedded("two writer processes and a reader on one SQLite store file")
 
@@ -48,6 +48,8 @@ def _run(tmp_path: Path, churn: bool, seed: int) -> None:
     if not churn:
         assert seen["went_down"] == []
     _check(path, acked, gone, kept, churn)
+    with GraphMemory.open(path, embedder=None) as mem:
+        assert seen["summary"] == summary(mem)  # the reader open all along reads the same
 
 
 def _check(path: str, acked: list[Any], gone: set[str], kept: list[str], churn: bool) -> None:
