@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from typing import Any
 import pytest
 
 from graphmem import GraphMemory
+from graphmem.errors import BackendUnavailable
 from tests.stress._appenders import chains, in_order, read_until, summary, write
 
 pytestmark = pytest.mark.embedded("two writer processes and a reader on one SQLite store file")
@@ -104,3 +107,36 @@ def test_two_writer_processes_of_eight_threads_and_a_reader(tmp_path: Path) -> N
 @pytest.mark.slow
 def test_appends_with_forgets_and_new_versions_between(tmp_path: Path) -> None:
     _run(tmp_path, churn=True, seed=2 + SEED)
+
+
+@pytest.mark.parametrize("after_s", [0.05, 0.2, 0.5])
+def test_a_handle_closed_while_its_threads_append(tmp_path: Path, after_s: float) -> None:
+    """A close in the middle of four threads' batches: every later call is refused with
+    a typed error, every batch that returned is there, each run's chain one line."""
+    path = str(tmp_path / "s.db")
+    mem = GraphMemory.open(path, embedder=None)
+    done: list[list[str]] = []
+    refused: list[BaseException] = []
+
+    def append(t: int) -> None:
+        for j in range(200):
+            items = [
+                {"content": f"t{t} {j} {i}", "agent_id": "a", "run_id": f"q{t}"} for i in range(40)
+            ]
+            try:
+                done.append([m.id for m in mem.remember_many(items)])
+            except BackendUnavailable as e:
+                refused.append(e)
+                return
+
+    threads = [threading.Thread(target=append, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(after_s)
+    mem.close()
+    for t in threads:
+        t.join(60)
+    assert len(refused) == 4 and done
+    with GraphMemory.open(path, embedder=None) as again:
+        assert {m.id for m in again.list(limit=None)} == {i for ids in done for i in ids}
+        assert all(len(lines) == 1 for lines in chains(again).values())
