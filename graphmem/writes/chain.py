@@ -171,20 +171,26 @@ class RunChains:
         """Where a run's chain ends when its last memory was forgotten: the newest of its
         memories that no NEXT edge leaves. Not simply its newest memory: one written
         earlier in time (a writer whose batch committed later, a given ``created_at``)
-        may follow it, and a second NEXT edge out of it would fork the chain."""
-        members = self.backend.match(
-            Memory,
-            Filter.for_memories(run_id=run_id, status=None),
-            limit=None,
-            order_by="created_at",
-            descending=True,
-        )
-        if not members:
-            return None
-        refs = [m.ref for m in members]
-        sub = self.backend.expand(refs, [EdgeType.NEXT], direction="out", limit=len(refs) * 2)
-        followed = {e.src.id for e in sub.edges if e.type is EdgeType.NEXT}
-        return next((m.id for m in members if m.id not in followed), members[0].id)
+        may follow it, and a second NEXT edge out of it would fork the chain. Read newest
+        first a page at a time: the end is nearly always among the newest few."""
+        flt = Filter.for_memories(run_id=run_id, status=None)
+        newest: str | None = None
+        offset, page = 0, 16
+        while True:
+            members = self.backend.match(
+                Memory, flt, limit=page, offset=offset, order_by="created_at", descending=True
+            )
+            if not members:
+                return newest  # every one is followed: only a cycle could do that
+            newest = newest or members[0].id
+            refs = [m.ref for m in members]
+            sub = self.backend.expand(refs, [EdgeType.NEXT], direction="out", limit=2 * page)
+            followed = {e.src.id for e in sub.edges if e.type is EdgeType.NEXT}
+            tail = next((m.id for m in members if m.id not in followed), None)
+            if tail is not None:
+                return tail
+            offset += page
+            page *= 4
 
 
 def next_edge(prev: str, m: Memory) -> Edge:
