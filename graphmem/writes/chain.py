@@ -149,15 +149,7 @@ class RunChains:
                 new = True
             prev = run.last_event_id
             if prev is not None and prev not in alive:
-                # the last one was forgotten: chain on from the newest that remains
-                latest = self.backend.match(
-                    Memory,
-                    Filter.for_memories(run_id=run_id, status=None),
-                    limit=1,
-                    order_by="created_at",
-                    descending=True,
-                )
-                prev = latest[0].id if latest else None
+                prev = self._tail(run_id)
             if prev is not None:
                 done.expect.append(Expect.quick(NodeRef(NodeLabel.MEMORY, prev)))
             count = run.event_count
@@ -174,6 +166,25 @@ class RunChains:
             head = replaced(run, event_count=count, last_event_id=prev)
             (done.new_runs if new else done.heads).append(head)
         return done
+
+    def _tail(self, run_id: str) -> str | None:
+        """Where a run's chain ends when its last memory was forgotten: the newest of its
+        memories that no NEXT edge leaves. Not simply its newest memory: one written
+        earlier in time (a writer whose batch committed later, a given ``created_at``)
+        may follow it, and a second NEXT edge out of it would fork the chain."""
+        members = self.backend.match(
+            Memory,
+            Filter.for_memories(run_id=run_id, status=None),
+            limit=None,
+            order_by="created_at",
+            descending=True,
+        )
+        if not members:
+            return None
+        refs = [m.ref for m in members]
+        sub = self.backend.expand(refs, [EdgeType.NEXT], direction="out", limit=len(refs) * 2)
+        followed = {e.src.id for e in sub.edges if e.type is EdgeType.NEXT}
+        return next((m.id for m in members if m.id not in followed), members[0].id)
 
 
 def next_edge(prev: str, m: Memory) -> Edge:

@@ -333,6 +333,22 @@ def test_appends_of_two_handles_to_one_run_make_one_chain(
     assert other.runs.get("s1").last_event_id == made[-1].id
 
 
+def test_forgetting_a_runs_last_memory_never_forks_its_chain(tmem: GraphMemory) -> None:
+    """When the run's last memory is gone, the next one follows the end of the chain that
+    remains, not the run's newest memory by time: a memory written earlier in time (a
+    writer whose batch committed later, a given ``created_at``) may stand after it, and a
+    second NEXT edge out of it would fork the chain."""
+    made = [
+        tmem.remember(
+            f"turn {i}", agent_id="bot", run_id="s1", created_at=T0 + timedelta(seconds=s)
+        )
+        for i, s in enumerate((10, 5, 1))
+    ]
+    tmem.forget(made[-1].id)
+    made[-1] = tmem.remember("turn after", agent_id="bot", run_id="s1")
+    assert _next_edges(tmem.backend, made) == {(a.id, b.id) for a, b in itertools.pairwise(made)}
+
+
 # -- NullMemory ---------------------------------------------------------------------------
 
 

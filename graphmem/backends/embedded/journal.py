@@ -37,6 +37,7 @@ from graphmem.backends.embedded.graph import (
 )
 from graphmem.backends.embedded.records import NodeTable
 from graphmem.backends.embedded.rows import (
+    EDGES_BY_DST,
     NEXT,
     SCHEMA,
     SCHEMA_READ,
@@ -72,6 +73,11 @@ STATE_MIN_NODES = 5_000
 #: changes logged after the state file's position that the next open may catch up with
 #: instead of writing the file again at close (a short session should not pay the write)
 STATE_LAG = 2_000
+
+
+#: a node's stored edges, both ends (the reload's read: by index at both ends, see
+#: ``rows.EDGES_BY_DST``)
+EDGES_OF_NODE = "SELECT src, type, dst, props FROM edges WHERE src = ? OR dst = ?"
 
 
 def _dumps(props: dict[str, Any]) -> str:
@@ -133,6 +139,10 @@ class EmbeddedJournal(EmbeddedGraph):
             sync = {"normal": "NORMAL", "full": "FULL", "off": "OFF"}[durability]
             self._db.execute(f"PRAGMA synchronous={sync}")
             self._db.executescript(SCHEMA)
+            try:
+                self._db.execute(EDGES_BY_DST)
+            except sqlite3.OperationalError as e:  # a file this process may not write
+                log.debug("no index of edges by target in %s: %s", self._path, e)
             self._check_version()
             # per-connection helpers for query planning: the index's document frequencies,
             # and a scratch table that runs query words through the same tokenizer
@@ -662,9 +672,7 @@ class EmbeddedJournal(EmbeddedGraph):
                 tkey = tlabel.value + ":" + tid
                 if tkey in succ:
                     _link(succ, pred, key, tkey, etype_.value, shared[etype_.value], nodes.own)
-            for src, etype, dst, props_s in db.execute(
-                "SELECT src, type, dst, props FROM edges WHERE src = ? OR dst = ?", (key, key)
-            ):
+            for src, etype, dst, props_s in db.execute(EDGES_OF_NODE, (key, key)):
                 if src in nodes and dst in nodes and etype not in succ[src].get(dst, ()):
                     _link(succ, pred, src, dst, etype, _edge_data(etype, props_s), nodes.own)
         self._df_cache = {}

@@ -74,6 +74,12 @@ CREATE TABLE IF NOT EXISTS run_heads (
 CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL);
 """
 
+#: the edges table by its target: a handle catching up reads a changed node's stored edges
+#: at both ends, which without it is a scan of the whole table per changed key. Made apart
+#: from SCHEMA: a store in a folder this process may not write still opens (and reads the
+#: same, only slower)
+EDGES_BY_DST = "CREATE INDEX IF NOT EXISTS edges_by_dst ON edges(dst)"
+
 #: 2: structural edges are no longer stored; 3: a write's changes are one row (see
 #: ``changelog``); 4: runs' heads in ``run_heads``; 5: bare NEXT edges in ``next_edges``. A
 #: store of an older version is read as it is (its log rows name one key, it has neither
