@@ -14,7 +14,8 @@ from collections import defaultdict
 from typing import Any
 
 from graphmem import GraphMemory
-from graphmem.errors import Conflict, NotFound
+from graphmem.errors import Conflict, InvalidInput, NotFound
+from graphmem.models import Memory
 from tests.threads import run_threads
 
 SHARED_RUNS = 3  # runs of agent "a" that every writer appends to
@@ -36,7 +37,7 @@ def _items(tag: str, j: int, n: int, run_id: str, agent: str) -> list[dict[str, 
         {
             "content": f"tok{tag}x{j}x{i} shared words",
             "agent_id": agent,
-            "namespace": f"ns{j % 2}",
+            "namespace": "ns0" if agent == "a" else "ns1",
             "tags": [f"w{tag}", f"k{i % 3}"],
             "run_id": run_id,
         }
@@ -85,6 +86,36 @@ def write(
                 with lock:
                     gone.append(old)
                 mine.append((old[0], new.id))
+                continue
+            elif r < 0.22 and len(mine) >= 2:
+                # two of one scope: the newest and another of its agent
+                last = mine.pop()
+                same = [
+                    o for o in mine if o[0].startswith("shared") == last[0].startswith("shared")
+                ]
+                if not same:
+                    mine.append(last)
+                    continue
+                mine.remove(other := rng.choice(same))
+                olds = [last, other]
+                try:
+                    first = mem.get(olds[0][1])
+                    new = mem.writes.supersede(
+                        [o for _r, o in olds],
+                        Memory(
+                            content=f"tok{tag}x{j}xs merged",
+                            agent_id=first.agent_id,
+                            namespace=first.namespace,
+                        ),
+                        reason="probe",
+                    )
+                except (Conflict, NotFound, InvalidInput):
+                    continue  # gone meanwhile, or of two scopes: never combined
+                with lock:
+                    gone.extend(olds)
+                continue
+            elif r < 0.24 and t == 0:
+                mem.lifecycle.consolidate(agent_id=tag)
                 continue
             if n == 1 and rng.random() < 0.5:
                 it = _items(tag, j, 1, run_id, agent)[0]

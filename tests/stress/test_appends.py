@@ -64,7 +64,14 @@ def _check(path: str, acked: list[Any], gone: set[str], kept: list[str], churn: 
             assert not gone & {m.id for m in mem.list(limit=None)}
             lines = chains(mem)
             in_order(lines, acked)
-            touched = {r for r, _i in _gone_runs(acked, gone)}
+            # a run a memory left (forgotten, superseded) or came into outside its chain (a
+            # new version, a merge) may stand in pieces; none may fork
+            appended = {i for _t, _r, _a, ids in acked for i in ids}
+            touched = {r for r, _i in _gone_runs(acked, gone)} | {
+                m.run_id
+                for m in mem.list(status=None, limit=None)
+                if m.run_id and (m.id not in appended or m.status.value != "active")
+            }
             for run_id, ls in lines.items():
                 if not churn or run_id not in touched:
                     assert len(ls) == 1, f"run {run_id} in {len(ls)} pieces"
