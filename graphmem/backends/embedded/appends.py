@@ -47,7 +47,6 @@ __all__ = ["Fresh", "add_to_buckets", "fresh_memories", "fresh_rows", "put_rows"
 #: dozen list and set passes a batch whatever its size (a single ``remember`` paid ~40 µs
 #: more through it), and wins from about this many memories on
 FRESH_MIN = 16
-_AUTHORED, _IN_RUN, _TAGGED = "AUTHORED_BY", "IN_RUN", "TAGGED"
 #: a memory's model fields its row's JSON leaves out (as ``to_props`` does, with None)
 _NOT_PROPS = frozenset({"metadata", "embedding"})
 
@@ -91,16 +90,6 @@ class Fresh:
         out.update("Tag:" + t for t in {t for d in dicts for t in d["tags"]})
         # looked up in each (``set.difference`` would walk every key of a store's dict)
         return {k for k in out if not any(k in held for held in known)}
-
-    def pairs(self, i: int) -> list[tuple[str, str]]:
-        """The structural edges memory ``i`` implies, as (type, target key) pairs in the
-        order ``structural_targets`` gives them."""
-        d = self.models[i].__dict__
-        out = [(_AUTHORED, "Agent:" + d["agent_id"])]
-        if d["run_id"]:
-            out.append((_IN_RUN, "Run:" + d["run_id"]))
-        out.extend((_TAGGED, "Tag:" + t) for t in d["tags"])
-        return out
 
 
 def fresh_rows(

@@ -260,20 +260,27 @@ class NetworkXBackend(EmbeddedSearch):
             node_rows[key] = (label, n.id, props, tuple(vec) if vec else None)  # type: ignore[arg-type]
         queue = list(node_rows)
 
-        def drain() -> None:  # auto-created endpoints (a Run) may need endpoints of their own
+        def pairs(label: NodeLabel, props: Any) -> list[tuple[str, str]]:
+            """The node's structural edges as (type, target key), each missing target
+            made (and queued: an auto-created endpoint, a Run, may need endpoints of its
+            own)."""
+            out = []
+            for stype, tlabel, tid, defaults in structural_targets(label, props):
+                tkey = tlabel + ":" + tid
+                # str(member): its text, without the slow ``.value`` descriptor
+                out.append((str(stype), tkey))
+                if tkey not in node_rows and tkey not in rid_of and tkey not in auto:
+                    target = node_model(tlabel)(id=tid, **defaults)
+                    auto[tkey] = target
+                    node_rows[tkey] = (target.label, target.id, target.to_props(), None)
+                    queue.append(tkey)
+            return out
+
+        def drain() -> None:
             while queue:
                 key = queue.pop()
                 label, _ident, props, _vec = node_rows[key]
-                pairs = struct[key] = []
-                for stype, tlabel, tid, defaults in structural_targets(label, props):
-                    tkey = tlabel + ":" + tid
-                    # str(member): its text, without the slow ``.value`` descriptor
-                    pairs.append((str(stype), tkey))
-                    if tkey not in node_rows and tkey not in rid_of and tkey not in auto:
-                        target = node_model(tlabel)(id=tid, **defaults)
-                        auto[tkey] = target
-                        node_rows[tkey] = (target.label, target.id, target.to_props(), None)
-                        queue.append(tkey)
+                struct[key] = pairs(label, props)
 
         drain()
         if fresh is not None:
@@ -282,22 +289,9 @@ class NetworkXBackend(EmbeddedSearch):
             missing = fresh.missing(node_rows, rid_of)
             for i in range(len(fresh) - 1, -1, -1):
                 struct[fresh.keys[i]] = None
-                if not missing:
-                    continue  # every endpoint exists (most batches): nothing to make
-                for _t, tkey in fresh.pairs(i):
-                    if tkey in missing and tkey not in auto:
-                        tlabel, _, tid = tkey.partition(":")
-                        d = fresh.models[i].__dict__
-                        defaults = (
-                            {"agent_id": d["agent_id"], "namespace": d["namespace"]}
-                            if tlabel == "Run"
-                            else {}
-                        )
-                        target = node_model(NodeLabel(tlabel))(id=tid, **defaults)
-                        auto[tkey] = target
-                        node_rows[tkey] = (target.label, target.id, target.to_props(), None)
-                        queue.append(tkey)
-                drain()
+                if missing:  # most batches: every endpoint exists, nothing to make
+                    pairs(NodeLabel.MEMORY, fresh.models[i].__dict__)
+                    drain()
         edge_rows: list[tuple[str, str, str, dict[str, Any]]] = []
         memory, nxt = NodeLabel.MEMORY, EdgeType.NEXT
         for e in edges:
@@ -322,7 +316,12 @@ class NetworkXBackend(EmbeddedSearch):
                 # import or migration), never stored on their own
                 implied = struct.get(src)
                 if src in struct and implied is None and fresh is not None:
-                    implied = fresh.pairs(fresh.keys.index(src))
+                    implied = [
+                        (str(t), tl + ":" + ti)
+                        for t, tl, ti, _d in structural_targets(
+                            NodeLabel.MEMORY, fresh.by_key[src].__dict__
+                        )
+                    ]
                 elif implied is None and src in self._g:
                     implied = [(t, d) for _s, d, t in self._structural_edges_of(src)]
                 if (etype, dst) not in (implied or ()):
