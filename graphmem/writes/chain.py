@@ -121,9 +121,7 @@ class RunChains:
             run = stored.get(run_id)
             joining = [memories[i] for i in idxs]
             if run is not None:
-                # only another agent's memory can be refused (see may_join_run)
-                if any(m.agent_id != run.agent_id for m in joining):
-                    self._check_run(run, joining)
+                self._check_run(run, joining)
                 done.expect.append(
                     Expect.quick(
                         run.ref,

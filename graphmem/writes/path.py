@@ -186,10 +186,13 @@ class _WritePath:
     def check_run(self, run: Run, memories: Sequence[Memory]) -> None:
         """AccessDenied unless every memory may be added to ``run`` (its agent, or a member
         of the run's shared namespace)."""
-        # the rule once per agent: a batch appends many memories of one agent to a run
+        # the rule once per agent, and not for the run's own (who always may, see
+        # may_join_run): a batch appends many memories of one agent to a run
+        owner = run.agent_id
         firsts: dict[str, Memory] = {}
         for m in memories:
-            firsts.setdefault(m.agent_id, m)
+            if m.agent_id != owner:
+                firsts.setdefault(m.agent_id, m)
         for m in firsts.values():
             if not may_join_run(m, run, self._is_member):
                 raise AccessDenied(
