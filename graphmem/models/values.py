@@ -68,12 +68,7 @@ _last_ns = 0
 
 def new_id() -> str:
     """A new 32-hex-digit id that sorts by creation time (like UUIDv7)."""
-    global _last_ns
-    now = time.time_ns()
-    if now <= _last_ns:  # strictly increasing inside the process, even within one ns
-        now = _last_ns + 1
-    _last_ns = now
-    return f"{now:016x}{os.urandom(8).hex()}"
+    return new_ids(1)[0]
 
 
 def new_ids(n: int) -> list[str]:
@@ -81,7 +76,7 @@ def new_ids(n: int) -> list[str]:
     the system's random bytes (a batch of 1,000 made one read per id)."""
     global _last_ns
     now = time.time_ns()
-    if now <= _last_ns:
+    if now <= _last_ns:  # strictly increasing inside the process, even within one ns
         now = _last_ns + 1
     _last_ns = now + n - 1
     rand = os.urandom(8 * n).hex()
