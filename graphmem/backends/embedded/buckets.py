@@ -36,14 +36,7 @@ def index_into(buckets: list[tuple[str, Bucket]], key: str, props: Attrs) -> Non
         for item in v if v.__class__ is tuple or v.__class__ is list else (v,):
             if lazy and not bucket.known(item):  # type: ignore[attr-defined]
                 continue  # worked out from the columns when asked for
-            held = bucket.get(item)
-            if held is None:
-                bucket[item] = key
-            elif held.__class__ is str:
-                if held != key:
-                    bucket[item] = {held, key}
-            else:
-                held.add(key)  # type: ignore[union-attr]
+            _add(bucket, item, key)
 
 
 def index_out(buckets: list[tuple[str, Bucket]], key: str, props: Attrs) -> None:
@@ -109,11 +102,13 @@ def by_hash(nodes: NodeTable) -> Bucket:
 
 
 def _add(bucket: Bucket, value: Any, key: str) -> None:
+    """Add ``key`` to the nodes holding ``value`` (a key already there stays one)."""
     held = bucket.get(value)
     if held is None:
         bucket[value] = key
     elif held.__class__ is str:
-        bucket[value] = {held, key}
+        if held != key:
+            bucket[value] = {held, key}
     else:
         held.add(key)  # type: ignore[union-attr]
 
