@@ -47,7 +47,7 @@ from graphmem.backends.embedded.rows import (
     read_rows,
     stored_vectors,
 )
-from graphmem.backends.embedded.statements import forget_heads, write_edges
+from graphmem.backends.embedded.statements import forget_heads, forget_texts, write_edges
 from graphmem.backends.embedded.vector_index import VectorIndex, lean_from
 from graphmem.errors import BackendUnavailable, Conflict, DimensionMismatch, QueryFailed
 from graphmem.gcpause import gc_paused, promote_all
@@ -736,11 +736,7 @@ class EmbeddedJournal(EmbeddedGraph):
             if cur.rowcount != len(node_old):
                 raise Conflict("the store changed underneath this write; retry")
             forget_heads(db, whole_runs)
-        if fts_delete:
-            db.executemany(
-                "INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', ?, ?)",
-                fts_delete,
-            )
+        forget_texts(db, fts_delete)
         if fts_insert:
             db.executemany("INSERT INTO memory_fts(rowid, content) VALUES (?, ?)", fts_insert)
         if vec_upsert:

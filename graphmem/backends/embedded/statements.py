@@ -87,6 +87,15 @@ def forget_heads(db: sqlite3.Connection, rids: list[tuple[int]]) -> None:
         db.executemany("DELETE FROM run_heads WHERE rid = ?", rids)
 
 
+def forget_texts(db: sqlite3.Connection, rows: list[tuple[int, str]]) -> None:
+    """Take rows (row id, the text it was indexed with) out of the full-text index (a
+    contentless index forgets a row only given the text it indexed)."""
+    if rows:
+        db.executemany(
+            "INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', ?, ?)", rows
+        )
+
+
 def write_delete(
     db: sqlite3.Connection, plan: dict[str, Any], new: dict[str, int], rid_of: dict[str, int]
 ) -> None:
@@ -95,11 +104,7 @@ def write_delete(
     if plan["edges"]:
         db.executemany("DELETE FROM edges WHERE src=? AND type=? AND dst=?", list(plan["edges"]))
         unlink_next(db, [(s, d) for s, t, d in plan["edges"] if t == NEXT], new, rid_of)
-    if plan["fts"]:
-        db.executemany(
-            "INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', ?, ?)",
-            plan["fts"],
-        )
+    forget_texts(db, plan["fts"])
     if plan["rids"]:
         db.executemany("DELETE FROM vectors WHERE rid = ?", plan["rids"])
         forget_heads(db, plan["rids"])  # a later node may take a deleted one's rid
