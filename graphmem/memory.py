@@ -156,6 +156,7 @@ class GraphMemory(MemoryAPI):
             namespaces=self.namespaces,
         )
         self.writes.classify = self.lifecycle._classify
+        self.writes.classify_columns = self.lifecycle._classify_columns
         self.org = OrgMemory(backend, self.writes, clock=clock, config=cfg.org)
         self.log = EventLog(
             backend,
