@@ -288,7 +288,7 @@ class _WritePath:
                         nodes=[*chained.memories, *chained.new_runs, *nodes],
                         edges=[*chained.links, *edges],
                         expect=(*fresh, *chained.expect, *expect),
-                        run_heads={r.id: (r.event_count, r.last_event_id) for r in chained.heads},
+                        run_heads=chained.heads,
                     ),
                     created=chained.memories,
                     unless=unless,
@@ -306,7 +306,7 @@ class _WritePath:
                 ):
                     raise
                 continue
-            self._runs.keep([*chained.new_runs, *chained.heads])
+            self._runs.keep(chained.ends)
             return chained.memories
         raise Conflict("the run kept changing")  # pragma: no cover - the loop returns
 
