@@ -16,14 +16,12 @@ from dataclasses import dataclass, field
 
 from graphmem.backends.base import Expect, GraphBackend, RunHeads
 from graphmem.models import (
-    Edge,
     EdgeType,
     Filter,
     Memory,
     NodeLabel,
     NodeRef,
     Run,
-    validated,
 )
 from graphmem.models.values import replaced
 
@@ -49,7 +47,8 @@ class Chained:
     """Runs the write starts (written whole)."""
     heads: dict[str, tuple[int, str | None]] = field(default_factory=dict)
     """Existing runs: where their chains end after the write (only that is written)."""
-    links: list[Edge] = field(default_factory=list)
+    links: list[tuple[str, str]] = field(default_factory=list)
+    """The NEXT edges as (from id, to id) pairs (:attr:`WriteBatch.links`)."""
     expect: list[Expect] = field(default_factory=list)
     ends: list[Head] = field(default_factory=list)
     """Every run the write appends to, with where its chain then ends (kept once written)."""
@@ -167,9 +166,10 @@ class RunChains:
                     # a count this loop made: nothing of the memory to validate again
                     m = out[i] = replaced(m, seq=count)
                     count += 1
+                ident = m.id
                 if prev is not None:
-                    links.append(next_edge(prev, m))
-                prev = m.id
+                    links.append((prev, ident))
+                prev = ident
             if new:
                 # the count and a validated memory's id: no field to validate again
                 run = replaced(run, event_count=count, last_event_id=prev)
@@ -203,21 +203,6 @@ class RunChains:
                 return tail
             offset += page
             page *= 4
-
-
-def next_edge(prev: str, m: Memory) -> Edge:
-    """``(prev)-[:NEXT]->(m)`` between two memory ids already validated, built without
-    validating again (a batch of 1,000 appends spent 25 ms on it); a memory following
-    itself still gets the model's error."""
-    ident = m.__dict__["id"]
-    if prev == ident:
-        src = NodeRef(NodeLabel.MEMORY, prev)
-        edge: Edge = validated(Edge, {"type": EdgeType.NEXT, "src": src, "dst": m, "props": {}})
-        return edge
-    # the refs made as the tuples they are (NodeRef's own __new__ is a Python call)
-    return Edge.trusted(
-        EdgeType.NEXT, _tuple(NodeRef, (_MEMORY, prev)), _tuple(NodeRef, (_MEMORY, ident)), {}
-    )
 
 
 _MEMORY, _RUN = NodeLabel.MEMORY, NodeLabel.RUN

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from graphmem import GraphMemory
-from graphmem.backends.base import Expect, WriteBatch
+from graphmem.backends.base import Expect, WriteBatch, spelled_out
 from graphmem.errors import Conflict, InvalidInput, NotFound
-from graphmem.models import EdgeType, Memory, NodeLabel, NodeRef, RunStatus, Status
+from graphmem.models import Edge, EdgeType, Memory, NodeLabel, NodeRef, RunStatus, Status
 from tests.conftest import Stores
 from tests.threads import run_threads
 
@@ -350,3 +350,30 @@ def test_a_precondition_on_a_run_holds_only_when_every_value_does(stores: Stores
         }
         mem.backend.write(WriteBatch(nodes=[other], expect=[Expect(ref, props=held)]))
         assert mem.get("other").content == "something else"
+
+
+def test_a_batch_spelled_out_names_each_precondition_and_edge_in_its_place() -> None:
+    """What a backend that checks and writes one by one (Neo4j) makes of a batch's
+    ``new_memories`` and ``links``: the absent preconditions first, then the batch's own;
+    the NEXT edges first, then the batch's own."""
+
+    def ref(i: str) -> NodeRef:
+        return NodeRef(NodeLabel.MEMORY, i)
+
+    run = Expect(NodeRef(NodeLabel.RUN, "r"), props={"event_count": 1})
+    derived = Edge(type=EdgeType.DERIVED_FROM, src=ref("b"), dst=ref("a"))
+    batch = WriteBatch(
+        expect=[run], edges=[derived], new_memories=["a", "b"], links=[("z", "a"), ("a", "b")]
+    )
+    out = spelled_out(batch)
+    assert out.expect == [Expect(ref("a"), exists=False), Expect(ref("b"), exists=False), run]
+    assert out.edges == [
+        Edge(type=EdgeType.NEXT, src=ref("z"), dst=ref("a")),
+        Edge(type=EdgeType.NEXT, src=ref("a"), dst=ref("b")),
+        derived,
+    ]
+    assert (out.new_memories, out.links, out.nodes) == ((), (), ())
+    plain = WriteBatch(expect=[run], edges=[derived])
+    assert spelled_out(plain) is plain
+    with pytest.raises(InvalidInput, match="itself"):
+        spelled_out(WriteBatch(links=[("a", "a")]))
