@@ -86,7 +86,7 @@ class Vectorizer:
     first vectors of a bulk write are stored after one batch. With more than one batch to
     do, the calls run on a helper thread, queued :data:`AHEAD` deep, and the worker stores
     each batch's vectors while the model embeds the next (storing between two calls left
-    the model's threads idle for a twentieth of the time). After a failed pass (the
+    the model's threads idle for 3% of the time). After a failed pass (the
     embedder or the store raised) the worker retries on its own after ``retry_delay`` seconds,
     doubling up to ``max_retry_delay``, or at once when notified; :meth:`flush` raises the
     error of the pass it waited for.
