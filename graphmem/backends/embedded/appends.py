@@ -24,9 +24,8 @@ from datetime import UTC, datetime
 from sys import intern
 from typing import Any
 
-import orjson
-
 from graphmem.backends.embedded.buckets import Bucket, MemoryBucket
+from graphmem.backends.embedded.memory_rows import memory_row
 from graphmem.backends.embedded.records import (
     _EPOCH,
     _HASH,
@@ -47,8 +46,6 @@ __all__ = ["Fresh", "add_to_buckets", "fresh_memories", "fresh_rows", "put_rows"
 #: dozen list and set passes a batch whatever its size (a single ``remember`` paid ~40 µs
 #: more through it), and wins from about this many memories on
 FRESH_MIN = 16
-#: a memory's model fields its row's JSON leaves out (as ``to_props`` does, with None)
-_NOT_PROPS = frozenset({"metadata", "embedding"})
 
 
 class Fresh:
@@ -70,15 +67,15 @@ class Fresh:
         """The new memories' keys followed by ``rest``'s, as one dict."""
         return {**dict.fromkeys(self.keys), **rest}
 
-    def props(self) -> list[dict[str, Any]]:
-        """Each memory's properties as ``to_props`` gives them (its row's JSON)."""
+    def rows(self) -> list[str]:
+        """Each memory's row JSON, as :func:`memory_row` writes its ``to_props``."""
         out = []
         for m in self.models:
             d = m.__dict__
-            if d["metadata"]:
-                out.append(m.to_props())
-            else:  # orjson writes a StrEnum as its text and a tuple as a list: same JSON
-                out.append({k: v for k, v in d.items() if v is not None and k not in _NOT_PROPS})
+            # from the fields themselves (``memory_row`` leaves out what ``to_props`` would
+            # change: metadata, the vector, unset values; orjson writes a StrEnum as its
+            # text and a tuple as a list)
+            out.append(memory_row(m.to_props() if d["metadata"] else d))
         return out
 
     def missing(self, *known: Any) -> set[str]:
@@ -101,8 +98,8 @@ def fresh_rows(
         return [], [], next_rid
     fresh.rids = rids = list(range(next_rid, next_rid + len(fresh)))
     nodes = [
-        (rid, "Memory", m.__dict__["id"], orjson.dumps(props).decode())
-        for rid, m, props in zip(rids, fresh.models, fresh.props(), strict=True)
+        (rid, "Memory", m.__dict__["id"], text)
+        for rid, m, text in zip(rids, fresh.models, fresh.rows(), strict=True)
     ]
     fts = [(rid, m.__dict__["content"]) for rid, m in zip(rids, fresh.models, strict=True)]
     return nodes, fts, next_rid + len(rids)

@@ -35,6 +35,7 @@ from graphmem.backends.embedded.graph import (
     _link,
     _set_head,
 )
+from graphmem.backends.embedded.memory_rows import memory_props, memory_row
 from graphmem.backends.embedded.records import NodeTable
 from graphmem.backends.embedded.rows import (
     EDGES_BY_DST,
@@ -624,7 +625,9 @@ class EmbeddedJournal(EmbeddedGraph):
                 continue
             rid, props_s = row
             props = orjson.loads(props_s)
-            if label is NodeLabel.RUN:
+            if label is NodeLabel.MEMORY:
+                memory_props(props, ident)
+            elif label is NodeLabel.RUN:
                 head = db.execute(
                     "SELECT event_count, last_event_id FROM run_heads WHERE rid = ?", (rid,)
                 ).fetchone()
@@ -710,12 +713,13 @@ class EmbeddedJournal(EmbeddedGraph):
         rid_of, held, vindex = self._rid_of, self._g._node, self._vindex
         for key, (label, ident, props, vec) in plan["nodes"].items():
             rid = rid_of.get(key)
+            text = memory_row(props) if label is NodeLabel.MEMORY else _dumps(props)
             if rid is None:
                 rid = next_rid
                 next_rid += 1
-                node_new.append((rid, str(label), ident, _dumps(props)))
+                node_new.append((rid, str(label), ident, text))
             else:
-                node_old.append((_dumps(props), rid, str(label), ident))
+                node_old.append((text, rid, str(label), ident))
                 if label is NodeLabel.RUN:
                     whole_runs.append((rid,))
             rids[key] = rid
