@@ -144,7 +144,9 @@ class GraphMemory(MemoryAPI):
             llm=llm,
         )
         self.namespaces = Namespaces(backend, self.writes, clock=clock)
-        self.writes.check_shared = self.namespaces.check_writes
+        # graphmem's own calls with the memories of a write (checked where they came in):
+        # the face's argument check would walk each batch again
+        self.writes.check_shared = unchecked(self.namespaces.check_writes)
         self.lifecycle = Lifecycle(
             self.writes,
             config=cfg.lifecycle,
@@ -154,6 +156,7 @@ class GraphMemory(MemoryAPI):
             namespaces=self.namespaces,
         )
         self.writes.classify = self.lifecycle._classify
+        self.writes.classify_columns = self.lifecycle._classify_columns
         self.org = OrgMemory(backend, self.writes, clock=clock, config=cfg.org)
         self.log = EventLog(
             backend,
@@ -729,7 +732,7 @@ class GraphMemory(MemoryAPI):
         # lifecycle work after a write: count short-term writes, refresh a run's
         # short-term tier every N writes (archival only, never an LLM call)
         if done.created:
-            self.lifecycle.on_write(done.created)
+            unchecked(self.lifecycle.on_write)(done.created)
 
     def __repr__(self) -> str:
         return f"GraphMemory({self._backend!r})"

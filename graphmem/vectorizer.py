@@ -15,7 +15,9 @@ The class knows nothing about backends. It takes three callables:
   fetched again with its new content; a deleted one is skipped).
 
 ``fetch_missing`` and ``store`` run on the worker thread (or the caller's, for
-:meth:`Vectorizer.run_once` and a :meth:`Vectorizer.flush` without :meth:`start`).
+:meth:`Vectorizer.run_once` and a :meth:`Vectorizer.flush` without :meth:`start`); when a
+pass has more than one batch, ``embed`` runs on a helper thread, one call after another,
+so the model embeds the next batch while the last one's vectors are stored.
 
 >>> import numpy as np
 >>> rows = {"m1": "Alice prefers tea"}
@@ -37,7 +39,9 @@ import logging
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import CancelledError, Future
 
 import numpy as np
 
@@ -57,6 +61,9 @@ _RUNNING: weakref.WeakSet[Vectorizer] = weakref.WeakSet()
 EXIT_TIMEOUT = 30.0
 #: batches fetched at once and sorted by length before they are embedded one by one
 WINDOW = 4
+#: embedding calls queued on the helper thread beyond the batch being stored: with two, the
+#: helper starts the next call as it ends one, without waiting for the worker to wake
+AHEAD = 2
 
 
 @atexit.register
@@ -200,34 +207,84 @@ class Vectorizer:
     # -- work ------------------------------------------------------------------------
 
     def run_once(self) -> int:
-        """Embed every memory that lacks a vector, on this thread; how many were embedded."""
+        """Embed every memory that lacks a vector, on this thread (and, for more than one
+        batch, a helper thread for the embedding calls); how many were embedded."""
         done = 0
         stored: set[str] = set()
-        while True:
-            window = list(self._fetch(self.batch_size * WINDOW))
-            if not window:
-                return done
-            if stored.issuperset(mid for mid, _ in window):
-                # store() kept none of them (e.g. their content keeps changing): stop here
-                # rather than spin; the next notify or start tries again.
-                log.warning(
-                    "vectorizer: %d memories still lack a vector after being stored", len(window)
-                )
-                return done
-            window.sort(key=lambda item: len(item[1]))
-            for start in range(0, len(window), self.batch_size):
-                batch = window[start : start + self.batch_size]
-                vectors = self._embed([content for _, content in batch])
+        window: list[Missing] = []
+        exhausted = False
+        # batches handed to the helper (their vectors on the way), and the batch whose
+        # vectors are being stored: both still lack a vector in the store
+        ahead: deque[tuple[list[Missing], Future[np.ndarray] | None]] = deque()
+        current: tuple[list[Missing], np.ndarray] | None = None
+        calls: _Calls | None = None
+
+        def next_batch() -> list[Missing]:
+            nonlocal window, exhausted
+            if not window and not exhausted:
+                skip = {mid for batch, _f in ahead for mid, _c in batch}
+                if current is not None:
+                    skip.update(mid for mid, _c in current[0])
+                limit = self.batch_size * WINDOW + len(skip)
+                window = [m for m in self._fetch(limit) if m[0] not in skip]
+                if window and stored.issuperset(mid for mid, _ in window):
+                    # store() kept none of them (e.g. their content keeps changing): stop
+                    # here rather than spin; the next notify or start tries again.
+                    log.warning(
+                        "vectorizer: %d memories still lack a vector after being stored",
+                        len(window),
+                    )
+                    window = []
+                exhausted = not window
+                window.sort(key=lambda item: len(item[1]))
+            batch, window = window[: self.batch_size], window[self.batch_size :]
+            return batch
+
+        def stopping() -> bool:
+            return self._stop and not self._drain
+
+        try:
+            while True:
+                while not stopping() and len(ahead) < AHEAD:
+                    batch = next_batch()
+                    if not batch:
+                        break
+                    if calls is None and not ahead and not window:
+                        ahead.append((batch, None))  # a lone batch: no thread for it
+                        break
+                    if calls is None:
+                        calls = _Calls(self._embed, stopping, f"{self.name}-embed")
+                    ahead.append((batch, calls.submit([content for _, content in batch])))
+                if current is not None:
+                    batch, vectors = current
+                    self._store(batch, vectors)
+                    stored.update(mid for mid, _ in batch)
+                    done += len(batch)
+                    self.embedded += len(batch)
+                    current = None
+                    if stopping():
+                        return done
+                    if not ahead:
+                        exhausted = False  # what the last fetch held back is stored: look again
+                        continue
+                if not ahead:
+                    return done
+                batch, future = ahead.popleft()
+                if future is None:
+                    vectors = self._embed([content for _, content in batch])
+                else:
+                    try:
+                        vectors = future.result()
+                    except CancelledError:  # the helper stopped: closing without a drain
+                        return done
                 if len(vectors) != len(batch):
                     raise ValueError(
                         f"embed returned {len(vectors)} vectors for {len(batch)} texts"
                     )
-                self._store(batch, vectors)
-                stored.update(mid for mid, _ in batch)
-                done += len(batch)
-                self.embedded += len(batch)
-                if self._stop and not self._drain:
-                    return done
+                current = (batch, vectors)
+        finally:
+            if calls is not None:
+                calls.close()
 
     def _wait_for_work(self, retry_in: float) -> int | None:
         """Block until a pass is due; the request number it covers, or None to exit."""
@@ -279,3 +336,60 @@ class Vectorizer:
                     self._error = None
                     self._completed = max(self._completed, target)
                     self._cond.notify_all()
+
+
+class _Calls:
+    """Embedding calls run one after another on a daemon thread, while the worker stores
+    the vectors of the call before. :meth:`close` drops the calls not yet started and waits
+    for the one running (a daemon thread killed inside the embedder's native code aborts
+    the process); ``stopping()`` true keeps the thread from starting another."""
+
+    def __init__(self, embed: Embed, stopping: Callable[[], bool], name: str) -> None:
+        self._embed = embed
+        self._stopping = stopping
+        self._queue: deque[tuple[list[str], Future[np.ndarray]]] = deque()
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, texts: list[str]) -> Future[np.ndarray]:
+        """The call's future; cancelled at once when the thread has stopped."""
+        future: Future[np.ndarray] = Future()
+        with self._cond:
+            if self._stopped:
+                future.cancel()
+            else:
+                self._queue.append((texts, future))
+                self._cond.notify()
+        return future
+
+    def close(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._drop()
+            self._cond.notify()
+        self._thread.join()
+
+    def _drop(self) -> None:
+        for _texts, future in self._queue:
+            future.cancel()
+        self._queue.clear()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopped:
+                    self._cond.wait()
+                if self._stopping():
+                    self._stopped = True
+                if self._stopped:
+                    self._drop()
+                    return
+                texts, future = self._queue.popleft()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(self._embed(texts))
+            except BaseException as e:  # the worker raises it where it waits for the call
+                future.set_exception(e)

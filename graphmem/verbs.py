@@ -30,7 +30,7 @@ from graphmem.errors import InvalidInput, NotFound
 from graphmem.gcpause import gc_paused
 from graphmem.llm import LLM
 from graphmem.models import Memory, Status, utcnow, validated
-from graphmem.models.plain import plain_memory
+from graphmem.models.plain import ClassifyColumns, plain_memories, plain_memory
 from graphmem.models.values import new_ids
 from graphmem.reconcile import DUPLICATE_FIELDS, ReconcileResult, reconcile
 from graphmem.writes import Embed, Writes
@@ -61,6 +61,8 @@ class MemoryWrites(Writes):
         self.llm = llm
         #: fills importance and tier (set by the store once its lifecycle exists)
         self.classify: Classify | None = None
+        #: the same over a batch's columns (see graphmem.models.plain.plain_memories)
+        self.classify_columns: ClassifyColumns | None = None
         self._local = threading.local()
 
     # -- creating ----------------------------------------------------------------------
@@ -80,9 +82,20 @@ class MemoryWrites(Writes):
 
     def _validate(self, items: Iterable[Memory | Mapping[str, Any]]) -> list[Memory]:
         now = self._clock()
-        memories: list[Memory] = []
         items = items if isinstance(items, list | tuple) else list(items)
         ids = new_ids(len(items))  # one read of random bytes for the batch
+        if self.classify is None or self.classify_columns is not None:
+            batch = plain_memories(items, ids, now, self.classify_columns)
+            if batch is not None:
+                return batch
+        return self._validate_each(items, ids, now)
+
+    def _validate_each(
+        self, items: Sequence[Memory | Mapping[str, Any]], ids: list[str], now: datetime
+    ) -> list[Memory]:
+        """:meth:`_validate` an item at a time: a batch of items of several shapes, or
+        one that holds a value to convert or to refuse (named by its item)."""
+        memories: list[Memory] = []
         for i, item in enumerate(items):
             if isinstance(item, Memory):
                 memories.append(item)

@@ -36,8 +36,8 @@ once, where it keeps the backend, never with ``hasattr``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import Enum
 from types import MappingProxyType
@@ -59,6 +59,7 @@ from graphmem.models import (
     TextQuery,
     VectorQuery,
     node_model,
+    validated,
 )
 
 if TYPE_CHECKING:
@@ -77,6 +78,8 @@ __all__ = [
     "WriteBatch",
     "check_kind",
     "expect_failure",
+    "next_link",
+    "spelled_out",
     "structural_targets",
 ]
 
@@ -159,16 +162,59 @@ class WriteBatch:
     #: expects it (``Expect(run.ref, props=...)``); a count that is not a non-negative int
     #: or a last memory that is neither an id nor None is InvalidInput (:func:`checked_heads`)
     run_heads: Mapping[str, tuple[int, str | None]] = field(default_factory=dict)
+    #: ids of memories that must not exist when the write runs, each as an
+    #: ``Expect(ref, exists=False)`` ahead of ``expect`` would ask (a batch of new memories
+    #: says it once instead of one precondition a memory)
+    new_memories: Sequence[str] = ()
+    #: runs' chains: ``(from id, to id)`` pairs of memories, each the NEXT edge
+    #: :func:`next_link` makes, upserted ahead of ``edges`` (one a memory a batch appends)
+    links: Sequence[tuple[str, str]] = ()
 
     def __bool__(self) -> bool:
         return bool(
             self.nodes
             or self.edges
+            or self.links
             or self.delete_nodes
             or self.delete_edges
             or self.vectors
             or self.run_heads
         )
+
+
+def next_link(src: str, dst: str) -> Edge:
+    """``(src)-[:NEXT]->(dst)`` between two memory ids (a run's link), built without
+    validating the ids again when they are plain text (the write path's, already
+    validated); anything else, a memory following itself included, gets the model's
+    error (InvalidInput)."""
+    if src.__class__ is str and dst.__class__ is str and src != dst:
+        # the refs made as the tuples they are (NodeRef's own __new__ is a Python call)
+        return Edge.trusted(
+            EdgeType.NEXT, _tuple(NodeRef, (_MEMORY, src)), _tuple(NodeRef, (_MEMORY, dst)), {}
+        )
+    ends = {"src": (NodeLabel.MEMORY, src), "dst": (NodeLabel.MEMORY, dst)}
+    edge: Edge = validated(Edge, {"type": EdgeType.NEXT, **ends})
+    return edge
+
+
+_MEMORY = NodeLabel.MEMORY
+_tuple: Callable[[type[NodeRef], tuple[NodeLabel, str]], NodeRef] = tuple.__new__
+
+
+def spelled_out(batch: WriteBatch) -> WriteBatch:
+    """``batch`` with its :attr:`~WriteBatch.new_memories` and :attr:`~WriteBatch.links`
+    written out as the preconditions and edges they stand for, in the order they stand
+    in (for a backend that checks and writes those one by one)."""
+    if not batch.new_memories and not batch.links:
+        return batch
+    absent = [Expect.absent(_tuple(NodeRef, (_MEMORY, i))) for i in batch.new_memories]
+    return replace(
+        batch,
+        expect=[*absent, *batch.expect],
+        edges=[*(next_link(a, b) for a, b in batch.links), *batch.edges],
+        new_memories=(),
+        links=(),
+    )
 
 
 def checked_heads(

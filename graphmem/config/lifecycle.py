@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -124,12 +124,33 @@ class ClassificationRules(BaseModel):
         """The tier of a log record (``kind="log"``) or of a memory."""
         if kind == "log":
             return self.log_tier
+        return self._event_tier(event_type) or self._importance_tier(importance)
+
+    def tiers_for(
+        self, event_types: Sequence[str | None], importances: Sequence[float]
+    ) -> list[Tier]:
+        """``tier_for`` of each memory of a batch (its event types and importances): the
+        rules asked once per event type, the importance only where it decides."""
+        by_event = {e: self._event_tier(e) for e in set(event_types)}
+        decided = {e: tier for e, tier in by_event.items() if tier is not None}
+        if len(decided) == len(by_event):
+            return list(map(decided.__getitem__, event_types))
+        return [
+            by_event[e] or self._importance_tier(i)
+            for e, i in zip(event_types, importances, strict=True)
+        ]
+
+    def _event_tier(self, event_type: str | None) -> Tier | None:
+        """The tier an event type decides, or None when the importance does."""
         if event_type is None:
             return Tier.LONG_TERM
         if event_type in self.long_term_events:
             return Tier.LONG_TERM
         if event_type in self.short_term_events:
             return Tier.SHORT_TERM
+        return None
+
+    def _importance_tier(self, importance: float) -> Tier:
         return Tier.LONG_TERM if importance >= self.long_term_importance else Tier.SHORT_TERM
 
 

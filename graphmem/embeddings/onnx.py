@@ -138,12 +138,18 @@ def _tokenizer(source: Path, max_length: int) -> Any:
 def _encode(tok: Any, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Token ids and attention mask of ``texts``, right-padded to the longest."""
     encs = [tok.encode(texts[0])] if len(texts) == 1 else tok.encode_batch(list(texts))
-    width = max(len(e.ids) for e in encs)
-    ids = np.zeros((len(encs), width), dtype=np.int64)
-    mask = np.zeros((len(encs), width), dtype=np.int64)
-    for i, e in enumerate(encs):
-        ids[i, : len(e.ids)] = e.ids
-        mask[i, : len(e.ids)] = 1
+    return _padded(encs)
+
+
+def _padded(encs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids and attention mask of tokenizer encodings, right-padded to the longest."""
+    rows = [e.ids for e in encs]
+    width = max(len(r) for r in rows)
+    ids = np.zeros((len(rows), width), dtype=np.int64)
+    mask = np.zeros((len(rows), width), dtype=np.int64)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = r
+        mask[i, : len(r)] = 1
     return ids, mask
 
 
@@ -403,7 +409,7 @@ class OnnxEmbedder(_CachedEmbedder):
     LoCoMo dev recall@10 stays within half a point of fp32 queries) and ``quantize`` for any
     other model, whose int8 quality nobody measured here; ``"none"`` keeps fp32 queries.
     Calls of up to ``SMALL_BATCH`` texts run on the calling thread; larger ones are split
-    by length into batches that run on up to ``threads`` threads.
+    by token count into batches that run on up to ``threads`` threads.
     """
 
     def __init__(
@@ -553,7 +559,9 @@ class OnnxEmbedder(_CachedEmbedder):
 
     def _embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         runtime = self._loaded()
-        ids, mask = _encode(runtime.tokenizer, texts)
+        return self._embed_encoded(runtime, *_encode(runtime.tokenizer, texts))
+
+    def _embed_encoded(self, runtime: _Runtime, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         return _pool(_run(runtime.session, runtime.inputs, ids, mask), mask, self._layout.pooling)
 
     def _compute_one(self, text: str) -> np.ndarray:
@@ -596,21 +604,31 @@ class OnnxEmbedder(_CachedEmbedder):
             return self._replacement.embed(texts)
         if len(texts) <= SMALL_BATCH:
             return _normalise_rows(self._embed_batch(texts))
-        # Sorted by length, batches pad little; the rows are put back in order after.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        ordered = [texts[i] for i in order]
-        chunks = [ordered[i : i + self.batch_size] for i in range(0, len(ordered), self.batch_size)]
+        # Sorted by token count, a batch pads little (by characters it padded ~6% more
+        # tokens on LoCoMo turns); a text's row does not depend on its batch's padding.
+        runtime = self._loaded()
+        encs = runtime.tokenizer.encode_batch(texts)
+        sizes = [len(e) for e in encs]
+        order = sorted(range(len(texts)), key=sizes.__getitem__)
+        size = self.batch_size
+        # longest batch first: the last to start are the shortest, so the threads end
+        # together instead of one waiting out the longest batch alone
+        chunks = [order[i : i + size] for i in range(0, len(order), size)][::-1]
+
+        def run(chunk: list[int]) -> np.ndarray:
+            return self._embed_encoded(runtime, *_padded([encs[i] for i in chunk]))
+
         workers = min(self.threads_for(len(texts)), len(chunks))
         if workers > 1:
             with self._lock:
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(self.threads, "graphmem-embed")
                 pool = self._pool
-            parts = list(pool.map(self._embed_batch, chunks))
+            parts = list(pool.map(run, chunks))
         else:
-            parts = [self._embed_batch(c) for c in chunks]
+            parts = [run(c) for c in chunks]
         mat = np.empty((len(texts), self.dim), dtype=np.float32)
-        mat[order] = np.concatenate(parts)
+        mat[[i for c in chunks for i in c]] = np.concatenate(parts)
         return _normalise_rows(mat)
 
     def close(self) -> None:

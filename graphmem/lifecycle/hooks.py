@@ -58,19 +58,8 @@ class Lifecycle(_Passes, _Maintenance):
         if isinstance(event_type, Enum):
             event_type = event_type.value
         if data.get("importance") is None:
-            meta = data.get("metadata")
-            scorer = self.config.scorer
-            kind = None
-            if scorer.agent_boosts and scorer.agent_match == "kind":
-                # the agent's type is read only when it can matter
-                found = self.backend.get(Agent, [str(data.get("agent_id") or "default")])
-                kind = getattr(found[0], "kind", None) if found else None
-            data["importance"] = scorer.score(
-                content=str(data.get("content") or ""),
-                event_type=event_type,
-                agent_kind=kind,
-                payload=meta if isinstance(meta, Mapping) else None,
-                agent_id=str(data.get("agent_id") or "default"),
+            data["importance"] = self._score(
+                data.get("content"), event_type, data.get("metadata"), data.get("agent_id"), {}
             )
         if data.get("tier") is None:
             importance = data["importance"]
@@ -87,6 +76,64 @@ class Lifecycle(_Passes, _Maintenance):
             if ttl is not None:
                 data["expires_at"] = (start if isinstance(start, datetime) else self._clock()) + ttl
         return data
+
+    def _classify_columns(self, cols: dict[str, list[Any]], n: int) -> None:
+        """:meth:`_classify` of each memory of a batch, given as its columns (field -> its
+        value in each item; a field given by none is missing), filled in place: the rules
+        asked once per event type, tier or agent rather than once per item. The columns
+        hold the plain values :func:`graphmem.models.plain.plain_memories` takes (a float
+        importance, a datetime ``created_at``)."""
+        given = cols.get("event_type")
+        events: list[Any] = (
+            [e.value if isinstance(e, Enum) else e for e in given] if given else [None] * n
+        )
+        if "importance" not in cols:
+            kinds: dict[str, str | None] = {}
+            empty: list[Any] = [None] * n
+            cols["importance"] = [
+                self._score(content, event, meta, agent, kinds)
+                for content, event, meta, agent in zip(
+                    cols["content"],
+                    events,
+                    cols.get("metadata", empty),
+                    cols.get("agent_id", empty),
+                    strict=True,
+                )
+            ]
+        if "tier" not in cols:
+            cols["tier"] = list(self.config.rules.tiers_for(events, cols["importance"]))
+        expiry = self.config.default_expiry
+        if expiry and "expires_at" not in cols:
+            ttls = {tier: expiry.get(Tier(tier)) for tier in set(cols["tier"])}
+            if any(ttl is not None for ttl in ttls.values()):
+                # a gap (a tier without expiry beside one with) leaves the batch to the
+                # items one by one
+                cols["expires_at"] = [
+                    None if ttls[tier] is None else start + ttls[tier]
+                    for tier, start in zip(cols["tier"], cols["created_at"], strict=True)
+                ]
+
+    def _score(
+        self, content: Any, event_type: Any, meta: Any, agent_id: Any, kinds: dict[str, Any]
+    ) -> float:
+        """The scorer's importance of one memory; ``kinds`` remembers the agents' types
+        read (one batch's)."""
+        scorer = self.config.scorer
+        agent = str(agent_id or "default")
+        kind = None
+        if scorer.agent_boosts and scorer.agent_match == "kind":
+            # the agent's type is read only when it can matter
+            if agent not in kinds:
+                found = self.backend.get(Agent, [agent])
+                kinds[agent] = getattr(found[0], "kind", None) if found else None
+            kind = kinds[agent]
+        return scorer.score(
+            content=str(content or ""),
+            event_type=event_type,
+            agent_kind=kind,
+            payload=meta if isinstance(meta, Mapping) else None,
+            agent_id=agent,
+        )
 
     # -- fleeting tier ----------------------------------------------------------------
 

@@ -8,9 +8,12 @@ generated items."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
+from itertools import chain, repeat
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from pydantic_core import PydanticUndefined
@@ -18,6 +21,7 @@ from pydantic_core import PydanticUndefined
 from graphmem.models.nodes import Memory
 from graphmem.models.values import (
     _EVENT_RE,
+    MAX_CONTENT_CHARS,
     Category,
     Tier,
     Visibility,
@@ -25,10 +29,12 @@ from graphmem.models.values import (
     _check_id,
     _flat_metadata,
     assembled,
+    assembled_many,
     audience_key,
     check_content,
     check_tags,
     content_hash,
+    content_hashes,
     new_id,
 )
 
@@ -146,3 +152,197 @@ def plain_memory(item: Mapping[str, Any], ident: str | None = None) -> Memory | 
 def _construct(data: dict[str, Any], fields_set: set[str]) -> Memory:
     """What pydantic's validation leaves behind, without running it (as ``from_trusted``)."""
     return assembled(Memory, data, fields_set)
+
+
+_NONE = type(None)
+_STR = frozenset({str})
+#: the classes a field of a batch's items may hold for the batch to be made column-wise
+#: (what plain_memory takes as it is)
+_PLAIN_TYPES: dict[str, frozenset[type]] = {
+    "id": frozenset({str}),
+    "content": frozenset({str}),
+    **{name: frozenset({str}) for name in (*_SCOPES, "event_type")},
+    **{name: frozenset({str, enum}) for name, enum in _ENUMS.items()},
+    "importance": frozenset({float}),
+    "confidence": frozenset({float}),
+    "tags": frozenset({list, tuple}),
+    "metadata": frozenset({dict}),
+    "created_at": frozenset({datetime}),
+    "expires_at": frozenset({datetime}),
+}
+
+Columns = dict[str, list[Any]]
+ClassifyColumns = Callable[[Columns, int], None]
+
+
+class _Unplain(Exception):
+    """A batch holds something :func:`plain_memory` would leave to the model."""
+
+
+def plain_memories(
+    items: Sequence[Any],
+    ids: Sequence[str],
+    now: datetime,
+    classify: ClassifyColumns | None = None,
+) -> list[Memory] | None:
+    """The memories ``remember_many`` makes of ``items`` (each given ``now`` as its
+    ``created_at`` when it has none, ``ids[i]`` as its id when it has none, completed by
+    ``classify``, the lifecycle's rules over the batch's columns), made a field at a time
+    over the batch: one pass per field instead of one :func:`plain_memory` per item, the
+    same rules. None — the caller then takes the items one by one — unless every item is a
+    dict of the same keys whose every value :func:`plain_memory` takes as it is (a None
+    only where the whole column is None): a refused or converted value is then reported,
+    or converted, exactly as for a single item."""
+    n = len(items)
+    if not n or set(map(type, items)) != {dict}:
+        return None
+    shapes = set(map(tuple, items))
+    if len(shapes) != 1:
+        return None
+    [keys] = shapes
+    if "content" not in keys:
+        return None
+    cols: Columns = {}
+    for key in keys:
+        col = list(map(itemgetter(key), items))
+        types = set(map(type, col))
+        if _NONE in types:
+            if len(types) > 1:
+                return None  # None here and not there: items of different shapes
+            continue  # a None is a field not given
+        if key != "user_id" and not types.issubset(_PLAIN_TYPES.get(key, ())):
+            return None
+        cols[key] = col
+    if "content" not in cols:
+        return None
+    given = set(cols)
+    if "user_id" in cols:  # an end user's memory: kept as metadata.user_id
+        users = cols.pop("user_id")
+        metas = cols.get("metadata") or [{}] * n
+        cols["metadata"] = [{**m, "user_id": u} for m, u in zip(metas, users, strict=True)]
+        given.discard("user_id")
+        given.add("metadata")
+    if "created_at" not in cols:
+        cols["created_at"] = [now] * n
+        given.add("created_at")
+    if classify is not None:
+        added = set(cols)
+        try:
+            classify(cols, n)
+        except Exception:  # the items one by one say which and how
+            return None
+        added = set(cols) - added
+        given |= added
+        for key in added:
+            if not set(map(type, cols[key])).issubset(_PLAIN_TYPES[key]):
+                return None
+    try:
+        return _construct_many(_fields(cols, n, ids), given)
+    except (_Unplain, ValueError):
+        return None
+
+
+def _fields(cols: Columns, n: int, ids: Sequence[str]) -> Columns:
+    """The fields of Memory the batch's memories differ in, as columns (the others take
+    their defaults), checked as :func:`plain_memory` checks one item's fields: ValueError
+    or _Unplain where it would return None."""
+    out: Columns = {}
+    contents = cols["content"]
+    joined = "".join(contents)
+    if (
+        not all(map(str.strip, contents))
+        or max(map(len, contents)) > MAX_CONTENT_CHARS
+        or "\x00" in joined
+        or not (joined.isascii() or _encodable(joined))
+    ):
+        raise _Unplain  # check_content refuses one of them
+    out["content"] = contents
+    out["content_hash"] = content_hashes(contents)
+    given = cols.get("id")
+    if given is not None:
+        for ident in given:
+            _check_id(ident, "id")
+    out["id"] = list(ids) if given is None else given
+    for name in _SCOPES:
+        col = cols.get(name)
+        if col is not None:
+            for value in set(col):
+                _check_id(value, name)
+            out[name] = col
+    for name, enum in _ENUMS.items():
+        col = cols.get(name)
+        if col is not None:
+            members = enum._value2member_map_
+            # a member and its text are one key: both map to the member
+            found = {value: members.get(value) for value in set(col)}
+            if None in found.values():
+                raise _Unplain
+            out[name] = list(map(found.__getitem__, col))
+    for name in ("importance", "confidence"):
+        col = cols.get(name)
+        if col is not None:
+            if not (all(map((0.0).__le__, col)) and all(map((1.0).__ge__, col))):
+                raise _Unplain  # out of range, or NaN
+            out[name] = col
+    events = cols.get("event_type")
+    if events is not None:
+        if not all(map(_EVENT_RE.match, set(events))):
+            raise _Unplain
+        out["event_type"] = events
+    tags = cols.get("tags")
+    if tags is not None:
+        if not set(map(type, chain.from_iterable(tags))).issubset(_STR):
+            raise _Unplain
+        keys = list(map(tuple, tags))
+        checked = {key: check_tags(key) for key in set(keys)}
+        out["tags"] = list(map(checked.__getitem__, keys))
+    metas = cols.get("metadata")
+    # a dict of its own for each memory
+    out["metadata"] = list(map(_flat_metadata, metas) if metas is not None else map(dict, [()] * n))
+    created = _aware_column(cols["created_at"], "created_at")
+    out["created_at"] = out["updated_at"] = out["valid_from"] = created
+    expires = cols.get("expires_at")
+    if expires is not None:
+        out["expires_at"] = _aware_column(expires, "expires_at")
+    out["audience"] = _audiences(out, cols, n)
+    return out
+
+
+def _audiences(out: Columns, cols: Columns, n: int) -> list[str]:
+    """``audience_key`` of each memory, asked once per distinct (visibility, agent,
+    namespace)."""
+    defaults = _template()
+    visibility, agents, spaces = (
+        out[name] if name in cols else [defaults[name]] * n
+        for name in ("visibility", "agent_id", "namespace")
+    )
+    keys = list(zip(visibility, agents, spaces, strict=True))
+    found = {key: audience_key(*key) for key in set(keys)}
+    return list(map(found.__getitem__, keys))
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _aware_column(col: list[datetime], what: str) -> list[datetime]:
+    """``_aware`` of each time (a batch's times are mostly UTC already: kept as they are,
+    which is what converting them gives)."""
+    if set(map(attrgetter("tzinfo"), col)) == {UTC}:
+        return col
+    return [_aware(value, what) for value in col]  # type: ignore[misc]
+
+
+def _construct_many(fields: Columns, given: set[str]) -> list[Memory]:
+    """Memories of ``fields`` (field -> its values over the batch; the others at their
+    defaults), each with ``given`` as its fields set."""
+    names = tuple(fields)
+    rows = zip(*fields.values(), strict=True)
+    # each memory's fields a copy of the defaults (in the model's order) then its own
+    datas = list(map(dict.copy, repeat(_template(), len(fields["id"]))))
+    deque(map(dict.update, datas, map(zip, repeat(names), rows)), 0)
+    return assembled_many(Memory, datas, given)

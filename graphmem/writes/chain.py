@@ -16,14 +16,12 @@ from dataclasses import dataclass, field
 
 from graphmem.backends.base import Expect, GraphBackend, RunHeads
 from graphmem.models import (
-    Edge,
     EdgeType,
     Filter,
     Memory,
     NodeLabel,
     NodeRef,
     Run,
-    validated,
 )
 from graphmem.models.values import replaced
 
@@ -31,6 +29,12 @@ from graphmem.models.values import replaced
 CHAIN_ATTEMPTS = 32
 #: runs whose head (event count, last memory) a handle keeps from its own writes
 HEADS_KEPT = 4096
+
+
+#: where a run's chain ends as this handle's write left it: the run as first read or
+#: started (its id, agent and namespace: what the joining rule and the precondition read),
+#: its event count and its last memory's id (a plain pair: a batch ends hundreds of runs)
+Head = tuple[Run, int, str | None]
 
 
 @dataclass
@@ -41,10 +45,13 @@ class Chained:
     run_ids: list[str] = field(default_factory=list)
     new_runs: list[Run] = field(default_factory=list)
     """Runs the write starts (written whole)."""
-    heads: list[Run] = field(default_factory=list)
-    """Existing runs with where their chains end after the write (only that is written)."""
-    links: list[Edge] = field(default_factory=list)
+    heads: dict[str, tuple[int, str | None]] = field(default_factory=dict)
+    """Existing runs: where their chains end after the write (only that is written)."""
+    links: list[tuple[str, str]] = field(default_factory=list)
+    """The NEXT edges as (from id, to id) pairs (:attr:`WriteBatch.links`)."""
     expect: list[Expect] = field(default_factory=list)
+    ends: list[Head] = field(default_factory=list)
+    """Every run the write appends to, with where its chain then ends (kept once written)."""
 
 
 class RunChains:
@@ -56,26 +63,29 @@ class RunChains:
     ) -> None:
         self.backend = backend
         self._check_run = check_run
-        # run id -> the run as this handle's last append left it
-        self._heads: OrderedDict[str, Run] = OrderedDict()
+        # run id -> the run's head as this handle's last append left it
+        self._heads: OrderedDict[str, Head] = OrderedDict()
         self._heads_lock = threading.Lock()
 
-    def keep(self, runs: Sequence[Run]) -> None:
+    def keep(self, ends: Sequence[Head]) -> None:
         with self._heads_lock:
-            for run in runs:
-                self._heads[run.id] = run
-                self._heads.move_to_end(run.id)
-            while len(self._heads) > HEADS_KEPT:
-                self._heads.popitem(last=False)
+            heads = self._heads
+            for head in ends:
+                run_id = head[0].id
+                heads[run_id] = head
+                heads.move_to_end(run_id)
+            while len(heads) > HEADS_KEPT:
+                heads.popitem(last=False)
 
     def forget(self, run_ids: Sequence[str]) -> None:
         with self._heads_lock:
             for run_id in run_ids:
                 self._heads.pop(run_id, None)
 
-    def _known(self, run_ids: Sequence[str]) -> dict[str, Run]:
+    def _known(self, run_ids: Sequence[str]) -> dict[str, Head]:
         with self._heads_lock:
-            return {r: self._heads[r] for r in run_ids if r in self._heads}
+            heads = self._heads
+            return {r: heads[r] for r in run_ids if r in heads}
 
     def _read(self, run_ids: list[str]) -> tuple[dict[str, Run], set[str]]:
         """The stored runs among ``run_ids`` and which of their last memories exist: one
@@ -110,30 +120,33 @@ class RunChains:
         if not groups:
             return done
         out = done.memories
-        known = self._known(list(groups))
+        known = self._known(done.run_ids)
         unknown = [r for r in groups if r not in known]
         stored, alive = self._read(unknown) if unknown else ({}, set())
-        for head in known.values():
-            stored[head.id] = head
-            if head.last_event_id is not None:
-                alive.add(head.last_event_id)  # written by this handle; expected below
+        expect, links, ends = done.expect, done.links, done.ends
         for run_id, idxs in groups.items():
-            run = stored.get(run_id)
             joining = [memories[i] for i in idxs]
+            head = known.get(run_id)
+            run = head[0] if head is not None else stored.get(run_id)
+            new = run is None
             if run is not None:
+                # as this handle left it (its last memory expected below), else as read
+                count, last = head[1:] if head is not None else (run.event_count, run.last_event_id)
                 self._check_run(run, joining)
-                done.expect.append(
+                expect.append(
                     Expect.quick(
-                        run.ref,
+                        _tuple(NodeRef, (_RUN, run_id)),
                         props={
-                            "event_count": run.event_count,
-                            "last_event_id": run.last_event_id,
+                            "event_count": count,
+                            "last_event_id": last,
                             "agent_id": run.agent_id,
                             "namespace": run.namespace,
                         },
                     )
                 )
-                new = False
+                prev = last
+                if head is None and prev is not None and prev not in alive:
+                    prev = self._tail(run_id)
             else:
                 first = memories[idxs[0]]
                 run = Run(
@@ -143,26 +156,27 @@ class RunChains:
                     started_at=first.created_at,
                 )
                 self._check_run(run, joining)
-                done.expect.append(Expect(run.ref, exists=False))
-                new = True
-            prev = run.last_event_id
-            if prev is not None and prev not in alive:
-                prev = self._tail(run_id)
+                expect.append(Expect(run.ref, exists=False))
+                count, prev = run.event_count, run.last_event_id
             if prev is not None:
-                done.expect.append(Expect.quick(NodeRef(NodeLabel.MEMORY, prev)))
-            count = run.event_count
+                expect.append(Expect.quick(NodeRef(_MEMORY, prev)))
             for i in idxs:
                 m = out[i]
                 if events:
                     # a count this loop made: nothing of the memory to validate again
                     m = out[i] = replaced(m, seq=count)
                     count += 1
+                ident = m.id
                 if prev is not None:
-                    done.links.append(next_edge(prev, m))
-                prev = m.id
-            # the count and a validated memory's id: no field to validate again
-            head = replaced(run, event_count=count, last_event_id=prev)
-            (done.new_runs if new else done.heads).append(head)
+                    links.append((prev, ident))
+                prev = ident
+            if new:
+                # the count and a validated memory's id: no field to validate again
+                run = replaced(run, event_count=count, last_event_id=prev)
+                done.new_runs.append(run)
+            else:
+                done.heads[run_id] = (count, prev)
+            ends.append((run, count, prev))
         return done
 
     def _tail(self, run_id: str) -> str | None:
@@ -191,20 +205,5 @@ class RunChains:
             page *= 4
 
 
-def next_edge(prev: str, m: Memory) -> Edge:
-    """``(prev)-[:NEXT]->(m)`` between two memory ids already validated, built without
-    validating again (a batch of 1,000 appends spent 25 ms on it); a memory following
-    itself still gets the model's error."""
-    ident = m.__dict__["id"]
-    if prev == ident:
-        src = NodeRef(NodeLabel.MEMORY, prev)
-        edge: Edge = validated(Edge, {"type": EdgeType.NEXT, "src": src, "dst": m, "props": {}})
-        return edge
-    # the refs made as the tuples they are (NodeRef's own __new__ is a Python call)
-    return Edge.trusted(
-        EdgeType.NEXT, _tuple(NodeRef, (_MEMORY, prev)), _tuple(NodeRef, (_MEMORY, ident)), {}
-    )
-
-
-_MEMORY = NodeLabel.MEMORY
+_MEMORY, _RUN = NodeLabel.MEMORY, NodeLabel.RUN
 _tuple: Callable[[type[NodeRef], tuple[NodeLabel, str]], NodeRef] = tuple.__new__

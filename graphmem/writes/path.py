@@ -115,7 +115,7 @@ class _WritePath:
     ) -> None:
         """Apply one batch (one transaction) and run the hooks. ``unless``: write nothing
         (Conflict) when a node matches it; only for a :class:`GuardedWrite` backend."""
-        if not batch and not batch.expect:
+        if not batch and not batch.expect and not batch.new_memories:
             return
         if unless is not None:
             if not isinstance(self.backend, GuardedWrite):
@@ -275,7 +275,7 @@ class _WritePath:
         chain: Literal["link", "events", "off"],
         unless: Filter | None,
     ) -> list[Memory]:
-        fresh = () if replace else tuple(Expect.absent(m.ref) for m in memories)
+        new = () if replace else [m.id for m in memories]
         for attempt in range(CHAIN_ATTEMPTS):
             chained = (
                 self._runs.chain(memories, events=chain == "events")
@@ -286,9 +286,11 @@ class _WritePath:
                 self.commit(
                     WriteBatch(
                         nodes=[*chained.memories, *chained.new_runs, *nodes],
-                        edges=[*chained.links, *edges],
-                        expect=(*fresh, *chained.expect, *expect),
-                        run_heads={r.id: (r.event_count, r.last_event_id) for r in chained.heads},
+                        edges=edges,
+                        expect=[*chained.expect, *expect],
+                        run_heads=chained.heads,
+                        new_memories=new,
+                        links=chained.links,
                     ),
                     created=chained.memories,
                     unless=unless,
@@ -306,7 +308,7 @@ class _WritePath:
                 ):
                     raise
                 continue
-            self._runs.keep([*chained.new_runs, *chained.heads])
+            self._runs.keep(chained.ends)
             return chained.memories
         raise Conflict("the run kept changing")  # pragma: no cover - the loop returns
 

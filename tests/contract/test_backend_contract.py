@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from graphmem.backends.base import GraphBackend, WriteBatch
-from graphmem.errors import DimensionMismatch, InvalidInput
+from graphmem.errors import Conflict, DimensionMismatch, InvalidInput
 from graphmem.models import (
     Agent,
     Edge,
@@ -361,3 +361,44 @@ def test_a_bad_run_head_is_refused_and_nothing_written(
     [run] = backend.get(Run, ["r1"])
     assert (run.event_count, run.last_event_id) == (0, None)
     assert backend.get(Memory, ["m1"]) == []
+
+
+def _next_pairs(backend: GraphBackend, ids: list[str]) -> set[tuple[str, str]]:
+    refs = [NodeRef(NodeLabel.MEMORY, i) for i in ids]
+    sub = backend.expand(refs, [EdgeType.NEXT], direction="out")
+    return {(e.src.id, e.dst.id) for e in sub.edges if e.type is EdgeType.NEXT}
+
+
+def test_a_batch_names_its_new_memories_and_links_once(backend: GraphBackend) -> None:
+    """``new_memories``: each must not exist (Conflict, nothing written); ``links``: NEXT
+    edges between memories, refused like any edge when an end is missing or deleted."""
+    backend.write(WriteBatch(nodes=[memory("one", id="m1")]))
+    two, three = memory("two", id="m2"), memory("three", id="m3")
+    backend.write(
+        WriteBatch(
+            nodes=[two, three], new_memories=["m2", "m3"], links=[("m1", "m2"), ("m2", "m3")]
+        )
+    )
+    assert _next_pairs(backend, ["m1", "m2", "m3"]) == {("m1", "m2"), ("m2", "m3")}
+    before = backend.stats()
+    with pytest.raises(Conflict, match="precondition"):
+        backend.write(WriteBatch(nodes=[memory("four", id="m4")], new_memories=["m4", "m2"]))
+    four, gone = memory("four", id="m4"), [NodeRef(NodeLabel.MEMORY, "m1")]
+    for links, delete in (
+        ([("m4", "nope")], []),
+        ([("m4", "m4")], []),
+        ([("m1", "m4")], gone),
+        ([("m4", 7)], []),
+    ):
+        with pytest.raises(InvalidInput):
+            backend.write(
+                WriteBatch(
+                    nodes=[four],
+                    new_memories=["m4"],
+                    links=links,  # type: ignore[arg-type]
+                    delete_nodes=delete,
+                )
+            )
+    assert backend.stats() == before
+    assert backend.get(Memory, ["m4"]) == []
+    assert _next_pairs(backend, ["m1", "m2", "m3"]) == {("m1", "m2"), ("m2", "m3")}

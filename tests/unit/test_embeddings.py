@@ -262,6 +262,49 @@ def test_int8_queries_search_the_full_precision_vectors(
         OnnxEmbedder(cache_dir=onnx_cache, query_quantize=cast(Any, "int4"))
 
 
+def test_a_call_cuts_its_batches_by_token_count_and_runs_the_longest_first(
+    onnx_cache: Path,
+) -> None:
+    """Characters order these texts otherwise than their tokens do: a call's batches are
+    cut from the token-sorted order (each pads to no more tokens than that order needs),
+    they run longest first, and each row is the one its text gets alone."""
+    texts = [
+        "a b c d e f g h i j",  # 19 characters, 12 tokens
+        "internationalization",  # 20 characters, 4 tokens
+        "?!?!?!?!",  # 8 characters, 10 tokens
+        "Notwithstanding",  # 15 characters, 3 tokens
+        "1 2 3 4 5 6 7",
+        "uncharacteristically",
+        "hi",
+        "x y z",
+        "counterrevolutionaries",
+        "ok ok ok ok ok",
+    ]
+    e = OnnxEmbedder(cache_dir=onnx_cache, batch_size=2, threads=1, cache_size=0)
+    tok = e._loaded().tokenizer
+    sizes = sorted(len(tok.encode(t)) for t in texts)
+    least = sum(max(sizes[i : i + 2]) * len(sizes[i : i + 2]) for i in range(0, len(sizes), 2))
+    by_chars = sorted(texts, key=len)
+    chars = sum(
+        max(len(tok.encode(t)) for t in by_chars[i : i + 2]) * 2 for i in range(0, len(texts), 2)
+    )
+    assert chars > least  # the texts tell the two orders apart
+    runs: list[tuple[int, int]] = []
+    embed_encoded = e._embed_encoded
+
+    def record(runtime: Any, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        runs.append(ids.shape)
+        return embed_encoded(runtime, ids, mask)
+
+    e._embed_encoded = record  # type: ignore[method-assign]
+    got = e.embed(texts)
+    e.close()
+    assert sum(rows * width for rows, width in runs) == least
+    assert [w for _r, w in runs] == sorted((w for _r, w in runs), reverse=True)
+    alone = OnnxEmbedder(cache_dir=onnx_cache, cache_size=0)
+    np.testing.assert_array_equal(got, np.vstack([alone.embed([t]) for t in texts]))
+
+
 def test_a_query_gets_the_row_a_batch_of_it_gets(onnx_cache: Path) -> None:
     """A query takes a shorter way (the tokenizer's Python path, pooling without a mask):
     its vector is bit for bit the batch path's, on texts that take either tokenizer."""

@@ -265,3 +265,58 @@ def test_a_pass_embeds_its_window_by_length_a_batch_at_a_time(
     v.flush()
     assert seen == [sorted(lengths)[i : i + 4] for i in range(0, len(lengths), 4)]
     assert set(store.vectors) == set(store.content)
+
+
+def test_the_next_batch_is_embedded_while_the_last_is_stored(store: FakeStore) -> None:
+    """The model does not wait for the store: while one batch's vectors are written, the
+    next batch's embedding call has already begun (on a helper thread), and each vector
+    still goes to its own memory."""
+    inner = HashEmbedder(32, cache_size=0)
+    started = [threading.Event() for _ in range(3)]
+    threads: set[str] = set()
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        started[sum(e.is_set() for e in started)].set()
+        threads.add(threading.current_thread().name)
+        return inner.embed(list(texts))
+
+    overlapped: list[bool] = []
+
+    def keep(items: Sequence[Missing], vectors: np.ndarray) -> None:
+        k = len(overlapped)
+        overlapped.append(k + 1 >= len(started) or started[k + 1].wait(10.0))
+        store.store(items, vectors)
+
+    for i in range(12):
+        store.put(f"m{i}", "x" * (i + 1))
+    v = Vectorizer(embed, store.fetch_missing, keep, batch_size=4)
+    v.flush()
+    assert overlapped == [True, True, True]
+    assert threads == {"graphmem-vectorizer-embed"}
+    for mid, content in store.content.items():
+        np.testing.assert_array_equal(store.vectors[mid], inner.embed([content])[0])
+    assert not any(t.name == "graphmem-vectorizer-embed" for t in threading.enumerate())
+
+
+def test_a_failing_call_on_the_helper_is_raised_and_the_batches_before_it_kept(
+    store: FakeStore,
+) -> None:
+    embed = CountingEmbed()
+    calls = 0
+
+    def fail_second(texts: Sequence[str]) -> np.ndarray:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise RuntimeError("model crashed")
+        return embed(texts)
+
+    for i in range(12):
+        store.put(f"m{i}", f"memory {i:02d}")
+    v = Vectorizer(fail_second, store.fetch_missing, store.store, batch_size=4)
+    with pytest.raises(RuntimeError, match="model crashed"):
+        v.flush()
+    assert len(store.vectors) == 4  # the first batch's vectors, stored before the error
+    assert not any(t.name == "graphmem-vectorizer-embed" for t in threading.enumerate())
+    v.flush()  # the next pass embeds the rest
+    assert set(store.vectors) == set(store.content)

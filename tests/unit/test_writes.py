@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from graphmem import GraphMemory
-from graphmem.backends.base import Expect, WriteBatch
+from graphmem.backends.base import Expect, WriteBatch, spelled_out
 from graphmem.errors import Conflict, InvalidInput, NotFound
-from graphmem.models import EdgeType, Memory, NodeLabel, NodeRef, Status
+from graphmem.models import Edge, EdgeType, Memory, NodeLabel, NodeRef, RunStatus, Status
 from tests.conftest import Stores
 from tests.threads import run_threads
 
@@ -318,3 +318,62 @@ def test_memories_of_a_run_form_one_chain_across_handles_and_threads(stores: Sto
     finally:
         a.close()
         b.close()
+
+
+def test_a_precondition_on_a_run_holds_only_when_every_value_does(stores: Stores) -> None:
+    """A run is held as its dict: each value is compared as held, an enum with its text,
+    a missing field with None; one value that differs refuses the write."""
+    with _open(stores) as mem:
+        m = mem.remember("step one", run_id="r1", agent_id="a")
+        ref = NodeRef(NodeLabel.RUN, "r1")
+        other = m.evolve(id="other", content="something else", content_hash="", run_id=None)
+        before = mem.backend.stats()
+        for props in (
+            {"last_event_id": "someone else"},
+            {"last_event_id": None},
+            {"agent_id": "b"},
+            {"status": "ended"},
+            {"user_id": "u"},
+            {"agent_id": "a", "event_count": 7},
+        ):
+            with pytest.raises(Conflict, match="precondition"):
+                mem.backend.write(WriteBatch(nodes=[other], expect=[Expect(ref, props=props)]))
+        assert mem.backend.stats() == before
+        assert mem.get(["other"]) == []
+        held = {
+            "event_count": 0,
+            "last_event_id": m.id,
+            "agent_id": "a",
+            "namespace": "default",
+            "status": RunStatus.RUNNING,
+            "user_id": None,
+        }
+        mem.backend.write(WriteBatch(nodes=[other], expect=[Expect(ref, props=held)]))
+        assert mem.get("other").content == "something else"
+
+
+def test_a_batch_spelled_out_names_each_precondition_and_edge_in_its_place() -> None:
+    """What a backend that checks and writes one by one (Neo4j) makes of a batch's
+    ``new_memories`` and ``links``: the absent preconditions first, then the batch's own;
+    the NEXT edges first, then the batch's own."""
+
+    def ref(i: str) -> NodeRef:
+        return NodeRef(NodeLabel.MEMORY, i)
+
+    run = Expect(NodeRef(NodeLabel.RUN, "r"), props={"event_count": 1})
+    derived = Edge(type=EdgeType.DERIVED_FROM, src=ref("b"), dst=ref("a"))
+    batch = WriteBatch(
+        expect=[run], edges=[derived], new_memories=["a", "b"], links=[("z", "a"), ("a", "b")]
+    )
+    out = spelled_out(batch)
+    assert out.expect == [Expect(ref("a"), exists=False), Expect(ref("b"), exists=False), run]
+    assert out.edges == [
+        Edge(type=EdgeType.NEXT, src=ref("z"), dst=ref("a")),
+        Edge(type=EdgeType.NEXT, src=ref("a"), dst=ref("b")),
+        derived,
+    ]
+    assert (out.new_memories, out.links, out.nodes) == ((), (), ())
+    plain = WriteBatch(expect=[run], edges=[derived])
+    assert spelled_out(plain) is plain
+    with pytest.raises(InvalidInput, match="itself"):
+        spelled_out(WriteBatch(links=[("a", "a")]))

@@ -28,6 +28,7 @@ from graphmem.backends.base import (
     check_kind,
     checked_heads,
     expect_failure,
+    next_link,
     structural_targets,
 )
 from graphmem.backends.embedded.adjacency import Adjacency
@@ -127,7 +128,7 @@ class NetworkXBackend(EmbeddedSearch):
         doomed = [NodeRef(NodeLabel(r[0]), r[1]) for r in batch.delete_nodes]
         if doomed and {n.ref.key for n in nodes} & {r.key for r in doomed}:
             raise InvalidInput("one write cannot both upsert and delete the same node")
-        if not batch and not batch.expect:
+        if not batch and not batch.expect and not batch.new_memories:
             return 0
         heads_given = checked_heads(batch.run_heads) if batch.run_heads else []
         # from the instance dict: getattr on a node without the field (a Run) goes through
@@ -138,8 +139,9 @@ class NetworkXBackend(EmbeddedSearch):
             raise DimensionMismatch(f"embeddings of different dimensions in one batch: {dims}")
         dim = dims.pop() if dims else None
         with self._transaction() as db:
+            self._check_new(batch.new_memories)
             self._check_expectations(batch.expect)
-            plan = self._plan_upsert(nodes, edges, doomed={r.key for r in doomed})
+            plan = self._plan_upsert(nodes, edges, batch.links, doomed={r.key for r in doomed})
             heads = self._heads_of(heads_given, plan)
             if dim is not None:
                 self._fix_dim(db, dim)
@@ -216,6 +218,18 @@ class NetworkXBackend(EmbeddedSearch):
                 out.append((key, count, last))
         return out
 
+    def _check_new(self, ids: Sequence[str]) -> None:
+        """Inside the transaction: no memory of ``ids`` may exist (``new_memories``)."""
+        nodes = self._g._node
+        dicts, rows = nodes.dicts, nodes.memories.row_of
+        for i in ids:
+            if i.__class__ is not str:
+                raise InvalidInput(f"new memories are named by their ids, got {i!r}")
+            key = "Memory:" + i
+            if key in rows or key in dicts:
+                why = expect_failure(Expect.absent(NodeRef(NodeLabel.MEMORY, i)), nodes.get(key))
+                raise Conflict(f"precondition failed: {why}")
+
     def _check_expectations(self, expects: Sequence[Expect]) -> None:
         """Inside the transaction, with the state current: every precondition must hold."""
         g = self._g
@@ -225,8 +239,18 @@ class NetworkXBackend(EmbeddedSearch):
             ref = ex.ref
             key = ref[0] + ":" + ref[1]  # a StrEnum + str is the text (ref.key, inlined)
             if ex.exists:
-                if not ex.props and ex.sources is None and (key in rows or key in dicts):
-                    continue  # it exists, and nothing more is asked (a run's last memory)
+                if ex.sources is None:
+                    if not ex.props:
+                        if key in rows or key in dicts:
+                            continue  # it exists, and nothing more is asked (a run's last memory)
+                    elif (held := dicts.get(key)) is not None:
+                        # a node held as its dict (a run a batch appends to): each value as
+                        # held; one that differs is compared as stored below
+                        for k, want in ex.props.items():
+                            if held.get(k) != want:
+                                break
+                        else:
+                            continue
             elif key not in rows and key not in dicts:
                 continue  # a new node's id is free (every memory of a batch asks)
             props = nodes.get(key)
@@ -239,7 +263,12 @@ class NetworkXBackend(EmbeddedSearch):
                 raise Conflict(f"precondition failed: {why}")
 
     def _plan_upsert(
-        self, nodes: Sequence[GraphNode], edges: Sequence[Edge], *, doomed: set[str]
+        self,
+        nodes: Sequence[GraphNode],
+        edges: Sequence[Edge],
+        links: Sequence[tuple[str, str]] = (),
+        *,
+        doomed: set[str],
     ) -> dict[str, Any]:
         """Work out every row to write, before touching the file (validation first)."""
         node_rows: dict[str, tuple[NodeLabel, str, dict[str, Any], tuple[float, ...] | None]] = {}
@@ -293,6 +322,15 @@ class NetworkXBackend(EmbeddedSearch):
                     pairs(NodeLabel.MEMORY, fresh.models[i].__dict__)
                     drain()
         edge_rows: list[tuple[str, str, str, dict[str, Any]]] = []
+        for a, b in links:
+            if a.__class__ is not str or b.__class__ is not str or a == b:
+                next_link(a, b)  # the model's error (a memory following itself)
+            src, dst = "Memory:" + a, "Memory:" + b
+            if not ((src in born or src in rid_of) and (dst in born or dst in rid_of)) or doomed:
+                for end in (src, dst):  # a memory of the general plan, or one deleted
+                    if end in doomed or not (end in born or end in node_rows or end in rid_of):
+                        raise InvalidInput(f"edge NEXT refers to missing node {end}")
+            edge_rows.append((src, "NEXT", dst, {}))
         memory, nxt = NodeLabel.MEMORY, EdgeType.NEXT
         for e in edges:
             d = e.__dict__

@@ -18,6 +18,7 @@ from graphmem.backends.base import (
     WriteBatch,
     checked_heads,
     expect_failure,
+    spelled_out,
     structural_targets,
 )
 from graphmem.backends.neo4j.filters import (
@@ -438,6 +439,7 @@ class Neo4jWrites(Neo4jSchema):
         deleted."""
         if not isinstance(batch, WriteBatch):
             raise InvalidInput(f"write takes a WriteBatch, got {type(batch).__name__}")
+        batch = spelled_out(batch)  # each new memory's precondition, each link's edge
         nodes = list(batch.nodes)
         edges = list(batch.edges)
         for e in (*edges, *batch.delete_edges):
