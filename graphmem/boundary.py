@@ -29,7 +29,10 @@ import inspect
 import numbers
 import types
 import typing
-from collections.abc import Callable, Iterable
+import weakref
+from collections.abc import Callable, Collection, Iterable, Sequence
+from itertools import chain, compress, repeat
+from operator import is_, itemgetter
 from typing import Any, ParamSpec, TypeVar
 
 from graphmem.errors import InvalidInput
@@ -67,6 +70,13 @@ def _all_text_storable(value: Any) -> bool:
     """Whether every string inside ``value`` (containers walked, at most ``_MAX_DEPTH``
     deep and ``_MAX_ITEMS`` values) can be stored. Iterative, with strings looked at where
     they are found: a batch of 1,000 mappings is ~10,000 values, once per call."""
+    # nothing the walk could find (the common case: a batch of plain items), or the walk
+    return _every_text_storable(value) or _walk_text_storable(value)
+
+
+def _walk_text_storable(value: Any) -> bool:
+    """:func:`_all_text_storable` by walking ``value`` (the walk's budget decides what a
+    refusal names: text past it is left to the verb's own checks)."""
     budget = _MAX_ITEMS
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
@@ -102,6 +112,52 @@ def _all_text_storable(value: Any) -> bool:
     return True
 
 
+#: what plain containers may hold for :func:`_every_text_storable` to answer
+_PLAIN_KINDS = frozenset({str, dict, list, tuple, *_SCALARS})
+
+
+def _every_text_storable(value: Any) -> bool:
+    """True when every string anywhere inside ``value`` — a list or tuple of dicts, lists,
+    tuples, strings and :data:`_SCALARS` — can be stored, so the walk of
+    :func:`_all_text_storable` cannot find one that cannot, however deep or far it looks;
+    False when that is not sure (then the walk decides). Column by column: the values of a
+    list, the values dicts of one shape hold under each key, each read by one map over
+    the column, every string found joined and checked at once — a batch of 1,000 items is
+    a few dozen passes, not 10,000 steps."""
+    if value.__class__ is not list and value.__class__ is not tuple:
+        return False
+    texts: list[Sequence[str]] = []
+    columns: list[tuple[Sequence[Any], int]] = [(value, 0)]
+    while columns:
+        column, depth = columns.pop()
+        if depth > _MAX_DEPTH:
+            return False  # nested deeper than the walk looks: the walk answers
+        kinds = set(map(type, column))
+        if not kinds.issubset(_PLAIN_KINDS):
+            return False  # a mapping or a walked container of another class: the walk's
+        if len(kinds) == 1:
+            parts: Iterable[tuple[type, Sequence[Any]]] = ((next(iter(kinds)), column),)
+        else:
+            classes = list(map(type, column))
+            parts = ((k, list(compress(column, map(is_, classes, repeat(k))))) for k in kinds)
+        for kind, values in parts:
+            if kind is str:
+                texts.append(values)
+            elif kind is dict:
+                shapes = set(map(tuple, values))
+                if len(shapes) == 1:
+                    [keys] = shapes
+                    columns.append((keys, depth + 1))
+                    columns.extend((list(map(itemgetter(key), values)), depth + 1) for key in keys)
+                else:
+                    columns.append((list(chain.from_iterable(values)), depth + 1))
+                    columns.append((list(chain.from_iterable(map(dict.values, values))), depth + 1))
+            elif kind is list or kind is tuple:
+                columns.append((list(chain.from_iterable(values)), depth + 1))
+    joined = "".join(chain.from_iterable(texts))
+    return joined.isascii() or _storable(joined)
+
+
 def _describe(tp: Any) -> str:
     """``a datetime or None``, ``a str or Sequence[str]``: the annotation in words."""
     if tp is None or tp is type(None):
@@ -123,6 +179,11 @@ def _fits(value: Any, tp: Any) -> bool:
 
 
 _Check = Callable[[Any], bool]
+#: a check -> its check of a whole list, tuple or set at once: True when every value passes,
+#: False when that is not sure (each value is then checked)
+_ALL_FIT: weakref.WeakKeyDictionary[_Check, Callable[[Collection[Any]], bool]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _anything(value: Any) -> bool:
@@ -160,6 +221,10 @@ def _build_checker(tp: Any) -> _Check:
                     return True
             return False
 
+        batched = [_ALL_FIT[m] for m in members if m in _ALL_FIT]
+        if batched:
+            # a list that one member takes whole is taken (a batch of items, all mappings)
+            _ALL_FIT[union] = lambda values: any(fit(values) for fit in batched)
         return union
     if origin is typing.Literal:
         return lambda value: (
@@ -245,6 +310,16 @@ def _container_checker(origin: type, args: tuple[Any, ...]) -> _Check:
                 return all(key(k) for k in value)
             return all(key(k) and val(v) for k, v in value.items())
 
+        if plain and key is _fits_str and val is _anything:
+
+            def all_mappings(values: Collection[Any]) -> bool:
+                # dicts of a few shapes (a batch's items): the keys of each shape once
+                if set(map(type, values)) != {dict}:
+                    return False
+                shapes = set(map(tuple, values))
+                return all(isinstance(k, str) for shape in shapes for k in shape)
+
+            _ALL_FIT[mapping] = all_mappings
         return mapping
     fixed = origin is tuple and bool(args) and not (len(args) == 2 and args[1] is Ellipsis)
     parts = tuple(_checker(a) for a in args) if fixed else ()
@@ -261,7 +336,10 @@ def _container_checker(origin: type, args: tuple[Any, ...]) -> _Check:
             return len(value) == len(parts) and all(
                 check(v) for check, v in zip(parts, value, strict=True)
             )
-        return item is None or item is _anything or all(item(v) for v in value)
+        if item is None or item is _anything:
+            return True
+        fit = _ALL_FIT.get(item)
+        return (fit is not None and fit(value)) or all(map(item, value))
 
     return container
 

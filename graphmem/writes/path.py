@@ -622,13 +622,16 @@ class _WritePath:
             for m in self.backend.get(Memory, [i for i, _c in items])
             if isinstance(m, Memory)
         }
-        todo: dict[str, tuple[float, ...]] = {}
+        # each vector a float32 row of ``vecs`` (a backend reads it as a sequence of
+        # floats): the embedded store keeps float32 bytes, and a row of Python floats cost
+        # it a conversion each way, a fifth of storing a vector
+        todo: dict[str, Any] = {}
         expect: list[Expect] = []
         for (i, content), vec in zip(items, vecs, strict=True):
             m = current.get(i)
             if m is None or m.content != content:
                 continue  # deleted, or changed: fetched again with its new content
-            todo[i] = tuple(vec.tolist())
+            todo[i] = vec
             expect.append(Expect(m.ref, props={"content_hash": m.content_hash}))
         if not todo:
             return
