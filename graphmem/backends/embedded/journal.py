@@ -46,6 +46,7 @@ from graphmem.backends.embedded.rows import (
     add_stored_vectors,
     read_rows,
     stored_vectors,
+    tune_fts,
 )
 from graphmem.backends.embedded.statements import forget_heads, forget_texts, write_edges
 from graphmem.backends.embedded.vector_index import VectorIndex, lean_from
@@ -143,6 +144,7 @@ class EmbeddedJournal(EmbeddedGraph):
                 self._db.execute(EDGES_BY_DST)
             except sqlite3.OperationalError as e:  # a file this process may not write
                 log.debug("no index of edges by target in %s: %s", self._path, e)
+            tune_fts(self._db)
             self._check_version()
             # per-connection helpers for query planning: the index's document frequencies,
             # and a scratch table that runs query words through the same tokenizer

@@ -80,6 +80,32 @@ CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, key T
 #: same, only slower)
 EDGES_BY_DST = "CREATE INDEX IF NOT EXISTS edges_by_dst ON edges(dst)"
 
+#: how many full-text index segments of one level FTS5 lets gather before it merges them
+#: into one of the next level (its default is 4): each merge rewrites every posting of the
+#: merged segments, so with 4 a posting is rewritten about log4(memories / batch) times,
+#: with 16 half as often — ~0.8 µs a memory less of COMMIT at 100k memories. A term is then
+#: looked up in as many segments at 100k (10) and in about twice as many at 1M (25 against
+#: 13: lexical search ~2% slower there; 8 left 20 segments at 100k, ~2-5% slower). A
+#: setting of the index, not of its content: the rows, BM25's statistics and so every
+#: score and rank are the same under any (see benchmarks/RESULTS.md, fifteenth session, sql)
+FTS_AUTOMERGE = 16
+
+
+def tune_fts(db: sqlite3.Connection) -> None:
+    """Give the full-text index the merge setting above, kept in its own config row (a file
+    made before it, or by another setting, gets it at its first open here; one this process
+    may not write reads the same, only merges differently)."""
+    row = db.execute("SELECT v FROM memory_fts_config WHERE k = 'automerge'").fetchone()
+    if row is None or row[0] != FTS_AUTOMERGE:
+        try:
+            db.execute(
+                "INSERT INTO memory_fts(memory_fts, rank) VALUES ('automerge', ?)",
+                (FTS_AUTOMERGE,),
+            )
+        except sqlite3.OperationalError as e:
+            log.debug("full-text merge setting left as it is: %s", e)
+
+
 #: 2: structural edges are no longer stored; 3: a write's changes are one row (see
 #: ``changelog``); 4: runs' heads in ``run_heads``; 5: bare NEXT edges in ``next_edges``. A
 #: store of an older version is read as it is (its log rows name one key, it has neither
