@@ -115,7 +115,7 @@ class _WritePath:
     ) -> None:
         """Apply one batch (one transaction) and run the hooks. ``unless``: write nothing
         (Conflict) when a node matches it; only for a :class:`GuardedWrite` backend."""
-        if not batch and not batch.expect and not batch.new_memories:
+        if not batch and not batch.checks:
             return
         if unless is not None:
             if not isinstance(self.backend, GuardedWrite):
@@ -287,7 +287,8 @@ class _WritePath:
                     WriteBatch(
                         nodes=[*chained.memories, *chained.new_runs, *nodes],
                         edges=edges,
-                        expect=[*chained.expect, *expect],
+                        expect=expect,
+                        appends=chained.appends,
                         run_heads=chained.heads,
                         new_memories=new,
                         links=chained.links,
@@ -621,13 +622,16 @@ class _WritePath:
             for m in self.backend.get(Memory, [i for i, _c in items])
             if isinstance(m, Memory)
         }
-        todo: dict[str, tuple[float, ...]] = {}
+        # each vector a float32 row of ``vecs`` (a backend reads it as a sequence of
+        # floats): the embedded store keeps float32 bytes, and a row of Python floats cost
+        # it a conversion each way, a fifth of storing a vector
+        todo: dict[str, Any] = {}
         expect: list[Expect] = []
         for (i, content), vec in zip(items, vecs, strict=True):
             m = current.get(i)
             if m is None or m.content != content:
                 continue  # deleted, or changed: fetched again with its new content
-            todo[i] = tuple(vec.tolist())
+            todo[i] = vec
             expect.append(Expect(m.ref, props={"content_hash": m.content_hash}))
         if not todo:
             return

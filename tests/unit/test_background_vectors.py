@@ -106,6 +106,24 @@ def test_memories_without_vectors_are_embedded_after_reopening(stores: Stores) -
         assert all(m.embedding is not None for m in mem.get(ids))
 
 
+def test_background_vectors_are_the_embedders_rows_bit_for_bit(stores: Stores) -> None:
+    # several batches (a helper thread embeds the next while one is stored); each memory's
+    # stored vector is its text's float32 row exactly, in this handle and after a reopen
+    emb = GatedEmbedder()
+    emb.gate.set()
+    texts = [f"note {i} " + "word " * (i % 17) for i in range(700)]
+    want = emb.inner.embed(texts)
+    with stores.open("s.db", embedder=emb, vectors="background") as mem:
+        ids = [m.id for m in mem.remember_many([{"content": t} for t in texts])]
+        mem.vectors.wait(timeout=30)
+        got = {m.id: m.embedding for m in mem.get(ids)}
+    for i, row in zip(ids, want, strict=True):
+        assert np.array_equal(np.asarray(got[i], dtype=np.float32), row)
+    with stores.open("s.db", embedder=None) as mem:
+        again = {m.id: m.embedding for m in mem.get(ids)}
+    assert all(np.array_equal(np.asarray(again[i], dtype=np.float32), got[i]) for i in ids)
+
+
 def test_a_vector_is_never_attached_to_changed_content(stores: Stores) -> None:
     emb = GatedEmbedder()
     with stores.open("s.db", embedder=emb) as mem:

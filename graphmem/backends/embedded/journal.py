@@ -249,15 +249,13 @@ class EmbeddedJournal(EmbeddedGraph):
         by_label: dict[NodeLabel, set[str]],
         index: dict[tuple[NodeLabel, str], Bucket],
         vindex: VectorIndex | None,
-        *,
-        filed: bool,
     ) -> None:
-        """Make a freshly read state this process's; ``filed``: read from the state file,
-        whose index buckets of the memory fields the columns answer are worked out when
-        asked for (see ``MemoryBucket``); else read from the rows, with them whole."""
+        """Make a freshly read state this process's. The index buckets of the memory
+        fields the columns answer are worked out when asked for (see ``MemoryBucket``),
+        however the state was read: until a value is asked for, writes leave its entry to
+        the columns (five buckets fewer to file every new memory in)."""
         for f in FROM_COLUMNS:
-            key = (NodeLabel.MEMORY, f)
-            index[key] = MemoryBucket(g._node, f, None if filed else index.get(key, {}))
+            index[(NodeLabel.MEMORY, f)] = MemoryBucket(g._node, f)
         self._g = g
         self._rid_of = rid_of
         self._key_of = {rid: key for key, rid in rid_of.items()}
@@ -340,7 +338,7 @@ class EmbeddedJournal(EmbeddedGraph):
                 vindex.add(saved.vec_keys, saved.vectors, adopt=True)
             else:  # the saved graph holds them, or else the rows
                 self._take_vectors(vindex, g._node, rid_of, saved.vec_keys, saved.seq)
-        self._install(g, rid_of, by_label, index, vindex, filed=True)
+        self._install(g, rid_of, by_label, index, vindex)
 
     def _take_vectors(
         self,
@@ -445,7 +443,7 @@ class EmbeddedJournal(EmbeddedGraph):
                 key_of[rid] for (rid,) in db.execute("SELECT rid FROM vectors") if rid in key_of
             ]
             self._take_vectors(vindex, g._node, rid_of, keys, self._seen_seq)
-        self._install(g, rid_of, by_label, index, vindex, filed=False)
+        self._install(g, rid_of, by_label, index, vindex)
 
     def _new_vindex(self) -> VectorIndex | None:
         """An empty vector index for the store's dimension (None before it has one)."""

@@ -18,7 +18,7 @@ import orjson
 
 from graphmem.backends.base import structural_targets
 from graphmem.backends.embedded.adjacency import Adjacency
-from graphmem.backends.embedded.buckets import Bucket, index_into
+from graphmem.backends.embedded.buckets import FROM_COLUMNS, Bucket, index_into
 from graphmem.backends.embedded.graph import (
     _INDEXED,
     _SHARED_EDGE_DATA,
@@ -168,8 +168,15 @@ def read_rows(db: sqlite3.Connection, dim: int | None, *, vectors: bool = True) 
     succ: dict[str, dict[str, dict[str, Any]]] = g._succ
     pred: dict[str, dict[str, dict[str, Any]]] = g._pred
     dt_fields = {lab.value: tuple(_datetime_fields(lab)) for lab in NodeLabel}
+    # not the memory buckets the columns answer: worked out when asked for (see
+    # MemoryBucket)
     indexed = {
-        lab.value: [(f, index[(lab, f)]) for f in _INDEXED.get(lab, ())] for lab in NodeLabel
+        lab.value: [
+            (f, index[(lab, f)])
+            for f in _INDEXED.get(lab, ())
+            if lab is not NodeLabel.MEMORY or f not in FROM_COLUMNS
+        ]
+        for lab in NodeLabel
     }
     labels = {lab.value: lab for lab in NodeLabel}
     fromiso = datetime.fromisoformat
