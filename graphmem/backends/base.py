@@ -73,10 +73,13 @@ __all__ = [
     "GraphView",
     "RecallNeighbours",
     "RecallSearch",
+    "RunAppend",
     "RunHeads",
     "VectorQueue",
     "WriteBatch",
+    "appended_to",
     "check_kind",
+    "checked_append",
     "expect_failure",
     "next_link",
     "spelled_out",
@@ -140,6 +143,10 @@ class Expect:
         return " ".join(parts)
 
 
+#: a run a batch appends to (see :attr:`WriteBatch.appends`)
+RunAppend = tuple[str, tuple[int, str | None, str, str] | None, str | None]
+
+
 @dataclass(frozen=True)
 class WriteBatch:
     """Everything one write changes, applied in one transaction: ``expect`` is checked
@@ -169,6 +176,17 @@ class WriteBatch:
     #: runs' chains: ``(from id, to id)`` pairs of memories, each the NEXT edge
     #: :func:`next_link` makes, upserted ahead of ``edges`` (one a memory a batch appends)
     links: Sequence[tuple[str, str]] = ()
+    #: the runs a batch appends to, each ``(run id, state, memory id)``: the run must still
+    #: have ``state`` — its (event count, last memory id, agent id, namespace); None: the
+    #: run must not exist — and the memory its new links start from must exist (None: no
+    #: such memory); checked after ``new_memories`` and before ``expect``, as the
+    #: preconditions :func:`appended_to` names (a batch appends to hundreds of runs)
+    appends: Sequence[RunAppend] = ()
+
+    @property
+    def checks(self) -> bool:
+        """Whether the batch has preconditions (a batch of them alone is a check)."""
+        return bool(self.expect or self.new_memories or self.appends)
 
     def __bool__(self) -> bool:
         return bool(
@@ -201,19 +219,58 @@ _MEMORY = NodeLabel.MEMORY
 _tuple: Callable[[type[NodeRef], tuple[NodeLabel, str]], NodeRef] = tuple.__new__
 
 
+def checked_append(append: Any) -> RunAppend:
+    """One of :attr:`WriteBatch.appends` as it must be shaped (InvalidInput otherwise)."""
+    if append.__class__ is tuple and len(append) == 3:
+        run_id, state, prev = append
+        if (
+            run_id.__class__ is str
+            and (prev is None or prev.__class__ is str)
+            and (state is None or (state.__class__ is tuple and len(state) == 4))
+        ):
+            return append
+    raise InvalidInput(
+        "a run a batch appends to is (run id, (event count, last memory id, agent id, "
+        f"namespace) or None, memory id or None), got {append!r}"
+    )
+
+
+def appended_to(append: RunAppend) -> list[Expect]:
+    """The preconditions one of :attr:`WriteBatch.appends` stands for: the run's (as it
+    must be, or absent), then its links' first memory's."""
+    run_id, state, prev = checked_append(append)
+    ref = NodeRef(NodeLabel.RUN, run_id)
+    if state is None:
+        out = [Expect.absent(ref)]
+    else:
+        count, last, agent_id, namespace = state
+        props = {
+            "event_count": count,
+            "last_event_id": last,
+            "agent_id": agent_id,
+            "namespace": namespace,
+        }
+        out = [Expect.quick(ref, props=props)]
+    if prev is not None:
+        out.append(Expect.quick(_tuple(NodeRef, (_MEMORY, prev))))
+    return out
+
+
 def spelled_out(batch: WriteBatch) -> WriteBatch:
-    """``batch`` with its :attr:`~WriteBatch.new_memories` and :attr:`~WriteBatch.links`
-    written out as the preconditions and edges they stand for, in the order they stand
-    in (for a backend that checks and writes those one by one)."""
-    if not batch.new_memories and not batch.links:
+    """``batch`` with its :attr:`~WriteBatch.new_memories`, :attr:`~WriteBatch.appends`
+    and :attr:`~WriteBatch.links` written out as the preconditions and edges they stand
+    for, in the order they stand in (for a backend that checks and writes those one by
+    one)."""
+    if not batch.new_memories and not batch.links and not batch.appends:
         return batch
     absent = [Expect.absent(_tuple(NodeRef, (_MEMORY, i))) for i in batch.new_memories]
     return replace(
         batch,
-        expect=[*absent, *batch.expect],
+        expect=[*absent, *(ex for a in batch.appends for ex in appended_to(a)), *batch.expect],
         edges=[*(next_link(a, b) for a, b in batch.links), *batch.edges],
         new_memories=(),
         links=(),
+        appends=(),
     )
 
 

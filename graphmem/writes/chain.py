@@ -14,13 +14,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from graphmem.backends.base import Expect, GraphBackend, RunHeads
+from graphmem.backends.base import GraphBackend, RunAppend, RunHeads
 from graphmem.models import (
     EdgeType,
     Filter,
     Memory,
-    NodeLabel,
-    NodeRef,
     Run,
 )
 from graphmem.models.values import replaced
@@ -49,7 +47,8 @@ class Chained:
     """Existing runs: where their chains end after the write (only that is written)."""
     links: list[tuple[str, str]] = field(default_factory=list)
     """The NEXT edges as (from id, to id) pairs (:attr:`WriteBatch.links`)."""
-    expect: list[Expect] = field(default_factory=list)
+    appends: list[RunAppend] = field(default_factory=list)
+    """What each run must still be when written (:attr:`WriteBatch.appends`)."""
     ends: list[Head] = field(default_factory=list)
     """Every run the write appends to, with where its chain then ends (kept once written)."""
 
@@ -123,7 +122,7 @@ class RunChains:
         known = self._known(done.run_ids)
         unknown = [r for r in groups if r not in known]
         stored, alive = self._read(unknown) if unknown else ({}, set())
-        expect, links, ends = done.expect, done.links, done.ends
+        appends, links, ends = done.appends, done.links, done.ends
         for run_id, idxs in groups.items():
             joining = [memories[i] for i in idxs]
             head = known.get(run_id)
@@ -133,17 +132,7 @@ class RunChains:
                 # as this handle left it (its last memory expected below), else as read
                 count, last = head[1:] if head is not None else (run.event_count, run.last_event_id)
                 self._check_run(run, joining)
-                expect.append(
-                    Expect.quick(
-                        _tuple(NodeRef, (_RUN, run_id)),
-                        props={
-                            "event_count": count,
-                            "last_event_id": last,
-                            "agent_id": run.agent_id,
-                            "namespace": run.namespace,
-                        },
-                    )
-                )
+                state = (count, last, run.agent_id, run.namespace)
                 prev = last
                 if head is None and prev is not None and prev not in alive:
                     prev = self._tail(run_id)
@@ -156,10 +145,9 @@ class RunChains:
                     started_at=first.created_at,
                 )
                 self._check_run(run, joining)
-                expect.append(Expect(run.ref, exists=False))
+                state = None
                 count, prev = run.event_count, run.last_event_id
-            if prev is not None:
-                expect.append(Expect.quick(NodeRef(_MEMORY, prev)))
+            appends.append((run_id, state, prev))
             for i in idxs:
                 m = out[i]
                 if events:
@@ -203,7 +191,3 @@ class RunChains:
                 return tail
             offset += page
             page *= 4
-
-
-_MEMORY, _RUN = NodeLabel.MEMORY, NodeLabel.RUN
-_tuple: Callable[[type[NodeRef], tuple[NodeLabel, str]], NodeRef] = tuple.__new__

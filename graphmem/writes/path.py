@@ -115,7 +115,7 @@ class _WritePath:
     ) -> None:
         """Apply one batch (one transaction) and run the hooks. ``unless``: write nothing
         (Conflict) when a node matches it; only for a :class:`GuardedWrite` backend."""
-        if not batch and not batch.expect and not batch.new_memories:
+        if not batch and not batch.checks:
             return
         if unless is not None:
             if not isinstance(self.backend, GuardedWrite):
@@ -287,7 +287,8 @@ class _WritePath:
                     WriteBatch(
                         nodes=[*chained.memories, *chained.new_runs, *nodes],
                         edges=edges,
-                        expect=[*chained.expect, *expect],
+                        expect=expect,
+                        appends=chained.appends,
                         run_heads=chained.heads,
                         new_memories=new,
                         links=chained.links,

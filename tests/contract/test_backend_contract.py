@@ -402,3 +402,43 @@ def test_a_batch_names_its_new_memories_and_links_once(backend: GraphBackend) ->
     assert backend.stats() == before
     assert backend.get(Memory, ["m4"]) == []
     assert _next_pairs(backend, ["m1", "m2", "m3"]) == {("m1", "m2"), ("m2", "m3")}
+
+
+def test_a_batch_appending_to_runs_names_what_each_run_must_still_be(
+    backend: GraphBackend,
+) -> None:
+    """``appends``: each run as the writer last saw it (or absent), and the memory its new
+    links start from; one that does not hold refuses the whole batch (Conflict), a
+    malformed one is InvalidInput; nothing written either way."""
+    run = Run(id="r1", agent_id="a", namespace="ns", event_count=2, last_event_id="m1")
+    backend.write(WriteBatch(nodes=[run, memory("one", id="m1", run_id="r1", agent_id="a")]))
+    state = (2, "m1", "a", "ns")
+    before = backend.stats()
+    later = memory("two", id="m2", run_id="r1", agent_id="a", namespace="ns")
+    for appends in (
+        [("r1", (3, "m1", "a", "ns"), "m1")],
+        [("r1", (2, "m9", "a", "ns"), "m1")],
+        [("r1", (2, "m1", "b", "ns"), "m1")],
+        [("r1", (2, "m1", "a", "default"), "m1")],
+        [("r1", state, "gone")],
+        [("r1", None, "m1")],
+        [("r1", state, "m1"), ("r2", state, None)],
+    ):
+        with pytest.raises(Conflict, match="precondition"):
+            backend.write(WriteBatch(nodes=[later], appends=appends, links=[("m1", "m2")]))
+    for bad in (("r1", state), ("r1", (2, "m1"), "m1"), (1, None, None), ("r1", state, 1)):
+        with pytest.raises(InvalidInput):
+            backend.write(WriteBatch(nodes=[later], appends=[bad]))  # type: ignore[list-item]
+    assert backend.stats() == before
+    assert backend.get(Memory, ["m2"]) == []
+    backend.write(
+        WriteBatch(
+            nodes=[later, Run(id="r2", agent_id="a")],
+            appends=[("r1", state, "m1"), ("r2", None, None)],
+            links=[("m1", "m2")],
+            run_heads={"r1": (2, "m2")},
+        )
+    )
+    [stored] = backend.get(Run, ["r1"])
+    assert (stored.event_count, stored.last_event_id) == (2, "m2")
+    assert _next_pairs(backend, ["m1"]) == {("m1", "m2")}

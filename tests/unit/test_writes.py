@@ -363,17 +363,32 @@ def test_a_batch_spelled_out_names_each_precondition_and_edge_in_its_place() -> 
     run = Expect(NodeRef(NodeLabel.RUN, "r"), props={"event_count": 1})
     derived = Edge(type=EdgeType.DERIVED_FROM, src=ref("b"), dst=ref("a"))
     batch = WriteBatch(
-        expect=[run], edges=[derived], new_memories=["a", "b"], links=[("z", "a"), ("a", "b")]
+        expect=[run],
+        edges=[derived],
+        new_memories=["a", "b"],
+        links=[("z", "a"), ("a", "b")],
+        appends=[("r1", (3, "y", "ag", "ns"), "z"), ("r2", None, None)],
     )
     out = spelled_out(batch)
-    assert out.expect == [Expect(ref("a"), exists=False), Expect(ref("b"), exists=False), run]
+    state = {"event_count": 3, "last_event_id": "y", "agent_id": "ag", "namespace": "ns"}
+    assert out.expect == [
+        Expect(ref("a"), exists=False),
+        Expect(ref("b"), exists=False),
+        Expect(NodeRef(NodeLabel.RUN, "r1"), props=state),
+        Expect(ref("z")),
+        Expect(NodeRef(NodeLabel.RUN, "r2"), exists=False),
+        run,
+    ]
     assert out.edges == [
         Edge(type=EdgeType.NEXT, src=ref("z"), dst=ref("a")),
         Edge(type=EdgeType.NEXT, src=ref("a"), dst=ref("b")),
         derived,
     ]
-    assert (out.new_memories, out.links, out.nodes) == ((), (), ())
+    assert (out.new_memories, out.links, out.appends, out.nodes) == ((), (), (), ())
     plain = WriteBatch(expect=[run], edges=[derived])
     assert spelled_out(plain) is plain
     with pytest.raises(InvalidInput, match="itself"):
         spelled_out(WriteBatch(links=[("a", "a")]))
+    for bad in (("r", None), ("r", (1, None, "a"), None), (7, None, None), ("r", None, 7)):
+        with pytest.raises(InvalidInput, match="appends to"):
+            spelled_out(WriteBatch(appends=[bad]))  # type: ignore[list-item]

@@ -24,8 +24,11 @@ from graphmem.backends.base import (
     Direction,
     Expect,
     N,
+    RunAppend,
     WriteBatch,
+    appended_to,
     check_kind,
+    checked_append,
     checked_heads,
     expect_failure,
     next_link,
@@ -128,7 +131,7 @@ class NetworkXBackend(EmbeddedSearch):
         doomed = [NodeRef(NodeLabel(r[0]), r[1]) for r in batch.delete_nodes]
         if doomed and {n.ref.key for n in nodes} & {r.key for r in doomed}:
             raise InvalidInput("one write cannot both upsert and delete the same node")
-        if not batch and not batch.expect and not batch.new_memories:
+        if not batch and not batch.checks:
             return 0
         heads_given = checked_heads(batch.run_heads) if batch.run_heads else []
         # from the instance dict: getattr on a node without the field (a Run) goes through
@@ -140,6 +143,7 @@ class NetworkXBackend(EmbeddedSearch):
         dim = dims.pop() if dims else None
         with self._transaction() as db:
             self._check_new(batch.new_memories)
+            self._check_appends(batch.appends)
             self._check_expectations(batch.expect)
             plan = self._plan_upsert(nodes, edges, batch.links, doomed={r.key for r in doomed})
             heads = self._heads_of(heads_given, plan)
@@ -229,6 +233,30 @@ class NetworkXBackend(EmbeddedSearch):
             if key in rows or key in dicts:
                 why = expect_failure(Expect.absent(NodeRef(NodeLabel.MEMORY, i)), nodes.get(key))
                 raise Conflict(f"precondition failed: {why}")
+
+    def _check_appends(self, appends: Sequence[RunAppend]) -> None:
+        """Inside the transaction: each run a batch appends to must be as it says
+        (``appends``); one that is not is named as its precondition names it."""
+        nodes = self._g._node
+        dicts, rows = nodes.dicts, nodes.memories.row_of
+        for append in appends:
+            run_id, state, prev = checked_append(append)
+            held = dicts.get("Run:" + run_id)
+            if state is None:
+                ok = held is None
+            else:
+                ok = (
+                    held is not None
+                    and held.get("event_count") == state[0]
+                    and held.get("last_event_id") == state[1]
+                    and held.get("agent_id") == state[2]
+                    and held.get("namespace") == state[3]
+                )
+            if ok and prev is not None:
+                key = "Memory:" + prev
+                ok = key in rows or key in dicts
+            if not ok:  # compared as stored, and named as its precondition names it
+                self._check_expectations(appended_to(append))
 
     def _check_expectations(self, expects: Sequence[Expect]) -> None:
         """Inside the transaction, with the state current: every precondition must hold."""
@@ -604,7 +632,7 @@ class NetworkXBackend(EmbeddedSearch):
             # handle: a handle sits in reference cycles (its facades, the vector index's
             # hooks) that only a full collection frees, so a process that opens the store
             # again held both states meanwhile (and faulted in fresh memory for the second)
-            self._install(Adjacency(), {}, defaultdict(set), defaultdict(dict), None, filed=False)
+            self._install(Adjacency(), {}, defaultdict(set), defaultdict(dict), None)
 
     def __repr__(self) -> str:
         return f"NetworkXBackend({self.location!r})"
