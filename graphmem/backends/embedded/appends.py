@@ -90,7 +90,9 @@ class Fresh:
         out.update("Run:" + r for r in {d["run_id"] for d in dicts} if r)
         out.update("Tag:" + t for t in {t for d in dicts for t in d["tags"]})
         # looked up in each (``set.difference`` would walk every key of a store's dict)
-        return {k for k in out if not any(k in held for held in known)}
+        for held in known:
+            out = {k for k in out if k not in held}
+        return out
 
 
 def fresh_rows(
