@@ -105,7 +105,10 @@ class MemoryWrites(Writes):
             data = {k: v for k, v in item.items() if v is not None}
             data.setdefault("created_at", now)
             if "user_id" in data:  # an end user's memory: kept as metadata.user_id
-                data["metadata"] = {**(data.get("metadata") or {}), "user_id": data.pop("user_id")}
+                user = data.pop("user_id")
+                meta = data.get("metadata") or {}
+                if isinstance(meta, Mapping):  # else the metadata is refused below
+                    data["metadata"] = {**meta, "user_id": user}
             try:
                 if self.classify is not None:
                     data = self.classify(data)

@@ -179,6 +179,10 @@ class _Unplain(Exception):
     """A batch holds something :func:`plain_memory` would leave to the model."""
 
 
+#: at most this many shapes (key sets) in a batch made column-wise, a shape at a time
+MAX_SHAPES = 8
+
+
 def plain_memories(
     items: Sequence[Any],
     ids: Sequence[str],
@@ -188,22 +192,44 @@ def plain_memories(
     """The memories ``remember_many`` makes of ``items`` (each given ``now`` as its
     ``created_at`` when it has none, ``ids[i]`` as its id when it has none, completed by
     ``classify``, the lifecycle's rules over the batch's columns), made a field at a time
-    over the batch: one pass per field instead of one :func:`plain_memory` per item, the
-    same rules. None — the caller then takes the items one by one — unless every item is a
-    dict of the same keys whose every value :func:`plain_memory` takes as it is (a None
-    only where the whole column is None): a refused or converted value is then reported,
-    or converted, exactly as for a single item."""
+    over the items of each shape (their keys, in order): one pass per field instead of one
+    :func:`plain_memory` per item, the same rules. None — the caller then takes the items
+    one by one — unless every item is a dict whose every value :func:`plain_memory` takes
+    as it is (a None only where all the items of its shape have None) and the batch has
+    at most :data:`MAX_SHAPES` shapes: a refused or converted value is then reported, or
+    converted, exactly as for a single item."""
     n = len(items)
     if not n or set(map(type, items)) != {dict}:
         return None
-    shapes = set(map(tuple, items))
-    if len(shapes) != 1:
+    shapes = list(map(tuple, items))
+    distinct = set(shapes)
+    if len(distinct) == 1:
+        return _one_shape(items, ids, now, classify)
+    if len(distinct) > MAX_SHAPES:
         return None
-    [keys] = shapes
-    if "content" not in keys:
-        return None
+    where: dict[tuple[str, ...], list[int]] = {shape: [] for shape in distinct}
+    for i, shape in enumerate(shapes):
+        where[shape].append(i)
+    out: list[Memory] = [None] * n  # type: ignore[list-item]  # every place is filled below
+    for places in where.values():
+        made = _one_shape([items[i] for i in places], [ids[i] for i in places], now, classify)
+        if made is None:
+            return None
+        for i, memory in zip(places, made, strict=True):
+            out[i] = memory
+    return out
+
+
+def _one_shape(
+    items: Sequence[dict[str, Any]],
+    ids: Sequence[str],
+    now: datetime,
+    classify: ClassifyColumns | None,
+) -> list[Memory] | None:
+    """:func:`plain_memories` of items of one shape."""
+    n = len(items)
     cols: Columns = {}
-    for key in keys:
+    for key in items[0]:
         col = list(map(itemgetter(key), items))
         types = set(map(type, col))
         if _NONE in types:

@@ -70,7 +70,9 @@ def _timeless(label: str, props: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in props.items() if not isinstance(v, datetime) and "_at" not in k}
 
 
-def _state(mem: GraphMemory, path: Path) -> dict[str, Any]:
+def _state(mem: GraphMemory, path: Path, *, with_asked: bool = False) -> dict[str, Any]:
+    """Every part of the store, in comparable form; ``with_asked``: also the memory buckets'
+    entries as writes kept them, before every value is asked for here."""
     b: Any = mem.backend
     g = b._g
     nodes = g._node
@@ -86,13 +88,23 @@ def _state(mem: GraphMemory, path: Path) -> dict[str, Any]:
         "unvectored": set(b._unvectored),
     }
     index = {}
+    asked = {}
     for (label, f), bucket in b._index.items():
-        if isinstance(bucket, MemoryBucket) and not bucket._all:
-            continue
+        if isinstance(bucket, MemoryBucket):
+            # what writes kept of it (the values asked for before them), then every value
+            asked[f] = {
+                v: {held} if isinstance(held, str) else set(held) for v, held in bucket.items()
+            }
+            for k in nodes:
+                v = nodes[k].get(f) if nodes[k].get("label") == "Memory" else None
+                for item in v if isinstance(v, tuple | list) else (v,):
+                    bucket.get(item)
         index[(str(label), f)] = {
             v: ({held} if isinstance(held, str) else set(held)) for v, held in bucket.items()
         }
     out["index"] = index
+    if with_asked:  # (asking for every value above changes it: the first call's only)
+        out["asked"] = asked
     db = sqlite3.connect(path)
     out["file_nodes"] = [
         (rid, label, ident, _timeless(label, orjson.loads(props)))
@@ -119,6 +131,9 @@ def _build(path: Path, batches: list[list[dict[str, Any]]]) -> dict[str, Any]:
     with GraphMemory.open(path, embedder=None) as mem:
         for n, batch in enumerate(batches):
             mem.remember_many(batch)
+            if n == 0:  # values asked for: the next batches' writes keep their entries
+                mem.list(limit=None, agent_id="agent1", namespace="ns0", tags=["t2"])
+                mem.list(limit=None, run_id="run-agent0-1")
             if n == 1:  # rows freed in the middle: the next batch's rows are not consecutive
                 mem.forget(batch[3]["id"])
                 mem.forget(batch[9]["id"])
@@ -133,7 +148,7 @@ def _build(path: Path, batches: list[list[dict[str, Any]]]) -> dict[str, Any]:
                 }
             ]
         )
-        state = _state(mem, path)
+        state = _state(mem, path, with_asked=True)
         got = [m.model_dump() for m in mem.get([i["id"] for b in batches for i in b])]
         assert len(got) == sum(map(len, batches)) - 2
     with GraphMemory.open(path, embedder=None) as again:  # read back from the rows

@@ -137,7 +137,7 @@ def test_generated_batches_agree_with_the_items_one_by_one(
     stores: Stores, kind: str, seed: int
 ) -> None:
     rng = random.Random(seed)
-    taken = refused = 0
+    taken = refused = several = 0
     with _store(stores, kind) as mem:
         mem.agents.register("alice", kind="agent")
         for _ in range(150):
@@ -147,9 +147,15 @@ def test_generated_batches_agree_with_the_items_one_by_one(
             if "id" in shape:
                 for i, item in enumerate(items):
                     item["id"] = f"{item['id']}-{i}"
+            if rng.random() < 0.3:  # items of several shapes: a field left out, keys reordered
+                for i, item in enumerate(items):
+                    if rng.random() < 0.3 and len(shape) > 1:
+                        del item[rng.choice(shape[1:])]
+                    if rng.random() < 0.2:
+                        items[i] = dict(reversed(item.items()))
             roll = rng.random()
             if roll < 0.3:  # one bad value somewhere
-                field = rng.choice([f for f in BAD if f in shape or rng.random() < 0.2])
+                field = rng.choice([f for f in BAD if f in shape or rng.random() < 0.2] or ["id"])
                 value = rng.choice(BAD[field])
                 if field not in shape:  # a field only one item has: a batch of two shapes
                     for item in items:
@@ -158,14 +164,38 @@ def test_generated_batches_agree_with_the_items_one_by_one(
             elif roll < 0.4:  # a field None in every item, or in one
                 field = rng.choice(shape[1:] or ["run_id"])
                 for item in items if rng.random() < 0.5 else items[:1]:
-                    item[field] = None
+                    if field in item:
+                        item[field] = None
             elif roll < 0.45:  # a str subclass
                 items[rng.randrange(n)]["content"] = _Str("sub")
             if _check(mem, items):
                 taken += 1
+                several += len({tuple(item) for item in items}) > 1
             elif isinstance(_both(mem, items)[0], InvalidInput):
                 refused += 1
-    assert taken > 40 and refused > 10
+    assert taken > 40 and refused > 10 and several > 10
+
+
+def test_items_of_several_shapes_are_made_a_shape_at_a_time(stores: Stores) -> None:
+    items: list[dict[str, Any]] = []
+    for i in range(60):
+        item: dict[str, Any] = {"content": f"memory {i}", "agent_id": "a"}
+        if i % 3:
+            item["run_id"] = "r"
+        if i % 4 == 0:
+            item["tags"] = ["t"]
+        items.append(item if i % 5 else dict(reversed(item.items())))
+    with _store(stores, "default") as mem:
+        ids = new_ids(len(items))
+        made = plain_memories(items, ids, T, mem.writes.classify_columns)
+        assert made is not None
+        assert [m.id for m in made] == ids and [m.content for m in made] == [
+            i["content"] for i in items
+        ]
+        assert _check(mem, items)
+        many = [{f"k{i}": None, "content": "x"} for i in range(9)]  # nine shapes: one by one
+        assert plain_memories(many, new_ids(9), T, mem.writes.classify_columns) is None
+        assert _check(mem, many) is False
 
 
 @pytest.mark.parametrize(
@@ -223,3 +253,13 @@ def test_a_batch_of_one_shape_is_made_column_wise(stores: Stores) -> None:
         assert made[0].tier is Tier.LONG_TERM and made[0].created_at == T
         stored = mem.remember_many(items)
         assert [m.metadata for m in mem.get([m.id for m in stored])] == [m.metadata for m in stored]
+
+
+def test_an_end_users_memory_with_metadata_that_is_no_mapping_is_refused(stores: Stores) -> None:
+    with _store(stores, "default") as mem:
+        for meta in ("text", [1], 5):
+            with pytest.raises(InvalidInput, match=r"^item 1: invalid Memory: metadata"):
+                mem.remember_many(
+                    [{"content": "a"}, {"content": "b", "user_id": "u", "metadata": meta}]
+                )
+        assert mem.count() == 0

@@ -17,16 +17,16 @@ stores, in memory and in the file).
 
 from __future__ import annotations
 
-import re
 from array import array
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from itertools import chain
+from operator import attrgetter, is_, itemgetter
 from sys import intern
 from typing import Any
 
-import orjson
-
 from graphmem.backends.embedded.buckets import Bucket, MemoryBucket
+from graphmem.backends.embedded.memory_rows import memory_row
 from graphmem.backends.embedded.records import (
     _EPOCH,
     _HASH,
@@ -48,8 +48,6 @@ __all__ = ["Fresh", "add_to_buckets", "fresh_memories", "fresh_rows", "put_rows"
 #: dozen list and set passes a batch whatever its size (a single ``remember`` paid ~40 µs
 #: more through it), and wins from about this many memories on
 FRESH_MIN = 16
-#: a memory's model fields its row's JSON leaves out (as ``to_props`` does, with None)
-_NOT_PROPS = frozenset({"metadata", "embedding"})
 
 
 class Fresh:
@@ -71,15 +69,15 @@ class Fresh:
         """The new memories' keys followed by ``rest``'s, as one dict."""
         return {**dict.fromkeys(self.keys), **rest}
 
-    def props(self) -> list[dict[str, Any]]:
-        """Each memory's properties as ``to_props`` gives them (its row's JSON)."""
+    def rows(self) -> list[str]:
+        """Each memory's row JSON, as :func:`memory_row` writes its ``to_props``."""
         out = []
         for m in self.models:
             d = m.__dict__
-            if d["metadata"]:
-                out.append(m.to_props())
-            else:  # orjson writes a StrEnum as its text and a tuple as a list: same JSON
-                out.append({k: v for k, v in d.items() if v is not None and k not in _NOT_PROPS})
+            # from the fields themselves (``memory_row`` leaves out what ``to_props`` would
+            # change: metadata, the vector, unset values; orjson writes a StrEnum as its
+            # text and a tuple as a list)
+            out.append(memory_row(m.to_props() if d["metadata"] else d))
         return out
 
     def missing(self, *known: Any) -> set[str]:
@@ -104,8 +102,8 @@ def fresh_rows(
         return [], [], next_rid
     fresh.rids = rids = list(range(next_rid, next_rid + len(fresh)))
     nodes = [
-        (rid, "Memory", m.__dict__["id"], orjson.dumps(props).decode())
-        for rid, m, props in zip(rids, fresh.models, fresh.props(), strict=True)
+        (rid, "Memory", m.__dict__["id"], text)
+        for rid, m, text in zip(rids, fresh.models, fresh.rows(), strict=True)
     ]
     fts = [(rid, m.__dict__["content"]) for rid, m in zip(rids, fresh.models, strict=True)]
     return nodes, fts, next_rid + len(rids)
@@ -154,10 +152,16 @@ def put_rows(table: MemoryTable, keys: list[str], models: list[Memory]) -> list[
         return misfits
     rows = _take_rows(table, keys)
     lo = rows[0] if _follow(rows) else -1  # the first of consecutive rows, else -1
+    if lo >= 0:
+        table.keys[lo : lo + len(rows)] = keys
+    else:
+        held = table.keys
+        for i, key in zip(rows, keys, strict=True):
+            held[i] = key
     for f, col in table.codes.items():
         codes = table.value_code[f]
         vals = cols[f]
-        got = [codes.get(v) for v in vals]
+        got = list(map(codes.get, vals))
         if None in got:
             for j, c in enumerate(got):
                 if c is None:
@@ -168,31 +172,36 @@ def put_rows(table: MemoryTable, keys: list[str], models: list[Memory]) -> list[
     for f, fcol in table.floats.items():
         _assign(fcol, rows, lo, cols[f])
     for f, icol in table.ints.items():
-        _assign(icol, rows, lo, [_NONE if v is None else v for v in cols[f]])
+        vals = cols[f]
+        _assign(icol, rows, lo, [_NONE if v is None else v for v in vals] if None in vals else vals)
     for f, tcol in table.times.items():
         _assign(tcol, rows, lo, cols[f])
     tag_code = table.tag_code
-    tags = []
-    for t in cols["tags"]:
-        c = tag_code.get(t)
-        if c is None:
-            c = tag_code[t] = len(table.tagsets)
-            table.tagsets.append(tuple([intern(x) for x in t]))
-        tags.append(c)
+    tags = list(map(tag_code.get, cols["tags"]))
+    if None in tags:
+        for j, c in enumerate(tags):
+            if c is None:
+                t = cols["tags"][j]
+                c = tag_code.get(t)  # an earlier memory of the batch may have coded it
+                if c is None:
+                    c = tag_code[t] = len(table.tagsets)
+                    table.tagsets.append(tuple([intern(x) for x in t]))
+                tags[j] = c
     _assign(table.tags, rows, lo, tags)
     content, hashes = table.content, table.hashes
+    raws: bytes = cols["content_hash"]  # the batch's, one after the other
     n = len(rows)
     if lo >= 0:
         content[lo : lo + n] = cols["content"]
-        hashes[lo * _HASH : (lo + n) * _HASH] = b"".join(cols["content_hash"])
+        hashes[lo * _HASH : (lo + n) * _HASH] = raws
     else:
-        for i, text, raw in zip(rows, cols["content"], cols["content_hash"], strict=True):
+        for j, (i, text) in enumerate(zip(rows, cols["content"], strict=True)):
             content[i] = text
-            hashes[i * _HASH : (i + 1) * _HASH] = raw
-    for i, d in zip(rows, dicts, strict=True):
-        meta = d["metadata"]
-        if meta:
-            table.extra[i] = {METADATA_PREFIX + k: v for k, v in meta.items()}
+            hashes[i * _HASH : (i + 1) * _HASH] = raws[j * _HASH : (j + 1) * _HASH]
+    if any(cols["metadata"]):
+        for i, meta in zip(rows, cols["metadata"], strict=True):
+            if meta:
+                table.extra[i] = {METADATA_PREFIX + k: v for k, v in meta.items()}
     return []
 
 
@@ -200,64 +209,97 @@ def put_rows(table: MemoryTable, keys: list[str], models: list[Memory]) -> list[
 _TEXTS = ("agent_id", "namespace", "run_id", "event_type", "audience", "content")
 _TEXT_CLASSES = frozenset({str, type(None)})
 _INT_CLASSES = frozenset({int, type(None)})
-_HEX = re.compile("[0-9a-f]*")
 
 
-def _columns(dicts: list[dict[str, Any]]) -> dict[str, list[Any]] | None:
+#: the model fields the columns are filled from, read from each memory in one go
+_FIELDS = (
+    *_TEXTS,
+    "category",
+    "tier",
+    "status",
+    "visibility",
+    "importance",
+    "confidence",
+    "access_count",
+    "seq",
+    "tags",
+    "content_hash",
+    "metadata",
+    *TIMES,
+)
+_READ = itemgetter(*_FIELDS)
+_TZ = attrgetter("tzinfo")
+
+
+def _columns(dicts: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The memories' values per field as the columns hold them (times in microseconds,
-    content hashes as raw bytes, ``None`` for "not set" in integer and time columns), or
-    None when one of them does not fit (as :meth:`MemoryTable.put` decides)."""
-    cols: dict[str, list[Any]] = {}
+    the content hashes as their raw bytes one after the other, ``None`` for "not set" in
+    integer and time columns), or None when one of them does not fit (as
+    :meth:`MemoryTable.put` decides). Each field's values are a tuple (the model's dicts
+    read and turned into columns in C), checked a whole column at a time."""
+    n = len(dicts)
+    cols: dict[str, Any] = dict(zip(_FIELDS, zip(*map(_READ, dicts), strict=True), strict=True))
+    if not n:
+        cols = dict.fromkeys(_FIELDS, ())
     for f in _TEXTS:
-        vals = cols[f] = [d[f] for d in dicts]
-        if not {v.__class__ for v in vals} <= _TEXT_CLASSES:
+        if not set(map(type, cols[f])) <= _TEXT_CLASSES:
             return None
-    for f in ("category", "tier", "status", "visibility"):
-        cols[f] = [d[f] for d in dicts]
     for f in ("importance", "confidence"):
-        vals = cols[f] = [d[f] for d in dicts]
-        if {v.__class__ for v in vals} != {float} or any(v != v for v in vals):
-            return None
+        vals = cols[f]
+        if set(map(type, vals)) - {float} or ((s := sum(vals)) != s and any(v != v for v in vals)):
+            return None  # (a sum is NaN for a NaN, or for infinities of both signs)
     for f in ("access_count", "seq"):
-        vals = cols[f] = [d[f] for d in dicts]
-        if not {v.__class__ for v in vals} <= _INT_CLASSES:
+        vals = cols[f]
+        if not set(map(type, vals)) <= _INT_CLASSES:
             return None
-        held = [v for v in vals if v is not None]
+        held = [v for v in vals if v is not None] if None in vals else vals
         if held and not (_NONE < min(held) and max(held) < _INT_END):
             return None
-    tags = cols["tags"] = [d["tags"] for d in dicts]
-    if {t.__class__ for t in tags} != {tuple} or not {x.__class__ for t in tags for x in t} <= {
-        str
-    }:
+    tags = cols["tags"]
+    if set(map(type, tags)) - {tuple} or set(map(type, chain.from_iterable(tags))) - {str}:
         return None
-    hexes = [d["content_hash"] for d in dicts]
-    if {h.__class__ for h in hexes} != {str} or {len(h) for h in hexes} != {2 * _HASH}:
+    hexes = cols["content_hash"]
+    if set(map(type, hexes)) - {str} or set(map(len, hexes)) - {2 * _HASH}:
         return None
-    if not _HEX.fullmatch("".join(hexes)):
+    joined = "".join(hexes)
+    try:
+        raws = cols["content_hash"] = bytes.fromhex(joined)
+    except ValueError:
         return None
-    raws = cols["content_hash"] = [bytes.fromhex(h) for h in hexes]
-    if _NO_HASH in raws:
+    if raws.hex() != joined:  # upper case or spaces, which fromhex takes
         return None
-    # created, updated and valid_from are mostly one datetime: converted once
-    last: dict[int, int] = {}
+    if _NO_HASH in raws and any(raws[j * _HASH : (j + 1) * _HASH] == _NO_HASH for j in range(n)):
+        return None
+    # created, updated and valid_from are mostly the same objects: converted once
+    done: list[tuple[tuple[Any, ...], list[int]]] = []
     for f in TIMES:
-        vals = [d[f] for d in dicts]
-        known = [v for v in vals if v is not None]
-        if not {v.__class__ for v in known} <= {datetime} or not {v.tzinfo for v in known} <= {UTC}:
+        vals = cols[f]
+        if vals.count(None) == n:
+            cols[f] = [_NONE] * n
+            continue
+        same = next((us for seen, us in done if all(map(is_, vals, seen))), None)
+        if same is not None:
+            cols[f] = same
+            continue
+        known = [v for v in vals if v is not None] if None in vals else vals
+        if set(map(type, known)) - {datetime} or set(map(_TZ, known)) - {UTC}:
             return None
-        us = [_NONE if v is None else (last.get(id(v)) or _us(v, last)) for v in vals]
-        held = [u for u in us if u != _NONE]
-        if held and not (0 <= min(held) and max(held) < _TIME_END):
+        if len(set(map(id, known))) < len(known) // 2:  # few objects: each converted once
+            us_of: dict[int, int] = {}
+            for v in known:
+                if id(v) not in us_of:
+                    us_of[id(v)] = (v - _EPOCH) // _US
+            held = [us_of[id(v)] for v in known]
+        else:
+            held = [(v - _EPOCH) // _US for v in known]
+        if not (0 <= min(held) and max(held) < _TIME_END):
             return None
-        cols[f] = us
+        if len(held) < n:
+            it = iter(held)
+            held = [_NONE if v is None else next(it) for v in vals]
+        cols[f] = held
+        done.append((vals, held))
     return cols
-
-
-def _us(v: datetime, seen: dict[int, int]) -> int:
-    """Microseconds since the epoch of ``v``, remembered by the object's id (the caller
-    holds every object for as long as ``seen`` lives)."""
-    us = seen[id(v)] = (v - _EPOCH) // _US
-    return us
 
 
 def _follow(rows: list[int]) -> bool:
@@ -276,10 +318,7 @@ def _take_rows(table: MemoryTable, keys: list[str]) -> list[int]:
         take = min(len(free), len(keys) - len(rows))
         rows += free[len(free) - take :][::-1]
         del free[len(free) - take :]
-    row_of, held = table.row_of, table.keys
-    for i, key in zip(rows, keys, strict=True):
-        held[i] = key
-        row_of[key] = i
+    table.row_of.update(zip(keys, rows, strict=True))
     return rows
 
 
@@ -300,6 +339,8 @@ def add_to_buckets(buckets: list[tuple[str, Bucket]], keys: list[str], fresh: Fr
     n = len(keys)
     for f, bucket in buckets:
         lazy = bucket.__class__ is MemoryBucket
+        if lazy and bucket.unasked:  # type: ignore[attr-defined]
+            continue  # no value worked out: the columns answer every one
         groups: dict[Any, list[str]] = {}
         if f == "tags":
             for key, d in zip(keys, dicts, strict=True):
@@ -311,7 +352,7 @@ def add_to_buckets(buckets: list[tuple[str, Bucket]], keys: list[str], fresh: Fr
                 groups[vals[0]] = keys
             elif (
                 f == "content_hash"
-                and not lazy
+                and (not lazy or bucket.whole)  # type: ignore[attr-defined]
                 and len(set(vals)) == n
                 and bucket.keys().isdisjoint(vals)
             ):

@@ -632,7 +632,7 @@ class NetworkXBackend(EmbeddedSearch):
             # handle: a handle sits in reference cycles (its facades, the vector index's
             # hooks) that only a full collection frees, so a process that opens the store
             # again held both states meanwhile (and faulted in fresh memory for the second)
-            self._install(Adjacency(), {}, defaultdict(set), defaultdict(dict), None, filed=False)
+            self._install(Adjacency(), {}, defaultdict(set), defaultdict(dict), None)
 
     def __repr__(self) -> str:
         return f"NetworkXBackend({self.location!r})"

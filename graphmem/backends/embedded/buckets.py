@@ -120,19 +120,28 @@ class MemoryBucket(dict[Any, "str | set[str]"]):
     over a million codes and a set of the keys found: milliseconds; ~20 ms for a value held
     by 200k memories), not read from the state file at every open (five sets holding every
     memory, ~1.2 s of a 1M open). Writes keep the entries already worked out, as for any
-    bucket, and skip the others (:meth:`known`): the columns have them. A bucket made
-    ``filled`` (from the rows) holds every value from the start.
+    bucket, and skip the others (:meth:`known`): the columns have them.
 
     Its ``items()`` (and the other whole-dict views) show the entries worked out so far."""
 
     __slots__ = ("_all", "_done", "_field", "_nodes")
 
-    def __init__(self, nodes: NodeTable, field: str, filled: dict[Any, Any] | None = None):
-        super().__init__(filled or {})
+    def __init__(self, nodes: NodeTable, field: str):
+        super().__init__()
         self._nodes = nodes
         self._field = field
-        self._all = filled is not None
+        self._all = False
         self._done: set[Any] = set()
+
+    @property
+    def unasked(self) -> bool:
+        """Whether no value's entry is worked out yet (writes have none to keep)."""
+        return not (self._all or self._done)
+
+    @property
+    def whole(self) -> bool:
+        """Whether every value's entry is worked out (as the content hash's is, at once)."""
+        return self._all
 
     def known(self, value: Any) -> bool:
         """Whether ``value``'s entry is worked out (writes keep it up to date)."""

@@ -35,6 +35,7 @@ from graphmem.backends.embedded.graph import (
     _link,
     _set_head,
 )
+from graphmem.backends.embedded.memory_rows import memory_props, memory_row
 from graphmem.backends.embedded.records import NodeTable
 from graphmem.backends.embedded.rows import (
     EDGES_BY_DST,
@@ -248,15 +249,13 @@ class EmbeddedJournal(EmbeddedGraph):
         by_label: dict[NodeLabel, set[str]],
         index: dict[tuple[NodeLabel, str], Bucket],
         vindex: VectorIndex | None,
-        *,
-        filed: bool,
     ) -> None:
-        """Make a freshly read state this process's; ``filed``: read from the state file,
-        whose index buckets of the memory fields the columns answer are worked out when
-        asked for (see ``MemoryBucket``); else read from the rows, with them whole."""
+        """Make a freshly read state this process's. The index buckets of the memory
+        fields the columns answer are worked out when asked for (see ``MemoryBucket``),
+        however the state was read: until a value is asked for, writes leave its entry to
+        the columns (five buckets fewer to file every new memory in)."""
         for f in FROM_COLUMNS:
-            key = (NodeLabel.MEMORY, f)
-            index[key] = MemoryBucket(g._node, f, None if filed else index.get(key, {}))
+            index[(NodeLabel.MEMORY, f)] = MemoryBucket(g._node, f)
         self._g = g
         self._rid_of = rid_of
         self._key_of = {rid: key for key, rid in rid_of.items()}
@@ -339,7 +338,7 @@ class EmbeddedJournal(EmbeddedGraph):
                 vindex.add(saved.vec_keys, saved.vectors, adopt=True)
             else:  # the saved graph holds them, or else the rows
                 self._take_vectors(vindex, g._node, rid_of, saved.vec_keys, saved.seq)
-        self._install(g, rid_of, by_label, index, vindex, filed=True)
+        self._install(g, rid_of, by_label, index, vindex)
 
     def _take_vectors(
         self,
@@ -444,7 +443,7 @@ class EmbeddedJournal(EmbeddedGraph):
                 key_of[rid] for (rid,) in db.execute("SELECT rid FROM vectors") if rid in key_of
             ]
             self._take_vectors(vindex, g._node, rid_of, keys, self._seen_seq)
-        self._install(g, rid_of, by_label, index, vindex, filed=False)
+        self._install(g, rid_of, by_label, index, vindex)
 
     def _new_vindex(self) -> VectorIndex | None:
         """An empty vector index for the store's dimension (None before it has one)."""
@@ -624,7 +623,9 @@ class EmbeddedJournal(EmbeddedGraph):
                 continue
             rid, props_s = row
             props = orjson.loads(props_s)
-            if label is NodeLabel.RUN:
+            if label is NodeLabel.MEMORY:
+                memory_props(props, ident)
+            elif label is NodeLabel.RUN:
                 head = db.execute(
                     "SELECT event_count, last_event_id FROM run_heads WHERE rid = ?", (rid,)
                 ).fetchone()
@@ -710,12 +711,13 @@ class EmbeddedJournal(EmbeddedGraph):
         rid_of, held, vindex = self._rid_of, self._g._node, self._vindex
         for key, (label, ident, props, vec) in plan["nodes"].items():
             rid = rid_of.get(key)
+            text = memory_row(props) if label is NodeLabel.MEMORY else _dumps(props)
             if rid is None:
                 rid = next_rid
                 next_rid += 1
-                node_new.append((rid, str(label), ident, _dumps(props)))
+                node_new.append((rid, str(label), ident, text))
             else:
-                node_old.append((_dumps(props), rid, str(label), ident))
+                node_old.append((text, rid, str(label), ident))
                 if label is NodeLabel.RUN:
                     whole_runs.append((rid,))
             rids[key] = rid

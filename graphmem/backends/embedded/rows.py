@@ -18,7 +18,7 @@ import orjson
 
 from graphmem.backends.base import structural_targets
 from graphmem.backends.embedded.adjacency import Adjacency
-from graphmem.backends.embedded.buckets import Bucket, index_into
+from graphmem.backends.embedded.buckets import FROM_COLUMNS, Bucket, index_into
 from graphmem.backends.embedded.graph import (
     _INDEXED,
     _SHARED_EDGE_DATA,
@@ -27,6 +27,7 @@ from graphmem.backends.embedded.graph import (
     _link,
     _set_head,
 )
+from graphmem.backends.embedded.memory_rows import memory_props
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.errors import QueryFailed
 from graphmem.models import EdgeType, NodeLabel
@@ -107,12 +108,14 @@ def tune_fts(db: sqlite3.Connection) -> None:
 
 
 #: 2: structural edges are no longer stored; 3: a write's changes are one row (see
-#: ``changelog``); 4: runs' heads in ``run_heads``; 5: bare NEXT edges in ``next_edges``. A
-#: store of an older version is read as it is (its log rows name one key, it has neither
-#: table's rows) and marked with this one at open.
-SCHEMA_VERSION = "5"
+#: ``changelog``); 4: runs' heads in ``run_heads``; 5: bare NEXT edges in ``next_edges``; 6:
+#: memory rows written lean (see ``memory_rows``). A store of an older version is read as
+#: it is (its log rows name one key, it has neither table's rows, its memory rows are whole)
+#: and marked with this one at open.
+SCHEMA_VERSION = "6"
 #: versions this code opens
-SCHEMA_READ = frozenset({"2", "3", "4", SCHEMA_VERSION})
+SCHEMA_READ = frozenset({"2", "3", "4", "5", SCHEMA_VERSION})
+
 
 NEXT = EdgeType.NEXT.value
 
@@ -165,8 +168,15 @@ def read_rows(db: sqlite3.Connection, dim: int | None, *, vectors: bool = True) 
     succ: dict[str, dict[str, dict[str, Any]]] = g._succ
     pred: dict[str, dict[str, dict[str, Any]]] = g._pred
     dt_fields = {lab.value: tuple(_datetime_fields(lab)) for lab in NodeLabel}
+    # not the memory buckets the columns answer: worked out when asked for (see
+    # MemoryBucket)
     indexed = {
-        lab.value: [(f, index[(lab, f)]) for f in _INDEXED.get(lab, ())] for lab in NodeLabel
+        lab.value: [
+            (f, index[(lab, f)])
+            for f in _INDEXED.get(lab, ())
+            if lab is not NodeLabel.MEMORY or f not in FROM_COLUMNS
+        ]
+        for lab in NodeLabel
     }
     labels = {lab.value: lab for lab in NodeLabel}
     fromiso = datetime.fromisoformat
@@ -181,6 +191,8 @@ def read_rows(db: sqlite3.Connection, dim: int | None, *, vectors: bool = True) 
     rows = db.execute("SELECT rid, label, id, props FROM nodes").fetchall()
     for rid, label_s, ident, props_s in rows:
         props = loads(props_s)
+        if label_s == memory:
+            memory_props(props, ident)
         for f in dt_fields[label_s]:
             v = props.get(f)
             if v is not None:
