@@ -9,8 +9,8 @@ is refused (Conflict); the write path forgets the head and orders again.
 
 from __future__ import annotations
 
+import itertools
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -49,7 +49,7 @@ class Chained:
     """The NEXT edges as (from id, to id) pairs (:attr:`WriteBatch.links`)."""
     appends: list[RunAppend] = field(default_factory=list)
     """What each run must still be when written (:attr:`WriteBatch.appends`)."""
-    ends: list[Head] = field(default_factory=list)
+    ends: dict[str, Head] = field(default_factory=dict)
     """Every run the write appends to, with where its chain then ends (kept once written)."""
 
 
@@ -62,19 +62,20 @@ class RunChains:
     ) -> None:
         self.backend = backend
         self._check_run = check_run
-        # run id -> the run's head as this handle's last append left it
-        self._heads: OrderedDict[str, Head] = OrderedDict()
+        # run id -> the run's head as this handle's last append left it, oldest first
+        self._heads: dict[str, Head] = {}
         self._heads_lock = threading.Lock()
 
-    def keep(self, ends: Sequence[Head]) -> None:
+    def keep(self, ends: dict[str, Head]) -> None:
         with self._heads_lock:
             heads = self._heads
-            for head in ends:
-                run_id = head[0].id
-                heads[run_id] = head
-                heads.move_to_end(run_id)
-            while len(heads) > HEADS_KEPT:
-                heads.popitem(last=False)
+            for run_id in ends:  # kept newest last: re-inserted, not moved (a dict's pop)
+                heads.pop(run_id, None)
+            heads.update(ends)
+            over = len(heads) - HEADS_KEPT
+            if over > 0:
+                for run_id in list(itertools.islice(heads, over)):
+                    del heads[run_id]
 
     def forget(self, run_ids: Sequence[str]) -> None:
         with self._heads_lock:
@@ -164,7 +165,7 @@ class RunChains:
                 done.new_runs.append(run)
             else:
                 done.heads[run_id] = (count, prev)
-            ends.append((run, count, prev))
+            ends[run_id] = (run, count, prev)
         return done
 
     def _tail(self, run_id: str) -> str | None:

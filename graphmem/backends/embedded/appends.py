@@ -37,6 +37,7 @@ from graphmem.backends.embedded.records import (
     _US,
     TIMES,
     MemoryTable,
+    NodeTable,
 )
 from graphmem.models import GraphNode, Memory
 from graphmem.models.values import METADATA_PREFIX
@@ -87,7 +88,9 @@ class Fresh:
         out.update("Run:" + r for r in {d["run_id"] for d in dicts} if r)
         out.update("Tag:" + t for t in {t for d in dicts for t in d["tags"]})
         # looked up in each (``set.difference`` would walk every key of a store's dict)
-        return {k for k in out if not any(k in held for held in known)}
+        for held in known:
+            out = {k for k in out if k not in held}
+        return out
 
 
 def fresh_rows(
@@ -107,17 +110,20 @@ def fresh_rows(
 
 
 def fresh_memories(
-    nodes: Sequence[GraphNode], held: Any, rid_of: dict[str, int]
+    nodes: Sequence[GraphNode], held: NodeTable, rid_of: dict[str, int]
 ) -> tuple[Fresh | None, Sequence[GraphNode]]:
     """The leading new memories of ``nodes`` (see the module docstring) and the rest."""
     keys: list[str] = []
     models: list[Memory] = []
+    # a NodeTable's two dicts, looked in directly (its ``in`` is a Python call a memory)
+    dicts, rows = held.dicts, held.memories.row_of
     for n in nodes:
-        if n.__class__ is not Memory or n.__dict__["embedding"] is not None:
+        d = n.__dict__
+        if n.__class__ is not Memory or d["embedding"] is not None:
             break
         # interned now: the node's own key string once applied (see the graph's _link)
-        key = intern("Memory:" + n.__dict__["id"])
-        if key in held or key in rid_of:
+        key = intern("Memory:" + d["id"])
+        if key in rid_of or key in rows or key in dicts:
             break
         keys.append(key)
         models.append(n)
