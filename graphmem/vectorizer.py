@@ -83,7 +83,10 @@ class Vectorizer:
     like length pad little in the model's batches (64 unsorted texts a call reached 75% of
     the raw model's throughput on LoCoMo turns, ``benchmarks/ingest.py``), while one call
     stays a few seconds of work, well inside :data:`EXIT_TIMEOUT` on a busy machine, and the
-    first vectors of a bulk write are stored after one batch. After a failed pass (the
+    first vectors of a bulk write are stored after one batch. With more than one batch to
+    do, the calls run on a helper thread, queued :data:`AHEAD` deep, and the worker stores
+    each batch's vectors while the model embeds the next (storing between two calls left
+    the model's threads idle for 3% of the time). After a failed pass (the
     embedder or the store raised) the worker retries on its own after ``retry_delay`` seconds,
     doubling up to ``max_retry_delay``, or at once when notified; :meth:`flush` raises the
     error of the pass it waited for.

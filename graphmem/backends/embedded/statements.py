@@ -9,6 +9,7 @@ setting the fields inside each run's JSON rewrote a row in a page of its own for
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Container
 from typing import Any
 
 from graphmem.backends.embedded.rows import NEXT, _encode_edge_props
@@ -39,11 +40,15 @@ def write_edges(
     in ``edges``), and is taken from there."""
     fresh = plan["fresh"]
     at = dict(zip(fresh.keys, fresh.rids, strict=True)) if fresh is not None else {}
+    # an edge into a memory this write makes is not held yet (a run's chain: most edges of
+    # a batch): the adjacency not looked at, whose dicts are mostly out of the CPU's caches
+    born: Container[str] = fresh.by_key if fresh is not None else ()
     at.update(plan["rids"])
     plan["edge_rids"] = at  # the batch's new nodes' rids, for a delete in the same write
     nexts, rows, moved_out, moved_in = [], [], [], []
+    none: dict[str, Any] = {}
     for src, etype, dst, props in plan["edges"]:
-        held = etype in succ.get(src, {}).get(dst, ())
+        held = dst not in born and etype in succ.get(src, none).get(dst, ())
         if etype == NEXT and not props:
             nexts.append((at.get(dst) or rid_of[dst], at.get(src) or rid_of[src]))
             if held:
