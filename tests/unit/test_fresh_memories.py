@@ -58,7 +58,7 @@ def _items(n: int, seed: int) -> list[dict[str, Any]]:
     return out
 
 
-def _general(nodes: Any, held: Any, rid_of: Any) -> tuple[None, Any]:
+def _general(nodes: Any, held: Any, rid_of: Any, absent: Any = ()) -> tuple[None, Any]:
     return None, nodes
 
 
@@ -164,8 +164,8 @@ def _same_both_ways(
     part by part, to the one it leaves through the general plan."""
     taken: list[int] = []
 
-    def spied(nodes: Any, held: Any, rid_of: Any) -> tuple[Any, Any]:
-        fresh, rest = column_wise(nodes, held, rid_of)
+    def spied(nodes: Any, held: Any, rid_of: Any, absent: Any = ()) -> tuple[Any, Any]:
+        fresh, rest = column_wise(nodes, held, rid_of, absent)
         taken.append(0 if fresh is None else len(fresh))
         return fresh, rest
 

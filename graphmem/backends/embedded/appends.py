@@ -110,20 +110,27 @@ def fresh_rows(
 
 
 def fresh_memories(
-    nodes: Sequence[GraphNode], held: NodeTable, rid_of: dict[str, int]
+    nodes: Sequence[GraphNode],
+    held: NodeTable,
+    rid_of: dict[str, int],
+    absent: Sequence[str] = (),
 ) -> tuple[Fresh | None, Sequence[GraphNode]]:
-    """The leading new memories of ``nodes`` (see the module docstring) and the rest."""
+    """The leading new memories of ``nodes`` (see the module docstring) and the rest.
+    ``absent``: the ids of the leading nodes the caller found held by no node already, in
+    their order (a batch's ``new_memories``): not looked up again."""
     keys: list[str] = []
     models: list[Memory] = []
     # a NodeTable's two dicts, looked in directly (its ``in`` is a Python call a memory)
     dicts, rows = held.dicts, held.memories.row_of
-    for n in nodes:
+    known = len(absent)
+    for j, n in enumerate(nodes):
         d = n.__dict__
         if n.__class__ is not Memory or d["embedding"] is not None:
             break
+        ident = d["id"]
         # interned now: the node's own key string once applied (see the graph's _link)
-        key = intern("Memory:" + d["id"])
-        if key in rid_of or key in rows or key in dicts:
+        key = intern("Memory:" + ident)
+        if (j >= known or absent[j] != ident) and (key in rid_of or key in rows or key in dicts):
             break
         keys.append(key)
         models.append(n)

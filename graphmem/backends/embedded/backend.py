@@ -145,7 +145,9 @@ class NetworkXBackend(EmbeddedSearch):
             self._check_new(batch.new_memories)
             self._check_appends(batch.appends)
             self._check_expectations(batch.expect)
-            plan = self._plan_upsert(nodes, edges, batch.links, doomed={r.key for r in doomed})
+            plan = self._plan_upsert(
+                nodes, edges, batch.links, doomed={r.key for r in doomed}, new=batch.new_memories
+            )
             heads = self._heads_of(heads_given, plan)
             if dim is not None:
                 self._fix_dim(db, dim)
@@ -223,7 +225,8 @@ class NetworkXBackend(EmbeddedSearch):
         return out
 
     def _check_new(self, ids: Sequence[str]) -> None:
-        """Inside the transaction: no memory of ``ids`` may exist (``new_memories``)."""
+        """Inside the transaction: no memory of ``ids`` may exist (``new_memories``; the
+        plan then takes them as new without looking again)."""
         nodes = self._g._node
         dicts, rows = nodes.dicts, nodes.memories.row_of
         for i in ids:
@@ -297,6 +300,7 @@ class NetworkXBackend(EmbeddedSearch):
         links: Sequence[tuple[str, str]] = (),
         *,
         doomed: set[str],
+        new: Sequence[str] = (),
     ) -> dict[str, Any]:
         """Work out every row to write, before touching the file (validation first)."""
         node_rows: dict[str, tuple[NodeLabel, str, dict[str, Any], tuple[float, ...] | None]] = {}
@@ -306,7 +310,7 @@ class NetworkXBackend(EmbeddedSearch):
         struct: dict[str, list[tuple[str, str]] | None] = {}
         rid_of = self._rid_of
         # the new memories heading the batch: planned column-wise (see .appends)
-        fresh, nodes = fresh_memories(nodes, self._g._node, rid_of)
+        fresh, nodes = fresh_memories(nodes, self._g._node, rid_of, new)
         born = set() if fresh is None else set(fresh.keys)
         for n in nodes:
             props = n.to_props()

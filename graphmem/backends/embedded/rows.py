@@ -86,7 +86,9 @@ EDGES_BY_DST = "CREATE INDEX IF NOT EXISTS edges_by_dst ON edges(dst)"
 #: merged segments, so with 4 a posting is rewritten about log4(memories / batch) times,
 #: with 16 half as often — ~0.8 µs a memory less of COMMIT at 100k memories. A term is then
 #: looked up in as many segments at 100k (10) and in about twice as many at 1M (25 against
-#: 13: lexical search ~2% slower there; 8 left 20 segments at 100k, ~2-5% slower). A
+#: 13: lexical search ~2% slower there; 8 left 20 segments at 100k, ~2-5% slower). The
+#: price is paid by writes of a few memories: their segments are merged 16 at once, so a
+#: single ``remember`` costs ~5-10% more CPU at 100k and the rare large merge is longer. A
 #: setting of the index, not of its content: the rows, BM25's statistics and so every
 #: score and rank are the same under any (see benchmarks/RESULTS.md, fifteenth session, sql)
 FTS_AUTOMERGE = 16
