@@ -165,33 +165,6 @@ def _link(
 _AUTHORED, _IN_RUN, _TAGGED = (_SHARED_KEYED[t] for t in ("AUTHORED_BY", "IN_RUN", "TAGGED"))
 
 
-def _link_fresh(
-    succ: dict[str, Any],
-    pred: dict[str, Any],
-    key: str,
-    memory: Memory,
-    ends: dict[str, str],
-    own: Callable[[str], str],
-) -> None:
-    """A new memory's structural edges (to its agent, its run, its tags), each its pair's
-    first edge, linked as the general plan links them (the type's shared keyed dict);
-    ``ends`` keeps each endpoint's own key string for the batch."""
-    d = memory.__dict__
-    out = succ[key]
-    end = "Agent:" + d["agent_id"]
-    a = ends.get(end) or ends.setdefault(end, own(end))
-    out[a] = pred[a][key] = _AUTHORED
-    run = d["run_id"]
-    if run:
-        end = "Run:" + run
-        r = ends.get(end) or ends.setdefault(end, own(end))
-        out[r] = pred[r][key] = _IN_RUN
-    for tag in d["tags"]:
-        end = "Tag:" + tag
-        t = ends.get(end) or ends.setdefault(end, own(end))
-        out[t] = pred[t][key] = _TAGGED
-
-
 #: STRUCTURAL as (label, edge type) text pairs, as the in-memory graph holds them
 _STRUCTURAL_TEXT = frozenset((str(label), str(etype)) for label, etype in STRUCTURAL)
 
@@ -342,9 +315,26 @@ class EmbeddedGraph:
         shared = _SHARED_EDGE_DATA
         keyed = _SHARED_KEYED
         ends: dict[str, str] = {}  # a new memory's endpoints' own key strings, per batch
+        by_key = {} if plan["fresh"] is None else plan["fresh"].by_key
         for key_, wanted in plan["struct"].items():
-            if wanted is None:  # a new memory (see .appends): its key interned already
-                _link_fresh(succ, pred, key_, plan["fresh"].by_key[key_], ends, own)
+            if wanted is None:
+                # a new memory (see .appends): its key interned already; its structural
+                # edges (to its agent, its run, its tags), each its pair's first edge,
+                # linked as the general plan links them (the type's shared keyed dict)
+                d = by_key[key_].__dict__
+                out = succ[key_]
+                end = "Agent:" + d["agent_id"]
+                a = ends.get(end) or ends.setdefault(end, own(end))
+                out[a] = pred[a][key_] = _AUTHORED
+                run = d["run_id"]
+                if run:
+                    end = "Run:" + run
+                    r = ends.get(end) or ends.setdefault(end, own(end))
+                    out[r] = pred[r][key_] = _IN_RUN
+                for tag in d["tags"]:
+                    end = "Tag:" + tag
+                    t = ends.get(end) or ends.setdefault(end, own(end))
+                    out[t] = pred[t][key_] = _TAGGED
                 continue
             key = own(key_)  # both ends held as the node keys' own strings (see _link)
             out = succ[key]
