@@ -14,7 +14,13 @@ import numpy as np
 from graphmem.backends.base import STRUCTURAL
 from graphmem.backends.embedded.adjacency import Adj, Adjacency
 from graphmem.backends.embedded.appends import Fresh, add_to_buckets, put_rows
-from graphmem.backends.embedded.buckets import Bucket, index_into, index_out, keys_of
+from graphmem.backends.embedded.buckets import (
+    Bucket,
+    MemoryBucket,
+    index_into,
+    index_out,
+    keys_of,
+)
 from graphmem.backends.embedded.records import Attrs, NodeTable
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.models import (
@@ -166,6 +172,10 @@ _AUTHORED, _IN_RUN, _TAGGED = (_SHARED_KEYED[t] for t in ("AUTHORED_BY", "IN_RUN
 
 
 #: STRUCTURAL as (label, edge type) text pairs, as the in-memory graph holds them
+#: a candidate set this small is checked key by key rather than narrowed by a bucket not
+#: worked out yet (see ``EmbeddedGraph._candidates``)
+_FEW = 64
+
 _STRUCTURAL_TEXT = frozenset((str(label), str(etype)) for label, etype in STRUCTURAL)
 
 
@@ -450,16 +460,36 @@ class EmbeddedGraph:
                 break
         return seen, edges
 
-    def _candidates(self, flt: Filter) -> set[str] | None:
-        """The smallest indexed key set the filter implies (None: the whole label)."""
+    def _candidates(self, flt: Filter, checked: bool = False) -> set[str] | None:
+        """The smallest indexed key set the filter implies (None: the whole label).
+
+        ``checked``: the caller checks every key against the filter anyway, so the set may
+        be a superset. An equality on a bucket the columns answer whose value nobody has
+        asked for yet (a new agent after a batch ingest) is then left to that check when
+        the other equalities narrow to a few keys already: working the value out walks a
+        column of every memory (~1 ms at 100k) to intersect it with a set of one (a
+        duplicate check's content hash)."""
         label = flt.label
         sets: list[set[str]] = []
         if flt.ids is not None:
             sets.append({f"{label.value}:{i}" for i in flt.ids})
         indexed = _INDEXED.get(label, ())
+        unasked: list[tuple[Bucket, Any]] = []
         for f, v in flt.equals.items():
             if f in indexed:
-                sets.append(keys_of(self._index[(label, f)], v))
+                bucket = self._index[(label, f)]
+                # (the content hash's is worked out whole at once, and narrows to one)
+                if (
+                    checked
+                    and f != "content_hash"
+                    and isinstance(bucket, MemoryBucket)
+                    and not bucket.known(v)
+                ):
+                    unasked.append((bucket, v))
+                else:
+                    sets.append(keys_of(bucket, v))
+        if unasked and not (sets and min(map(len, sets)) <= _FEW):
+            sets.extend(keys_of(b, v) for b, v in unasked)
         for f, vs in flt.any_of.items():
             if f in indexed:
                 bucket = self._index[(label, f)]
@@ -534,7 +564,7 @@ class EmbeddedGraph:
         return ok
 
     def _matching_keys(self, flt: Filter) -> Iterator[str]:
-        cand = self._candidates(flt)
+        cand = self._candidates(flt, checked=True)
         keys: Iterable[str] = cand if cand is not None else self._by_label.get(flt.label, ())
         ok = self._predicate(flt)
         nodes = self._g.nodes
