@@ -171,11 +171,11 @@ def _link(
 _AUTHORED, _IN_RUN, _TAGGED = (_SHARED_KEYED[t] for t in ("AUTHORED_BY", "IN_RUN", "TAGGED"))
 
 
-#: STRUCTURAL as (label, edge type) text pairs, as the in-memory graph holds them
 #: a candidate set this small is checked key by key rather than narrowed by a bucket not
 #: worked out yet (see ``EmbeddedGraph._candidates``)
 _FEW = 64
 
+#: STRUCTURAL as (label, edge type) text pairs, as the in-memory graph holds them
 _STRUCTURAL_TEXT = frozenset((str(label), str(etype)) for label, etype in STRUCTURAL)
 
 
