@@ -13,6 +13,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from sys import intern
 from typing import Any, TypeVar, cast
@@ -172,27 +173,31 @@ class NetworkXBackend(EmbeddedSearch):
             changed.update(dplan["keys"])
             changed.update(k for src, _t, dst in dplan["edges"] for k in (src, dst))
             changed.update(vec_keys)
-            if vec_keys:
-                db.executemany(
-                    "INSERT OR REPLACE INTO vectors(rid, vec) VALUES (?, ?)",
-                    [
-                        (
-                            self._rid_of[k],
-                            np.asarray(batch.vectors[k[7:]], dtype=np.float32).tobytes(),
-                        )
-                        for k in vec_keys
-                    ],
-                )
-        if dim is not None:
-            self._set_dim(dim)
-        self._apply_plan(plan)
-        self._apply_heads(heads)
-        self._apply_delete(dplan)
-        if vec_keys and self._vindex is not None:
-            self._vindex.add(
-                vec_keys, np.asarray([batch.vectors[k[7:]] for k in vec_keys], dtype=np.float32)
+            db.insert(
+                "INSERT OR REPLACE INTO vectors(rid, vec)",
+                [
+                    (
+                        self._rid_of[k],
+                        np.asarray(batch.vectors[k[7:]], dtype=np.float32).tobytes(),
+                    )
+                    for k in vec_keys
+                ],
             )
-            self._unvectored.difference_update(vec_keys)
+
+            def apply_rest() -> None:
+                self._apply_heads(heads)
+                self._apply_delete(dplan)
+                if vec_keys and self._vindex is not None:
+                    self._vindex.add(
+                        vec_keys,
+                        np.asarray([batch.vectors[k[7:]] for k in vec_keys], dtype=np.float32),
+                    )
+                    self._unvectored.difference_update(vec_keys)
+
+            if dim is not None:
+                self._then.append(partial(self._set_dim, dim))
+            self._then.append(partial(self._apply_plan, plan))
+            self._then.append(apply_rest)
         return len(dplan["keys"])
 
     def missing_vectors(self, limit: int) -> list[tuple[str, str]]:

@@ -17,18 +17,25 @@ from collections.abc import Collection
 
 import orjson
 
+from graphmem.backends.embedded.commit import Pending
+
 
 def _keys_of(text: str) -> list[str]:
     keys: list[str] = orjson.loads(text) if text.startswith("[") else [text]
     return keys
 
 
-def log(db: sqlite3.Connection, keys: Collection[str]) -> int:
-    """Record ``keys`` as one write's changes (inside the caller's write transaction);
-    the new last position."""
-    # the table's AUTOINCREMENT counter, not max(seq): a position is never handed out twice
+def counter(db: sqlite3.Connection) -> int:
+    """The last position handed out (the table's AUTOINCREMENT counter, not max(seq): a
+    position is never handed out twice, even once pruned)."""
     row = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'changes'").fetchone()
-    seq = (row[0] if row else 0) + len(keys)
+    return int(row[0]) if row else 0
+
+
+def log(db: Pending, keys: Collection[str], *, after: int) -> int:
+    """Record ``keys`` as one write's changes (inside the caller's write transaction, whose
+    :func:`counter` was ``after``); the new last position."""
+    seq = after + len(keys)
     text = next(iter(keys)) if len(keys) == 1 else orjson.dumps(list(keys)).decode()
     db.execute("INSERT INTO changes(seq, key) VALUES (?, ?)", (seq, text))
     return seq
@@ -57,7 +64,7 @@ def keys_since(db: sqlite3.Connection, seq: int) -> set[str]:
     return out
 
 
-def prune(db: sqlite3.Connection, upto: int) -> None:
+def prune(db: Pending, upto: int) -> None:
     """Forget the writes that ended at or before position ``upto``."""
     db.execute("DELETE FROM changes WHERE seq <= ?", (upto,))
 

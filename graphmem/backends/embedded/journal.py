@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -27,6 +27,7 @@ from graphmem.backends.base import STRUCTURAL, structural_targets
 from graphmem.backends.embedded.adjacency import Adjacency
 from graphmem.backends.embedded.appends import fresh_rows
 from graphmem.backends.embedded.buckets import FROM_COLUMNS, Bucket, MemoryBucket
+from graphmem.backends.embedded.commit import Pending, writer_turn
 from graphmem.backends.embedded.graph import (
     _INDEXED,
     _SHARED_EDGE_DATA,
@@ -55,8 +56,6 @@ from graphmem.errors import BackendUnavailable, Conflict, DimensionMismatch, Que
 from graphmem.gcpause import gc_paused, promote_all
 from graphmem.models import EdgeType, NodeLabel
 
-if sys.platform != "win32":
-    import fcntl
 # Windows has no flock: SQLite's own locking and busy handler only
 _FLOCK = sys.platform != "win32"
 
@@ -105,6 +104,10 @@ class EmbeddedJournal(EmbeddedGraph):
         self._pending_touch: dict[str, tuple[int, datetime]] = {}
         self._touch_since: float | None = None
         self._changed: set[str] = set()
+        #: what a write does to the in-memory state, run at its commit (see _transaction)
+        self._then: list[Callable[[], None]] = []
+        #: the change log's counter when the current write began
+        self._last_seq = 0
         self._seen_seq = 0
         self._busy_timeout = busy_timeout_ms / 1000
         self._lock_fd: int | None = None
@@ -494,15 +497,18 @@ class EmbeddedJournal(EmbeddedGraph):
             yield
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE ... COMMIT, reloading first if another process wrote."""
-        with self._lock, self._writer_turn():
+    def _transaction(self) -> Iterator[Pending]:
+        """BEGIN IMMEDIATE ... COMMIT, reloading first if another process wrote. The body
+        gives the statements to a :class:`Pending` and the in-memory apply to
+        :meth:`_then`: both run at the commit (see ``Pending.commit``)."""
+        with self._lock, writer_turn(self._lock_fd, self._busy_timeout):
             if self._closed:
                 raise BackendUnavailable("the store is closed")
             try:
                 self._db.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as e:
                 raise Conflict(f"the store is locked by another writer: {e}") from e
+            tx: Pending | None = None
             try:
                 # read while holding the write lock: no other process can commit until our
                 # COMMIT, and our own commits do not change this connection's data_version
@@ -510,60 +516,62 @@ class EmbeddedJournal(EmbeddedGraph):
                 if version != self._data_version:
                     self._refresh()
                 self._changed = set()
+                self._then = []
                 self._write_touches(self._db)
-                yield self._db
-                self._log_changes(self._db)
-                self._db.execute("COMMIT")
-                self._pending_touch.clear()
-                self._touch_since = None
+                self._last_seq = changelog.counter(self._db)
+                tx = Pending(self._db)
+                yield tx
+                seen = self._log_changes(tx)
+                try:
+                    tx.commit(self._apply_then)
+                finally:
+                    if tx.committed:
+                        self._seen_seq = seen
+                        self._pending_touch.clear()
+                        self._touch_since = None
             except BaseException as e:
+                if tx is not None:
+                    tx.stop()
                 try:
                     self._db.execute("ROLLBACK")
                 except sqlite3.Error:
                     pass
+                if tx is not None and tx.applying:
+                    # the in-memory state took a write the file may not hold, or part of
+                    # one the file holds: the file's state instead
+                    self._reload_all()
                 if isinstance(e, sqlite3.IntegrityError):
                     raise Conflict(str(e)) from e
                 if isinstance(e, sqlite3.Error):
                     raise QueryFailed(f"embedded store write failed: {e}") from e
                 raise
 
-    @contextmanager
-    def _writer_turn(self) -> Iterator[None]:
-        """Writers of several processes take turns on a lock file beside the store before
-        SQLite's write lock: a waiter gets the lock within a fraction of a millisecond of
-        its release, where SQLite's own busy handler sleeps 1, 2, 5, 10 ... ms between tries
-        (p50 ~25 ms per write with three writer processes)."""
-        fd = self._lock_fd
-        if fd is None:
-            yield
-            return
-        deadline = time.monotonic() + self._busy_timeout
-        delay = 0.0001
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise Conflict("the store is locked by another writer") from None
-                time.sleep(delay)
-                delay = min(delay * 2, 0.001)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+    def _apply_then(self) -> None:
+        for step in self._then:
+            step()
+            time.sleep(0)  # the GIL to the committing thread (see Pending._add)
 
-    def _log_changes(self, db: sqlite3.Connection) -> None:
-        """Record which node keys this transaction changed (see :meth:`_refresh`)."""
+    def _reload_all(self) -> None:
+        """The in-memory state built again from the file (after a failed commit)."""
+        try:
+            self._load()
+        except Exception as e:  # the file unreadable too: nothing this handle can serve
+            log.error("could not reload %s after a failed write: %s", self._path, e)
+            self._closed = True
+
+    def _log_changes(self, tx: Pending) -> int:
+        """Record which node keys this transaction changed (see :meth:`_refresh`); the
+        change-log position it ends at."""
         if not self._changed:
-            return
-        self._seen_seq = changelog.log(db, self._changed)
+            return self._seen_seq
+        seq = changelog.log(tx, self._changed, after=self._last_seq)
         # pruned by rows logged, not by writes: 100 batches of 1,000 log ~250k rows (10% of
         # the file at 100k memories) in far fewer than a thousand writes
         self._logged_since_prune += len(self._changed)
         if self._logged_since_prune >= _CHANGES_KEPT // 4:
             self._logged_since_prune = 0
-            changelog.prune(db, self._seen_seq - _CHANGES_KEPT)
+            changelog.prune(tx, seq - _CHANGES_KEPT)
+        return seq
 
     def _refresh(self) -> None:
         """Catch up with what other processes committed: reload only the nodes (with their
@@ -681,12 +689,12 @@ class EmbeddedJournal(EmbeddedGraph):
         self._df_cache = {}
         self._df_cache_n = len(self._by_label.get(NodeLabel.MEMORY, ()))
 
-    def _fix_dim(self, db: sqlite3.Connection, dim: int) -> None:
+    def _fix_dim(self, db: Pending, dim: int) -> None:
         if self._dim is None:
             db.execute("INSERT INTO meta(key, value) VALUES ('embedding_dim', ?)", (str(dim),))
         elif self._dim != dim:
             # a store whose vectors were all cleared (reindex --all) takes a new model
-            if db.execute("SELECT 1 FROM vectors LIMIT 1").fetchone() is not None:
+            if db.read("SELECT 1 FROM vectors LIMIT 1"):
                 raise DimensionMismatch(
                     f"embedding has {dim} dimensions; this store holds {self._dim}-dimension "
                     "vectors (re-embed everything with `graphmem reindex --all`)"
@@ -700,10 +708,10 @@ class EmbeddedJournal(EmbeddedGraph):
             self._dim = dim
             self._vindex = self._new_vindex()
 
-    def _write_plan(self, db: sqlite3.Connection, plan: dict[str, Any]) -> None:
+    def _write_plan(self, db: Pending, plan: dict[str, Any]) -> None:
         rids: dict[str, int] = plan["rids"]
         # the file, not this process's memory, says which rids are taken
-        next_rid = db.execute("SELECT coalesce(max(rid), 0) + 1 FROM nodes").fetchone()[0]
+        next_rid = db.read("SELECT coalesce(max(rid), 0) + 1 FROM nodes")[0][0]
         # the new memories heading the batch first (see .appends), then the other nodes
         node_new, fts_insert, next_rid = fresh_rows(plan["fresh"], next_rid)
         node_old, fts_delete, vec_upsert, vec_delete = [], [], [], []
@@ -732,21 +740,18 @@ class EmbeddedJournal(EmbeddedGraph):
             elif vindex is not None and key in vindex:
                 vec_delete.append((rid,))
         # a plain INSERT: a clash with a row this process does not know about fails loudly
-        db.executemany("INSERT INTO nodes(rid, label, id, props) VALUES (?, ?, ?, ?)", node_new)
+        db.insert("INSERT INTO nodes(rid, label, id, props)", node_new)
         if node_old:
-            cur = db.executemany(
-                "UPDATE nodes SET props = ? WHERE rid = ? AND label = ? AND id = ?", node_old
+            db.executemany(
+                "UPDATE nodes SET props = ? WHERE rid = ? AND label = ? AND id = ?",
+                node_old,
+                changes=len(node_old),
             )
-            if cur.rowcount != len(node_old):
-                raise Conflict("the store changed underneath this write; retry")
             forget_heads(db, whole_runs)
         forget_texts(db, fts_delete)
-        if fts_insert:
-            db.executemany("INSERT INTO memory_fts(rowid, content) VALUES (?, ?)", fts_insert)
-        if vec_upsert:
-            db.executemany("INSERT OR REPLACE INTO vectors(rid, vec) VALUES (?, ?)", vec_upsert)
-        if vec_delete:
-            db.executemany("DELETE FROM vectors WHERE rid = ?", vec_delete)
+        db.insert("INSERT INTO memory_fts(rowid, content)", fts_insert)
+        db.insert("INSERT OR REPLACE INTO vectors(rid, vec)", vec_upsert)
+        db.executemany("DELETE FROM vectors WHERE rid = ?", vec_delete)
         # structural edges live only in memory (rebuilt from node properties on load);
         # work out which ones a re-upserted node loses
         struct_del = []

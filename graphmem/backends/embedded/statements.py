@@ -8,28 +8,28 @@ setting the fields inside each run's JSON rewrote a row in a page of its own for
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Container
 from typing import Any
 
+from graphmem.backends.embedded.commit import Pending
 from graphmem.backends.embedded.rows import NEXT, _encode_edge_props
 
 
 def write_heads(
-    db: sqlite3.Connection, rid_of: dict[str, int], heads: list[tuple[str, int, str | None]]
+    db: Pending, rid_of: dict[str, int], heads: list[tuple[str, int, str | None]]
 ) -> None:
     """Set where stored runs' chains end (see ``NetworkXBackend._heads_of``), their rows
     as stored."""
     # every run named is one this handle holds, and it is current with the file under the
     # write lock (see ``_heads_of``): no other process can have deleted it
-    db.executemany(
-        "INSERT OR REPLACE INTO run_heads(rid, event_count, last_event_id) VALUES (?, ?, ?)",
+    db.insert(
+        "INSERT OR REPLACE INTO run_heads(rid, event_count, last_event_id)",
         [(rid_of[k], c, last) for k, c, last in heads],
     )
 
 
 def write_edges(
-    db: sqlite3.Connection,
+    db: Pending,
     plan: dict[str, Any],
     rid_of: dict[str, int],
     succ: dict[str, dict[str, dict[str, Any]]],
@@ -60,16 +60,16 @@ def write_edges(
     if moved_out:
         db.executemany("DELETE FROM edges WHERE src=? AND type=? AND dst=?", moved_out)
     unlink_next(db, moved_in, at, rid_of)
-    db.executemany("INSERT OR IGNORE INTO next_edges(dst, src) VALUES (?, ?)", nexts)
-    db.executemany(
-        "INSERT INTO edges(src, type, dst, props) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT(src, type, dst) DO UPDATE SET props = excluded.props",
+    db.insert("INSERT OR IGNORE INTO next_edges(dst, src)", nexts)
+    db.insert(
+        "INSERT INTO edges(src, type, dst, props)",
         rows,
+        "ON CONFLICT(src, type, dst) DO UPDATE SET props = excluded.props",
     )
 
 
 def unlink_next(
-    db: sqlite3.Connection,
+    db: Pending,
     pairs: list[tuple[str, str]],
     new: dict[str, int],
     rid_of: dict[str, int],
@@ -86,13 +86,13 @@ def unlink_next(
         db.executemany("DELETE FROM next_edges WHERE dst = ? AND src = ?", rows)
 
 
-def forget_heads(db: sqlite3.Connection, rids: list[tuple[int]]) -> None:
+def forget_heads(db: Pending, rids: list[tuple[int]]) -> None:
     """Let the rows of the runs ``rids`` (written whole) say where their chains end."""
     if rids:
         db.executemany("DELETE FROM run_heads WHERE rid = ?", rids)
 
 
-def forget_texts(db: sqlite3.Connection, rows: list[tuple[int, str]]) -> None:
+def forget_texts(db: Pending, rows: list[tuple[int, str]]) -> None:
     """Take rows (row id, the text it was indexed with) out of the full-text index (a
     contentless index forgets a row only given the text it indexed)."""
     if rows:
@@ -102,7 +102,7 @@ def forget_texts(db: sqlite3.Connection, rows: list[tuple[int, str]]) -> None:
 
 
 def write_delete(
-    db: sqlite3.Connection, plan: dict[str, Any], new: dict[str, int], rid_of: dict[str, int]
+    db: Pending, plan: dict[str, Any], new: dict[str, int], rid_of: dict[str, int]
 ) -> None:
     """Remove what a delete plan (``NetworkXBackend._plan_delete``) names (``new``: the
     rids of the write's new nodes)."""

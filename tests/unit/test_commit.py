@@ -1,0 +1,189 @@
+"""How an embedded write reaches the file (graphmem.backends.embedded.commit): a small
+write's statements run at its commit on the writing thread; a big write's run on a thread of
+their own while the writing thread applies the write in memory, and a failure there leaves
+the handle holding what the file holds."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from graphmem import GraphMemory
+from graphmem.backends.embedded import commit
+from graphmem.backends.embedded.commit import Pending
+from graphmem.errors import Conflict, GraphMemError
+
+
+def _db(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db.execute("CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT)")
+    return db
+
+
+def _noting(db: sqlite3.Connection) -> list[str]:
+    """The names of the threads that inserted into t, one per row (a SQLite callback)."""
+    seen: list[str] = []
+
+    def note(_a: int) -> int:
+        seen.append(threading.current_thread().name)
+        return 0
+
+    db.create_function("note", 1, note)
+    db.execute("CREATE TEMP TRIGGER noted AFTER INSERT ON t BEGIN SELECT note(new.a); END")
+    return seen
+
+
+def _rows(n: int, start: int = 0) -> list[tuple[int, str]]:
+    return [(i, f"row {i}") for i in range(start, start + n)]
+
+
+def test_a_small_write_runs_its_statements_at_the_commit_on_the_writing_thread(
+    tmp_path: Path,
+) -> None:
+    db = _db(tmp_path / "s.db")
+    seen = _noting(db)
+    db.execute("BEGIN IMMEDIATE")
+    tx = Pending(db)
+    tx.insert("INSERT INTO t(a, b)", _rows(3))
+    assert seen == []  # held until the commit
+    order: list[str] = []
+    tx.commit(lambda: order.append(f"applied after {len(seen)} rows"))
+    assert seen == [threading.current_thread().name] * 3
+    assert order == ["applied after 3 rows"]
+    assert not db.in_transaction
+    assert db.execute("SELECT count(*) FROM t").fetchone()[0] == 3
+
+
+def test_a_big_write_runs_its_statements_on_a_thread_of_their_own_beside_the_apply(
+    tmp_path: Path,
+) -> None:
+    db = _db(tmp_path / "s.db")
+    seen = _noting(db)
+    inserted = threading.Event()
+    db.create_function("arrived", 1, lambda _a: inserted.set() or 0)
+    db.execute("CREATE TEMP TRIGGER arrived AFTER INSERT ON t BEGIN SELECT arrived(new.a); END")
+    interval = sys.getswitchinterval()
+    db.execute("BEGIN IMMEDIATE")
+    tx = Pending(db)
+    n = commit._THREAD_ROWS + 5
+    tx.insert("INSERT INTO t(a, b)", _rows(n))
+    during: list[float] = []
+
+    def apply() -> None:
+        # only statements running while the apply runs can set this: were they run
+        # after it, the wait would time out
+        assert inserted.wait(10)
+        during.append(sys.getswitchinterval())
+
+    tx.commit(apply)
+    assert set(seen) == {"graphmem-commit"} and len(seen) == n
+    assert tx.committed and not db.in_transaction
+    assert during == [pytest.approx(min(interval, commit._BRISK))]
+    assert sys.getswitchinterval() == pytest.approx(interval)  # the caller's again
+    assert db.execute("SELECT count(*) FROM t").fetchone()[0] == n
+
+
+def test_a_failed_statement_on_the_thread_is_raised_after_the_apply_and_nothing_is_kept(
+    tmp_path: Path,
+) -> None:
+    db = _db(tmp_path / "s.db")
+    db.execute("INSERT INTO t(a, b) VALUES (-1, 'kept')")
+    db.execute("BEGIN IMMEDIATE")
+    tx = Pending(db)
+    tx.insert("INSERT INTO t(a, b)", _rows(commit._THREAD_ROWS))
+    tx.insert("INSERT INTO t(a, b)", [(-1, "a clash")])  # the primary key taken
+    tx.insert("INSERT INTO t(a, b)", [(10**6, "never run")])
+    applied: list[bool] = []
+    with pytest.raises(sqlite3.IntegrityError):
+        tx.commit(lambda: applied.append(True))
+    assert applied == [True] and tx.applying and not tx.committed
+    db.execute("ROLLBACK")
+    assert db.execute("SELECT a, b FROM t").fetchall() == [(-1, "kept")]
+
+
+def test_an_update_that_changes_another_number_of_rows_is_a_conflict(tmp_path: Path) -> None:
+    db = _db(tmp_path / "s.db")
+    db.executemany("INSERT INTO t(a, b) VALUES (?, ?)", _rows(2))
+    db.execute("BEGIN IMMEDIATE")
+    tx = Pending(db)
+    tx.executemany("UPDATE t SET b = 'x' WHERE a = ?", [(0,), (1,), (7,)], changes=3)
+    with pytest.raises(Conflict):
+        tx.commit(lambda: None)
+    assert not tx.applying
+    db.execute("ROLLBACK")
+
+
+@pytest.mark.parametrize("n", [2, commit._THREAD_ROWS + 1])
+def test_a_read_sees_the_statements_given_before_it(tmp_path: Path, n: int) -> None:
+    db = _db(tmp_path / "s.db")
+    db.execute("BEGIN IMMEDIATE")
+    tx = Pending(db)
+    tx.insert("INSERT INTO t(a, b)", _rows(n))
+    assert tx.read("SELECT count(*) FROM t") == [(n,)]
+    tx.insert("INSERT INTO t(a, b)", _rows(n, start=n))
+    tx.commit(lambda: None)
+    assert db.execute("SELECT count(*) FROM t").fetchone()[0] == 2 * n
+
+
+def test_a_write_given_up_runs_nothing_more(tmp_path: Path) -> None:
+    db = _db(tmp_path / "s.db")
+    gate = threading.Event()
+    db.create_function("gate", 1, lambda _a: gate.wait(10) and 0)
+    db.execute("CREATE TEMP TRIGGER gated AFTER INSERT ON t BEGIN SELECT gate(new.a); END")
+    db.execute("BEGIN IMMEDIATE")
+    tx = Pending(db)
+    tx.insert("INSERT INTO t(a, b)", _rows(commit._THREAD_ROWS))  # the thread starts
+    tx.insert("INSERT INTO t(a, b)", [(10**6, "given up")])
+    threading.Timer(0.2, gate.set).start()
+    tx.stop()
+    db.execute("COMMIT")  # what ran before the stop, to see that the rest did not
+    assert db.execute("SELECT count(*) FROM t WHERE a = ?", (10**6,)).fetchone()[0] == 0
+
+
+def _items(n: int, tag: str) -> list[dict[str, object]]:
+    return [
+        {"content": f"{tag} note {i} about herons", "agent_id": "a1", "run_id": f"{tag}-r{i % 7}"}
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("n", [3, 400])
+def test_a_failed_commit_leaves_the_handle_holding_what_the_file_holds(
+    tmp_path: Path, n: int
+) -> None:
+    path = tmp_path / "store.db"
+    mem = GraphMemory.open(path, embedder=None)
+    kept = {m.id for m in mem.remember_many(_items(n, "kept"))}
+
+    def held(m: GraphMemory) -> tuple[object, ...]:
+        stats = m.backend.stats()
+        ids = {x.id for x in m.list(limit=None)}
+        found = {r.memory.id for r in m.recall("lost note about herons", k=5)}
+        return stats.nodes, stats.edges, ids, found
+
+    before = held(mem)
+    assert before[2] == kept
+    other = sqlite3.connect(path)
+    # the last of a write's statements: after its nodes, texts and chain rows
+    other.execute(
+        "CREATE TRIGGER boom BEFORE INSERT ON changes BEGIN SELECT RAISE(ABORT, 'boom'); END"
+    )
+    other.commit()
+    with pytest.raises(GraphMemError):
+        mem.remember_many(_items(n, "lost"))
+    assert held(mem) == before
+    other.execute("DROP TRIGGER boom")
+    other.commit()
+    other.close()
+    again = {m.id for m in mem.remember_many(_items(n, "again"))}
+    now = held(mem)
+    mem.close()
+    reopened = GraphMemory.open(path, embedder=None)
+    assert held(reopened) == now
+    assert now[2] == kept | again
+    assert now[0]["Memory"] == before[0]["Memory"] + n
+    reopened.close()
