@@ -17,6 +17,8 @@ from graphmem.backends.embedded import commit
 from graphmem.backends.embedded.commit import Pending
 from graphmem.errors import Conflict, GraphMemError
 
+pytestmark = pytest.mark.embedded("the embedded store's commit: its SQLite file and connection")
+
 
 def _db(path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)

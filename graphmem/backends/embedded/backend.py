@@ -13,7 +13,6 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from sys import intern
 from typing import Any, TypeVar, cast
@@ -184,7 +183,10 @@ class NetworkXBackend(EmbeddedSearch):
                 ],
             )
 
-            def apply_rest() -> None:
+            def apply() -> None:
+                if dim is not None:
+                    self._set_dim(dim)
+                self._apply_plan(plan)
                 self._apply_heads(heads)
                 self._apply_delete(dplan)
                 if vec_keys and self._vindex is not None:
@@ -194,10 +196,7 @@ class NetworkXBackend(EmbeddedSearch):
                     )
                     self._unvectored.difference_update(vec_keys)
 
-            if dim is not None:
-                self._then.append(partial(self._set_dim, dim))
-            self._then.append(partial(self._apply_plan, plan))
-            self._then.append(apply_rest)
+            self._then.append(apply)
         return len(dplan["keys"])
 
     def missing_vectors(self, limit: int) -> list[tuple[str, str]]:

@@ -105,9 +105,6 @@ class Pending:
     def _add(self, sql: str, params: Any, changes: int | None) -> None:
         if self._queue is not None:
             self._queue.put((sql, params, changes))
-            # the GIL to the committing thread, should it wait for one: the writing thread
-            # keeps it otherwise for the interpreter's switch interval (5 ms)
-            time.sleep(0)
             return
         self.ops.append((sql, params, changes))
         if self.rows >= _THREAD_ROWS:

@@ -8,7 +8,6 @@ import os
 import sqlite3
 import sys
 import threading
-import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -549,7 +548,6 @@ class EmbeddedJournal(EmbeddedGraph):
     def _apply_then(self) -> None:
         for step in self._then:
             step()
-            time.sleep(0)  # the GIL to the committing thread (see Pending._add)
 
     def _reload_all(self) -> None:
         """The in-memory state built again from the file (after a failed commit)."""
