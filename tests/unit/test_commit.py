@@ -8,16 +8,24 @@ from __future__ import annotations
 import sqlite3
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from graphmem import GraphMemory
 from graphmem.backends.embedded import commit
-from graphmem.backends.embedded.commit import Pending
+from graphmem.backends.embedded.commit import Committer, Pending
 from graphmem.errors import Conflict, GraphMemError
 
 pytestmark = pytest.mark.embedded("the embedded store's commit: its SQLite file and connection")
+
+
+@pytest.fixture
+def committer() -> Iterator[Committer]:
+    c = Committer()
+    yield c
+    c.close()
 
 
 def _db(path: Path) -> sqlite3.Connection:
@@ -44,12 +52,12 @@ def _rows(n: int, start: int = 0) -> list[tuple[int, str]]:
 
 
 def test_a_small_write_runs_its_statements_at_the_commit_on_the_writing_thread(
-    tmp_path: Path,
+    tmp_path: Path, committer: Committer
 ) -> None:
     db = _db(tmp_path / "s.db")
     seen = _noting(db)
     db.execute("BEGIN IMMEDIATE")
-    tx = Pending(db)
+    tx = Pending(db, committer)
     tx.insert("INSERT INTO t(a, b)", _rows(3))
     assert seen == []  # held until the commit
     order: list[str] = []
@@ -61,7 +69,7 @@ def test_a_small_write_runs_its_statements_at_the_commit_on_the_writing_thread(
 
 
 def test_a_big_write_runs_its_statements_on_a_thread_of_their_own_beside_the_apply(
-    tmp_path: Path,
+    tmp_path: Path, committer: Committer
 ) -> None:
     db = _db(tmp_path / "s.db")
     seen = _noting(db)
@@ -70,7 +78,7 @@ def test_a_big_write_runs_its_statements_on_a_thread_of_their_own_beside_the_app
     db.execute("CREATE TEMP TRIGGER arrived AFTER INSERT ON t BEGIN SELECT arrived(new.a); END")
     interval = sys.getswitchinterval()
     db.execute("BEGIN IMMEDIATE")
-    tx = Pending(db)
+    tx = Pending(db, committer)
     n = commit._THREAD_ROWS + 5
     tx.insert("INSERT INTO t(a, b)", _rows(n))
     during: list[float] = []
@@ -90,12 +98,12 @@ def test_a_big_write_runs_its_statements_on_a_thread_of_their_own_beside_the_app
 
 
 def test_a_failed_statement_on_the_thread_is_raised_after_the_apply_and_nothing_is_kept(
-    tmp_path: Path,
+    tmp_path: Path, committer: Committer
 ) -> None:
     db = _db(tmp_path / "s.db")
     db.execute("INSERT INTO t(a, b) VALUES (-1, 'kept')")
     db.execute("BEGIN IMMEDIATE")
-    tx = Pending(db)
+    tx = Pending(db, committer)
     tx.insert("INSERT INTO t(a, b)", _rows(commit._THREAD_ROWS))
     tx.insert("INSERT INTO t(a, b)", [(-1, "a clash")])  # the primary key taken
     tx.insert("INSERT INTO t(a, b)", [(10**6, "never run")])
@@ -107,11 +115,13 @@ def test_a_failed_statement_on_the_thread_is_raised_after_the_apply_and_nothing_
     assert db.execute("SELECT a, b FROM t").fetchall() == [(-1, "kept")]
 
 
-def test_an_update_that_changes_another_number_of_rows_is_a_conflict(tmp_path: Path) -> None:
+def test_an_update_that_changes_another_number_of_rows_is_a_conflict(
+    tmp_path: Path, committer: Committer
+) -> None:
     db = _db(tmp_path / "s.db")
     db.executemany("INSERT INTO t(a, b) VALUES (?, ?)", _rows(2))
     db.execute("BEGIN IMMEDIATE")
-    tx = Pending(db)
+    tx = Pending(db, committer)
     tx.executemany("UPDATE t SET b = 'x' WHERE a = ?", [(0,), (1,), (7,)], changes=3)
     with pytest.raises(Conflict):
         tx.commit(lambda: None)
@@ -120,10 +130,12 @@ def test_an_update_that_changes_another_number_of_rows_is_a_conflict(tmp_path: P
 
 
 @pytest.mark.parametrize("n", [2, commit._THREAD_ROWS + 1])
-def test_a_read_sees_the_statements_given_before_it(tmp_path: Path, n: int) -> None:
+def test_a_read_sees_the_statements_given_before_it(
+    tmp_path: Path, n: int, committer: Committer
+) -> None:
     db = _db(tmp_path / "s.db")
     db.execute("BEGIN IMMEDIATE")
-    tx = Pending(db)
+    tx = Pending(db, committer)
     tx.insert("INSERT INTO t(a, b)", _rows(n))
     assert tx.read("SELECT count(*) FROM t") == [(n,)]
     tx.insert("INSERT INTO t(a, b)", _rows(n, start=n))
@@ -131,19 +143,35 @@ def test_a_read_sees_the_statements_given_before_it(tmp_path: Path, n: int) -> N
     assert db.execute("SELECT count(*) FROM t").fetchone()[0] == 2 * n
 
 
-def test_a_write_given_up_runs_nothing_more(tmp_path: Path) -> None:
+def test_a_write_given_up_runs_nothing_more(tmp_path: Path, committer: Committer) -> None:
     db = _db(tmp_path / "s.db")
     gate = threading.Event()
     db.create_function("gate", 1, lambda _a: gate.wait(10) and 0)
     db.execute("CREATE TEMP TRIGGER gated AFTER INSERT ON t BEGIN SELECT gate(new.a); END")
     db.execute("BEGIN IMMEDIATE")
-    tx = Pending(db)
+    tx = Pending(db, committer)
     tx.insert("INSERT INTO t(a, b)", _rows(commit._THREAD_ROWS))  # the thread starts
     tx.insert("INSERT INTO t(a, b)", [(10**6, "given up")])
     threading.Timer(0.2, gate.set).start()
     tx.stop()
     db.execute("COMMIT")  # what ran before the stop, to see that the rest did not
     assert db.execute("SELECT count(*) FROM t WHERE a = ?", (10**6,)).fetchone()[0] == 0
+
+
+def test_a_handle_keeps_one_committing_thread_until_it_closes(tmp_path: Path) -> None:
+    def committing() -> int:
+        return sum(t.name == "graphmem-commit" for t in threading.enumerate())
+
+    before = committing()
+    mem = GraphMemory.open(tmp_path / "store.db", embedder=None)
+    assert committing() == before  # none for an open, nor for a small write
+    mem.remember_many(_items(3, "small"))
+    assert committing() == before
+    for tag in ("big", "bigger"):
+        mem.remember_many(_items(commit._THREAD_ROWS, tag))
+        assert committing() == before + 1
+    mem.close()
+    assert committing() == before
 
 
 def _items(n: int, tag: str) -> list[dict[str, object]]:

@@ -624,6 +624,7 @@ class NetworkXBackend(EmbeddedSearch):
             self._save_state()
             self._save_ann()
             self._closed = True
+            self._committer.close()
             try:
                 if self._path is not None:
                     self._db.execute("PRAGMA optimize")

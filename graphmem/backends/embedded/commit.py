@@ -4,6 +4,7 @@ write's on a thread of their own beside the in-memory apply (:class:`Pending`)."
 
 from __future__ import annotations
 
+import os
 import queue
 import sqlite3
 import sys
@@ -49,16 +50,53 @@ def writer_turn(fd: int | None, timeout: float) -> Iterator[None]:
 
 #: rows one INSERT statement carries at most (SQLite takes up to 250,000 bound values)
 _CHUNK = 4096
-#: rows a write's statements insert from which they run on a thread of their own
+#: rows a write's statements insert from which they run on the committing thread
 _THREAD_ROWS = 200
 _COMMIT = "COMMIT"
-_STOP = ("", (), None)
+#: (SQL, parameters, for executemany the row count it must change or -1; None for a
+#: single statement)
+Op = tuple[str, Any, int | None]
+
+
+class Committer:
+    """A store handle's thread that runs big writes' statements (see :class:`Pending`):
+    started at the first one, ended by :meth:`close`. One thread for the handle's life, not
+    one a write: starting a thread waits until the new thread runs, which on a busy machine
+    is a scheduler's wait."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[Pending, Op | threading.Event] | None]
+        self._queue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def put(self, tx: Pending, item: Op | threading.Event) -> None:
+        if self._thread is None or self._pid != os.getpid():
+            # (again in a forked child, which has no copy of the thread)
+            self._queue = queue.SimpleQueue()
+            self._pid = os.getpid()
+            self._thread = threading.Thread(
+                target=self._loop, args=(self._queue,), name="graphmem-commit", daemon=True
+            )
+            self._thread.start()
+        self._queue.put((tx, item))
+
+    @staticmethod
+    def _loop(items: queue.SimpleQueue[tuple[Pending, Op | threading.Event] | None]) -> None:
+        while (item := items.get()) is not None:
+            item[0]._step(item[1])
+
+    def close(self) -> None:
+        if self._thread is not None and self._pid == os.getpid():
+            self._queue.put(None)
+            self._thread.join()
+        self._thread = None
 
 
 class Pending:
     """The statements of one write transaction, run in order on the connection: a small
     write's at its commit; a big write's, once it has given :data:`_THREAD_ROWS` rows, on
-    a thread of their own as they come, with the COMMIT.
+    the handle's :class:`Committer` thread as they come, with the COMMIT.
 
     Meanwhile the writing thread works out the rest of the write and applies it to the
     in-memory state: SQLite lets go of the GIL while it runs a statement, so the two use
@@ -66,29 +104,27 @@ class Pending:
     the GIL back after each statement (a per-row ``executemany`` would ask for it once a
     row, and wait for the writing thread each time)."""
 
-    __slots__ = ("_failed", "_queue", "_worker", "applying", "committed", "db", "ops", "rows")
+    __slots__ = ("_committer", "_failed", "_queued", "applying", "committed", "db", "ops", "rows")
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection, committer: Committer) -> None:
         self.db = db
-        #: (SQL, parameters, for executemany the row count it must change or -1; None
-        #: for a single statement), held until run
-        self.ops: list[tuple[str, Any, int | None]] = []
+        self.ops: list[Op] = []  # held until run (none once queued)
         self.rows = 0
         #: the in-memory apply has begun; the COMMIT went through
         self.applying = self.committed = False
-        self._queue: queue.SimpleQueue[tuple[str, Any, Any]] | None = None
-        self._worker: threading.Thread | None = None
+        self._committer = committer
+        self._queued = False
         self._failed: list[BaseException] = []
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
-        self._add(sql, params, None)
+        self._add((sql, params, None))
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]], *, changes: int = -1) -> None:
         """Run ``sql`` for each row; ``changes``: how many rows it must change in all (a
         :class:`Conflict` when it changes another number)."""
         if rows:
             self.rows += len(rows)
-            self._add(sql, rows, changes)
+            self._add((sql, rows, changes))
 
     def insert(self, head: str, rows: Sequence[Sequence[Any]], tail: str = "") -> None:
         """``head`` (``INSERT INTO t(a, b)``) VALUES the rows (tuples of one width), up to
@@ -100,49 +136,40 @@ class Pending:
         for i in range(0, len(rows), _CHUNK):
             part = rows[i : i + _CHUNK]
             sql = f"{head} VALUES {','.join([one] * len(part))} {tail}"
-            self._add(sql, list(chain.from_iterable(part)), None)
+            self._add((sql, list(chain.from_iterable(part)), None))
 
-    def _add(self, sql: str, params: Any, changes: int | None) -> None:
-        if self._queue is not None:
-            self._queue.put((sql, params, changes))
+    def _add(self, op: Op) -> None:
+        if self._queued:
+            self._committer.put(self, op)
             return
-        self.ops.append((sql, params, changes))
+        self.ops.append(op)
         if self.rows >= _THREAD_ROWS:
-            self._start()
+            self._queued = True
+            _Brisk.enter()
+            for held in self.ops:
+                self._committer.put(self, held)
+            self.ops = []
 
-    def _start(self) -> None:
-        self._queue = queue.SimpleQueue()
-        for op in self.ops:
-            self._queue.put(op)
-        self.ops = []
-        self._worker = threading.Thread(target=self._work, name="graphmem-commit", daemon=True)
-        _Brisk.enter()
-        self._worker.start()
-
-    def _work(self) -> None:
-        assert self._queue is not None
-        get, db = self._queue.get, self.db
-        while True:
-            op = get()
-            if op is _STOP:
-                return
-            if self._failed:
-                continue  # the transaction is lost: the rest is not run
+    def _step(self, item: Op | threading.Event) -> None:
+        """On the committing thread: run one statement, or say all before it have run."""
+        if isinstance(item, threading.Event):
+            item.set()
+        elif not self._failed:  # else the transaction is lost: the rest is not run
             try:
-                _run(db, *op)
+                _run(self.db, *item)
             except BaseException as e:  # raised by the writing thread (see _join)
                 self._failed.append(e)
 
     def _join(self) -> None:
         """Wait for the statements given so far (raising the first failure)."""
-        if self._queue is not None:
-            assert self._worker is not None
-            self._queue.put(_STOP)
+        if self._queued:
+            done = threading.Event()
+            self._committer.put(self, done)
             try:
-                self._worker.join()
+                done.wait()
             finally:
                 _Brisk.leave()
-                self._queue = self._worker = None
+                self._queued = False
         if self._failed:
             raise self._failed[0]
 
@@ -159,10 +186,11 @@ class Pending:
             _run(self.db, *op)
 
     def stop(self) -> None:
-        """Let the thread (if any) end without running what it has not run yet: the
-        transaction is given up (its ROLLBACK follows on this thread)."""
-        if self._queue is not None:
+        """Run nothing more of what was given: the transaction is given up (its ROLLBACK
+        follows on the writing thread)."""
+        if self._queued:
             self._failed.append(Conflict("write given up"))
+        self.ops = []
         try:
             self._join()
         except BaseException:
@@ -170,15 +198,15 @@ class Pending:
 
     def commit(self, then: Callable[[], None]) -> None:
         """Run the statements given and COMMIT, and ``then`` (the in-memory apply): side by
-        side when the statements run on their thread, else one after the other. A failure
-        of either is raised once both have ended (the statements' first)."""
-        if self._queue is None:
+        side when the statements run on the committing thread, else one after the other. A
+        failure of either is raised once both have ended (the statements' first)."""
+        if not self._queued:
             self.run()
             _run(self.db, _COMMIT, (), None)
             self.committed = self.applying = True
             then()
             return
-        self._add(_COMMIT, (), None)
+        self._add((_COMMIT, (), None))
         self.applying = True
         try:
             then()

@@ -26,7 +26,7 @@ from graphmem.backends.base import STRUCTURAL, structural_targets
 from graphmem.backends.embedded.adjacency import Adjacency
 from graphmem.backends.embedded.appends import fresh_rows
 from graphmem.backends.embedded.buckets import FROM_COLUMNS, Bucket, MemoryBucket
-from graphmem.backends.embedded.commit import Pending, writer_turn
+from graphmem.backends.embedded.commit import Committer, Pending, writer_turn
 from graphmem.backends.embedded.graph import (
     _INDEXED,
     _SHARED_EDGE_DATA,
@@ -107,6 +107,7 @@ class EmbeddedJournal(EmbeddedGraph):
         self._then: list[Callable[[], None]] = []
         #: the change log's counter when the current write began
         self._last_seq = 0
+        self._committer = Committer()
         self._seen_seq = 0
         self._busy_timeout = busy_timeout_ms / 1000
         self._lock_fd: int | None = None
@@ -518,7 +519,7 @@ class EmbeddedJournal(EmbeddedGraph):
                 self._then = []
                 self._write_touches(self._db)
                 self._last_seq = changelog.counter(self._db)
-                tx = Pending(self._db)
+                tx = Pending(self._db, self._committer)
                 yield tx
                 seen = self._log_changes(tx)
                 try:
