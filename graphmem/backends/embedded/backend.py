@@ -13,6 +13,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Container, Iterator, Sequence
 from datetime import UTC, datetime
+from operator import itemgetter
 from pathlib import Path
 from sys import intern
 from typing import Any, TypeVar, cast
@@ -72,6 +73,9 @@ TOUCH_FLUSH_COUNT = 512
 
 
 TOUCH_FLUSH_SECONDS = 2.0
+
+#: a run's state as :attr:`WriteBatch.appends` names it, read from its attributes
+_RUN_STATE = itemgetter("event_count", "last_event_id", "agent_id", "namespace")
 
 #: the edge types that are structural from some label (see STRUCTURAL), as text
 _STRUCTURAL_TYPES = frozenset(str(t) for _label, t in STRUCTURAL)
@@ -255,14 +259,20 @@ class NetworkXBackend(EmbeddedSearch):
             held = dicts.get("Run:" + run_id)
             if state is None:
                 ok = held is None
+            elif held is None:
+                ok = False
             else:
-                ok = (
-                    held is not None
-                    and held.get("event_count") == state[0]
-                    and held.get("last_event_id") == state[1]
-                    and held.get("agent_id") == state[2]
-                    and held.get("namespace") == state[3]
-                )
+                try:
+                    # equal as a tuple: a value that is the one expected (the last write's
+                    # own, mostly) is not even read
+                    ok = _RUN_STATE(held) == state
+                except KeyError:  # a run without a last memory holds no last_event_id
+                    ok = (
+                        held.get("event_count") == state[0]
+                        and held.get("last_event_id") == state[1]
+                        and held.get("agent_id") == state[2]
+                        and held.get("namespace") == state[3]
+                    )
             if ok and prev is not None:
                 last = "Memory:" + prev
                 ok = last in rows or last in dicts
