@@ -71,10 +71,11 @@ class RunChains:
         self._heads_lock = threading.Lock()
 
     def keep(self, ends: dict[str, Head]) -> None:
+        """Keep the heads a committed write left (:attr:`Chained.ends`), newest last."""
         with self._heads_lock:
             heads = self._heads
-            for run_id in ends:  # kept newest last: re-inserted, not moved (a dict's pop)
-                heads.pop(run_id, None)
+            # the write's runs were taken out when it began (see _taken), so each goes
+            # in at the end; one another thread put back meanwhile is only replaced
             heads.update(ends)
             over = len(heads) - HEADS_KEPT
             if over > 0:
@@ -86,10 +87,18 @@ class RunChains:
             for run_id in run_ids:
                 self._heads.pop(run_id, None)
 
-    def _known(self, run_ids: Sequence[str]) -> dict[str, Head]:
+    def _taken(self, run_ids: Sequence[str]) -> dict[str, Head]:
+        """The heads kept of ``run_ids``, taken out: the write puts back where it leaves
+        them once committed (:meth:`keep`, a run's head newest last without a second look
+        for it); a write that fails leaves them to be read again."""
         with self._heads_lock:
-            heads = self._heads
-            return {r: heads[r] for r in run_ids if r in heads}
+            pop = self._heads.pop
+            found = {}
+            for r in run_ids:
+                head = pop(r, None)
+                if head is not None:
+                    found[r] = head
+            return found
 
     def _read(self, run_ids: list[str]) -> tuple[dict[str, Run], set[str]]:
         """The stored runs among ``run_ids`` and which of their last memories exist: one
@@ -124,7 +133,7 @@ class RunChains:
         if not groups:
             return done
         out = done.memories
-        known = self._known(done.run_ids)
+        known = self._taken(done.run_ids)
         unknown = [r for r in groups if r not in known]
         stored, alive = self._read(unknown) if unknown else ({}, set())
         appends, links, ends, heads = done.appends, done.links, done.ends, done.heads

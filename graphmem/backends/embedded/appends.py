@@ -116,8 +116,8 @@ def fresh_memories(
     absent: Sequence[str] = (),
 ) -> tuple[Fresh | None, Sequence[GraphNode]]:
     """The leading new memories of ``nodes`` (see the module docstring) and the rest.
-    ``absent``: the ids of the leading nodes the caller found held by no node already, in
-    their order (a batch's ``new_memories``): not looked up again."""
+    ``absent``: the keys of the leading nodes the caller found held by no node already,
+    interned, in their order (a batch's ``new_memories``): not made nor looked up again."""
     keys: list[str] = []
     models: list[Memory] = []
     # a NodeTable's two dicts, looked in directly (its ``in`` is a Python call a memory)
@@ -128,10 +128,13 @@ def fresh_memories(
         if n.__class__ is not Memory or d["embedding"] is not None:
             break
         ident = d["id"]
-        # interned now: the node's own key string once applied (see the graph's _link)
-        key = intern("Memory:" + ident)
-        if (j >= known or absent[j] != ident) and (key in rid_of or key in rows or key in dicts):
-            break
+        if j < known and (key := absent[j]).endswith(ident) and len(key) == len(ident) + 7:
+            pass  # "Memory:" + ident, found absent
+        else:
+            # interned now: the node's own key string once applied (see the graph's _link)
+            key = intern("Memory:" + ident)
+            if key in rid_of or key in rows or key in dicts:
+                break
         keys.append(key)
         models.append(n)
     if len(keys) < FRESH_MIN:
