@@ -280,8 +280,19 @@ def checked_heads(
     """A batch's ``run_heads`` as (run id, event count, last memory id), by run id (the
     order every backend writes them in); InvalidInput for a count that is not a
     non-negative int or a last memory that is neither an id nor None."""
+    items = sorted(heads.items())
+    for run_id, (count, last) in items:
+        if (
+            run_id.__class__ is not str
+            or count.__class__ is not int
+            or count < 0
+            or (last is not None and last.__class__ is not str)
+        ):
+            break
+    else:  # every one plain (the write path's): as they are
+        return [(run_id, count, last) for run_id, (count, last) in items]
     out = []
-    for run_id, (count, last) in sorted(heads.items()):
+    for run_id, (count, last) in items:
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise InvalidInput(f"the event count of run {run_id!r} must be a non-negative int")
         if last is not None and not isinstance(last, str):

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from itertools import chain, repeat
-from operator import attrgetter, itemgetter
+from operator import attrgetter, itemgetter, setitem
 from typing import Any
 
 from pydantic_core import PydanticUndefined
@@ -385,9 +385,12 @@ def _aware_column(col: list[datetime], what: str) -> list[datetime]:
 def _construct_many(fields: Columns, given: set[str]) -> list[Memory]:
     """Memories of ``fields`` (field -> its values over the batch; the others at their
     defaults), each with ``given`` as its fields set."""
-    names = tuple(fields)
-    rows = zip(*fields.values(), strict=True)
-    # each memory's fields a copy of the defaults (in the model's order) then its own
-    datas = list(map(dict.copy, repeat(_shared_template(), len(fields["id"]))))
-    deque(map(dict.update, datas, map(zip, repeat(names), rows)), 0)
+    n = len(fields["id"])
+    # each memory's fields a copy of the defaults (in the model's order) then its own, set
+    # a field at a time (a key of them all: the order stays the model's)
+    datas = list(map(dict.copy, repeat(_shared_template(), n)))
+    for name, col in fields.items():
+        if len(col) != n:
+            raise ValueError(f"{name}: {len(col)} values for {n} memories")
+        deque(map(setitem, datas, repeat(name, n), col), 0)
     return assembled_many(Memory, datas, given)

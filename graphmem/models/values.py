@@ -7,7 +7,9 @@ import json
 import math
 import os
 import re
+import sys
 import time
+from array import array
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -87,15 +89,27 @@ def new_id() -> str:
 
 
 def new_ids(n: int) -> list[str]:
-    """``n`` new ids as :func:`new_id` makes them one after the other, from one read of
-    the system's random bytes (a batch of 1,000 made one read per id)."""
+    """``n`` new ids as :func:`new_id` makes them one after the other (the time in
+    nanoseconds, then 8 random bytes, as 32 hex digits), all at once: the times and one
+    read of the system's random bytes laid out as 64-bit words, written as hex by one
+    call and cut every 16 bytes (formatting each id cost ~0.5 µs)."""
     global _last_ns
     now = time.time_ns()
     if now <= _last_ns:  # strictly increasing inside the process, even within one ns
         now = _last_ns + 1
     _last_ns = now + n - 1
-    rand = os.urandom(8 * n).hex()
-    return [f"{now + j:016x}{rand[16 * j : 16 * j + 16]}" for j in range(n)]
+    if not n:
+        return []
+    words = array("Q", bytes(16 * n))
+    words[0::2] = array("Q", range(now, now + n))
+    words[1::2] = array("Q", os.urandom(8 * n))
+    if sys.byteorder == "little":  # the times' hex reads big-endian (random bytes stay so)
+        words.byteswap()
+    return words.tobytes().hex(" ", 16).split(" ")
+
+
+#: the words :func:`new_ids` lays out are 64 bits
+assert array("Q").itemsize == 8
 
 
 def content_hash(content: str) -> str:

@@ -29,10 +29,14 @@ CHAIN_ATTEMPTS = 32
 HEADS_KEPT = 4096
 
 
+#: a run's state a write expects (:data:`RunAppend`): its event count, its last memory's
+#: id, its agent and its namespace
+State = tuple[int, str | None, str, str]
 #: where a run's chain ends as this handle's write left it: the run as first read or
-#: started (its id, agent and namespace: what the joining rule and the precondition read),
-#: its event count and its last memory's id (a plain pair: a batch ends hundreds of runs)
-Head = tuple[Run, int, str | None]
+#: started (what the joining rule reads when another agent joins it) and its state then,
+#: which the handle's next append to it expects as it is (a batch ends hundreds of runs:
+#: the run's model is not read again, nor its state rebuilt)
+Head = tuple[Run, State]
 
 
 @dataclass
@@ -67,10 +71,11 @@ class RunChains:
         self._heads_lock = threading.Lock()
 
     def keep(self, ends: dict[str, Head]) -> None:
+        """Keep the heads a committed write left (:attr:`Chained.ends`), newest last."""
         with self._heads_lock:
             heads = self._heads
-            for run_id in ends:  # kept newest last: re-inserted, not moved (a dict's pop)
-                heads.pop(run_id, None)
+            # the write's runs were taken out when it began (see _taken), so each goes
+            # in at the end; one another thread put back meanwhile is only replaced
             heads.update(ends)
             over = len(heads) - HEADS_KEPT
             if over > 0:
@@ -82,10 +87,18 @@ class RunChains:
             for run_id in run_ids:
                 self._heads.pop(run_id, None)
 
-    def _known(self, run_ids: Sequence[str]) -> dict[str, Head]:
+    def _taken(self, run_ids: Sequence[str]) -> dict[str, Head]:
+        """The heads kept of ``run_ids``, taken out: the write puts back where it leaves
+        them once committed (:meth:`keep`, a run's head newest last without a second look
+        for it); a write that fails leaves them to be read again."""
         with self._heads_lock:
-            heads = self._heads
-            return {r: heads[r] for r in run_ids if r in heads}
+            pop = self._heads.pop
+            found = {}
+            for r in run_ids:
+                head = pop(r, None)
+                if head is not None:
+                    found[r] = head
+            return found
 
     def _read(self, run_ids: list[str]) -> tuple[dict[str, Run], set[str]]:
         """The stored runs among ``run_ids`` and which of their last memories exist: one
@@ -120,23 +133,21 @@ class RunChains:
         if not groups:
             return done
         out = done.memories
-        known = self._known(done.run_ids)
+        known = self._taken(done.run_ids)
         unknown = [r for r in groups if r not in known]
         stored, alive = self._read(unknown) if unknown else ({}, set())
-        appends, links, ends = done.appends, done.links, done.ends
+        appends, links, ends, heads = done.appends, done.links, done.ends, done.heads
+        state: State | None
         for run_id, idxs in groups.items():
-            joining = [memories[i] for i in idxs]
             head = known.get(run_id)
-            run = head[0] if head is not None else stored.get(run_id)
-            new = run is None
-            if run is not None:
-                # as this handle left it (its last memory expected below), else as read
-                count, last = head[1:] if head is not None else (run.event_count, run.last_event_id)
-                self._check_run(run, joining)
-                state = (count, last, run.agent_id, run.namespace)
-                prev = last
-                if head is None and prev is not None and prev not in alive:
-                    prev = self._tail(run_id)
+            if head is not None:
+                # as this handle left it (its last memory expected as it is)
+                run, state = head
+                count, prev, owner = state[0], state[1], state[2]
+            elif (read := stored.get(run_id)) is not None:  # as read
+                run = read
+                count, prev, owner = run.event_count, run.last_event_id, run.agent_id
+                state = (count, prev, owner, run.namespace)
             else:
                 first = memories[idxs[0]]
                 run = Run(
@@ -145,9 +156,16 @@ class RunChains:
                     namespace=first.namespace,
                     started_at=first.created_at,
                 )
-                self._check_run(run, joining)
                 state = None
-                count, prev = run.event_count, run.last_event_id
+                count, prev, owner = run.event_count, run.last_event_id, run.agent_id
+            # the joining rule: asked only when another agent joins (the run's own agent
+            # always may, see may_join_run)
+            for i in idxs:
+                if memories[i].agent_id != owner:
+                    self._check_run(run, [memories[j] for j in idxs])
+                    break
+            if head is None and state is not None and prev is not None and prev not in alive:
+                prev = self._tail(run_id)
             appends.append((run_id, state, prev))
             for i in idxs:
                 m = out[i]
@@ -159,13 +177,14 @@ class RunChains:
                 if prev is not None:
                     links.append((prev, ident))
                 prev = ident
-            if new:
+            if state is None:
                 # the count and a validated memory's id: no field to validate again
                 run = replaced(run, event_count=count, last_event_id=prev)
                 done.new_runs.append(run)
+                ends[run_id] = (run, (count, prev, owner, run.namespace))
             else:
-                done.heads[run_id] = (count, prev)
-            ends[run_id] = (run, count, prev)
+                heads[run_id] = (count, prev)
+                ends[run_id] = (run, (count, prev, owner, state[3]))
         return done
 
     def _tail(self, run_id: str) -> str | None:

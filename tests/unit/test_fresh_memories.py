@@ -17,7 +17,10 @@ import orjson
 import pytest
 
 import graphmem.backends.embedded.backend as backend_mod
+import graphmem.backends.embedded.graph as graph_mod
+import graphmem.backends.embedded.journal as journal_mod
 from graphmem import GraphMemory
+from graphmem.backends.embedded import state_file
 from graphmem.backends.embedded.appends import FRESH_MIN
 from graphmem.backends.embedded.appends import fresh_memories as column_wise
 from graphmem.backends.embedded.buckets import MemoryBucket
@@ -82,6 +85,18 @@ def _state(mem: GraphMemory, path: Path, *, with_asked: bool = False) -> dict[st
         "dicts": sorted(nodes.dicts),
         "succ": {k: [(d, dict(v)) for d, v in g._succ[k].items()] for k in g._succ},
         "pred": {k: [(s, dict(v)) for s, v in g._pred[k].items()] for k in g._pred},
+        # the nodes' order in the adjacency dicts (networkx's edge views walk it)
+        "succ_order": list(g._succ),
+        "pred_order": list(g._pred),
+        # memory keys in the adjacency that are not the node table's own strings (a row's
+        # key is one object, however many places hold it)
+        "foreign": sorted(
+            k
+            for adj in (g._succ, g._pred)
+            for u, nbrs in adj.items()
+            for k in (u, *nbrs)
+            if k.startswith("Memory:") and k is not nodes.own(k)
+        ),
         "rid_of": dict(b._rid_of),
         "key_of": dict(b._key_of),
         "by_label": {str(k): set(v) for k, v in b._by_label.items()},
@@ -178,6 +193,7 @@ def _same_both_ways(
     assert fast.keys() == slow.keys()
     for part in fast:
         assert fast[part] == slow[part], part
+    assert not fast.get("foreign")
     fast["taken"] = taken  # how many new memories each write took column-wise
     return fast
 
@@ -194,6 +210,57 @@ def test_new_memories_leave_the_store_the_general_plan_leaves(
     assert 1 not in fast["taken"] and FRESH_MIN > 1
     assert fast["dicts"]  # the times the columns cannot hold were kept as dicts
     assert any(e[1] == "NEXT" for e in fast["file_edges"])
+
+
+def test_batches_whose_endpoints_exist_are_linked_as_the_general_plan_links_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a run and one tag each (most batches), then tags and runs of every shape; the first
+    # batch makes its endpoints, the others find them all (their links a column at a time)
+    walked: list[bool] = []
+    linked: list[bool] = []
+
+    def walked_last(*a: Any) -> bool:
+        walked.append(graph_mod._walked_last.__wrapped__(*a))  # type: ignore[attr-defined]
+        return walked[-1]
+
+    def link_next(*a: Any) -> bool:
+        linked.append(graph_mod._link_next.__wrapped__(*a))  # type: ignore[attr-defined]
+        return linked[-1]
+
+    walked_last.__wrapped__ = graph_mod._walked_last  # type: ignore[attr-defined]
+    link_next.__wrapped__ = graph_mod._link_next  # type: ignore[attr-defined]
+    monkeypatch.setattr(graph_mod, "_walked_last", walked_last)
+    monkeypatch.setattr(graph_mod, "_link_next", link_next)
+
+    def batch(seed: int, shaped: bool) -> list[dict[str, Any]]:
+        items = _items(30, seed)
+        for i, item in enumerate(items):
+            if not shaped:
+                item["run_id"] = f"run-{item['agent_id']}-{i % 4}"
+                item["tags"] = [f"t{i % 4}"]
+            item.pop("metadata", None)
+            item["created_at"] = T0 + timedelta(seconds=i)
+            item.pop("expires_at", None)
+        return items
+
+    monkeypatch.setattr(journal_mod, "STATE_MIN_NODES", 20)
+
+    def run(path: Path) -> dict[str, Any]:
+        with GraphMemory.open(path, embedder=None) as mem:
+            mem.remember_many(batch(0, False))
+            mem.remember_many(batch(1, False))
+        # read back from the state file (its memory keys not interned): the next batches
+        # link to those memories, each through the key the node table holds
+        assert state_file.file_of(path).exists()
+        with GraphMemory.open(path, embedder=None) as mem:
+            mem.remember_many([{**i, "tags": i["tags"][:1]} for i in batch(2, True)])
+            mem.remember_many(batch(3, True))
+            return _state(mem, path)
+
+    _same_both_ways(run, tmp_path, monkeypatch)
+    assert walked == [False, True, True, True]  # the first batch made its endpoints
+    assert linked == [True] * 4  # every batch's edges are its run links
 
 
 def test_a_batch_after_another_handles_write_is_the_general_plans(

@@ -203,3 +203,38 @@ def test_every_field_a_memory_may_leave_unset_is_one_a_lean_row_drops_unset() ->
         if m.__dict__[name] is None:
             assert name in _UNSET or name in _LEAN_OUT, name
             assert memory_row(m.__dict__) == memory_row(m.to_props())
+
+
+def test_a_lean_row_leaves_out_exactly_the_values_the_reader_fills_in() -> None:
+    """:data:`_LEAN_DEFAULTS` is what the reader fills a missing field with; the writer
+    (``memory_row``, its checks unrolled) must leave a field out at that value — of its
+    class — and at no other, from a model's fields and from its ``to_props``."""
+    from graphmem.backends.embedded.memory_rows import _LEAN_DEFAULTS
+
+    others: dict[str, list[Any]] = {
+        "category": [Category.EPISODIC, "procedural"],
+        "tier": [Tier.SHORT_TERM],
+        "confidence": [0.5, 1, True, 0.0],
+        "access_count": [3, 0.0, False],
+        "status": [Status.ARCHIVED, "superseded"],
+        "visibility": [Visibility.ORG, "shared"],
+    }
+    assert {k for k, _ in _LEAN_DEFAULTS} == set(others)
+    base = Memory(content="x", agent_id="a", created_at=T0)
+    for k, dv in _LEAN_DEFAULTS:
+        at = _assembled(base, **{k: dv})
+        assert k not in orjson.loads(memory_row(at.__dict__)), k
+        assert k not in orjson.loads(memory_row(at.to_props())), k
+        if dv.__class__ is str:  # the model's member and its text both
+            assert k not in orjson.loads(memory_row(_assembled(base, **{k: str(dv)}).__dict__))
+        for v in others[k]:
+            off = _assembled(base, **{k: v})
+            assert orjson.loads(memory_row(off.__dict__))[k] == v, (k, v)
+            assert orjson.loads(memory_row(off.to_props()))[k] == v, (k, v)
+
+
+def _assembled(m: Memory, **changes: Any) -> Memory:
+    """``m`` with ``changes`` as they are (no validation: an int confidence stays an int)."""
+    from graphmem.models.values import replaced
+
+    return replaced(m, **changes)

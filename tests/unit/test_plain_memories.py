@@ -263,3 +263,22 @@ def test_an_end_users_memory_with_metadata_that_is_no_mapping_is_refused(stores:
                     [{"content": "a"}, {"content": "b", "user_id": "u", "metadata": meta}]
                 )
         assert mem.count() == 0
+
+
+def test_a_batchs_ids_are_the_ids_made_one_after_the_other() -> None:
+    """``new_ids`` makes a batch's ids at once: each the time in nanoseconds (16 hex
+    digits, big-endian, one more for each id) and 8 random bytes (16 hex digits),
+    strictly increasing within a batch and from one batch to the next."""
+    import time
+
+    from graphmem.models.values import new_id
+
+    before = time.time_ns()
+    made = [*new_ids(1000), new_id(), *new_ids(1), *new_ids(0), *new_ids(3)]
+    assert len(made) == 1005
+    assert all(len(i) == 32 and int(i, 16) >= 0 and i == i.lower() for i in made)
+    assert made == sorted(made) and len(set(made)) == len(made)
+    times = [int(i[:16], 16) for i in made]
+    assert before <= times[0] <= time.time_ns()
+    assert times[:1000] == list(range(times[0], times[0] + 1000))
+    assert len({i[16:] for i in made}) == len(made)  # the random halves differ

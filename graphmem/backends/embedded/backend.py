@@ -11,8 +11,9 @@ import os
 import sqlite3
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from datetime import UTC, datetime
+from operator import itemgetter
 from pathlib import Path
 from sys import intern
 from typing import Any, TypeVar, cast
@@ -72,6 +73,9 @@ TOUCH_FLUSH_COUNT = 512
 
 
 TOUCH_FLUSH_SECONDS = 2.0
+
+#: a run's state as :attr:`WriteBatch.appends` names it, read from its attributes
+_RUN_STATE = itemgetter("event_count", "last_event_id", "agent_id", "namespace")
 
 #: the edge types that are structural from some label (see STRUCTURAL), as text
 _STRUCTURAL_TYPES = frozenset(str(t) for _label, t in STRUCTURAL)
@@ -142,11 +146,16 @@ class NetworkXBackend(EmbeddedSearch):
             raise DimensionMismatch(f"embeddings of different dimensions in one batch: {dims}")
         dim = dims.pop() if dims else None
         with self._transaction() as db:
-            self._check_new(batch.new_memories)
-            self._check_appends(batch.appends)
+            new_keys = self._check_new(batch.new_memories)
+            lasts = self._check_appends(batch.appends)
             self._check_expectations(batch.expect)
             plan = self._plan_upsert(
-                nodes, edges, batch.links, doomed={r.key for r in doomed}, new=batch.new_memories
+                nodes,
+                edges,
+                batch.links,
+                doomed={r.key for r in doomed},
+                new=new_keys,
+                held=lasts,
             )
             heads = self._heads_of(heads_given, plan)
             if dim is not None:
@@ -228,42 +237,60 @@ class NetworkXBackend(EmbeddedSearch):
                 out.append((key, count, last))
         return out
 
-    def _check_new(self, ids: Sequence[str]) -> None:
+    def _check_new(self, ids: Sequence[str]) -> list[str]:
         """Inside the transaction: no memory of ``ids`` may exist (``new_memories``; the
-        plan then takes them as new without looking again)."""
+        plan then takes them as new without looking again). Returns their keys, interned
+        (each the node's own key string once applied, see the graph's ``_link``)."""
         nodes = self._g._node
         dicts, rows = nodes.dicts, nodes.memories.row_of
-        for i in ids:
+        if set(map(type, ids)) <= {str}:
+            keys = list(map(intern, map("Memory:".__add__, ids)))
+            if not (any(map(rows.__contains__, keys)) or any(map(dicts.__contains__, keys))):
+                return keys
+        for i in ids:  # one is refused: the first, each checked in turn
             if i.__class__ is not str:
                 raise InvalidInput(f"new memories are named by their ids, got {i!r}")
             key = "Memory:" + i
             if key in rows or key in dicts:
                 why = expect_failure(Expect.absent(NodeRef(NodeLabel.MEMORY, i)), nodes.get(key))
                 raise Conflict(f"precondition failed: {why}")
+        raise AssertionError("a new memory was refused and then found absent")
 
-    def _check_appends(self, appends: Sequence[RunAppend]) -> None:
+    def _check_appends(self, appends: Sequence[RunAppend]) -> set[str]:
         """Inside the transaction: each run a batch appends to must be as it says
-        (``appends``); one that is not is named as its precondition names it."""
+        (``appends``); one that is not is named as its precondition names it. Returns the
+        keys of the memories their links start from, found held (the plan then does not
+        look for them again among the store's every row id)."""
         nodes = self._g._node
         dicts, rows = nodes.dicts, nodes.memories.row_of
+        lasts: set[str] = set()
         for append in appends:
             run_id, state, prev = checked_append(append)
             held = dicts.get("Run:" + run_id)
             if state is None:
                 ok = held is None
+            elif held is None:
+                ok = False
             else:
-                ok = (
-                    held is not None
-                    and held.get("event_count") == state[0]
-                    and held.get("last_event_id") == state[1]
-                    and held.get("agent_id") == state[2]
-                    and held.get("namespace") == state[3]
-                )
+                try:
+                    # equal as a tuple: a value that is the one expected (the last write's
+                    # own, mostly) is not even read
+                    ok = _RUN_STATE(held) == state
+                except KeyError:  # a run without a last memory holds no last_event_id
+                    ok = (
+                        held.get("event_count") == state[0]
+                        and held.get("last_event_id") == state[1]
+                        and held.get("agent_id") == state[2]
+                        and held.get("namespace") == state[3]
+                    )
             if ok and prev is not None:
-                key = "Memory:" + prev
-                ok = key in rows or key in dicts
+                last = "Memory:" + prev
+                ok = last in rows or last in dicts
+                if ok:
+                    lasts.add(last)
             if not ok:  # compared as stored, and named as its precondition names it
                 self._check_expectations(appended_to(append))
+        return lasts
 
     def _check_expectations(self, expects: Sequence[Expect]) -> None:
         """Inside the transaction, with the state current: every precondition must hold."""
@@ -305,8 +332,11 @@ class NetworkXBackend(EmbeddedSearch):
         *,
         doomed: set[str],
         new: Sequence[str] = (),
+        held: Container[str] = (),
     ) -> dict[str, Any]:
-        """Work out every row to write, before touching the file (validation first)."""
+        """Work out every row to write, before touching the file (validation first).
+        ``new``: the keys of the memories found absent (:meth:`_check_new`); ``held``:
+        keys of memories found held already (where the batch's runs end)."""
         node_rows: dict[str, tuple[NodeLabel, str, dict[str, Any], tuple[float, ...] | None]] = {}
         auto: dict[str, GraphNode] = {}
         # node key -> its structural edges as (type, target key); None for a new memory
@@ -315,7 +345,7 @@ class NetworkXBackend(EmbeddedSearch):
         rid_of = self._rid_of
         # the new memories heading the batch: planned column-wise (see .appends)
         fresh, nodes = fresh_memories(nodes, self._g._node, rid_of, new)
-        born = set() if fresh is None else set(fresh.keys)
+        born: Container[str] = () if fresh is None else fresh.by_key
         for n in nodes:
             props = n.to_props()
             vec = props.pop("embedding", None)
@@ -362,7 +392,12 @@ class NetworkXBackend(EmbeddedSearch):
             if a.__class__ is not str or b.__class__ is not str or a == b:
                 next_link(a, b)  # the model's error (a memory following itself)
             src, dst = "Memory:" + a, "Memory:" + b
-            if not ((src in born or src in rid_of) and (dst in born or dst in rid_of)) or doomed:
+            if (
+                not (
+                    (src in born or src in held or src in rid_of) and (dst in born or dst in rid_of)
+                )
+                or doomed
+            ):
                 for end in (src, dst):  # a memory of the general plan, or one deleted
                     if end in doomed or not (end in born or end in node_rows or end in rid_of):
                         raise InvalidInput(f"edge NEXT refers to missing node {end}")

@@ -4,8 +4,10 @@ in Python."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
+from itertools import chain, islice, repeat
+from operator import setitem
 from sys import intern
 from typing import TYPE_CHECKING, Any
 
@@ -182,6 +184,135 @@ _STRUCTURAL_TEXT = frozenset((str(label), str(etype)) for label, etype in STRUCT
 _MODELS: dict[str, type[GraphNode]] = {lab.value: node_model(lab) for lab in NodeLabel}
 
 
+#: a batch's new memories' endpoints, each memory's as the node table's own key strings:
+#: its agent, its run (None: none) and its tags
+_Ends = tuple[list[str], list[str | None], list[tuple[str, ...]]]
+
+
+def _walked_last(struct: dict[str, Any], keys: list[str]) -> bool:
+    """Whether the plan walks the new memories ``keys`` last, the last memory first and
+    nothing between them (see ``_plan_upsert``): then the endpoints' in-edges are linked in
+    that order a column at a time (:func:`_link_to_ends`) as the walk links them."""
+    n = len(keys)
+    return (
+        len(struct) >= n
+        and list(islice(reversed(struct), n)) == keys
+        and list(islice(reversed(struct.values()), n)).count(None) == n
+    )
+
+
+#: an endpoint's key -> its interned string (what :meth:`NodeTable.own` gives for it): a
+#: batch of 1,000 memories names ~800 runs, and ``intern`` looks each up in the table of
+#: every interned string (every memory key among them: cold at 100k, ~0.5 µs a run)
+_END_KEYS: dict[str, str] = {}
+_END_KEYS_MAX = 1 << 16
+
+
+def _end_keys(texts: list[str]) -> list[str]:
+    """The interned strings of the endpoint keys ``texts`` (see :data:`_END_KEYS`)."""
+    held = _END_KEYS
+    out = list(map(held.get, texts))
+    if None in out:
+        if len(held) > _END_KEYS_MAX:
+            held.clear()
+        out = [k or held.setdefault(t, intern(t)) for k, t in zip(out, texts, strict=True)]
+    return out  # type: ignore[return-value]
+
+
+def _ends_of(cols: dict[str, Sequence[Any]]) -> _Ends:
+    """The new memories' endpoints (see :data:`_Ends`) from their agent, run and tags
+    columns: each value's key made once."""
+    agents, runs, tags = cols["agent_id"], cols["run_id"], cols["tags"]
+    one = [*set(agents)]
+    agent_of = dict(zip(one, _end_keys(["Agent:" + v for v in one]), strict=True))
+    one = [v for v in set(runs) if v]
+    run_of = dict(zip(one, _end_keys(["Run:" + v for v in one]), strict=True))
+    one = [*set(chain.from_iterable(tags))]
+    tag_of = dict(zip(one, _end_keys(["Tag:" + v for v in one]), strict=True))
+    tags_of = {ts: tuple([tag_of[t] for t in ts]) for ts in set(tags)}
+    return (
+        list(map(agent_of.__getitem__, agents)),
+        list(map(run_of.get, runs)),
+        list(map(tags_of.__getitem__, tags)),
+    )
+
+
+def _out_edges(
+    agents: list[str], runs: list[str | None], tags: list[tuple[str, ...]]
+) -> list[dict[str, Any]]:
+    """Each new memory's out-edges dict: its agent, its run, its tags, in that order (each
+    its pair's first edge: the type's shared keyed dict)."""
+    if None not in runs and set(map(len, tags)) == {1}:  # most batches: a run and one tag
+        return [
+            {a: _AUTHORED, r: _IN_RUN, t: _TAGGED}  # type: ignore[dict-item]
+            for a, r, (t,) in zip(agents, runs, tags, strict=True)
+        ]
+    out = []
+    for a, r, ts in zip(agents, runs, tags, strict=True):
+        d = {a: _AUTHORED}
+        if r is not None:
+            d[r] = _IN_RUN
+        for t in ts:
+            d[t] = _TAGGED
+        out.append(d)
+    return out
+
+
+def _link_to_ends(
+    pred: Adj,
+    keys: list[str],
+    agents: list[str],
+    runs: list[str | None],
+    tags: list[tuple[str, ...]],
+) -> None:
+    """Add the new memories ``keys`` to their endpoints' in-edges, the last memory first as
+    the plan walks them: each endpoint's dict gets its memories in the walk's order, an
+    edge type at a time (an endpoint takes edges of one type from memories)."""
+    rev = keys[::-1]
+    _set_all(map(pred.__getitem__, agents[::-1]), rev, _AUTHORED)
+    runs = runs[::-1]
+    if None in runs:
+        pairs = [(r, k) for r, k in zip(runs, rev, strict=True) if r is not None]
+        _set_all(map(pred.__getitem__, [r for r, _k in pairs]), [k for _r, k in pairs], _IN_RUN)
+    else:
+        _set_all(map(pred.__getitem__, runs), rev, _IN_RUN)  # type: ignore[arg-type]
+    tags = tags[::-1]
+    if set(map(len, tags)) == {1}:
+        _set_all(map(pred.__getitem__, [t for (t,) in tags]), rev, _TAGGED)
+    else:
+        flat = [(t, k) for ts, k in zip(tags, rev, strict=True) for t in ts]
+        _set_all(map(pred.__getitem__, [t for t, _k in flat]), [k for _t, k in flat], _TAGGED)
+
+
+def _set_all(dicts: Iterable[dict[str, Any]], keys: Iterable[str], value: Any) -> None:
+    """``dicts[j][keys[j]] = value`` for each j, in order, in C (setitem returns None: any()
+    runs the whole map)."""
+    any(map(setitem, dicts, keys, repeat(value)))
+
+
+def _link_next(g: Adjacency, keys: list[str], edges: list[tuple[str, str, str, Any]]) -> bool:
+    """Link ``edges`` when each is a NEXT link without properties to a different one of
+    the new memories ``keys`` (a batch's run links: each its pair's first edge, the type's
+    shared keyed dict, as :func:`_link` gives it), a column at a time; False (nothing done)
+    otherwise."""
+    srcs, types, dsts, props = zip(*edges, strict=True)
+    n = len(edges)
+    if types.count("NEXT") != n or any(props):
+        return False
+    mine = dict(zip(keys, keys, strict=True))  # a new memory's key -> its own string
+    to = list(map(mine.get, dsts))
+    if None in to or len(set(to)) != n:
+        return False
+    table = g._node.memories
+    row_of, held, own = table.row_of, table.keys, g._node.own
+    # each source's own key (:meth:`NodeTable.own`, inline: most are rows)
+    frm = [held[i] if (i := row_of.get(s)) is not None else own(s) for s in srcs]
+    keyed = _SHARED_KEYED["NEXT"]
+    _set_all(map(g._succ.__getitem__, frm), to, keyed)  # type: ignore[arg-type]
+    _set_all(map(g._pred.__getitem__, to), frm, keyed)  # type: ignore[arg-type]
+    return True
+
+
 class StoredVector(tuple[float, ...]):
     """A memory's embedding as the model's tuple of floats that also hands numpy the
     float32 row it was made from: recall stacks the vectors of ~100 candidates per query,
@@ -302,8 +433,13 @@ class EmbeddedGraph:
         vecs: list[tuple[float, ...]] = []
         succ, pred = g._succ, g._pred  # raw dicts: the API is slow here
         own = g._node.own
-        if plan["fresh"] is not None:
-            self._apply_fresh(plan["fresh"])
+        fresh: Fresh | None = plan["fresh"]
+        struct: dict[str, list[tuple[str, str]] | None] = plan["struct"]
+        # the new memories' structural edges linked a column at a time when the plan walks
+        # them last and in a row (every batch whose endpoints all exist)
+        ends = None
+        if fresh is not None:
+            ends = self._apply_fresh(fresh, _walked_last(struct, fresh.keys))
         for key_, (label, _ident, props, vec) in plan["nodes"].items():
             key = own(key_)  # the vector index and _unvectored hold the node's key too
             # the plan's own dict (made for this write by ``to_props``, written already)
@@ -324,9 +460,12 @@ class EmbeddedGraph:
                 g.remove_edge(src, dst, key=etype)
         shared = _SHARED_EDGE_DATA
         keyed = _SHARED_KEYED
-        ends: dict[str, str] = {}  # a new memory's endpoints' own key strings, per batch
-        by_key = {} if plan["fresh"] is None else plan["fresh"].by_key
-        for key_, wanted in plan["struct"].items():
+        ends_of: dict[str, str] = {}  # a new memory's endpoints' own key strings, per batch
+        by_key = {} if fresh is None else fresh.by_key
+        walk: Iterable[tuple[str, list[tuple[str, str]] | None]] = struct.items()
+        if ends is not None:  # (fresh is then not None)
+            walk = islice(walk, len(struct) - len(by_key))
+        for key_, wanted in walk:
             if wanted is None:
                 # a new memory (see .appends): its key interned already; its structural
                 # edges (to its agent, its run, its tags), each its pair's first edge,
@@ -334,16 +473,16 @@ class EmbeddedGraph:
                 d = by_key[key_].__dict__
                 out = succ[key_]
                 end = "Agent:" + d["agent_id"]
-                a = ends.get(end) or ends.setdefault(end, own(end))
+                a = ends_of.get(end) or ends_of.setdefault(end, own(end))
                 out[a] = pred[a][key_] = _AUTHORED
                 run = d["run_id"]
                 if run:
                     end = "Run:" + run
-                    r = ends.get(end) or ends.setdefault(end, own(end))
+                    r = ends_of.get(end) or ends_of.setdefault(end, own(end))
                     out[r] = pred[r][key_] = _IN_RUN
                 for tag in d["tags"]:
                     end = "Tag:" + tag
-                    t = ends.get(end) or ends.setdefault(end, own(end))
+                    t = ends_of.get(end) or ends_of.setdefault(end, own(end))
                     out[t] = pred[t][key_] = _TAGGED
                 continue
             key = own(key_)  # both ends held as the node keys' own strings (see _link)
@@ -357,31 +496,47 @@ class EmbeddedGraph:
                     out[dst] = pred[dst][key] = keyed[etype]
                 elif etype not in held:
                     _link(succ, pred, key, dst, etype, shared[etype], own)
-        for src, etype, dst, props in plan["edges"]:
-            # replaced, never edited: edges without properties share their type's dict
-            data = {**props, "type": etype} if props else shared.get(etype)
-            _link(succ, pred, src, dst, etype, data or {"type": etype}, own)
+        if ends is not None:
+            _link_to_ends(pred, fresh.keys, *ends)  # type: ignore[union-attr]
+        edges = plan["edges"]
+        if not (fresh is not None and edges and _link_next(g, fresh.keys, edges)):
+            for src, etype, dst, props in edges:
+                # replaced, never edited: edges without properties share their type's dict
+                data = {**props, "type": etype} if props else shared.get(etype)
+                _link(succ, pred, src, dst, etype, data or {"type": etype}, own)
         self._next_rid = plan["next_rid"]
 
-    def _apply_fresh(self, fresh: Fresh) -> None:
+    def _apply_fresh(self, fresh: Fresh, linked: bool = False) -> _Ends | None:
         """Hold the new memories a write made (see .appends): what ``_put_node`` does for
-        each, field by field over the batch."""
+        each, field by field over the batch; ``linked``: each one's structural out-edges
+        too, and their endpoints returned (:func:`_ends_of`) for their in-edges."""
         g = self._g
         nodes = g._node
         keys = fresh.keys  # interned when planned: no node holds them, their own strings
-        for j in put_rows(nodes.memories, keys, fresh.models):
+        misfits, cols = put_rows(nodes.memories, keys, fresh.models)
+        for j in misfits:
             props = fresh.models[j].to_props()
             props.pop("embedding", None)
             _hold(nodes, NodeLabel.MEMORY, keys[j], props)  # kept as its dict
+        ends = None
+        if linked:
+            if cols is None:  # (some memory did not fit the columns)
+                dicts = [m.__dict__ for m in fresh.models]
+                ends = _ends_of({f: [d[f] for d in dicts] for f in ("agent_id", "run_id", "tags")})
+            else:
+                ends = _ends_of(cols)
         succ, pred = g._succ, g._pred
-        for k in keys:
-            succ[k] = {}
-            pred[k] = {}
+        if ends is None:
+            succ.update(zip(keys, [{} for _ in keys], strict=True))
+        else:
+            succ.update(zip(keys, _out_edges(*ends), strict=True))
+        pred.update(zip(keys, [{} for _ in keys], strict=True))
         self._rid_of.update(zip(keys, fresh.rids, strict=True))
         self._key_of.update(zip(fresh.rids, keys, strict=True))
         self._by_label[NodeLabel.MEMORY].update(keys)
-        add_to_buckets(self._buckets[NodeLabel.MEMORY], keys, fresh)
+        add_to_buckets(self._buckets[NodeLabel.MEMORY], keys, fresh, cols)
         self._unvectored.update(keys)
+        return ends
 
     def _apply_heads(self, heads: list[tuple[str, int, str | None]]) -> None:
         """Set where stored runs' chains end (see ``NetworkXBackend._heads_of``): a run is

@@ -695,6 +695,8 @@ class NodeTable(MutableMapping[str, Attrs]):
         from a state file without interning), else the interned one (a node's dict is held
         under its interned key): what edges, buckets and the vector index keep, so that a
         node key is one object however many places hold it."""
+        if key[:7] != _PREFIX:  # (only a memory has a row: a write's agents, runs, tags)
+            return intern(key)
         i = self.memories.row_of.get(key)
         if i is None:
             return intern(key)
