@@ -174,6 +174,24 @@ def test_a_handle_keeps_one_committing_thread_until_it_closes(tmp_path: Path) ->
     assert committing() == before
 
 
+def test_the_committing_thread_checkpoints_the_wal_on_a_connection_of_its_own(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    db = _db(path)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA wal_autocheckpoint=0")  # the frames stay in the WAL
+    db.executemany("INSERT INTO t(a, b) VALUES (?, ?)", [(i, "x" * 1000) for i in range(1000)])
+    small = path.stat().st_size
+    assert small < 100_000
+    committer = Committer(str(path))
+    committer.put(None, None)
+    committer.close()  # after what it was given
+    assert path.stat().st_size > 1_000_000  # the pages copied into the file
+    assert db.execute("SELECT count(*) FROM t").fetchone()[0] == 1000
+    db.close()
+
+
 def _items(n: int, tag: str) -> list[dict[str, object]]:
     return [
         {"content": f"{tag} note {i} about herons", "agent_id": "a1", "run_id": f"{tag}-r{i % 7}"}

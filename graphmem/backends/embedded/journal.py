@@ -107,7 +107,9 @@ class EmbeddedJournal(EmbeddedGraph):
         self._then: list[Callable[[], None]] = []
         #: the change log's counter when the current write began
         self._last_seq = 0
-        self._committer = Committer()
+        self._committer = Committer(
+            None if self._path is None else str(self._path), busy_timeout_ms / 1000
+        )
         self._seen_seq = 0
         self._busy_timeout = busy_timeout_ms / 1000
         self._lock_fd: int | None = None
