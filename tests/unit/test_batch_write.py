@@ -15,7 +15,7 @@ import pytest
 from graphmem import GraphMemory
 from graphmem.backends.base import WriteBatch
 from graphmem.backends.embedded import NetworkXBackend
-from graphmem.errors import InvalidInput
+from graphmem.errors import Conflict, InvalidInput
 from graphmem.gcpause import gc_paused
 from graphmem.models import Edge, EdgeType, Memory, NodeLabel, NodeRef, Run
 
@@ -241,3 +241,23 @@ def test_a_run_head_sets_only_where_the_chain_ends_in_memory_and_in_the_file(
         assert {k: dict(fresh.graph.nodes[f"Run:{k}"]) for k in ("r1", "r2")} == held
     finally:
         fresh.close()
+
+
+def test_the_first_refused_new_memory_names_the_refusal(mem: GraphMemory) -> None:
+    """``new_memories`` checked at once and, when one is refused, in turn: the first
+    refused id decides between Conflict (it exists) and InvalidInput (not text), and
+    nothing is written."""
+    backend = mem.backend
+    assert isinstance(backend, NetworkXBackend)
+    [held] = mem.remember_many([{"content": "held", "agent_id": "a"}])
+    before = backend.stats()
+    new = Memory(content="new", agent_id="a")
+    cases: list[tuple[list[object], type[Exception], str]] = [
+        ([new.id, held.id, 7], Conflict, f"Memory:{held.id} must not exist"),
+        ([new.id, 7, held.id], InvalidInput, "named by their ids, got 7"),
+    ]
+    for ids, error, says in cases:
+        with pytest.raises(error, match=says):
+            backend.write(WriteBatch(nodes=[new], new_memories=ids))  # type: ignore[arg-type]
+        assert backend.stats() == before
+        assert backend.get(Memory, [new.id]) == []

@@ -146,7 +146,7 @@ class NetworkXBackend(EmbeddedSearch):
             raise DimensionMismatch(f"embeddings of different dimensions in one batch: {dims}")
         dim = dims.pop() if dims else None
         with self._transaction() as db:
-            self._check_new(batch.new_memories)
+            new_keys = self._check_new(batch.new_memories)
             lasts = self._check_appends(batch.appends)
             self._check_expectations(batch.expect)
             plan = self._plan_upsert(
@@ -154,7 +154,7 @@ class NetworkXBackend(EmbeddedSearch):
                 edges,
                 batch.links,
                 doomed={r.key for r in doomed},
-                new=batch.new_memories,
+                new=new_keys,
                 held=lasts,
             )
             heads = self._heads_of(heads_given, plan)
@@ -233,18 +233,24 @@ class NetworkXBackend(EmbeddedSearch):
                 out.append((key, count, last))
         return out
 
-    def _check_new(self, ids: Sequence[str]) -> None:
+    def _check_new(self, ids: Sequence[str]) -> list[str]:
         """Inside the transaction: no memory of ``ids`` may exist (``new_memories``; the
-        plan then takes them as new without looking again)."""
+        plan then takes them as new without looking again). Returns their keys, interned
+        (each the node's own key string once applied, see the graph's ``_link``)."""
         nodes = self._g._node
         dicts, rows = nodes.dicts, nodes.memories.row_of
-        for i in ids:
+        if set(map(type, ids)) <= {str}:
+            keys = list(map(intern, map("Memory:".__add__, ids)))
+            if not (any(map(rows.__contains__, keys)) or any(map(dicts.__contains__, keys))):
+                return keys
+        for i in ids:  # one is refused: the first, each checked in turn
             if i.__class__ is not str:
                 raise InvalidInput(f"new memories are named by their ids, got {i!r}")
             key = "Memory:" + i
             if key in rows or key in dicts:
                 why = expect_failure(Expect.absent(NodeRef(NodeLabel.MEMORY, i)), nodes.get(key))
                 raise Conflict(f"precondition failed: {why}")
+        raise AssertionError("a new memory was refused and then found absent")
 
     def _check_appends(self, appends: Sequence[RunAppend]) -> set[str]:
         """Inside the transaction: each run a batch appends to must be as it says
@@ -325,7 +331,8 @@ class NetworkXBackend(EmbeddedSearch):
         held: Container[str] = (),
     ) -> dict[str, Any]:
         """Work out every row to write, before touching the file (validation first).
-        ``held``: keys of memories found held already (where the batch's runs end)."""
+        ``new``: the keys of the memories found absent (:meth:`_check_new`); ``held``:
+        keys of memories found held already (where the batch's runs end)."""
         node_rows: dict[str, tuple[NodeLabel, str, dict[str, Any], tuple[float, ...] | None]] = {}
         auto: dict[str, GraphNode] = {}
         # node key -> its structural edges as (type, target key); None for a new memory
@@ -334,7 +341,7 @@ class NetworkXBackend(EmbeddedSearch):
         rid_of = self._rid_of
         # the new memories heading the batch: planned column-wise (see .appends)
         fresh, nodes = fresh_memories(nodes, self._g._node, rid_of, new)
-        born = set() if fresh is None else set(fresh.keys)
+        born: Container[str] = () if fresh is None else fresh.by_key
         for n in nodes:
             props = n.to_props()
             vec = props.pop("embedding", None)
