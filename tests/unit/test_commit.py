@@ -97,6 +97,32 @@ def test_a_big_write_runs_its_statements_on_a_thread_of_their_own_beside_the_app
     assert db.execute("SELECT count(*) FROM t").fetchone()[0] == n
 
 
+def test_statements_run_a_row_at_a_time_wait_until_the_apply_has_ended(
+    tmp_path: Path, committer: Committer
+) -> None:
+    # each row of an executemany gives the GIL up and must win it back: beside the apply
+    # (Python) that is a switch interval a row, so they run once the writer waits
+    db = _db(tmp_path / "s.db")
+    db.executemany("INSERT INTO t(a, b) VALUES (?, ?)", _rows(50, start=10**6))
+    applying = threading.Event()
+    seen: list[bool] = []
+    db.create_function("updated", 1, lambda _a: seen.append(applying.is_set()) or 0)
+    db.execute("CREATE TEMP TRIGGER upd AFTER UPDATE ON t BEGIN SELECT updated(new.a); END")
+    db.execute("BEGIN IMMEDIATE")
+    tx = Pending(db, committer)
+    tx.insert("INSERT INTO t(a, b)", _rows(commit._THREAD_ROWS))  # on the thread from here
+    tx.executemany("UPDATE t SET b = 'y' WHERE a = ?", [(10**6 + i,) for i in range(50)])
+
+    def apply() -> None:
+        applying.set()
+        threading.Event().wait(0.2)  # time enough for the rows, were they not held back
+        applying.clear()
+
+    tx.commit(apply)
+    assert seen == [False] * 50
+    assert db.execute("SELECT count(*) FROM t WHERE b = 'y'").fetchone()[0] == 50
+
+
 def test_a_failed_statement_on_the_thread_is_raised_after_the_apply_and_nothing_is_kept(
     tmp_path: Path, committer: Committer
 ) -> None:

@@ -130,7 +130,17 @@ class Pending:
     the GIL back after each statement (a per-row ``executemany`` would ask for it once a
     row, and wait for the writing thread each time)."""
 
-    __slots__ = ("_committer", "_failed", "_queued", "applying", "committed", "db", "ops", "rows")
+    __slots__ = (
+        "_committer",
+        "_failed",
+        "_queued",
+        "_writer_waits",
+        "applying",
+        "committed",
+        "db",
+        "ops",
+        "rows",
+    )
 
     def __init__(self, db: sqlite3.Connection, committer: Committer) -> None:
         self.db = db
@@ -140,6 +150,8 @@ class Pending:
         self.applying = self.committed = False
         self._committer = committer
         self._queued = False
+        #: set while the writing thread waits for the committing one (see _step)
+        self._writer_waits = threading.Event()
         self._failed: list[BaseException] = []
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
@@ -171,6 +183,7 @@ class Pending:
         self.ops.append(op)
         if self.rows >= _THREAD_ROWS:
             self._queued = True
+            self._writer_waits.clear()
             _Brisk.enter()
             for held in self.ops:
                 self._committer.put(self, held)
@@ -180,19 +193,25 @@ class Pending:
         """On the committing thread: run one statement, or say all before it have run."""
         if isinstance(item, threading.Event):
             item.set()
-        elif (
-            item is not None and not self._failed
-        ):  # else the transaction is lost: the rest is not run
-            try:
-                _run(self.db, *item)
-            except BaseException as e:  # raised by the writing thread (see _join)
-                self._failed.append(e)
+            return
+        if item is None or self._failed:  # a lost transaction runs no more
+            return
+        if item[2] is not None:
+            # a statement a row (an executemany): each row's step gives the GIL up and
+            # waits to win it back, so it waits for the writing thread to stop running
+            # Python (else up to a switch interval a row)
+            self._writer_waits.wait()
+        try:
+            _run(self.db, *item)
+        except BaseException as e:  # raised by the writing thread (see _join)
+            self._failed.append(e)
 
     def _join(self) -> None:
         """Wait for the statements given so far (raising the first failure)."""
         if self._queued:
             done = threading.Event()
             self._committer.put(self, done)
+            self._writer_waits.set()
             try:
                 done.wait()
             finally:
