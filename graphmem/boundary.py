@@ -27,6 +27,7 @@ import datetime
 import functools
 import inspect
 import numbers
+import threading
 import types
 import typing
 import weakref
@@ -40,7 +41,7 @@ from graphmem.errors import InvalidInput
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
-__all__ = ["check_arguments", "guard", "unchecked"]
+__all__ = ["batch_columns", "check_arguments", "guard", "unchecked"]
 
 _INT64 = 2**63
 #: how deep and how wide text inside an argument is looked at
@@ -112,6 +113,36 @@ def _walk_text_storable(value: Any) -> bool:
     return True
 
 
+#: what this thread's check read of a batch (a list of dicts): ``shapes`` (the list, its
+#: items' key tuples: for the text walk of the same check), ``columns`` (the list, key ->
+#: the items' values when they have one shape: for the checked verb's own validation of
+#: it, see :func:`batch_columns`); cleared when a check starts and when its verb returns
+_READ = threading.local()
+
+
+def batch_columns(items: Any) -> dict[str, list[Any]] | None:
+    """The columns (key -> each item's value, in the items' key order) the argument check
+    of the running verb read of ``items`` — this very list, whose dicts all have one shape
+    — or None; forgotten either way. The verb validating the batch it was given takes them
+    instead of reading the items again (only graphmem's code runs between the two)."""
+    held = getattr(_READ, "columns", None)
+    _READ.columns = None
+    if held is None or held[0] is not items:
+        return None
+    columns: dict[str, list[Any]] = held[1]
+    return columns
+
+
+def _shapes(values: Sequence[Any]) -> set[tuple[Any, ...]]:
+    """The key tuples of ``values`` (dicts), as the check of a list's type just read them
+    when it read this very list."""
+    held = getattr(_READ, "shapes", None)
+    if held is not None and held[0] is values:
+        shapes: set[tuple[Any, ...]] = held[1]
+        return shapes
+    return set(map(tuple, values))
+
+
 #: what plain containers may hold for :func:`_every_text_storable` to answer
 _PLAIN_KINDS = frozenset({str, dict, list, tuple, *_SCALARS})
 
@@ -144,11 +175,14 @@ def _every_text_storable(value: Any) -> bool:
             if kind is str:
                 texts.append(values)
             elif kind is dict:
-                shapes = set(map(tuple, values))
+                shapes = _shapes(values)
                 if len(shapes) == 1:
                     [keys] = shapes
                     columns.append((keys, depth + 1))
-                    columns.extend((list(map(itemgetter(key), values)), depth + 1) for key in keys)
+                    read = {key: list(map(itemgetter(key), values)) for key in keys}
+                    if values is value:  # the argument itself: its columns kept for its verb
+                        _READ.columns = (value, read)
+                    columns.extend((column, depth + 1) for column in read.values())
                 else:
                     columns.append((list(chain.from_iterable(values)), depth + 1))
                     columns.append((list(chain.from_iterable(map(dict.values, values))), depth + 1))
@@ -317,6 +351,7 @@ def _container_checker(origin: type, args: tuple[Any, ...]) -> _Check:
                 if set(map(type, values)) != {dict}:
                     return False
                 shapes = set(map(tuple, values))
+                _READ.shapes = (values, shapes)  # the text walk reads them next
                 return all(isinstance(k, str) for shape in shapes for k in shape)
 
             _ALL_FIT[mapping] = all_mappings
@@ -385,6 +420,7 @@ def check_arguments(
     verb: str, sig: inspect.Signature, hints: dict[str, Any], args: Any, kwargs: Any
 ) -> None:
     """InvalidInput when ``args``/``kwargs`` do not fit ``sig`` (see the module docstring)."""
+    _READ.shapes = _READ.columns = None
     try:
         bound = sig.bind(*args, **kwargs)
     except TypeError as e:
@@ -412,6 +448,7 @@ def check_arguments(
                 )
             if not _all_text_storable(v):
                 raise InvalidInput(f"{verb}(): {label} holds text that cannot be stored")
+    _READ.shapes = None
 
 
 def _short(value: Any) -> str:
@@ -442,7 +479,10 @@ def _wrap(fn: Callable[..., Any], verb: str, *, method: bool) -> Callable[..., A
         @functools.wraps(fn)
         def checked_static(*args: Any, **kwargs: Any) -> Any:
             check(args, kwargs)
-            return fn(*args, **kwargs)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _READ.columns = None  # what the check read lives as long as the call
 
         setattr(checked_static, _MARK, True)
         return checked_static
@@ -450,7 +490,10 @@ def _wrap(fn: Callable[..., Any], verb: str, *, method: bool) -> Callable[..., A
     @functools.wraps(fn)
     def checked(receiver: Any, /, *args: Any, **kwargs: Any) -> Any:
         check(args, kwargs)
-        return fn(receiver, *args, **kwargs)
+        try:
+            return fn(receiver, *args, **kwargs)
+        finally:
+            _READ.columns = None  # what the check read lives as long as the call
 
     setattr(checked, _MARK, True)
     return checked

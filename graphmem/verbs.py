@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from graphmem.backends.base import GraphBackend
+from graphmem.boundary import batch_columns
 from graphmem.config import ReconcileConfig
 from graphmem.errors import InvalidInput, NotFound
 from graphmem.gcpause import gc_paused
@@ -84,8 +85,10 @@ class MemoryWrites(Writes):
         now = self._clock()
         items = items if isinstance(items, list | tuple) else list(items)
         ids = new_ids(len(items))  # one read of random bytes for the batch
+        # what the argument check read of a batch of one shape, column by column
+        read = batch_columns(items)
         if self.classify is None or self.classify_columns is not None:
-            batch = plain_memories(items, ids, now, self.classify_columns)
+            batch = plain_memories(items, ids, now, self.classify_columns, read)
             if batch is not None:
                 return batch
         return self._validate_each(items, ids, now)

@@ -207,6 +207,7 @@ def plain_memories(
     ids: Sequence[str],
     now: datetime,
     classify: ClassifyColumns | None = None,
+    read: Columns | None = None,
 ) -> list[Memory] | None:
     """The memories ``remember_many`` makes of ``items`` (each given ``now`` as its
     ``created_at`` when it has none, ``ids[i]`` as its id when it has none, completed by
@@ -216,8 +217,12 @@ def plain_memories(
     one by one — unless every item is a dict whose every value :func:`plain_memory` takes
     as it is (a None only where all the items of its shape have None) and the batch has
     at most :data:`MAX_SHAPES` shapes: a refused or converted value is then reported, or
-    converted, exactly as for a single item."""
+    converted, exactly as for a single item. ``read``: the items' values by key (each
+    item's, in their key order) when they are dicts of one shape and the caller has read
+    them so already (the argument check: ``boundary.batch_columns``)."""
     n = len(items)
+    if read is not None and n:
+        return _one_shape(items, ids, now, classify, read)
     if not n or set(map(type, items)) != {dict}:
         return None
     shapes = list(map(tuple, items))
@@ -244,12 +249,13 @@ def _one_shape(
     ids: Sequence[str],
     now: datetime,
     classify: ClassifyColumns | None,
+    read: Columns | None = None,
 ) -> list[Memory] | None:
-    """:func:`plain_memories` of items of one shape."""
+    """:func:`plain_memories` of items of one shape (``read``: their values by key)."""
     n = len(items)
     cols: Columns = {}
-    for key in items[0]:
-        col = list(map(itemgetter(key), items))
+    for key in items[0] if read is None else read:
+        col = list(map(itemgetter(key), items)) if read is None else read[key]
         types = set(map(type, col))
         if _NONE in types:
             if len(types) > 1:

@@ -5,6 +5,7 @@ refused with the same message."""
 
 from __future__ import annotations
 
+import inspect
 import random
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -18,7 +19,11 @@ from graphmem.boundary import (
     _all_text_storable,
     _every_text_storable,
     _fits,
+    _hints,
     _walk_text_storable,
+    batch_columns,
+    check_arguments,
+    guard,
 )
 from graphmem.errors import InvalidInput
 from graphmem.models import Memory
@@ -147,3 +152,85 @@ def test_a_batch_with_a_bad_key_or_text_is_refused_with_the_same_words(
         else:
             assert str(e.value) == "mem.remember_many(): items holds text that cannot be stored"
         assert mem.count() == 0
+
+
+def _check_remember_many(mem: Any, items: Any) -> None:
+    """The store's argument check of ``mem.remember_many(items)``, alone."""
+    fn = type(mem).remember_many.__wrapped__
+    sig = inspect.signature(fn)
+    sig = sig.replace(parameters=list(sig.parameters.values())[1:])
+    check_arguments("mem.remember_many", sig, _hints(fn), (items,), {})
+
+
+def test_the_checks_columns_of_a_batch_are_its_items_values_for_its_verb_only(
+    stores: Stores,
+) -> None:
+    """The check of a batch of one shape hands its columns (key -> each item's value, in
+    the items' key order) to the verb's validation of that very list, once; a batch of
+    several shapes, another list, a later check or the end of the verb forget them."""
+    items: list[Any] = [_item(i) for i in range(300)]
+    with stores.open(embedder=None) as mem:
+        _check_remember_many(mem, items)
+        assert batch_columns(list(items)) is None  # another list (and forgotten)
+        _check_remember_many(mem, items)
+        read = batch_columns(items)
+        assert read is not None and list(read) == list(items[0])
+        assert read == {k: [item[k] for item in items] for k in items[0]}
+        assert batch_columns(items) is None  # once
+        _check_remember_many(mem, items)
+        _check_remember_many(mem, [{"content": "other"}])
+        assert batch_columns(items) is None
+        several = [*items[:10], dict(reversed(items[10].items()))]  # two shapes
+        _check_remember_many(mem, several)
+        assert batch_columns(several) is None
+        # the verb forgets them: its items changed afterwards are read again
+        made = mem.remember_many(items)
+        assert batch_columns(items) is None
+        for i, item in enumerate(items):
+            item["content"] = f"changed {i}"
+        again = mem.writes.remember_many(items)  # an unchecked verb
+        assert [m.content for m in again] == [f"changed {i}" for i in range(300)]
+        assert [m.content for m in made] == [f"memory {i}" for i in range(300)]
+
+
+def test_a_verb_that_fails_forgets_the_columns_of_its_check(stores: Stores) -> None:
+    items: list[Any] = [_item(i) for i in range(40)]
+    items[7] = {**items[7], "importance": 5.0}  # refused by the validation
+    with stores.open(embedder=None) as mem:
+        with pytest.raises(InvalidInput, match=r"^item 7: "):
+            mem.remember_many(items)
+        assert mem.count() == 0
+        items[7]["importance"] = 0.25
+        assert batch_columns(items) is None
+        assert mem.writes.remember_many(items)[7].importance == 0.25
+
+
+class _Verbs:
+    """A face of two verbs taking a batch: one reads what its check read, one does not."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def reads(self, items: list[Mapping[str, Any]]) -> None:
+        self.seen.append(batch_columns(items))
+
+    def ignores(self, items: list[Mapping[str, Any]], fail: bool = False) -> None:
+        if fail:
+            raise InvalidInput("refused")
+
+
+guard(_Verbs, prefix="verbs")
+
+
+def test_what_a_check_read_lives_as_long_as_its_verb() -> None:
+    items = [_item(i) for i in range(20)]
+    verbs = _Verbs()
+    verbs.reads(items)
+    assert verbs.seen[-1] == {k: [item[k] for item in items] for k in items[0]}
+    verbs.ignores(items)
+    assert batch_columns(items) is None
+    with pytest.raises(InvalidInput):
+        verbs.ignores(items, fail=True)
+    assert batch_columns(items) is None
+    verbs.reads([*items, {"content": "another shape"}])  # not read column by column
+    assert verbs.seen[-1] is None

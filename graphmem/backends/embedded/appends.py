@@ -150,12 +150,15 @@ def fresh_memories(
     return fresh, nodes[len(keys) :]
 
 
-def put_rows(table: MemoryTable, keys: list[str], models: list[Memory]) -> list[int]:
+def put_rows(
+    table: MemoryTable, keys: list[str], models: list[Memory]
+) -> tuple[list[int], dict[str, Any] | None]:
     """Hold each memory as a new row of ``table``, column by column (what
     :meth:`MemoryTable.put` does one attribute at a time); returns the positions of the
     memories whose values the columns cannot hold exactly (a time before 1970 or after
     2112, text of a subclass of str, a content hash given by hand), which get no row: the
-    caller keeps their dicts, as ``put`` refuses them."""
+    caller keeps their dicts, as ``put`` refuses them; and, when there is none, the
+    memories' columns (see :func:`_columns`) for the caller to read."""
     dicts = [m.__dict__ for m in models]
     cols = _columns(dicts)
     if cols is None:  # some memory does not fit: found one by one, the others held
@@ -164,7 +167,7 @@ def put_rows(table: MemoryTable, keys: list[str], models: list[Memory]) -> list[
         fit = [j for j in range(len(dicts)) if j not in skip]
         if fit:
             put_rows(table, [keys[j] for j in fit], [models[j] for j in fit])
-        return misfits
+        return misfits, None
     rows = _take_rows(table, keys)
     lo = rows[0] if _follow(rows) else -1  # the first of consecutive rows, else -1
     if lo >= 0:
@@ -217,7 +220,7 @@ def put_rows(table: MemoryTable, keys: list[str], models: list[Memory]) -> list[
         for i, meta in zip(rows, cols["metadata"], strict=True):
             if meta:
                 table.extra[i] = {METADATA_PREFIX + k: v for k, v in meta.items()}
-    return []
+    return [], cols
 
 
 #: a memory's text fields the columns hold by code (the enums' are members or text)
@@ -347,9 +350,15 @@ def _assign(col: Any, rows: list[int], lo: int, values: list[Any]) -> None:
         col[i] = v
 
 
-def add_to_buckets(buckets: list[tuple[str, Bucket]], keys: list[str], fresh: Fresh) -> None:
+def add_to_buckets(
+    buckets: list[tuple[str, Bucket]],
+    keys: list[str],
+    fresh: Fresh,
+    cols: dict[str, Any] | None = None,
+) -> None:
     """Add the new memories' keys to the index buckets of their fields, once per value
-    (what ``index_into`` does per memory and field)."""
+    (what ``index_into`` does per memory and field); ``cols``: their columns as
+    :func:`put_rows` returns them, read instead of the models."""
     dicts = [m.__dict__ for m in fresh.models]
     n = len(keys)
     for f, bucket in buckets:
@@ -362,7 +371,8 @@ def add_to_buckets(buckets: list[tuple[str, Bucket]], keys: list[str], fresh: Fr
                 for t in d["tags"]:
                     groups.setdefault(t, []).append(key)
         else:
-            vals = [d[f] for d in dicts]
+            # (a column's content hashes are bytes)
+            vals = cols[f] if cols is not None and f != "content_hash" else [d[f] for d in dicts]
             if vals.count(vals[0]) == n:  # one value for the batch (a status, a tier)
                 groups[vals[0]] = keys
             elif (

@@ -4,10 +4,10 @@ in Python."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from itertools import chain, islice, repeat
-from operator import itemgetter, setitem
+from operator import setitem
 from sys import intern
 from typing import TYPE_CHECKING, Any
 
@@ -187,7 +187,6 @@ _MODELS: dict[str, type[GraphNode]] = {lab.value: node_model(lab) for lab in Nod
 #: a batch's new memories' endpoints, each memory's as the node table's own key strings:
 #: its agent, its run (None: none) and its tags
 _Ends = tuple[list[str], list[str | None], list[tuple[str, ...]]]
-_AGENT_ID, _RUN_ID, _TAGS = itemgetter("agent_id"), itemgetter("run_id"), itemgetter("tags")
 
 
 def _walked_last(struct: dict[str, Any], keys: list[str]) -> bool:
@@ -220,12 +219,10 @@ def _end_keys(texts: list[str]) -> list[str]:
     return out  # type: ignore[return-value]
 
 
-def _ends_of(fresh: Fresh) -> _Ends:
-    """The new memories' endpoints (see :data:`_Ends`): each value's key made once."""
-    dicts = [m.__dict__ for m in fresh.models]
-    agents = list(map(_AGENT_ID, dicts))
-    runs = list(map(_RUN_ID, dicts))
-    tags = list(map(_TAGS, dicts))
+def _ends_of(cols: dict[str, Sequence[Any]]) -> _Ends:
+    """The new memories' endpoints (see :data:`_Ends`) from their agent, run and tags
+    columns: each value's key made once."""
+    agents, runs, tags = cols["agent_id"], cols["run_id"], cols["tags"]
     one = [*set(agents)]
     agent_of = dict(zip(one, _end_keys(["Agent:" + v for v in one]), strict=True))
     one = [v for v in set(runs) if v]
@@ -442,9 +439,7 @@ class EmbeddedGraph:
         # them last and in a row (every batch whose endpoints all exist)
         ends = None
         if fresh is not None:
-            if _walked_last(struct, fresh.keys):
-                ends = _ends_of(fresh)
-            self._apply_fresh(fresh, ends)
+            ends = self._apply_fresh(fresh, _walked_last(struct, fresh.keys))
         for key_, (label, _ident, props, vec) in plan["nodes"].items():
             key = own(key_)  # the vector index and _unvectored hold the node's key too
             # the plan's own dict (made for this write by ``to_props``, written already)
@@ -511,17 +506,25 @@ class EmbeddedGraph:
                 _link(succ, pred, src, dst, etype, data or {"type": etype}, own)
         self._next_rid = plan["next_rid"]
 
-    def _apply_fresh(self, fresh: Fresh, ends: _Ends | None = None) -> None:
+    def _apply_fresh(self, fresh: Fresh, linked: bool = False) -> _Ends | None:
         """Hold the new memories a write made (see .appends): what ``_put_node`` does for
-        each, field by field over the batch; with ``ends`` (:func:`_ends_of`), each one's
-        structural out-edges too."""
+        each, field by field over the batch; ``linked``: each one's structural out-edges
+        too, and their endpoints returned (:func:`_ends_of`) for their in-edges."""
         g = self._g
         nodes = g._node
         keys = fresh.keys  # interned when planned: no node holds them, their own strings
-        for j in put_rows(nodes.memories, keys, fresh.models):
+        misfits, cols = put_rows(nodes.memories, keys, fresh.models)
+        for j in misfits:
             props = fresh.models[j].to_props()
             props.pop("embedding", None)
             _hold(nodes, NodeLabel.MEMORY, keys[j], props)  # kept as its dict
+        ends = None
+        if linked:
+            if cols is None:  # (some memory did not fit the columns)
+                dicts = [m.__dict__ for m in fresh.models]
+                ends = _ends_of({f: [d[f] for d in dicts] for f in ("agent_id", "run_id", "tags")})
+            else:
+                ends = _ends_of(cols)
         succ, pred = g._succ, g._pred
         if ends is None:
             succ.update(zip(keys, [{} for _ in keys], strict=True))
@@ -531,8 +534,9 @@ class EmbeddedGraph:
         self._rid_of.update(zip(keys, fresh.rids, strict=True))
         self._key_of.update(zip(fresh.rids, keys, strict=True))
         self._by_label[NodeLabel.MEMORY].update(keys)
-        add_to_buckets(self._buckets[NodeLabel.MEMORY], keys, fresh)
+        add_to_buckets(self._buckets[NodeLabel.MEMORY], keys, fresh, cols)
         self._unvectored.update(keys)
+        return ends
 
     def _apply_heads(self, heads: list[tuple[str, int, str | None]]) -> None:
         """Set where stored runs' chains end (see ``NetworkXBackend._heads_of``): a run is
