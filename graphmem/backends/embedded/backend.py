@@ -297,18 +297,8 @@ class NetworkXBackend(EmbeddedSearch):
             ref = ex.ref
             key = ref[0] + ":" + ref[1]  # a StrEnum + str is the text (ref.key, inlined)
             if ex.exists:
-                if ex.sources is None:
-                    if not ex.props:
-                        if key in rows or key in dicts:
-                            continue  # it exists, and nothing more is asked (a run's last memory)
-                    elif (held := dicts.get(key)) is not None:
-                        # a node held as its dict (a run a batch appends to): each value as
-                        # held; one that differs is compared as stored below
-                        for k, want in ex.props.items():
-                            if held.get(k) != want:
-                                break
-                        else:
-                            continue
+                if ex.sources is None and not ex.props and (key in rows or key in dicts):
+                    continue  # it exists, and nothing more is asked
             elif key not in rows and key not in dicts:
                 continue  # a new node's id is free (every memory of a batch asks)
             props = nodes.get(key)
