@@ -223,13 +223,13 @@ class NetworkXBackend(EmbeddedSearch):
         to hundreds of runs)."""
         out = []
         rows = plan["nodes"]
-        rid_of = self._rid_of
+        held = self._g._node.dicts  # a run is held as its dict (so it has a row id)
         for run_id, count, last in heads:
             key = "Run:" + run_id
             row = rows.get(key)
             if row is not None:
                 _set_head(row[2], count, last)
-            elif key in rid_of:
+            elif key in held:
                 out.append((key, count, last))
         return out
 
@@ -377,7 +377,9 @@ class NetworkXBackend(EmbeddedSearch):
         if fresh is not None:
             # as the general plan walks them: the batch's last node first, each node's
             # missing endpoints made (and walked) before the node before it
-            missing = fresh.missing(node_rows, rid_of)
+            # agents, runs and tags are never memories: whether one is held, the node
+            # table's dicts say (a few thousand keys) as well as the store's every row id
+            missing = fresh.missing(node_rows, self._g._node.dicts)
             for i in range(len(fresh) - 1, -1, -1):
                 struct[fresh.keys[i]] = None
                 if missing:  # most batches: every endpoint exists, nothing to make
