@@ -11,7 +11,7 @@ import os
 import sqlite3
 import time
 from collections import defaultdict
-from collections.abc import Callable, Container, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from operator import itemgetter
 from pathlib import Path
@@ -252,14 +252,15 @@ class NetworkXBackend(EmbeddedSearch):
                 raise Conflict(f"precondition failed: {why}")
         raise AssertionError("a new memory was refused and then found absent")
 
-    def _check_appends(self, appends: Sequence[RunAppend]) -> set[str]:
+    def _check_appends(self, appends: Sequence[RunAppend]) -> dict[str, str]:
         """Inside the transaction: each run a batch appends to must be as it says
         (``appends``); one that is not is named as its precondition names it. Returns the
         keys of the memories their links start from, found held (the plan then does not
-        look for them again among the store's every row id)."""
+        look for them again among the store's every row id), each to the node table's
+        own string for it (:meth:`NodeTable.own`: the links are applied with it)."""
         nodes = self._g._node
-        dicts, rows = nodes.dicts, nodes.memories.row_of
-        lasts: set[str] = set()
+        dicts, rows, keys = nodes.dicts, nodes.memories.row_of, nodes.memories.keys
+        lasts: dict[str, str] = {}
         for append in appends:
             run_id, state, prev = checked_append(append)
             held = dicts.get("Run:" + run_id)
@@ -281,9 +282,13 @@ class NetworkXBackend(EmbeddedSearch):
                     )
             if ok and prev is not None:
                 last = "Memory:" + prev
-                ok = last in rows or last in dicts
-                if ok:
-                    lasts.add(last)
+                i = rows.get(last)
+                if i is not None:
+                    lasts[last] = keys[i]  # type: ignore[assignment]  # (a row's is a key)
+                elif last in dicts:
+                    lasts[last] = intern(last)
+                else:
+                    ok = False
             if not ok:  # compared as stored, and named as its precondition names it
                 self._check_expectations(appended_to(append))
         return lasts
@@ -318,11 +323,13 @@ class NetworkXBackend(EmbeddedSearch):
         *,
         doomed: set[str],
         new: Sequence[str] = (),
-        held: Container[str] = (),
+        held: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """Work out every row to write, before touching the file (validation first).
         ``new``: the keys of the memories found absent (:meth:`_check_new`); ``held``:
-        keys of memories found held already (where the batch's runs end)."""
+        keys of memories found held already (where the batch's runs end), each to its
+        own string (:meth:`_check_appends`)."""
+        held = held or {}
         node_rows: dict[str, tuple[NodeLabel, str, dict[str, Any], tuple[float, ...] | None]] = {}
         auto: dict[str, GraphNode] = {}
         # node key -> its structural edges as (type, target key); None for a new memory
@@ -438,6 +445,7 @@ class NetworkXBackend(EmbeddedSearch):
             "fresh": fresh,
             "struct": struct,
             "edges": edge_rows,
+            "held": held,
             "rids": {},
         }
 
