@@ -367,6 +367,13 @@ def _audiences(out: Columns, cols: Columns, n: int) -> list[str]:
         out[name] if name in cols else [defaults[name]] * n
         for name in ("visibility", "agent_id", "namespace")
     )
+    seen = visibility[0]
+    if (seen is Visibility.PRIVATE or seen is Visibility.SHARED) and visibility.count(seen) == n:
+        # one visibility (mostly the default): the audience is the agent's or the
+        # namespace's alone, asked once per distinct one (no key made a memory)
+        whose = agents if seen is Visibility.PRIVATE else spaces
+        alone = {v: audience_key(seen, v, v) for v in set(whose)}
+        return list(map(alone.__getitem__, whose))
     keys = list(zip(visibility, agents, spaces, strict=True))
     found = {key: audience_key(*key) for key in set(keys)}
     return list(map(found.__getitem__, keys))

@@ -87,18 +87,13 @@ class RunChains:
             for run_id in run_ids:
                 self._heads.pop(run_id, None)
 
-    def _taken(self, run_ids: Sequence[str]) -> dict[str, Head]:
-        """The heads kept of ``run_ids``, taken out: the write puts back where it leaves
-        them once committed (:meth:`keep`, a run's head newest last without a second look
-        for it); a write that fails leaves them to be read again."""
+    def _taken(self, run_ids: Sequence[str]) -> list[Head | None]:
+        """The heads kept of ``run_ids`` (None for a run without one), taken out: the
+        write puts back where it leaves them once committed (:meth:`keep`, a run's head
+        newest last without a second look for it); a write that fails leaves them to be
+        read again."""
         with self._heads_lock:
-            pop = self._heads.pop
-            found = {}
-            for r in run_ids:
-                head = pop(r, None)
-                if head is not None:
-                    found[r] = head
-            return found
+            return list(map(self._heads.pop, run_ids, itertools.repeat(None)))
 
     def _read(self, run_ids: list[str]) -> tuple[dict[str, Run], set[str]]:
         """The stored runs among ``run_ids`` and which of their last memories exist: one
@@ -127,19 +122,23 @@ class RunChains:
         expects, the write is refused (Conflict) and the write path reads it again."""
         groups: dict[str, list[int]] = {}
         for i, m in enumerate(memories):
-            if m.run_id and m.seq is None:
-                groups.setdefault(m.run_id, []).append(i)
+            run_id = m.run_id
+            if run_id and m.seq is None:
+                idxs = groups.get(run_id)
+                if idxs is None:
+                    groups[run_id] = [i]
+                else:
+                    idxs.append(i)
         done = Chained(list(memories), run_ids=list(groups))
         if not groups:
             return done
         out = done.memories
         known = self._taken(done.run_ids)
-        unknown = [r for r in groups if r not in known]
+        unknown = [r for r, head in zip(groups, known, strict=True) if head is None]
         stored, alive = self._read(unknown) if unknown else ({}, set())
         appends, links, ends, heads = done.appends, done.links, done.ends, done.heads
         state: State | None
-        for run_id, idxs in groups.items():
-            head = known.get(run_id)
+        for (run_id, idxs), head in zip(groups.items(), known, strict=True):
             if head is not None:
                 # as this handle left it (its last memory expected as it is)
                 run, state = head

@@ -20,7 +20,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from itertools import chain
+from itertools import chain, filterfalse
 from operator import attrgetter, is_, itemgetter
 from sys import intern
 from typing import Any
@@ -43,6 +43,8 @@ from graphmem.models import GraphNode, Memory
 from graphmem.models.values import METADATA_PREFIX
 
 __all__ = ["Fresh", "add_to_buckets", "fresh_memories", "fresh_rows", "put_rows"]
+
+_AGENT_ID, _RUN_ID, _TAGS = itemgetter("agent_id"), itemgetter("run_id"), itemgetter("tags")
 
 #: fewer new memories than this take the general plan: the column-wise one costs a few
 #: dozen list and set passes a batch whatever its size (a single ``remember`` paid ~40 µs
@@ -84,12 +86,15 @@ class Fresh:
         """The keys of the nodes the memories' structural edges go to that none of
         ``known`` (dicts or sets of keys) holds."""
         dicts = [m.__dict__ for m in self.models]
-        out = {"Agent:" + a for a in {d["agent_id"] for d in dicts}}
-        out.update("Run:" + r for r in {d["run_id"] for d in dicts} if r)
-        out.update("Tag:" + t for t in {t for d in dicts for t in d["tags"]})
+        runs = set(map(_RUN_ID, dicts))
+        runs.discard(None)
+        runs.discard("")
+        out = set(map("Agent:".__add__, set(map(_AGENT_ID, dicts))))
+        out.update(map("Run:".__add__, runs))
+        out.update(map("Tag:".__add__, set(chain.from_iterable(map(_TAGS, dicts)))))
         # looked up in each (``set.difference`` would walk every key of a store's dict)
         for held in known:
-            out = {k for k in out if k not in held}
+            out = set(filterfalse(held.__contains__, out))
         return out
 
 

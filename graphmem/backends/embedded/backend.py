@@ -11,7 +11,7 @@ import os
 import sqlite3
 import time
 from collections import defaultdict
-from collections.abc import Callable, Container, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from operator import itemgetter
 from pathlib import Path
@@ -227,13 +227,13 @@ class NetworkXBackend(EmbeddedSearch):
         to hundreds of runs)."""
         out = []
         rows = plan["nodes"]
-        rid_of = self._rid_of
+        held = self._g._node.dicts  # a run is held as its dict (so it has a row id)
         for run_id, count, last in heads:
             key = "Run:" + run_id
             row = rows.get(key)
             if row is not None:
                 _set_head(row[2], count, last)
-            elif key in rid_of:
+            elif key in held:
                 out.append((key, count, last))
         return out
 
@@ -256,14 +256,15 @@ class NetworkXBackend(EmbeddedSearch):
                 raise Conflict(f"precondition failed: {why}")
         raise AssertionError("a new memory was refused and then found absent")
 
-    def _check_appends(self, appends: Sequence[RunAppend]) -> set[str]:
+    def _check_appends(self, appends: Sequence[RunAppend]) -> dict[str, str]:
         """Inside the transaction: each run a batch appends to must be as it says
         (``appends``); one that is not is named as its precondition names it. Returns the
         keys of the memories their links start from, found held (the plan then does not
-        look for them again among the store's every row id)."""
+        look for them again among the store's every row id), each to the node table's
+        own string for it (:meth:`NodeTable.own`: the links are applied with it)."""
         nodes = self._g._node
-        dicts, rows = nodes.dicts, nodes.memories.row_of
-        lasts: set[str] = set()
+        dicts, rows, keys = nodes.dicts, nodes.memories.row_of, nodes.memories.keys
+        lasts: dict[str, str] = {}
         for append in appends:
             run_id, state, prev = checked_append(append)
             held = dicts.get("Run:" + run_id)
@@ -285,9 +286,13 @@ class NetworkXBackend(EmbeddedSearch):
                     )
             if ok and prev is not None:
                 last = "Memory:" + prev
-                ok = last in rows or last in dicts
-                if ok:
-                    lasts.add(last)
+                i = rows.get(last)
+                if i is not None:
+                    lasts[last] = keys[i]  # type: ignore[assignment]  # (a row's is a key)
+                elif last in dicts:
+                    lasts[last] = intern(last)
+                else:
+                    ok = False
             if not ok:  # compared as stored, and named as its precondition names it
                 self._check_expectations(appended_to(append))
         return lasts
@@ -301,18 +306,8 @@ class NetworkXBackend(EmbeddedSearch):
             ref = ex.ref
             key = ref[0] + ":" + ref[1]  # a StrEnum + str is the text (ref.key, inlined)
             if ex.exists:
-                if ex.sources is None:
-                    if not ex.props:
-                        if key in rows or key in dicts:
-                            continue  # it exists, and nothing more is asked (a run's last memory)
-                    elif (held := dicts.get(key)) is not None:
-                        # a node held as its dict (a run a batch appends to): each value as
-                        # held; one that differs is compared as stored below
-                        for k, want in ex.props.items():
-                            if held.get(k) != want:
-                                break
-                        else:
-                            continue
+                if ex.sources is None and not ex.props and (key in rows or key in dicts):
+                    continue  # it exists, and nothing more is asked
             elif key not in rows and key not in dicts:
                 continue  # a new node's id is free (every memory of a batch asks)
             props = nodes.get(key)
@@ -332,11 +327,13 @@ class NetworkXBackend(EmbeddedSearch):
         *,
         doomed: set[str],
         new: Sequence[str] = (),
-        held: Container[str] = (),
+        held: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """Work out every row to write, before touching the file (validation first).
         ``new``: the keys of the memories found absent (:meth:`_check_new`); ``held``:
-        keys of memories found held already (where the batch's runs end)."""
+        keys of memories found held already (where the batch's runs end), each to its
+        own string (:meth:`_check_appends`)."""
+        held = held or {}
         node_rows: dict[str, tuple[NodeLabel, str, dict[str, Any], tuple[float, ...] | None]] = {}
         auto: dict[str, GraphNode] = {}
         # node key -> its structural edges as (type, target key); None for a new memory
@@ -381,7 +378,9 @@ class NetworkXBackend(EmbeddedSearch):
         if fresh is not None:
             # as the general plan walks them: the batch's last node first, each node's
             # missing endpoints made (and walked) before the node before it
-            missing = fresh.missing(node_rows, rid_of)
+            # agents, runs and tags are never memories: whether one is held, the node
+            # table's dicts say (a few thousand keys) as well as the store's every row id
+            missing = fresh.missing(node_rows, self._g._node.dicts)
             for i in range(len(fresh) - 1, -1, -1):
                 struct[fresh.keys[i]] = None
                 if missing:  # most batches: every endpoint exists, nothing to make
@@ -450,6 +449,7 @@ class NetworkXBackend(EmbeddedSearch):
             "fresh": fresh,
             "struct": struct,
             "edges": edge_rows,
+            "held": held,
             "rids": {},
         }
 

@@ -4,7 +4,7 @@ in Python."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from itertools import chain, islice, repeat
 from operator import setitem
@@ -290,11 +290,17 @@ def _set_all(dicts: Iterable[dict[str, Any]], keys: Iterable[str], value: Any) -
     any(map(setitem, dicts, keys, repeat(value)))
 
 
-def _link_next(g: Adjacency, keys: list[str], edges: list[tuple[str, str, str, Any]]) -> bool:
+def _link_next(
+    g: Adjacency,
+    keys: list[str],
+    edges: list[tuple[str, str, str, Any]],
+    held: Mapping[str, str],
+) -> bool:
     """Link ``edges`` when each is a NEXT link without properties to a different one of
     the new memories ``keys`` (a batch's run links: each its pair's first edge, the type's
     shared keyed dict, as :func:`_link` gives it), a column at a time; False (nothing done)
-    otherwise."""
+    otherwise. ``held``: memory keys already found, each to its own string (the runs' last
+    memories, which most links start from)."""
     srcs, types, dsts, props = zip(*edges, strict=True)
     n = len(edges)
     if types.count("NEXT") != n or any(props):
@@ -304,9 +310,11 @@ def _link_next(g: Adjacency, keys: list[str], edges: list[tuple[str, str, str, A
     if None in to or len(set(to)) != n:
         return False
     table = g._node.memories
-    row_of, held, own = table.row_of, table.keys, g._node.own
-    # each source's own key (:meth:`NodeTable.own`, inline: most are rows)
-    frm = [held[i] if (i := row_of.get(s)) is not None else own(s) for s in srcs]
+    row_of, rows, own = table.row_of, table.keys, g._node.own
+    mine.update(held)
+    # each source's own key: a new memory's or a held one's as found, else looked up
+    # (:meth:`NodeTable.own`, inline)
+    frm = [mine.get(s) or (rows[i] if (i := row_of.get(s)) is not None else own(s)) for s in srcs]
     keyed = _SHARED_KEYED["NEXT"]
     _set_all(map(g._succ.__getitem__, frm), to, keyed)  # type: ignore[arg-type]
     _set_all(map(g._pred.__getitem__, to), frm, keyed)  # type: ignore[arg-type]
@@ -499,7 +507,7 @@ class EmbeddedGraph:
         if ends is not None:
             _link_to_ends(pred, fresh.keys, *ends)  # type: ignore[union-attr]
         edges = plan["edges"]
-        if not (fresh is not None and edges and _link_next(g, fresh.keys, edges)):
+        if not (fresh is not None and edges and _link_next(g, fresh.keys, edges, plan["held"])):
             for src, etype, dst, props in edges:
                 # replaced, never edited: edges without properties share their type's dict
                 data = {**props, "type": etype} if props else shared.get(etype)
