@@ -25,28 +25,50 @@ class _Pause:
         self.lock = threading.Lock()
         self.depth = 0
         self.resume = False
+        #: the outermost pauser asked for the pause's objects to be promoted
+        self.promote = False
 
 
 _PAUSE = _Pause()
 
 
 @contextmanager
-def gc_paused() -> Iterator[None]:
+def gc_paused(*, promote: bool = False) -> Iterator[None]:
     """Run the block with the cyclic garbage collector paused (nested and threaded use
-    is fine)."""
+    is fine).
+
+    ``promote`` (for bulk work, by the outermost pauser): the objects the block leaves
+    behind go to the oldest generation when the pause ends (a freeze and an unfreeze: two
+    list splices) instead of waiting for the collector's next young pass, which would walk
+    them all (a batch of 1,000 memories leaves ~10,000: its models, the rows and links the
+    store keeps; ~2 ms, and again at the middle generation's pass). So that only the
+    block's objects are promoted, the young generations are collected first (the
+    caller's objects since the last pause: a few). The interpreter's rule for a full
+    collection never counts promoted objects (the block's are acyclic by design), and
+    finds them when it runs for the others."""
     p = _PAUSE
     with p.lock:
         if p.depth == 0:
             p.resume = gc.isenabled()
             gc.disable()
+            # not when the process keeps frozen objects of its own (an unfreeze would
+            # release them), nor when the collector was off to begin with
+            p.promote = promote and p.resume and gc.get_freeze_count() == 0
+            if p.promote:
+                gc.collect(1)
         p.depth += 1
     try:
         yield
     finally:
         with p.lock:
             p.depth -= 1
-            if p.depth == 0 and p.resume:
-                gc.enable()
+            if p.depth == 0:
+                if p.promote:
+                    gc.freeze()
+                    gc.unfreeze()
+                    p.promote = False
+                if p.resume:
+                    gc.enable()
 
 
 def promote_all() -> None:

@@ -38,6 +38,9 @@ from graphmem.writes import Embed, Writes
 
 __all__ = ["MemoryWrites"]
 
+#: items of a ``remember_many`` from which its young objects are promoted (see gc_paused)
+_PROMOTE_FROM = 64
+
 Classify = Callable[[dict[str, Any]], dict[str, Any]]
 
 
@@ -78,7 +81,10 @@ class MemoryWrites(Writes):
     def remember_many(self, items: Iterable[Memory | Mapping[str, Any]]) -> list[Memory]:
         """``mem.remember_many``: validate and create the batch. The store's boundary has
         checked ``items`` already; this is not a checked verb, so a batch is walked once."""
-        with gc_paused():
+        # a batch's young objects promoted after it (see gc_paused): a few are not worth
+        # the splice, and a single write's few would promote the caller's young objects
+        big = isinstance(items, list | tuple) and len(items) >= _PROMOTE_FROM
+        with gc_paused(promote=big):
             return self.create(self._validate(items))
 
     def _validate(self, items: Iterable[Memory | Mapping[str, Any]]) -> list[Memory]:

@@ -72,6 +72,54 @@ def test_an_open_leaves_its_state_in_the_oldest_generation_and_keeps_a_freeze(
     assert id(mine) in {id(o) for o in gc.get_objects()}
 
 
+class _Cyclic:
+    """A cycle's node that a weak reference can watch."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_a_big_batch_leaves_its_objects_in_the_oldest_generation_and_no_caller_garbage(
+    mem: GraphMemory,
+) -> None:
+    import weakref
+
+    assert gc.isenabled()
+    garbage = _Cyclic()
+    watch = weakref.ref(garbage)
+    del garbage  # cyclic garbage of the caller's, young when the batch begins
+    made = mem.remember_many([{"content": f"note {i}", "tags": ["t"]} for i in range(100)])
+    young = {id(o) for o in gc.get_objects(0) + gc.get_objects(1)}
+    assert not any(id(m) in young for m in made)  # promoted: no young pass walks them
+    assert any(o is made[0] for o in gc.get_objects(2))
+    # collected before the batch's objects were promoted, not promoted with them
+    assert watch() is None
+    few = mem.remember_many([{"content": f"other {i}"} for i in range(3)])
+    young = {id(o) for o in gc.get_objects(0) + gc.get_objects(1)}
+    assert all(id(m) in young for m in few)  # a small batch is left to the collector
+
+
+def test_a_big_batch_promotes_nothing_beside_a_freeze_or_a_disabled_collector(
+    mem: GraphMemory,
+) -> None:
+    mine = [[i] for i in range(10)]
+    gc.freeze()
+    try:
+        made = mem.remember_many([{"content": f"note {i}"} for i in range(100)])
+        listed = {id(o) for o in gc.get_objects()}
+        assert not any(id(o) in listed for o in [mine, *mine])  # still frozen
+        assert id(made[0]) in {id(o) for o in gc.get_objects(0) + gc.get_objects(1)}
+    finally:
+        gc.unfreeze()
+    gc.disable()
+    try:
+        made = mem.remember_many([{"content": f"more {i}"} for i in range(100)])
+        assert not gc.isenabled()
+        assert id(made[0]) in {id(o) for o in gc.get_objects(0) + gc.get_objects(1)}
+    finally:
+        gc.enable()
+
+
 def test_gc_pause_nests_across_threads_and_restores_the_collector() -> None:
     assert gc.isenabled()
     inside = threading.Event()
