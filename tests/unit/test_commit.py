@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 
 from graphmem import GraphMemory
 from graphmem.backends.embedded import commit
-from graphmem.backends.embedded.commit import Committer, Pending
+from graphmem.backends.embedded.commit import Checkpointer, Committer, Pending
 from graphmem.errors import Conflict, GraphMemError
 
 pytestmark = pytest.mark.embedded("the embedded store's commit: its SQLite file and connection")
@@ -221,22 +222,36 @@ def test_a_handle_keeps_one_committing_thread_until_it_closes(tmp_path: Path) ->
     assert committing() == before
 
 
-def test_the_committing_thread_checkpoints_the_wal_on_a_connection_of_its_own(
-    tmp_path: Path,
-) -> None:
+def test_a_checkpoint_runs_on_a_thread_and_a_connection_of_its_own(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     db = _db(path)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA wal_autocheckpoint=0")  # the frames stay in the WAL
     db.executemany("INSERT INTO t(a, b) VALUES (?, ?)", [(i, "x" * 1000) for i in range(1000)])
-    small = path.stat().st_size
-    assert small < 100_000
-    committer = Committer(str(path))
-    committer.put(None, None)
-    committer.close()  # after what it was given
+    assert path.stat().st_size < 100_000
+    checkpoints = Checkpointer(str(path), 10.0)
+    checkpoints.written()  # the first: due (how many frames a write makes is not known)
+    deadline = time.monotonic() + 30
+    while path.stat().st_size < 1_000_000 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    checkpoints.close()
     assert path.stat().st_size > 1_000_000  # the pages copied into the file
+    assert checkpoints.per_write is not None and checkpoints.per_write > 200  # learnt
     assert db.execute("SELECT count(*) FROM t").fetchone()[0] == 1000
     db.close()
+
+
+def test_a_checkpoint_is_due_once_the_writes_since_the_last_made_enough_frames(
+    tmp_path: Path,
+) -> None:
+    checkpoints = Checkpointer(str(tmp_path / "s.db"), 10.0)
+    checkpoints.per_write = commit._CHECKPOINT_FRAMES / 2 - 1
+    checkpoints.written()
+    checkpoints.written()
+    assert checkpoints._thread is None  # not due: no thread asked to run one
+    checkpoints.written()
+    assert checkpoints._thread is not None
+    checkpoints.close()
 
 
 def _items(n: int, tag: str) -> list[dict[str, object]]:

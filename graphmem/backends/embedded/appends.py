@@ -42,10 +42,9 @@ from graphmem.backends.embedded.records import (
 from graphmem.models import GraphNode, Memory
 from graphmem.models.values import METADATA_PREFIX
 
-__all__ = ["Fresh", "add_to_buckets", "fresh_memories", "fresh_rows", "put_rows"]
+__all__ = ["Fresh", "add_to_buckets", "fresh_memories", "fresh_rows", "fresh_texts", "put_rows"]
 
 _AGENT_ID, _RUN_ID, _TAGS = itemgetter("agent_id"), itemgetter("run_id"), itemgetter("tags")
-_ID, _CONTENT = itemgetter("id"), itemgetter("content")
 
 #: fewer new memories than this take the general plan: the column-wise one costs a few
 #: dozen list and set passes a batch whatever its size (a single ``remember`` paid ~40 µs
@@ -99,14 +98,18 @@ class Fresh:
         return out
 
 
-def fresh_rows(fresh: Fresh, next_rid: int) -> tuple[list[Sequence[Any]], list[Sequence[Any]]]:
-    """The file's node rows and full-text rows of the new memories, a column at a time
-    (see ``Pending.insert_columns``), their row ids given from ``next_rid`` on."""
+def fresh_texts(fresh: Fresh, next_rid: int) -> list[Sequence[Any]]:
+    """The full-text rows of the new memories, a column at a time (see
+    ``Pending.insert_columns``), their row ids given from ``next_rid`` on."""
+    fresh.rids = rids = list(range(next_rid, next_rid + len(fresh)))
+    return [rids, [m.__dict__["content"] for m in fresh.models]]
+
+
+def fresh_rows(fresh: Fresh) -> list[Sequence[Any]]:
+    """The file's node rows of the new memories (their row ids given by
+    :func:`fresh_texts`), a column at a time."""
     n = len(fresh)
-    fresh.rids = rids = list(range(next_rid, next_rid + n))
-    dicts = [m.__dict__ for m in fresh.models]
-    nodes: list[Sequence[Any]] = [rids, ["Memory"] * n, list(map(_ID, dicts)), fresh.rows()]
-    return nodes, [rids, list(map(_CONTENT, dicts))]
+    return [fresh.rids, ["Memory"] * n, [m.__dict__["id"] for m in fresh.models], fresh.rows()]
 
 
 def fresh_memories(

@@ -59,30 +59,30 @@ _COMMIT = "COMMIT"
 #: (SQL, parameters, for executemany the row count it must change or -1; None for a
 #: single statement)
 Op = tuple[str, Any, int | None]
-_Item = tuple["Pending | None", "Op | threading.Event | None"]
+_Item = tuple["Pending", "Op | threading.Event"]
+
+
+#: WAL frames from which a big write's checkpoint is due (SQLite's own default: 1,000)
+_CHECKPOINT_FRAMES = 800
 
 
 class Committer:
     """A store handle's thread that runs big writes' statements (see :class:`Pending`),
-    and after each such write checkpoints the WAL on a connection of its own: started at
-    the first big write, ended by :meth:`close`.
+    and its :class:`Checkpointer`: started at the first big write, ended by :meth:`close`.
 
     One thread for the handle's life, not one a write: starting a thread waits until the
-    new thread runs, which on a busy machine is a scheduler's wait. The checkpoint after
-    the write, not inside its COMMIT (SQLite's automatic one, every 1,000 pages): the
-    writer is not kept waiting for it (a few ms every other batch of 1,000 memories)."""
+    new thread runs, which on a busy machine is a scheduler's wait."""
 
     def __init__(self, path: str | None = None, timeout: float = 10.0) -> None:
         """``path``: the store's file (None: one in memory, without a WAL)."""
-        self._path = path
-        self._timeout = timeout
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._pid = 0
+        self.checkpoints = None if path is None else Checkpointer(path, timeout)
 
-    def put(self, tx: Pending | None, item: Op | threading.Event | None) -> None:
-        """Queue ``item`` of ``tx`` (a statement, or an event to set once all before it
-        ran); None for both: a checkpoint."""
+    def put(self, tx: Pending, item: Op | threading.Event) -> None:
+        """Queue ``item`` of ``tx``: a statement, or an event to set once all before it
+        ran."""
         if self._thread is None or self._pid != os.getpid():
             # (again in a forked child, which has no copy of the thread)
             self._queue = queue.SimpleQueue()
@@ -93,28 +93,78 @@ class Committer:
             self._thread.start()
         self._queue.put((tx, item))
 
-    def _loop(self, items: queue.SimpleQueue[_Item | None]) -> None:
-        db: sqlite3.Connection | None = None
+    @staticmethod
+    def _loop(items: queue.SimpleQueue[_Item | None]) -> None:
         while (got := items.get()) is not None:
-            tx, item = got
-            if tx is not None:
-                tx._step(item)
-                continue
-            if self._path is None:
-                continue
+            got[0]._step(got[1])
+
+    def close(self) -> None:
+        if self._thread is not None and self._pid == os.getpid():
+            self._queue.put(None)
+            self._thread.join()
+        self._thread = None
+        if self.checkpoints is not None:
+            self.checkpoints.close()
+
+
+class Checkpointer:
+    """The WAL checkpointed after big writes on a thread and a connection of their own,
+    instead of inside a COMMIT (SQLite's automatic checkpoint, every 1,000 frames, which
+    a writer waits for: a few to tens of ms, mostly the file's fsync, every few batches
+    of 1,000 memories). Due once the big writes since the last one are estimated to have
+    written :data:`_CHECKPOINT_FRAMES` frames (each checkpoint tells how many the WAL
+    held); the COMMITs' own checkpoint still catches what this one leaves."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        self._path = path
+        self._timeout = timeout
+        self._due = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+        self._closing = False
+        #: big writes since the last checkpoint, and the frames one writes (None: unknown)
+        self.writes = 0
+        self.per_write: float | None = None
+
+    def written(self) -> None:
+        """A big write has committed: ask for a checkpoint when one is due."""
+        self.writes += 1
+        if self.per_write is not None and self.writes * self.per_write < _CHECKPOINT_FRAMES:
+            return
+        if self._thread is None or self._pid != os.getpid():
+            self._pid = os.getpid()
+            self._closing = False
+            self._thread = threading.Thread(
+                target=self._loop, name="graphmem-checkpoint", daemon=True
+            )
+            self._thread.start()
+        self._due.set()
+
+    def _loop(self) -> None:
+        db: sqlite3.Connection | None = None
+        while True:
+            self._due.wait()
+            self._due.clear()
+            if self._closing:
+                break
+            writes, self.writes = self.writes, 0
             try:
                 if db is None:
                     db = sqlite3.connect(self._path, timeout=self._timeout, isolation_level=None)
                 # PASSIVE: copies what it can without waiting for (or blocking) anyone
-                db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                _busy, frames, _done = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             except sqlite3.Error as e:  # advisory: the COMMITs' own checkpoints remain
                 log.debug("checkpoint of %s skipped: %s", self._path, e)
+                continue
+            if writes and frames > 0:
+                self.per_write = frames / writes
         if db is not None:
             db.close()
 
     def close(self) -> None:
         if self._thread is not None and self._pid == os.getpid():
-            self._queue.put(None)
+            self._closing = True
+            self._due.set()
             self._thread.join()
         self._thread = None
 
@@ -205,12 +255,12 @@ class Pending:
                 self._committer.put(self, held)
             self.ops = []
 
-    def _step(self, item: Op | threading.Event | None) -> None:
+    def _step(self, item: Op | threading.Event) -> None:
         """On the committing thread: run one statement, or say all before it have run."""
         if isinstance(item, threading.Event):
             item.set()
             return
-        if item is None or self._failed:  # a lost transaction runs no more
+        if self._failed:  # a lost transaction runs no more
             return
         if item[2] is not None:
             # a statement a row (an executemany): each row's step gives the GIL up and
@@ -276,11 +326,12 @@ class Pending:
         finally:
             self._join()
             self.committed = True
-            self._committer.put(None, None)  # the checkpoint, after the writer has gone on
+            if self._committer.checkpoints is not None:
+                self._committer.checkpoints.written()
 
 
 #: the interpreter's switch interval while a commit thread runs (see _Brisk)
-_BRISK = 0.0005
+_BRISK = 0.0002
 
 
 class _Brisk:

@@ -24,7 +24,7 @@ import graphmem.backends.embedded.hnsw_file as hnsw_file
 import graphmem.backends.embedded.state_file as state_file
 from graphmem.backends.base import STRUCTURAL, structural_targets
 from graphmem.backends.embedded.adjacency import Adjacency
-from graphmem.backends.embedded.appends import fresh_rows
+from graphmem.backends.embedded.appends import fresh_rows, fresh_texts
 from graphmem.backends.embedded.buckets import FROM_COLUMNS, Bucket, MemoryBucket
 from graphmem.backends.embedded.commit import Committer, Pending, writer_turn
 from graphmem.backends.embedded.graph import (
@@ -716,11 +716,14 @@ class EmbeddedJournal(EmbeddedGraph):
         # the new memories heading the batch first (see .appends), then the other nodes
         fresh = plan["fresh"]
         if fresh is not None:
-            node_columns, fts_columns = fresh_rows(fresh, next_rid)
-            next_rid += len(fresh)
+            # the texts first (a batch's costliest statement): a big write's committing
+            # thread starts on them while this one makes the node rows' JSON
+            db.insert_columns(
+                "INSERT INTO memory_fts(rowid, content)", fresh_texts(fresh, next_rid)
+            )
             # a plain INSERT: a clash with a row this process does not know about fails
-            db.insert_columns("INSERT INTO nodes(rid, label, id, props)", node_columns)
-            db.insert_columns("INSERT INTO memory_fts(rowid, content)", fts_columns)
+            db.insert_columns("INSERT INTO nodes(rid, label, id, props)", fresh_rows(fresh))
+            next_rid += len(fresh)
         node_new: list[tuple[Any, ...]] = []
         fts_insert: list[tuple[int, str]] = []
         node_old, fts_delete, vec_upsert, vec_delete = [], [], [], []
