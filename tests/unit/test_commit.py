@@ -184,6 +184,27 @@ def test_a_write_given_up_runs_nothing_more(tmp_path: Path, committer: Committer
     assert db.execute("SELECT count(*) FROM t WHERE a = ?", (10**6,)).fetchone()[0] == 0
 
 
+@pytest.mark.parametrize("n", [1, commit._CHUNK + 3])
+def test_rows_given_a_column_at_a_time_are_the_rows_given_a_row_at_a_time(
+    tmp_path: Path, n: int, committer: Committer
+) -> None:
+    by_rows, by_columns = _db(tmp_path / "r.db"), _db(tmp_path / "c.db")
+    rows = _rows(n)
+    for db, give in (
+        (by_rows, lambda tx: tx.insert("INSERT INTO t(a, b)", rows)),
+        (
+            by_columns,
+            lambda tx: tx.insert_columns("INSERT INTO t(a, b)", list(zip(*rows, strict=True))),
+        ),
+    ):
+        db.execute("BEGIN IMMEDIATE")
+        tx = Pending(db, committer)
+        give(tx)
+        tx.commit(lambda: None)
+    read = "SELECT a, b FROM t ORDER BY a"
+    assert by_columns.execute(read).fetchall() == by_rows.execute(read).fetchall() == rows
+
+
 def test_a_handle_keeps_one_committing_thread_until_it_closes(tmp_path: Path) -> None:
     def committing() -> int:
         return sum(t.name == "graphmem-commit" for t in threading.enumerate())

@@ -45,6 +45,7 @@ from graphmem.models.values import METADATA_PREFIX
 __all__ = ["Fresh", "add_to_buckets", "fresh_memories", "fresh_rows", "put_rows"]
 
 _AGENT_ID, _RUN_ID, _TAGS = itemgetter("agent_id"), itemgetter("run_id"), itemgetter("tags")
+_ID, _CONTENT = itemgetter("id"), itemgetter("content")
 
 #: fewer new memories than this take the general plan: the column-wise one costs a few
 #: dozen list and set passes a batch whatever its size (a single ``remember`` paid ~40 µs
@@ -98,20 +99,14 @@ class Fresh:
         return out
 
 
-def fresh_rows(
-    fresh: Fresh | None, next_rid: int
-) -> tuple[list[tuple[Any, ...]], list[tuple[int, str]], int]:
-    """The file's node rows and full-text rows of the new memories, their row ids given
-    from ``next_rid`` on (the next free one returned)."""
-    if fresh is None:
-        return [], [], next_rid
-    fresh.rids = rids = list(range(next_rid, next_rid + len(fresh)))
-    nodes = [
-        (rid, "Memory", m.__dict__["id"], text)
-        for rid, m, text in zip(rids, fresh.models, fresh.rows(), strict=True)
-    ]
-    fts = [(rid, m.__dict__["content"]) for rid, m in zip(rids, fresh.models, strict=True)]
-    return nodes, fts, next_rid + len(rids)
+def fresh_rows(fresh: Fresh, next_rid: int) -> tuple[list[Sequence[Any]], list[Sequence[Any]]]:
+    """The file's node rows and full-text rows of the new memories, a column at a time
+    (see ``Pending.insert_columns``), their row ids given from ``next_rid`` on."""
+    n = len(fresh)
+    fresh.rids = rids = list(range(next_rid, next_rid + n))
+    dicts = [m.__dict__ for m in fresh.models]
+    nodes: list[Sequence[Any]] = [rids, ["Memory"] * n, list(map(_ID, dicts)), fresh.rows()]
+    return nodes, [rids, list(map(_CONTENT, dicts))]
 
 
 def fresh_memories(

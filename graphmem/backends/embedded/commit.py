@@ -176,6 +176,22 @@ class Pending:
             sql = f"{head} VALUES {','.join([one] * len(part))} {tail}"
             self._add((sql, list(chain.from_iterable(part)), None))
 
+    def insert_columns(self, head: str, columns: Sequence[Sequence[Any]], tail: str = "") -> None:
+        """:meth:`insert` of rows given a column at a time (sequences of one length): the
+        statements' parameters interleaved from them in C, without a tuple a row."""
+        n = len(columns[0])
+        if not n:
+            return
+        self.rows += n
+        width = len(columns)
+        one = "(" + ",".join("?" * width) + ")"
+        for i in range(0, n, _CHUNK):
+            k = min(_CHUNK, n - i)
+            params: list[Any] = [None] * (k * width)
+            for j, column in enumerate(columns):
+                params[j::width] = column[i : i + k]
+            self._add((f"{head} VALUES {','.join([one] * k)} {tail}", params, None))
+
     def _add(self, op: Op) -> None:
         if self._queued:
             self._committer.put(self, op)

@@ -714,7 +714,15 @@ class EmbeddedJournal(EmbeddedGraph):
         # the file, not this process's memory, says which rids are taken
         next_rid = db.read("SELECT coalesce(max(rid), 0) + 1 FROM nodes")[0][0]
         # the new memories heading the batch first (see .appends), then the other nodes
-        node_new, fts_insert, next_rid = fresh_rows(plan["fresh"], next_rid)
+        fresh = plan["fresh"]
+        if fresh is not None:
+            node_columns, fts_columns = fresh_rows(fresh, next_rid)
+            next_rid += len(fresh)
+            # a plain INSERT: a clash with a row this process does not know about fails
+            db.insert_columns("INSERT INTO nodes(rid, label, id, props)", node_columns)
+            db.insert_columns("INSERT INTO memory_fts(rowid, content)", fts_columns)
+        node_new: list[tuple[Any, ...]] = []
+        fts_insert: list[tuple[int, str]] = []
         node_old, fts_delete, vec_upsert, vec_delete = [], [], [], []
         whole_runs: list[tuple[int]] = []
         rid_of, held, vindex = self._rid_of, self._g._node, self._vindex
@@ -740,7 +748,6 @@ class EmbeddedJournal(EmbeddedGraph):
                 vec_upsert.append((rid, np.asarray(vec, dtype=np.float32).tobytes()))
             elif vindex is not None and key in vindex:
                 vec_delete.append((rid,))
-        # a plain INSERT: a clash with a row this process does not know about fails loudly
         db.insert("INSERT INTO nodes(rid, label, id, props)", node_new)
         if node_old:
             db.executemany(

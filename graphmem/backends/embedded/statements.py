@@ -22,10 +22,12 @@ def write_heads(
     as stored."""
     # every run named is one this handle holds, and it is current with the file under the
     # write lock (see ``_heads_of``): no other process can have deleted it
-    db.insert(
-        "INSERT OR REPLACE INTO run_heads(rid, event_count, last_event_id)",
-        [(rid_of[k], c, last) for k, c, last in heads],
-    )
+    if heads:
+        keys, counts, lasts = zip(*heads, strict=True)
+        db.insert_columns(
+            "INSERT OR REPLACE INTO run_heads(rid, event_count, last_event_id)",
+            [list(map(rid_of.__getitem__, keys)), counts, lasts],
+        )
 
 
 def write_edges(
@@ -45,12 +47,15 @@ def write_edges(
     born: Container[str] = fresh.by_key if fresh is not None else ()
     at.update(plan["rids"])
     plan["edge_rids"] = at  # the batch's new nodes' rids, for a delete in the same write
-    nexts, rows, moved_out, moved_in = [], [], [], []
+    next_dst: list[int] = []
+    next_src: list[int] = []
+    rows, moved_out, moved_in = [], [], []
     none: dict[str, Any] = {}
     for src, etype, dst, props in plan["edges"]:
         held = dst not in born and etype in succ.get(src, none).get(dst, ())
         if etype == NEXT and not props:
-            nexts.append((at.get(dst) or rid_of[dst], at.get(src) or rid_of[src]))
+            next_dst.append(at.get(dst) or rid_of[dst])
+            next_src.append(at.get(src) or rid_of[src])
             if held:
                 moved_out.append((src, etype, dst))
         else:
@@ -60,7 +65,7 @@ def write_edges(
     if moved_out:
         db.executemany("DELETE FROM edges WHERE src=? AND type=? AND dst=?", moved_out)
     unlink_next(db, moved_in, at, rid_of)
-    db.insert("INSERT OR IGNORE INTO next_edges(dst, src)", nexts)
+    db.insert_columns("INSERT OR IGNORE INTO next_edges(dst, src)", [next_dst, next_src])
     db.insert(
         "INSERT INTO edges(src, type, dst, props)",
         rows,
