@@ -66,15 +66,22 @@ _Item = tuple["Pending", "Op | threading.Event"]
 _CHECKPOINT_FRAMES = 800
 
 
+#: seconds a handle's thread waits for work before it ends (the next write starts another):
+#: a handle dropped without ``close`` keeps no thread
+_IDLE = 30.0
+
+
 class Committer:
     """A store handle's thread that runs big writes' statements (see :class:`Pending`),
-    and its :class:`Checkpointer`: started at the first big write, ended by :meth:`close`.
+    and its :class:`Checkpointer`: started at a big write, ended by :meth:`close` or after
+    :data:`_IDLE` seconds without work.
 
-    One thread for the handle's life, not one a write: starting a thread waits until the
-    new thread runs, which on a busy machine is a scheduler's wait."""
+    One thread for many writes, not one a write: starting a thread waits until the new
+    thread runs, which on a busy machine is a scheduler's wait."""
 
     def __init__(self, path: str | None = None, timeout: float = 10.0) -> None:
         """``path``: the store's file (None: one in memory, without a WAL)."""
+        self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._pid = 0
@@ -83,26 +90,40 @@ class Committer:
     def put(self, tx: Pending, item: Op | threading.Event) -> None:
         """Queue ``item`` of ``tx``: a statement, or an event to set once all before it
         ran."""
-        if self._thread is None or self._pid != os.getpid():
-            # (again in a forked child, which has no copy of the thread)
-            self._queue = queue.SimpleQueue()
-            self._pid = os.getpid()
-            self._thread = threading.Thread(
-                target=self._loop, args=(self._queue,), name="graphmem-commit", daemon=True
-            )
-            self._thread.start()
-        self._queue.put((tx, item))
+        with self._lock:
+            if self._thread is None or self._pid != os.getpid():
+                # (again in a forked child, which has no copy of the thread)
+                self._queue = queue.SimpleQueue()
+                self._pid = os.getpid()
+                self._thread = threading.Thread(
+                    target=self._loop, args=(self._queue,), name="graphmem-commit", daemon=True
+                )
+                self._thread.start()
+            self._queue.put((tx, item))
 
-    @staticmethod
-    def _loop(items: queue.SimpleQueue[_Item | None]) -> None:
-        while (got := items.get()) is not None:
+    def _loop(self, items: queue.SimpleQueue[_Item | None]) -> None:
+        while True:
+            try:
+                got = items.get(timeout=_IDLE)
+            except queue.Empty:
+                with self._lock:  # (put queues under it: nothing can come in unseen)
+                    if items.empty():
+                        if self._queue is items:
+                            self._thread = None
+                        return
+                continue
+            if got is None:
+                return
             got[0]._step(got[1])
 
     def close(self) -> None:
-        if self._thread is not None and self._pid == os.getpid():
-            self._queue.put(None)
-            self._thread.join()
-        self._thread = None
+        with self._lock:
+            thread = self._thread if self._pid == os.getpid() else None
+            if thread is not None:
+                self._queue.put(None)
+            self._thread = None
+        if thread is not None:
+            thread.join()
         if self.checkpoints is not None:
             self.checkpoints.close()
 
@@ -113,11 +134,13 @@ class Checkpointer:
     a writer waits for: a few to tens of ms, mostly the file's fsync, every few batches
     of 1,000 memories). Due once the big writes since the last one are estimated to have
     written :data:`_CHECKPOINT_FRAMES` frames (each checkpoint tells how many the WAL
-    held); the COMMITs' own checkpoint still catches what this one leaves."""
+    held); the COMMITs' own checkpoint still catches what this one leaves. The thread ends
+    after :data:`_IDLE` seconds without a checkpoint to run."""
 
     def __init__(self, path: str, timeout: float) -> None:
         self._path = path
         self._timeout = timeout
+        self._lock = threading.Lock()
         self._due = threading.Event()
         self._thread: threading.Thread | None = None
         self._pid = 0
@@ -131,19 +154,25 @@ class Checkpointer:
         self.writes += 1
         if self.per_write is not None and self.writes * self.per_write < _CHECKPOINT_FRAMES:
             return
-        if self._thread is None or self._pid != os.getpid():
-            self._pid = os.getpid()
-            self._closing = False
-            self._thread = threading.Thread(
-                target=self._loop, name="graphmem-checkpoint", daemon=True
-            )
-            self._thread.start()
-        self._due.set()
+        with self._lock:
+            if self._thread is None or self._pid != os.getpid():
+                self._pid = os.getpid()
+                self._closing = False
+                self._thread = threading.Thread(
+                    target=self._loop, name="graphmem-checkpoint", daemon=True
+                )
+                self._thread.start()
+            self._due.set()
 
     def _loop(self) -> None:
         db: sqlite3.Connection | None = None
         while True:
-            self._due.wait()
+            if not self._due.wait(_IDLE):
+                with self._lock:  # (written sets it under the lock: none is missed)
+                    if not self._due.is_set():
+                        if self._thread is threading.current_thread():
+                            self._thread = None
+                        break
             self._due.clear()
             if self._closing:
                 break
@@ -162,11 +191,14 @@ class Checkpointer:
             db.close()
 
     def close(self) -> None:
-        if self._thread is not None and self._pid == os.getpid():
-            self._closing = True
-            self._due.set()
-            self._thread.join()
-        self._thread = None
+        with self._lock:
+            thread = self._thread if self._pid == os.getpid() else None
+            if thread is not None:
+                self._closing = True
+                self._due.set()
+            self._thread = None
+        if thread is not None:
+            thread.join()
 
 
 class Pending:
