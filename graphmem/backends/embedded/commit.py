@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from itertools import chain
 from typing import Any
 
 from graphmem.errors import Conflict
@@ -249,18 +248,13 @@ class Pending:
     def insert(self, head: str, rows: Sequence[Sequence[Any]], tail: str = "") -> None:
         """``head`` (``INSERT INTO t(a, b)``) VALUES the rows (tuples of one width), up to
         :data:`_CHUNK` to a statement, then ``tail`` (an ON CONFLICT clause)."""
-        if not rows:
-            return
-        self.rows += len(rows)
-        one = "(" + ",".join("?" * len(rows[0])) + ")"
-        for i in range(0, len(rows), _CHUNK):
-            part = rows[i : i + _CHUNK]
-            sql = f"{head} VALUES {','.join([one] * len(part))} {tail}"
-            self._add((sql, list(chain.from_iterable(part)), None))
+        if rows:
+            self.insert_columns(head, list(zip(*rows, strict=True)), tail)
 
     def insert_columns(self, head: str, columns: Sequence[Sequence[Any]], tail: str = "") -> None:
-        """:meth:`insert` of rows given a column at a time (sequences of one length): the
-        statements' parameters interleaved from them in C, without a tuple a row."""
+        """:meth:`insert` of rows given a column at a time (sequences of one length), up to
+        :data:`_CHUNK` to a statement: the parameters interleaved from them in C, without a
+        tuple a row."""
         n = len(columns[0])
         if not n:
             return
