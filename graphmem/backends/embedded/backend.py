@@ -659,6 +659,7 @@ class NetworkXBackend(EmbeddedSearch):
             self._save_state()
             self._save_ann()
             self._closed = True
+            self._forget_at_fork()
             self._committer.close()
             try:
                 if self._path is not None:

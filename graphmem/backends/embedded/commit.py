@@ -126,6 +126,24 @@ class Committer:
         if self.checkpoints is not None:
             self.checkpoints.close()
 
+    def before_fork(self, timeout: float) -> None:
+        """Before a fork: wait (up to ``timeout`` seconds) for a checkpoint that is running
+        to end, and hold the next back (see :meth:`Checkpointer.before_fork`)."""
+        if self.checkpoints is not None:
+            self.checkpoints.before_fork(timeout)
+
+    def after_fork(self, *, child: bool) -> None:
+        """After a fork, in the parent or the ``child`` (which has none of the threads, and
+        whose locks may have been held by one of them at the fork): the next big write
+        starts a thread of the child's own."""
+        if child:
+            self._lock = threading.Lock()
+            self._queue = queue.SimpleQueue()
+            self._thread = None
+            self._pid = os.getpid()
+        if self.checkpoints is not None:
+            self.checkpoints.after_fork(child=child)
+
 
 class Checkpointer:
     """The WAL checkpointed after big writes on a thread and a connection of their own,
@@ -140,6 +158,9 @@ class Checkpointer:
         self._path = path
         self._timeout = timeout
         self._lock = threading.Lock()
+        #: held while a checkpoint runs (and across a fork: see before_fork)
+        self._running = threading.Lock()
+        self._held_for_fork = False
         self._due = threading.Event()
         self._thread: threading.Thread | None = None
         self._pid = 0
@@ -177,10 +198,13 @@ class Checkpointer:
                 break
             writes, self.writes = self.writes, 0
             try:
-                if db is None:
-                    db = sqlite3.connect(self._path, timeout=self._timeout, isolation_level=None)
-                # PASSIVE: copies what it can without waiting for (or blocking) anyone
-                _busy, frames, _done = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                with self._running:
+                    if db is None:
+                        db = sqlite3.connect(
+                            self._path, timeout=self._timeout, isolation_level=None
+                        )
+                    # PASSIVE: copies what it can without waiting for (or blocking) anyone
+                    _busy, frames, _done = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             except sqlite3.Error as e:  # advisory: the COMMITs' own checkpoints remain
                 log.debug("checkpoint of %s skipped: %s", self._path, e)
                 continue
@@ -198,6 +222,26 @@ class Checkpointer:
             self._thread = None
         if thread is not None:
             thread.join()
+
+    def before_fork(self, timeout: float) -> bool:
+        """Wait (up to ``timeout`` seconds) for a running checkpoint to end and hold the
+        next back until :meth:`after_fork`: a checkpoint holds locks of the WAL index
+        that a child would inherit as held by a connection it does not have. False when
+        the wait timed out (the fork goes ahead regardless)."""
+        self._held_for_fork = self._running.acquire(timeout=timeout)
+        return self._held_for_fork
+
+    def after_fork(self, *, child: bool) -> None:
+        if child:  # none of the parent's threads is here (nor the thread's connection)
+            self._lock = threading.Lock()
+            self._running = threading.Lock()
+            self._due = threading.Event()
+            self._thread = None
+            self._pid = os.getpid()
+            self._closing = False
+        elif self._held_for_fork:
+            self._running.release()
+        self._held_for_fork = False
 
 
 class Pending:
@@ -386,6 +430,20 @@ class _Brisk:
             cls.users -= 1
             if cls.users == 0 and abs(sys.getswitchinterval() - _BRISK) < 1e-6:
                 sys.setswitchinterval(cls.saved)
+
+    @classmethod
+    def after_fork_in_child(cls) -> None:
+        """A forked child has no commit thread (and no write of the forking thread is
+        under way: it is forking): the caller's interval again."""
+        cls.lock = threading.Lock()
+        if cls.users:
+            cls.users = 0
+            if abs(sys.getswitchinterval() - _BRISK) < 1e-6:
+                sys.setswitchinterval(cls.saved)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_Brisk.after_fork_in_child)
 
 
 def _run(db: sqlite3.Connection, sql: str, params: Any, changes: int | None) -> None:
