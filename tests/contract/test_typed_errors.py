@@ -80,3 +80,16 @@ def test_opening_a_path_that_cannot_hold_a_store_is_a_typed_error(
     path = str(blocker / "x.db") if where == "a file as the parent" else where
     with pytest.raises(GraphMemError):
         GraphMemory.open(path, embedder=None).close()
+
+
+@pytest.mark.parametrize("given", ["graphmem.db", Path("graphmem.db"), None, 42, object()])
+def test_a_backend_that_is_not_one_is_a_typed_error_that_names_the_open_door(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: Any
+) -> None:
+    """``GraphMemory("graphmem.db")`` — the natural first guess — was taken, and the first
+    write failed deep inside with an AttributeError. It is refused at once, pointing at
+    ``GraphMemory.open``, and writes no file."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInput, match=r"GraphMemory\.open"):
+        GraphMemory(given)
+    assert list(tmp_path.iterdir()) == []
