@@ -127,9 +127,7 @@ def test_another_agent_cannot_add_to_a_private_run(mem: GraphMemory) -> None:
 
 
 @pytest.mark.parametrize("verb", ["extract_facts", "on_turn_end"])
-def test_facts_of_a_turn_cannot_be_added_to_another_agents_run(
-    mem: GraphMemory, verb: str
-) -> None:
+def test_facts_of_a_turn_cannot_be_added_to_another_agents_run(mem: GraphMemory, verb: str) -> None:
     """A fact is written with ``run_id`` through the derivation path, which once skipped
     the run's joining rule: alice's fact landed in bob's private run."""
     run = mem.runs.start(agent_id="bob")
