@@ -96,6 +96,8 @@ class Transfer:
                 continue
             try:
                 rec = json.loads(line)
+                if not isinstance(rec, dict):
+                    raise InvalidInput("line is not a JSON object")
                 if lineno == 1:
                     if rec.get("format") != EXPORT_FORMAT:
                         raise InvalidInput("not a graphmem export (missing header line)")
@@ -147,6 +149,8 @@ def _jsonable(value: Any) -> Any:
 
 
 def _revive(props: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(props, dict):
+        raise InvalidInput(f"props must be a JSON object, not {type(props).__name__}")
     return {
         k: datetime.fromisoformat(v["$dt"]) if isinstance(v, dict) and "$dt" in v else v
         for k, v in props.items()

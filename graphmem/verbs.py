@@ -44,6 +44,18 @@ _PROMOTE_FROM = 64
 Classify = Callable[[dict[str, Any]], dict[str, Any]]
 
 
+def _said(value: Any) -> bool:
+    """Whether the caller said something with ``value``: not None, nor an empty list,
+    tuple or mapping. By type and length, not by ``==`` with those: a numpy number (which
+    the argument check takes as a float) compared with ``()`` is an array, whose truth
+    raises."""
+    if value is None:
+        return False
+    if isinstance(value, list | tuple | Mapping):
+        return len(value) > 0
+    return True
+
+
 class MemoryWrites(Writes):
     """The write path plus the id-level verbs (see the module docstring).
 
@@ -149,8 +161,7 @@ class MemoryWrites(Writes):
             said = {
                 f
                 for f in DUPLICATE_FIELDS
-                if fields.get(f) not in (None, (), [], {})
-                and not (f == "confidence" and fields.get(f) == 1.0)
+                if _said(fields.get(f)) and not (f == "confidence" and fields.get(f) == 1.0)
             }
             if fields.get("user_id") is not None:
                 said.add("metadata")

@@ -498,6 +498,12 @@ class _WritePath:
             (),
             combines=[(m, [found[s] for s in sources.get(m.id, ())]) for m in derived],
         )
+        # written outside the run's chain (below), so the joining rule is asked here: a
+        # fact or summary names its run, and only who may add to that run may name it
+        run_ids = list(dict.fromkeys(m.run_id for m in derived if m.run_id is not None))
+        for run in self.backend.get(Run, run_ids) if run_ids else ():
+            if isinstance(run, Run):
+                self.check_run(run, [m for m in derived if m.run_id == run.id])
         expect = [Expect(NodeRef(NodeLabel.MEMORY, s)) for s in needed]
         # a summary or an extracted fact of a run is about the run, not a step of it
         return self.create(derived, edges=edges, expect=expect, chain="off")

@@ -172,6 +172,30 @@ def test_import_rejects_bad_lines_and_writes_nothing(mem: GraphMemory) -> None:
             other.transfer.import_(io.StringIO('{"nope": 1}\n'))
 
 
+HEADER = '{"format": "graphmem-jsonl", "version": 1}'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[1]\n",  # a header line that is JSON but not an object
+        '"graphmem-jsonl"\n',
+        HEADER + '\n{"node": "Memory", "props": [1]}\n',  # props not an object
+        HEADER + '\n{"node": "Memory", "props": null}\n',
+        HEADER + '\n{"edge": "TAGGED", "src": ["Memory", "m"], "dst": ["Tag", "t"], '
+        '"props": [1]}\n',
+    ],
+    ids=["header-list", "header-str", "props-list", "props-null", "edge-props-list"],
+)
+def test_import_of_lines_that_are_not_objects_is_invalid_input(mem: GraphMemory, text: str) -> None:
+    """Each of these raised AttributeError (``rec.get`` / ``props.items`` on a list)."""
+    mem.remember("one")
+    before = mem.backend.stats()
+    with pytest.raises(InvalidInput, match="line"):
+        mem.transfer.import_(io.StringIO(text))
+    assert mem.backend.stats() == before
+
+
 def test_provenance_and_link_errors(mem: GraphMemory) -> None:
     a = mem.remember("a")
     b = mem.remember("b")

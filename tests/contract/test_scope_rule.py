@@ -126,6 +126,26 @@ def test_another_agent_cannot_add_to_a_private_run(mem: GraphMemory) -> None:
     assert not [m for m in mem.list(agent_id="alice", status=None) if "bob" in m.content]
 
 
+@pytest.mark.parametrize("verb", ["extract_facts", "on_turn_end"])
+def test_facts_of_a_turn_cannot_be_added_to_another_agents_run(mem: GraphMemory, verb: str) -> None:
+    """A fact is written with ``run_id`` through the derivation path, which once skipped
+    the run's joining rule: alice's fact landed in bob's private run."""
+    run = mem.runs.start(agent_id="bob")
+    mem.runs.add_event(run.id, "user_message", "bob's own turn")
+    before = [m.id for m in mem.list(run_id=run.id, status=None)]
+    turn = "I live in Paris and I work at Acme"
+    with pytest.raises(AccessDenied):
+        if verb == "extract_facts":
+            mem.lifecycle.extract_facts(turn, agent_id="alice", run_id=run.id)
+        else:
+            mem.lifecycle.on_turn_end(run.id, turn=turn, agent_id="alice", extract_facts=True)
+    assert [m.id for m in mem.list(run_id=run.id, status=None)] == before
+    assert not mem.list(agent_id="alice", status=None)
+    # the run's own agent may
+    facts = mem.lifecycle.extract_facts(turn, agent_id="bob", run_id=run.id)
+    assert facts.created and all(f.run_id == run.id for f in facts.created)
+
+
 def test_members_of_a_runs_namespace_may_add_to_it(mem: GraphMemory) -> None:
     mem.namespaces.create("team", owner="alice", members=["bob"])
     run = mem.runs.start(agent_id="alice", namespace="team")

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from graphmem.errors import GraphMemError, InvalidInput
@@ -80,3 +82,35 @@ def test_opening_a_path_that_cannot_hold_a_store_is_a_typed_error(
     path = str(blocker / "x.db") if where == "a file as the parent" else where
     with pytest.raises(GraphMemError):
         GraphMemory.open(path, embedder=None).close()
+
+
+# numbers the argument check takes as floats without being Python floats (numbers.Real)
+NUMBERS: list[Any] = [np.float32(0.25), np.float16(0.5), np.int64(1), np.uint8(0), Fraction(1, 4)]
+
+
+@pytest.mark.parametrize("field", ["importance", "confidence"])
+@pytest.mark.parametrize("value", NUMBERS, ids=[type(v).__name__ for v in NUMBERS])
+def test_a_real_number_that_is_not_a_float_is_stored_as_its_value(
+    mem: GraphMemory, field: str, value: Any
+) -> None:
+    """remember's duplicate check compared what the caller said with ``in (None, (), [],
+    {})``: a numpy scalar compared with ``()`` is an empty array, whose truth is a
+    ValueError, so ``importance=np.float32(0.25)`` raised an untyped error."""
+    m = mem.remember(f"a note with {field} {value!r}", agent_id="alice", **{field: value})
+    assert getattr(m, field) == float(value)
+    assert getattr(mem.get(m.id), field) == float(value)
+    again = mem.remember(f"a note with {field} {value!r}", agent_id="alice", **{field: value})
+    assert again.id == m.id  # an exact duplicate, recognised as one
+
+
+@pytest.mark.parametrize("given", ["graphmem.db", Path("graphmem.db"), None, 42, object()])
+def test_a_backend_that_is_not_one_is_a_typed_error_that_names_the_open_door(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: Any
+) -> None:
+    """``GraphMemory("graphmem.db")`` — the natural first guess — was taken, and the first
+    write failed deep inside with an AttributeError. It is refused at once, pointing at
+    ``GraphMemory.open``, and writes no file."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInput, match=r"GraphMemory\.open"):
+        GraphMemory(given)
+    assert list(tmp_path.iterdir()) == []
