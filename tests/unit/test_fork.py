@@ -7,6 +7,7 @@ and the collector and the switch interval are the child's own again."""
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import json
 import multiprocessing as mp
@@ -42,6 +43,7 @@ def _items(n: int, tag: str) -> list[dict[str, object]]:
 def _in_child(path: str, mem: GraphMemory, interval: float, out: str) -> None:
     """What the forked process does: its own handle and the inherited one, each a big
     write and a read; what it saw goes to ``out``."""
+    faulthandler.dump_traceback_later(50, exit=True)  # where it hangs, if it does
     seen: dict[str, Any] = {"gc": gc.isenabled(), "interval": sys.getswitchinterval()}
     try:
         own = GraphMemory.open(path, embedder=None)

@@ -35,6 +35,7 @@ from graphmem.backends.base import (
     next_link,
     structural_targets,
 )
+from graphmem.backends.embedded import forks
 from graphmem.backends.embedded.adjacency import Adjacency
 from graphmem.backends.embedded.appends import fresh_memories
 from graphmem.backends.embedded.graph import (
@@ -659,7 +660,7 @@ class NetworkXBackend(EmbeddedSearch):
             self._save_state()
             self._save_ann()
             self._closed = True
-            self._forget_at_fork()
+            forks.forget(self)
             self._committer.close()
             try:
                 if self._path is not None:

@@ -6,10 +6,8 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-import sys
 import threading
 import uuid
-import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -24,10 +22,11 @@ import graphmem.backends.embedded.changelog as changelog
 import graphmem.backends.embedded.hnsw_file as hnsw_file
 import graphmem.backends.embedded.state_file as state_file
 from graphmem.backends.base import STRUCTURAL, structural_targets
+from graphmem.backends.embedded import forks
 from graphmem.backends.embedded.adjacency import Adjacency
 from graphmem.backends.embedded.appends import fresh_rows, fresh_texts
 from graphmem.backends.embedded.buckets import FROM_COLUMNS, Bucket, MemoryBucket
-from graphmem.backends.embedded.commit import Committer, Pending, writer_turn
+from graphmem.backends.embedded.commit import Committer, Pending, open_lock_file, writer_turn
 from graphmem.backends.embedded.graph import (
     _INDEXED,
     _SHARED_EDGE_DATA,
@@ -56,9 +55,6 @@ from graphmem.errors import BackendUnavailable, Conflict, DimensionMismatch, Que
 from graphmem.gcpause import gc_paused, promote_all
 from graphmem.models import EdgeType, NodeLabel
 
-# Windows has no flock: SQLite's own locking and busy handler only
-_FLOCK = sys.platform != "win32"
-
 log = logging.getLogger("graphmem.backends.embedded")
 
 
@@ -79,30 +75,6 @@ STATE_LAG = 2_000
 #: a node's stored edges, both ends (the reload's read: by index at both ends, see
 #: ``rows.EDGES_BY_DST``)
 EDGES_OF_NODE = "SELECT src, type, dst, props FROM edges WHERE src = ? OR dst = ?"
-
-
-#: the handles open in this process, held still across a fork (see _before_fork)
-_OPEN: weakref.WeakSet[EmbeddedJournal] = weakref.WeakSet()
-#: the handles held for the fork under way, each with whether its lock was taken
-_FORKING: list[tuple[EmbeddedJournal, bool]] = []
-
-
-def _before_fork() -> None:
-    _FORKING[:] = [(handle, handle._before_fork()) for handle in list(_OPEN)]
-
-
-def _after_fork(*, child: bool) -> None:
-    forking, _FORKING[:] = list(_FORKING), []
-    for handle, held in forking:
-        handle._after_fork(held, child=child)
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(
-        before=_before_fork,
-        after_in_parent=lambda: _after_fork(child=False),
-        after_in_child=lambda: _after_fork(child=True),
-    )
 
 
 def _dumps(props: dict[str, Any]) -> str:
@@ -152,11 +124,8 @@ class EmbeddedJournal(EmbeddedGraph):
         try:
             if self._path is not None:
                 self._path.parent.mkdir(parents=True, exist_ok=True)
-            if self._path is not None and _FLOCK:
-                try:
-                    self._lock_fd = os.open(f"{self._path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-                except OSError as e:  # a read-only folder: SQLite's locking alone
-                    log.debug("no writer lock file beside %s: %s", self._path, e)
+            if self._path is not None:
+                self._lock_fd = open_lock_file(self._path)
             self._db = sqlite3.connect(
                 str(self._path) if self._path else ":memory:",
                 isolation_level=None,  # explicit BEGIN/COMMIT
@@ -190,49 +159,7 @@ class EmbeddedJournal(EmbeddedGraph):
         except sqlite3.Error as e:
             raise BackendUnavailable(f"cannot open embedded store {self._path}: {e}") from e
         self._load()
-        _OPEN.add(self)
-
-    def _before_fork(self) -> bool:
-        """Before this process forks: wait for a write (or a reload) under way on another
-        thread to end, and hold the next back until :meth:`_after_fork`, so that the child
-        copies no half-done transaction. SQLite keeps a connection's locks and its view of
-        the WAL index in process memory: a child that copied them mid-write cannot use the
-        file, whatever handle it opens (BEGIN waits forever for a lock held by a
-        connection the child does not have, or a read finds the file "malformed"). Up to
-        the busy timeout; after it the fork goes ahead (see :meth:`_after_fork`). False
-        when the lock was not taken."""
-        held = self._lock.acquire(timeout=self._busy_timeout)
-        if held:
-            self._committer.before_fork(self._busy_timeout)
-        else:
-            log.warning("%s forked while a write held the store for too long", self._path)
-        return held
-
-    def _after_fork(self, held: bool, *, child: bool) -> None:
-        """After a fork, in the parent or the ``child``. The child takes its own turns on
-        the lock file (the inherited descriptor shares its lock with the parent's). A
-        handle the fork did not wait for may have been copied mid-write: its lock was held
-        by a thread the child does not have, and a copy of a connection inside a
-        transaction cannot finish it, so the child's copy of it is closed."""
-        self._committer.after_fork(child=child)
-        if child:
-            if not held:
-                self._lock = threading.RLock()
-                if self._db.in_transaction:
-                    self._closed = True
-            if self._lock_fd is not None:
-                inherited, self._lock_fd = self._lock_fd, None
-                try:
-                    self._lock_fd = os.open(f"{self._path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-                except OSError as e:  # SQLite's locking alone (see __init__)
-                    log.debug("no writer lock file beside %s: %s", self._path, e)
-                os.close(inherited)  # (the parent's lock stays: its descriptor is open)
-        if held:
-            self._lock.release()
-
-    def _forget_at_fork(self) -> None:
-        """A closed handle has nothing a fork must wait for."""
-        _OPEN.discard(self)
+        forks.register(self)
 
     def _check_version(self) -> None:
         row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
