@@ -50,6 +50,19 @@ def writer_turn(fd: int | None, timeout: float) -> Iterator[None]:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
+def open_lock_file(path: os.PathLike[str] | str) -> int | None:
+    """The descriptor of the lock file beside the store at ``path`` that
+    :func:`writer_turn` takes (None: SQLite's own locking and busy handler only, on a
+    platform without flock or in a folder this process may not write)."""
+    if sys.platform == "win32":
+        return None
+    try:
+        return os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        log.debug("no writer lock file beside %s: %s", path, e)
+        return None
+
+
 #: rows one INSERT statement carries at most (SQLite takes up to 250,000 bound values)
 _CHUNK = 4096
 #: rows a write's statements insert from which they run on the committing thread
@@ -86,19 +99,40 @@ class Committer:
         self._pid = 0
         self.checkpoints = None if path is None else Checkpointer(path, timeout)
 
+    def start(self) -> bool:
+        """Have a thread of this process run the queue (started when none does); False when
+        none can be started (at interpreter shutdown from Python 3.12 on, as in an
+        ``atexit`` handler, or in a process out of threads): the writer then runs its
+        statements itself."""
+        with self._lock:
+            return self._started()
+
+    def _started(self) -> bool:
+        if self._thread is not None and self._pid == os.getpid():
+            return True
+        # (again in a forked child, which has no copy of the thread)
+        items: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        thread = threading.Thread(
+            target=self._loop, args=(items,), name="graphmem-commit", daemon=True
+        )
+        try:
+            thread.start()
+        except RuntimeError as e:
+            log.debug("no thread for a big write's statements: %s", e)
+            return False
+        self._queue, self._thread, self._pid = items, thread, os.getpid()
+        return True
+
     def put(self, tx: Pending, item: Op | threading.Event) -> None:
         """Queue ``item`` of ``tx``: a statement, or an event to set once all before it
-        ran."""
+        ran. Run here and now when the thread has ended (idle in the middle of a long
+        write) and none can be started again: the last one ended on an empty queue, so the
+        order holds."""
         with self._lock:
-            if self._thread is None or self._pid != os.getpid():
-                # (again in a forked child, which has no copy of the thread)
-                self._queue = queue.SimpleQueue()
-                self._pid = os.getpid()
-                self._thread = threading.Thread(
-                    target=self._loop, args=(self._queue,), name="graphmem-commit", daemon=True
-                )
-                self._thread.start()
-            self._queue.put((tx, item))
+            if self._started():
+                self._queue.put((tx, item))
+                return
+        tx._step(item, here=True)
 
     def _loop(self, items: queue.SimpleQueue[_Item | None]) -> None:
         while True:
@@ -176,12 +210,16 @@ class Checkpointer:
             return
         with self._lock:
             if self._thread is None or self._pid != os.getpid():
-                self._pid = os.getpid()
-                self._closing = False
-                self._thread = threading.Thread(
+                thread = threading.Thread(
                     target=self._loop, name="graphmem-checkpoint", daemon=True
                 )
-                self._thread.start()
+                self._closing = False
+                try:
+                    thread.start()
+                except RuntimeError as e:  # (see Committer.start) advisory: skipped
+                    log.debug("no thread for a checkpoint of %s: %s", self._path, e)
+                    return
+                self._pid, self._thread = os.getpid(), thread
             self._due.set()
 
     def _loop(self) -> None:
@@ -317,7 +355,7 @@ class Pending:
             self._committer.put(self, op)
             return
         self.ops.append(op)
-        if self.rows >= _THREAD_ROWS:
+        if self.rows >= _THREAD_ROWS and self._committer.start():
             self._queued = True
             self._writer_waits.clear()
             _Brisk.enter()
@@ -325,14 +363,15 @@ class Pending:
                 self._committer.put(self, held)
             self.ops = []
 
-    def _step(self, item: Op | threading.Event) -> None:
-        """On the committing thread: run one statement, or say all before it have run."""
+    def _step(self, item: Op | threading.Event, *, here: bool = False) -> None:
+        """On the committing thread (or ``here``, on the writing one: see
+        ``Committer.put``): run one statement, or say all before it have run."""
         if isinstance(item, threading.Event):
             item.set()
             return
         if self._failed:  # a lost transaction runs no more
             return
-        if item[2] is not None:
+        if item[2] is not None and not here:
             # a statement a row (an executemany): each row's step gives the GIL up and
             # waits to win it back, so it waits for the writing thread to stop running
             # Python (else up to a switch interval a row)
