@@ -44,6 +44,16 @@ _PROMOTE_FROM = 64
 Classify = Callable[[dict[str, Any]], dict[str, Any]]
 
 
+def _revalidated(memory: Memory) -> Memory:
+    """A caller's new Memory validated again, its derived fields (content hash, audience)
+    made from its own fields: pydantic's ``model_copy(update=...)`` skips validation, so a
+    copy keeps the original's audience (who may read it) and hash, and its updated fields
+    are not checked. Its fields as they are held, not serialised: a copy's field may hold
+    a value of another type (a str for an enum), which the validation converts."""
+    made: Memory = validated(Memory, {**memory.__dict__, "content_hash": ""})
+    return made
+
+
 def _said(value: Any) -> bool:
     """Whether the caller said something with ``value``: not None, nor an empty list,
     tuple or mapping. By type and length, not by ``==`` with those: a numpy number (which
@@ -119,11 +129,16 @@ class MemoryWrites(Writes):
         memories: list[Memory] = []
         for i, item in enumerate(items):
             if isinstance(item, Memory):
-                memories.append(item)
+                try:
+                    memories.append(_revalidated(item))
+                except InvalidInput as e:
+                    raise InvalidInput(f"item {i}: {e}") from e
                 continue
             if not isinstance(item, Mapping):
                 raise InvalidInput(f"item {i}: expected a Memory or a mapping")
-            data = {k: v for k, v in item.items() if v is not None}
+            # the content hash is derived from the content, never taken as given (it is
+            # what finds exact duplicates)
+            data = {k: v for k, v in item.items() if v is not None and k != "content_hash"}
             data.setdefault("created_at", now)
             if "user_id" in data:  # an end user's memory: kept as metadata.user_id
                 user = data.pop("user_id")
@@ -200,6 +215,8 @@ class MemoryWrites(Writes):
         if isinstance(new, str):
             [new] = self.memories([new])
             create_new = False
+        elif create_new:
+            new = _revalidated(new)
         return super().supersede(
             self.memories(olds), new, reason=reason, pass_name=pass_name, create_new=create_new
         )

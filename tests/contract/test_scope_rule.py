@@ -175,3 +175,25 @@ def test_a_run_summary_is_one_per_scope(mem: GraphMemory) -> None:
         prov = mem.lifecycle.provenance(s.id)
         sources = [n for n in prov.nodes if isinstance(n, Memory) and n.id != s.id]
         assert sources and all(scope_of(n) == scope_of(s) for n in sources)
+
+
+@pytest.mark.parametrize("how", ["remember_many", "supersede"])
+def test_a_copied_memory_object_is_stored_with_the_scope_of_its_fields(
+    mem: GraphMemory, how: str
+) -> None:
+    """A Memory made with pydantic's ``model_copy(update=...)`` skips validation and keeps
+    the original's derived audience: an org memory copied as alice's private one was
+    stored readable by every agent."""
+    org = mem.remember("the office opens at nine", agent_id="alice", visibility="org")
+    diary = org.model_copy(
+        update={"id": "diary-1", "visibility": "private", "content": "alice's private diary"}
+    )
+    if how == "remember_many":
+        [stored] = mem.remember_many([diary])
+    else:
+        mine = mem.remember("alice's old diary line", agent_id="alice")
+        stored = mem.writes.supersede([mine.id], diary, reason="rewrite")
+    assert stored.audience == "agent:alice"
+    assert mem.get("diary-1").audience == "agent:alice"
+    assert not _recall_ids(mem, "bob", "private diary")
+    assert _recall_ids(mem, "alice", "private diary") == {"diary-1"}
