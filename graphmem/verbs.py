@@ -44,13 +44,18 @@ _PROMOTE_FROM = 64
 Classify = Callable[[dict[str, Any]], dict[str, Any]]
 
 
-def _revalidated(memory: Memory) -> Memory:
-    """A caller's new Memory validated again, its derived fields (content hash, audience)
-    made from its own fields: pydantic's ``model_copy(update=...)`` skips validation, so a
-    copy keeps the original's audience (who may read it) and hash, and its updated fields
-    are not checked. Its fields as they are held, not serialised: a copy's field may hold
-    a value of another type (a str for an enum), which the validation converts."""
-    made: Memory = validated(Memory, {**memory.__dict__, "content_hash": ""})
+#: fields of a new memory the write path gives, not the caller: the content hash (what
+#: finds exact duplicates) and ``seq`` (a memory's place among its run's events)
+_DERIVED = frozenset({"content_hash", "seq"})
+
+
+def _revalidated(memory: Memory, **changes: Any) -> Memory:
+    """A caller's new Memory validated again (with ``changes``), its derived fields (content
+    hash, audience) made from its own fields: pydantic's ``model_copy(update=...)`` skips
+    validation, so a copy keeps the original's audience (who may read it) and hash, and its
+    updated fields are not checked. Its fields as they are held, not serialised: a copy's
+    field may hold a value of another type (a str for an enum), which validation converts."""
+    made: Memory = validated(Memory, {**memory.__dict__, "content_hash": "", **changes})
     return made
 
 
@@ -130,15 +135,15 @@ class MemoryWrites(Writes):
         for i, item in enumerate(items):
             if isinstance(item, Memory):
                 try:
-                    memories.append(_revalidated(item))
+                    memories.append(_revalidated(item, seq=None))
                 except InvalidInput as e:
                     raise InvalidInput(f"item {i}: {e}") from e
                 continue
             if not isinstance(item, Mapping):
                 raise InvalidInput(f"item {i}: expected a Memory or a mapping")
             # the content hash is derived from the content, never taken as given (it is
-            # what finds exact duplicates)
-            data = {k: v for k, v in item.items() if v is not None and k != "content_hash"}
+            # what finds exact duplicates), and a run's order is the write path's to give
+            data = {k: v for k, v in item.items() if v is not None and k not in _DERIVED}
             data.setdefault("created_at", now)
             if "user_id" in data:  # an end user's memory: kept as metadata.user_id
                 user = data.pop("user_id")

@@ -197,3 +197,39 @@ def test_a_copied_memory_object_is_stored_with_the_scope_of_its_fields(
     assert mem.get("diary-1").audience == "agent:alice"
     assert not _recall_ids(mem, "bob", "private diary")
     assert _recall_ids(mem, "alice", "private diary") == {"diary-1"}
+
+
+@pytest.mark.parametrize("given", ["mapping", "memory object", "write path", "supersede"])
+def test_a_given_seq_does_not_let_another_agent_into_a_run(mem: GraphMemory, given: str) -> None:
+    """A memory that came with a ``seq`` was taken as already placed in its run, so the
+    run's joining rule was never asked: bob's message went into alice's private run and
+    her conversation."""
+    run = mem.runs.start(agent_id="alice")
+    mem.runs.add_event(run.id, "user_message", "alice's own turn")
+    fields = {"content": "bob sneaks in", "agent_id": "bob", "run_id": run.id, "seq": 1}
+    with pytest.raises(AccessDenied):
+        if given == "mapping":
+            mem.remember_many([{**fields, "event_type": "user_message"}])
+        elif given == "memory object":
+            mem.remember_many([Memory(**fields)])
+        elif given == "write path":
+            mem.writes.create([Memory(**fields)])
+        else:  # a new version of bob's own memory, placed in alice's run
+            own = mem.remember("bob's note", agent_id="bob")
+            mem.writes.supersede([own.id], Memory(**fields), reason="moved")
+    assert [e.content for e in mem.runs.events(run.id)] == ["alice's own turn"]
+    assert "bob" not in mem.runs.conversation_context(run.id)
+
+
+def test_a_seq_given_to_remember_many_is_the_write_paths_to_give(mem: GraphMemory) -> None:
+    """The run's order is the write path's: a given ``seq`` made a second event at an
+    existing place in the run."""
+    run = mem.runs.start(agent_id="alice")
+    mem.runs.add_event(run.id, "user_message", "first")
+    [m] = mem.remember_many(
+        [{"content": "second", "agent_id": "alice", "run_id": run.id, "seq": 0}]
+    )
+    mem.runs.add_event(run.id, "user_message", "third")
+    seqs = [e.seq for e in mem.runs.events(run.id)]
+    assert len(seqs) == len(set(seqs))
+    assert m.seq != 0
