@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from scale import items  # noqa: E402
+from scale import items, reference_ms  # noqa: E402
 
 from graphmem.backends.embedded.rows import SCHEMA  # noqa: E402
 from graphmem.memory import GraphMemory  # noqa: E402
@@ -166,7 +166,10 @@ def main() -> None:
     args = ap.parse_args()
     data = items(args.n)
     version = sys.version.split()[0]
-    print(f"n={args.n:,} batch={args.batch:,} cores={os.cpu_count()} python={version}")
+    print(
+        f"n={args.n:,} batch={args.batch:,} cores={os.cpu_count()} python={version} "
+        f"Python reference workload {reference_ms():.0f} ms (scale.py's; lower is faster)"
+    )
     print("| round | step | /s (wall) | /s of CPU | CPU µs a memory | load before → after |")
     print("|---:|---|---:|---:|---:|---|")
     for r in range(1, args.rounds + 1):
@@ -187,6 +190,8 @@ def main() -> None:
             f"| {r} | floor (sqlite + python CPU) | – | {1e6 / bound:,.0f} | {bound:.1f} | – |",
             flush=True,
         )
+        share = steps["graphmem"]["per_s"] / steps["sqlite"]["per_s"]
+        print(f"| {r} | graphmem / sqlite (wall) | {share:.2f} | – | – | – |", flush=True)
 
 
 if __name__ == "__main__":

@@ -546,10 +546,26 @@ def _load() -> float:
 LOAD_AT_START = _load()
 
 
+def reference_ms() -> float:
+    """The machine's speed for plain Python, the best of three runs of a fixed workload (a
+    million dict stores of new strings): the same virtual machine type has run the same code
+    2-3x slower from one day to the next, so absolute rates are compared with this beside them."""
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        d: dict[int, str] = {}
+        for i in range(1_000_000):
+            d[i & 1023] = "m" + str(i)
+        best = min(best, time.perf_counter() - t)
+    return best * 1e3
+
+
 def conditions(args: argparse.Namespace) -> str:
     """The load the figures were measured under (1-minute load average at the start and the
-    end, the CPU-bound neighbours this run started) and the server settings given."""
+    end, the CPU-bound neighbours this run started), the machine's speed for plain Python
+    (:func:`reference_ms`) and the server settings given."""
     text = f"load average {LOAD_AT_START:.1f} at the start, {_load():.1f} at the end"
+    text += f"; Python reference workload {reference_ms():.0f} ms at the end (lower is faster)"
     if args.busy:
         text += f", beside {args.busy} CPU-bound process(es) started by the run"
     if args.note:

@@ -126,6 +126,17 @@ class GraphMemory(MemoryAPI):
         vectors: VectorMode = "auto",
         knowledge: bool = False,
     ) -> None:
+        if not isinstance(backend, GraphBackend):
+            # a path or URL is the natural first guess; without this it failed at the
+            # first write, deep inside, with an AttributeError
+            hint = (
+                f"; to open {str(backend)!r} use GraphMemory.open({str(backend)!r})"
+                if isinstance(backend, str | os.PathLike)
+                else "; to open a file or a server use GraphMemory.open(url)"
+            )
+            raise InvalidInput(
+                f"GraphMemory(backend) takes a graph backend, not {type(backend).__name__}" + hint
+            )
         self.settings = settings or Settings()
         self._backend = backend
         self._embedder = embedder

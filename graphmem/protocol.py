@@ -148,11 +148,13 @@ class MemoryFilters(ReadFilters, total=False):
 
 
 class RunFilters(TypedDict, total=False):
-    """Which runs ``runs.list`` reads: those whose field equals each value given."""
+    """Which runs ``runs.list`` reads: those whose field equals each value given (a
+    ``namespace`` list: those in any of them)."""
 
     agent_id: str | None
     user_id: str | None
     status: str | None
+    namespace: str | Sequence[str] | None
 
 
 class ContextOptions(ReadFilters, total=False):

@@ -302,10 +302,15 @@ class Runs(RunBasics):
     def list(
         self, *, limit: int | None = 100, offset: int = 0, **filters: Unpack[RunFilters]
     ) -> builtins.list[Run]:
-        """Runs, newest first, whose ``agent_id``, ``user_id`` and ``status`` equal the
-        :class:`~graphmem.protocol.RunFilters` given."""
+        """Runs, newest first, whose ``agent_id``, ``user_id``, ``status`` and ``namespace``
+        equal the :class:`~graphmem.protocol.RunFilters` given (a list of namespaces: any)."""
         equals = {k: v for k, v in filters.items() if v is not None}
-        flt = validated(Filter, {"label": NodeLabel.RUN, "equals": equals})
+        any_of: dict[str, tuple[str, ...]] = {}
+        spaces = equals.get("namespace")
+        if isinstance(spaces, Sequence) and not isinstance(spaces, str):
+            any_of["namespace"] = tuple(spaces)
+            del equals["namespace"]
+        flt = validated(Filter, {"label": NodeLabel.RUN, "equals": equals, "any_of": any_of})
         found = self._backend.match(
             Run, flt, limit=limit, offset=offset, order_by="started_at", descending=True
         )
@@ -346,6 +351,7 @@ class Runs(RunBasics):
                 {
                     "id": run_id,
                     "agent_id": (events[0].get("agent_id") if events else None) or "default",
+                    "namespace": (events[0].get("namespace") if events else None) or "default",
                     "started_at": now,
                 },
             )

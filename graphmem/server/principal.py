@@ -116,8 +116,11 @@ class Principal:
         return memory
 
     def check_run(self, run: Run) -> Run:
+        """The run, when it is the key's agent's and in the key's namespaces (its events
+        are there too); else AccessDenied."""
         if self.restricted:
             self.agent(run.agent_id)
+            self.namespace(run.namespace)
         return run
 
     def check_admin(self) -> None:

@@ -279,7 +279,14 @@ def list_runs(
 ) -> list[Run]:
     """Runs, newest first."""
     agent = who.writer(agent_id)
-    return mem.runs.list(agent_id=agent, user_id=user_id, status=status, limit=limit, offset=offset)
+    return mem.runs.list(
+        agent_id=agent,
+        user_id=user_id,
+        status=status,
+        namespace=who.namespace_filter(None),
+        limit=limit,
+        offset=offset,
+    )
 
 
 @router.get("/runs/{run_id}", response_model=Run, tags=["runs"])
@@ -307,13 +314,17 @@ def add_events(
 ) -> list[Memory]:
     """Append events to a run (started on the fly when it does not exist)."""
     _check_batch(request, len(body.events))
+    fly: dict[str, str] = {}
     if who.restricted:
         try:
             who.check_run(mem.runs.get(run_id))
         except NotFound:
-            pass  # started on the fly, by the key's agent
+            # started on the fly by the key's agent, in the key's namespace (a run started
+            # on the fly takes its first event's)
+            fly = {"namespace": who.namespace(None)}
     events = [
-        {**e.model_dump(exclude_none=True), "agent_id": who.writer(e.agent_id)} for e in body.events
+        {**e.model_dump(exclude_none=True), "agent_id": who.writer(e.agent_id), **fly}
+        for e in body.events
     ]
     return mem.runs.add_events(run_id, events)
 
@@ -353,6 +364,7 @@ def agent_events(
         "agent_id": agent,
         "run_id": session_id,
         "category": "episodic",
+        "namespace": who.namespace_filter(None),
         "scope": who.read_scope,
     }
     newest = mem.list(**filters, limit=limit, order_by="created_at", descending=True)
@@ -365,8 +377,14 @@ def agent_sessions(
 ) -> SessionsPage:
     """An agent's sessions (runs), newest first, and the total."""
     agent = who.agent(agent_id)
-    runs = mem.runs.list(agent_id=agent, limit=limit, offset=offset)
-    return SessionsPage(agent=agent, sessions=runs, total=mem.runs.stats(agent_id=agent).runs)
+    spaces = who.namespace_filter(None)
+    runs = mem.runs.list(agent_id=agent, namespace=spaces, limit=limit, offset=offset)
+    total = (
+        mem.runs.stats(agent_id=agent).runs
+        if spaces is None
+        else len(mem.runs.list(agent_id=agent, namespace=spaces, limit=None))
+    )
+    return SessionsPage(agent=agent, sessions=runs, total=total)
 
 
 # -- org facts ----------------------------------------------------------------------------

@@ -101,3 +101,16 @@ def test_a_real_number_that_is_not_a_float_is_stored_as_its_value(
     assert getattr(mem.get(m.id), field) == float(value)
     again = mem.remember(f"a note with {field} {value!r}", agent_id="alice", **{field: value})
     assert again.id == m.id  # an exact duplicate, recognised as one
+
+
+@pytest.mark.parametrize("given", ["graphmem.db", Path("graphmem.db"), None, 42, object()])
+def test_a_backend_that_is_not_one_is_a_typed_error_that_names_the_open_door(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: Any
+) -> None:
+    """``GraphMemory("graphmem.db")`` — the natural first guess — was taken, and the first
+    write failed deep inside with an AttributeError. It is refused at once, pointing at
+    ``GraphMemory.open``, and writes no file."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInput, match=r"GraphMemory\.open"):
+        GraphMemory(given)
+    assert list(tmp_path.iterdir()) == []

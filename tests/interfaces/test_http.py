@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from graphmem.config import Settings
+from graphmem.config import ApiKey, ServerSettings, Settings
 from graphmem.memory import GraphMemory
 from graphmem.opening import open_memory
 from graphmem.server.http import create_app
@@ -592,3 +592,52 @@ def test_entities_over_http_follow_the_key(stores: Stores) -> None:
         assert client.get("/entities/Oslo", headers=h).status_code == 404
         assert client.get("/entities?type=bogus", headers=h).status_code == 422
     store.close()
+
+
+def test_a_key_sees_and_touches_only_runs_in_its_namespaces(store: GraphMemory) -> None:
+    # found by probing: the run routes checked a run's agent but not its namespace, so a
+    # key of alice limited to 'team' read her 'default' events (/memory/events), listed and
+    # ended her 'default' runs, appended to them, and a run it started on the fly (with its
+    # events) landed in 'default', outside the key
+    keys = (
+        ApiKey(key="alice-default-key", agent_id="alice", namespaces=("default",)),
+        ApiKey(key="alice-team-key-9", agent_id="alice", namespaces=("team",)),
+    )
+    settings = Settings(embedder="none", server=ServerSettings(api_keys=keys))
+    run = store.runs.start("alice", run_id="r-default")
+    store.runs.add_event(run.id, "user_message", "alice's default-only secret")
+    team = auth("alice-team-key-9")
+    with TestClient(create_app(store, settings=settings)) as c:
+        before = snapshot(store)
+        event = {"events": [{"event_type": "user_message", "content": "from the team key"}]}
+        refused = [
+            c.get("/runs/r-default", headers=team),
+            c.get("/runs/r-default/events", headers=team),
+            c.post("/runs/r-default/events", json=event, headers=team),
+            c.post("/runs/r-default/end", json={}, headers=team),
+            c.delete("/runs/r-default", headers=team),
+        ]
+        assert [r.status_code for r in refused] == [403] * 5, [r.text for r in refused]
+        assert snapshot(store) == before
+        assert c.get("/runs", headers=team).json() == []
+        assert c.get("/memory/sessions", headers=team).json()["total"] == 0
+        seen = c.get("/memory/events", headers=team).json()
+        assert (seen["events"], seen["total"]) == ([], 0)
+
+        # a run started on the fly by the key is in the key's namespace, with its events
+        r = c.post("/runs/r-fly/events", json=event, headers=team)
+        assert r.status_code == 201, r.text
+        assert [e["namespace"] for e in r.json()] == ["team"]
+        assert store.runs.get("r-fly").namespace == "team"
+        assert [e["content"] for e in c.get("/runs/r-fly/events", headers=team).json()] == [
+            "from the team key"
+        ]
+        assert [s["id"] for s in c.get("/memory/sessions", headers=team).json()["sessions"]] == [
+            "r-fly"
+        ]
+
+        # the key of alice's 'default' namespace still has her run
+        default = auth("alice-default-key")
+        assert c.get("/runs/r-default", headers=default).status_code == 200
+        assert [x["id"] for x in c.get("/runs", headers=default).json()] == ["r-default"]
+        assert c.get("/memory/events", headers=default).json()["total"] == 1
