@@ -398,7 +398,9 @@ class AsyncGraphMemory(_Facade):
         current: bool = False,
     ) -> Memory | builtins.list[Memory]:
         """:meth:`GraphMemory.get` (one id, or a list of ids)."""
-        ids = memory_id if isinstance(memory_id, str) else builtins.list(memory_id)
+        # a caller's list copied before another thread reads it; anything else goes as it
+        # is, for the sync get's argument check to refuse what is not an id or a list
+        ids: Any = builtins.list(memory_id) if isinstance(memory_id, builtins.list) else memory_id
         return await asyncio.to_thread(self._sync.get, ids, scope=scope, current=current)
 
     @overload

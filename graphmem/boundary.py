@@ -443,12 +443,30 @@ def check_arguments(
                     raise InvalidInput(f"{verb}(): got an unexpected keyword argument {label!r}")
                 tp = keyed[label]
             if not _fits(v, tp):
+                why = _why_refused(v, tp)
+                if why:
+                    raise InvalidInput(f"{verb}(): {label} {why}")
                 raise InvalidInput(
                     f"{verb}(): {label} must be {_describe(tp)}, not {type(v).__name__} {_short(v)}"
                 )
             if not _all_text_storable(v):
                 raise InvalidInput(f"{verb}(): {label} holds text that cannot be stored")
     _READ.shapes = None
+
+
+def _why_refused(value: Any, tp: Any) -> str | None:
+    """Why a value whose type ``tp`` takes was refused (text that cannot be stored, an
+    integer past 64 bits, a number that is not finite), or None: "must be an int, not int
+    …" would name the type the value already has."""
+    if isinstance(value, str):
+        return "holds text that cannot be stored (a lone surrogate)" if _fits("", tp) else None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    if _fits(0.0, tp):
+        return "is not a finite number (of a 64-bit float)"
+    if isinstance(value, numbers.Integral) and _fits(0, tp):
+        return "is outside the 64-bit range of integers"
+    return None
 
 
 def _short(value: Any) -> str:

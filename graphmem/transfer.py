@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import json
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
@@ -91,11 +92,14 @@ class Transfer:
     def _import(self, f: IO[str], batch_size: int) -> ImportReport:
         nodes: builtins.list[GraphNode] = []
         edges: builtins.list[Edge] = []
-        for lineno, line in enumerate(f, 1):
+        for lineno, line in _numbered_lines(f):
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line)
+                try:
+                    rec = json.loads(line)
+                except RecursionError:
+                    raise InvalidInput("JSON nested too deeply") from None
                 if not isinstance(rec, dict):
                     raise InvalidInput("line is not a JSON object")
                 if lineno == 1:
@@ -189,3 +193,12 @@ def graph_snapshot(backend: GraphBackend) -> nx.MultiDiGraph:
             g.add_edge(e.src.key, e.dst.key, key=e.type.value, type=e.type.value, **e.props)
     frozen: nx.MultiDiGraph = nx.freeze(g)
     return frozen
+
+
+def _numbered_lines(f: IO[str]) -> Iterator[tuple[int, str]]:
+    """The lines of an export with their numbers; a file that is not UTF-8 text is
+    InvalidInput (the reader decodes ahead, so the line it fails on is not known)."""
+    try:
+        yield from enumerate(f, 1)
+    except UnicodeDecodeError as e:
+        raise InvalidInput(f"import: the file is not UTF-8 text ({e.reason})") from e

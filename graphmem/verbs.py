@@ -32,7 +32,7 @@ from graphmem.gcpause import gc_paused
 from graphmem.llm import LLM
 from graphmem.models import Memory, Status, utcnow, validated
 from graphmem.models.plain import ClassifyColumns, plain_memories, plain_memory
-from graphmem.models.values import new_ids
+from graphmem.models.values import new_ids, replaced
 from graphmem.reconcile import DUPLICATE_FIELDS, ReconcileResult, reconcile
 from graphmem.writes import Embed, Writes
 
@@ -42,6 +42,23 @@ __all__ = ["MemoryWrites"]
 _PROMOTE_FROM = 64
 
 Classify = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _revalidated(memory: Memory, **changes: Any) -> Memory:
+    """A caller's new Memory validated again (with ``changes``), its derived fields (content
+    hash, audience) made from its own fields: pydantic's ``model_copy(update=...)`` skips
+    validation, so a copy keeps the original's audience (who may read it) and hash, and its
+    updated fields are not checked. Its fields as they are held, not serialised: a copy's
+    field may hold a value of another type (a str for an enum), which validation converts."""
+    made: Memory = validated(Memory, {**memory.__dict__, "content_hash": "", **changes})
+    return made
+
+
+def _unplaced(memory: Memory) -> Memory:
+    """``memory`` without a place among its run's events: a run's order is the write
+    path's to give (as ``runs.add_events`` gives it), and a place taken as given was a
+    second event at an existing place, and skipped the run's joining rule."""
+    return memory if memory.seq is None else replaced(memory, seq=None)
 
 
 def _said(value: Any) -> bool:
@@ -119,11 +136,16 @@ class MemoryWrites(Writes):
         memories: list[Memory] = []
         for i, item in enumerate(items):
             if isinstance(item, Memory):
-                memories.append(item)
+                try:
+                    memories.append(_unplaced(_revalidated(item)))
+                except InvalidInput as e:
+                    raise InvalidInput(f"item {i}: {e}") from e
                 continue
             if not isinstance(item, Mapping):
                 raise InvalidInput(f"item {i}: expected a Memory or a mapping")
-            data = {k: v for k, v in item.items() if v is not None}
+            # the content hash is derived from the content, never taken as given (it is
+            # what finds exact duplicates)
+            data = {k: v for k, v in item.items() if v is not None and k != "content_hash"}
             data.setdefault("created_at", now)
             if "user_id" in data:  # an end user's memory: kept as metadata.user_id
                 user = data.pop("user_id")
@@ -133,7 +155,7 @@ class MemoryWrites(Writes):
             try:
                 if self.classify is not None:
                     data = self.classify(data)
-                memories.append(plain_memory(data, ids[i]) or validated(Memory, data))
+                memories.append(_unplaced(plain_memory(data, ids[i]) or validated(Memory, data)))
             except InvalidInput as e:
                 raise InvalidInput(f"item {i}: {e}") from e
         return memories
@@ -200,6 +222,8 @@ class MemoryWrites(Writes):
         if isinstance(new, str):
             [new] = self.memories([new])
             create_new = False
+        elif create_new:
+            new = _revalidated(new)
         return super().supersede(
             self.memories(olds), new, reason=reason, pass_name=pass_name, create_new=create_new
         )

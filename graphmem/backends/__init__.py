@@ -34,6 +34,9 @@ def _embedded(url: str, **options: Any) -> GraphBackend:
 
     if url == "memory://":
         path = None
+    elif url.startswith("memory:"):
+        # not a file named 'memory:/...' in the working directory
+        raise InvalidInput(f"{url!r}: memory:// takes nothing after it (an in-memory store)")
     else:
         path = url
         for prefix in ("sqlite:///", "networkx:///", "file:"):

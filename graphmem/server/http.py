@@ -98,6 +98,15 @@ async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse
 
 async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
+    if exc.status_code == 400:
+        # FastAPI's answer to a body its JSON parser gave up on (nested too deeply, not
+        # UTF-8, a number too long to convert): malformed JSON, as every other is
+        return _error(
+            422,
+            "InvalidInput",
+            "the body is not JSON that can be read (nested too deeply, not UTF-8, or a "
+            "number too long)",
+        )
     names = {
         401: "Unauthorized",
         404: "NotFound",

@@ -12,7 +12,8 @@ Run it with ``graphmem mcp`` (stdio, for desktop clients) or
 
 Over streamable HTTP the server asks for the same API keys as the HTTP API
 (``server.api_keys``; ``Authorization: Bearer <key>``): a request without a known key gets
-401, and every tool acts as the agent (and in the first namespace) of the key that sent it.
+401, and every tool acts as the agent of the key that sent it: it writes in the key's first
+namespace and reads and forgets only in the key's namespaces, as over the HTTP API.
 Without keys it serves one configured agent to anyone who can reach it, so it refuses to
 bind a non-loopback address then unless ``allow_open=True`` (``--allow-open``).
 """
@@ -99,9 +100,10 @@ def create_mcp_server(
         log_level="WARNING",
     )
 
-    def acting(ctx: Context | None) -> tuple[str, str]:
-        """The agent and namespace a call acts for: the API key's that sent it (streamable
-        HTTP with keys), else the configured ones."""
+    def acting(ctx: Context | None) -> tuple[str, str, list[str] | None]:
+        """The agent and namespace a call acts for, and the namespaces it may read (None:
+        any its agent may read): the API key's that sent it (streamable HTTP with keys),
+        else the configured ones."""
         request = None
         if ctx is not None:
             try:
@@ -111,15 +113,26 @@ def create_mcp_server(
         key = getattr(getattr(request, "state", None), "graphmem_key", None)
         if isinstance(key, ApiKey):
             spaces = [n for n in key.namespaces if n != "*"]
-            return key.agent_id, spaces[0] if spaces else ns
-        return agent, ns
+            readable = None if "*" in key.namespaces else spaces
+            return key.agent_id, spaces[0] if spaces else ns, readable
+        return agent, ns, None
 
-    def own(memory_id: str, who: str) -> Memory:
-        # another agent's memory answers as a missing one: no existence oracle
+    def readable(memory_id: str, who: str, spaces: list[str] | None) -> Memory:
+        # what the agent may not read answers as a missing memory: no existence oracle
         found = mem.get([memory_id])
-        if not found or found[0].agent_id != who:
+        if (
+            not found
+            or not mem.namespaces.can_read(who, found[0])
+            or (spaces is not None and found[0].namespace not in spaces)
+        ):
             raise NotFound(f"no memory {memory_id!r}")
         return found[0]
+
+    def own(memory_id: str, who: str, spaces: list[str] | None) -> Memory:
+        found = readable(memory_id, who, spaces)
+        if found.agent_id != who:
+            raise NotFound(f"no memory {memory_id!r}")
+        return found
 
     @server.tool(description="Store a durable memory (a fact, preference, decision or event).")
     def remember(
@@ -129,7 +142,7 @@ def create_mcp_server(
         importance: Unit = 0.5,
         category: Literal["semantic", "episodic", "procedural"] = "semantic",
     ) -> dict[str, Any]:
-        who, where = acting(ctx)
+        who, where, _ = acting(ctx)
         with _tool_errors():
             result = mem.writes.reconcile(
                 content,
@@ -150,9 +163,9 @@ def create_mcp_server(
     def recall(
         ctx: Context, query: Query, k: Annotated[int, Field(ge=1, le=50)] = 5
     ) -> list[dict[str, Any]]:
-        who = acting(ctx)[0]
+        who, _, spaces = acting(ctx)
         with _tool_errors():
-            results = mem.recall(query, k=k, scope=who)
+            results = mem.recall(query, k=k, scope=who, namespace=spaces)
         return [{**_view(r.memory), "score": r.score} for r in results]
 
     @server.tool(
@@ -161,31 +174,30 @@ def create_mcp_server(
     def context(
         ctx: Context, query: Query, max_tokens: Annotated[int, Field(ge=50, le=100_000)] = 2000
     ) -> str:
-        who = acting(ctx)[0]
+        who, _, spaces = acting(ctx)
         with _tool_errors():
-            return mem.context(query, max_tokens=max_tokens, scope=who)
+            return mem.context(query, max_tokens=max_tokens, scope=who, namespace=spaces)
 
     @server.tool(
         description="Delete one of your memories for good (with its older versions "
         "and what was derived from them). dry_run only reports."
     )
     def forget(ctx: Context, memory_id: MemoryId, dry_run: bool = False) -> dict[str, Any]:
-        who = acting(ctx)[0]
+        who, _, spaces = acting(ctx)
         with _tool_errors():
-            own(memory_id, who)
+            own(memory_id, who, spaces)
             report = mem.forget(memory_id, dry_run=dry_run)
         return report.model_dump(mode="json")
 
     @server.tool(description="Every version of a memory (how it changed), oldest first.")
     def history(ctx: Context, memory_id: MemoryId) -> list[dict[str, Any]]:
-        who = acting(ctx)[0]
+        who, _, spaces = acting(ctx)
         with _tool_errors():
-            found = mem.get([memory_id])
-            if not found or not mem.namespaces.can_read(who, found[0]):
-                raise NotFound(f"no memory {memory_id!r}")
+            readable(memory_id, who, spaces)
             # versions the agent may not read (e.g. before a move between namespaces) are
             # left out
-            return [_view(v) for v in mem.history(memory_id, scope=who)]
+            versions = mem.history(memory_id, scope=who)
+            return [_view(v) for v in versions if spaces is None or v.namespace in spaces]
 
     @server.tool(
         description="The people, places, organisations, events and things your "
@@ -194,9 +206,9 @@ def create_mcp_server(
     def entities(
         ctx: Context, limit: Annotated[int, Field(ge=1, le=1000)] = 50
     ) -> list[dict[str, Any]]:
-        who = acting(ctx)[0]
+        who, _, spaces = acting(ctx)
         with _tool_errors():
-            found = mem.knowledge.entities(limit=limit, scope=who)
+            found = mem.knowledge.entities(limit=limit, scope=who, namespace=spaces)
         return [
             {
                 "name": e.name,
@@ -215,9 +227,9 @@ def create_mcp_server(
     def about(
         ctx: Context, name: Query, limit: Annotated[int, Field(ge=1, le=500)] = 50
     ) -> dict[str, Any]:
-        who = acting(ctx)[0]
+        who, _, spaces = acting(ctx)
         with _tool_errors():
-            found = mem.knowledge.about(name, limit=limit, scope=who)
+            found = mem.knowledge.about(name, limit=limit, scope=who, namespace=spaces)
         return {
             "entity": {"name": found.entity.name, "type": found.entity.type.value},
             "memories": [_view(m) for m in found.memories],
@@ -228,9 +240,9 @@ def create_mcp_server(
     def reflect(
         ctx: Context, question: Query, k: Annotated[int, Field(ge=1, le=50)] = 10
     ) -> dict[str, Any]:
-        who = acting(ctx)[0]
+        who, _, spaces = acting(ctx)
         with _tool_errors():
-            answer = mem.lifecycle.reflect(question, k=k, scope=who)
+            answer = mem.lifecycle.reflect(question, k=k, scope=who, namespace=spaces)
         return answer.model_dump(mode="json")
 
     _forbid_unknown_arguments(server)

@@ -199,6 +199,19 @@ class _WritePath:
                     f"agent {m.agent_id!r} may not add to run {run.id!r} of agent {run.agent_id!r}"
                 )
 
+    def check_runs(self, memories: Sequence[Memory]) -> None:
+        """:meth:`check_run` for memories that name a run but are not placed in it by the
+        run's chain (derived ones, ones that came with a ``seq``): AccessDenied unless
+        each may be added to the stored run it names."""
+        by_run: dict[str, list[Memory]] = {}
+        for m in memories:
+            if m.run_id is not None:
+                by_run.setdefault(m.run_id, []).append(m)
+        if by_run:
+            for run in self.backend.get(Run, list(by_run)):
+                if isinstance(run, Run):
+                    self.check_run(run, by_run[run.id])
+
     def now(self) -> datetime:
         return self._clock()
 
@@ -261,6 +274,10 @@ class _WritePath:
         if len({m.id for m in memories}) != len(memories):
             raise InvalidInput("duplicate ids in one batch")
         self.authorise(memories)
+        if chain != "off":
+            # the run's chain asks the joining rule of what it places; a memory that
+            # came with its place is not placed, so it is asked here
+            self.check_runs([m for m in memories if m.seq is not None and m.run_id is not None])
         memories = self.embed(memories)
         with gc_paused():  # a batch builds no cyclic garbage (see graphmem.gcpause)
             return self._create(memories, edges, nodes, expect, replace, chain, unless)
@@ -380,6 +397,7 @@ class _WritePath:
             [*create, *retired.values()],
             combines=() if rescope else [(g.new, g.olds) for g in groups],
         )
+        self.check_runs(create)  # a new version keeps its place in its run: not chained
         created = self.embed(create)
         expect.extend(Expect(m.ref, exists=False) for m in created)
         expect.extend(Expect(m.ref, props={"status": Status.ACTIVE}) for m in keepers.values())
@@ -500,10 +518,7 @@ class _WritePath:
         )
         # written outside the run's chain (below), so the joining rule is asked here: a
         # fact or summary names its run, and only who may add to that run may name it
-        run_ids = list(dict.fromkeys(m.run_id for m in derived if m.run_id is not None))
-        for run in self.backend.get(Run, run_ids) if run_ids else ():
-            if isinstance(run, Run):
-                self.check_run(run, [m for m in derived if m.run_id == run.id])
+        self.check_runs(derived)
         expect = [Expect(NodeRef(NodeLabel.MEMORY, s)) for s in needed]
         # a summary or an extracted fact of a run is about the run, not a step of it
         return self.create(derived, edges=edges, expect=expect, chain="off")

@@ -5,12 +5,14 @@ outcome of a write."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from graphmem.errors import Conflict
 from graphmem.memory import GraphMemory
+from graphmem.models import Memory, content_hash
 from graphmem.server.http import create_app
 
 
@@ -125,3 +127,22 @@ def test_mcp_reports_the_outcome_of_a_write(store_mem: GraphMemory) -> None:
     first, second = asyncio.run(go())
     assert first["outcome"] == "created"
     assert second["outcome"] == "duplicate" and second["duplicate_of"] == first["id"]
+
+
+@pytest.mark.parametrize("given", ["mapping", "memory object"])
+def test_a_content_hash_given_with_a_new_memory_is_the_hash_of_its_content(
+    mem: GraphMemory, given: str
+) -> None:
+    """The content hash finds exact duplicates; one given with an item was stored as
+    given, so a later remember of the text it was the hash of was answered "duplicate"
+    with another memory, and that text was never stored."""
+    bob = content_hash("Bob is nice")
+    item: Any = {"content": "Carol owns a red bicycle", "content_hash": bob}
+    if given == "memory object":
+        item = Memory(**item)
+    [carol] = mem.remember_many([item])
+    assert carol.content_hash == content_hash("Carol owns a red bicycle")
+    result = mem.writes.reconcile("Bob is nice")
+    assert result.action == "created"
+    assert result.memory.content == "Bob is nice"
+    assert mem.get(carol.id).content_hash == content_hash("Carol owns a red bicycle")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -193,6 +194,28 @@ def test_import_of_lines_that_are_not_objects_is_invalid_input(mem: GraphMemory,
     before = mem.backend.stats()
     with pytest.raises(InvalidInput, match="line"):
         mem.transfer.import_(io.StringIO(text))
+    assert mem.backend.stats() == before
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        (HEADER.encode() + b"\n" + bytes([0xFF, 0xFE]) + b"\n", "not UTF-8"),
+        (HEADER.encode() + b"\n" + b"[" * 100_000 + b"]" * 100_000 + b"\n", "line 2"),
+    ],
+    ids=["not-utf8", "nested-100k"],
+)
+def test_import_of_a_file_json_cannot_read_is_invalid_input(
+    mem: GraphMemory, raw: bytes, says: str, tmp_path: Path
+) -> None:
+    # found by probing the CLI: `graphmem import` of these ended in a traceback
+    # (UnicodeDecodeError while reading lines, RecursionError in json.loads)
+    mem.remember("one")
+    before = mem.backend.stats()
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(raw)
+    with pytest.raises(InvalidInput, match=says):
+        mem.transfer.import_(path)
     assert mem.backend.stats() == before
 
 

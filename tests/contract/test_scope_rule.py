@@ -175,3 +175,61 @@ def test_a_run_summary_is_one_per_scope(mem: GraphMemory) -> None:
         prov = mem.lifecycle.provenance(s.id)
         sources = [n for n in prov.nodes if isinstance(n, Memory) and n.id != s.id]
         assert sources and all(scope_of(n) == scope_of(s) for n in sources)
+
+
+@pytest.mark.parametrize("how", ["remember_many", "supersede"])
+def test_a_copied_memory_object_is_stored_with_the_scope_of_its_fields(
+    mem: GraphMemory, how: str
+) -> None:
+    """A Memory made with pydantic's ``model_copy(update=...)`` skips validation and keeps
+    the original's derived audience: an org memory copied as alice's private one was
+    stored readable by every agent."""
+    org = mem.remember("the office opens at nine", agent_id="alice", visibility="org")
+    diary = org.model_copy(
+        update={"id": "diary-1", "visibility": "private", "content": "alice's private diary"}
+    )
+    if how == "remember_many":
+        [stored] = mem.remember_many([diary])
+    else:
+        mine = mem.remember("alice's old diary line", agent_id="alice")
+        stored = mem.writes.supersede([mine.id], diary, reason="rewrite")
+    assert stored.audience == "agent:alice"
+    assert mem.get("diary-1").audience == "agent:alice"
+    assert not _recall_ids(mem, "bob", "private diary")
+    assert _recall_ids(mem, "alice", "private diary") == {"diary-1"}
+
+
+@pytest.mark.parametrize("given", ["mapping", "memory object", "write path", "supersede"])
+def test_a_given_seq_does_not_let_another_agent_into_a_run(mem: GraphMemory, given: str) -> None:
+    """A memory that came with a ``seq`` was taken as already placed in its run, so the
+    run's joining rule was never asked: bob's message went into alice's private run and
+    her conversation."""
+    run = mem.runs.start(agent_id="alice")
+    mem.runs.add_event(run.id, "user_message", "alice's own turn")
+    fields = {"content": "bob sneaks in", "agent_id": "bob", "run_id": run.id, "seq": 1}
+    with pytest.raises(AccessDenied):
+        if given == "mapping":
+            mem.remember_many([{**fields, "event_type": "user_message"}])
+        elif given == "memory object":
+            mem.remember_many([Memory(**fields)])
+        elif given == "write path":
+            mem.writes.create([Memory(**fields)])
+        else:  # a new version of bob's own memory, placed in alice's run
+            own = mem.remember("bob's note", agent_id="bob")
+            mem.writes.supersede([own.id], Memory(**fields), reason="moved")
+    assert [e.content for e in mem.runs.events(run.id)] == ["alice's own turn"]
+    assert "bob" not in mem.runs.conversation_context(run.id)
+
+
+def test_a_seq_given_to_remember_many_is_the_write_paths_to_give(mem: GraphMemory) -> None:
+    """The run's order is the write path's: a given ``seq`` made a second event at an
+    existing place in the run."""
+    run = mem.runs.start(agent_id="alice")
+    mem.runs.add_event(run.id, "user_message", "first")
+    [m] = mem.remember_many(
+        [{"content": "second", "agent_id": "alice", "run_id": run.id, "seq": 0}]
+    )
+    mem.runs.add_event(run.id, "user_message", "third")
+    seqs = [e.seq for e in mem.runs.events(run.id)]
+    assert len(seqs) == len(set(seqs))
+    assert m.seq != 0

@@ -130,6 +130,24 @@ def test_errors_are_the_same_typed_errors(stores: Stores) -> None:
     asyncio.run(scenario())
 
 
+@pytest.mark.parametrize("ids", [None, 12, 2**70, {"k": "v"}, {"an-id"}], ids=repr)
+def test_get_of_what_is_not_an_id_or_a_list_is_refused_as_the_sync_get_refuses_it(
+    stores: Stores, ids: object
+) -> None:
+    """The facade made a list of anything that was not a str before the sync get checked
+    it: an int was a TypeError, and a dict or set was read as a list of ids."""
+
+    async def scenario() -> None:
+        async with stores.open_async("g.db", embedder=None) as amem:
+            await amem.remember("Alice prefers tea", agent_id="a")
+            with pytest.raises(InvalidInput):
+                await amem.get(ids)  # type: ignore[call-overload]
+            with pytest.raises(InvalidInput):
+                amem.sync.get(ids)  # type: ignore[call-overload]
+
+    asyncio.run(scenario())
+
+
 def test_work_runs_in_worker_threads_and_concurrently(stores: Stores) -> None:
     loop_thread = threading.get_ident()
 

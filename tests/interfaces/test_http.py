@@ -112,6 +112,28 @@ def test_malformed_json_and_wrong_methods(client: TestClient) -> None:
     assert client.get("/no/such/route").json()["error"] == "NotFound"
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"[" * 100_000 + b"]" * 100_000,  # deeper than the JSON parser recurses
+        b'{"content": "x", "metadata": {"a": ' + b"[" * 5000 + b"]" * 5000 + b"}}",
+        b'{"content": "' + bytes([0xFF, 0xFE]) + b'"}',  # not UTF-8
+        b'{"content": "x", "metadata": {"n": ' + b"9" * 5000 + b"}}",  # past int() digits
+    ],
+    ids=["nested-100k", "nested-metadata", "not-utf8", "long-number"],
+)
+def test_bodies_the_json_parser_gives_up_on_are_422_like_other_malformed_json(
+    client: TestClient, store: GraphMemory, raw: bytes
+) -> None:
+    # found by probing: these were 400 {"error": "HTTPError"} where every other malformed
+    # body is the documented 422 InvalidInput
+    before = snapshot(store)
+    r = client.post("/memories", content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"] == "InvalidInput" and "JSON" in r.json()["detail"]
+    assert snapshot(store) == before
+
+
 def test_body_size_limit(store: GraphMemory) -> None:
     settings = Settings(embedder="none", server={"max_body_bytes": 4096})  # type: ignore[arg-type]
     with TestClient(create_app(store, settings=settings)) as c:

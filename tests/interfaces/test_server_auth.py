@@ -30,9 +30,11 @@ from graphmem.server.auth import check_bind, is_loopback
 from graphmem.server.mcp import run_mcp
 from tests.interfaces.conftest import auth, snapshot
 
+ROOT = Path(__file__).resolve().parents[2]
 MCP_KEYS = [
     {"key": "alice-mcp-key-1", "agent_id": "alice", "namespaces": ["default"]},
     {"key": "bob-mcp-key-22", "agent_id": "bob", "namespaces": ["default"]},
+    {"key": "alice-team-key-333", "agent_id": "alice", "namespaces": ["team"]},
 ]
 
 
@@ -51,6 +53,8 @@ def keyed_mcp(tmp_path: Path) -> Iterator[tuple[str, str]]:
     # only the settings the test gives (a NEO4J_ variable would name a server store)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAPHMEM_", "NEO4J_"))}
     env["GRAPHMEM_SERVER__API_KEYS"] = json.dumps(MCP_KEYS)
+    # the graphmem of this tree, not the installed one (a worktree's tests)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(ROOT), env.get("PYTHONPATH"))))
     cmd = [sys.executable, "-m", "graphmem.cli", "mcp", "--transport", "streamable-http"]
     cmd += ["--port", str(port), "--db", db, "--embedder", "none", "--agent", "server"]
     proc = subprocess.Popen(
@@ -116,6 +120,48 @@ def test_mcp_over_http_needs_a_key_and_acts_as_its_agent(keyed_mcp: tuple[str, s
         assert [(m.content, m.agent_id) for m in mem.list()] == [
             ("alice's vault code 4411", "alice")
         ]
+
+
+@pytest.mark.embedded("the server is another process, started on a store file by its path")
+def test_mcp_over_http_keeps_to_the_keys_namespaces(keyed_mcp: tuple[str, str]) -> None:
+    # found by probing: the tools checked the key's agent but not its namespaces, so a key
+    # of alice limited to 'team' recalled, read the history of and forgot her memories in
+    # 'default' (the same key over the HTTP API gets 403)
+    url, db = keyed_mcp
+
+    async def session() -> tuple[str, list[Any], list[Any], Any]:
+        async with _as(url, "alice-mcp-key-1") as alice:
+            stored = await alice.call_tool(
+                "remember", {"content": "Alice plans a trip to Zanzibar, default-only"}
+            )
+        mid = stored.structured_content["id"]
+        async with _as(url, "alice-team-key-333") as team:
+            seen = [
+                await team.call_tool("recall", {"query": "Zanzibar trip", "k": 10}),
+                await team.call_tool("context", {"query": "Zanzibar trip"}),
+                await team.call_tool("entities", {}),
+            ]
+            refused = [
+                await team.call_tool("history", {"memory_id": mid}),
+                await team.call_tool("forget", {"memory_id": mid}),
+                await team.call_tool("about", {"name": "Zanzibar"}),
+            ]
+            wrote = await team.call_tool("remember", {"content": "team-only note"})
+        return mid, seen, refused, wrote
+
+    mid, seen, refused, wrote = asyncio.run(session())
+    assert not any(out.is_error for out in seen)
+    for out in seen:
+        text = json.dumps(out.structured_content) + str(out.content)
+        assert "default-only" not in text and "Zanzibar" not in text, text
+    assert [out.is_error for out in refused] == [True, True, True]
+    assert not wrote.is_error and wrote.structured_content["content"] == "team-only note"
+    with GraphMemory.open(db, embedder=None) as mem:
+        assert sorted((m.content, m.namespace) for m in mem.list()) == [
+            ("Alice plans a trip to Zanzibar, default-only", "default"),
+            ("team-only note", "team"),
+        ]
+        assert mem.get(mid).status.value == "active"
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "example.org", "::"])

@@ -132,3 +132,27 @@ def test_unchecked_runs_a_guarded_verb_without_its_check_and_leaves_others_alone
     plain = _Counter()
     assert unchecked(plain.add) == plain.add
     assert unchecked(_windowed) is _windowed
+
+
+def _pick(text: str, n: int, x: float) -> None:
+    return None
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (("a\ud800b", 1, 0.5), "text that cannot be stored"),
+        (("a", 10**30, 0.5), "outside the 64-bit range"),
+        (("a", -(2**63) - 1, 0.5), "outside the 64-bit range"),
+        (("a", 1, float("nan")), "not a finite number"),
+        (("a", 1, float("inf")), "not a finite number"),
+        (("a", 1, 10**400), "not a finite number"),
+    ],
+)
+def test_a_value_of_the_right_type_refused_says_why(args: tuple[Any, ...], reason: str) -> None:
+    # found by probing the HTTP API: "content must be a str, not str '\udfff'" and
+    # "k must be an int, not int 1000…" named the type the value already had
+    check = functools.partial(check_arguments, "p", inspect.signature(_pick), _hints(_pick))
+    with pytest.raises(InvalidInput, match=reason) as refused:
+        check(args, {})
+    assert ", not str " not in str(refused.value) and ", not int " not in str(refused.value)

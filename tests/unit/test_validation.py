@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -134,6 +135,19 @@ def test_models_are_frozen_values() -> None:
 def test_unknown_backend_scheme() -> None:
     with pytest.raises(InvalidInput, match="scheme"):
         GraphMemory.open("redis://localhost", embedder=None)
+
+
+@pytest.mark.embedded("a URL the embedded store cannot take is refused before any file is made")
+@pytest.mark.parametrize("url", ["memory://extra", "memory://x/y.db", "memory:///tmp/a.db"])
+def test_memory_url_with_a_path_is_refused_not_made_a_folder(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # found by probing the CLI: `--db memory://extra` made a folder 'memory:' holding a
+    # store file 'extra' in the working directory instead of saying the URL is wrong
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInput, match="memory://"):
+        GraphMemory.open(url, embedder=None)
+    assert list(tmp_path.iterdir()) == []
 
 
 # past 9999-12-31 / before 0001-01-01 once converted to UTC
