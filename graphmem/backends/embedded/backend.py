@@ -20,6 +20,7 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
+import graphmem.backends.embedded.forks as forks
 from graphmem.backends.base import (
     STRUCTURAL,
     Direction,
@@ -35,7 +36,6 @@ from graphmem.backends.base import (
     next_link,
     structural_targets,
 )
-from graphmem.backends.embedded import forks
 from graphmem.backends.embedded.adjacency import Adjacency
 from graphmem.backends.embedded.appends import fresh_memories
 from graphmem.backends.embedded.graph import (

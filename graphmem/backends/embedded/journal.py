@@ -19,10 +19,10 @@ import numpy as np
 import orjson
 
 import graphmem.backends.embedded.changelog as changelog
+import graphmem.backends.embedded.forks as forks
 import graphmem.backends.embedded.hnsw_file as hnsw_file
 import graphmem.backends.embedded.state_file as state_file
 from graphmem.backends.base import STRUCTURAL, structural_targets
-from graphmem.backends.embedded import forks
 from graphmem.backends.embedded.adjacency import Adjacency
 from graphmem.backends.embedded.appends import fresh_rows, fresh_texts
 from graphmem.backends.embedded.buckets import FROM_COLUMNS, Bucket, MemoryBucket
