@@ -677,7 +677,13 @@ class GraphMemory(MemoryAPI):
         if format == "text":
             return block
         return chat_messages(
-            block, query, system=system, run_id=run_id, max_events=max_events, runs=self.runs
+            block,
+            query,
+            system=system,
+            run_id=run_id,
+            max_events=max_events,
+            runs=self.runs,
+            scope=filters.get("scope"),
         )
 
     def _window(
