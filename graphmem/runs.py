@@ -432,10 +432,14 @@ class Runs(RunBasics):
             derived = [n.id for n in sub.nodes if isinstance(n, Memory) and n.id not in mine]
         entries = self._eventlog.delete_run(run_id)
         run = self.get(run_id)
+        # what only the deleted memories superseded comes back, as after a forget (else
+        # it stays superseded with nothing after it: out of recall, beyond restore)
+        restored, still = self._writes.restorable(own + derived)
         # an event appended after the memories were listed would be orphaned: refuse
         self._writes.delete_nodes(
             [NodeRef(NodeLabel.MEMORY, i) for i in own + derived] + [run.ref],
-            expect=[Expect(run.ref, props={"event_count": run.event_count})],
+            expect=[Expect(run.ref, props={"event_count": run.event_count}), *still],
+            nodes=restored,
         )
         log.info(
             "deleted a run: %d memories, %d derived, %d log entries",

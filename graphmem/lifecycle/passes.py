@@ -98,8 +98,9 @@ class _Passes(_Core):
         if memory_ids is not None:
             if isinstance(memory_ids, str):
                 raise InvalidInput("memory_ids must be a list of ids, not one string")
-            sources = self._memories(memory_ids)
-            if len(sources) != len(set(memory_ids)):
+            distinct = list(dict.fromkeys(memory_ids))  # an id given twice is one source
+            sources = self._memories(distinct)
+            if len(sources) != len(distinct):
                 raise NotFound("some memories to summarise do not exist")
         else:
             sources = [

@@ -4,6 +4,7 @@ delete it in one transaction that re-checks the plan.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from graphmem.backends.base import Expect, WriteBatch
@@ -124,6 +125,55 @@ class Writes(_WritePath):
             if sup and n.status is Status.SUPERSEDED and all(e.src.id in doomed_set for e in sup):
                 restored.append(n.evolve(status=Status.ACTIVE, valid_to=None, updated_at=now))
         return ForgetPlan(tuple(doomed), tuple(restored), tuple(expect))
+
+    def restorable(self, doomed: Sequence[str]) -> tuple[list[Memory], list[Expect]]:
+        """What deleting ``doomed`` gives back, by the rule of a forget: each memory that
+        only doomed memories superseded, active again, with what the deleting transaction
+        must still find of it (as read, superseded by exactly those). For deletions
+        planned elsewhere (a run's memories); a forget plans its own."""
+        b = self.backend
+        doomed_set = set(doomed)
+        older = b.expand(
+            [NodeRef(NodeLabel.MEMORY, i) for i in doomed_set],
+            [EdgeType.SUPERSEDES],
+            direction="out",
+            depth=1,
+            limit=1_000_000,
+        )
+        candidates = [
+            n
+            for n in older.nodes
+            if isinstance(n, Memory) and n.id not in doomed_set and n.status is Status.SUPERSEDED
+        ]
+        if not candidates:
+            return [], []
+        into = b.expand(
+            [n.ref for n in candidates],
+            [EdgeType.SUPERSEDES],
+            direction="in",
+            depth=1,
+            limit=1_000_000,
+        )
+        by: dict[str, set[str]] = {n.id: set() for n in candidates}
+        for e in into.edges:
+            if e.type is EdgeType.SUPERSEDES and e.dst.id in by:
+                by[e.dst.id].add(e.src.id)
+        now = self._clock()
+        restored: list[Memory] = []
+        expect: list[Expect] = []
+        for n in candidates:
+            srcs = by[n.id]
+            if srcs and srcs <= doomed_set:
+                restored.append(n.evolve(status=Status.ACTIVE, valid_to=None, updated_at=now))
+                expect.append(
+                    Expect(
+                        n.ref,
+                        props={"status": n.status},
+                        incoming=(EdgeType.SUPERSEDES,),
+                        sources=frozenset(srcs),
+                    )
+                )
+        return restored, expect
 
     def forget(self, memory_id: str, *, cascade: bool = True, dry_run: bool = False) -> ForgetPlan:
         """Delete a memory (and, with ``cascade``, its versions and what was derived from

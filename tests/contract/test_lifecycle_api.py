@@ -36,6 +36,18 @@ def test_consolidate_and_unmerge(mem: GraphMemory) -> None:
     assert mem.get(a.id).status is Status.ACTIVE and mem.get(b.id).status is Status.ACTIVE
 
 
+def test_a_summary_of_an_id_given_twice_is_a_summary_of_it_once(mem: GraphMemory) -> None:
+    """The sources were read with the repeated id and counted against the distinct ids:
+    a NotFound saying that memories which all exist "do not exist"."""
+    a = mem.remember("The nightly job failed on the payments table.")
+    b = mem.remember("We fixed the payments index and the job passed.")
+    s = mem.lifecycle.summarize([a.id, b.id, a.id])
+    sources = {n.id for n in mem.lifecycle.provenance(s.id).nodes} - {s.id}
+    assert sources == {a.id, b.id}
+    with pytest.raises(NotFound):
+        mem.lifecycle.summarize([a.id, "missing", a.id])
+
+
 def test_summarize_run_improve_reflect_extract(mem: GraphMemory) -> None:
     e1 = mem.remember("The nightly job failed on the payments table.", run_id="r1")
     e2 = mem.remember("We fixed the payments index and the job passed.", run_id="r1")

@@ -287,6 +287,39 @@ def test_delete_run_cascades_to_derived_memories_and_log(tmem: GraphMemory, cloc
         tmem.runs.delete("r2")
 
 
+@pytest.mark.parametrize("cascade", [True, False])
+@pytest.mark.parametrize("how", ["reconcile", "merge"])
+def test_deleting_a_run_restores_what_only_its_memories_superseded(
+    tmem: GraphMemory, how: str, cascade: bool
+) -> None:
+    """A memory outside the run that only the run's memories (or what was derived from
+    them) superseded comes back, as a forget gives it back; it stayed superseded with no
+    successor, out of every recall and beyond restore."""
+    tmem.runs.start("alice", run_id="r")
+    if how == "reconcile":
+        outside = tmem.remember("Alice lives in Oslo", agent_id="alice")
+        tmem.remember("Alice lives in Bergen", agent_id="alice", run_id="r")
+        assert tmem.last_reconcile is not None and tmem.last_reconcile.action == "superseded"
+    else:
+        tmem.remember(
+            "Alice drinks green tea every morning", agent_id="alice", run_id="r", reconcile="off"
+        )
+        outside = tmem.remember(
+            "Alice drinks green tea every single morning", agent_id="alice", reconcile="off"
+        )
+        assert tmem.lifecycle.consolidate(agent_id="alice").groups
+    assert tmem.get(outside.id).status is Status.SUPERSEDED
+    tmem.runs.delete("r", cascade=cascade)
+    found = [r.memory for r in tmem.recall(outside.content, agent_id="alice")]
+    if how == "merge" and not cascade:  # the merge is kept, and it still says it
+        assert tmem.get(outside.id).status is Status.SUPERSEDED
+        assert any(outside.content in m.content for m in found)
+        return
+    back = tmem.get(outside.id)
+    assert back.status is Status.ACTIVE and back.valid_to is None
+    assert outside.id in {m.id for m in found}
+
+
 def test_archived_runs_do_not_come_back_when_events_are_appended(tmem: GraphMemory) -> None:
     tmem.runs.start("bot", run_id="a")
     tmem.runs.archive(["a"])
