@@ -161,6 +161,8 @@ def default_answer(
     """How a 5.26 server with graphmem's schema answers (empty results elsewhere)."""
     if name == "admin/components":
         return [{"name": "Neo4j Kernel", "version": version, "edition": "community"}]
+    if name == "admin/property_key_known":
+        return [{"known": True}]
     schema = schema_rows(dim)
     if name in schema:
         return schema[name]

@@ -438,6 +438,45 @@ def test_a_guard_holds_another_writer_off_the_nodes_it_names_until_it_commits(
     assert neo.get(Memory, [m.id])[0].content == "changed meanwhile"
 
 
+def test_a_guard_locks_on_a_database_that_never_had_the_lock_property(
+    target: Neo4jTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Neo4j skips the removal of a property whose name (token) the database has never
+    seen, the node's lock included: on a new database the guards locked nothing, and a
+    writer changed what a guard had checked before the guarded write committed (a fresh
+    Neo4j 5.26, session 17). The backend makes the name known at first use. A property
+    name no database has seen stands in for a new database (a token cannot be removed)."""
+    from uuid import uuid4
+
+    from graphmem.backends.neo4j import schema, writes
+
+    fresh = f"_graphmem_lock_probe_{uuid4().hex}"
+    for module in (schema, writes):  # the first use and the guards read the name
+        monkeypatch.setattr(module, "LOCK_PROPERTY", fresh)
+    with target.backend() as neo:
+        m = Memory(content="the run's last memory", agent_id="a")
+        neo.write(WriteBatch(nodes=[m]))
+        other: list[BaseException] = []
+
+        def write() -> None:
+            try:
+                neo.write(WriteBatch(nodes=[m.evolve(content="changed meanwhile")]))
+            except BaseException as e:  # pragma: no cover - what the test is about
+                other.append(e)
+
+        with _held_by_a_guard(target, m.id, write) as tx:
+            records = list(tx.run("MATCH (n:Memory {id: $id}) RETURN n.content AS c", id=m.id))
+            assert records[0]["c"] == "the run's last memory"
+        assert not other
+        assert neo.get(Memory, [m.id])[0].content == "changed meanwhile"
+        records, _s, _k = target.driver.execute_query(
+            "MATCH (n) WHERE n[$key] IS NOT NULL RETURN count(n) AS c",
+            key=fresh,
+            database_=target.database,
+        )
+        assert records[0]["c"] == 0  # the name is known; no node holds the property
+
+
 def test_a_guarded_vector_write_waits_for_a_linking_write_without_a_deadlock(
     target: Neo4jTarget, neo: Neo4jBackend, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -105,6 +105,30 @@ def test_first_use_connects_once_before_any_transaction() -> None:
     assert "verify" not in fake.recorder.events and fake.recorder.names() == ["count"]
 
 
+@pytest.mark.parametrize("known", [False, True])
+def test_first_use_makes_the_lock_property_known_on_a_new_database(known: bool) -> None:
+    """The guards lock by removing a property no node has, which Neo4j skips, lock and all,
+    while the database has never seen the name: first use asks, in the version check's
+    transaction, and makes the name known (no node written) only where it is new."""
+    from graphmem.backends.neo4j.queries import LOCK_PROPERTY
+
+    def respond(name: str, text: str, params: dict[str, Any]) -> list[dict[str, Any]] | None:
+        return [{"known": known}] if name == "admin/property_key_known" else None
+
+    fake = FakeDriver(respond)
+    Neo4jBackend("bolt://127.0.0.1:7687", driver=fake).ensure_schema()
+    names = fake.recorder.names()
+    asked = next(s for s in fake.recorder.statements if s.name == "admin/property_key_known")
+    version = next(s for s in fake.recorder.statements if s.name == "admin/components")
+    assert asked.tx == version.tx and asked.params == {"key": LOCK_PROPERTY}
+    made = [s for s in fake.recorder.statements if s.name == "admin/create_property_key"]
+    assert len(made) == (0 if known else 1)
+    if made:
+        assert made[0].params == {"key": LOCK_PROPERTY}
+        assert fake.recorder.transactions[made[0].tx].mode == "write"
+        assert names.index("admin/create_property_key") < names.index("admin/show_indexes")
+
+
 def test_the_vector_index_is_the_servers_quantized_one_unless_asked_otherwise() -> None:
     for version, quantization, expected in (
         ("5.26.0", True, "schema/memory_embedding_vector"),

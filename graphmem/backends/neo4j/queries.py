@@ -237,6 +237,26 @@ Q_ANY_VECTOR = "admin/any_vector"
 Q_WARM_VECTOR_INDEX = "admin/warm_vector_index"
 
 
+Q_PROPERTY_KEY_KNOWN = "admin/property_key_known"
+
+
+Q_CREATE_PROPERTY_KEY = "admin/create_property_key"
+
+
+LOCK_PROPERTY = "_graphmem_lock"
+"""A property no node has, removed to take the node's write lock until the transaction ends,
+so that a precondition read after it cannot be changed by another writer before the write
+commits (``compile_guard``, ``compile_check``). Removing a property takes the node's
+exclusive lock before it looks for the property, and a missing one changes nothing: the
+lock without the property write and delete that setting it first costs (on a batch that
+appends to 800 runs, both the run and its last memory are locked; benchmarks/RESULTS.md,
+issue 19, thirteenth session). That holds only while the database knows the property's
+name (its token): a removal of a name it has never seen is skipped, lock and all, so first
+use makes the name known (:data:`Q_CREATE_PROPERTY_KEY`; no node is written).
+tests/neo4j/test_neo4j_live.py checks that the lock holds another writer off, also on a
+database that had never seen the name."""
+
+
 META_LABEL = "GraphmemMeta"
 """The label of the nodes that keep values beside the graph (the embedding model's record)."""
 
@@ -269,6 +289,8 @@ QUERY_NAMES: tuple[str, ...] = (
     Q_SHOW_CONSTRAINTS,
     Q_AWAIT_INDEXES,
     Q_COMPONENTS,
+    Q_PROPERTY_KEY_KNOWN,
+    Q_CREATE_PROPERTY_KEY,
     Q_STATS,
     Q_CLEAR,
     Q_GET_META,

@@ -15,11 +15,14 @@ from graphmem.backends.neo4j.queries import (
     FULLTEXT_EVENTUAL_QUERY,
     FULLTEXT_INDEX,
     FULLTEXT_QUERY,
+    LOCK_PROPERTY,
     OLD_FULLTEXT_DROP,
     OLD_FULLTEXT_INDEX,
     Q_ANY_VECTOR,
     Q_AWAIT_INDEXES,
     Q_COMPONENTS,
+    Q_CREATE_PROPERTY_KEY,
+    Q_PROPERTY_KEY_KNOWN,
     Q_SHOW_CONSTRAINTS,
     Q_SHOW_INDEXES,
     Q_WARM_VECTOR_INDEX,
@@ -80,7 +83,8 @@ class Neo4jSchema(Neo4jSession):
 
     def _ready(self) -> None:
         """On first use: reach the server (one bounded attempt, so that an unreachable URL
-        fails in seconds), check its version and create missing schema objects."""
+        fails in seconds), check its version, make the guards' lock property known (a new
+        database) and create missing schema objects."""
         if self._schema_ready:
             return
         with self._lock:
@@ -88,12 +92,27 @@ class Neo4jSchema(Neo4jSession):
                 return
             self.queries()
             self.connect()
-            components = self._read("version check", lambda tx: self._run_all(tx, Q_COMPONENTS))
+
+            def first_look(tx: Any) -> tuple[list[Any], list[Any]]:
+                return (
+                    self._run_all(tx, Q_COMPONENTS),
+                    self._run_all(tx, Q_PROPERTY_KEY_KNOWN, key=LOCK_PROPERTY),
+                )
+
+            components, lock_key = self._read("version check", first_look)
             version = components[0]["version"] if components else "unknown"
             self._server_version = version
             if _version_tuple(version) < MIN_SERVER_VERSION:
                 raise BackendUnavailable(
                     f"Neo4j {version} at {self._url} is too old: graphmem needs 5.18 or later"
+                )
+            if not (lock_key and lock_key[0]["known"]):
+                # a new database: until the name is known, the guards' removal of it is
+                # skipped and locks nothing (see LOCK_PROPERTY)
+                self._execute(
+                    "create lock property",
+                    Q_CREATE_PROPERTY_KEY,
+                    *self._bind(Q_CREATE_PROPERTY_KEY, key=LOCK_PROPERTY),
                 )
             existing = self._schema_names()
             missing = [q for q in SCHEMA_QUERIES if q.split("/", 1)[1] not in existing]

@@ -29,6 +29,7 @@ from graphmem.backends.neo4j.filters import (
 )
 from graphmem.backends.neo4j.queries import (
     EDGE_UPSERT_QUERIES,
+    LOCK_PROPERTY,
     Q_DELETE_EDGES,
     Q_DELETE_NODES,
     Q_HUBS,
@@ -80,16 +81,6 @@ _UPSERT_ORDER = (
     NodeLabel.NAMESPACE,
     NodeLabel.ENTITY,
 )
-
-
-LOCK_PROPERTY = "_graphmem_lock"
-"""A property no node has, removed to take the node's write lock until the transaction ends,
-so that a precondition read after it cannot be changed by another writer before the write
-commits. Removing a property takes the node's exclusive lock before it looks for the
-property, and a missing one changes nothing: the lock without the property write and
-delete that setting it first costs (on a batch that appends to 800 runs, both the run and
-its last memory are locked; benchmarks/RESULTS.md, issue 19, thirteenth session).
-tests/neo4j/test_neo4j_live.py checks that the lock holds another writer off."""
 
 
 def compile_check(expects: Sequence[Any]) -> tuple[str, dict[str, Any]]:
