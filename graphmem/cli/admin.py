@@ -102,7 +102,7 @@ def migrate(
 @app.command()
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1).")] = None,
-    port: Annotated[int | None, typer.Option(help="Port (default 8765).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default 8765).", min=0, max=65535)] = None,
     db: DbOpt = None,
     embedder: EmbedOpt = None,
     allow_open: AllowOpenOpt = False,
@@ -162,7 +162,9 @@ def mcp(
     transport: Annotated[Transport, typer.Option(help="How clients connect.")] = Transport.STDIO,
     agent: Annotated[str | None, typer.Option(help="Agent the tools act for.")] = None,
     host: Annotated[str | None, typer.Option(help="Bind address (streamable-http).")] = None,
-    port: Annotated[int | None, typer.Option(help="Port (streamable-http, default 8766).")] = None,
+    port: Annotated[
+        int | None, typer.Option(help="Port (streamable-http, default 8766).", min=0, max=65535)
+    ] = None,
     db: DbOpt = None,
     embedder: EmbedOpt = None,
     allow_open: AllowOpenOpt = False,

@@ -7,10 +7,11 @@ from typing import Any, Literal
 
 from pydantic import (
     Field,
+    ValidationInfo,
     field_validator,
 )
 
-from graphmem.config.store import ApiKey, _Frozen
+from graphmem.config.store import ApiKey, _Frozen, check_setting_id
 
 # ---------------------------------------------------------------------------------------
 # maintenance and servers
@@ -94,6 +95,20 @@ class ServerSettings(_Frozen):
     mcp_agent_id: str = "default"
     mcp_namespace: str = "default"
     mcp_port: int = Field(default=8766, ge=0, le=65535)
+
+    @field_validator("api_keys")
+    @classmethod
+    def _distinct_keys(cls, v: tuple[ApiKey, ...]) -> tuple[ApiKey, ...]:
+        # one secret for two agents would act as whichever is found: refuse it at start
+        secrets = [k.key.get_secret_value() for k in v]
+        if len(set(secrets)) != len(secrets):
+            raise ValueError("an API key is configured more than once")
+        return v
+
+    @field_validator("mcp_agent_id", "mcp_namespace")
+    @classmethod
+    def _ids(cls, v: str, info: ValidationInfo) -> str:
+        return check_setting_id(v, str(info.field_name))
 
     def key_for(self, secret: str) -> ApiKey | None:
         """The configured key equal to ``secret`` (compared in constant time), if any."""

@@ -5,6 +5,7 @@ knowledge.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any, Literal
 
 from pydantic import (
@@ -22,21 +23,46 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
+#: the id rule of agents and namespaces (graphmem.models), checked when settings load so
+#: that a key of a malformed id fails at start, not on every request
+_ID_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,256}$")
+
+
+def check_setting_id(value: str, what: str) -> str:
+    """``value`` when it is an agent or namespace id graphmem can store, else ValueError."""
+    if not _ID_RE.match(value) or value.strip() != value:
+        raise ValueError(f"{what} must be 1-256 printable characters without surrounding space")
+    return value
+
+
 class ApiKey(_Frozen):
-    """One HTTP API key: the agent it acts as and the namespaces it may touch.
+    """One HTTP API key: the agent it acts as and the namespaces it may touch (at least
+    one; the first is where its writes go by default).
 
     ``namespaces=("*",)`` allows every namespace.
     """
 
     key: SecretStr
     agent_id: str = "default"
-    namespaces: tuple[str, ...] = ("default",)
+    namespaces: tuple[str, ...] = Field(default=("default",), min_length=1)
 
     @field_validator("key")
     @classmethod
     def _long_enough(cls, v: SecretStr) -> SecretStr:
         if len(v.get_secret_value()) < 8:
             raise ValueError("an API key must have at least 8 characters")
+        return v
+
+    @field_validator("agent_id")
+    @classmethod
+    def _agent(cls, v: str) -> str:
+        return check_setting_id(v, "agent_id")
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespaces(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for ns in v:
+            check_setting_id(ns, "namespaces")
         return v
 
 

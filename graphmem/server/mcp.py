@@ -31,7 +31,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from graphmem.config import ApiKey, ServerSettings, Settings
-from graphmem.errors import GraphMemError, NotFound
+from graphmem.config.store import check_setting_id
+from graphmem.errors import GraphMemError, InvalidInput, NotFound
 from graphmem.memory import GraphMemory
 from graphmem.models import Memory
 from graphmem.opening import open_memory
@@ -88,8 +89,8 @@ def create_mcp_server(
     The caller keeps ``mem`` open while the server runs and closes it afterwards.
     """
     server_cfg = mem.settings.server if isinstance(mem.settings, Settings) else Settings().server
-    agent = agent_id or server_cfg.mcp_agent_id
-    ns = namespace or server_cfg.mcp_namespace
+    agent = _given_id(agent_id, "agent_id") or server_cfg.mcp_agent_id
+    ns = _given_id(namespace, "namespace") or server_cfg.mcp_namespace
     server = MCPServer(
         name=name,
         instructions=(
@@ -249,6 +250,17 @@ def create_mcp_server(
     return server
 
 
+def _given_id(value: str | None, what: str) -> str | None:
+    """An agent or namespace id given to the server, checked before it starts (a padded
+    one would fail every tool call; an empty one would serve another agent)."""
+    if value is None:
+        return None
+    try:
+        return check_setting_id(value, what)
+    except ValueError as e:
+        raise InvalidInput(str(e)) from None
+
+
 def _forbid_unknown_arguments(server: MCPServer) -> None:
     """An argument a tool does not have is an error, never silently dropped (a misspelled
     or invented ``agent_id`` must not write as the server's agent)."""
@@ -320,6 +332,7 @@ def run_mcp(
     (stdio) or the process is interrupted (streamable HTTP)."""
     cfg = settings or Settings()
     bind = host or cfg.server.host
+    _given_id(agent_id, "agent_id")  # before the store opens
     if transport != "stdio":
         check_bind(bind, cfg.server.api_keys, allow_open=allow_open, what="MCP server")
     with open_memory(cfg) as mem:

@@ -284,6 +284,29 @@ def _free_port() -> int:
         return port
 
 
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["serve", "--port", "70000"], "--port"),
+        (["serve", "--port", "-1"], "--port"),
+        (["mcp", "--transport", "streamable-http", "--port", "65536"], "--port"),
+        (["mcp", "--agent", ""], "agent"),
+        (["mcp", "--agent", " padded "], "agent"),
+    ],
+)
+def test_servers_refuse_a_bad_port_or_agent_before_starting(
+    tmp_path: Path, args: list[str], needle: str
+) -> None:
+    # found by probing the CLI: a port out of range ended in uvicorn's traceback after the
+    # store was opened, `--agent ""` served the default agent, and a padded agent id
+    # started a server whose every write failed
+    db = tmp_path / "never.db"
+    result = run(*args, "--db", str(db), code=2)
+    assert needle in result.output, result.output
+    assert "Traceback" not in result.output
+    assert not db.exists()
+
+
 def test_serve_starts_on_the_embedded_default(tmp_path: Path) -> None:
     port = _free_port()
     # no GRAPHMEM_ (nor NEO4J_, a server store) setting: the default store

@@ -146,6 +146,29 @@ def test_the_switches_of_the_tests_and_notebooks_are_not_settings_nor_warned_abo
         ({"GRAPHMEM_SERVER__API_KEYS": '[{"key": "short"}]'}, "at least 8"),
         ({"GRAPHMEM_SERVER__API_KEYS": "[not json"}, "JSON"),
         ({"GRAPHMEM_CONFIG": "/nonexistent/graphmem.toml"}, "does not exist"),
+        # found by probing the servers: each of these keys loaded; one with no namespaces
+        # made every write a 500, a padded agent id every write a 422, and a secret given
+        # twice acted as whichever agent came last
+        (
+            {"GRAPHMEM_SERVER__API_KEYS": '[{"key": "key-0000001", "namespaces": []}]'},
+            "namespaces",
+        ),
+        (
+            {"GRAPHMEM_SERVER__API_KEYS": '[{"key": "key-0000001", "agent_id": " a "}]'},
+            "agent_id",
+        ),
+        (
+            {"GRAPHMEM_SERVER__API_KEYS": '[{"key": "key-0000001", "namespaces": ["", "x"]}]'},
+            "namespaces",
+        ),
+        (
+            {
+                "GRAPHMEM_SERVER__API_KEYS": '[{"key": "key-0000001", "agent_id": "a"}, '
+                '{"key": "key-0000001", "agent_id": "b"}]'
+            },
+            "more than once",
+        ),
+        ({"GRAPHMEM_SERVER__MCP_AGENT_ID": ""}, "mcp_agent_id"),
     ],
 )
 def test_bad_settings_are_config_errors(env: dict[str, str], needle: str) -> None:
