@@ -1,14 +1,17 @@
 """A writer process killed (SIGKILL) at random moments in the middle of large batches:
 after a reopen each batch is all there or not there at all, every batch the writer saw
-return is there, every run's chain is one line, and the state file beside the store
-(kept, deleted, stale or corrupted) never changes what the store reads."""
+return is there, every run's chain is one line, the file passes SQLite's own checks and its
+full-text index holds exactly the memory rows, and the state file beside the store (kept,
+deleted, stale or corrupted) never changes what the store reads."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -49,6 +52,26 @@ def _view(path: Path) -> list[tuple[str, str, str | None]]:
         for run_id, lines in chains(mem).items():
             assert len(lines) == 1, f"run {run_id} in {len(lines)} pieces"
         return sorted((m.id, m.content, m.run_id) for m in mem.list(status=None, limit=None))
+
+
+def _file_holds_up(path: Path) -> None:
+    """The file as a crash left it passes SQLite's integrity checks (the tables' and the
+    full-text index's own), and a lexical search for each batch's tag (every memory's first
+    word) finds exactly that batch's rows: no text of a lost batch, none missing."""
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        db.execute("INSERT INTO memory_fts(memory_fts) VALUES ('integrity-check')")
+        rows: dict[str, set[int]] = {}
+        for rid, props in db.execute("SELECT rid, props FROM nodes WHERE label = 'Memory'"):
+            rows.setdefault(json.loads(props)["content"].split()[0], set()).add(rid)
+        search = "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?"
+        for tag, rids in rows.items():
+            assert {r for (r,) in db.execute(search, (f'"{tag}"',))} == rids, tag
+        indexed = db.execute(search.replace("rowid", "count(*)"), ("item OR seed",))
+        assert indexed.fetchone()[0] == sum(map(len, rows.values()))
+    finally:
+        db.close()
 
 
 def _harm(path: Path, rng: random.Random) -> str:
@@ -94,6 +117,7 @@ def test_killed_mid_batch_each_batch_is_whole_or_absent(tmp_path: Path) -> None:
         for line in out.splitlines():
             tag, n = line.split()
             acked[tag] = int(n)
+        _file_holds_up(path)
         harmed = _harm(path, rng)
         bare = tmp_path / f"bare{k}"
         bare.mkdir()
