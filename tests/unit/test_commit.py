@@ -5,6 +5,7 @@ the handle holding what the file holds."""
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 import sys
 import threading
@@ -400,3 +401,61 @@ def test_statements_go_on_on_the_writing_thread_when_an_ended_thread_cannot_be_r
     assert seen.count(threading.current_thread().name) == 3
     assert db.execute("SELECT count(*) FROM t").fetchone()[0] == commit._THREAD_ROWS + 4
     assert db.execute("SELECT b FROM t WHERE a = ?", (2 * 10**6,)).fetchone()[0] == "late"
+
+
+def _in_function(thread: threading.Thread, name: str) -> bool:
+    frame = sys._current_frames().get(thread.ident or 0)
+    while frame is not None:
+        if frame.f_code.co_name == name:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def test_a_big_write_interrupted_while_it_waits_for_its_statements_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    # Ctrl-C (KeyboardInterrupt) in the writing thread while the committing thread still
+    # ran the write's statements: the writer rolled back under it, the statements left ran
+    # outside any transaction (edges committed without their nodes) and the handle's
+    # reload failed, closing it
+    path = tmp_path / "store.db"
+    mem = GraphMemory.open(path, embedder=None)
+    kept = {m.id for m in mem.remember_many(_items(commit._THREAD_ROWS, "kept"))}
+
+    def rows() -> list[int]:
+        other = sqlite3.connect(path)
+        counts = [
+            other.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            for table in ("nodes", "edges", "next_edges", "run_heads", "changes")
+        ]
+        other.close()
+        return counts
+
+    before = rows()
+    writer = threading.current_thread()
+    armed = [True]
+
+    def held(_rid: int) -> int:
+        # on the committing thread, inside the write: interrupt the writer once it waits
+        if armed[0]:
+            armed[0] = False
+            deadline = time.monotonic() + 10
+            while not _in_function(writer, "_join") and time.monotonic() < deadline:
+                time.sleep(0.001)
+            signal.pthread_kill(writer.ident or 0, signal.SIGINT)
+            time.sleep(0.3)  # time for the writer to act on it, were it not waiting
+        return 0
+
+    mem.backend._db.create_function("held", 1, held)  # type: ignore[attr-defined]
+    mem.backend._db.execute(  # type: ignore[attr-defined]
+        "CREATE TEMP TRIGGER held AFTER INSERT ON nodes BEGIN SELECT held(new.rid); END"
+    )
+    with pytest.raises(KeyboardInterrupt):
+        mem.remember_many(_items(2 * commit._THREAD_ROWS, "interrupted"))
+    assert rows() == before  # given up whole (the COMMIT had not run)
+    assert {m.id for m in mem.list(limit=None)} == kept
+    again = {m.id for m in mem.remember_many(_items(commit._THREAD_ROWS, "again"))}
+    mem.close()
+    with GraphMemory.open(path, embedder=None) as reopened:
+        assert {m.id for m in reopened.list(limit=None)} == kept | again

@@ -388,7 +388,17 @@ class Pending:
             self._committer.put(self, done)
             self._writer_waits.set()
             try:
-                done.wait()
+                while True:
+                    try:
+                        done.wait()
+                        break
+                    except BaseException as e:
+                        # interrupted (KeyboardInterrupt): what has not run is given up,
+                        # and the committing thread is waited for all the same — the
+                        # ROLLBACK that follows must not run beside its statements, which
+                        # would then run outside any transaction
+                        if not self._failed:
+                            self._failed.append(e)
             finally:
                 _Brisk.leave()
                 self._queued = False
