@@ -55,9 +55,11 @@ from graphmem.models import (
     NodeLabel,
     NodeRef,
     RecallResult,
+    Run,
     Status,
     Tier,
     Visibility,
+    audience_key,
     utcnow,
 )
 from graphmem.org import OrgMemory
@@ -564,21 +566,19 @@ class GraphMemory(MemoryAPI):
         them into its results (``list`` reads them).
         """
         fleeting: builtins.list[RecallResult] = []
+        scope = filters.get("scope")
         if tiers is not None:
             with_fleeting, filters["tier"] = split_tiers(tiers, filters.get("tier"))
             if with_fleeting:
                 cfg = RecallConfig.preset(config) if isinstance(config, str) else config
+                runs = filters.get("run_id")
+                if scope is not None and runs is not None:
+                    runs = self._readable_runs(runs, scope)
                 fleeting = fleeting_results(
-                    self.lifecycle,
-                    query,
-                    k,
-                    filters.get("run_id"),
-                    cfg or self.settings.recall,
-                    self._clock(),
+                    self.lifecycle, query, k, runs, cfg or self.settings.recall, self._clock()
                 )
             if not filters["tier"]:
                 return fleeting
-        scope = filters.get("scope")
         stored = self._retriever(config).recall(
             query,
             k=k,
@@ -593,6 +593,26 @@ class GraphMemory(MemoryAPI):
         top = max([1.0] + [r.score for r in stored])
         fleeting = [r.model_copy(update={"score": top}) for r in fleeting]
         return (fleeting + stored)[:k]
+
+    def _readable_runs(self, run_id: str | Sequence[str], scope: Scope | str) -> builtins.list[str]:
+        """The runs among ``run_id`` whose scratchpads ``scope`` may read: a stored run of
+        its own agent, or one in a shared namespace it may read (a run's notes are its
+        agent's, and its namespace members' who may add to it)."""
+        ids = [run_id] if isinstance(run_id, str) else builtins.list(run_id)
+        allowed = set(self.namespaces.audiences(scope))
+        runs = {r.id: r for r in self._backend.get(Run, ids) if isinstance(r, Run)}
+        return [
+            i
+            for i in ids
+            if (run := runs.get(i)) is not None
+            and (
+                audience_key(Visibility.PRIVATE, run.agent_id, "") in allowed
+                or (
+                    run.namespace != "default"
+                    and audience_key(Visibility.SHARED, "", run.namespace) in allowed
+                )
+            )
+        ]
 
     def relevance(self, memory: Memory, *, now: datetime | None = None) -> float:
         """The standing of ``memory`` at ``now`` (default: this store's clock) under the
@@ -657,7 +677,13 @@ class GraphMemory(MemoryAPI):
         if format == "text":
             return block
         return chat_messages(
-            block, query, system=system, run_id=run_id, max_events=max_events, runs=self.runs
+            block,
+            query,
+            system=system,
+            run_id=run_id,
+            max_events=max_events,
+            runs=self.runs,
+            scope=filters.get("scope"),
         )
 
     def _window(

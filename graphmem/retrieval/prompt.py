@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from graphmem.config import DecayConfig, RecallConfig
     from graphmem.lifecycle import Lifecycle
     from graphmem.runs import Runs
+    from graphmem.scoping import Scope
 
 #: the events of a run that are a conversation, and their chat roles
 CHAT_ROLES = {"user_message": "user", "agent_response": "assistant"}
@@ -105,14 +106,15 @@ def chat_messages(
     run_id: str | None,
     max_events: int,
     runs: Runs,
+    scope: Scope | str | None = None,
 ) -> list[dict[str, str]]:
     """A context block as chat messages: one ``system`` message (``system``, then the
-    block), the last ``max_events`` conversation events of ``run_id`` as ``user`` /
-    ``assistant``, and ``query`` as the last ``user`` message."""
+    block), the last ``max_events`` conversation events of ``run_id`` that ``scope`` may
+    read as ``user`` / ``assistant``, and ``query`` as the last ``user`` message."""
     head = "\n\n".join(p for p in (system, block) if p)
     messages = [{"role": "system", "content": head}] if head else []
     if run_id is not None and max_events > 0:
-        events = runs.events(run_id, event_types=list(CHAT_ROLES), status="active")
+        events = runs.events(run_id, event_types=list(CHAT_ROLES), status="active", scope=scope)
         messages += [
             {"role": CHAT_ROLES[e.event_type or ""], "content": e.content}
             for e in events[-max_events:]

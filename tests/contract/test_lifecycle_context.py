@@ -40,6 +40,45 @@ def test_fleeting_tier_has_keys_recall_and_forget(mem: GraphMemory) -> None:
         Scratchpad().put("", "x")
 
 
+def test_a_scoped_recall_reads_only_the_scratchpads_of_runs_the_scope_may_read(
+    mem: GraphMemory,
+) -> None:
+    """The fleeting tier was added without the scope: alice's scoped recall named bob's
+    run and got his scratchpad's notes."""
+    mem.namespaces.create("team", owner="alice", members=["bob"])
+    mem.runs.start("bob", run_id="bobs")
+    mem.runs.start("bob", run_id="teams", namespace="team")
+    mem.runs.scratchpad("bobs").put("pw", "bob's note: the vault code is 1234")
+    mem.runs.scratchpad("teams").put("pw", "team note: the vault code is 5678")
+    mem.runs.scratchpad("unstarted").put("pw", "a note of no run: the vault code is 9")
+
+    def notes(scope: str | None, run: str) -> list[str]:
+        found = mem.recall("vault code", scope=scope, run_id=run, tiers=["fleeting"])
+        return [r.memory.content for r in found]
+
+    assert notes("alice", "bobs") == []
+    assert notes("alice", "unstarted") == []
+    assert notes("alice", "teams") == ["team note: the vault code is 5678"]
+    assert notes("bob", "bobs") == ["bob's note: the vault code is 1234"]
+    assert notes(None, "bobs") == ["bob's note: the vault code is 1234"]  # unscoped: all
+
+
+def test_a_scoped_messages_context_has_only_the_turns_the_scope_may_read(
+    mem: GraphMemory,
+) -> None:
+    """The conversation of ``run_id`` was read without the scope: alice's scoped context
+    of bob's run carried his private turns as her chat history."""
+    mem.runs.start("bob", run_id="bobs")
+    mem.runs.add_event("bobs", "user_message", "bob's turn: my pin is 1234")
+    mem.runs.add_event("bobs", "agent_response", "noted, 1234")
+    alices = mem.context("hello", format="messages", run_id="bobs", scope="alice", policies=[])
+    assert not any("1234" in m["content"] for m in alices)
+    assert alices[-1] == {"role": "user", "content": "hello"}
+    bobs = mem.context("hello", format="messages", run_id="bobs", scope="bob", policies=[])
+    assert [m["role"] for m in bobs[-3:]] == ["user", "assistant", "user"]
+    assert "1234" in bobs[-2]["content"]
+
+
 def test_context_without_a_query(mem: GraphMemory) -> None:
     low = mem.remember("the office plant needs water", importance=0.1)
     high = mem.remember(
