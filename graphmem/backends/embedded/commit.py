@@ -385,11 +385,14 @@ class Pending:
         """Wait for the statements given so far (raising the first failure)."""
         if self._queued:
             done = threading.Event()
-            self._committer.put(self, done)
-            self._writer_waits.set()
+            queued = False
             try:
                 while True:
                     try:
+                        if not queued:
+                            self._committer.put(self, done)
+                            queued = True
+                        self._writer_waits.set()
                         done.wait()
                         break
                     except BaseException as e:
