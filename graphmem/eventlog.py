@@ -330,11 +330,17 @@ class EventLog:
         return self.delete_entries(ids)
 
     def expired(self, *, older_than: timedelta, now: datetime | None = None) -> list[str]:
-        """Ids of the entries logged before ``now - older_than``, oldest first."""
-        cutoff = (now or self._clock()) - older_than
-        flt = validated(
-            Filter, {"label": NodeLabel.LOG_ENTRY, "ranges": (Range(field="at", lt=cutoff),)}
-        )
+        """Ids of the entries logged before ``now - older_than``, oldest first.
+        InvalidInput for a negative age (a cut-off after ``now``: every entry), a naive
+        ``now`` or a cut-off before the year 1."""
+        if older_than < timedelta(0):
+            raise InvalidInput("older_than must not be negative")
+        try:
+            cutoff = (now or self._clock()) - older_than
+        except OverflowError:
+            raise InvalidInput("older_than reaches back before the year 1") from None
+        at: Range = validated(Range, {"field": "at", "lt": cutoff})
+        flt = validated(Filter, {"label": NodeLabel.LOG_ENTRY, "ranges": (at,)})
         return [e.id for e in self._backend.match(LogEntry, flt, order_by="at")]
 
     def prune(self, *, older_than: timedelta, now: datetime | None = None) -> int:

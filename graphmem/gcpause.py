@@ -7,12 +7,15 @@ third of ``remember_many``'s CPU time. Nothing a batch builds is cyclic garbage,
 collector is paused while it runs and resumes after.
 
 The pause is counted across threads: the collector resumes when the last pauser leaves
-(and only when it was enabled before the first one came).
+(and only when it was enabled before the first one came). A process forked meanwhile keeps
+only the forking thread's pauses: the other pausers do not exist in the child, and would
+otherwise keep its collector off for good.
 """
 
 from __future__ import annotations
 
 import gc
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,12 +27,33 @@ class _Pause:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.depth = 0
+        #: the pauses each thread holds (by its ident), which add up to ``depth``
+        self.held: dict[int, int] = {}
         self.resume = False
         #: the outermost pauser asked for the pause's objects to be promoted
         self.promote = False
 
 
 _PAUSE = _Pause()
+
+
+def _after_fork_in_child() -> None:
+    """In a forked child, only the forking thread is left: the pauses of the others end
+    (their lock may have been held by one of them at the fork)."""
+    p = _PAUSE
+    p.lock = threading.Lock()
+    me = threading.get_ident()
+    mine = p.held.get(me, 0)
+    p.held = {me: mine} if mine else {}
+    p.depth = mine
+    if mine == 0:
+        p.promote = False
+        if p.resume:
+            gc.enable()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @contextmanager
@@ -57,11 +81,18 @@ def gc_paused(*, promote: bool = False) -> Iterator[None]:
             if p.promote:
                 gc.collect(1)
         p.depth += 1
+        me = threading.get_ident()
+        p.held[me] = p.held.get(me, 0) + 1
     try:
         yield
     finally:
         with p.lock:
             p.depth -= 1
+            left = p.held.get(me, 1) - 1
+            if left:
+                p.held[me] = left
+            else:
+                p.held.pop(me, None)
             if p.depth == 0:
                 if p.promote:
                     gc.freeze()

@@ -61,6 +61,7 @@ from graphmem.models import (
     Visibility,
     audience_key,
     utcnow,
+    validated,
 )
 from graphmem.org import OrgMemory
 from graphmem.protocol import (
@@ -620,7 +621,11 @@ class GraphMemory(MemoryAPI):
         combined as the profile defines them; no query involved."""
         if not isinstance(memory, Memory):
             raise InvalidInput(f"relevance takes a Memory, not {type(memory).__name__}")
-        return self.settings.recall.strategy.relevance(memory, now or self._clock())
+        if now is not None and now.utcoffset() is None:
+            raise InvalidInput(f"now must be timezone-aware (got naive {now.isoformat()})")
+        # checked again: a copy made with model_copy(update=...) skipped validation
+        checked: Memory = validated(Memory, dict(memory.__dict__))
+        return self.settings.recall.strategy.relevance(checked, now or self._clock())
 
     @overload
     def context(

@@ -518,9 +518,9 @@ class Runs(RunBasics):
             cutoff = (now or self._clock()) - timedelta(hours=older_than_hours)
         except OverflowError:
             raise InvalidInput("older_than_hours reaches back before the year 1") from None
-        flt = validated(
-            Filter, {"label": NodeLabel.RUN, "ranges": (Range(field="started_at", lt=cutoff),)}
-        )
+        # validated: a naive ``now`` is InvalidInput, not the model's own error
+        started: Range = validated(Range, {"field": "started_at", "lt": cutoff})
+        flt = validated(Filter, {"label": NodeLabel.RUN, "ranges": (started,)})
         if archive:
             flt = flt.model_copy(update={"any_of": {"status": _LIVE}})
         candidates = _only(Run, self._backend.match(Run, flt, order_by="started_at"))

@@ -187,8 +187,21 @@ def create_mcp_server(
         who, _, spaces = acting(ctx)
         with _tool_errors():
             own(memory_id, who, spaces)
-            report = mem.forget(memory_id, dry_run=dry_run)
-        return report.model_dump(mode="json")
+            # the report names only what the agent may read: a memory another agent derived
+            # from this one goes with it (it carries the forgotten content), unnamed
+            plan = mem.forget(memory_id, dry_run=True)
+            visible = {
+                m.id
+                for m in mem.get([*plan.deleted, *plan.restored], scope=who)
+                if spaces is None or m.namespace in spaces
+            }
+            report = plan if dry_run else mem.forget(memory_id)
+        return report.model_copy(
+            update={
+                "deleted": tuple(i for i in report.deleted if i in visible),
+                "restored": tuple(i for i in report.restored if i in visible),
+            }
+        ).model_dump(mode="json")
 
     @server.tool(description="Every version of a memory (how it changed), oldest first.")
     def history(ctx: Context, memory_id: MemoryId) -> list[dict[str, Any]]:

@@ -109,6 +109,27 @@ def test_prune_by_age(mem: GraphMemory) -> None:
     assert old[0].payload_ref == new.payload_ref
 
 
+@pytest.mark.parametrize(
+    "older_than, now",
+    [
+        (timedelta(days=1), datetime(2025, 1, 3)),  # a naive now: a pydantic error leaked
+        (timedelta(days=1), datetime(1, 1, 1, tzinfo=UTC)),  # before year 1: OverflowError
+        (timedelta(days=999_999_999), None),  # the same from the other side
+        (timedelta(days=-1), None),  # a cut-off in the future: pruned every entry
+    ],
+    ids=["naive-now", "year-1", "huge-age", "negative-age"],
+)
+def test_prune_refuses_an_age_or_a_time_it_cannot_use_and_deletes_nothing(
+    mem: GraphMemory, older_than: timedelta, now: datetime | None
+) -> None:
+    mem.log.log("a", "tool_result", {"n": 1}, run_id="r")
+    with pytest.raises(InvalidInput):
+        mem.log.prune(older_than=older_than, now=now)
+    with pytest.raises(InvalidInput):
+        mem.log.expired(older_than=older_than, now=now)
+    assert mem.log.count() == 1
+
+
 def test_parent_and_children(mem: GraphMemory) -> None:
     root = mem.log.log("orchestrator", "delegation_request", {"task": "research"}, run_id="r")
     kids = [

@@ -243,6 +243,14 @@ def test_cleanup_removes_runs_inactive_for_n_hours(tmem: GraphMemory, clock: Clo
         tmem.runs.cleanup(-1)
 
 
+def test_cleanup_refuses_a_naive_now_and_changes_nothing(tmem: GraphMemory) -> None:
+    """``now`` without a timezone reached the filter's model, whose pydantic error leaked."""
+    tmem.runs.start("a", run_id="r")
+    with pytest.raises(InvalidInput):
+        tmem.runs.cleanup(older_than_hours=1, now=datetime(2030, 1, 1))
+    assert [r.id for r in tmem.runs.list()] == ["r"]
+
+
 def test_statistics(tmem: GraphMemory, clock: Clock) -> None:
     assert tmem.runs.stats().average_events_per_run == 0.0
     tmem.runs.start("a", run_id="r1", user_id="u1")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
+from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -114,3 +115,17 @@ def test_a_backend_that_is_not_one_is_a_typed_error_that_names_the_open_door(
     with pytest.raises(InvalidInput, match=r"GraphMemory\.open"):
         GraphMemory(given)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_relevance_refuses_a_naive_now_and_a_memory_copied_with_bad_fields(
+    mem: GraphMemory,
+) -> None:
+    """``relevance(m, now=<naive>)`` raised TypeError (aware minus naive), and so did a
+    Memory copied with ``model_copy`` holding a naive time or a text importance."""
+    m = mem.remember("Alice drinks tea")
+    with pytest.raises(InvalidInput):
+        mem.relevance(m, now=datetime(2030, 1, 1))
+    for bad in ({"last_accessed": datetime(2030, 1, 1)}, {"importance": "high"}):
+        with pytest.raises(InvalidInput):
+            mem.relevance(m.model_copy(update=bad))
+    assert 0.0 <= mem.relevance(m, now=datetime(2030, 1, 1, tzinfo=UTC)) <= 1.0

@@ -208,3 +208,18 @@ def test_entity_tools_show_only_what_the_agent_may_read(shared: GraphMemory) -> 
     assert about["entity"]["name"] == "Lisbon" and len(about["memories"]) == 1
     denied = _call(server, "about", {"name": "Oslo"})  # bob's, not alice's
     assert denied.is_error and "NotFound" in _text(denied)
+
+
+def test_forget_report_names_only_what_the_agent_may_read(shared: GraphMemory) -> None:
+    # found by probing: the HTTP API leaves another agent's derived memory out of the
+    # report (it is deleted with the source, unnamed); the MCP tool listed its id
+    mine = shared.remember("bob's note about the launch", agent_id="bob")
+    theirs = shared.lifecycle.summarize([mine.id])  # another agent's memory derived from it
+    shared.writes.change([theirs.evolve(agent_id="alice")])
+    server = create_mcp_server(shared, agent_id="bob")
+    for dry_run in (True, False):
+        out = _call(server, "forget", {"memory_id": mine.id, "dry_run": dry_run})
+        assert not out.is_error, _text(out)
+        assert out.structured_content["deleted"] == [mine.id]
+        assert theirs.id not in _text(out)
+    assert shared.get([mine.id, theirs.id]) == []

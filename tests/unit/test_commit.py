@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -334,3 +335,68 @@ def test_a_failed_commit_leaves_the_handle_holding_what_the_file_holds(
     assert now[2] == kept | again
     assert now[0]["Memory"] == before[0]["Memory"] + n
     reopened.close()
+
+
+@contextmanager
+def _no_new_threads() -> Iterator[None]:
+    """No thread can be started meanwhile (their stacks cannot be had): as at interpreter
+    shutdown from Python 3.12 on (an ``atexit`` handler), or in a process out of threads."""
+    before = threading.stack_size(2**40)
+    try:
+        with pytest.raises(RuntimeError):
+            threading.Thread(target=lambda: None).start()
+        yield
+    finally:
+        threading.stack_size(before)
+
+
+@pytest.mark.timeout(60)
+def test_a_big_write_without_a_thread_to_be_had_runs_on_the_writing_thread(
+    tmp_path: Path,
+) -> None:
+    # the write once hung for good (its statements queued for a thread that never ran);
+    # and a committed write whose checkpoint thread did not start raised all the same
+    mem = GraphMemory.open(tmp_path / "store.db", embedder=None)
+    with _no_new_threads():
+        first = mem.remember_many(_items(commit._THREAD_ROWS, "first"))
+        second = mem.remember_many(_items(commit._THREAD_ROWS, "second"))
+    assert mem.count() == len(first) + len(second) == 2 * commit._THREAD_ROWS
+    third = mem.remember_many(_items(commit._THREAD_ROWS, "third"))  # on its thread again
+    assert {t.name for t in threading.enumerate()} >= {"graphmem-commit"}
+    mem.close()
+    with GraphMemory.open(tmp_path / "store.db", embedder=None) as again:
+        assert {m.id for m in again.list(limit=None)} == {m.id for m in [*first, *second, *third]}
+
+
+def test_a_checkpoint_thread_that_cannot_start_is_skipped(tmp_path: Path) -> None:
+    checkpoints = Checkpointer(str(tmp_path / "s.db"), 10.0)
+    with _no_new_threads():
+        checkpoints.written()  # due (the first), but advisory: no error
+    assert checkpoints._thread is None
+    checkpoints.close()
+    checkpoints.written()  # a thread again once one can be had
+    assert checkpoints._thread is not None
+    checkpoints.close()
+
+
+def test_statements_go_on_on_the_writing_thread_when_an_ended_thread_cannot_be_restarted(
+    tmp_path: Path, committer: Committer
+) -> None:
+    # the handle's thread ended (idle) in the middle of a long write, and none can be
+    # started again: what is left runs on the writing thread, in order
+    db = _db(tmp_path / "s.db")
+    seen = _noting(db)
+    db.execute("BEGIN IMMEDIATE")
+    tx = Pending(db, committer)
+    tx.insert("INSERT INTO t(a, b)", _rows(commit._THREAD_ROWS))  # on the thread
+    assert tx.read("SELECT count(*) FROM t") == [(commit._THREAD_ROWS,)]
+    tx.insert("INSERT INTO t(a, b)", _rows(1, start=10**6))
+    committer.close()  # as the idle thread does
+    with _no_new_threads():
+        tx.insert("INSERT INTO t(a, b)", _rows(3, start=2 * 10**6))
+        tx.executemany("UPDATE t SET b = 'late' WHERE a = ?", [(2 * 10**6,)], changes=1)
+        tx.commit(lambda: None)
+    assert tx.committed and not db.in_transaction
+    assert seen.count(threading.current_thread().name) == 3
+    assert db.execute("SELECT count(*) FROM t").fetchone()[0] == commit._THREAD_ROWS + 4
+    assert db.execute("SELECT b FROM t WHERE a = ?", (2 * 10**6,)).fetchone()[0] == "late"

@@ -20,6 +20,7 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
+import graphmem.backends.embedded.forks as forks
 from graphmem.backends.base import (
     STRUCTURAL,
     Direction,
@@ -659,6 +660,7 @@ class NetworkXBackend(EmbeddedSearch):
             self._save_state()
             self._save_ann()
             self._closed = True
+            forks.forget(self)
             self._committer.close()
             try:
                 if self._path is not None:

@@ -50,6 +50,19 @@ def writer_turn(fd: int | None, timeout: float) -> Iterator[None]:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
+def open_lock_file(path: os.PathLike[str] | str) -> int | None:
+    """The descriptor of the lock file beside the store at ``path`` that
+    :func:`writer_turn` takes (None: SQLite's own locking and busy handler only, on a
+    platform without flock or in a folder this process may not write)."""
+    if sys.platform == "win32":
+        return None
+    try:
+        return os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        log.debug("no writer lock file beside %s: %s", path, e)
+        return None
+
+
 #: rows one INSERT statement carries at most (SQLite takes up to 250,000 bound values)
 _CHUNK = 4096
 #: rows a write's statements insert from which they run on the committing thread
@@ -86,19 +99,40 @@ class Committer:
         self._pid = 0
         self.checkpoints = None if path is None else Checkpointer(path, timeout)
 
+    def start(self) -> bool:
+        """Have a thread of this process run the queue (started when none does); False when
+        none can be started (at interpreter shutdown from Python 3.12 on, as in an
+        ``atexit`` handler, or in a process out of threads): the writer then runs its
+        statements itself."""
+        with self._lock:
+            return self._started()
+
+    def _started(self) -> bool:
+        if self._thread is not None and self._pid == os.getpid():
+            return True
+        # (again in a forked child, which has no copy of the thread)
+        items: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        thread = threading.Thread(
+            target=self._loop, args=(items,), name="graphmem-commit", daemon=True
+        )
+        try:
+            thread.start()
+        except RuntimeError as e:
+            log.debug("no thread for a big write's statements: %s", e)
+            return False
+        self._queue, self._thread, self._pid = items, thread, os.getpid()
+        return True
+
     def put(self, tx: Pending, item: Op | threading.Event) -> None:
         """Queue ``item`` of ``tx``: a statement, or an event to set once all before it
-        ran."""
+        ran. Run here and now when the thread has ended (idle in the middle of a long
+        write) and none can be started again: the last one ended on an empty queue, so the
+        order holds."""
         with self._lock:
-            if self._thread is None or self._pid != os.getpid():
-                # (again in a forked child, which has no copy of the thread)
-                self._queue = queue.SimpleQueue()
-                self._pid = os.getpid()
-                self._thread = threading.Thread(
-                    target=self._loop, args=(self._queue,), name="graphmem-commit", daemon=True
-                )
-                self._thread.start()
-            self._queue.put((tx, item))
+            if self._started():
+                self._queue.put((tx, item))
+                return
+        tx._step(item, here=True)
 
     def _loop(self, items: queue.SimpleQueue[_Item | None]) -> None:
         while True:
@@ -126,6 +160,24 @@ class Committer:
         if self.checkpoints is not None:
             self.checkpoints.close()
 
+    def before_fork(self, timeout: float) -> None:
+        """Before a fork: wait (up to ``timeout`` seconds) for a checkpoint that is running
+        to end, and hold the next back (see :meth:`Checkpointer.before_fork`)."""
+        if self.checkpoints is not None:
+            self.checkpoints.before_fork(timeout)
+
+    def after_fork(self, *, child: bool) -> None:
+        """After a fork, in the parent or the ``child`` (which has none of the threads, and
+        whose locks may have been held by one of them at the fork): the next big write
+        starts a thread of the child's own."""
+        if child:
+            self._lock = threading.Lock()
+            self._queue = queue.SimpleQueue()
+            self._thread = None
+            self._pid = os.getpid()
+        if self.checkpoints is not None:
+            self.checkpoints.after_fork(child=child)
+
 
 class Checkpointer:
     """The WAL checkpointed after big writes on a thread and a connection of their own,
@@ -140,6 +192,9 @@ class Checkpointer:
         self._path = path
         self._timeout = timeout
         self._lock = threading.Lock()
+        #: held while a checkpoint runs (and across a fork: see before_fork)
+        self._running = threading.Lock()
+        self._held_for_fork = False
         self._due = threading.Event()
         self._thread: threading.Thread | None = None
         self._pid = 0
@@ -155,12 +210,16 @@ class Checkpointer:
             return
         with self._lock:
             if self._thread is None or self._pid != os.getpid():
-                self._pid = os.getpid()
-                self._closing = False
-                self._thread = threading.Thread(
+                thread = threading.Thread(
                     target=self._loop, name="graphmem-checkpoint", daemon=True
                 )
-                self._thread.start()
+                self._closing = False
+                try:
+                    thread.start()
+                except RuntimeError as e:  # (see Committer.start) advisory: skipped
+                    log.debug("no thread for a checkpoint of %s: %s", self._path, e)
+                    return
+                self._pid, self._thread = os.getpid(), thread
             self._due.set()
 
     def _loop(self) -> None:
@@ -177,10 +236,13 @@ class Checkpointer:
                 break
             writes, self.writes = self.writes, 0
             try:
-                if db is None:
-                    db = sqlite3.connect(self._path, timeout=self._timeout, isolation_level=None)
-                # PASSIVE: copies what it can without waiting for (or blocking) anyone
-                _busy, frames, _done = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                with self._running:
+                    if db is None:
+                        db = sqlite3.connect(
+                            self._path, timeout=self._timeout, isolation_level=None
+                        )
+                    # PASSIVE: copies what it can without waiting for (or blocking) anyone
+                    _busy, frames, _done = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             except sqlite3.Error as e:  # advisory: the COMMITs' own checkpoints remain
                 log.debug("checkpoint of %s skipped: %s", self._path, e)
                 continue
@@ -198,6 +260,26 @@ class Checkpointer:
             self._thread = None
         if thread is not None:
             thread.join()
+
+    def before_fork(self, timeout: float) -> bool:
+        """Wait (up to ``timeout`` seconds) for a running checkpoint to end and hold the
+        next back until :meth:`after_fork`: a checkpoint holds locks of the WAL index
+        that a child would inherit as held by a connection it does not have. False when
+        the wait timed out (the fork goes ahead regardless)."""
+        self._held_for_fork = self._running.acquire(timeout=timeout)
+        return self._held_for_fork
+
+    def after_fork(self, *, child: bool) -> None:
+        if child:  # none of the parent's threads is here (nor the thread's connection)
+            self._lock = threading.Lock()
+            self._running = threading.Lock()
+            self._due = threading.Event()
+            self._thread = None
+            self._pid = os.getpid()
+            self._closing = False
+        elif self._held_for_fork:
+            self._running.release()
+        self._held_for_fork = False
 
 
 class Pending:
@@ -273,7 +355,7 @@ class Pending:
             self._committer.put(self, op)
             return
         self.ops.append(op)
-        if self.rows >= _THREAD_ROWS:
+        if self.rows >= _THREAD_ROWS and self._committer.start():
             self._queued = True
             self._writer_waits.clear()
             _Brisk.enter()
@@ -281,14 +363,15 @@ class Pending:
                 self._committer.put(self, held)
             self.ops = []
 
-    def _step(self, item: Op | threading.Event) -> None:
-        """On the committing thread: run one statement, or say all before it have run."""
+    def _step(self, item: Op | threading.Event, *, here: bool = False) -> None:
+        """On the committing thread (or ``here``, on the writing one: see
+        ``Committer.put``): run one statement, or say all before it have run."""
         if isinstance(item, threading.Event):
             item.set()
             return
         if self._failed:  # a lost transaction runs no more
             return
-        if item[2] is not None:
+        if item[2] is not None and not here:
             # a statement a row (an executemany): each row's step gives the GIL up and
             # waits to win it back, so it waits for the writing thread to stop running
             # Python (else up to a switch interval a row)
@@ -386,6 +469,20 @@ class _Brisk:
             cls.users -= 1
             if cls.users == 0 and abs(sys.getswitchinterval() - _BRISK) < 1e-6:
                 sys.setswitchinterval(cls.saved)
+
+    @classmethod
+    def after_fork_in_child(cls) -> None:
+        """A forked child has no commit thread (and no write of the forking thread is
+        under way: it is forking): the caller's interval again."""
+        cls.lock = threading.Lock()
+        if cls.users:
+            cls.users = 0
+            if abs(sys.getswitchinterval() - _BRISK) < 1e-6:
+                sys.setswitchinterval(cls.saved)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_Brisk.after_fork_in_child)
 
 
 def _run(db: sqlite3.Connection, sql: str, params: Any, changes: int | None) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-import sys
 import threading
 import uuid
 from collections import defaultdict
@@ -20,13 +19,14 @@ import numpy as np
 import orjson
 
 import graphmem.backends.embedded.changelog as changelog
+import graphmem.backends.embedded.forks as forks
 import graphmem.backends.embedded.hnsw_file as hnsw_file
 import graphmem.backends.embedded.state_file as state_file
 from graphmem.backends.base import STRUCTURAL, structural_targets
 from graphmem.backends.embedded.adjacency import Adjacency
 from graphmem.backends.embedded.appends import fresh_rows, fresh_texts
 from graphmem.backends.embedded.buckets import FROM_COLUMNS, Bucket, MemoryBucket
-from graphmem.backends.embedded.commit import Committer, Pending, writer_turn
+from graphmem.backends.embedded.commit import Committer, Pending, open_lock_file, writer_turn
 from graphmem.backends.embedded.graph import (
     _INDEXED,
     _SHARED_EDGE_DATA,
@@ -54,9 +54,6 @@ from graphmem.backends.embedded.vector_index import VectorIndex, lean_from
 from graphmem.errors import BackendUnavailable, Conflict, DimensionMismatch, QueryFailed
 from graphmem.gcpause import gc_paused, promote_all
 from graphmem.models import EdgeType, NodeLabel
-
-# Windows has no flock: SQLite's own locking and busy handler only
-_FLOCK = sys.platform != "win32"
 
 log = logging.getLogger("graphmem.backends.embedded")
 
@@ -127,11 +124,8 @@ class EmbeddedJournal(EmbeddedGraph):
         try:
             if self._path is not None:
                 self._path.parent.mkdir(parents=True, exist_ok=True)
-            if self._path is not None and _FLOCK:
-                try:
-                    self._lock_fd = os.open(f"{self._path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-                except OSError as e:  # a read-only folder: SQLite's locking alone
-                    log.debug("no writer lock file beside %s: %s", self._path, e)
+            if self._path is not None:
+                self._lock_fd = open_lock_file(self._path)
             self._db = sqlite3.connect(
                 str(self._path) if self._path else ":memory:",
                 isolation_level=None,  # explicit BEGIN/COMMIT
@@ -165,6 +159,7 @@ class EmbeddedJournal(EmbeddedGraph):
         except sqlite3.Error as e:
             raise BackendUnavailable(f"cannot open embedded store {self._path}: {e}") from e
         self._load()
+        forks.register(self)
 
     def _check_version(self) -> None:
         row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
