@@ -27,7 +27,7 @@ from typing import Any
 from graphmem.backends.base import GraphBackend
 from graphmem.boundary import batch_columns
 from graphmem.config import ReconcileConfig
-from graphmem.errors import InvalidInput, NotFound
+from graphmem.errors import Conflict, InvalidInput, NotFound
 from graphmem.gcpause import gc_paused
 from graphmem.llm import LLM
 from graphmem.models import Memory, Status, utcnow, validated
@@ -42,6 +42,30 @@ __all__ = ["MemoryWrites"]
 _PROMOTE_FROM = 64
 
 Classify = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+#: what a Memory object given for an existing memory must still hold (access statistics,
+#: updated_at and the vector aside: a read does not always carry them)
+_AS_READ = (
+    "content",
+    "agent_id",
+    "run_id",
+    "namespace",
+    "visibility",
+    "category",
+    "tier",
+    "status",
+    "importance",
+    "confidence",
+    "tags",
+    "metadata",
+    "event_type",
+    "seq",
+    "created_at",
+    "valid_from",
+    "valid_to",
+    "expires_at",
+)
 
 
 def _revalidated(memory: Memory, **changes: Any) -> Memory:
@@ -266,20 +290,25 @@ class MemoryWrites(Writes):
         )
 
     def memories(self, items: Sequence[Memory | str]) -> list[Memory]:
-        """Memories given as objects or ids, in order; NotFound for the first unknown id."""
+        """Memories given as objects or ids, in order, as stored; NotFound for the first
+        unknown id. An object must still be what is stored (Conflict otherwise: it is
+        stale, or it was edited): its fields were written back, so a copy with edited
+        content rewrote the memory in place, without a version."""
         if isinstance(items, str):
             raise InvalidInput("expected a list of memory ids, not one string")
-        ids = [i for i in items if isinstance(i, str)]
-        if not ids:
-            return [m for m in items if isinstance(m, Memory)]
+        ids = [i.id if isinstance(i, Memory) else i for i in items]
         found = {n.id: n for n in self.backend.get(Memory, list(dict.fromkeys(ids)))}
-        missing = [i for i in ids if i not in found]
-        if missing:
-            raise NotFound(f"no memory {missing[0]!r}")
         out: list[Memory] = []
-        for item in items:
-            node = found[item] if isinstance(item, str) else item
+        for item, i in zip(items, ids, strict=True):
+            node = found.get(i)
             if not isinstance(node, Memory):
-                raise NotFound(f"no memory {item!r}")
+                raise NotFound(f"no memory {i!r}")
+            if isinstance(item, Memory) and any(
+                getattr(item, f, None) != getattr(node, f) for f in _AS_READ
+            ):
+                raise Conflict(
+                    f"memory {i!r} is not as given (it changed since it was read, or the "
+                    "object was edited): read it again"
+                )
             out.append(node)
         return out

@@ -26,6 +26,7 @@ from graphmem.models import (
     Memory,
     Status,
     Tier,
+    check_text,
 )
 from graphmem.scoping import group_by_scope
 
@@ -124,7 +125,15 @@ class Lifecycle(_Passes, _Maintenance):
         if scorer.agent_boosts and scorer.agent_match == "kind":
             # the agent's type is read only when it can matter
             if agent not in kinds:
-                found = self.backend.get(Agent, [agent])
+                # an id that cannot be stored (a lone surrogate) names no agent, and the
+                # item's validation refuses it after this: not sent (the Neo4j driver
+                # cannot encode it)
+                try:
+                    check_text(agent, "agent_id")
+                except ValueError:
+                    found = []
+                else:
+                    found = self.backend.get(Agent, [agent])
                 kinds[agent] = getattr(found[0], "kind", None) if found else None
             kind = kinds[agent]
         return scorer.score(

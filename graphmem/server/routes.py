@@ -25,6 +25,7 @@ from graphmem.server.principal import (
     Limit,
     Mem,
     Offset,
+    Principal,
     Who,
     _check_batch,
     _version,
@@ -85,6 +86,7 @@ def create_memory(body: MemoryIn, mem: Mem, who: Who) -> Any:
     data = body.model_dump(exclude_none=True)
     data["agent_id"] = who.agent(body.agent_id)
     data["namespace"] = who.namespace(body.namespace)
+    _check_runs_named(mem, who, [body.run_id])
     result = mem.writes.reconcile(data.pop("content"), mode=data.pop("reconcile", None), **data)
     return JSONResponse(
         status_code=201,
@@ -113,7 +115,21 @@ def create_memories(body: MemoryBatch, request: Request, mem: Mem, who: Who) -> 
         }
         for m in body.items
     ]
+    _check_runs_named(mem, who, [m.run_id for m in body.items])
     return mem.remember_many(items)
+
+
+def _check_runs_named(mem: Mem, who: Principal, run_ids: list[str | None]) -> None:
+    """A memory a key writes joins no stored run outside the key's namespaces (one not
+    stored yet is started in the memory's, which the key's check of it allows)."""
+    if not who.restricted:
+        return
+    for run_id in dict.fromkeys(r for r in run_ids if r):
+        try:
+            run = mem.runs.get(run_id)
+        except NotFound:
+            continue
+        who.check_run(run)
 
 
 @router.get("/memories", **_without_vectors(list[Memory], "memories"))

@@ -430,3 +430,27 @@ def test_stop_wakes_a_long_interval() -> None:
     sched = MaintenanceScheduler(started.set, interval=3600, run_immediately=True).start()
     assert started.wait(30)
     assert sched.stop(timeout=30) and not sched.running
+
+
+def test_the_scorer_sends_no_agent_id_that_cannot_be_stored(backend: GraphBackend) -> None:
+    """The write path classifies an item before validating it: the scorer read the type of
+    an agent whose id holds a lone surrogate from the store, and the Neo4j driver raised an
+    untyped UnicodeEncodeError (the embedded store found no such agent). Such an id names
+    no agent; the item's validation refuses it right after."""
+    scorer = {"agent_boosts": {"agent": 0.3}, "agent_match": "kind"}
+    mem = GraphMemory(
+        backend,
+        embedder=None,
+        owns_backend=False,
+        settings=Settings(lifecycle={"scorer": scorer}),
+    )
+    try:
+        mem.agents.register("alice", kind="agent")
+        data = mem.lifecycle._classify({"content": "hello", "agent_id": "\ud800"})
+        assert data["importance"] == mem.lifecycle._classify({"content": "hello"})["importance"]
+        boosted = mem.lifecycle._classify({"content": "hello", "agent_id": "alice"})
+        assert boosted["importance"] > data["importance"]  # the lookup still runs for alice
+        with pytest.raises(InvalidInput):
+            mem.writes._validate([{"content": "hello", "agent_id": "\ud800"}])
+    finally:
+        mem.close()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from graphmem.errors import AccessDenied, InvalidInput
+from graphmem.errors import AccessDenied, Conflict, InvalidInput
 from graphmem.memory import GraphMemory
 from graphmem.models import Memory
 from graphmem.scoping import Scope, scope_of
@@ -233,3 +233,28 @@ def test_a_seq_given_to_remember_many_is_the_write_paths_to_give(mem: GraphMemor
     seqs = [e.seq for e in mem.runs.events(run.id)]
     assert len(seqs) == len(set(seqs))
     assert m.seq != 0
+
+
+def test_an_edited_memory_object_given_to_archive_or_replace_is_refused(mem: GraphMemory) -> None:
+    """set_status and supersede wrote the caller's object back: a copy with edited content
+    rewrote the stored memory in place (no new version), and one whose visibility was
+    edited to a str raised AttributeError."""
+    a = mem.remember("Alice likes tea", agent_id="alice")
+    with pytest.raises(Conflict):
+        mem.writes.set_status([a.model_copy(update={"content": "rewritten"})], "archived")
+    got = mem.get(a.id)
+    assert (got.content, got.status.value) == ("Alice likes tea", "active")
+    c = mem.remember("Carol likes coffee", agent_id="alice")
+    doctored = c.model_copy(update={"content": "Carol rewritten", "visibility": "org"})
+    new = mem.writes.validate([{"content": "Carol likes tea now", "agent_id": "alice"}])[0]
+    with pytest.raises(Conflict):
+        mem.writes.supersede([doctored], new, reason="changed her mind")
+    old = mem.get(c.id)
+    assert (old.content, old.visibility.value, old.status.value) == (
+        "Carol likes coffee",
+        "private",
+        "active",
+    )
+    assert not _recall_ids(mem, "bob", "Carol")
+    mem.writes.set_status([mem.get(a.id)], "archived")  # as read: archived
+    assert mem.get(a.id).status.value == "archived"

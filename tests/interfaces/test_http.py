@@ -663,3 +663,31 @@ def test_a_key_sees_and_touches_only_runs_in_its_namespaces(store: GraphMemory) 
         assert c.get("/runs/r-default", headers=default).status_code == 200
         assert [x["id"] for x in c.get("/runs", headers=default).json()] == ["r-default"]
         assert c.get("/memory/events", headers=default).json()["total"] == 1
+
+
+def test_a_memory_written_by_a_key_joins_no_run_outside_the_keys_namespaces(
+    store: GraphMemory,
+) -> None:
+    # found by probing: POST /memories (and /memories/batch) with the run_id of alice's
+    # 'default' run, through her key limited to 'team', attached the memory to that run
+    keys = (ApiKey(key="alice-team-key-9", agent_id="alice", namespaces=("team",)),)
+    settings = Settings(embedder="none", server=ServerSettings(api_keys=keys))
+    store.runs.start("alice", run_id="r-default")
+    team = auth("alice-team-key-9")
+    with TestClient(create_app(store, settings=settings)) as c:
+        before = snapshot(store)
+        one = {"content": "into her default run", "run_id": "r-default"}
+        refused = [
+            c.post("/memories", json=one, headers=team),
+            c.post("/memories/batch", json={"items": [{"content": "fine"}, one]}, headers=team),
+        ]
+        assert [r.status_code for r in refused] == [403] * 2, [r.text for r in refused]
+        assert snapshot(store) == before
+        # a run of the key's own namespace, or none yet, is still joined
+        store.runs.start("alice", run_id="r-team", namespace="team")
+        for run_id in ("r-team", "r-new"):
+            r = c.post(
+                "/memories", json={"content": f"into {run_id}", "run_id": run_id}, headers=team
+            )
+            assert r.status_code == 201, r.text
+        assert [m.content for m in store.runs.events("r-team")] == ["into r-team"]
