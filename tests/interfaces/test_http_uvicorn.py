@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
 from graphmem.config import Settings
 from graphmem.memory import GraphMemory
-from graphmem.server.http import create_app
+from tests.served import uvicorn_thread
 
 
 @pytest.fixture
@@ -23,24 +19,8 @@ def base_url(tmp_path: Path) -> Iterator[str]:
     settings = Settings(
         url=str(tmp_path / "served.db"), embedder="none", server={"max_body_bytes": 65536}
     )  # type: ignore[arg-type]
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    for _ in range(400):  # bounded wait for startup (not a timing assertion)
-        if server.started or not thread.is_alive():
-            break
-        time.sleep(0.025)
-    assert server.started, "uvicorn did not start"
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        sock.close()
-    assert not thread.is_alive()
+    with uvicorn_thread(settings, join_s=30) as (base, _stop):
+        yield base
 
 
 def test_real_server_round_trip(base_url: str, tmp_path: Path) -> None:

@@ -7,20 +7,17 @@ from __future__ import annotations
 
 import os
 import random
-import socket
 import threading
-import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
 from graphmem import GraphMemory
 from graphmem.config import ApiKey, ServerSettings, Settings
-from graphmem.server.http import create_app
+from tests.served import uvicorn_thread
 
 pytestmark = pytest.mark.embedded("a real server on a store file, reopened after it stops")
 
@@ -39,28 +36,8 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str, Callable[[], None]]]:
         for agent, secret in KEYS.items()
     )
     settings = Settings(url=db, embedder="none", server=ServerSettings(api_keys=keys))
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    for _ in range(400):  # bounded wait for startup (not a timing assertion)
-        if server.started or not thread.is_alive():
-            break
-        time.sleep(0.025)
-    assert server.started, "uvicorn did not start"
-
-    def stop() -> None:
-        server.should_exit = True
-        thread.join(timeout=60)
-        assert not thread.is_alive()
-
-    try:
-        yield f"http://127.0.0.1:{port}", db, stop
-    finally:
-        stop()
-        sock.close()
+    with uvicorn_thread(settings, join_s=60) as (base, stop):
+        yield base, db, stop
 
 
 def test_three_keys_under_concurrent_load_never_leak_nor_lose_a_write(
