@@ -23,7 +23,7 @@ from graphmem.backends.neo4j.queries import (
     Q_STATS,
 )
 from graphmem.backends.neo4j.search import Neo4jSearch
-from graphmem.backends.neo4j.values import props_from_db
+from graphmem.backends.neo4j.values import props_from_db, vanished
 from graphmem.backends.neo4j.writes import Neo4jWrites
 from graphmem.errors import ConfigError, GraphMemError, InvalidInput
 from graphmem.models import (
@@ -106,6 +106,8 @@ class Neo4jBackend(Neo4jWrites, Neo4jSearch):
         runs: list[Run] = []
         alive: set[str] = set()
         for row in rows:
+            if vanished(row["props"]):  # deleted while read: not there
+                continue
             run = self._node(NodeLabel.RUN.value, row["props"])
             if isinstance(run, Run):
                 runs.append(run)
@@ -125,7 +127,7 @@ class Neo4jBackend(Neo4jWrites, Neo4jSearch):
         out = []
         for ident in ids:
             hit = found.get(NodeRef(lab, ident))
-            if hit is not None and hit[1] is not None:
+            if hit is not None and hit[1] is not None and not vanished(hit[1]):
                 node = self._node(lab.value, hit[1])
                 if isinstance(node, kind):
                     out.append(node)
@@ -148,7 +150,8 @@ class Neo4jBackend(Neo4jWrites, Neo4jSearch):
         )
         self._ready()
         rows = self._query("match", "match", text, params)
-        nodes = [self._node(flt.label.value, r["props"]) for r in rows]
+        # (a node deleted while the statement read it is left out, see vanished)
+        nodes = [self._node(flt.label.value, r["props"]) for r in rows if not vanished(r["props"])]
         return [n for n in nodes if isinstance(n, kind)]
 
     def count(self, flt: Filter) -> int:
@@ -186,7 +189,7 @@ class Neo4jBackend(Neo4jWrites, Neo4jSearch):
             ref_of: dict[str, NodeRef] = {}
             seen: dict[str, tuple[str, dict[str, Any]]] = {}
             for ref in dict.fromkeys(seed_refs):
-                if ref in found:
+                if ref in found and not vanished(found[ref][1]):
                     eid, props = found[ref]
                     ref_of[eid] = ref
                     seen[eid] = (ref.label.value, props or {})
@@ -203,8 +206,10 @@ class Neo4jBackend(Neo4jWrites, Neo4jSearch):
                     labels=ALL_LABELS,
                 )
                 rank = {eid: i for i, eid in enumerate(frontier)}
+                rows = self._run(tx, Q_EXPAND, text, params)
                 records = sorted(
-                    self._run(tx, Q_EXPAND, text, params),
+                    # a node deleted while the statement read it is not there (vanished)
+                    (r for r in rows if not vanished(r["other_props"])),
                     key=lambda r: (
                         rank[r["from_eid"]],
                         r["type"],
@@ -251,7 +256,14 @@ class Neo4jBackend(Neo4jWrites, Neo4jSearch):
             text, params = self._bind(Q_SCAN_NODES, labels=ALL_LABELS)
             result = self._run(session, Q_SCAN_NODES, text, params)
             while batch := result.fetch(batch_size):
-                yield [self._node(r["label"], r["props"]) for r in batch], []
+                yield (
+                    [
+                        self._node(r["label"], r["props"])
+                        for r in batch
+                        if r["label"] and not vanished(r["props"])  # deleted while read
+                    ],
+                    [],
+                )
             text, params = self._bind(Q_SCAN_EDGES, types=ALL_TYPES, labels=ALL_LABELS)
             result = self._run(session, Q_SCAN_EDGES, text, params)
             while batch := result.fetch(batch_size):

@@ -31,6 +31,7 @@ from graphmem.backends.neo4j.queries import (
     VECTOR_INDEX,
 )
 from graphmem.backends.neo4j.schema import Neo4jSchema
+from graphmem.backends.neo4j.values import vanished
 from graphmem.errors import DimensionMismatch, InvalidInput, QueryFailed
 from graphmem.models import EdgeType, Filter, Hit, Memory, TextQuery, VectorQuery
 
@@ -489,7 +490,11 @@ class Neo4jSearch(Neo4jSchema):
         name = "search/text (bounded)"
         self._ready()
         rows = self._lexical_read("text search", name, text, params, self._fulltext_wait())
-        return [Hit(node=self._memory(r["props"]), score=float(r["score"])) for r in rows]
+        return [
+            Hit(node=self._memory(r["props"]), score=float(r["score"]))
+            for r in rows
+            if not vanished(r["props"])  # deleted while the statement read it
+        ]
 
     def _fulltext_wait(self) -> bool:
         """Whether a lexical search must first wait for the full-text index: it is updated
@@ -585,7 +590,9 @@ class Neo4jSearch(Neo4jSchema):
 
         rows = self._read("vector search", work)
         return [
-            Hit(node=self._memory(r["props"]), score=_cosine(r["score"], r["probe"])) for r in rows
+            Hit(node=self._memory(r["props"]), score=_cosine(r["score"], r["probe"]))
+            for r in rows
+            if not vanished(r["props"])  # deleted while the statement read it
         ]
 
     def search_both(
@@ -648,7 +655,7 @@ class Neo4jSearch(Neo4jSchema):
             props, channel = r["props"], r["channel"]
             if channel == "vector":
                 fetched = max(fetched, int(r["fetched"] or 0))
-            if props is None:
+            if vanished(props):  # no match, or deleted while the statement read it
                 continue
             memory = decoded.get(props["id"])
             if memory is None:
@@ -709,15 +716,20 @@ class Neo4jSearch(Neo4jSchema):
         out: list[tuple[str, str, Memory]] = []
         credited: set[Any] = set(seeds)
         for r in sorted(rows, key=lambda r: rank.get(r["seed"], len(rank))):
+            # a memory deleted while the statement read it is not there (see vanished)
+            linked, tagged, entities = (
+                [x for x in r[key] if not vanished(x["props"])]
+                for key in ("linked", "tagged", "entities")
+            )
             if similarities is not None and sim_to is not None:
-                for x in (*r["linked"], *r["tagged"], *r["entities"]):
+                for x in (*linked, *tagged, *entities):
                     if x["sim"] is not None:
                         similarities[str(x["props"]["id"])] = _cosine(x["sim"], r["probe"])
-            linked = sorted(r["linked"], key=lambda x: (x["type"], str(x["props"].get("id"))))
+            linked.sort(key=lambda x: (x["type"], str(x["props"].get("id"))))
             out.extend((r["seed"], x["type"], self._memory(x["props"])) for x in linked)
-            tagged = sorted(r["tagged"], key=lambda x: str(x["props"].get("id")))
+            tagged.sort(key=lambda x: str(x["props"].get("id")))
             out.extend((r["seed"], "tag", self._memory(x["props"])) for x in tagged)
-            for x in r["entities"]:
+            for x in entities:
                 ident = x["props"].get("id")
                 if ident not in credited:  # best seed first: a memory is credited once
                     credited.add(ident)

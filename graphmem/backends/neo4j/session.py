@@ -476,7 +476,8 @@ class Neo4jSession:
                 for rec in self._run_file(
                     tx, GET_QUERIES[label], ids=list(chunk), with_props=with_props
                 ):
-                    found[NodeRef(label, rec["id"])] = (rec["eid"], rec["props"])
+                    if rec["id"] is not None:  # else deleted while read (see vanished)
+                        found[NodeRef(label, rec["id"])] = (rec["eid"], rec["props"])
         return found
 
     def _node(self, label: str, props: Mapping[str, Any]) -> GraphNode:

@@ -74,6 +74,15 @@ def check_props(props: Mapping[str, Any]) -> None:
             check_value(k, v)
 
 
+def vanished(props: Mapping[str, Any] | None) -> bool:
+    """Whether a node row is of a node another transaction deleted while this statement
+    read it. Neo4j reads are read committed: a statement can match a node, and a delete
+    committed before the statement reads its properties leaves it reading every one as
+    null (its id too). The node is gone, so a read leaves it out, as it would have had it
+    begun a moment later; decoding it would fail (every node has an id)."""
+    return props is None or props.get("id") is None
+
+
 def node_from_db(label: str, props: Mapping[str, Any]) -> GraphNode:
     """A node read from the server. A memory row of the shape graphmem's own writes give it
     (every field that has a default present, times as ISO text or temporal values, enum
