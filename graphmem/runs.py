@@ -65,6 +65,9 @@ __all__ = ["CleanupReport", "DeleteRunReport", "RunLimits", "RunStats", "Runs"]
 
 log = logging.getLogger("graphmem.runs")
 
+#: how often a run delete lists the run again when an append or a derivation changed it
+DELETE_ATTEMPTS = 8
+
 _N = TypeVar("_N", bound=GraphNode)
 
 _LIVE = (RunStatus.RUNNING.value, RunStatus.COMPLETED.value, RunStatus.FAILED.value)
@@ -413,34 +416,62 @@ class Runs(RunBasics):
     def delete(self, run_id: str, *, cascade: bool = True) -> DeleteRunReport:
         """Delete a run for good: its memories (every status), with ``cascade`` also the
         memories derived from them (summaries, merges, newer versions — they carry the
-        run's content), and its log entries (shared payloads are reference counted)."""
-        self.get(run_id)
-        own = [
-            m.id
-            for m in self._backend.match(Memory, Filter.for_memories(run_id=run_id, status=None))
-        ]
-        derived: builtins.list[str] = []
-        if cascade and own:
-            sub = self._backend.expand(
-                [NodeRef(NodeLabel.MEMORY, i) for i in own],
-                [EdgeType.DERIVED_FROM, EdgeType.SUPERSEDES],
-                direction="in",
-                depth=10_000,
-                limit=10_000_000,
-            )
-            mine = set(own)
-            derived = [n.id for n in sub.nodes if isinstance(n, Memory) and n.id not in mine]
+        run's content), and its log entries (shared payloads are reference counted).
+
+        The deleting transaction expects the run and its memories as they were listed: an
+        append to the run (an event or a plain memory) or a new derivation from one of its
+        memories committed meanwhile makes the delete list them again, so nothing
+        acknowledged is left behind pointing at a deleted run or memory."""
+        for attempt in range(DELETE_ATTEMPTS):
+            # the run first: an append after this read changes what the delete expects
+            run = self.get(run_id)
+            own = [
+                m.id
+                for m in self._backend.match(
+                    Memory, Filter.for_memories(run_id=run_id, status=None)
+                )
+            ]
+            derived: builtins.list[str] = []
+            # each doomed memory's incoming version edges as listed (cascade: all doomed)
+            sources: dict[str, set[str]] = {}
+            if cascade and own:
+                sub = self._backend.expand(
+                    [NodeRef(NodeLabel.MEMORY, i) for i in own],
+                    [EdgeType.DERIVED_FROM, EdgeType.SUPERSEDES],
+                    direction="in",
+                    depth=10_000,
+                    limit=10_000_000,
+                )
+                mine = set(own)
+                derived = [n.id for n in sub.nodes if isinstance(n, Memory) and n.id not in mine]
+                sources = {i: set() for i in (*own, *derived)}
+                for e in sub.edges:
+                    if e.dst.id in sources:
+                        sources[e.dst.id].add(e.src.id)
+            # what only the deleted memories superseded comes back, as after a forget (else
+            # it stays superseded with nothing after it: out of recall, beyond restore)
+            restored, still = self._writes.restorable(own + derived)
+            unchanged = [
+                Expect(
+                    NodeRef(NodeLabel.MEMORY, i),
+                    incoming=(EdgeType.DERIVED_FROM, EdgeType.SUPERSEDES),
+                    sources=frozenset(srcs),
+                )
+                for i, srcs in sources.items()
+            ]
+            ends = {"event_count": run.event_count, "last_event_id": run.last_event_id}
+            try:
+                self._writes.delete_nodes(
+                    [NodeRef(NodeLabel.MEMORY, i) for i in own + derived] + [run.ref],
+                    expect=[Expect(run.ref, props=ends), *still, *unchanged],
+                    nodes=restored,
+                )
+                break
+            except Conflict:
+                if attempt == DELETE_ATTEMPTS - 1:
+                    raise
+                log.info("run delete: the run changed while it was listed; listing again")
         entries = self._eventlog.delete_run(run_id)
-        run = self.get(run_id)
-        # what only the deleted memories superseded comes back, as after a forget (else
-        # it stays superseded with nothing after it: out of recall, beyond restore)
-        restored, still = self._writes.restorable(own + derived)
-        # an event appended after the memories were listed would be orphaned: refuse
-        self._writes.delete_nodes(
-            [NodeRef(NodeLabel.MEMORY, i) for i in own + derived] + [run.ref],
-            expect=[Expect(run.ref, props={"event_count": run.event_count}), *still],
-            nodes=restored,
-        )
         log.info(
             "deleted a run: %d memories, %d derived, %d log entries",
             len(own),

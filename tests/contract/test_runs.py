@@ -476,3 +476,41 @@ def test_seed_limits_are_the_defaults_and_settable(backend: GraphBackend) -> Non
         backend, embedder=None, owns_backend=False, settings=Settings(runs={"max_runs": 7})
     )  # type: ignore[arg-type]
     assert other.runs.limits.max_runs == 7
+
+
+@pytest.mark.parametrize("append", ["event", "memory", "derived"])
+def test_a_run_delete_never_orphans_what_was_appended_while_it_planned(
+    tmem: GraphMemory, monkeypatch: pytest.MonkeyPatch, append: str
+) -> None:
+    """An event (counted) or a plain memory of the run (not counted: only the run's last
+    memory changes) appended after the delete listed the run's memories is deleted with
+    the run, and so is a memory derived from one of them meanwhile (the cascade). Before,
+    the delete read the run after listing and checked only the event count, so it
+    committed and left the acknowledged memory behind, its run gone: the next append
+    started a new chain beside it (two heads of one run); a derivation survived the
+    cascade."""
+    first = tmem.runs.add_event("r", "note", "first", agent_id="a")
+    tmem.remember("a plain memory of the run", agent_id="a", run_id="r", reconcile="off")
+    real = tmem.writes.restorable  # what the delete reads last, once it has listed
+    late: list[Memory] = []
+
+    def listed_then_appended(doomed: list[str]) -> object:
+        if not late:
+            if append == "event":
+                late.append(tmem.runs.add_event("r", "note", "late event", agent_id="a"))
+            elif append == "derived":
+                late.append(tmem.remember("about the run", agent_id="a", reconcile="off"))
+                tmem.writes.link(late[0].id, [first.id], pass_name="summarize")
+            else:
+                late.append(tmem.remember("late memory", agent_id="a", run_id="r", reconcile="off"))
+        return real(doomed)
+
+    monkeypatch.setattr(tmem.writes, "restorable", listed_then_appended)
+    report = tmem.runs.delete("r")
+    monkeypatch.undo()
+    assert late and (report.memories, report.derived) == ((2, 1) if append == "derived" else (3, 0))
+    assert tmem.list(run_id="r", status=None, limit=None) == []
+    with pytest.raises(NotFound):
+        tmem.get(late[0].id)
+    again = tmem.runs.add_event("r", "note", "a new run of the same id", agent_id="a")
+    assert again.seq == 0 and [m.id for m in tmem.list(run_id="r", limit=None)] == [again.id]
