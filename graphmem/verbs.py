@@ -32,6 +32,7 @@ from graphmem.gcpause import gc_paused
 from graphmem.llm import LLM
 from graphmem.models import Memory, Status, utcnow, validated
 from graphmem.models.plain import ClassifyColumns, plain_memories, plain_memory
+from graphmem.models.values import _check_id as check_id
 from graphmem.models.values import new_ids, replaced
 from graphmem.reconcile import DUPLICATE_FIELDS, ReconcileResult, reconcile
 from graphmem.writes import Embed, Writes
@@ -173,6 +174,10 @@ class MemoryWrites(Writes):
             data.setdefault("created_at", now)
             if "user_id" in data:  # an end user's memory: kept as metadata.user_id
                 user = data.pop("user_id")
+                try:  # the id rule of a run's user_id, which a scope names it by
+                    check_id(user, "user_id")
+                except ValueError as e:
+                    raise InvalidInput(f"item {i}: {e}") from None
                 meta = data.get("metadata") or {}
                 if isinstance(meta, Mapping):  # else the metadata is refused below
                     data["metadata"] = {**meta, "user_id": user}

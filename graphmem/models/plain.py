@@ -269,6 +269,11 @@ def _one_shape(
     given = set(cols)
     if "user_id" in cols:  # an end user's memory: kept as metadata.user_id
         users = cols.pop("user_id")
+        try:  # an id like a run's user_id (the items one by one say which is not)
+            for u in users:
+                _check_id(u, "user_id")
+        except ValueError:
+            return None
         metas = cols.get("metadata") or [{}] * n
         cols["metadata"] = [{**m, "user_id": u} for m, u in zip(metas, users, strict=True)]
         given.discard("user_id")
