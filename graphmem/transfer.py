@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
 
-from graphmem.backends.base import GraphBackend, GraphView
+from graphmem.backends.base import STRUCTURAL, GraphBackend, GraphView, structural_targets
 from graphmem.errors import InvalidInput
 from graphmem.models import Edge, GraphNode, Memory, node_model
 from graphmem.protocol import ImportReport
@@ -127,13 +127,15 @@ class Transfer:
                     raise InvalidInput("line is neither a node nor an edge")
             except (ValueError, KeyError, TypeError, IndexError) as e:
                 raise InvalidInput(f"import line {lineno}: {e}") from e
-        node_keys = {n.ref.key for n in nodes}
+        by_key: dict[str, GraphNode] = {n.ref.key: n for n in nodes}  # the last line wins
         for edge in edges:
             for end in (edge.src, edge.dst):
-                if end.key not in node_keys and not self._backend.get(
+                if end.key not in by_key and not self._backend.get(
                     node_model(end.label), [end.id]
                 ):
                     raise InvalidInput(f"edge {edge.type.value} refers to missing node {end.key}")
+            if (edge.src.label, edge.type) in STRUCTURAL:
+                self._check_implied(edge, by_key)
         dims = {len(n.embedding) for n in nodes if isinstance(n, Memory) and n.embedding}
         if len(dims) > 1:
             raise InvalidInput(f"the export mixes embedding dimensions {sorted(dims)}")
@@ -144,6 +146,25 @@ class Transfer:
         for i in range(0, len(edges), batch_size):
             self.writes.load((), edges[i : i + batch_size])
         return ImportReport(nodes=len(nodes), edges=len(edges))
+
+
+    def _check_implied(self, edge: Edge, by_key: dict[str, GraphNode]) -> None:
+        """InvalidInput unless the structural ``edge`` (authorship, run, tag) is one its
+        source node's fields imply, as the node is imported or else stored: the backend
+        refuses any other, and it would do so only after the nodes before it were
+        written."""
+        src = by_key.get(edge.src.key)
+        if src is None:
+            [src] = self._backend.get(node_model(edge.src.label), [edge.src.id])
+        implied = {
+            (etype, label, ident)
+            for etype, label, ident, _props in structural_targets(src.label, src.to_props())
+        }
+        if (edge.type, edge.dst.label, edge.dst.id) not in implied:
+            raise InvalidInput(
+                f"{edge.type.value} edges follow the node's fields (agent_id, run_id, tags); "
+                f"{edge.src.key} does not imply one to {edge.dst.key}"
+            )
 
 
 def _jsonable(value: Any) -> Any:
