@@ -130,9 +130,7 @@ class Transfer:
         by_key: dict[str, GraphNode] = {n.ref.key: n for n in nodes}  # the last line wins
         for edge in edges:
             for end in (edge.src, edge.dst):
-                if end.key not in by_key and not self._backend.get(
-                    node_model(end.label), [end.id]
-                ):
+                if end.key not in by_key and not self._backend.get(node_model(end.label), [end.id]):
                     raise InvalidInput(f"edge {edge.type.value} refers to missing node {end.key}")
             if (edge.src.label, edge.type) in STRUCTURAL:
                 self._check_implied(edge, by_key)
@@ -146,7 +144,6 @@ class Transfer:
         for i in range(0, len(edges), batch_size):
             self.writes.load((), edges[i : i + batch_size])
         return ImportReport(nodes=len(nodes), edges=len(edges))
-
 
     def _check_implied(self, edge: Edge, by_key: dict[str, GraphNode]) -> None:
         """InvalidInput unless the structural ``edge`` (authorship, run, tag) is one its
