@@ -11,12 +11,19 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
 
-from graphmem.backends.base import STRUCTURAL, GraphBackend, GraphView, structural_targets
+from graphmem.backends.base import (
+    STRUCTURAL,
+    GraphBackend,
+    GraphView,
+    StoreFiles,
+    structural_targets,
+)
 from graphmem.errors import InvalidInput
 from graphmem.models import Edge, GraphNode, Memory, node_model
 from graphmem.protocol import ImportReport
@@ -37,10 +44,16 @@ class Transfer:
     def __init__(self, backend: GraphBackend, writes: Writes) -> None:
         self._backend = backend
         self.writes = writes
+        #: the store's own files, which an export must never open to write (see export)
+        self._files = backend if isinstance(backend, StoreFiles) else None
 
     def export(self, dest: str | Path | IO[str]) -> ImportReport:
-        """Write the whole graph as JSON lines (a header line, nodes, then edges)."""
+        """Write the whole graph as JSON lines (a header line, nodes, then edges). A path
+        that is one of the store's own files (its SQLite file, WAL, caches) is InvalidInput:
+        opening it to write would truncate the store."""
         if isinstance(dest, str | Path):
+            if self._files is not None:
+                _refuse_store_file(dest, self._files.store_files())
             with _file(dest, "w") as f:
                 return self._export(f)
         if not callable(getattr(dest, "write", None)):
@@ -177,6 +190,23 @@ def _revive(props: dict[str, Any]) -> dict[str, Any]:
         k: datetime.fromisoformat(v["$dt"]) if isinstance(v, dict) and "$dt" in v else v
         for k, v in props.items()
     }
+
+
+def _refuse_store_file(dest: str | Path, files: builtins.list[Path]) -> None:
+    """InvalidInput when ``dest`` names one of ``files`` (however spelled: a relative
+    path, a symbolic or hard link). Opening it to write truncates it: the store's rows gone,
+    or its shared-memory index, which SQLite maps, cut under the process (a bus error)."""
+    for own in files:
+        try:
+            same = os.path.realpath(dest) == os.path.realpath(own) or (
+                own.exists() and os.path.exists(dest) and os.path.samefile(dest, own)
+            )
+        except (OSError, ValueError):  # a path that cannot be looked at: _file says why
+            return
+        if same:
+            raise InvalidInput(
+                f"cannot export to {str(dest)!r}: it is the store's own file {str(own)!r}"
+            )
 
 
 def _file(path: str | Path, mode: Literal["r", "w"]) -> IO[str]:

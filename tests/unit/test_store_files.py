@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from graphmem.backends.embedded.rows import SCHEMA
-from graphmem.errors import BackendUnavailable
+from graphmem.errors import BackendUnavailable, InvalidInput
 from graphmem.memory import GraphMemory
 
 pytestmark = pytest.mark.embedded(
@@ -100,3 +100,48 @@ def test_an_empty_file_or_a_store_whose_creation_was_cut_short_opens(
         m = mem.remember("a first memory", agent_id="a")
     with GraphMemory.open(str(path), embedder=None) as mem:
         assert mem.get(m.id) is not None
+
+
+@pytest.mark.parametrize("target", ["store", "symlink", "wal", "shm", "lock", "state", "graph"])
+def test_an_export_onto_the_stores_own_files_is_refused_and_the_store_kept(
+    tmp_path: Path, target: str
+) -> None:
+    """``graphmem export graphmem.db`` (the default store's own name) truncated the store
+    it was reading: every memory lost, the file left 43 bytes of export header."""
+    path = tmp_path / "s.db"
+    with GraphMemory.open(str(path), embedder=None) as mem:
+        ids = {m.id for m in mem.remember_many([{"content": f"kept {i}"} for i in range(20)])}
+        dest = {
+            "store": path,
+            "symlink": tmp_path / "link.jsonl",
+            "wal": tmp_path / "s.db-wal",
+            "shm": tmp_path / "s.db-shm",
+            "lock": tmp_path / "s.db.lock",
+            "state": tmp_path / "s.db-state.bin",
+            "graph": tmp_path / "s.db-hnsw.json",
+        }[target]
+        if target == "symlink":
+            dest.symlink_to(path)
+        for spelled in (dest, str(dest), str(tmp_path / "." / dest.name)):
+            with pytest.raises(InvalidInput, match="the store's own"):
+                mem.transfer.export(spelled)
+        assert {m.id for m in mem.list(limit=None)} == ids
+    with GraphMemory.open(str(path), embedder=None) as mem:
+        assert {m.id for m in mem.list(limit=None)} == ids
+
+
+def test_the_cli_export_onto_its_store_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from graphmem.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    env = {"GRAPHMEM_EMBEDDER": "none", "GRAPHMEM_CONFIG": "", "GRAPHMEM_URL": None}
+    runner = CliRunner()
+    assert runner.invoke(app, ["remember", "kept"], env=env).exit_code == 0
+    result = runner.invoke(app, ["export", "graphmem.db"], env=env)  # the default store
+    assert result.exit_code == 1 and "the store's own" in result.stderr
+    with GraphMemory.open(str(tmp_path / "graphmem.db"), embedder=None) as mem:
+        assert [m.content for m in mem.list(limit=None)] == ["kept"]
