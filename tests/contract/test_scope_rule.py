@@ -258,3 +258,45 @@ def test_an_edited_memory_object_given_to_archive_or_replace_is_refused(mem: Gra
     assert not _recall_ids(mem, "bob", "Carol")
     mem.writes.set_status([mem.get(a.id)], "archived")  # as read: archived
     assert mem.get(a.id).status.value == "archived"
+
+
+def _sources(mem: GraphMemory, memory_id: str) -> set[str]:
+    return {e.dst.id for e in mem.lifecycle.provenance(memory_id, depth=1).edges}
+
+
+def test_a_memory_derives_only_from_what_its_agent_may_read(mem: GraphMemory) -> None:
+    """``writes.link`` took provenance from bob's private memory into alice's: bob's forget
+    then deleted alice's memory over the DERIVED_FROM edge (and alice's memory claimed to
+    come from content she may not read)."""
+    secret = mem.remember("bob's private diagnosis", agent_id="bob")
+    mem.namespaces.create("bobs-team", owner="bob")
+    closed = mem.remember(
+        "bob's team note", agent_id="bob", namespace="bobs-team", visibility="shared"
+    )
+    note = mem.remember("alice's note on the launch", agent_id="alice")
+    own = mem.remember("alice's earlier note", agent_id="alice")
+    for unreadable in (secret, closed):
+        with pytest.raises(AccessDenied):
+            mem.writes.link(note.id, [own.id, unreadable.id])
+        assert not _sources(mem, note.id)  # nothing written, not even the readable source
+    mem.forget(secret.id)
+    assert mem.get(note.id).content == "alice's note on the launch"
+    # what alice may read: her own memories, a namespace she is a member of, org memories
+    mem.namespaces.create("team", owner="bob", members=["alice"])
+    shared = mem.remember("the team's plan", agent_id="bob", namespace="team", visibility="shared")
+    org = mem.remember("the office opens at nine", agent_id="bob", visibility="org")
+    mem.writes.link(note.id, [own.id, shared.id, org.id])
+    assert _sources(mem, note.id) == {own.id, shared.id, org.id}
+
+
+def test_a_memory_of_another_agent_cannot_be_made_to_derive_from_a_private_one(
+    mem: GraphMemory,
+) -> None:
+    """The rule is the derived memory's agent's: bob's memory cannot be linked to alice's
+    private one either (alice's forget would delete it)."""
+    mine = mem.remember("alice's private plan", agent_id="alice")
+    theirs = mem.remember("bob's note", agent_id="bob")
+    with pytest.raises(AccessDenied):
+        mem.writes.link(theirs.id, [mine.id])
+    assert mem.forget(mine.id).deleted == (mine.id,)
+    assert mem.get(theirs.id).content == "bob's note"
