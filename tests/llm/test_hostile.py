@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from graphmem.backends import open_backend
-from graphmem.config import Settings
+from graphmem.config import LifecycleConfig, Settings
 from graphmem.errors import InvalidInput, LLMResponseError, LLMUnavailable, NotFound
 from graphmem.llm import AnthropicLLM
 from graphmem.memory import GraphMemory
@@ -314,3 +314,46 @@ def test_improve_failing_on_a_bad_answer_changes_nothing(stub: StubAnthropic) ->
     report = mem.lifecycle.improve([mine.id])
     assert report.llm_failures == 1 and not report.created and not report.superseded_ids
     assert exported(mem) == before
+
+
+def test_a_run_end_that_fails_archives_nothing_for_a_summary_it_did_not_write(
+    gated: tuple[StubAnthropic, threading.Event, threading.Event],
+) -> None:
+    """on_run_end archived the memories "replaced by the run summary" before it wrote the
+    summary: when the summary then failed (a source forgotten during the LLM call:
+    NotFound), they stayed archived with no summary to replace them."""
+    stub, asked, gate = gated
+    mem = store(stub, timeout=10)
+    mem.lifecycle.configure(LifecycleConfig(run_end_keep_recent=1))
+    events = [
+        mem.runs.add_event("r1", "user_message", text, created_at=NOW + timedelta(minutes=i))
+        for i, text in enumerate(
+            ["Book the flight to Oslo.", "My card ends in 4242.", "A window seat, please."]
+        )
+    ]
+    def states() -> dict[str, tuple[str, str]]:
+        return {m.id: (m.status.value, m.tier.value) for m in mem.list(status=None)}
+
+    before = states()
+    outcome: list[BaseException | object] = []
+
+    def end_run() -> None:
+        try:
+            outcome.append(mem.lifecycle.on_run_end("r1"))
+        except BaseException as e:
+            outcome.append(e)
+
+    worker = threading.Thread(target=end_run)
+    worker.start()
+    assert asked.wait(10)
+    mem.forget(events[1].id)
+    gate.set()
+    worker.join(10)
+    [result] = outcome
+    assert isinstance(result, NotFound)
+    del before[events[1].id]
+    assert states() == before  # nothing archived, promoted or summarised
+    report = mem.lifecycle.on_run_end("r1")  # again: it does what it would have done
+    [summary_id] = report.ids("create", step="summarize")
+    assert "4242" not in mem.get(summary_id).content
+    assert mem.get(events[0].id).status.value == "archived"
