@@ -18,17 +18,19 @@ Example::
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 import types
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from graphmem.backends import open_backend
-from graphmem.backends.base import GraphBackend, WriteBatch
-from graphmem.errors import Conflict, InvalidInput
+from graphmem.backends import open_backend, store_path
+from graphmem.backends.base import GraphBackend, StoreFiles, WriteBatch
+from graphmem.errors import Conflict, InvalidInput, NotFound
 from graphmem.models import Edge, EdgeType, GraphNode
 
 __all__ = [
@@ -93,6 +95,17 @@ def _open(
     raise InvalidInput(f"migrate takes a URL or a backend, got {type(target).__name__}")
 
 
+def _one_file(a: GraphBackend, b: GraphBackend) -> bool:
+    """Whether two embedded stores are one file opened twice (under two spellings)."""
+    if not (isinstance(a, StoreFiles) and isinstance(b, StoreFiles)):
+        return False
+    first, second = a.store_files()[:1], b.store_files()[:1]
+    try:
+        return bool(first and second) and os.path.samefile(first[0], second[0])
+    except OSError:  # a file that is not there yet is not the other one
+        return False
+
+
 def _compare(
     src: Mapping[str, int], dst: Mapping[str, int], kind: str
 ) -> dict[str, tuple[int, int]]:
@@ -139,6 +152,8 @@ def migrate(
         raise InvalidInput("batch_size must be >= 1")
     if isinstance(src, str) and isinstance(dst, str) and src == dst and src != "memory://":
         raise InvalidInput("source and destination are the same store")
+    if isinstance(src, str) and (path := store_path(src)) is not None and not Path(path).exists():
+        raise NotFound(f"no store at {path} (a migration never creates its source)")
     started = time.perf_counter()
     source, own_src, src_loc = _open(src, src_options, auth)
     try:
@@ -148,7 +163,7 @@ def migrate(
             source.close()
         raise
     try:
-        if source is destination:
+        if source is destination or _one_file(source, destination):
             raise InvalidInput("source and destination are the same store")
         before = source.stats()
         total_nodes = sum(before.nodes.values())

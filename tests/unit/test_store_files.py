@@ -10,11 +10,12 @@ import hashlib
 import sqlite3
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from graphmem.backends.embedded.rows import SCHEMA
-from graphmem.errors import BackendUnavailable, InvalidInput
+from graphmem.errors import BackendUnavailable, InvalidInput, NotFound
 from graphmem.memory import GraphMemory
 
 pytestmark = pytest.mark.embedded(
@@ -145,3 +146,101 @@ def test_the_cli_export_onto_its_store_is_refused(
     assert result.exit_code == 1 and "the store's own" in result.stderr
     with GraphMemory.open(str(tmp_path / "graphmem.db"), embedder=None) as mem:
         assert [m.content for m in mem.list(limit=None)] == ["kept"]
+
+
+def _cli(*args: str) -> Any:
+    from typer.testing import CliRunner
+
+    from graphmem.cli import app
+
+    env = {"GRAPHMEM_EMBEDDER": "none", "GRAPHMEM_CONFIG": "", "GRAPHMEM_URL": None}
+    return CliRunner().invoke(app, list(args), env=env)
+
+
+def _tree(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize("spelling", ["path", "file:", "file:///", "sqlite:///", "home"])
+def test_every_spelling_of_a_store_url_names_the_one_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spelling: str
+) -> None:
+    """A URL names the same file for the CLI's checks and for the open: ``file:s.db`` was
+    "no store" to a read command though s.db was there, and ``~/s.db`` (in GRAPHMEM_URL or
+    a settings file) made a folder named ``~`` in the working directory."""
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    home.mkdir()
+    cwd.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(cwd)
+    path = home / "s.db"
+    with GraphMemory.open(str(path), embedder=None) as mem:
+        mem.remember("kept")
+    url = {
+        "path": str(path),
+        "file:": f"file:{path}",
+        "file:///": f"file://{path}",
+        "sqlite:///": f"sqlite:///{path}",
+        "home": "~/s.db",
+    }[spelling]
+    before = _tree(tmp_path)
+    result = _cli("list", "--db", url)
+    assert result.exit_code == 0, result.output
+    assert "kept" in result.output
+    with GraphMemory.open(url, embedder=None) as mem:
+        assert [m.content for m in mem.list(limit=None)] == ["kept"]
+    assert _tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("url", ["file:x.db", "sqlite:///x.db", "~/x.db"])
+def test_a_read_command_creates_no_store_whatever_the_url_spelling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    """``stats --db sqlite:///x.db`` made a new empty store: the check that a read command
+    needs an existing store skipped any URL with ``://``."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    result = _cli("stats", "--db", url)
+    assert result.exit_code == 2 and "no store at" in result.output
+    assert _tree(tmp_path) == set()
+
+
+@pytest.mark.parametrize("url", ["file://s.db", "sqlite://s.db", "networkx://s.db"])
+def test_a_file_url_with_a_host_or_too_few_slashes_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    """``file://s.db`` opened ``/s.db`` at the file system's root (the CLI's check looked
+    at ``./s.db``); ``sqlite://s.db`` made a folder ``sqlite:`` in the working directory."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInput, match="file path"):
+        GraphMemory.open(url, embedder=None)
+    assert _tree(tmp_path) == set()
+    assert not Path("/s.db").exists()
+
+
+def test_a_migration_from_a_store_that_does_not_exist_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``graphmem migrate typo.db new.db`` made an empty source and an empty destination
+    and said "copied 0 nodes ... verified"."""
+    from graphmem.migrate import migrate
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(NotFound, match="no store at"):
+        migrate("typo.db", "new.db")
+    result = _cli("migrate", "typo.db", "new.db")
+    assert result.exit_code == 1 and "no store at" in result.output
+    assert _tree(tmp_path) == set()
+
+
+def test_a_migration_onto_its_own_source_spelled_another_way_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphmem.migrate import migrate
+
+    monkeypatch.chdir(tmp_path)
+    with GraphMemory.open("s.db", embedder=None) as mem:
+        mem.remember("kept")
+    for other in ("./s.db", str(tmp_path / "s.db"), "file:s.db"):
+        with pytest.raises(InvalidInput, match="same store"):
+            migrate("s.db", other)
