@@ -6,8 +6,10 @@ batch is one transaction (one round trip on Neo4j). Structural edges (AUTHORED_B
 RUN_BY, TAGGED) are not copied as such: the destination derives them from the node
 properties, exactly as it does for any write. Upserts replace by id, so running the same
 migration again — after an interruption, say — converges on the same destination graph
-(idempotent, hence resumable). At the end the node count of every label and the edge count
-of every type are compared between source and destination.
+(idempotent, hence resumable). The embedding model the source records goes along: a
+destination that records another one is refused before anything is copied. At the end the
+node count of every label and the edge count of every type are compared between source and
+destination.
 
 Example::
 
@@ -31,6 +33,7 @@ from pydantic import BaseModel, ConfigDict
 from graphmem.backends import open_backend, store_path
 from graphmem.backends.base import GraphBackend, StoreFiles, WriteBatch
 from graphmem.errors import Conflict, InvalidInput, NotFound
+from graphmem.fingerprint import check_incoming, record, recorded
 from graphmem.models import Edge, EdgeType, GraphNode
 
 __all__ = [
@@ -170,6 +173,9 @@ def migrate(
         total_edges = sum(
             n for t, n in before.edges.items() if EdgeType(t) not in STRUCTURAL_EDGE_TYPES
         )
+        # the vectors' model goes along: a destination of another model is refused first
+        model = recorded(source) if before.embedding_dim is not None else None
+        adopt = check_incoming(destination, model, f"the migration from {src_loc}")
         if not dry_run:
             destination.ensure_schema(embedding_dim=before.embedding_dim)
         nodes_done = edges_done = batches = 0
@@ -197,6 +203,8 @@ def migrate(
                 else:
                     progress("edges", edges_done, max(total_edges, edges_done))
             log.debug("batch %d: %d nodes, %d edges", batches, len(batch_nodes), len(batch_edges))
+        if adopt and model is not None and not dry_run:
+            record(destination, model)
         after = destination.stats() if verify and not dry_run else None
         if progress is not None and after is not None:
             progress("verify", 1, 1)
