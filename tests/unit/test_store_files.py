@@ -244,3 +244,51 @@ def test_a_migration_onto_its_own_source_spelled_another_way_is_refused(
     for other in ("./s.db", str(tmp_path / "s.db"), "file:s.db"):
         with pytest.raises(InvalidInput, match="same store"):
             migrate("s.db", other)
+
+
+_FIRST_MEMORY = "(SELECT min(rid) FROM nodes WHERE label = 'Memory')"
+_SET = "UPDATE nodes SET props = json_set(props, "
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        f"UPDATE nodes SET props = '{{bad' WHERE rid = {_FIRST_MEMORY}",
+        f"UPDATE nodes SET props = '[1, 2]' WHERE rid = {_FIRST_MEMORY}",
+        f"{_SET}'$.created_at', 'x') WHERE rid = {_FIRST_MEMORY}",
+        f"UPDATE nodes SET label = 'Zzz' WHERE rid = {_FIRST_MEMORY}",
+        "UPDATE vectors SET vec = x'0000' WHERE rid = (SELECT min(rid) FROM vectors)",
+        "UPDATE meta SET value = 'abc' WHERE key = 'embedding_dim'",
+        "UPDATE meta SET value = '16' WHERE key = 'embedding_dim'",
+        "DROP TABLE nodes",
+        "DROP TABLE memory_fts",
+    ],
+    ids=[
+        "json",
+        "not-object",
+        "time",
+        "label",
+        "vector",
+        "dim-text",
+        "dim-other",
+        "no-nodes",
+        "no-index",
+    ],
+)
+def test_a_store_with_damaged_rows_or_tables_is_a_typed_error_at_open(
+    tmp_path: Path, damage: str
+) -> None:
+    """Each raised what the damaged row made the reader raise (orjson's JSONDecodeError,
+    TypeError, KeyError, ValueError), and the handle's connection stayed open; a store that
+    had lost its nodes or its text index opened as an empty store, or without lexical
+    search, silently."""
+    path = tmp_path / "s.db"
+    with GraphMemory.open(str(path), embedder="hash:32") as mem:
+        mem.remember_many([{"content": f"note {i}", "agent_id": "a1"} for i in range(20)])
+    with closing(sqlite3.connect(path)) as db, db:
+        db.executescript(damage)
+    beside = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(BackendUnavailable, match=str(path)):
+        GraphMemory.open(str(path), embedder="hash:32")
+    gc.collect()
+    assert sorted(p.name for p in tmp_path.iterdir()) == beside  # no -wal or -shm held
