@@ -28,7 +28,7 @@ from graphmem.backends.base import (
 )
 from graphmem.errors import InvalidInput
 from graphmem.fingerprint import ModelRecord, check_incoming, record, recorded
-from graphmem.models import Edge, GraphNode, Memory, node_model
+from graphmem.models import Edge, EdgeType, GraphNode, Memory, node_model
 from graphmem.protocol import ImportReport
 from graphmem.writes import Writes
 
@@ -159,6 +159,7 @@ class Transfer:
                     raise InvalidInput(f"edge {edge.type.value} refers to missing node {end.key}")
             if (edge.src.label, edge.type) in STRUCTURAL:
                 self._check_implied(edge, by_key)
+        _refuse_cycles(edges)
         dims = {len(n.embedding) for n in nodes if isinstance(n, Memory) and n.embedding}
         if len(dims) > 1:
             raise InvalidInput(f"the export mixes embedding dimensions {sorted(dims)}")
@@ -196,6 +197,36 @@ class Transfer:
                 f"{edge.type.value} edges follow the node's fields (agent_id, run_id, tags); "
                 f"{edge.src.key} does not imply one to {edge.dst.key}"
             )
+
+
+def _refuse_cycles(edges: builtins.list[Edge]) -> None:
+    """InvalidInput when the SUPERSEDES or the DERIVED_FROM edges of an import go round in
+    a cycle: a version chain with no current version, or something derived from itself
+    (the write path makes neither)."""
+    for etype in (EdgeType.SUPERSEDES, EdgeType.DERIVED_FROM):
+        out: dict[str, builtins.list[str]] = {}
+        for e in edges:
+            if e.type is etype:
+                out.setdefault(e.src.key, []).append(e.dst.key)
+        done: set[str] = set()
+        for start in out:
+            if start in done:
+                continue
+            path, on_path = [(start, iter(out[start]))], {start}
+            while path:  # depth first, without recursion (a chain can be long)
+                node, ahead = path[-1]
+                nxt = next(ahead, None)
+                if nxt is None:
+                    path.pop()
+                    on_path.discard(node)
+                    done.add(node)
+                elif nxt in on_path:
+                    raise InvalidInput(
+                        f"the import's {etype.value} edges form a cycle through {nxt}"
+                    )
+                elif nxt not in done:
+                    path.append((nxt, iter(out.get(nxt, ()))))
+                    on_path.add(nxt)
 
 
 def _jsonable(value: Any) -> Any:
