@@ -257,6 +257,8 @@ _SET = "UPDATE nodes SET props = json_set(props, "
         f"UPDATE nodes SET props = '[1, 2]' WHERE rid = {_FIRST_MEMORY}",
         f"{_SET}'$.created_at', 'x') WHERE rid = {_FIRST_MEMORY}",
         f"UPDATE nodes SET label = 'Zzz' WHERE rid = {_FIRST_MEMORY}",
+        f"{_SET}'$.status', 'zombie') WHERE rid = {_FIRST_MEMORY}",
+        f"{_SET}'$.category', 'x') WHERE rid = {_FIRST_MEMORY}",
         "UPDATE vectors SET vec = x'0000' WHERE rid = (SELECT min(rid) FROM vectors)",
         "UPDATE meta SET value = 'abc' WHERE key = 'embedding_dim'",
         "UPDATE meta SET value = '16' WHERE key = 'embedding_dim'",
@@ -268,6 +270,8 @@ _SET = "UPDATE nodes SET props = json_set(props, "
         "not-object",
         "time",
         "label",
+        "status",
+        "category",
         "vector",
         "dim-text",
         "dim-other",
@@ -279,7 +283,8 @@ def test_a_store_with_damaged_rows_or_tables_is_a_typed_error_at_open(
     tmp_path: Path, damage: str
 ) -> None:
     """Each raised what the damaged row made the reader raise (orjson's JSONDecodeError,
-    TypeError, KeyError, ValueError), and the handle's connection stayed open; a store that
+    TypeError, KeyError, ValueError), and the handle's connection stayed open (an unknown
+    status opened, then every list and recall raised KeyError); a store that
     had lost its nodes or its text index opened as an empty store, or without lexical
     search, silently."""
     path = tmp_path / "s.db"

@@ -292,6 +292,7 @@ def read_rows(db: sqlite3.Connection, dim: int | None, *, vectors: bool = True) 
         by_label[label].add(key)
         index_into(indexed[label_s], key, props)
     del rows
+    node_attrs.memories.check_coded()  # a value no model knows: refused now, not at each read
     # a run's chain end as last set (neither field is indexed or structural)
     dicts = node_attrs.dicts
     for rid, count, last in db.execute("SELECT rid, event_count, last_event_id FROM run_heads"):
