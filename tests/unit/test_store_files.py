@@ -33,7 +33,7 @@ def _other_app(path: Path) -> None:
         db.execute("INSERT INTO users VALUES (1, 'alice')")
 
 
-@pytest.mark.parametrize("meta", [None, "other shape", "key-value"])
+@pytest.mark.parametrize("meta", [None, "other shape", "key-value", "only meta"])
 def test_another_applications_sqlite_file_is_refused_and_left_as_it_was(
     tmp_path: Path, meta: str | None
 ) -> None:
@@ -41,8 +41,13 @@ def test_another_applications_sqlite_file_is_refused_and_left_as_it_was(
     switched the file to WAL and took writes (a meta table of another shape left it with
     graphmem's tables and a typed error after)."""
     path = tmp_path / "app.db"
-    _other_app(path)
-    if meta is not None:
+    if meta == "only meta":  # no other table: the name alone is graphmem's
+        with closing(sqlite3.connect(path)) as db, db:
+            db.execute("CREATE TABLE meta (a, b, c)")
+            db.execute("INSERT INTO meta VALUES (1, 2, 3)")
+    else:
+        _other_app(path)
+    if meta is not None and meta != "only meta":
         with closing(sqlite3.connect(path)) as db, db:
             if meta == "other shape":
                 db.execute("CREATE TABLE meta (a, b, c)")
@@ -59,7 +64,10 @@ def test_another_applications_sqlite_file_is_refused_and_left_as_it_was(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
     with closing(sqlite3.connect(path)) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
-        assert db.execute("SELECT name FROM users").fetchall() == [("alice",)]
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
+        assert not tables & {"nodes", "edges", "changes"}
+        if meta != "only meta":
+            assert db.execute("SELECT name FROM users").fetchall() == [("alice",)]
 
 
 def test_a_store_of_an_unknown_version_is_refused_before_anything_is_written(

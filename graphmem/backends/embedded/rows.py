@@ -178,7 +178,7 @@ def refusal(db: sqlite3.Connection, path: object) -> str | None:
         try:
             row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         except sqlite3.OperationalError:  # a table of that name of another shape
-            row = None
+            return f"{path} is not a graphmem store (its table meta is not graphmem's)"
         version = None if row is None else row[0]
     if version is not None:
         if version not in SCHEMA_READ:
