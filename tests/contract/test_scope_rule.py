@@ -300,3 +300,39 @@ def test_a_memory_of_another_agent_cannot_be_made_to_derive_from_a_private_one(
         mem.writes.link(theirs.id, [mine.id])
     assert mem.forget(mine.id).deleted == (mine.id,)
     assert mem.get(theirs.id).content == "bob's note"
+
+
+@pytest.mark.parametrize("verb", ["extract_facts", "on_turn_end"])
+def test_facts_are_the_calling_agents_and_only_from_what_it_may_read(
+    mem: GraphMemory, verb: str
+) -> None:
+    """``extract_facts(source_ids=[bob's turn], agent_id="alice")`` wrote the facts as bob's
+    private memories: alice wrote into bob's scope, from a turn she may not read."""
+    turn = "I live in Paris and I work at Acme"
+    bobs = mem.remember(turn, agent_id="bob")
+
+    def extract(agent: str, source: str) -> tuple[Memory, ...]:
+        if verb == "extract_facts":
+            report = mem.lifecycle.extract_facts(turn, agent_id=agent, source_ids=[source])
+        else:
+            facts = mem.lifecycle.on_turn_end(
+                turn=turn, agent_id=agent, source_ids=[source], extract_facts=True
+            ).facts
+            assert facts is not None
+            report = facts
+        return report.created
+
+    before = mem.count(status=None)
+    with pytest.raises(AccessDenied):
+        extract("alice", bobs.id)
+    assert mem.count(status=None) == before
+    # a turn alice may read (her namespace's): the facts are hers, in the turn's scope
+    mem.namespaces.create("team", owner="bob", members=["alice"])
+    shared = mem.remember(turn, agent_id="bob", namespace="team", visibility="shared")
+    facts = extract("alice", shared.id)
+    assert facts
+    for f in facts:
+        stored = mem.get(f.id)
+        assert stored.agent_id == "alice" and scope_of(stored) == scope_of(shared)
+    # bob's own turn gives bob's facts, as before
+    assert {mem.get(f.id).agent_id for f in extract("bob", bobs.id)} == {"bob"}
