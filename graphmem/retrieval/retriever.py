@@ -54,7 +54,7 @@ from graphmem.retrieval.window import (
     estimate_tokens,
     neutralise,
 )
-from graphmem.temporal import is_when_question, memory_spans, query_span
+from graphmem.temporal import Span, is_when_question, memory_spans, query_span
 from graphmem.text import SEARCH_STOPWORDS as _SEARCH_STOP
 from graphmem.text import WORD_RE as _TOKEN_RE
 
@@ -176,7 +176,9 @@ class Retriever:
             top = _fusion_top(cfg, lexical, vector)
             self._topic(cands, query, flt, fetch, vector, top, cfg, qlist, sims, unlinked)
         if cfg.temporal_weight > 0 or cfg.when_weight > 0:
-            self._temporal(cands, query, flt, qvec, fetch, lexical, vector, cfg)
+            self._temporal(
+                cands, query, flt, qvec, fetch, lexical, vector, cfg, qlist, sims, unlinked
+            )
         if cfg.context_weight > 0 and qvec is not None and cands:
             self._context(cands, flt, qvec, fetch, lexical, vector, cfg, sims)
         qterms = _terms(query)
@@ -515,6 +517,48 @@ class Retriever:
         for m, score in found if cfg.topic_weight > 0 else own:
             cands[m.id].breakdown["topic"] = score
 
+    def _span_pool(
+        self,
+        window: Filter,
+        qlist: tuple[float, ...],
+        span: Span,
+        fetch: int,
+        limit: int,
+        sims: dict[str, float] | None,
+        unlinked: set[str] | None,
+    ) -> list[Memory]:
+        """The temporal channel's ranking: the ``fetch`` memories of ``window`` (recall's
+        filter and the question's dates) that speak of ``span``, most like the question
+        first. The window's nearest neighbours are read a growing prefix at a time, at most
+        ``limit`` of them: a busy span at 100k memories holds tens of thousands, and the
+        channel wants the few most like the question, not the first by id (what a match
+        with a limit gives), nor every one of them read and built."""
+        limit = min(limit, 10_000)  # a vector query's most
+        k = min(limit, max(4 * fetch, 32))
+        speaks: dict[str, bool] = {}  # a memory's id -> whether it speaks of the span
+        while True:
+            q = VectorQuery.trusted(qlist, window, k)
+            if self._search_both is not None:
+                hits = self._search_both.search_both(
+                    None, q, query_vector=qlist, similarities=sims, unlinked=unlinked
+                )[1]
+            else:
+                hits = self.backend.search_vector(q)
+            pool = []
+            for h in hits:
+                m = h.node
+                if not isinstance(m, Memory):
+                    continue
+                ok = speaks.get(m.id)
+                if ok is None:
+                    spans = memory_spans(m.content, m.created_at)
+                    ok = speaks[m.id] = any(s.overlaps(span) for s in spans)
+                if ok:
+                    pool.append(m)
+            if len(pool) >= fetch or len(hits) < k or k >= limit:
+                return pool[:fetch]
+            k = min(limit, k * 4)
+
     def _context(
         self,
         cands: dict[str, _Cand],
@@ -555,8 +599,12 @@ class Retriever:
         lexical: list[Hit],
         vector: list[Hit],
         cfg: RecallConfig,
+        qlist: Sequence[float] | None = None,
+        sims: dict[str, float] | None = None,
+        unlinked: set[str] | None = None,
     ) -> None:
-        """The temporal channel (see :class:`RecallConfig` and :mod:`graphmem.temporal`)."""
+        """The temporal channel (see :class:`RecallConfig` and :mod:`graphmem.temporal`).
+        ``qlist``, ``sims``, ``unlinked``: as for :meth:`_topic`."""
         span = query_span(query) if cfg.temporal_weight > 0 else None
         when = cfg.when_weight > 0 and is_when_question(query)
         if span is None and not when:
@@ -571,27 +619,13 @@ class Retriever:
             )
             data = flt.model_dump()
             data["ranges"] = (*flt.ranges, window)
-            pool = [
-                m
-                for m in self.backend.match(
-                    Memory, validated(Filter, data), limit=cfg.temporal_limit
-                )
-                if isinstance(m, Memory)
-                and m.embedding is not None
-                and len(m.embedding) == qvec.shape[0]
-                and any(s.overlaps(span) for s in memory_spans(m.content, m.created_at))
-            ]
+            qs = tuple(qvec.tolist()) if qlist is None else tuple(qlist)
+            pool = self._span_pool(
+                validated(Filter, data), qs, span, fetch, cfg.temporal_limit, sims, unlinked
+            )
             if pool:
-                mat = np.asarray([m.embedding for m in pool], dtype=np.float32)
-                sims = (mat @ qvec) / np.maximum(np.linalg.norm(mat, axis=1), 1e-12)
-                order = np.argsort(-sims, kind="stable")[:fetch]
-                _add_ranked(
-                    cands,
-                    [pool[int(j)] for j in order],
-                    "temporal",
-                    cfg.temporal_weight / _fusion_top(cfg, lexical, vector),
-                    cfg,
-                )
+                weight = cfg.temporal_weight / _fusion_top(cfg, lexical, vector)
+                _add_ranked(cands, pool, "temporal", weight, cfg)
         for c in cands.values():
             spans = memory_spans(c.memory.content, c.memory.created_at)
             if span is not None and span.any_year and any(s.overlaps(span) for s in spans):
