@@ -426,7 +426,10 @@ class AsyncGraphMemory(_Facade):
             return await asyncio.to_thread(
                 lambda: sync.context(query, format="messages", **options)
             )
-        return await asyncio.to_thread(lambda: sync.context(query, format="text", **options))
+        if format == "text":
+            return await asyncio.to_thread(lambda: sync.context(query, format="text", **options))
+        # any other format goes as it is, for the sync context to refuse it
+        return await asyncio.to_thread(lambda: sync.context(query, format=format, **options))
 
     def __repr__(self) -> str:
         return f"AsyncGraphMemory({self._sync!r})"

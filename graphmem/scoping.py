@@ -57,6 +57,7 @@ __all__ = [
     "group_by_scope",
     "in_scope",
     "may_join_run",
+    "may_read",
     "scope_filter",
     "scope_of",
 ]
@@ -145,6 +146,17 @@ def may_join_run(memory: Memory, run: Run, is_member: Callable[[str, str], bool]
     if memory.agent_id == run.agent_id:
         return True
     return run.namespace != "default" and is_member(memory.agent_id, run.namespace)
+
+
+def may_read(agent_id: str, memory: Memory, is_member: Callable[[str, str], bool]) -> bool:
+    """Whether agent ``agent_id`` may read ``memory`` by the rule of its default recall
+    scope (``Scope(agent_id=...)``): its own private memories, the shared memories of the
+    namespaces it is a member of, and org memories."""
+    if memory.visibility is Visibility.ORG:
+        return True
+    if memory.visibility is Visibility.PRIVATE:
+        return memory.agent_id == agent_id
+    return is_member(agent_id, memory.namespace)
 
 
 class Scope(BaseModel):

@@ -11,12 +11,19 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
 
-from graphmem.backends.base import GraphBackend, GraphView
+from graphmem.backends.base import (
+    STRUCTURAL,
+    GraphBackend,
+    GraphView,
+    StoreFiles,
+    structural_targets,
+)
 from graphmem.errors import InvalidInput
 from graphmem.models import Edge, GraphNode, Memory, node_model
 from graphmem.protocol import ImportReport
@@ -37,10 +44,16 @@ class Transfer:
     def __init__(self, backend: GraphBackend, writes: Writes) -> None:
         self._backend = backend
         self.writes = writes
+        #: the store's own files, which an export must never open to write (see export)
+        self._files = backend if isinstance(backend, StoreFiles) else None
 
     def export(self, dest: str | Path | IO[str]) -> ImportReport:
-        """Write the whole graph as JSON lines (a header line, nodes, then edges)."""
+        """Write the whole graph as JSON lines (a header line, nodes, then edges). A path
+        that is one of the store's own files (its SQLite file, WAL, caches) is InvalidInput:
+        opening it to write would truncate the store."""
         if isinstance(dest, str | Path):
+            if self._files is not None:
+                _refuse_store_file(dest, self._files.store_files())
             with _file(dest, "w") as f:
                 return self._export(f)
         if not callable(getattr(dest, "write", None)):
@@ -127,13 +140,13 @@ class Transfer:
                     raise InvalidInput("line is neither a node nor an edge")
             except (ValueError, KeyError, TypeError, IndexError) as e:
                 raise InvalidInput(f"import line {lineno}: {e}") from e
-        node_keys = {n.ref.key for n in nodes}
+        by_key: dict[str, GraphNode] = {n.ref.key: n for n in nodes}  # the last line wins
         for edge in edges:
             for end in (edge.src, edge.dst):
-                if end.key not in node_keys and not self._backend.get(
-                    node_model(end.label), [end.id]
-                ):
+                if end.key not in by_key and not self._backend.get(node_model(end.label), [end.id]):
                     raise InvalidInput(f"edge {edge.type.value} refers to missing node {end.key}")
+            if (edge.src.label, edge.type) in STRUCTURAL:
+                self._check_implied(edge, by_key)
         dims = {len(n.embedding) for n in nodes if isinstance(n, Memory) and n.embedding}
         if len(dims) > 1:
             raise InvalidInput(f"the export mixes embedding dimensions {sorted(dims)}")
@@ -144,6 +157,24 @@ class Transfer:
         for i in range(0, len(edges), batch_size):
             self.writes.load((), edges[i : i + batch_size])
         return ImportReport(nodes=len(nodes), edges=len(edges))
+
+    def _check_implied(self, edge: Edge, by_key: dict[str, GraphNode]) -> None:
+        """InvalidInput unless the structural ``edge`` (authorship, run, tag) is one its
+        source node's fields imply, as the node is imported or else stored: the backend
+        refuses any other, and it would do so only after the nodes before it were
+        written."""
+        src = by_key.get(edge.src.key)
+        if src is None:
+            [src] = self._backend.get(node_model(edge.src.label), [edge.src.id])
+        implied = {
+            (etype, label, ident)
+            for etype, label, ident, _props in structural_targets(src.label, src.to_props())
+        }
+        if (edge.type, edge.dst.label, edge.dst.id) not in implied:
+            raise InvalidInput(
+                f"{edge.type.value} edges follow the node's fields (agent_id, run_id, tags); "
+                f"{edge.src.key} does not imply one to {edge.dst.key}"
+            )
 
 
 def _jsonable(value: Any) -> Any:
@@ -159,6 +190,23 @@ def _revive(props: dict[str, Any]) -> dict[str, Any]:
         k: datetime.fromisoformat(v["$dt"]) if isinstance(v, dict) and "$dt" in v else v
         for k, v in props.items()
     }
+
+
+def _refuse_store_file(dest: str | Path, files: builtins.list[Path]) -> None:
+    """InvalidInput when ``dest`` names one of ``files`` (however spelled: a relative
+    path, a symbolic or hard link). Opening it to write truncates it: the store's rows gone,
+    or its shared-memory index, which SQLite maps, cut under the process (a bus error)."""
+    for own in files:
+        try:
+            same = os.path.realpath(dest) == os.path.realpath(own) or (
+                own.exists() and os.path.exists(dest) and os.path.samefile(dest, own)
+            )
+        except (OSError, ValueError):  # a path that cannot be looked at: _file says why
+            return
+        if same:
+            raise InvalidInput(
+                f"cannot export to {str(dest)!r}: it is the store's own file {str(own)!r}"
+            )
 
 
 def _file(path: str | Path, mode: Literal["r", "w"]) -> IO[str]:

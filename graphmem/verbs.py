@@ -256,7 +256,9 @@ class MemoryWrites(Writes):
         self, derived_id: str, source_ids: Sequence[str], *, pass_name: str = "manual"
     ) -> None:
         """Record provenance: ``derived_id`` DERIVED_FROM each of ``source_ids`` (all
-        existing memories; NotFound names the first that is not)."""
+        existing memories; NotFound names the first that is not). AccessDenied, nothing
+        written, when the derived memory's agent may not read a source (a forget of the
+        source deletes what was derived from it)."""
         if isinstance(source_ids, str):
             raise InvalidInput("source_ids must be a list of ids, not one string")
         self.memories([derived_id, *source_ids])

@@ -30,8 +30,8 @@ Contract (tested for every backend by ``tests/contract``):
 - ``expand`` returns the neighbourhood of seed nodes over the given edge types.
 
 Optional capabilities are Protocols below (:class:`RecallSearch`, :class:`RecallNeighbours`,
-:class:`VectorQueue`, :class:`GraphView`); business code asks for one with ``isinstance``
-once, where it keeps the backend, never with ``hasattr``.
+:class:`VectorQueue`, :class:`GraphView`, :class:`StoreFiles`); business code asks for one
+with ``isinstance`` once, where it keeps the backend, never with ``hasattr``.
 """
 
 from __future__ import annotations
@@ -63,6 +63,8 @@ from graphmem.models import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import networkx as nx
 
 __all__ = [
@@ -75,6 +77,7 @@ __all__ = [
     "RecallSearch",
     "RunAppend",
     "RunHeads",
+    "StoreFiles",
     "VectorQueue",
     "WriteBatch",
     "appended_to",
@@ -502,6 +505,17 @@ class VectorQueue(Protocol):
 
     def missing_vectors(self, limit: int) -> list[tuple[str, str]]:
         """Up to ``limit`` memories ``(id, content)`` that have no embedding yet."""
+        ...
+
+
+@runtime_checkable
+class StoreFiles(Protocol):
+    """A backend kept in files on this machine (the embedded store): the files it keeps, so
+    that nothing graphmem writes on a caller's behalf (an export) lands on one of them."""
+
+    def store_files(self) -> list[Path]:
+        """The store's file and every file it keeps beside it, whether there yet or not
+        (none for a store in memory)."""
         ...
 
 

@@ -290,7 +290,11 @@ def store_facts(
 ) -> FactsReport:
     """Extract durable facts from a conversation turn and store each as a long-term memory
     DERIVED_FROM the turn's memories (``source_ids``). A fact already stored as an active
-    memory of the same agent and namespace (same content hash) is not stored again."""
+    memory of the same agent and namespace (same content hash) is not stored again.
+
+    The facts are ``agent_id``'s (the calling agent), in the scope of their sources: a
+    source that agent may not read is refused (AccessDenied) before the LLM is asked, and
+    nothing is written."""
     now = now or utcnow()
     backend = writes.backend
     whose = None
@@ -299,10 +303,11 @@ def store_facts(
         missing = [i for i in source_ids if i not in found]
         if missing:
             raise NotFound(f"no memory {missing[0]!r}")
-        # facts of a turn are of the turn's scope (one scope: InvalidInput otherwise)
+        # facts of a turn are the caller's, of the turn's scope (one scope: InvalidInput
+        # otherwise), and only from a turn the caller may read
+        writes.check_sources(agent_id, list(found.values()))
         whose = common_scope(list(found.values()))
-        first = next(iter(found.values()))
-        agent_id, namespace = whose.agent_id or first.agent_id, whose.namespace
+        namespace = whose.namespace
     try:
         facts = llm.extract_facts(turn, speaker=speaker)
     except LLMError as e:

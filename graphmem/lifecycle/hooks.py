@@ -206,7 +206,8 @@ class Lifecycle(_Passes, _Maintenance):
         dry_run: bool = False,
     ) -> TurnReport:
         """End of a turn: clear the run's scratchpad; with ``extract_facts=True`` store the
-        durable facts of ``turn`` as long-term memories DERIVED_FROM ``source_ids``."""
+        durable facts of ``turn`` as long-term memories of ``agent_id`` DERIVED_FROM
+        ``source_ids`` (AccessDenied, nothing written, for a source it may not read)."""
         facts = None
         if extract_facts and turn:
             facts = store_facts(

@@ -165,7 +165,9 @@ class _Passes(_Core):
         dry_run: bool = False,
     ) -> FactsReport:
         """Store the durable facts of a conversation turn as long-term memories
-        DERIVED_FROM ``source_ids`` (nothing when the turn has none)."""
+        DERIVED_FROM ``source_ids`` (nothing when the turn has none). The facts are
+        ``agent_id``'s, in their sources' scope; AccessDenied (nothing written) for a
+        source that agent may not read."""
         return store_facts(
             self.writes,
             self._llm_for(llm),

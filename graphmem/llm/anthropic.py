@@ -129,7 +129,9 @@ class AnthropicLLM(BaseLLM):
     schema and validated with pydantic; an unusable answer raises
     :class:`~graphmem.errors.LLMResponseError`. The SDK retries rate limits (429),
     overload (529) and server errors with exponential backoff (``max_retries``), honouring
-    ``retry-after``. Token usage is recorded per pass in :attr:`usage`.
+    ``retry-after``. ``timeout`` bounds a whole call, its retries and their waits included:
+    past it the call raises :class:`~graphmem.errors.LLMUnavailable` (and the passes fall
+    back to the offline LLM). Token usage is recorded per pass in :attr:`usage`.
 
     The SDK client is created on the first call (no network and no environment reads in
     the constructor); when ``api_key`` is None the SDK then resolves credentials itself
@@ -160,8 +162,12 @@ class AnthropicLLM(BaseLLM):
             raise InvalidInput("max_tokens must be in 1..64000")
         if max_retries < 0:
             raise InvalidInput("max_retries must be >= 0")
-        if timeout <= 0:
-            raise InvalidInput("timeout must be positive")
+        if (
+            not isinstance(timeout, int | float)
+            or isinstance(timeout, bool)
+            or not 0 < timeout <= threading.TIMEOUT_MAX
+        ):
+            raise InvalidInput(f"timeout must be a positive number of seconds, not {timeout!r}")
         self.model = model
         self.max_tokens = max_tokens
         self.max_retries = max_retries
@@ -207,15 +213,16 @@ class AnthropicLLM(BaseLLM):
             "description": f"Record the result of the {pass_name} pass.",
             "input_schema": out.model_json_schema(),
         }
+        request = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "system": system,
+            "messages": [{"role": "user", "content": user}],
+            "tools": [tool],
+            "tool_choice": {"type": "tool", "name": tool_name},
+        }
         try:
-            resp = client.messages.create(
-                model=self.model,
-                max_tokens=self.max_tokens,
-                system=system,
-                messages=[{"role": "user", "content": user}],
-                tools=[tool],
-                tool_choice={"type": "tool", "name": tool_name},
-            )
+            resp = self._create(client, pass_name, request)
         except (anthropic.APIConnectionError, anthropic.RateLimitError) as e:
             raise LLMUnavailable(
                 f"{pass_name}: Anthropic API unreachable or rate limited: {type(e).__name__}"
@@ -236,23 +243,29 @@ class AnthropicLLM(BaseLLM):
             raise LLMError(f"{pass_name}: {type(e).__name__}: {e}") from e
         except ValueError as e:  # the SDK could not decode the HTTP body
             raise LLMResponseError(f"{pass_name}: undecodable API response") from e
+        # the SDK builds its Message from the body without validating it: every part is
+        # checked here, so a body of another shape is an LLMResponseError, never a crash
         usage = getattr(resp, "usage", None)
         self._record(
             pass_name,
-            int(getattr(usage, "input_tokens", 0) or 0),
-            int(getattr(usage, "output_tokens", 0) or 0),
+            _count(getattr(usage, "input_tokens", 0)),
+            _count(getattr(usage, "output_tokens", 0)),
         )
         if getattr(resp, "stop_reason", None) == "max_tokens":
             raise LLMResponseError(f"{pass_name}: answer truncated at max_tokens")
+        content = getattr(resp, "content", None)
+        if not isinstance(content, list | tuple):
+            raise LLMResponseError(f"{pass_name}: the API's answer is not a message")
         data: Any = None
         texts = []
-        for block in resp.content or ():
+        for block in content:
             btype = getattr(block, "type", None)
             if btype == "tool_use" and getattr(block, "name", None) == tool_name:
-                data = block.input
+                data = getattr(block, "input", None)
                 break
-            if btype == "text":
-                texts.append(block.text)
+            text = getattr(block, "text", None)
+            if btype == "text" and isinstance(text, str):
+                texts.append(text)
         if data is None:
             data = _json_from_text("".join(texts), pass_name)
         try:
@@ -262,6 +275,43 @@ class AnthropicLLM(BaseLLM):
                 f"{pass_name}: answer does not match the expected schema "
                 f"({e.error_count()} error(s))"
             ) from e
+
+    def _create(self, client: Any, pass_name: str, request: dict[str, Any]) -> Any:
+        """``client.messages.create(**request)``, given up after :attr:`timeout` seconds.
+
+        The SDK's timeout bounds each read, not an answer: a server that sends a byte a
+        second, or a ``retry-after`` of an hour, would hold the caller all that time. So
+        the request runs on a daemon thread and the caller waits at most ``timeout``. A
+        request given up is left to end on its thread, and the next call starts a new
+        client: the old one closes its connections when its last request has ended and it
+        is collected (closing them under a thread that reads one could hand the file
+        descriptor to someone else)."""
+        outcome: list[tuple[bool, Any]] = []
+        finished = threading.Event()
+
+        def work() -> None:
+            try:
+                outcome.append((True, client.messages.create(**request)))
+            except BaseException as e:  # handed to the caller's thread below
+                outcome.append((False, e))
+            finally:
+                finished.set()
+
+        try:
+            threading.Thread(target=work, name="graphmem-llm-call", daemon=True).start()
+        except RuntimeError:  # no new thread (interpreter shutdown): the call waits inline
+            work()
+        if not finished.wait(self.timeout) and not outcome:
+            with self._client_lock:
+                if self._client is client:
+                    self._client = None
+            raise LLMUnavailable(
+                f"{pass_name}: no answer from the Anthropic API within {self.timeout:g} s"
+            )
+        ok, value = outcome[0]
+        if ok:
+            return value
+        raise value
 
     def _summarize(self, memories: list[Memory], purpose: SummaryPurpose, max_words: int) -> str:
         system = _SYSTEM["summarize"].format(purpose=_PURPOSE[purpose], max_words=max_words)
@@ -305,6 +355,13 @@ class AnthropicLLM(BaseLLM):
         )
         out = self._call("reflect", _SYSTEM["reflect"], user, _ReflectOut)
         return Reflection(answer=out.answer, cited_ids=tuple(out.cited_ids))
+
+
+def _count(value: Any) -> int:
+    """A token count from the answer's usage block; 0 when it is not a count."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return 0
 
 
 def _json_from_text(text: str, pass_name: str) -> Any:

@@ -16,7 +16,7 @@ from typing import Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from graphmem.errors import InvalidInput, LLMResponseError
-from graphmem.models import Memory
+from graphmem.models import MAX_CONTENT_CHARS, Memory, check_content, check_tags
 from graphmem.text import split_sentences, words
 
 log = logging.getLogger("graphmem.llm")
@@ -73,7 +73,13 @@ class Fact(BaseModel):
     content: str = Field(min_length=1, max_length=2000)
     category: Literal["semantic", "procedural", "episodic"] = "semantic"
     importance: float = Field(default=0.6, ge=0.0, le=1.0)
-    tags: tuple[str, ...] = ()
+    # the description is the rule a model is told in the tool's schema
+    tags: tuple[str, ...] = Field(
+        default=(),
+        max_length=64,
+        description="at most 64 tags, each 1-64 lowercase characters of a-z 0-9 _ - : . / + #"
+        ", starting with a letter or digit (no spaces)",
+    )
 
 
 class Reflection(BaseModel):
@@ -326,12 +332,30 @@ class BaseLLM:
         if prose:
             text = self._summarize(prose, purpose, max_words).strip()
             if text:
-                parts.append(text)
-        parts.extend(m.content.strip() for m in dense)
+                parts.append(_storable(text, "summarize", room=_SUMMARY_ROOM))
+        # dense memories are kept verbatim while the summary can hold them; the ones that
+        # do not fit are counted in a closing note (the summary is DERIVED_FROM them all)
+        room = MAX_CONTENT_CHARS - _NOTE_ROOM - sum(len(p) + 2 for p in parts)
+        kept: list[Memory] = []
+        for m in dense:
+            piece = m.content.strip()
+            if len(piece) + 2 <= room:
+                kept.append(m)
+                parts.append(piece)
+                room -= len(piece) + 2
+        left_out = len(dense) - len(kept)
+        if left_out:
+            what = "memory" if left_out == 1 else "memories"
+            parts.append(
+                f"[{left_out} more code or data {what} too long to include here: see the "
+                "summary's sources]"
+            )
+        if not parts:
+            raise LLMResponseError("summarize: the summary is empty")
         return Summary(
             content="\n\n".join(parts),
             source_ids=tuple(m.id for m in items),
-            preserved_ids=tuple(m.id for m in dense),
+            preserved_ids=tuple(m.id for m in kept),
         )
 
     def improve(self, memories: Sequence[Memory]) -> Improvement:
@@ -362,6 +386,7 @@ class BaseLLM:
                 continue  # dense content is preserved; losers are superseded anyway
             if " ".join(r.content.split()) == " ".join(old.content.split()):
                 continue
+            _storable(r.content, "improve")
             rewrites[r.id] = r
         return Improvement(rewrites=tuple(rewrites.values()), contradictions=raw.contradictions)
 
@@ -378,6 +403,11 @@ class BaseLLM:
         seen: set[tuple[str, ...]] = set()
         out = []
         for f in facts:
+            _storable(f.content, "extract_facts")
+            try:
+                check_tags(f.tags)
+            except ValueError as e:
+                raise LLMResponseError(f"extract_facts: a fact's tags cannot be stored: {e}") from e
             key = _sentence_key(f.content)
             if key and key not in seen:
                 seen.add(key)
@@ -414,6 +444,26 @@ class BaseLLM:
 
     def _reflect(self, question: str, memories: list[Memory]) -> Reflection:
         raise NotImplementedError
+
+
+#: room kept in a summary's content for the note on dense memories left out, and the most a
+#: model's summary text may take (dense memories are appended to it)
+_NOTE_ROOM = 200
+_SUMMARY_ROOM = MAX_CONTENT_CHARS - _NOTE_ROOM
+
+
+def _storable(text: str, pass_name: str, room: int = MAX_CONTENT_CHARS) -> str:
+    """``text`` when a memory can hold it; else the answer is unusable (LLMResponseError,
+    so the passes fall back to the offline LLM instead of blaming the caller's input)."""
+    try:
+        check_content(text)
+    except ValueError as e:
+        raise LLMResponseError(f"{pass_name}: the answer cannot be stored: {e}") from e
+    if len(text) > room:
+        raise LLMResponseError(
+            f"{pass_name}: the answer cannot be stored: {len(text)} characters, at most {room}"
+        )
+    return text
 
 
 def _check_memories(memories: Sequence[Memory]) -> list[Memory]:

@@ -29,7 +29,7 @@ from graphmem.models import (
     utcnow,
     validated,
 )
-from graphmem.scoping import may_join_run, scope_of
+from graphmem.scoping import may_join_run, may_read, scope_of
 from graphmem.writes.chain import CHAIN_ATTEMPTS, Chained, RunChains
 
 log = logging.getLogger("graphmem.writes")
@@ -523,8 +523,31 @@ class _WritePath:
         # a summary or an extracted fact of a run is about the run, not a step of it
         return self.create(derived, edges=edges, expect=expect, chain="off")
 
+    def check_sources(self, agent_id: str, sources: Sequence[Memory]) -> None:
+        """AccessDenied unless agent ``agent_id`` may read every source (the scope rule of
+        its recall, :func:`graphmem.scoping.may_read`). A memory derived from another
+        holds its content, and a forget of the source deletes it: a memory made from
+        what its agent may not read would carry that content out of its scope, and would
+        let the source's owner delete the agent's memory."""
+        members: dict[str, bool] = {}
+
+        def is_member(agent: str, namespace: str) -> bool:
+            if namespace not in members:
+                members[namespace] = self._is_member(agent, namespace)
+            return members[namespace]
+
+        for src in sources:
+            if not may_read(agent_id, src, is_member):
+                raise AccessDenied(
+                    f"agent {agent_id!r} may not read memory {src.id} "
+                    f"({scope_of(src).describe()}): a memory derives only from memories its "
+                    "agent may read"
+                )
+
     def link(self, derived_id: str, source_ids: Sequence[str], *, pass_name: str) -> None:
-        """Provenance between existing memories: ``derived_id`` DERIVED_FROM each source."""
+        """Provenance between existing memories: ``derived_id`` DERIVED_FROM each source.
+        AccessDenied (nothing written) when the derived memory's agent may not read a
+        source (:meth:`check_sources`)."""
         now = self._clock()
         ids = [derived_id, *source_ids]
         edges = [
@@ -541,6 +564,7 @@ class _WritePath:
         missing = [i for i in ids if i not in found]
         if missing:
             raise NotFound(f"no memory {missing[0]!r}")
+        self.check_sources(found[derived_id].agent_id, [found[s] for s in source_ids])
         expect = [Expect(NodeRef(NodeLabel.MEMORY, i)) for i in dict.fromkeys(ids)]
         self.commit(WriteBatch(edges=edges, expect=expect))
 

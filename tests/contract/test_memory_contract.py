@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -217,6 +218,47 @@ def test_import_of_a_file_json_cannot_read_is_invalid_input(
     with pytest.raises(InvalidInput, match=says):
         mem.transfer.import_(path)
     assert mem.backend.stats() == before
+
+
+def _edge_line(etype: str, src: tuple[str, str], dst: tuple[str, str]) -> str:
+    return json.dumps({"edge": etype, "src": list(src), "dst": list(dst), "props": {}})
+
+
+@pytest.mark.parametrize("edge", ["AUTHORED_BY", "TAGGED", "IN_RUN", "RUN_BY"])
+def test_an_import_whose_structural_edge_disagrees_with_its_node_writes_nothing(
+    mem: GraphMemory, edge: str
+) -> None:
+    """The nodes were written, then the edge batch was refused (InvalidInput after the
+    memory and its agent were in the store): an import validates everything first."""
+    mem.remember("already here", agent_id="a0")
+    m = Memory(id="imp-1", content="imported", agent_id="a1", tags=("t1",), run_id="r1")
+    lines = [HEADER]
+    for label, props in [
+        ("Agent", {"id": "a1", "created_at": {"$dt": "2026-01-01T00:00:00+00:00"}}),
+        ("Agent", {"id": "a2", "created_at": {"$dt": "2026-01-01T00:00:00+00:00"}}),
+        ("Tag", {"id": "t2"}),
+        ("Run", {"id": "r2", "agent_id": "a1", "started_at": {"$dt": "2026-01-01T00:00:00+00:00"}}),
+    ]:
+        lines.append(json.dumps({"node": label, "props": props}))
+    dated = {
+        k: {"$dt": v.isoformat()} if isinstance(v, datetime) else v for k, v in m.to_props().items()
+    }
+    lines.append(json.dumps({"node": "Memory", "props": dated}))
+    wrong = {  # an edge the memory's (or the run's) fields do not imply
+        "AUTHORED_BY": (("Memory", m.id), ("Agent", "a2")),
+        "TAGGED": (("Memory", m.id), ("Tag", "t2")),
+        "IN_RUN": (("Memory", m.id), ("Run", "r2")),
+        "RUN_BY": (("Run", "r2"), ("Agent", "a2")),
+    }[edge]
+    lines.append(_edge_line(edge, *wrong))
+    before = mem.backend.stats()
+    with pytest.raises(InvalidInput, match=f"{edge} edges follow the node's fields"):
+        mem.transfer.import_(io.StringIO("\n".join(lines) + "\n"))
+    assert mem.backend.stats() == before
+    with pytest.raises(NotFound):
+        mem.get(m.id)
+    with pytest.raises(NotFound):
+        mem.agents.get("a2")
 
 
 def test_provenance_and_link_errors(mem: GraphMemory) -> None:

@@ -258,3 +258,81 @@ def test_an_edited_memory_object_given_to_archive_or_replace_is_refused(mem: Gra
     assert not _recall_ids(mem, "bob", "Carol")
     mem.writes.set_status([mem.get(a.id)], "archived")  # as read: archived
     assert mem.get(a.id).status.value == "archived"
+
+
+def _sources(mem: GraphMemory, memory_id: str) -> set[str]:
+    return {e.dst.id for e in mem.lifecycle.provenance(memory_id, depth=1).edges}
+
+
+def test_a_memory_derives_only_from_what_its_agent_may_read(mem: GraphMemory) -> None:
+    """``writes.link`` took provenance from bob's private memory into alice's: bob's forget
+    then deleted alice's memory over the DERIVED_FROM edge (and alice's memory claimed to
+    come from content she may not read)."""
+    secret = mem.remember("bob's private diagnosis", agent_id="bob")
+    mem.namespaces.create("bobs-team", owner="bob")
+    closed = mem.remember(
+        "bob's team note", agent_id="bob", namespace="bobs-team", visibility="shared"
+    )
+    note = mem.remember("alice's note on the launch", agent_id="alice")
+    own = mem.remember("alice's earlier note", agent_id="alice")
+    for unreadable in (secret, closed):
+        with pytest.raises(AccessDenied):
+            mem.writes.link(note.id, [own.id, unreadable.id])
+        assert not _sources(mem, note.id)  # nothing written, not even the readable source
+    mem.forget(secret.id)
+    assert mem.get(note.id).content == "alice's note on the launch"
+    # what alice may read: her own memories, a namespace she is a member of, org memories
+    mem.namespaces.create("team", owner="bob", members=["alice"])
+    shared = mem.remember("the team's plan", agent_id="bob", namespace="team", visibility="shared")
+    org = mem.remember("the office opens at nine", agent_id="bob", visibility="org")
+    mem.writes.link(note.id, [own.id, shared.id, org.id])
+    assert _sources(mem, note.id) == {own.id, shared.id, org.id}
+
+
+def test_a_memory_of_another_agent_cannot_be_made_to_derive_from_a_private_one(
+    mem: GraphMemory,
+) -> None:
+    """The rule is the derived memory's agent's: bob's memory cannot be linked to alice's
+    private one either (alice's forget would delete it)."""
+    mine = mem.remember("alice's private plan", agent_id="alice")
+    theirs = mem.remember("bob's note", agent_id="bob")
+    with pytest.raises(AccessDenied):
+        mem.writes.link(theirs.id, [mine.id])
+    assert mem.forget(mine.id).deleted == (mine.id,)
+    assert mem.get(theirs.id).content == "bob's note"
+
+
+@pytest.mark.parametrize("verb", ["extract_facts", "on_turn_end"])
+def test_facts_are_the_calling_agents_and_only_from_what_it_may_read(
+    mem: GraphMemory, verb: str
+) -> None:
+    """``extract_facts(source_ids=[bob's turn], agent_id="alice")`` wrote the facts as bob's
+    private memories: alice wrote into bob's scope, from a turn she may not read."""
+    turn = "I live in Paris and I work at Acme"
+    bobs = mem.remember(turn, agent_id="bob")
+
+    def extract(agent: str, source: str) -> tuple[Memory, ...]:
+        if verb == "extract_facts":
+            report = mem.lifecycle.extract_facts(turn, agent_id=agent, source_ids=[source])
+        else:
+            facts = mem.lifecycle.on_turn_end(
+                turn=turn, agent_id=agent, source_ids=[source], extract_facts=True
+            ).facts
+            assert facts is not None
+            report = facts
+        return report.created
+
+    before = mem.count(status=None)
+    with pytest.raises(AccessDenied):
+        extract("alice", bobs.id)
+    assert mem.count(status=None) == before
+    # a turn alice may read (her namespace's): the facts are hers, in the turn's scope
+    mem.namespaces.create("team", owner="bob", members=["alice"])
+    shared = mem.remember(turn, agent_id="bob", namespace="team", visibility="shared")
+    facts = extract("alice", shared.id)
+    assert facts
+    for f in facts:
+        stored = mem.get(f.id)
+        assert stored.agent_id == "alice" and scope_of(stored) == scope_of(shared)
+    # bob's own turn gives bob's facts, as before
+    assert {mem.get(f.id).agent_id for f in extract("bob", bobs.id)} == {"bob"}

@@ -174,3 +174,21 @@ def test_facade_does_not_close_a_memory_it_did_not_open(stores: Stores) -> None:
     asyncio.run(scenario())
     assert mem.count() == 1  # still usable
     mem.close()
+
+
+@pytest.mark.parametrize("fmt", ["bogus", None, 5], ids=repr)
+def test_context_of_an_unknown_format_is_refused_as_the_sync_context_refuses_it(
+    stores: Stores, fmt: object
+) -> None:
+    """The facade sent every format but "messages" to the sync context as "text": a
+    misspelt format gave a text block where the sync API raised InvalidInput."""
+
+    async def scenario() -> None:
+        async with stores.open_async("f.db", embedder=None) as amem:
+            await amem.remember("Alice prefers tea", agent_id="a")
+            with pytest.raises(InvalidInput):
+                amem.sync.context("tea", format=fmt)  # type: ignore[call-overload]
+            with pytest.raises(InvalidInput):
+                await amem.context("tea", format=fmt)  # type: ignore[call-overload]
+
+    asyncio.run(scenario())

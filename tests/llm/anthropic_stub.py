@@ -1,9 +1,9 @@
 """A local HTTP stub of the Anthropic Messages API (``POST /v1/messages``).
 
 It serves scripted replies first (canned answers, HTTP errors such as 429/529, malformed
-bodies) and otherwise answers automatically with a valid tool call for graphmem's passes,
-so the real ``anthropic`` SDK can be exercised end to end over real HTTP on 127.0.0.1.
-Used by the tests in this folder and by ``benchmarks/consolidation.py``.
+bodies, answers sent a byte at a time) and otherwise answers automatically with a valid tool
+call for graphmem's passes, so the real ``anthropic`` SDK can be exercised end to end over
+real HTTP on 127.0.0.1. Used by the tests in this folder and by ``benchmarks/consolidation.py``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ class Reply:
     status: int = 200
     body: Any = None  # dict -> JSON; str/bytes -> sent as is
     headers: dict[str, str] = field(default_factory=dict)
+    #: seconds between the bytes of the whole response, status line and headers included
+    #: (a slow server whose every read arrives well within a read timeout); 0: at once
+    drip: float = 0.0
 
 
 def _message(content: list[dict[str, Any]], usage: tuple[int, int], stop: str) -> dict[str, Any]:
@@ -97,6 +100,7 @@ class StubAnthropic:
         self.script: deque[Reply] = deque()
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
+        self.stopping = threading.Event()
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -129,15 +133,37 @@ class StubAnthropic:
                     if isinstance(payload, str)
                     else payload or b""
                 )
+                headers = {
+                    "content-type": "application/json",
+                    "content-length": str(len(data)),
+                    **reply.headers,
+                }
+                if reply.drip:
+                    self._drip(reply, headers, data)
+                    return
                 self.send_response(reply.status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                for k, v in reply.headers.items():
+                for k, v in headers.items():
                     self.send_header(k, v)
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _drip(self, reply: Reply, headers: dict[str, str], data: bytes) -> None:
+                head = f"HTTP/1.1 {reply.status} Stub\r\n" + "".join(
+                    f"{k}: {v}\r\n" for k, v in headers.items()
+                )
+                raw = (head + "\r\n").encode() + data
+                for i in range(len(raw)):
+                    if stub.stopping.wait(reply.drip):
+                        return  # the test is over: let the server stop now
+                    try:
+                        self.wfile.write(raw[i : i + 1])
+                        self.wfile.flush()
+                    except OSError:  # the client gave up
+                        return
+                self.close_connection = True
+
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         )
@@ -157,6 +183,7 @@ class StubAnthropic:
         return self
 
     def stop(self) -> None:
+        self.stopping.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()

@@ -53,7 +53,9 @@ def _fill(path: Path, n: int, start: int = 0) -> list[str]:
         )
         mem.vectors.wait(timeout=60)
         ids = [m.id for m in made]
-        mem.writes.link(ids[0], [ids[1]])  # a stored edge with properties
+        # a stored edge with properties (between memories of one agent: a memory derives
+        # only from what its agent may read)
+        mem.writes.link(ids[0], [ids[9]])
         mem.update(ids[2], content="note 2, corrected")
     return ids
 

@@ -21,6 +21,8 @@ from typing import Any, TypeVar, cast
 import numpy as np
 
 import graphmem.backends.embedded.forks as forks
+import graphmem.backends.embedded.hnsw_file as hnsw_file
+import graphmem.backends.embedded.state_file as state_file
 from graphmem.backends.base import (
     STRUCTURAL,
     Direction,
@@ -107,6 +109,21 @@ class NetworkXBackend(EmbeddedSearch):
     @property
     def location(self) -> str:
         return str(self._path) if self._path else "memory://"
+
+    def store_files(self) -> list[Path]:
+        """The SQLite file, its WAL and shared-memory index, the writers' lock file and the
+        two caches beside it (see ``state_file`` and ``hnsw_file``)."""
+        if self._path is None:
+            return []
+        p = self._path
+        return [
+            p,
+            p.with_name(p.name + "-wal"),
+            p.with_name(p.name + "-shm"),
+            p.with_name(p.name + ".lock"),
+            state_file.file_of(p),
+            *hnsw_file.files_of(p),
+        ]
 
     @_locked
     def ensure_schema(self, *, embedding_dim: int | None = None) -> None:

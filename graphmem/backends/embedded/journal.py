@@ -45,6 +45,7 @@ from graphmem.backends.embedded.rows import (
     SCHEMA_VERSION,
     _edge_data,
     add_stored_vectors,
+    connect,
     read_rows,
     stored_vectors,
     tune_fts,
@@ -121,19 +122,13 @@ class EmbeddedJournal(EmbeddedGraph):
         #: that file is of an older format, read as it is (see ``state_file``)
         self._state_old = False
         self._opened = False
+        db: sqlite3.Connection | None = None
         try:
             if self._path is not None:
                 self._path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = db = connect(self._path, busy_timeout_ms)
             if self._path is not None:
                 self._lock_fd = open_lock_file(self._path)
-            self._db = sqlite3.connect(
-                str(self._path) if self._path else ":memory:",
-                isolation_level=None,  # explicit BEGIN/COMMIT
-                check_same_thread=False,
-                timeout=busy_timeout_ms / 1000,
-            )
-            self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-            if self._path is not None:
                 mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
                 if mode.lower() != "wal":
                     raise BackendUnavailable(f"cannot enable WAL journal on {self._path}")
@@ -156,8 +151,16 @@ class EmbeddedJournal(EmbeddedGraph):
                 "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_tokens_vocab "
                 "USING fts5vocab(temp, 'query_tokens', 'instance');"
             )
-        except sqlite3.Error as e:
-            raise BackendUnavailable(f"cannot open embedded store {self._path}: {e}") from e
+        except BaseException as e:
+            # a failed open holds nothing (an open connection keeps -wal and -shm files)
+            if db is not None:
+                db.close()
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+            if isinstance(e, sqlite3.Error):
+                raise BackendUnavailable(f"cannot open embedded store {self._path}: {e}") from e
+            raise
         self._load()
         forks.register(self)
 

@@ -10,6 +10,7 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
 from sys import intern
 from typing import Any
 
@@ -29,7 +30,7 @@ from graphmem.backends.embedded.graph import (
 )
 from graphmem.backends.embedded.memory_rows import memory_props
 from graphmem.backends.embedded.vector_index import VectorIndex
-from graphmem.errors import QueryFailed
+from graphmem.errors import BackendUnavailable, QueryFailed
 from graphmem.models import EdgeType, NodeLabel
 
 log = logging.getLogger("graphmem.backends.embedded")
@@ -117,6 +118,63 @@ def tune_fts(db: sqlite3.Connection) -> None:
 SCHEMA_VERSION = "6"
 #: versions this code opens
 SCHEMA_READ = frozenset({"2", "3", "4", "5", SCHEMA_VERSION})
+
+#: the tables SCHEMA makes, with those FTS5 keeps for ``memory_fts`` (and SQLite's own
+#: ``sqlite_*``): a file holding another table is not a graphmem store
+OWN_TABLES = frozenset(
+    {"meta", "nodes", "edges", "next_edges", "vectors", "run_heads", "changes"}
+    | {f"memory_fts{part}" for part in ("", "_data", "_idx", "_content", "_docsize", "_config")}
+)
+
+
+def connect(path: Path | None, busy_timeout_ms: int) -> sqlite3.Connection:
+    """A connection to the store at ``path`` (None: in memory), refused before anything is
+    written to the file or beside it when it is not a store this code opens (see
+    :func:`refusal`: BackendUnavailable; sqlite3.Error when SQLite cannot read it)."""
+    db = sqlite3.connect(
+        str(path) if path else ":memory:",
+        isolation_level=None,  # explicit BEGIN/COMMIT
+        check_same_thread=False,
+        timeout=busy_timeout_ms / 1000,
+    )
+    try:
+        db.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        refused = refusal(db, path)
+        if refused is not None:
+            raise BackendUnavailable(refused)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def refusal(db: sqlite3.Connection, path: object) -> str | None:
+    """Why the file open on ``db`` must not be opened as a store, read before anything is
+    written to it (its tables and its recorded version; None: a store of a version this
+    code reads, an empty file, or a store whose creation stopped before it recorded its
+    version). Another program's database or a store of a later graphmem is left exactly
+    as it was: no tables added, no journal mode changed."""
+    tables = {
+        name
+        for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        if not name.startswith("sqlite_")
+    }
+    version = None
+    if "meta" in tables:
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except sqlite3.OperationalError:  # a table of that name of another shape
+            row = None
+        version = None if row is None else row[0]
+    if version is not None:
+        if version in SCHEMA_READ:
+            return None
+        return f"store schema version {version} is not supported (expected {SCHEMA_VERSION})"
+    others = sorted(tables - OWN_TABLES)
+    if others:
+        shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
+        return f"{path} is not a graphmem store (it holds tables graphmem does not make: {shown})"
+    return None
 
 
 NEXT = EdgeType.NEXT.value
