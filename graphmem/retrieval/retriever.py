@@ -534,7 +534,7 @@ class Retriever:
         channel wants the few most like the question, not the first by id (what a match
         with a limit gives), nor every one of them read and built."""
         limit = min(limit, 10_000)  # a vector query's most
-        k = min(limit, max(4 * fetch, 32))
+        k = min(limit, max(2 * fetch, 32))
         speaks: dict[str, bool] = {}  # a memory's id -> whether it speaks of the span
         while True:
             q = VectorQuery.trusted(qlist, window, k)
@@ -555,8 +555,10 @@ class Retriever:
                     ok = speaks[m.id] = any(s.overlaps(span) for s in spans)
                 if ok:
                     pool.append(m)
-            if len(pool) >= fetch or len(hits) < k or k >= limit:
-                return pool[:fetch]
+                    if len(pool) == fetch:  # the rest are less like the question
+                        return pool
+            if len(hits) < k or k >= limit:
+                return pool
             k = min(limit, k * 4)
 
     def _context(
