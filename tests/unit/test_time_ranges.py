@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from graphmem.memory import GraphMemory
 from graphmem.models import Filter, Memory, Range
@@ -29,7 +30,7 @@ def _brute(mems: list[Memory], ranges: list[Range]) -> set[str]:
     return out
 
 
-def test_time_ranges_match_exactly_what_a_check_of_every_memory_admits(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_time_ranges_match_exactly_what_a_check_of_every_memory_admits(tmp_path: Path) -> None:
     rng = random.Random(4)
     stamps = [T + timedelta(microseconds=rng.randrange(10**12)) for _ in range(12)]
     rows = []

@@ -24,6 +24,7 @@ from graphmem.backends.embedded.buckets import (
     keys_of,
 )
 from graphmem.backends.embedded.records import Attrs, NodeTable
+from graphmem.backends.embedded.time_ranges import memories_within
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.models import (
     Edge,
@@ -664,7 +665,7 @@ class EmbeddedGraph:
             for t in flt.tags_all:
                 sets.append(keys_of(self._index[(label, "tags")], t))
         if flt.ranges and label is NodeLabel.MEMORY and not (sets and min(map(len, sets)) <= _FEW):
-            within = self._memories_within(flt)
+            within = memories_within(self._g._node, self._by_label, flt, _FEW)
             if within is not None:
                 sets.append(within)
         if not sets:
@@ -673,24 +674,6 @@ class EmbeddedGraph:
         if len(sets) == 1:
             return sets[0]
         return sets[0].intersection(*sets[1:])  # C-speed narrowing before any predicate
-
-    def _memories_within(self, flt: Filter) -> set[str] | None:
-        """The memories that may pass ``flt``'s time ranges, from the time columns (see
-        ``MemoryTable.keys_in_range``; a superset: the caller checks each), or None when
-        the columns cannot narrow them to a fifth of the memories. A question naming a
-        month searches its window this way: a predicate per memory took ~0.5 s at 100k."""
-        table = self._g._node.memories
-        every = len(self._by_label.get(NodeLabel.MEMORY, ()))
-        found: set[str] | None = None
-        for r in flt.ranges:
-            keys = table.keys_in_range(
-                r.field, (r.gte, r.gt, r.lte, r.lt), r.or_missing, max(every // 5, _FEW)
-            )
-            if keys is not None:
-                found = set(keys) if found is None else found.intersection(keys)
-        if found is not None and every > len(table):  # memories held as dicts, not rows
-            found.update(k for k in self._g._node.dicts if k.startswith("Memory:"))
-        return found
 
     def _indexed_matches(self, flt: Filter) -> set[str] | None:
         """The keys matching ``flt`` straight from the index buckets, when they answer all

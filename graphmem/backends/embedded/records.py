@@ -531,41 +531,6 @@ class MemoryTable:
         keys = self.keys
         return [k for k in map(keys.__getitem__, rows.tolist()) if k is not None]
 
-    def keys_in_range(
-        self,
-        field: str,
-        bounds: tuple[Any, Any, Any, Any],
-        or_missing: bool,
-        most: int,
-    ) -> list[str] | None:
-        """The keys of the rows whose time ``field`` lies within ``bounds`` (a range's
-        ``gte, gt, lte, lt``; None: unbounded), and those without it when ``or_missing``: a
-        pass over the column in C. A superset by a microsecond at each end (a row's time
-        is read back through a float; the caller checks each key). None when the column
-        cannot answer (not a time field, a bound that is not a datetime) or when more than
-        ``most`` rows pass: a set of nearly every key costs more than it narrows."""
-        col = self.times.get(field)
-        if col is None or any(b is not None and not isinstance(b, datetime) for b in bounds):
-            return None
-        n = len(self.keys)
-        us = np.frombuffer(col, dtype=np.int64)[:n]
-        held = us != _NONE
-        mask = held
-        gte, gt, lte, lt = bounds
-        for low in (gte, gt):
-            if low is not None:
-                mask = mask & (us >= (low - _EPOCH) // _US - 1)
-        for high in (lte, lt):
-            if high is not None:
-                mask = mask & (us <= (high - _EPOCH) // _US + 1)
-        if or_missing:
-            mask = mask | ~held
-        rows = np.flatnonzero(mask)
-        if len(rows) > most:
-            return None
-        keys = self.keys
-        return [k for k in map(keys.__getitem__, rows.tolist()) if k is not None]
-
     # -- the state file ----------------------------------------------------------------
 
     def to_file(self) -> dict[str, Any]:
