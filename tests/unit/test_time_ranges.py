@@ -1,15 +1,15 @@
-"""A filter's time ranges on the embedded store: what the time columns narrow to (see
-``MemoryTable.keys_in_range``) must never drop a memory the filter admits, whatever the
-bounds, missing values, or memories held as dicts rather than rows."""
+"""A filter's time ranges admit exactly the memories within them, whatever the bounds and
+missing values. On the embedded store the time columns narrow a range first (see
+backends/embedded/time_ranges.py), which must never drop a memory the filter admits, nor
+one held as a dict rather than a row (a time before 1970)."""
 
 from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-from graphmem.memory import GraphMemory
 from graphmem.models import Filter, Memory, Range
+from tests.conftest import Stores
 
 T = datetime(2024, 3, 1, tzinfo=UTC)
 
@@ -30,7 +30,7 @@ def _brute(mems: list[Memory], ranges: list[Range]) -> set[str]:
     return out
 
 
-def test_time_ranges_match_exactly_what_a_check_of_every_memory_admits(tmp_path: Path) -> None:
+def test_time_ranges_match_exactly_what_a_check_of_every_memory_admits(stores: Stores) -> None:
     rng = random.Random(4)
     stamps = [T + timedelta(microseconds=rng.randrange(10**12)) for _ in range(12)]
     rows = []
@@ -48,7 +48,7 @@ def test_time_ranges_match_exactly_what_a_check_of_every_memory_admits(tmp_path:
     rows.append(
         {"content": "old one", "agent_id": "a", "created_at": datetime(1960, 1, 1, tzinfo=UTC)}
     )
-    with GraphMemory.open(str(tmp_path / "m.db"), embedder=None) as mem:
+    with stores.open("m.db", embedder=None) as mem:
         mem.remember_many(rows)
         mems = list(mem.backend.match(Memory, Filter.for_memories(status=None)))
         assert len(mems) == len(rows)
