@@ -27,7 +27,6 @@ from graphmem.config import Settings
 from graphmem.memory import GraphMemory
 from graphmem.server.http import create_app
 from graphmem.server.mcp import create_mcp_server
-from tests.conftest import Stores
 from tests.interfaces.api_fuzz import run_fuzz
 from tests.interfaces.conftest import auth, keyed_settings, snapshot
 
@@ -242,8 +241,10 @@ def request(draw: st.DrawFn) -> tuple[str, str, Any]:
 
 
 @pytest.fixture
-def fuzz_store(stores: Stores) -> Iterator[GraphMemory]:
-    mem = stores.open("fuzz.db", embedder=None)
+def fuzz_store(backend: GraphBackend) -> Iterator[GraphMemory]:
+    """The store every HTTP and MCP property runs against, on each backend the switch
+    chose (the live Neo4j server too when one is given, see tests/neo4j_support.py)."""
+    mem = GraphMemory(backend, embedder=None, owns_backend=False)
     mem.agents.register("cto", seniority="lead")
     mem.remember("Alice prefers tea", agent_id="alice", tags=["prefs"])
     yield mem

@@ -147,7 +147,12 @@ def test_the_cli_export_onto_its_store_is_refused(
     from graphmem.cli import app
 
     monkeypatch.chdir(tmp_path)
-    env = {"GRAPHMEM_EMBEDDER": "none", "GRAPHMEM_CONFIG": "", "GRAPHMEM_URL": None}
+    env = {
+        "GRAPHMEM_EMBEDDER": "none",
+        "GRAPHMEM_CONFIG": "",
+        "GRAPHMEM_URL": None,
+        "NEO4J_URI": None,
+    }
     runner = CliRunner()
     assert runner.invoke(app, ["remember", "kept"], env=env).exit_code == 0
     result = runner.invoke(app, ["export", "graphmem.db"], env=env)  # the default store
@@ -161,7 +166,12 @@ def _cli(*args: str) -> Any:
 
     from graphmem.cli import app
 
-    env = {"GRAPHMEM_EMBEDDER": "none", "GRAPHMEM_CONFIG": "", "GRAPHMEM_URL": None}
+    env = {
+        "GRAPHMEM_EMBEDDER": "none",
+        "GRAPHMEM_CONFIG": "",
+        "GRAPHMEM_URL": None,
+        "NEO4J_URI": None,
+    }
     return CliRunner().invoke(app, list(args), env=env)
 
 
