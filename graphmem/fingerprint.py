@@ -40,6 +40,7 @@ __all__ = [
     "ModelGuard",
     "ModelRecord",
     "ModelStore",
+    "check_incoming",
     "describe",
     "recorded",
 ]
@@ -131,6 +132,28 @@ def record(backend: Any, model: ModelRecord) -> None:
     """Make ``model`` the store's model (after its old vectors were cleared)."""
     if isinstance(backend, ModelStore):
         backend.set_meta(_KEY, model.to_json())
+
+
+def check_incoming(backend: Any, incoming: ModelRecord | None, what: str) -> bool:
+    """Before vectors made elsewhere (``what``: an import, a migration) are written to
+    ``backend``: EmbedderMismatch when the store records another model (nothing written
+    yet). True when the store keeps records and has none: it takes ``incoming`` once the
+    vectors are written (:func:`record`). Vectors whose model is not known (an export of
+    an older graphmem) are not checked."""
+    if incoming is None or not isinstance(backend, ModelStore):
+        return False
+    have = recorded(backend)
+    if have is None:
+        return True
+    if not have.same_model(incoming):
+        raise EmbedderMismatch(
+            f"{what} holds vectors made by {incoming.name!r} ({incoming.dim} dimensions, "
+            f"fingerprint {incoming.fingerprint}); this store's were made by {have.name!r} "
+            f"({have.dim} dimensions, fingerprint {have.fingerprint}): their vectors cannot "
+            "be compared. Load it into a store of that model (or a new one), then re-embed "
+            "with `graphmem reindex --all`"
+        )
+    return False
 
 
 def _spec(name: str) -> str:

@@ -6,8 +6,10 @@ batch is one transaction (one round trip on Neo4j). Structural edges (AUTHORED_B
 RUN_BY, TAGGED) are not copied as such: the destination derives them from the node
 properties, exactly as it does for any write. Upserts replace by id, so running the same
 migration again — after an interruption, say — converges on the same destination graph
-(idempotent, hence resumable). At the end the node count of every label and the edge count
-of every type are compared between source and destination.
+(idempotent, hence resumable). The embedding model the source records goes along: a
+destination that records another one is refused before anything is copied. At the end the
+node count of every label and the edge count of every type are compared between source and
+destination.
 
 Example::
 
@@ -18,17 +20,20 @@ Example::
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 import types
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from graphmem.backends import open_backend
-from graphmem.backends.base import GraphBackend, WriteBatch
-from graphmem.errors import Conflict, InvalidInput
+from graphmem.backends import open_backend, store_path
+from graphmem.backends.base import GraphBackend, StoreFiles, WriteBatch
+from graphmem.errors import Conflict, InvalidInput, NotFound
+from graphmem.fingerprint import check_incoming, record, recorded
 from graphmem.models import Edge, EdgeType, GraphNode
 
 __all__ = [
@@ -93,6 +98,17 @@ def _open(
     raise InvalidInput(f"migrate takes a URL or a backend, got {type(target).__name__}")
 
 
+def _one_file(a: GraphBackend, b: GraphBackend) -> bool:
+    """Whether two embedded stores are one file opened twice (under two spellings)."""
+    if not (isinstance(a, StoreFiles) and isinstance(b, StoreFiles)):
+        return False
+    first, second = a.store_files()[:1], b.store_files()[:1]
+    try:
+        return bool(first and second) and os.path.samefile(first[0], second[0])
+    except OSError:  # a file that is not there yet is not the other one
+        return False
+
+
 def _compare(
     src: Mapping[str, int], dst: Mapping[str, int], kind: str
 ) -> dict[str, tuple[int, int]]:
@@ -139,6 +155,8 @@ def migrate(
         raise InvalidInput("batch_size must be >= 1")
     if isinstance(src, str) and isinstance(dst, str) and src == dst and src != "memory://":
         raise InvalidInput("source and destination are the same store")
+    if isinstance(src, str) and (path := store_path(src)) is not None and not Path(path).exists():
+        raise NotFound(f"no store at {path} (a migration never creates its source)")
     started = time.perf_counter()
     source, own_src, src_loc = _open(src, src_options, auth)
     try:
@@ -148,13 +166,16 @@ def migrate(
             source.close()
         raise
     try:
-        if source is destination:
+        if source is destination or _one_file(source, destination):
             raise InvalidInput("source and destination are the same store")
         before = source.stats()
         total_nodes = sum(before.nodes.values())
         total_edges = sum(
             n for t, n in before.edges.items() if EdgeType(t) not in STRUCTURAL_EDGE_TYPES
         )
+        # the vectors' model goes along: a destination of another model is refused first
+        model = recorded(source) if before.embedding_dim is not None else None
+        adopt = check_incoming(destination, model, f"the migration from {src_loc}")
         if not dry_run:
             destination.ensure_schema(embedding_dim=before.embedding_dim)
         nodes_done = edges_done = batches = 0
@@ -182,6 +203,8 @@ def migrate(
                 else:
                     progress("edges", edges_done, max(total_edges, edges_done))
             log.debug("batch %d: %d nodes, %d edges", batches, len(batch_nodes), len(batch_edges))
+        if adopt and model is not None and not dry_run:
+            record(destination, model)
         after = destination.stats() if verify and not dry_run else None
         if progress is not None and after is not None:
             progress("verify", 1, 1)

@@ -1,7 +1,9 @@
 """Moving a whole store in and out (``mem.transfer``): export as JSON lines, import an
 export.
 
-An export is one header line (``{"format": "graphmem-jsonl", "version": 1}``), then one line
+An export is one header line (``{"format": "graphmem-jsonl", "version": 1}``, with the
+``embedding_model`` that made its vectors when the store records one: an import into a
+store of another model is refused, and a store without a record takes it), then one line
 per node (``{"node": label, "props": {...}}``) and one per edge (``{"edge": type, "src":
 [label, id], "dst": [label, id], "props": {...}}``); datetimes are ``{"$dt": iso}``. An
 import validates every line before anything is written and loads through the write path.
@@ -25,7 +27,8 @@ from graphmem.backends.base import (
     structural_targets,
 )
 from graphmem.errors import InvalidInput
-from graphmem.models import Edge, GraphNode, Memory, node_model
+from graphmem.fingerprint import ModelRecord, check_incoming, record, recorded
+from graphmem.models import Edge, EdgeType, GraphNode, Memory, node_model
 from graphmem.protocol import ImportReport
 from graphmem.writes import Writes
 
@@ -63,7 +66,11 @@ class Transfer:
         return self._export(dest)
 
     def _export(self, f: IO[str]) -> ImportReport:
-        f.write(json.dumps({"format": EXPORT_FORMAT, "version": EXPORT_VERSION}) + "\n")
+        head: dict[str, Any] = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION}
+        model = recorded(self._backend)
+        if model is not None:  # the vectors' model, for the store they are loaded into
+            head["embedding_model"] = json.loads(model.to_json())
+        f.write(json.dumps(head) + "\n")
         n_nodes = n_edges = 0
         for nodes, edges in self._backend.scan():
             for n in nodes:
@@ -105,6 +112,7 @@ class Transfer:
     def _import(self, f: IO[str], batch_size: int) -> ImportReport:
         nodes: builtins.list[GraphNode] = []
         edges: builtins.list[Edge] = []
+        model: ModelRecord | None = None
         for lineno, line in _numbered_lines(f):
             if not line.strip():
                 continue
@@ -120,6 +128,10 @@ class Transfer:
                         raise InvalidInput("not a graphmem export (missing header line)")
                     if rec.get("version") != EXPORT_VERSION:
                         raise InvalidInput(f"unsupported export version {rec.get('version')}")
+                    if "embedding_model" in rec:
+                        model = ModelRecord.from_json(json.dumps(rec["embedding_model"]))
+                        if model is None:
+                            raise InvalidInput("unreadable embedding_model")
                     continue
                 if "node" in rec:
                     nodes.append(node_model(rec["node"]).from_props(_revive(rec["props"])))
@@ -147,15 +159,25 @@ class Transfer:
                     raise InvalidInput(f"edge {edge.type.value} refers to missing node {end.key}")
             if (edge.src.label, edge.type) in STRUCTURAL:
                 self._check_implied(edge, by_key)
+        _refuse_cycles(edges)
         dims = {len(n.embedding) for n in nodes if isinstance(n, Memory) and n.embedding}
         if len(dims) > 1:
             raise InvalidInput(f"the export mixes embedding dimensions {sorted(dims)}")
+        adopt = False
         if dims:
-            self._backend.ensure_schema(embedding_dim=dims.pop())
+            dim = dims.pop()
+            if model is not None and model.dim != dim:
+                raise InvalidInput(
+                    f"the export's vectors have {dim} dimensions, its model {model.dim}"
+                )
+            adopt = check_incoming(self._backend, model, "the import")
+            self._backend.ensure_schema(embedding_dim=dim)
         for i in range(0, len(nodes), batch_size):
             self.writes.load(nodes[i : i + batch_size])
         for i in range(0, len(edges), batch_size):
             self.writes.load((), edges[i : i + batch_size])
+        if adopt and model is not None:
+            record(self._backend, model)
         return ImportReport(nodes=len(nodes), edges=len(edges))
 
     def _check_implied(self, edge: Edge, by_key: dict[str, GraphNode]) -> None:
@@ -175,6 +197,36 @@ class Transfer:
                 f"{edge.type.value} edges follow the node's fields (agent_id, run_id, tags); "
                 f"{edge.src.key} does not imply one to {edge.dst.key}"
             )
+
+
+def _refuse_cycles(edges: builtins.list[Edge]) -> None:
+    """InvalidInput when the SUPERSEDES or the DERIVED_FROM edges of an import go round in
+    a cycle: a version chain with no current version, or something derived from itself
+    (the write path makes neither)."""
+    for etype in (EdgeType.SUPERSEDES, EdgeType.DERIVED_FROM):
+        out: dict[str, builtins.list[str]] = {}
+        for e in edges:
+            if e.type is etype:
+                out.setdefault(e.src.key, []).append(e.dst.key)
+        done: set[str] = set()
+        for start in out:
+            if start in done:
+                continue
+            path, on_path = [(start, iter(out[start]))], {start}
+            while path:  # depth first, without recursion (a chain can be long)
+                node, ahead = path[-1]
+                nxt = next(ahead, None)
+                if nxt is None:
+                    path.pop()
+                    on_path.discard(node)
+                    done.add(node)
+                elif nxt in on_path:
+                    raise InvalidInput(
+                        f"the import's {etype.value} edges form a cycle through {nxt}"
+                    )
+                elif nxt not in done:
+                    path.append((nxt, iter(out.get(nxt, ()))))
+                    on_path.add(nxt)
 
 
 def _jsonable(value: Any) -> Any:

@@ -3,7 +3,8 @@
 ``open_backend(url)`` is the only place that maps a URL to a backend class:
 
 - ``None`` / ``""``  -> the embedded default, ``./graphmem.db``
-- a path, ``file:PATH``, ``sqlite:///PATH``, ``networkx:///PATH`` -> embedded, durable file
+- a path, ``file:PATH``, ``file:///ABSOLUTE-PATH``, ``sqlite:///PATH``, ``networkx:///PATH``
+  -> embedded, durable file (a leading ``~`` is the user's home folder)
 - ``memory://``       -> embedded, in memory (tests, throwaway stores)
 - ``neo4j://``, ``neo4j+s://``, ``neo4j+ssc://``, ``bolt://``, ``bolt+s://``, ``bolt+ssc://``
   -> Neo4j
@@ -11,13 +12,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
 from graphmem.backends.base import GraphBackend
 from graphmem.errors import BackendUnavailable, ConfigError, InvalidInput
 
-__all__ = ["DEFAULT_PATH", "GraphBackend", "open_backend", "register_scheme"]
+__all__ = ["DEFAULT_PATH", "GraphBackend", "open_backend", "register_scheme", "store_path"]
 
 DEFAULT_PATH = "graphmem.db"
 
@@ -29,22 +31,46 @@ def register_scheme(scheme: str, factory: Callable[..., GraphBackend]) -> None:
     _SCHEMES[scheme] = factory
 
 
+def store_path(url: str | None) -> str | None:
+    """The file of the embedded store ``url`` names (None: a store in memory, or a server's
+    URL), for whatever opens it or checks it is there: one reading of a URL. InvalidInput
+    for a URL that names no file (an unknown scheme, ``file://`` with a host, ``sqlite://``
+    with two slashes, a NUL)."""
+    url = url or DEFAULT_PATH
+    scheme, sep, _rest = url.partition("://")
+    if sep and scheme in _SCHEMES:
+        return None
+    if sep and scheme not in ("memory", "sqlite", "networkx", "file"):
+        raise InvalidInput(
+            f"unknown backend URL scheme {scheme!r}; use a file path, memory://, "
+            f"or one of {sorted(_SCHEMES)}"
+        )
+    if url == "memory://":
+        return None
+    if url.startswith("memory:"):
+        # not a file named 'memory:/...' in the working directory
+        raise InvalidInput(f"{url!r}: memory:// takes nothing after it (an in-memory store)")
+    path = url
+    if sep:  # only these: file://HOST/... would be a path on another machine, and
+        # sqlite://x.db a folder named 'sqlite:' in the working directory
+        prefix = "file://" if scheme == "file" else f"{scheme}:///"
+        if not (url.startswith(prefix) and (scheme != "file" or _rest.startswith("/"))):
+            raise InvalidInput(
+                f"no file path in {url!r}: use {scheme}:///PATH"
+                + (" or file:PATH" if scheme == "file" else "")
+            )
+        path = url[len(prefix) :]
+    elif url.startswith("file:"):
+        path = url[len("file:") :]
+    if not path or "\x00" in path:
+        raise InvalidInput(f"no file path in {url!r}")
+    return os.path.expanduser(path)
+
+
 def _embedded(url: str, **options: Any) -> GraphBackend:
     from graphmem.backends.embedded import NetworkXBackend
 
-    if url == "memory://":
-        path = None
-    elif url.startswith("memory:"):
-        # not a file named 'memory:/...' in the working directory
-        raise InvalidInput(f"{url!r}: memory:// takes nothing after it (an in-memory store)")
-    else:
-        path = url
-        for prefix in ("sqlite:///", "networkx:///", "file:"):
-            if url.startswith(prefix):
-                path = url[len(prefix) :]
-                break
-        if not path or "\x00" in path:
-            raise InvalidInput(f"no file path in {url!r}")
+    path = store_path(url)
     allowed = {"durability", "busy_timeout_ms"}
     unknown = sorted(set(options) - allowed)
     if unknown:  # a misspelled option must not silently fall back to a default
@@ -64,11 +90,6 @@ def open_backend(url: str | None = None, **options: Any) -> GraphBackend:
     scheme, sep, _rest = url.partition("://")
     if sep and scheme in _SCHEMES:
         return _SCHEMES[scheme](url, **options)
-    if sep and scheme not in ("memory", "sqlite", "networkx", "file"):
-        raise InvalidInput(
-            f"unknown backend URL scheme {scheme!r}; use a file path, memory://, "
-            f"or one of {sorted(_SCHEMES)}"
-        )
     return _embedded(url, **options)
 
 

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
+from graphmem.backends import store_path
 from graphmem.config import Settings
 from graphmem.errors import ConfigError, GraphMemError
 from graphmem.memory import GraphMemory
@@ -135,11 +136,15 @@ def _settings(**overrides: Any) -> Settings:
 
 
 def _missing_file_store(url: str) -> Path | None:
-    """The path of an embedded store that does not exist yet (None: it exists, or the
-    url names a server or an in-memory store)."""
-    if "://" in url and not url.startswith("file://"):
+    """The path of an embedded store that does not exist yet (None: it exists, the url
+    names a server or an in-memory store, or it names nothing: the open says why)."""
+    try:
+        named = store_path(url)
+    except GraphMemError:
         return None
-    path = Path(url.removeprefix("file://")).expanduser()
+    if named is None:
+        return None
+    path = Path(named)
     return None if path.exists() else path
 
 

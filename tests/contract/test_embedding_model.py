@@ -4,6 +4,7 @@ nothing is written; ``reindex(all=True)`` moves the store to the new model."""
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -204,3 +205,53 @@ def test_the_refusal_names_an_embedder_value_the_cli_accepts() -> None:
     assert "`graphmem reindex --all --embedder hash:384`" in str(mismatch(have, "hash-384"))
     assert "--embedder onnx:int8`" in str(mismatch(have, "all-MiniLM-L6-v2-int8"))
     assert "--embedder reversed-64`" in str(mismatch(have, "reversed-64"))
+
+
+def test_an_export_carries_the_model_and_its_import_records_it(backend: GraphBackend) -> None:
+    """An export held the vectors without the model that made them: the imported store had
+    no record, so another model of the same dimension wrote into it unchecked."""
+    with GraphMemory(backend, embedder=HashEmbedder(DIM), owns_backend=False) as mem:
+        mem.remember("Alice drinks green tea", agent_id="alice")
+        dump = io.StringIO()
+        mem.transfer.export(dump)
+    with GraphMemory.open("memory://", embedder=None) as other:
+        other.transfer.import_(io.StringIO(dump.getvalue()))
+        have = recorded(other.backend)
+        assert have is not None and have.same_model(describe(HashEmbedder(DIM)))
+        with GraphMemory(other.backend, embedder=Reversed(), owns_backend=False) as mixed:
+            with pytest.raises(EmbedderMismatch):
+                mixed.remember("Bob drinks coffee", agent_id="bob")
+
+
+def test_an_import_of_another_models_vectors_is_refused_and_writes_nothing(
+    backend: GraphBackend,
+) -> None:
+    with GraphMemory.open("memory://", embedder=HashEmbedder(DIM)) as source:
+        source.remember("Alice drinks green tea", agent_id="alice")
+        dump = io.StringIO()
+        source.transfer.export(dump)
+    with GraphMemory(backend, embedder=Reversed(), owns_backend=False) as mem:
+        mem.remember("Bob drinks coffee", agent_id="bob")
+        before = _contents(backend)
+        with pytest.raises(EmbedderMismatch, match="import"):
+            mem.transfer.import_(io.StringIO(dump.getvalue()))
+        assert _contents(backend) == before
+        have = recorded(backend)
+        assert have is not None and have.same_model(describe(Reversed()))
+
+
+def test_a_migration_takes_the_model_along_and_refuses_another(backend: GraphBackend) -> None:
+    from graphmem.migrate import migrate
+
+    with GraphMemory(backend, embedder=HashEmbedder(DIM), owns_backend=False) as mem:
+        mem.remember("Alice drinks green tea", agent_id="alice")
+    with GraphMemory.open("memory://", embedder=None) as dst:
+        migrate(backend, dst.backend)
+        have = recorded(dst.backend)
+        assert have is not None and have.same_model(describe(HashEmbedder(DIM)))
+    with GraphMemory.open("memory://", embedder=Reversed()) as dst:
+        dst.remember("Bob drinks coffee", agent_id="bob")
+        before = _contents(dst.backend)
+        with pytest.raises(EmbedderMismatch):
+            migrate(backend, dst.backend)
+        assert _contents(dst.backend) == before

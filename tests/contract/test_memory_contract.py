@@ -344,3 +344,27 @@ def test_the_graph_view_shows_tags_as_the_models_tuple(mem: GraphMemory) -> None
     assert nodes[m.ref.key]["tags"] == ("drink", "habit")
     assert nodes[f.ref.key]["tags"] == ("sec",)
     assert nodes[m.ref.key]["content"] == "tea at noon"
+
+
+@pytest.mark.parametrize("etype", ["SUPERSEDES", "DERIVED_FROM"])
+def test_an_import_with_a_version_or_provenance_cycle_writes_nothing(
+    mem: GraphMemory, etype: str
+) -> None:
+    """A cycle of SUPERSEDES (or DERIVED_FROM) edges was loaded as it was: three memories
+    each the newer version of the next, none of them current (``get(current=True)`` was
+    NotFound for all three)."""
+    mem.remember("already here", agent_id="a0")
+    lines = [HEADER]
+    for i in range(3):
+        m = Memory(id=f"cyc-{i}", content=f"version {i}", agent_id="a1")
+        dated = {
+            k: {"$dt": v.isoformat()} if isinstance(v, datetime) else v
+            for k, v in m.to_props().items()
+        }
+        lines.append(json.dumps({"node": "Memory", "props": dated}))
+    for i in range(3):
+        lines.append(_edge_line(etype, ("Memory", f"cyc-{i}"), ("Memory", f"cyc-{(i + 1) % 3}")))
+    before = mem.backend.stats()
+    with pytest.raises(InvalidInput, match="cycle"):
+        mem.transfer.import_(io.StringIO("\n".join(lines) + "\n"))
+    assert mem.backend.stats() == before

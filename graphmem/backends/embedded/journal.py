@@ -46,6 +46,7 @@ from graphmem.backends.embedded.rows import (
     _edge_data,
     add_stored_vectors,
     connect,
+    damaged,
     read_rows,
     stored_vectors,
     tune_fts,
@@ -151,6 +152,7 @@ class EmbeddedJournal(EmbeddedGraph):
                 "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_tokens_vocab "
                 "USING fts5vocab(temp, 'query_tokens', 'instance');"
             )
+            self._load()
         except BaseException as e:
             # a failed open holds nothing (an open connection keeps -wal and -shm files)
             if db is not None:
@@ -158,10 +160,9 @@ class EmbeddedJournal(EmbeddedGraph):
             if self._lock_fd is not None:
                 os.close(self._lock_fd)
                 self._lock_fd = None
-            if isinstance(e, sqlite3.Error):
+            if damaged(e):
                 raise BackendUnavailable(f"cannot open embedded store {self._path}: {e}") from e
             raise
-        self._load()
         forks.register(self)
 
     def _check_version(self) -> None:

@@ -493,6 +493,18 @@ class MemoryTable:
         data["metadata"] = meta
         return data
 
+    def check_coded(self) -> None:
+        """ValueError when a coded field (status, category, tier, ...) holds a value its
+        model does not know: a row written by another program, found when the rows are
+        read instead of as a KeyError at every later read of that memory. One look per
+        distinct value."""
+        for field, conv in trusted_plan(Memory)[2]:
+            for value in self.values.get(field, [None])[1:]:
+                try:
+                    conv(value)
+                except (KeyError, TypeError):
+                    raise ValueError(f"a memory's {field} is {value!r}") from None
+
     def _typed_value(self, field: str, held: list[Any], code: int) -> Any:
         """The model's value (an enum member) of ``field``'s value ``code``, converted
         once per value (KeyError for a value the model does not know, as from_trusted)."""

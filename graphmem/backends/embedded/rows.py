@@ -30,7 +30,7 @@ from graphmem.backends.embedded.graph import (
 )
 from graphmem.backends.embedded.memory_rows import memory_props
 from graphmem.backends.embedded.vector_index import VectorIndex
-from graphmem.errors import BackendUnavailable, QueryFailed
+from graphmem.errors import BackendUnavailable, GraphMemError, QueryFailed
 from graphmem.models import EdgeType, NodeLabel
 
 log = logging.getLogger("graphmem.backends.embedded")
@@ -127,6 +127,20 @@ OWN_TABLES = frozenset(
 )
 
 
+#: the tables every store of a version this code reads has had (the later ones are made
+#: at open)
+_CORE_TABLES = frozenset({"meta", "nodes", "edges", "vectors", "memory_fts", "changes"})
+
+
+def damaged(e: BaseException) -> bool:
+    """Whether ``e``, raised while a store is opened, says the file is damaged: SQLite's
+    errors, and whatever a row the reader cannot make sense of makes it raise (bad JSON, a
+    field of the wrong type, an unknown label or status, a vector of the wrong size)."""
+    return isinstance(
+        e, sqlite3.Error | ValueError | TypeError | KeyError | IndexError | AttributeError
+    ) and not isinstance(e, GraphMemError)
+
+
 def connect(path: Path | None, busy_timeout_ms: int) -> sqlite3.Connection:
     """A connection to the store at ``path`` (None: in memory), refused before anything is
     written to the file or beside it when it is not a store this code opens (see
@@ -164,12 +178,15 @@ def refusal(db: sqlite3.Connection, path: object) -> str | None:
         try:
             row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         except sqlite3.OperationalError:  # a table of that name of another shape
-            row = None
+            return f"{path} is not a graphmem store (its table meta is not graphmem's)"
         version = None if row is None else row[0]
     if version is not None:
-        if version in SCHEMA_READ:
-            return None
-        return f"store schema version {version} is not supported (expected {SCHEMA_VERSION})"
+        if version not in SCHEMA_READ:
+            return f"store schema version {version} is not supported (expected {SCHEMA_VERSION})"
+        lost = sorted(_CORE_TABLES - tables)
+        if lost:  # made again empty, the store would read as one without those rows
+            return f"{path} is damaged: its table {', '.join(lost)} is missing"
+        return None
     others = sorted(tables - OWN_TABLES)
     if others:
         shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
@@ -275,6 +292,7 @@ def read_rows(db: sqlite3.Connection, dim: int | None, *, vectors: bool = True) 
         by_label[label].add(key)
         index_into(indexed[label_s], key, props)
     del rows
+    node_attrs.memories.check_coded()  # a value no model knows: refused now, not at each read
     # a run's chain end as last set (neither field is indexed or structural)
     dicts = node_attrs.dicts
     for rid, count, last in db.execute("SELECT rid, event_count, last_event_id FROM run_heads"):
