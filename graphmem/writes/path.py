@@ -80,9 +80,7 @@ def check_new(memory: Memory, now: datetime) -> None:
             "written; a memory is superseded by its new version (update, supersede)"
         )
     if memory.last_accessed is not None and memory.last_accessed > now:
-        raise InvalidInput(
-            f"last_accessed {memory.last_accessed.isoformat()} is in the future"
-        )
+        raise InvalidInput(f"last_accessed {memory.last_accessed.isoformat()} is in the future")
 
 
 Hook = Callable[[Committed], None]
