@@ -305,3 +305,16 @@ def test_a_store_with_damaged_rows_or_tables_is_a_typed_error_at_open(
         GraphMemory.open(str(path), embedder="hash:32")
     gc.collect()
     assert sorted(p.name for p in tmp_path.iterdir()) == beside  # no -wal or -shm held
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (a full disk)")
+def test_an_export_onto_a_full_disk_is_a_typed_error(tmp_path: Path) -> None:
+    """The OSError of a write that found no space went out as it was (a traceback from
+    ``graphmem export``)."""
+    path = tmp_path / "s.db"
+    with GraphMemory.open(str(path), embedder=None) as mem:
+        mem.remember_many([{"content": f"kept {i}"} for i in range(300)])  # past a buffer
+        with pytest.raises(InvalidInput, match="No space left"):
+            mem.transfer.export("/dev/full")
+    result = _cli("export", "/dev/full", "--db", str(path))
+    assert result.exit_code == 1 and "No space left" in result.stderr
