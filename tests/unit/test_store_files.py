@@ -33,7 +33,7 @@ def _other_app(path: Path) -> None:
         db.execute("INSERT INTO users VALUES (1, 'alice')")
 
 
-@pytest.mark.parametrize("meta", [None, "other shape", "key-value", "only meta"])
+@pytest.mark.parametrize("meta", [None, "other shape", "key-value", "only meta", "graph app"])
 def test_another_applications_sqlite_file_is_refused_and_left_as_it_was(
     tmp_path: Path, meta: str | None
 ) -> None:
@@ -45,9 +45,14 @@ def test_another_applications_sqlite_file_is_refused_and_left_as_it_was(
         with closing(sqlite3.connect(path)) as db, db:
             db.execute("CREATE TABLE meta (a, b, c)")
             db.execute("INSERT INTO meta VALUES (1, 2, 3)")
+    elif meta == "graph app":  # tables of graphmem's names, made by another program
+        with closing(sqlite3.connect(path)) as db, db:
+            db.execute("CREATE TABLE nodes (id INTEGER PRIMARY KEY, name TEXT)")
+            db.execute("CREATE TABLE edges (a INTEGER, b INTEGER)")
+            db.execute("INSERT INTO nodes VALUES (1, 'x')")
     else:
         _other_app(path)
-    if meta is not None and meta != "only meta":
+    if meta in ("other shape", "key-value"):
         with closing(sqlite3.connect(path)) as db, db:
             if meta == "other shape":
                 db.execute("CREATE TABLE meta (a, b, c)")
@@ -65,8 +70,8 @@ def test_another_applications_sqlite_file_is_refused_and_left_as_it_was(
     with closing(sqlite3.connect(path)) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
         tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
-        assert not tables & {"nodes", "edges", "changes"}
-        if meta != "only meta":
+        assert not tables & {"vectors", "changes"}
+        if meta not in ("only meta", "graph app"):
             assert db.execute("SELECT name FROM users").fetchall() == [("alice",)]
 
 
