@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Sequence
-from datetime import UTC, datetime, time, timedelta
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -25,17 +25,14 @@ from graphmem.models import (
     Memory,
     NodeLabel,
     NodeRef,
-    Range,
     RecallResult,
     TextQuery,
     VectorQuery,
     check_text,
     utcnow,
-    validated,
 )
 from graphmem.retrieval.candidates import _add_ranked, _Cand, _fusion_top, _own, _scored
 from graphmem.retrieval.evidence import (
-    _DATE_TEXT_RE,
     _bigram_similarity,
     _content_terms,
     _coverage,
@@ -43,6 +40,7 @@ from graphmem.retrieval.evidence import (
     log,
 )
 from graphmem.retrieval.questions import is_list_question
+from graphmem.retrieval.temporal_channel import temporal_channel
 from graphmem.retrieval.topic import common_names, subject, without
 from graphmem.retrieval.window import (
     ContextWindow,
@@ -54,7 +52,6 @@ from graphmem.retrieval.window import (
     estimate_tokens,
     neutralise,
 )
-from graphmem.temporal import is_when_question, memory_spans, query_span
 from graphmem.text import SEARCH_STOPWORDS as _SEARCH_STOP
 from graphmem.text import WORD_RE as _TOKEN_RE
 
@@ -176,7 +173,20 @@ class Retriever:
             top = _fusion_top(cfg, lexical, vector)
             self._topic(cands, query, flt, fetch, vector, top, cfg, qlist, sims, unlinked)
         if cfg.temporal_weight > 0 or cfg.when_weight > 0:
-            self._temporal(cands, query, flt, qvec, fetch, lexical, vector, cfg)
+            temporal_channel(
+                self.backend,
+                self._search_both,
+                cands,
+                query,
+                flt,
+                qvec,
+                fetch,
+                _fusion_top(cfg, lexical, vector),
+                cfg,
+                qlist,
+                sims,
+                unlinked,
+            )
         if cfg.context_weight > 0 and qvec is not None and cands:
             self._context(cands, flt, qvec, fetch, lexical, vector, cfg, sims)
         qterms = _terms(query)
@@ -544,62 +554,6 @@ class Retriever:
             c.breakdown["context_near"] = near
             c.fused += cfg.context_weight / (cfg.rrf_k + rank) / top
             c.breakdown["fused"] = c.fused
-
-    def _temporal(
-        self,
-        cands: dict[str, _Cand],
-        query: str,
-        flt: Filter,
-        qvec: np.ndarray | None,
-        fetch: int,
-        lexical: list[Hit],
-        vector: list[Hit],
-        cfg: RecallConfig,
-    ) -> None:
-        """The temporal channel (see :class:`RecallConfig` and :mod:`graphmem.temporal`)."""
-        span = query_span(query) if cfg.temporal_weight > 0 else None
-        when = cfg.when_weight > 0 and is_when_question(query)
-        if span is None and not when:
-            return
-        if span is not None and not span.any_year and qvec is not None:
-            # memories written in the span or up to a month after it (relative dates
-            # reach back), ranked by similarity: a channel like the others
-            window = Range(
-                field="created_at",
-                gte=datetime.combine(span.start, time.min, UTC) - timedelta(days=7),
-                lte=datetime.combine(span.end, time.max, UTC) + timedelta(days=31),
-            )
-            data = flt.model_dump()
-            data["ranges"] = (*flt.ranges, window)
-            pool = [
-                m
-                for m in self.backend.match(
-                    Memory, validated(Filter, data), limit=cfg.temporal_limit
-                )
-                if isinstance(m, Memory)
-                and m.embedding is not None
-                and len(m.embedding) == qvec.shape[0]
-                and any(s.overlaps(span) for s in memory_spans(m.content, m.created_at))
-            ]
-            if pool:
-                mat = np.asarray([m.embedding for m in pool], dtype=np.float32)
-                sims = (mat @ qvec) / np.maximum(np.linalg.norm(mat, axis=1), 1e-12)
-                order = np.argsort(-sims, kind="stable")[:fetch]
-                _add_ranked(
-                    cands,
-                    [pool[int(j)] for j in order],
-                    "temporal",
-                    cfg.temporal_weight / _fusion_top(cfg, lexical, vector),
-                    cfg,
-                )
-        for c in cands.values():
-            spans = memory_spans(c.memory.content, c.memory.created_at)
-            if span is not None and span.any_year and any(s.overlaps(span) for s in spans):
-                c.breakdown["temporal"] = 1.0
-                c.fused *= 1.0 + cfg.temporal_weight
-            if when and (len(spans) > 1 or _DATE_TEXT_RE.search(c.memory.content)):
-                c.breakdown["when"] = 1.0
-                c.fused *= 1.0 + cfg.when_weight
 
     @staticmethod
     def _add_graph(c: _Cand, seed_rank: int, seed_fused: float, cfg: RecallConfig) -> None:

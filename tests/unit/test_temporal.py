@@ -73,3 +73,39 @@ def test_a_question_naming_a_day_reaches_the_memory_that_says_last_night(stores:
         off = RecallConfig(temporal_weight=0.0, when_weight=0.0)
         plain = mem.recall(question, agent_id="j", k=10, config=off, touch=False)
         assert hit.id not in {r.memory.id for r in plain}
+
+
+def test_the_temporal_pool_is_the_most_similar_memories_of_the_span_not_the_first_ids(
+    stores: Stores,
+) -> None:
+    """When the question's span holds more memories than ``temporal_limit``, the channel
+    ranks the span's memories most like the question, not whichever come first by id (a
+    span of a busy day at 100k memories once gave an arbitrary pool, and took ~0.5 s)."""
+    with stores.open("m1.db", embedder=HashEmbedder(64)) as mem:
+        day = datetime(2022, 5, 1, 20, 0, tzinfo=UTC)
+        mem.remember_many(
+            [
+                {
+                    "id": f"0000-{i:03d}",
+                    "content": f"the tomato plants in bed {i} need water and compost",
+                    "agent_id": "j",
+                    "created_at": day,
+                }
+                for i in range(40)
+            ]
+        )
+        [hit] = mem.remember_many(
+            [
+                {
+                    "id": "ffff-target",  # after every other id of the span
+                    "content": "Joanna watched a movie: The Lord of the Rings, awesome!",
+                    "agent_id": "j",
+                    "created_at": day,
+                }
+            ]
+        )
+        question = "What movie did Joanna watch on 1 May, 2022?"
+        cfg = RecallConfig(temporal_weight=1.0, temporal_limit=5)
+        found = {r.memory.id: r for r in mem.recall(question, agent_id="j", k=5, config=cfg)}
+        assert hit.id in found
+        assert found[hit.id].breakdown.get("temporal_rank") == 1.0

@@ -24,6 +24,7 @@ from graphmem.backends.embedded.buckets import (
     keys_of,
 )
 from graphmem.backends.embedded.records import Attrs, NodeTable
+from graphmem.backends.embedded.time_ranges import memories_within
 from graphmem.backends.embedded.vector_index import VectorIndex
 from graphmem.models import (
     Edge,
@@ -663,6 +664,10 @@ class EmbeddedGraph:
         if flt.tags_all and "tags" in indexed:
             for t in flt.tags_all:
                 sets.append(keys_of(self._index[(label, "tags")], t))
+        if flt.ranges and label is NodeLabel.MEMORY and not (sets and min(map(len, sets)) <= _FEW):
+            within = memories_within(self._g._node, self._by_label, flt, _FEW)
+            if within is not None:
+                sets.append(within)
         if not sets:
             return None
         sets.sort(key=len)
