@@ -57,7 +57,9 @@ def consolidate(
             f"{report.scanned} memories)"
         ]
         lines += [
-            f"  {g.kind}: {', '.join(g.source_ids)}" + (f" -> {g.merged_id}" if g.merged_id else "")
+            f"  {g.kind}: {', '.join(g.source_ids)}"
+            + (f" -> {g.merged_id}" if g.merged_id else "")
+            + (f" (skipped: {g.skipped})" if g.skipped else "")
             for g in report.groups
         ]
         _emit(as_json, report, "\n".join(lines))

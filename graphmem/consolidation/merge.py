@@ -31,6 +31,7 @@ from graphmem.llm import (
     merge_sentences,
 )
 from graphmem.models import (
+    MAX_CONTENT_CHARS,
     Category,
     Edge,
     EdgeType,
@@ -78,7 +79,7 @@ class MergeGroup(BaseModel):
     tags: tuple[str, ...]
     valid_from: datetime
     merged_id: str | None = None  # set once applied
-    skipped: str | None = None  # why an applied group was not written
+    skipped: str | None = None  # why the group is not (or would not be) written
 
 
 class ConsolidationReport(BaseModel):
@@ -228,13 +229,14 @@ def consolidate(
                 and kind == "similar"
                 and not any(is_dense(m.content) for m in sources)
             )
+            content = None if use_llm else merge_sentences(sources)
             plans.append(
                 MergeGroup(
                     scope=scope,
                     source_ids=tuple(m.id for m in sources),
                     pairs=tuple(pairs),
                     kind=kind,
-                    content=None if use_llm else merge_sentences(sources),
+                    content=content,
                     content_source="llm" if use_llm else "deterministic",
                     category=fields["category"],
                     tier=fields["tier"].value,
@@ -242,6 +244,7 @@ def consolidate(
                     access_count=fields["access_count"],
                     tags=fields["tags"],
                     valid_from=fields["valid_from"],
+                    skipped=_too_long(content),
                 )
             )
     log.info(
@@ -269,6 +272,20 @@ def consolidate(
         groups=tuple(applied),
         llm_failures=failures,
     )
+
+
+def _too_long(content: str | None) -> str | None:
+    """Why a merge is not written when its content is more than a memory may hold (the
+    lossless merge keeps every distinct sentence of its sources), else None. The sources
+    stay as they are: failing the whole pass would stop every maintenance run for good."""
+    if content is not None and len(content) > MAX_CONTENT_CHARS:
+        log.warning(
+            "consolidate: skipped a merge of %d characters (at most %d)",
+            len(content),
+            MAX_CONTENT_CHARS,
+        )
+        return f"the merged content would exceed {MAX_CONTENT_CHARS} characters"
+    return None
 
 
 def _plan_scope(
@@ -344,6 +361,9 @@ def _apply_merges(
     todo: list[tuple[MergeGroup, Replacement]] = []
     out: dict[int, MergeGroup] = {}
     for k, plan in enumerate(plans):
+        if plan.skipped:
+            out[k] = plan
+            continue
         sources = [current.get(i) for i in plan.source_ids]
         if any(s is None or s.status is not Status.ACTIVE for s in sources):
             out[k] = plan.model_copy(update={"skipped": "a source changed since planning"})
@@ -362,6 +382,9 @@ def _apply_merges(
                     "consolidate: LLM merge failed (%s); deterministic merge", type(e).__name__
                 )
                 content, source = merge_sentences(srcs), "fallback"
+                if skipped := _too_long(content):
+                    out[k] = plan.model_copy(update={"skipped": skipped})
+                    continue
         reason = (
             f"consolidated {plan.kind} (token jaccard >= "
             f"{min(p.similarity for p in plan.pairs):.2f})"

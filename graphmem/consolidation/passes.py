@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from graphmem.consolidation.merge import _merged_fields
 from graphmem.consolidation.similarity import log
-from graphmem.errors import InvalidInput, LLMError, NotFound
+from graphmem.errors import Conflict, InvalidInput, LLMError, NotFound
 from graphmem.llm import (
     LLM,
     Fact,
@@ -138,6 +138,7 @@ class ImproveReport(BaseModel):
     superseded_ids: tuple[str, ...] = ()
     batches: int = 0  # LLM calls made (one per batch within the token budget)
     llm_failures: int = 0  # batches improved by the offline pass after a failed call
+    skipped: int = 0  # replacements not written: their memories changed during the pass
 
 
 #: default input budget of one LLM call of a pass, in (estimated) tokens
@@ -261,9 +262,40 @@ def improve_memories(
     )
     if dry_run or not groups:
         return report
-    news = writes.replace(groups, create=news)
-    log.info("improve: %d rewrites, %d superseded", len(news), len(retired))
+    try:
+        news = writes.replace(groups, create=news)
+    except Conflict:
+        # a memory changed while the LLM answered (its agent updated or forgot it): write
+        # the replacements one by one, skipping those whose memories changed
+        news, superseded, skipped = _replace_each(writes, groups)
+        report = report.model_copy(update={"superseded_ids": tuple(superseded), "skipped": skipped})
+    log.info("improve: %d rewrites, %d superseded", len(news), len(report.superseded_ids))
     return report.model_copy(update={"created": tuple(news)})
+
+
+def _replace_each(
+    writes: Writes, groups: Sequence[Replacement]
+) -> tuple[list[Memory], list[str], int]:
+    """``groups`` written one transaction each: a rewrite (it creates its new version)
+    before the contradictions it wins, a contradiction won by a rewrite that was skipped
+    skipped too. Returns the created memories, the superseded ids and the skipped count."""
+    rewrites = {g.new.id for g in groups if g.pass_name == "improve"}
+    made: list[Memory] = []
+    superseded: dict[str, None] = {}
+    skipped = 0
+    for g in groups:
+        creates = g.pass_name == "improve"
+        if not creates and g.new.id in rewrites and all(m.id != g.new.id for m in made):
+            skipped += 1  # its winner was not written
+            continue
+        try:
+            made.extend(writes.replace([g], create=[g.new] if creates else []))
+        except Conflict:
+            skipped += 1
+            continue
+        superseded.update(dict.fromkeys(m.id for m in g.olds))
+    log.warning("improve: %d replacements skipped, their memories changed", skipped)
+    return made, list(superseded), skipped
 
 
 class FactsReport(BaseModel):

@@ -275,14 +275,9 @@ class Lifecycle(_Passes, _Maintenance):
                 f"summary of {len(members)} short-term memories of the run",
             )
         if not dry_run:
-            if promoted or archived:
-                self.writes.set_status(
-                    archived,
-                    Status.ARCHIVED,
-                    reason="run_end",
-                    nodes=promoted,
-                    expect=[Expect(m.ref, props={"status": Status.ACTIVE}) for m in promoted],
-                )
+            # the summaries first: memories archived as "replaced by the run summary" must
+            # not be archived when the summary fails (a source forgotten during the LLM
+            # call is NotFound, with nothing written; a retry summarises what is left)
             if summarize:
                 # one summary per scope: a run's summary never carries one agent's (or
                 # user's) memories into another's
@@ -306,6 +301,14 @@ class Lifecycle(_Passes, _Maintenance):
                         summary.id,
                         f"summary of {len(part)} short-term memories of the run",
                     )
+            if promoted or archived:
+                self.writes.set_status(
+                    archived,
+                    Status.ARCHIVED,
+                    reason="run_end",
+                    nodes=promoted,
+                    expect=[Expect(m.ref, props={"status": Status.ACTIVE}) for m in promoted],
+                )
             with self._lock:
                 self._pads.pop(run_id, None)
                 self._writes.pop(run_id, None)

@@ -3,6 +3,7 @@ written to the graph — on every backend through the GraphBackend seam."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -27,7 +28,7 @@ from graphmem.consolidation import (
 from graphmem.errors import Conflict, InvalidInput, NotFound
 from graphmem.llm import AnthropicLLM, OfflineLLM
 from graphmem.memory import GraphMemory
-from graphmem.models import Edge, EdgeType, Memory, NodeLabel, Status, Tier
+from graphmem.models import MAX_CONTENT_CHARS, Edge, EdgeType, Memory, NodeLabel, Status, Tier
 from tests.llm.anthropic_stub import StubAnthropic
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -192,6 +193,34 @@ def test_dry_run_reports_exactly_what_the_merge_writes(store: GraphMemory) -> No
     [applied] = done.groups
     assert applied.model_dump(exclude={"merged_id"}) == group.model_dump(exclude={"merged_id"})
     assert plan.superseded_ids == done.superseded_ids
+
+
+def test_a_merge_too_long_for_one_memory_is_skipped_and_the_rest_merged(
+    store: GraphMemory,
+) -> None:
+    """Two near-duplicates of 78,000 characters whose merge keeps every distinct sentence
+    (156,000) made the merged memory's validation raise InvalidInput: consolidate, and with
+    it every maintain / on_idle run, failed as long as the pair existed."""
+    words = "alpha beta gamma delta epsilon zeta eta theta iota".split()
+    sentences = [
+        " ".join(p).capitalize() + "."
+        for p in itertools.islice(itertools.permutations(words), 3000)
+    ]
+    big = [store.remember(" ".join(sentences[i : i + 1500]), agent_id="ann") for i in (0, 1500)]
+    assert all(len(m.content) > MAX_CONTENT_CHARS // 2 for m in big)
+    s = seed(store)
+    plan = consolidate(store.writes, dry_run=True, now=NOW)
+    done = consolidate(store.writes, now=NOW)
+    for report in (plan, done):
+        too_long = [g for g in report.groups if set(g.source_ids) == {m.id for m in big}]
+        assert [g.skipped for g in too_long] == [
+            "the merged content would exceed 100000 characters"
+        ]
+        assert not set(report.superseded_ids) & {m.id for m in big}
+    [merged_id] = done.merged_ids  # the seed's group is merged all the same
+    assert set(done.superseded_ids) == {s["a"].id, s["b"].id, s["c"].id}
+    assert store.get(merged_id).status is Status.ACTIVE
+    assert all(store.get(m.id).status is Status.ACTIVE for m in big)
 
 
 def test_merge_provenance_and_field_rules(store: GraphMemory) -> None:

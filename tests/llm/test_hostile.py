@@ -6,6 +6,7 @@ past the timeout, and the store unchanged when a pass fails."""
 from __future__ import annotations
 
 import io
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -15,8 +16,9 @@ from typing import Any
 import pytest
 
 from graphmem.backends import open_backend
-from graphmem.config import Settings
+from graphmem.config import LifecycleConfig, Settings
 from graphmem.errors import InvalidInput, LLMResponseError, LLMUnavailable, NotFound
+from graphmem.lifecycle import MaintenanceReport
 from graphmem.llm import AnthropicLLM
 from graphmem.memory import GraphMemory
 from graphmem.models import MAX_CONTENT_CHARS, Memory
@@ -314,3 +316,127 @@ def test_improve_failing_on_a_bad_answer_changes_nothing(stub: StubAnthropic) ->
     report = mem.lifecycle.improve([mine.id])
     assert report.llm_failures == 1 and not report.created and not report.superseded_ids
     assert exported(mem) == before
+
+
+def test_a_run_end_that_fails_archives_nothing_for_a_summary_it_did_not_write(
+    gated: tuple[StubAnthropic, threading.Event, threading.Event],
+) -> None:
+    """on_run_end archived the memories "replaced by the run summary" before it wrote the
+    summary: when the summary then failed (a source forgotten during the LLM call:
+    NotFound), they stayed archived with no summary to replace them."""
+    stub, asked, gate = gated
+    mem = store(stub, timeout=10)
+    mem.lifecycle.configure(LifecycleConfig(run_end_keep_recent=1))
+    events = [
+        mem.runs.add_event("r1", "user_message", text, created_at=NOW + timedelta(minutes=i))
+        for i, text in enumerate(
+            ["Book the flight to Oslo.", "My card ends in 4242.", "A window seat, please."]
+        )
+    ]
+
+    def states() -> dict[str, tuple[str, str]]:
+        return {m.id: (m.status.value, m.tier.value) for m in mem.list(status=None)}
+
+    before = states()
+    outcome: list[BaseException | object] = []
+
+    def end_run() -> None:
+        try:
+            outcome.append(mem.lifecycle.on_run_end("r1"))
+        except BaseException as e:
+            outcome.append(e)
+
+    worker = threading.Thread(target=end_run)
+    worker.start()
+    assert asked.wait(10)
+    mem.forget(events[1].id)
+    gate.set()
+    worker.join(10)
+    [result] = outcome
+    assert isinstance(result, NotFound)
+    del before[events[1].id]
+    assert states() == before  # nothing archived, promoted or summarised
+    report = mem.lifecycle.on_run_end("r1")  # again: it does what it would have done
+    [summary_id] = report.ids("create", step="summarize")
+    assert "4242" not in mem.get(summary_id).content
+    assert mem.get(events[0].id).status.value == "archived"
+
+
+def test_a_memory_updated_while_improve_waits_for_the_llm_only_skips_its_own_rewrite() -> None:
+    """One memory of the batch updated by its agent during the LLM call made the whole
+    improve write a Conflict: the other rewrites were lost, and on_idle failed before it
+    reached consolidation. Now each replacement whose memory changed is skipped."""
+    asked, gate = threading.Event(), threading.Event()
+
+    def rewrite_all(body: dict[str, Any]) -> Reply:
+        if body.get("tool_choice", {}).get("name") != "record_improve":
+            return auto_reply(body)
+        asked.set()
+        gate.wait(10)
+        ids = re.findall(r'<memory id="([^"]+)"', body["messages"][0]["content"])
+        rewrites = [{"id": i, "content": f"Precise fact {i[-4:]}.", "reason": "r"} for i in ids]
+        return tool_reply("record_improve", {"rewrites": rewrites, "contradictions": []})
+
+    with StubAnthropic(rewrite_all) as stub:
+        mem = store(stub, timeout=10)
+        mem.lifecycle.configure(LifecycleConfig(improve_rewrites=True))
+        vague = [
+            mem.remember(f"basically fact {i} i think", created_at=NOW - timedelta(minutes=i))
+            for i in range(3)
+        ]
+        outcome: list[BaseException | MaintenanceReport] = []
+
+        def idle() -> None:
+            try:
+                outcome.append(mem.lifecycle.on_idle())
+            except BaseException as e:
+                outcome.append(e)
+
+        worker = threading.Thread(target=idle)
+        worker.start()
+        assert asked.wait(10)
+        mine = mem.update(vague[0].id, "fact 0 as its agent restated it")
+        gate.set()
+        worker.join(10)
+        [report] = outcome
+        assert isinstance(report, MaintenanceReport), report
+        assert report.improvement is not None and report.improvement.skipped == 1
+        assert set(report.improvement.superseded_ids) == {vague[1].id, vague[2].id}
+        assert report.consolidation is not None  # the cycle went on
+        current = {m.content for m in mem.list()}
+        assert current == {
+            mine.content,
+            f"Precise fact {vague[1].id[-4:]}.",
+            f"Precise fact {vague[2].id[-4:]}.",
+        }
+
+
+def test_a_contradiction_won_by_a_rewrite_that_was_skipped_is_skipped_too() -> None:
+    asked, gate = threading.Event(), threading.Event()
+
+    def rewrite_and_contradict(body: dict[str, Any]) -> Reply:
+        asked.set()
+        gate.wait(10)
+        old, new = re.findall(r'<memory id="([^"]+)"', body["messages"][0]["content"])
+        data = {
+            "rewrites": [{"id": new, "content": "Alice lives in Bergen.", "reason": "r"}],
+            "contradictions": [{"keep_id": new, "superseded_ids": [old], "reason": "moved"}],
+        }
+        return tool_reply("record_improve", data)
+
+    with StubAnthropic(rewrite_and_contradict) as stub:
+        mem = store(stub, timeout=10)
+        oslo = mem.remember("Alice lives in Oslo.", created_at=NOW - timedelta(days=2))
+        bergen = mem.remember("alice lives in bergen now", created_at=NOW - timedelta(days=1))
+        outcome: list[BaseException | object] = []
+        worker = threading.Thread(
+            target=lambda: outcome.append(mem.lifecycle.improve([oslo.id, bergen.id]))
+        )
+        worker.start()
+        assert asked.wait(10)
+        mem.update(bergen.id, "Alice lives in Trondheim.")
+        gate.set()
+        worker.join(10)
+        [report] = outcome
+        assert getattr(report, "skipped", None) == 2 and not getattr(report, "created", ())
+        assert mem.get(oslo.id).status.value == "active"  # not superseded by an unwritten winner
