@@ -521,8 +521,7 @@ class NetworkXBackend(EmbeddedSearch):
         )
         with self._fresh():
             nodes = self._g.nodes
-            exact = self._indexed_matches(flt)  # no predicate to run when the buckets answer
-            keys = list(exact if exact is not None else self._matching_keys(flt))
+            keys = self._matching_list(flt)
 
             def sort_key(k: str) -> tuple[Any, ...]:
                 v = nodes[k].get(order_by)
