@@ -3,7 +3,9 @@
 Every coroutine runs the very same synchronous method in a worker thread
 (``asyncio.to_thread``), so there is one implementation of every operation and the event
 loop is never blocked by storage, embedding or LLM work. GraphMemory is thread-safe, so
-concurrent coroutines are safe too.
+concurrent coroutines are safe too. Cancelling a coroutine does not stop its operation: the
+worker thread finishes it and the result is dropped. Each write is one transaction, so it
+is stored whole or not at all (a store closed meanwhile refuses it: BackendUnavailable).
 
 The facade has GraphMemory's core verbs and the same sub-objects (``runs``, ``agents``,
 ``org``, ``namespaces``, ``lifecycle``, ``knowledge``, ``log``, ``vectors``, ``transfer``,

@@ -139,8 +139,10 @@ def add_messages(
     ``namespace``); without ``run_id`` a new run is started. A plain string is one user
     message. ``metadata`` is added to every event, and so is ``user_id`` (as
     ``metadata.user_id``, what ``recall(user_id=...)`` filters on; by default the run's).
-    Returns the stored events
-    in order.
+    The events are ``agent_id``'s (the run's agent's when not given); only the run's
+    agent, or a member of the run's shared namespace, adds to an existing run
+    (AccessDenied otherwise, nothing written), as with ``runs.add_event``. Returns the
+    stored events in order.
     """
     items: Sequence[Mapping[str, Any]] = (
         [{"role": "user", "content": messages}] if isinstance(messages, str) else messages
@@ -164,11 +166,13 @@ def add_messages(
         run_id = _start(mem, options)
     else:
         run, _created = runs.get_or_create(run_id, **options)
-        if agent_id is not None and run.agent_id != agent_id:
-            raise InvalidInput(
-                f"run {run_id!r} belongs to agent {run.agent_id!r}, not {agent_id!r}"
-            )
         user_id = user_id or run.user_id
+    if agent_id is not None:
+        # the events are the caller's: who may add them to the run is the run's one rule
+        # (its agent, or a member of its shared namespace; AccessDenied otherwise), asked
+        # by the write path as for add_event
+        for event in events:
+            event.setdefault("agent_id", agent_id)
     if user_id is not None:  # how graphmem scopes a memory to an end user
         for event in events:
             event["metadata"]["user_id"] = user_id

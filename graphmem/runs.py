@@ -59,7 +59,7 @@ from graphmem.models import (
 )
 from graphmem.protocol import RunFilters
 from graphmem.scoping import Namespaces, Scope
-from graphmem.writes import Writes
+from graphmem.writes import Writes, check_new
 
 __all__ = ["CleanupReport", "DeleteRunReport", "RunLimits", "RunStats", "Runs"]
 
@@ -382,6 +382,7 @@ class Runs(RunBasics):
             data.pop("seq", None)  # the write path gives each its place in the run
             try:
                 memories.append(validated(Memory, self._lifecycle._classify(data)))
+                check_new(memories[-1], now)
             except InvalidInput as e:
                 raise InvalidInput(f"event {i}: {e}") from e
         # the write path places them in the run (starting the run when it is new)

@@ -57,8 +57,13 @@ class Transfer:
         if isinstance(dest, str | Path):
             if self._files is not None:
                 _refuse_store_file(dest, self._files.store_files())
-            with _file(dest, "w") as f:
-                return self._export(f)
+            try:
+                with _file(dest, "w") as f:
+                    return self._export(f)
+            except OSError as e:  # no space left, a quota, an I/O error
+                raise InvalidInput(
+                    f"cannot write the export to {str(dest)!r}: {e.strerror or e}"
+                ) from e
         if not callable(getattr(dest, "write", None)):
             raise InvalidInput(
                 f"export writes to a path or a text file object, not {type(dest).__name__}"

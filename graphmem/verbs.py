@@ -35,7 +35,7 @@ from graphmem.models.plain import ClassifyColumns, plain_memories, plain_memory
 from graphmem.models.values import _check_id as check_id
 from graphmem.models.values import new_ids, replaced
 from graphmem.reconcile import DUPLICATE_FIELDS, ReconcileResult, reconcile
-from graphmem.writes import Embed, Writes
+from graphmem.writes import Embed, Writes, check_new
 
 __all__ = ["MemoryWrites"]
 
@@ -163,6 +163,7 @@ class MemoryWrites(Writes):
             if isinstance(item, Memory):
                 try:
                     memories.append(_unplaced(_revalidated(item)))
+                    check_new(memories[-1], now)
                 except InvalidInput as e:
                     raise InvalidInput(f"item {i}: {e}") from e
                 continue
@@ -185,6 +186,7 @@ class MemoryWrites(Writes):
                 if self.classify is not None:
                     data = self.classify(data)
                 memories.append(_unplaced(plain_memory(data, ids[i]) or validated(Memory, data)))
+                check_new(memories[-1], now)
             except InvalidInput as e:
                 raise InvalidInput(f"item {i}: {e}") from e
         return memories

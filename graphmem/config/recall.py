@@ -83,8 +83,9 @@ class RecallConfig(BaseModel):
     #: confirmed on conv-42/43 (benchmarks/RESULTS.md)
     temporal_weight: float = Field(default=1.0, ge=0.0)
     when_weight: float = Field(default=0.0, ge=0.0)
-    #: memories looked at per temporal query (written within the span, widened by the
-    #: reach of relative dates)
+    #: memories looked at per temporal query, at most: those written within the span
+    #: (widened by the reach of relative dates) most like the question, read until the
+    #: channel has its pool (graphmem.retrieval.temporal_channel)
     temporal_limit: int = Field(default=500, ge=1)
     #: pseudo-relevance feedback on the lexical channel: the ``prf_terms`` words most
     #: shared by the best ``prf_docs`` candidates are added to the query and the expanded

@@ -12,6 +12,7 @@ from graphmem.errors import InvalidInput, NotFound
 from graphmem.lifecycle.reports import Action, ActionKind, MaintenanceReport, Scratchpad
 from graphmem.llm import LLM, OfflineLLM
 from graphmem.models import (
+    EdgeType,
     Memory,
     NodeLabel,
     NodeRef,
@@ -100,6 +101,47 @@ class _Core:
             raise NotFound(f"no memory {next(i for i in ids if i not in have)!r}")
         return found
 
+    def _with_older_versions(self, actions: list[Action]) -> list[Action]:
+        """``actions`` and a ``delete`` of every older version a deleted memory heads (what
+        it SUPERSEDES, transitively). Deleting only the head stranded its older versions:
+        superseded memories with no current version, which no update or restore reaches.
+        An older version is not made current again either (an expired or retired fact
+        would come back). What was derived from a deleted version stays: a hard delete is
+        maintenance, not a forget (which takes that too)."""
+        deleted = [a for a in actions if a.action == "delete" and a.memory_id]
+        if not deleted:
+            return actions
+        sub = self.backend.expand(
+            [NodeRef(NodeLabel.MEMORY, a.memory_id) for a in deleted if a.memory_id],
+            [EdgeType.SUPERSEDES],
+            direction="out",
+            depth=10_000,
+            limit=1_000_000,
+        )
+        older: dict[str, list[str]] = defaultdict(list)
+        for e in sub.edges:
+            if e.type is EdgeType.SUPERSEDES:
+                older[e.src.id].append(e.dst.id)
+        planned = {a.memory_id for a in deleted}
+        out = list(actions)
+        for a in deleted:
+            todo = list(older.get(a.memory_id or "", ()))
+            while todo:
+                i = todo.pop()
+                if i in planned:
+                    continue
+                planned.add(i)
+                out.append(
+                    Action(
+                        step=a.step,
+                        action="delete",
+                        memory_id=i,
+                        reason=f"an older version of {a.memory_id}",
+                    )
+                )
+                todo.extend(older.get(i, ()))
+        return out
+
     def _finish(
         self,
         plan: _Plan,
@@ -114,6 +156,8 @@ class _Core:
             else a
             for a in plan.actions
         ]
+        if hard_delete:
+            actions = self._with_older_versions(actions)
         if not dry_run:
             ids = [
                 a.memory_id for a in actions if a.memory_id and a.action in ("archive", "delete")

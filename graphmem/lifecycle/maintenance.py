@@ -328,7 +328,8 @@ class _Maintenance(_Core):
         hard_delete: bool = False,
     ) -> MaintenanceReport:
         """Take memories out of recall: status archived (restorable), or deleted with
-        ``hard_delete=True``. Unknown ids raise NotFound and change nothing."""
+        ``hard_delete=True`` (each with the older versions it heads; the report lists
+        them). Unknown ids raise NotFound and change nothing."""
         now = self._clock()
         found = self._get(memory_ids)
         plan = _Plan()

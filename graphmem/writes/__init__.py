@@ -28,6 +28,7 @@ from graphmem.writes.path import (
     Embed,
     Hook,
     Replacement,
+    check_new,
     retire_time,
 )
 
@@ -40,5 +41,6 @@ __all__ = [
     "Hook",
     "Replacement",
     "Writes",
+    "check_new",
     "retire_time",
 ]

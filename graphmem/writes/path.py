@@ -68,6 +68,21 @@ def retire_time(old: Memory, new: Memory, at: datetime) -> datetime:
     return max(end, old_from)
 
 
+def check_new(memory: Memory, now: datetime) -> None:
+    """InvalidInput unless ``memory`` may be written as a new memory: it is active (it is
+    archived once written, and superseded only by a new version of it: a new memory
+    written superseded would be a history without a head), and it was not read after
+    ``now`` (its access statistics rank and decay it). An import writes exported
+    memories as they are (:meth:`_WritePath.load`), not through this check."""
+    if memory.status is not Status.ACTIVE:
+        raise InvalidInput(
+            f"a new memory is active, not {memory.status.value}: archive it once it is "
+            "written; a memory is superseded by its new version (update, supersede)"
+        )
+    if memory.last_accessed is not None and memory.last_accessed > now:
+        raise InvalidInput(f"last_accessed {memory.last_accessed.isoformat()} is in the future")
+
+
 Hook = Callable[[Committed], None]
 Embed = Callable[[list[str]], Any]
 
@@ -393,6 +408,8 @@ class _WritePath:
                     )
         if set(keepers) & set(retired):
             raise InvalidInput("a memory cannot both replace and be replaced in one write")
+        for m in create:
+            check_new(m, now)
         self.authorise(
             [*create, *retired.values()],
             combines=() if rescope else [(g.new, g.olds) for g in groups],

@@ -3,6 +3,8 @@ exercised on every backend."""
 
 from __future__ import annotations
 
+import io
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -94,6 +96,51 @@ def test_maintain_archive_restore_and_run_hooks(mem: GraphMemory) -> None:
     assert report.ids("promote") == [st.id]
     assert mem.get(st.id).tier is Tier.LONG_TERM
     assert mem.lifecycle.on_idle(dry_run=True).dry_run
+
+
+def _exported_memories(mem: GraphMemory) -> set[str]:
+    buf = io.StringIO()
+    mem.transfer.export(buf)
+    rows = [json.loads(line) for line in buf.getvalue().splitlines()[1:]]
+    return {r["props"]["id"] for r in rows if r.get("node") == "Memory"}
+
+
+@pytest.mark.parametrize("how", ["archive", "maintain"])
+def test_a_hard_delete_takes_the_older_versions_it_heads(mem: GraphMemory, how: str) -> None:
+    """``archive(..., hard_delete=True)`` and ``maintain(hard_delete=True)`` deleted the
+    current version and left its older ones: superseded memories without a head, in
+    ``list``, ``history`` and the export, that no update or restore could reach."""
+    v1 = mem.remember("Door code 4711.", agent_id="x")
+    v2 = mem.update(v1.id, "Door code 4712.")
+    v3 = mem.update(v2.id, "Door code 4713.", expires_at=datetime(2024, 5, 1, tzinfo=UTC))
+    kept = mem.remember("The office opens at nine.", agent_id="x")
+    summary = mem.remember("Door codes change monthly.", agent_id="x", category="summary")
+    mem.writes.link(summary.id, [v2.id], pass_name="summarize")
+
+    def hard_delete(dry_run: bool) -> list[str]:
+        if how == "archive":
+            report = mem.lifecycle.archive([v3.id], hard_delete=True, dry_run=dry_run)
+        else:
+            report = mem.lifecycle.maintain(hard_delete=True, steps=("expire",), dry_run=dry_run)
+        return report.ids("delete")
+
+    assert sorted(hard_delete(dry_run=True)) == sorted([v1.id, v2.id, v3.id])
+    assert mem.count(status=None) == 5
+    assert sorted(hard_delete(dry_run=False)) == sorted([v1.id, v2.id, v3.id])
+    left = {m.id for m in mem.list(status=None)}
+    assert left == {kept.id, summary.id} == _exported_memories(mem)
+    # what was made from a deleted version stays (a hard delete is not a forget)
+    assert mem.get(summary.id).content == "Door codes change monthly."
+
+
+def test_a_hard_delete_of_an_older_version_keeps_the_newer_ones(mem: GraphMemory) -> None:
+    v1 = mem.remember("Door code 4711.", agent_id="x")
+    v2 = mem.update(v1.id, "Door code 4712.")
+    v3 = mem.update(v2.id, "Door code 4713.")
+    report = mem.lifecycle.archive([v2.id], hard_delete=True)
+    assert sorted(report.ids("delete")) == sorted([v1.id, v2.id])
+    assert [m.id for m in mem.history(v3.id)] == [v3.id]
+    assert mem.get(v3.id).status is Status.ACTIVE
 
 
 def test_write_path_refreshes_short_term_tier(mem: GraphMemory) -> None:

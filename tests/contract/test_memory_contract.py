@@ -36,6 +36,48 @@ def test_remember_many_is_all_or_nothing(mem: GraphMemory) -> None:
     assert len(batch) == 50 and mem.count(agent_id="x") == 50
 
 
+#: what a new memory cannot be given: a status other than active (a superseded memory
+#: without a successor is a broken history; an archived one is archived after it is
+#: written), or an access in the future
+NOT_NEW = {
+    "superseded": {"status": "superseded"},
+    "archived": {"status": "archived"},
+    "read tomorrow": {"last_accessed": datetime.now(UTC) + timedelta(days=1)},
+}
+
+
+@pytest.mark.parametrize("given", list(NOT_NEW))
+@pytest.mark.parametrize(
+    "verb", ["remember_many", "remember_many object", "reconcile", "add_events", "supersede"]
+)
+def test_a_new_memory_starts_active_and_unread(mem: GraphMemory, verb: str, given: str) -> None:
+    """``remember_many`` wrote a new memory as superseded (a version with no head: history
+    showed a chain that never had an active version) or archived, or read in the future."""
+    fields = NOT_NEW[given]
+    old = mem.remember("the old plan", agent_id="a")
+    before = mem.backend.stats()
+    with pytest.raises(InvalidInput):
+        if verb == "remember_many":
+            mem.remember_many([{"content": "fine"}, {"content": "the new plan", **fields}])
+        elif verb == "remember_many object":
+            mem.remember_many([Memory(content="the new plan", **fields)])
+        elif verb == "reconcile":
+            mem.writes.reconcile("the new plan", **fields)
+        elif verb == "add_events":
+            mem.runs.add_events("r1", [{"content": "the new plan", **fields}])
+        else:
+            new = Memory(content="the new plan", agent_id="a", **fields)
+            mem.writes.supersede([old.id], new, reason="r")
+    assert mem.backend.stats() == before
+    assert mem.get(old.id).status is Status.ACTIVE
+    # what a new memory may come with: an active status, an access in the past
+    read = datetime.now(UTC) - timedelta(days=1)
+    [m] = mem.remember_many(
+        [{"content": "read yesterday", "status": "active", "last_accessed": read}]
+    )
+    assert (m.status, mem.get(m.id).last_accessed) == (Status.ACTIVE, read)
+
+
 def test_update_creates_a_version_chain(mem: GraphMemory) -> None:
     v1 = mem.remember("Alice lives in Paris", created_at=T0, agent_id="a")
     v2 = mem.update(v1.id, "Alice lives in Lyon", reason="moved")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graphmem.errors import InvalidInput
+from graphmem.errors import AccessDenied, InvalidInput
 from graphmem.memory import GraphMemory
 from graphmem.messages import message_from_event
 
@@ -90,6 +90,24 @@ def test_bad_messages_are_refused_and_change_nothing(mem: GraphMemory, bad: list
 
 def test_a_run_of_another_agent_is_refused(mem: GraphMemory) -> None:
     mem.add_messages("mine", agent_id="a", run_id="r")
-    with pytest.raises(InvalidInput, match="belongs to agent"):
+    with pytest.raises(AccessDenied, match="may not add to run"):
         mem.add_messages("yours", agent_id="b", run_id="r")
     assert len(mem.runs.events("r")) == 1
+
+
+def test_a_member_of_a_runs_namespace_adds_messages_as_it_adds_events(mem: GraphMemory) -> None:
+    """The rule of a run (its agent, or a member of its shared namespace) is one for every
+    way in: add_messages refused bob, a member of the run's namespace, whom add_event lets
+    in; and a non-member got InvalidInput from one and AccessDenied from the other."""
+    mem.namespaces.create("team", owner="alice", members=["bob"])
+    mem.add_messages("alice opens the run", agent_id="alice", run_id="r", namespace="team")
+    by_event = mem.runs.add_event("r", "user_message", "bob, by event", agent_id="bob")
+    [by_message] = mem.add_messages("bob, by message", agent_id="bob", run_id="r")
+    assert (by_event.agent_id, by_message.agent_id) == ("bob", "bob")  # the member's own
+    contents = ["alice opens the run", "bob, by event", "bob, by message"]
+    assert [e.content for e in mem.runs.events("r")] == contents
+    with pytest.raises(AccessDenied):
+        mem.runs.add_event("r", "user_message", "carol, by event", agent_id="carol")
+    with pytest.raises(AccessDenied):
+        mem.add_messages("carol, by message", agent_id="carol", run_id="r")
+    assert [e.content for e in mem.runs.events("r")] == contents

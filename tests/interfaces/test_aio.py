@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import re
 import threading
@@ -192,3 +193,26 @@ def test_context_of_an_unknown_format_is_refused_as_the_sync_context_refuses_it(
                 await amem.context("tea", format=fmt)  # type: ignore[call-overload]
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.01, 0.05])
+def test_a_batch_cancelled_mid_write_and_closed_is_stored_whole_or_not_at_all(
+    stores: Stores, delay: float
+) -> None:
+    """The worker thread goes on after the cancel (or has finished) and the store closes
+    under it: the batch (of a size written on the writer thread) is all there, or none."""
+    items = [{"content": f"step {i} of the job", "run_id": "r1"} for i in range(2000)]
+
+    async def scenario() -> None:
+        async with stores.open_async("k.db", embedder=None) as amem:
+            task = asyncio.ensure_future(amem.remember_many(items))
+            await asyncio.sleep(delay)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    asyncio.run(scenario())
+    with stores.open("k.db", embedder=None) as mem:
+        n = mem.count()
+        assert n in (0, len(items))
+        assert len(mem.runs.events("r1", limit=5000)) == n

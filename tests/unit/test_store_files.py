@@ -33,7 +33,7 @@ def _other_app(path: Path) -> None:
         db.execute("INSERT INTO users VALUES (1, 'alice')")
 
 
-@pytest.mark.parametrize("meta", [None, "other shape", "key-value", "only meta"])
+@pytest.mark.parametrize("meta", [None, "other shape", "key-value", "only meta", "graph app"])
 def test_another_applications_sqlite_file_is_refused_and_left_as_it_was(
     tmp_path: Path, meta: str | None
 ) -> None:
@@ -45,9 +45,14 @@ def test_another_applications_sqlite_file_is_refused_and_left_as_it_was(
         with closing(sqlite3.connect(path)) as db, db:
             db.execute("CREATE TABLE meta (a, b, c)")
             db.execute("INSERT INTO meta VALUES (1, 2, 3)")
+    elif meta == "graph app":  # tables of graphmem's names, made by another program
+        with closing(sqlite3.connect(path)) as db, db:
+            db.execute("CREATE TABLE nodes (id INTEGER PRIMARY KEY, name TEXT)")
+            db.execute("CREATE TABLE edges (a INTEGER, b INTEGER)")
+            db.execute("INSERT INTO nodes VALUES (1, 'x')")
     else:
         _other_app(path)
-    if meta is not None and meta != "only meta":
+    if meta in ("other shape", "key-value"):
         with closing(sqlite3.connect(path)) as db, db:
             if meta == "other shape":
                 db.execute("CREATE TABLE meta (a, b, c)")
@@ -65,8 +70,8 @@ def test_another_applications_sqlite_file_is_refused_and_left_as_it_was(
     with closing(sqlite3.connect(path)) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
         tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
-        assert not tables & {"nodes", "edges", "changes"}
-        if meta != "only meta":
+        assert not tables & {"vectors", "changes"}
+        if meta not in ("only meta", "graph app"):
             assert db.execute("SELECT name FROM users").fetchall() == [("alice",)]
 
 
@@ -315,3 +320,16 @@ def test_a_store_with_damaged_rows_or_tables_is_a_typed_error_at_open(
         GraphMemory.open(str(path), embedder="hash:32")
     gc.collect()
     assert sorted(p.name for p in tmp_path.iterdir()) == beside  # no -wal or -shm held
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (a full disk)")
+def test_an_export_onto_a_full_disk_is_a_typed_error(tmp_path: Path) -> None:
+    """The OSError of a write that found no space went out as it was (a traceback from
+    ``graphmem export``)."""
+    path = tmp_path / "s.db"
+    with GraphMemory.open(str(path), embedder=None) as mem:
+        mem.remember_many([{"content": f"kept {i}"} for i in range(300)])  # past a buffer
+        with pytest.raises(InvalidInput, match="No space left"):
+            mem.transfer.export("/dev/full")
+    result = _cli("export", "/dev/full", "--db", str(path))
+    assert result.exit_code == 1 and "No space left" in result.stderr

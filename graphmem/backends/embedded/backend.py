@@ -40,6 +40,7 @@ from graphmem.backends.base import (
 )
 from graphmem.backends.embedded.adjacency import Adjacency
 from graphmem.backends.embedded.appends import fresh_memories
+from graphmem.backends.embedded.column_order import first_by_column
 from graphmem.backends.embedded.graph import (
     _edge_of,
     _orderable,
@@ -520,7 +521,7 @@ class NetworkXBackend(EmbeddedSearch):
         )
         with self._fresh():
             nodes = self._g.nodes
-            keys = list(self._matching_keys(flt))
+            keys = self._matching_list(flt)
 
             def sort_key(k: str) -> tuple[Any, ...]:
                 v = nodes[k].get(order_by)
@@ -528,9 +529,17 @@ class NetworkXBackend(EmbeddedSearch):
                 missing = v is None
                 return (missing != descending, _orderable(v), nodes[k].get("id"))
 
+            few = None
             if limit is not None and limit + offset < len(keys) // 4:
-                pick = heapq.nlargest if descending else heapq.nsmallest
-                keys = pick(limit + offset, keys, key=sort_key)
+                if flt.label is NodeLabel.MEMORY:
+                    table = nodes.memories
+                    few = first_by_column(table, keys, order_by, limit + offset, descending)
+                if few is None:
+                    pick = heapq.nlargest if descending else heapq.nsmallest
+                    keys = pick(limit + offset, keys, key=sort_key)
+                else:
+                    keys = few
+                    keys.sort(key=sort_key, reverse=descending)
             else:
                 keys.sort(key=sort_key, reverse=descending)
             end = None if limit is None else offset + limit

@@ -679,14 +679,21 @@ class EmbeddedGraph:
         """The keys matching ``flt`` straight from the index buckets, when they answer all
         of it (equality on indexed single-valued fields, required tags); else None and the
         predicate has to look at the nodes."""
-        indexed = _INDEXED.get(flt.label, ())
-        if flt.ids is not None or flt.ranges or (flt.tags_all and "tags" not in indexed):
+        if not _answerable(flt):
             return None
-        for f in (*flt.equals, *flt.any_of):
-            if f not in indexed or f == "tags":  # a list field: equality is not membership
-                return None
         cand = self._candidates(flt)
         return cand if cand is not None else self._by_label.get(flt.label, set())
+
+    def _matching_list(self, flt: Filter) -> list[str]:
+        """Every key matching ``flt``: the index buckets' when they answer all of it and
+        narrow to more than a few (none left unasked, see :meth:`_candidates`)."""
+        cand = self._candidates(flt, checked=True)
+        keys = cand if cand is not None else self._by_label.get(flt.label, set())
+        if _answerable(flt) and (cand is None or len(cand) > _FEW):
+            return list(keys)
+        ok = self._predicate(flt)
+        nodes = self._g.nodes
+        return [k for k in keys if k in nodes and ok(nodes[k])]
 
     @staticmethod
     def _predicate(flt: Filter) -> Callable[[Attrs], bool]:
@@ -739,6 +746,15 @@ class EmbeddedGraph:
         for k in keys:
             if k in nodes and ok(nodes[k]):
                 yield k
+
+
+def _answerable(flt: Filter) -> bool:
+    """Whether the index buckets answer all of ``flt``: equality on indexed single-valued
+    fields, required tags; no ids, no ranges."""
+    indexed = _INDEXED.get(flt.label, ())
+    if flt.ids is not None or flt.ranges or (flt.tags_all and "tags" not in indexed):
+        return False  # (and below: tags is a list field, equality on it is not membership)
+    return all(f in indexed and f != "tags" for f in (*flt.equals, *flt.any_of))
 
 
 def _steps(

@@ -4,11 +4,13 @@ or a full reload)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sqlite3
 from collections import defaultdict
 from collections.abc import Sequence
+from contextlib import closing
 from datetime import datetime
 from pathlib import Path
 from sys import intern
@@ -119,12 +121,15 @@ SCHEMA_VERSION = "6"
 #: versions this code opens
 SCHEMA_READ = frozenset({"2", "3", "4", "5", SCHEMA_VERSION})
 
-#: the tables SCHEMA makes, with those FTS5 keeps for ``memory_fts`` (and SQLite's own
-#: ``sqlite_*``): a file holding another table is not a graphmem store
-OWN_TABLES = frozenset(
-    {"meta", "nodes", "edges", "next_edges", "vectors", "run_heads", "changes"}
-    | {f"memory_fts{part}" for part in ("", "_data", "_idx", "_content", "_docsize", "_config")}
-)
+
+@functools.cache
+def own_tables() -> dict[str, str]:
+    """The tables SCHEMA makes, with those FTS5 keeps for ``memory_fts``, and the SQL of
+    each as SQLite records it: a file without a recorded version holding another table,
+    or one of these names made otherwise (another program's ``nodes``), is not a store."""
+    with closing(sqlite3.connect(":memory:")) as db:
+        db.executescript(SCHEMA)
+        return dict(db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
 
 
 #: the tables every store of a version this code reads has had (the later ones are made
@@ -168,11 +173,12 @@ def refusal(db: sqlite3.Connection, path: object) -> str | None:
     code reads, an empty file, or a store whose creation stopped before it recorded its
     version). Another program's database or a store of a later graphmem is left exactly
     as it was: no tables added, no journal mode changed."""
-    tables = {
-        name
-        for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    made = {
+        name: sql
+        for name, sql in db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'")
         if not name.startswith("sqlite_")
     }
+    tables = set(made)
     version = None
     if "meta" in tables:
         try:
@@ -187,7 +193,8 @@ def refusal(db: sqlite3.Connection, path: object) -> str | None:
         if lost:  # made again empty, the store would read as one without those rows
             return f"{path} is damaged: its table {', '.join(lost)} is missing"
         return None
-    others = sorted(tables - OWN_TABLES)
+    own = own_tables()
+    others = sorted(name for name, sql in made.items() if own.get(name) != sql)
     if others:
         shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
         return f"{path} is not a graphmem store (it holds tables graphmem does not make: {shown})"
