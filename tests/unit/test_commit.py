@@ -413,7 +413,7 @@ def _in_function(thread: threading.Thread, name: str) -> bool:
 
 
 def test_a_big_write_interrupted_while_it_waits_for_its_statements_writes_nothing(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Ctrl-C (KeyboardInterrupt) in the writing thread while the committing thread still
     # ran the write's statements: the writer rolled back under it, the statements left ran
@@ -435,6 +435,14 @@ def test_a_big_write_interrupted_while_it_waits_for_its_statements_writes_nothin
     before = rows()
     writer = threading.current_thread()
     armed = [True]
+    made: list[Pending] = []  # the writes' transactions, to see when the writer gave up
+    plain_init = Pending.__init__
+
+    def init(self: Pending, *args: object) -> None:
+        plain_init(self, *args)  # type: ignore[arg-type]
+        made.append(self)
+
+    monkeypatch.setattr(Pending, "__init__", init)
 
     def held(_rid: int) -> int:
         # on the committing thread, inside the write: interrupt the writer once it waits
@@ -444,7 +452,13 @@ def test_a_big_write_interrupted_while_it_waits_for_its_statements_writes_nothin
             while not _in_function(writer, "_join") and time.monotonic() < deadline:
                 time.sleep(0.001)
             signal.pthread_kill(writer.ident or 0, signal.SIGINT)
-            time.sleep(0.3)  # time for the writer to act on it, were it not waiting
+            # until the writer has taken the interrupt in (a fixed pause was too short on a
+            # loaded machine: the statements and the COMMIT ran before it had, and the
+            # write was whole, as an interrupt after the COMMIT leaves it); the statements
+            # after this one then do not run
+            deadline = time.monotonic() + 10
+            while not made[-1]._failed and time.monotonic() < deadline:  # type: ignore[attr-defined]
+                time.sleep(0.001)
         return 0
 
     mem.backend._db.create_function("held", 1, held)  # type: ignore[attr-defined]
