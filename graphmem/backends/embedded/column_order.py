@@ -49,7 +49,6 @@ def first_by_column(
     else:
         cut = np.partition(vals, n - 1)[n - 1]
         chosen = rows[vals <= cut + slack]
-    held_keys = table.keys
-    out = [k for k in map(held_keys.__getitem__, chosen.tolist()) if k is not None]
+    out = table.keys_at(chosen)
     out.extend(keys[i] for i in loose.tolist())
     return out

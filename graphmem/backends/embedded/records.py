@@ -540,6 +540,10 @@ class MemoryTable:
             if c is None:
                 return []
             rows = np.flatnonzero(np.frombuffer(self.codes[field], dtype=np.int32)[:n] == c)
+        return self.keys_at(rows)
+
+    def keys_at(self, rows: np.ndarray) -> list[str]:
+        """The keys of the rows ``rows`` (row numbers), the free ones left out."""
         keys = self.keys
         return [k for k in map(keys.__getitem__, rows.tolist()) if k is not None]
 

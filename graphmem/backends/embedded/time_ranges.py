@@ -49,8 +49,7 @@ def keys_in_range(
     rows = np.flatnonzero(mask)
     if len(rows) > most:
         return None
-    keys = table.keys
-    return [k for k in map(keys.__getitem__, rows.tolist()) if k is not None]
+    return table.keys_at(rows)
 
 
 def memories_within(
